@@ -1,0 +1,22 @@
+# Libraries every build needs: OpenBLAS, nlohmann-json, CLI11 (and GoogleTest for tests).
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 2.1 REQUIRED)
+
+find_path(OPENBLAS_INCLUDE_DIR cblas.h
+          PATHS /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas
+                /usr/include/aarch64-linux-gnu/openblas-pthread
+          NO_DEFAULT_PATH)
+find_path(OPENBLAS_INCLUDE_DIR cblas.h)
+find_library(OPENBLAS_LIBRARY NAMES openblas)
+if(NOT OPENBLAS_INCLUDE_DIR OR NOT OPENBLAS_LIBRARY)
+  message(FATAL_ERROR "OpenBLAS not found: install libopenblas-dev")
+endif()
+add_library(remat_openblas INTERFACE)
+target_include_directories(remat_openblas INTERFACE ${OPENBLAS_INCLUDE_DIR})
+target_link_libraries(remat_openblas INTERFACE ${OPENBLAS_LIBRARY})
+message(STATUS "RematLab: OpenBLAS ${OPENBLAS_LIBRARY}")
+
+if(REMAT_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()

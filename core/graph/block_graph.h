@@ -1,0 +1,106 @@
+// One transformer block as a table of named steps and the tensors they make. This table is the
+// single source for the executor (what to run and allocate), the simulator (the same walk with
+// no arithmetic), the selective policy (tensor names), the analytic formulas and the ledger.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model/model_config.h"
+#include "core/model/param_layout.h"
+#include "core/util/philox.h"
+
+namespace remat {
+
+enum class OpKind : std::uint8_t {
+  LayerNorm, RmsNorm, Linear, Rope, AttnSoftmax, AttnDropout, AttnPV, FlashAttn, Residual, Gelu,
+  SwiGlu, DropoutMask
+};
+// The coarse kind shown in views: GEMM, norm, softmax, dropout, activation, attention, elementwise.
+enum class StepKind : std::uint8_t { Gemm, Norm, Softmax, Dropout, Activation, Attention, Elementwise };
+const char* to_string(OpKind k);
+const char* to_string(StepKind k);
+
+struct TensorDef {
+  std::string name;      // stable: "attn.qkv", "attn.probs", "mlp.gelu_in", ...
+  DType dtype = DType::F32;
+  std::int64_t numel = 0;
+  std::uint64_t bytes = 0;
+  std::string formula;   // bytes in symbols, e.g. "2·s·b·h" (16-bit) for views and docs
+  bool saved = false;    // read by some backward step: kept under store-everything
+  int producer = -1;     // step index; -1 for the block input
+  std::vector<int> consumers;  // step indices
+};
+
+struct StepDef {
+  std::string name;      // "ln1", "qkv", "attn.softmax", ...
+  OpKind op = OpKind::Linear;
+  StepKind kind = StepKind::Gemm;
+  std::vector<int> in, out;  // tensor indices
+  std::vector<int> needs;    // tensors its backward reads (they are the saved set)
+  ParamSlot w = ParamSlot::Count, b = ParamSlot::Count;
+  std::int64_t M = 0;        // rows for linear / norms / elementwise
+  int K = 0, N = 0;          // linear: in and out features; norms: width
+  DropoutSite site = kSiteEmbedding;  // for dropout-bearing steps
+  std::uint64_t flops_fwd = 0, flops_bwd = 0;
+  bool has(ParamSlot s) const { return w == s || b == s; }
+};
+
+StepDef mask_step(const std::string& name, int mask, DropoutSite site, std::int64_t n);
+
+class BlockGraph {
+ public:
+  explicit BlockGraph(const ModelConfig& m);
+
+  const ModelConfig& config() const { return cfg_; }
+  const std::vector<TensorDef>& tensors() const { return tensors_; }
+  const std::vector<StepDef>& steps() const { return steps_; }
+  int input() const { return input_; }    // "block.in"
+  int output() const { return output_; }  // "block.out" (the next block's input)
+  std::optional<int> find(const std::string& tensor) const;
+
+  // Bytes of the saved set (store-everything), per block.
+  std::uint64_t saved_bytes() const;
+  // Saved bytes when the named tensors are dropped and recomputed.
+  std::uint64_t saved_bytes_without(const std::vector<std::string>& recompute) const;
+  std::uint64_t flops_forward() const;
+  std::uint64_t flops_backward() const;
+  // Forward FLOPs of the steps needed to rebuild `targets` from `live` (indices), or nullopt if
+  // impossible. Also returns the step list through `steps` when given.
+  std::optional<std::uint64_t> recompute_flops(const std::vector<bool>& live,
+                                               const std::vector<bool>& targets,
+                                               std::vector<int>* steps = nullptr) const;
+  // Names of the tensors in the saved set, in table order.
+  std::vector<std::string> saved_names() const;
+  // Default selective set: the attention core with naive attention, else norm outputs and the
+  // activation-function output.
+  std::vector<std::string> default_selective() const;
+
+ private:
+  int add_tensor(const std::string& name, DType dt, std::int64_t numel, std::string formula);
+  int add_step(StepDef s);
+  void finish();
+  void build_gpt2();
+  void build_llama();
+  void build_attention(int qkv, int& ctx);
+
+  ModelConfig cfg_;
+  std::vector<TensorDef> tensors_;
+  std::vector<StepDef> steps_;
+  int input_ = -1, output_ = -1;
+};
+
+// Sizes of the tensors outside the blocks, so nothing is allocated that the model of memory
+// does not know.
+struct OuterSizes {
+  std::int64_t tokens = 0;        // i32 tokens and targets, each B*S
+  std::int64_t embed_out = 0;     // act, B*S*H (block 0's input)
+  std::int64_t embed_mask = 0;    // u8, B*S*H when dropout > 0, else 0
+  std::int64_t final_in = 0;      // act, B*S*H (the last block's output)
+  std::int64_t lnf_out = 0;       // act, B*S*H
+  std::int64_t losses = 0;        // fp32, B*S
+  explicit OuterSizes(const ModelConfig& m);
+};
+
+}  // namespace remat

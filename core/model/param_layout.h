@@ -1,0 +1,54 @@
+// Where every parameter lives in the one contiguous parameter buffer, with its Hugging Face
+// name. Gradients, master weights and AdamW moments use the same offsets in their buffers.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model/model_config.h"
+
+namespace remat {
+
+// Parameters a block step can refer to. Not every architecture has all of them.
+enum class ParamSlot : std::uint8_t {
+  Ln1W, Ln1B, QkvW, QkvB, ProjW, ProjB, Ln2W, Ln2B, FcW, FcB, Fc2W, Fc2B, Count
+};
+const char* to_string(ParamSlot s);
+
+struct ParamSpec {
+  std::string name;      // ours, e.g. "h.3.attn.qkv.w"
+  std::string hf_name;   // Hugging Face tensor name (first part when fused, see hf_parts)
+  std::int64_t rows = 0;     // our layout: row-major [rows, cols]; linear weights are [out, in]
+  std::int64_t cols = 1;     // 1 for vectors
+  std::int64_t offset = 0;   // in elements, into the parameter buffer
+  int block = -1;            // -1 outside the blocks
+  bool decay = false;        // AdamW weight decay applies (matrices, not norms or biases)
+  bool hf_transposed = false;  // stored [in, out] by Hugging Face (GPT-2 Conv1D)
+  // A fused tensor (Llama's q|k|v and gate|up) is several Hugging Face tensors stacked by rows.
+  std::vector<std::pair<std::string, std::int64_t>> hf_parts;  // (name, rows); empty if one
+  std::int64_t numel() const { return rows * cols; }
+};
+
+class ParamLayout {
+ public:
+  explicit ParamLayout(const ModelConfig& m);
+
+  const std::vector<ParamSpec>& params() const { return params_; }
+  std::int64_t total() const { return total_; }
+  // Offset of a block parameter, or -1 if the architecture lacks it.
+  std::int64_t offset(int block, ParamSlot slot) const;
+  const ParamSpec* find(const std::string& name) const;
+
+  // Outside the blocks.
+  std::int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1, lm_head = -1;
+  // The head's weight: wte when tied (gpt2), lm_head otherwise.
+  std::int64_t head_weight() const { return lm_head >= 0 ? lm_head : wte; }
+
+ private:
+  std::int64_t add(ParamSpec p);
+  std::vector<ParamSpec> params_;
+  std::vector<std::int64_t> slots_;  // [block * Count + slot]
+  std::int64_t total_ = 0;
+};
+
+}  // namespace remat

@@ -1,0 +1,55 @@
+// Errors with context. Library code throws these; front ends print them.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace remat {
+
+// A user-facing error: bad input, refused run, unreadable file.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// A configuration field with a bad value; names the field and the value.
+class ConfigError : public Error {
+ public:
+  ConfigError(std::string field, const std::string& message)
+      : Error(field + ": " + message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+// The run needs more memory than is available or allowed.
+class OutOfMemoryError : public Error {
+ public:
+  OutOfMemoryError(const std::string& what, std::uint64_t needed, std::uint64_t available)
+      : Error(what), needed_(needed), available_(available) {}
+  std::uint64_t needed() const { return needed_; }
+  std::uint64_t available() const { return available_; }
+
+ private:
+  std::uint64_t needed_;
+  std::uint64_t available_;
+};
+
+// An illegal schedule: index of the first bad action and why.
+class ScheduleError : public Error {
+ public:
+  ScheduleError(std::size_t index, const std::string& reason)
+      : Error("schedule action " + std::to_string(index) + ": " + reason), index_(index) {}
+  std::size_t index() const { return index_; }
+
+ private:
+  std::size_t index_;
+};
+
+// The run was cancelled by the user between ops.
+class Cancelled : public Error {
+ public:
+  Cancelled() : Error("run cancelled") {}
+};
+
+}  // namespace remat
