@@ -55,6 +55,11 @@ class Backend {
   virtual void set_workspace(const Tensor& ws) = 0;
   // Wait for all queued work (no-op on the CPU).
   virtual void synchronize() {}
+  // True when ops are queued and run later (CUDA): host times are not op times.
+  virtual bool asynchronous() const { return false; }
+  // Make later compute wait for every copy issued so far (offload/prefetch run on a copy
+  // stream on CUDA, so they overlap compute until the executor joins them).
+  virtual void join_copies() {}
   // Human-readable facts for provenance (BLAS, threads, CPU or GPU model, driver).
   virtual std::vector<std::pair<std::string, std::string>> describe() const { return {}; }
 

@@ -35,6 +35,7 @@ void TrackingAllocator::record(std::int64_t delta, std::uint64_t id, const Live&
   e.tensor = l.tensor;
   e.step = step_;
   e.reserved = device_.reserved_bytes();
+  e.op_seq = op_seq_;
   events_.push_back(e);
 }
 

@@ -59,6 +59,7 @@ struct MemoryEvent {
   std::uint32_t tensor = 0;  // index into names()
   std::int32_t step = -1;    // -1 before the first step
   std::uint64_t reserved = 0;  // device bytes held from the system after this event
+  std::uint64_t op_seq = 0;    // id of the next op to begin (asynchronous backends re-time by it)
 };
 
 class TrackingAllocator {
@@ -76,6 +77,7 @@ class TrackingAllocator {
   void set_phase(Phase p) { phase_ = p; }
   Phase phase() const { return phase_; }
   void set_step(int step) { step_ = step; }
+  void set_op_seq(std::uint64_t seq) { op_seq_ = seq; }
   int step() const { return step_; }
   // Debug mode: freed memory is filled with 0xFF and kept out of reuse until released.
   void set_poison(bool on) { poison_ = on; }
@@ -117,6 +119,7 @@ class TrackingAllocator {
   Clock& clock_;
   Phase phase_ = Phase::Init;
   int step_ = -1;
+  std::uint64_t op_seq_ = 0;
   bool poison_ = false;
   std::uint64_t limit_ = 0;
   std::uint64_t next_id_ = 1;
@@ -127,6 +130,10 @@ class TrackingAllocator {
   std::unordered_map<std::uint64_t, Live> allocs_;
   std::vector<std::pair<void*, std::pair<std::size_t, Space>>> quarantine_;
   std::vector<MemoryEvent> events_;
+ public:
+  // Asynchronous backends move events onto the device's time axis after a step.
+  std::vector<MemoryEvent>& mutable_events() { return events_; }
+ private:
   std::vector<std::string> names_;
   std::unordered_map<std::string, std::uint32_t> name_ids_;
 };

@@ -1,0 +1,58 @@
+// Plain records a run produces: ops and kernels, schedule actions, ledger rows, step figures.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/memory/categories.h"
+
+namespace remat {
+
+// Streams as the views show them.
+enum class Stream : std::uint8_t { Compute = 0, CopyToHost = 1, CopyToDevice = 2, Host = 3 };
+const char* to_string(Stream s);
+
+// One op (CPU) or kernel / memcpy / memset (CUDA) on one stream.
+struct OpRecord {
+  std::int64_t start_ns = 0, end_ns = 0;  // on the run's clock
+  Stream stream = Stream::Compute;
+  std::string name;    // kernel or op instance name, e.g. "h3.mlp.fc" or "gemm_bf16_128x128"
+  std::string op;      // the step it belongs to: "mlp.fc", "head", "adamw", "offload", ...
+  std::int32_t block = -1;
+  Phase phase = Phase::Forward;
+  std::int32_t step = 0;
+  std::uint64_t flops = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t op_id = 0;  // the executor's id of the op (CUPTI external correlation id)
+};
+
+struct StepStats {
+  int step = 0;
+  bool counted = true;
+  double loss = 0.0;
+  double time_ms = 0.0;
+  std::uint64_t peak_bytes = 0;      // tracked device bytes, highest in this step
+  std::uint64_t reserved_bytes = 0;  // device bytes held from the system at the peak
+  std::int64_t start_ns = 0, end_ns = 0;
+};
+
+struct LedgerEntry {
+  int block = -1;
+  std::string tensor;
+  std::uint64_t bytes = 0;
+  std::int64_t created_ns = 0, freed_ns = 0;
+  Phase created = Phase::Forward;
+  Category category = Category::SavedActivations;
+  std::string decision;  // kept | checkpoint | recomputed | dropped | offloaded | temporary
+};
+
+struct ScheduleRecord {
+  std::size_t index = 0;
+  std::string action;  // forward | recompute | backward | offload | prefetch | drop | head | ...
+  int block = -1;
+  std::string keep;
+  Phase phase = Phase::Forward;
+  std::int64_t start_ns = 0, end_ns = 0;
+  int step = 0;
+};
+
+}  // namespace remat
