@@ -20,9 +20,12 @@ ParamLayout::ParamLayout(const ModelConfig& m) {
   const std::int64_t h = m.hidden, f = m.ffn, V = m.vocab, d = m.head_dim();
   const int kSlots = static_cast<int>(ParamSlot::Count);
   slots_.assign(static_cast<std::size_t>(m.layers) * kSlots, -1);
+  sizes_.assign(static_cast<std::size_t>(m.layers) * kSlots, 0);
   auto slot = [&](int b, ParamSlot s, ParamSpec p) {
     p.block = b;
-    slots_[static_cast<std::size_t>(b) * kSlots + static_cast<int>(s)] = add(std::move(p));
+    std::size_t i = static_cast<std::size_t>(b) * kSlots + static_cast<int>(s);
+    sizes_[i] = p.numel();
+    slots_[i] = add(std::move(p));
   };
   if (m.arch == Architecture::Gpt2) {
     wte = add({"wte", "transformer.wte.weight", V, h, 0, -1, true});
@@ -71,6 +74,11 @@ ParamLayout::ParamLayout(const ModelConfig& m) {
 
 std::int64_t ParamLayout::offset(int block, ParamSlot slot) const {
   return slots_[static_cast<std::size_t>(block) * static_cast<int>(ParamSlot::Count) +
+                static_cast<int>(slot)];
+}
+
+std::int64_t ParamLayout::numel(int block, ParamSlot slot) const {
+  return sizes_[static_cast<std::size_t>(block) * static_cast<int>(ParamSlot::Count) +
                 static_cast<int>(slot)];
 }
 

@@ -37,6 +37,7 @@ class ParamLayout {
   std::int64_t total() const { return total_; }
   // Offset of a block parameter, or -1 if the architecture lacks it.
   std::int64_t offset(int block, ParamSlot slot) const;
+  std::int64_t numel(int block, ParamSlot slot) const;
   const ParamSpec* find(const std::string& name) const;
 
   // Outside the blocks.
@@ -47,7 +48,8 @@ class ParamLayout {
  private:
   std::int64_t add(ParamSpec p);
   std::vector<ParamSpec> params_;
-  std::vector<std::int64_t> slots_;  // [block * Count + slot]
+  std::vector<std::int64_t> slots_;  // [block * Count + slot] -> offset
+  std::vector<std::int64_t> sizes_;  // [block * Count + slot] -> numel
   std::int64_t total_ = 0;
 };
 

@@ -42,7 +42,8 @@ struct LedgerEntry {
   std::int64_t created_ns = 0, freed_ns = 0;
   Phase created = Phase::Forward;
   Category category = Category::SavedActivations;
-  std::string decision;  // kept | checkpoint | recomputed | dropped | offloaded | temporary
+  std::string decision;  // kept | checkpoint | offloaded | discarded | recomputed
+  std::uint64_t alloc_id = 0, free_id = 0;  // first and last allocation ids in memory_events
 };
 
 struct ScheduleRecord {

@@ -1,0 +1,350 @@
+// Step flow and everything outside the blocks: embedding, head and loss, optimizer, memory.
+#include "core/engine/executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "core/util/error.h"
+
+namespace remat {
+
+Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc,
+                   Profiler* profiler, ExecOptions options)
+    : st_(state),
+      be_(backend),
+      alloc_(alloc),
+      prof_(profiler),
+      opt_(std::move(options)),
+      cfg_(state.config()),
+      graph_(state.config()),
+      segments_(state.adam_segments()) {
+  const auto& T = graph_.tensors();
+  last_need_.assign(T.size(), -1);
+  for (std::size_t i = 0; i < T.size(); ++i)
+    if (T[i].saved) saved_mask_ |= std::uint64_t{1} << i;
+  for (int s = static_cast<int>(graph_.steps().size()) - 1; s >= 0; --s)
+    for (int t : graph_.steps()[s].needs) last_need_[t] = s;  // ends at the lowest index
+}
+
+Executor::~Executor() = default;
+
+void Executor::op(const std::string& name, const std::string& kind, int block,
+                  std::uint64_t flops, std::uint64_t bytes, Stream stream,
+                  const std::function<void()>& body) {
+  if (opt_.cancel && opt_.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+  OpInfo info;
+  info.op_id = next_op_++;
+  info.name = name;
+  info.op = kind;
+  info.block = block;
+  info.phase = phase_;
+  info.step = step_;
+  info.flops = flops;
+  info.bytes = bytes;
+  info.stream = stream;
+  alloc_.set_op_seq(info.op_id);
+  if (prof_) prof_->begin_op(info);
+  body();
+  if (prof_) prof_->end_op(info);
+  alloc_.set_op_seq(next_op_);
+  switch (phase_) {
+    case Phase::Forward: out_->flops_forward += flops; break;
+    case Phase::Recompute: out_->flops_recompute += flops; break;
+    case Phase::Backward: out_->flops_backward += flops; break;
+    default: out_->flops_other += flops; break;
+  }
+}
+
+DropoutKey Executor::key(int block, DropoutSite site) const {
+  return DropoutKey{opt_.seed, static_cast<std::uint32_t>(step_),
+                    static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(site)};
+}
+
+AttnDims Executor::attn() const {
+  AttnDims a;
+  a.B = cfg_.batch;
+  a.S = cfg_.seq;
+  a.heads = cfg_.heads;
+  a.kv_heads = cfg_.kv_heads;
+  a.d = cfg_.head_dim();
+  a.scale = 1.0f / std::sqrt(static_cast<float>(a.d));
+  return a;
+}
+
+Tensor Executor::alloc_outer(DType dt, std::int64_t n, Category c, const std::string& name,
+                             int block) {
+  return alloc_.allocate(dt, n, {c, block, name});
+}
+
+void Executor::release(Tensor& t) {
+  if (t.id) alloc_.free(t);
+}
+
+StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std::int32_t>& tokens,
+                              const std::vector<std::int32_t>& targets) {
+  validate_schedule(s, graph_);
+  if (static_cast<std::int64_t>(tokens.size()) != cfg_.tokens() ||
+      static_cast<std::int64_t>(targets.size()) != cfg_.tokens())
+    throw Error("batch has " + std::to_string(tokens.size()) + " tokens, the model needs " +
+                std::to_string(cfg_.tokens()));
+  StepOutput out;
+  out_ = &out;
+  step_ = step;
+  phase_ = Phase::Forward;
+  head_done_ = false;
+  saw_backward_ = false;
+  ledger_.clear();
+  blocks_.assign(static_cast<std::size_t>(cfg_.layers), BlockState{});
+  for (auto& b : blocks_) b.held.resize(graph_.tensors().size());
+  alloc_.set_step(step);
+  alloc_.set_phase(Phase::Forward);
+  alloc_.reset_peak();
+  out.first_event = alloc_.events().size();
+
+  try {
+    op("batch", "batch", -1, 0, 8ull * cfg_.tokens(), Stream::Compute, [&] {
+      be_.write_bytes(st_.tokens, tokens.data());
+      be_.write_bytes(st_.targets, targets.data());
+      be_.fill_zero(st_.grads);
+    });
+    embedding_forward();
+    for (std::size_t i = 0; i < s.actions.size(); ++i) {
+      const Action& a = s.actions[i];
+      ScheduleRecord rec;
+      rec.index = i;
+      rec.action = to_string(a.kind);
+      rec.block = a.block;
+      rec.keep = (a.kind == ActionKind::Forward || a.kind == ActionKind::Recompute)
+                     ? a.keep.to_string() : "";
+      rec.step = step;
+      std::uint64_t first_op = next_op_;
+      if (a.kind == ActionKind::Backward && !saw_backward_) {
+        saw_backward_ = true;
+        backward_event_ = alloc_.events().size();
+        measure_saved_bytes(out);
+      }
+      if (a.kind == ActionKind::Backward && a.block == cfg_.layers - 1 && !head_done_) {
+        std::uint64_t head_first = next_op_;
+        head();
+        ScheduleRecord h = rec;
+        h.action = "head";
+        h.keep.clear();
+        h.phase = Phase::Forward;
+        h.start_ns = static_cast<std::int64_t>(head_first);
+        h.end_ns = static_cast<std::int64_t>(next_op_ - 1);
+        out.schedule.push_back(h);
+        first_op = next_op_;
+      }
+      BlockState& bs = blocks_[static_cast<std::size_t>(a.block)];
+      switch (a.kind) {
+        case ActionKind::Forward:
+          rec.phase = bs.forwarded ? Phase::Recompute : Phase::Forward;
+          forward(a.block, a.keep, false);
+          break;
+        case ActionKind::Recompute:
+          rec.phase = Phase::Recompute;
+          forward(a.block, a.keep, true);
+          break;
+        case ActionKind::Backward:
+          rec.phase = Phase::Backward;
+          backward(a.block);
+          break;
+        case ActionKind::Offload:
+          rec.phase = phase_;
+          offload(a.block);
+          break;
+        case ActionKind::Prefetch:
+          rec.phase = phase_;
+          prefetch(a.block);
+          break;
+        case ActionKind::Drop:
+          rec.phase = phase_;
+          drop(a.block);
+          break;
+      }
+      // Op ids for now; the trace turns them into times once the ops are timed.
+      rec.start_ns = static_cast<std::int64_t>(first_op);
+      rec.end_ns = static_cast<std::int64_t>(next_op_ - 1);
+      out.schedule.push_back(rec);
+      if (opt_.on_action) opt_.on_action(i + 1, s.actions.size());
+    }
+    embedding_backward();
+    optimizer();
+    be_.synchronize();
+    std::vector<float> losses;
+    be_.read(losses_, losses);
+    double sum = 0.0;
+    for (float l : losses) sum += l;
+    out.loss = losses.empty() ? 0.0 : sum / static_cast<double>(losses.size());
+    release(losses_);
+  } catch (...) {
+    // Leave the allocator balanced so a caller can save what was traced and go on.
+    be_.synchronize();
+    for (auto& b : blocks_)
+      for (auto& h : b.held) release(h.t);
+    for (Tensor* t : {&final_in_, &embed_mask_, &losses_, &dnext_}) release(*t);
+    out_ = nullptr;
+    throw;
+  }
+  finish_ledger(out);
+  out.end_event = alloc_.events().size();
+  if (alloc_.poison()) alloc_.release_quarantine();
+  out_ = nullptr;
+  return out;
+}
+
+void Executor::embedding_forward() {
+  const std::int64_t n = cfg_.tokens() * cfg_.hidden;
+  const int B = cfg_.batch, S = cfg_.seq, H = cfg_.hidden;
+  const auto& L = st_.layout();
+  Tensor wte = st_.param(L.wte, static_cast<std::int64_t>(cfg_.vocab) * H);
+  Tensor wpe = L.wpe >= 0 ? st_.param(L.wpe, static_cast<std::int64_t>(cfg_.positions) * H) : Tensor{};
+  Held& in0 = blocks_[0].held[graph_.input()];
+  in0.t = alloc(graph_.input(), 0, Category::SavedActivations);
+  in0.category = Category::SavedActivations;
+  ledger_.push_back({0, graph_.input(), in0.t.bytes(), in0.t.id, in0.t.id, Phase::Forward,
+                     Category::SavedActivations});
+  in0.ledger = static_cast<int>(ledger_.size()) - 1;
+  if (!cfg_.has_dropout()) {
+    op("embedding", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * in0.t.bytes(),
+       Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, in0.t, B, S, H); });
+    return;
+  }
+  Tensor sum = alloc_outer(cfg_.dtype, n, Category::SavedActivations, "embed.sum");
+  embed_mask_ = alloc_outer(DType::U8, n, Category::SavedActivations, "embed.mask");
+  op("embedding", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * sum.bytes(),
+     Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, sum, B, S, H); });
+  op("embedding.mask", "dropout_mask", -1, static_cast<std::uint64_t>(n), embed_mask_.bytes(),
+     Stream::Compute, [&] {
+       be_.dropout_mask(embed_mask_, key(0xFFFF, kSiteEmbedding), static_cast<float>(cfg_.dropout), n);
+     });
+  op("embedding.dropout", "dropout", -1, 2ull * n, 2 * sum.bytes() + embed_mask_.bytes(),
+     Stream::Compute, [&] {
+       be_.dropout_fwd(sum, embed_mask_, in0.t, static_cast<float>(cfg_.dropout), n);
+     });
+  release(sum);
+}
+
+void Executor::head() {
+  const std::int64_t rows = cfg_.tokens(), n = rows * cfg_.hidden;
+  const int H = cfg_.hidden, V = cfg_.vocab;
+  const auto& L = st_.layout();
+  const float eps = static_cast<float>(cfg_.norm_eps);
+  Tensor w = st_.param(L.lnf_w, H), dw = st_.grad(L.lnf_w, H);
+  Tensor b = L.lnf_b >= 0 ? st_.param(L.lnf_b, H) : Tensor{};
+  Tensor db = L.lnf_b >= 0 ? st_.grad(L.lnf_b, H) : Tensor{};
+  Tensor W = st_.param(L.head_weight(), static_cast<std::int64_t>(V) * H);
+  Tensor dW = st_.grad(L.head_weight(), static_cast<std::int64_t>(V) * H);
+  const bool ln = cfg_.arch == Architecture::Gpt2;
+  phase_ = Phase::Forward;
+  alloc_.set_phase(phase_);
+  Tensor lnf = alloc_outer(cfg_.dtype, n, Category::SavedActivations, "lnf.out");
+  op("lnf", ln ? "layernorm" : "rmsnorm", -1, (ln ? 8ull : 5ull) * n, 2 * lnf.bytes(),
+     Stream::Compute, [&] {
+       if (ln) be_.layernorm_fwd(final_in_, w, b, lnf, rows, H, eps);
+       else be_.rmsnorm_fwd(final_in_, w, lnf, rows, H, eps);
+     });
+  losses_ = alloc_outer(DType::F32, rows, Category::LogitsLoss, "loss.rows");
+  Tensor dlnf = alloc_outer(cfg_.dtype, n, Category::ActivationGrads, "grad:lnf.out");
+  const std::uint64_t mm = 2ull * static_cast<std::uint64_t>(rows) * H * V;
+  // The head's forward and backward run fused (the loss gradient is known), chunk by chunk.
+  op("head", "head_loss", -1, 3 * mm, 2 * lnf.bytes() + 2 * W.bytes(), Stream::Compute, [&] {
+    be_.head_loss(lnf, W, st_.targets, losses_, dlnf, dW, rows, H, V,
+                  1.0f / static_cast<float>(rows));
+  });
+  out_->flops_forward -= 2 * mm;  // split the fused op's FLOPs: 1/3 forward, 2/3 backward
+  out_->flops_backward += 2 * mm;
+  release(lnf);
+  phase_ = Phase::Backward;
+  alloc_.set_phase(phase_);
+  dnext_ = alloc_outer(cfg_.dtype, n, Category::ActivationGrads, "grad:final.in");
+  op("lnf.backward", ln ? "layernorm" : "rmsnorm", -1, (ln ? 14ull : 10ull) * n,
+     3 * dlnf.bytes(), Stream::Compute, [&] {
+       if (ln) be_.layernorm_bwd(final_in_, w, dlnf, dnext_, dw, db, rows, H, eps, false);
+       else be_.rmsnorm_bwd(final_in_, w, dlnf, dnext_, dw, rows, H, eps, false);
+     });
+  release(dlnf);
+  release(final_in_);
+  head_done_ = true;
+}
+
+void Executor::embedding_backward() {
+  phase_ = Phase::Backward;
+  alloc_.set_phase(phase_);
+  const std::int64_t n = cfg_.tokens() * cfg_.hidden;
+  const int B = cfg_.batch, S = cfg_.seq, H = cfg_.hidden;
+  const auto& L = st_.layout();
+  Tensor dwte = st_.grad(L.wte, static_cast<std::int64_t>(cfg_.vocab) * H);
+  Tensor dwpe = L.wpe >= 0 ? st_.grad(L.wpe, static_cast<std::int64_t>(cfg_.positions) * H) : Tensor{};
+  Tensor d = dnext_;
+  Tensor tmp;
+  if (cfg_.has_dropout()) {
+    tmp = alloc_outer(cfg_.dtype, n, Category::ActivationGrads, "grad:embed.sum");
+    op("embedding.dropout.backward", "dropout", -1, 2ull * n, 2 * tmp.bytes(), Stream::Compute,
+       [&] { be_.dropout_bwd(dnext_, embed_mask_, tmp, static_cast<float>(cfg_.dropout), n, false); });
+    release(embed_mask_);
+    release(dnext_);
+    d = tmp;
+  }
+  op("embedding.backward", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * d.bytes(),
+     Stream::Compute, [&] { be_.embedding_bwd(st_.tokens, d, dwte, dwpe ? &dwpe : nullptr, B, S, H); });
+  if (tmp) release(tmp);
+  else release(dnext_);
+}
+
+void Executor::optimizer() {
+  phase_ = Phase::Optimizer;
+  alloc_.set_phase(phase_);
+  AdamArgs a = opt_.adam;
+  a.t = step_ + 1;
+  const std::uint64_t n = static_cast<std::uint64_t>(st_.layout().total());
+  op("adamw", "adamw", -1, 12 * n, st_.static_bytes() * 2, Stream::Compute, [&] {
+    be_.adamw(st_.params, st_.grads, st_.master.id ? &st_.master : nullptr, st_.m, st_.v,
+              segments_, a);
+  });
+}
+
+void Executor::measure_saved_bytes(StepOutput& out) const {
+  // From the allocator's events of this step: device and host bytes per block.
+  out.saved_bytes_per_block.assign(static_cast<std::size_t>(cfg_.layers), 0);
+  out.host_bytes_per_block.assign(static_cast<std::size_t>(cfg_.layers), 0);
+  std::vector<std::int64_t> dev(static_cast<std::size_t>(cfg_.layers), 0), host(dev);
+  const auto& ev = alloc_.events();
+  for (std::size_t i = out.first_event; i < ev.size(); ++i) {
+    const MemoryEvent& e = ev[i];
+    if (e.block < 0 || e.block >= cfg_.layers) continue;
+    if (e.space == Space::Device && is_activation(e.category)) dev[e.block] += e.delta;
+    if (e.space == Space::Host) host[e.block] += e.delta;
+  }
+  for (int b = 0; b < cfg_.layers; ++b) {
+    out.saved_bytes_per_block[b] = static_cast<std::uint64_t>(std::max<std::int64_t>(0, dev[b]));
+    out.host_bytes_per_block[b] = static_cast<std::uint64_t>(std::max<std::int64_t>(0, host[b]));
+  }
+}
+
+void Executor::finish_ledger(StepOutput& out) {
+  std::unordered_map<std::uint64_t, std::pair<std::int64_t, std::int64_t>> times;  // id -> alloc, free
+  const auto& ev = alloc_.events();
+  for (std::size_t i = out.first_event; i < ev.size(); ++i) {
+    auto& t = times[ev[i].id];
+    if (ev[i].delta > 0 && t.first == 0) t.first = ev[i].t_ns;
+    if (ev[i].delta < 0) t.second = ev[i].t_ns;
+  }
+  for (const auto& l : ledger_) {
+    LedgerEntry e;
+    e.block = l.block;
+    e.tensor = graph_.tensors()[l.tensor].name;
+    e.bytes = l.bytes;
+    e.created_ns = times[l.first_id].first;
+    e.freed_ns = times[l.last_id].second;
+    e.created = l.created;
+    e.category = l.category;
+    e.decision = l.decision.empty() ? "kept" : l.decision;
+    e.alloc_id = l.first_id;
+    e.free_id = l.last_id;
+    out.ledger.push_back(std::move(e));
+  }
+}
+
+}  // namespace remat

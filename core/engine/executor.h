@@ -1,0 +1,130 @@
+// Interprets a schedule on a backend for one training step: embedding, the block actions,
+// the fused head and loss before the first backward, the embedding's backward and AdamW.
+// Every tensor comes from the tracking allocator, sized by the block table. With the null
+// backend the same walk is the simulator.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/engine/model_state.h"
+#include "core/graph/block_graph.h"
+#include "core/memory/tracking_allocator.h"
+#include "core/profiler/profiler.h"
+#include "core/schedule/schedule.h"
+#include "core/schedule/validator.h"
+#include "core/trace/records.h"
+
+namespace remat {
+
+struct ExecOptions {
+  std::uint64_t seed = 0;
+  AdamArgs adam;
+  const std::atomic<bool>* cancel = nullptr;  // checked between ops
+  // Called after every action with (actions done, actions in all).
+  std::function<void(std::size_t, std::size_t)> on_action;
+};
+
+// What one step did, counted from what ran (not from the plan).
+struct StepOutput {
+  double loss = 0.0;
+  std::uint64_t block_forwards = 0;
+  std::uint64_t flops_forward = 0, flops_recompute = 0, flops_backward = 0, flops_other = 0;
+  std::vector<std::uint64_t> saved_bytes_per_block;  // device bytes per block after the forward sweep
+  std::vector<std::uint64_t> host_bytes_per_block;   // offloaded bytes per block at the same point
+  std::vector<ScheduleRecord> schedule;
+  std::vector<LedgerEntry> ledger;
+  std::vector<OpRecord> ops;                         // filled by the caller from the profiler
+  std::size_t first_event = 0, end_event = 0;        // this step's memory events [first, end)
+};
+
+class Executor {
+ public:
+  Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc, Profiler* profiler,
+           ExecOptions options);
+  ~Executor();
+
+  const BlockGraph& graph() const { return graph_; }
+  // Validates first (throws ScheduleError); tokens and targets have B*S entries.
+  StepOutput run_step(const Schedule& s, int step, const std::vector<std::int32_t>& tokens,
+                      const std::vector<std::int32_t>& targets);
+
+ private:
+  struct Held {
+    Tensor t;
+    bool on_host = false;
+    Category category = Category::SavedActivations;  // on the device
+    int ledger = -1;
+  };
+  struct BlockState {
+    std::vector<Held> held;  // by tensor index
+    bool ckpt = false, forwarded = false, reversed = false, pending_copy = false;
+  };
+  struct Ledger {
+    int block;
+    int tensor;
+    std::uint64_t bytes;
+    std::uint64_t first_id = 0, last_id = 0;
+    Phase created = Phase::Forward;
+    Category category = Category::SavedActivations;
+    bool offloaded = false;
+    std::string decision;
+  };
+
+  // actions
+  void forward(int b, const Keep& keep, bool recompute_only);
+  void backward(int b);
+  void offload(int b);
+  void prefetch(int b);
+  void drop(int b);
+  void head();
+  void embedding_forward();
+  void embedding_backward();
+  void optimizer();
+
+  // ops
+  void op(const std::string& name, const std::string& kind, int block, std::uint64_t flops,
+          std::uint64_t bytes, Stream stream, const std::function<void()>& body);
+  void run_forward_step(int b, const StepDef& s, const std::vector<Tensor>& t);
+  void run_backward_step(int b, const StepDef& s, const std::vector<Tensor>& t,
+                         const std::vector<Tensor>& g, const std::vector<bool>& acc);
+  DropoutKey key(int block, DropoutSite site) const;
+  AttnDims attn() const;
+  std::uint64_t step_bytes(const StepDef& s) const;
+
+  // memory
+  Tensor alloc(int tensor, int block, Category c);
+  Tensor alloc_outer(DType dt, std::int64_t n, Category c, const std::string& name, int block = -1);
+  void release(Tensor& t);
+  void release_held(int b, int tensor, const char* decision);
+  std::uint64_t keep_mask(const Keep& k) const;
+  void measure_saved_bytes(StepOutput& out) const;
+  void finish_ledger(StepOutput& out);
+
+  ModelState& st_;
+  Backend& be_;
+  TrackingAllocator& alloc_;
+  Profiler* prof_;
+  ExecOptions opt_;
+  ModelConfig cfg_;
+  BlockGraph graph_;
+  std::vector<AdamSegment> segments_;
+  std::uint64_t saved_mask_ = 0;
+  std::vector<int> last_need_;  // per tensor: the lowest step index whose backward reads it
+
+  // per step
+  int step_ = 0;
+  Phase phase_ = Phase::Forward;
+  std::vector<BlockState> blocks_;
+  Tensor final_in_, embed_mask_, losses_, dnext_;
+  bool head_done_ = false;
+  std::size_t backward_event_ = 0;  // allocator event count when the first backward began
+  bool saw_backward_ = false;
+  std::uint64_t next_op_ = 1;
+  std::vector<Ledger> ledger_;
+  StepOutput* out_ = nullptr;
+};
+
+}  // namespace remat

@@ -1,0 +1,272 @@
+// The block actions: forward (and its replays), recompute, backward, offload, prefetch, drop.
+#include <algorithm>
+
+#include "core/engine/executor.h"
+#include "core/util/error.h"
+
+namespace remat {
+
+namespace {
+constexpr std::uint64_t bit(int i) { return std::uint64_t{1} << i; }
+}  // namespace
+
+Tensor Executor::alloc(int tensor, int block, Category c) {
+  const TensorDef& d = graph_.tensors()[tensor];
+  // A block's output is the next block's input (or the final norm's input after the last).
+  if (tensor == graph_.output()) {
+    if (block + 1 < cfg_.layers) return alloc_.allocate(d.dtype, d.numel, {c, block + 1, "block.in"});
+    return alloc_.allocate(d.dtype, d.numel, {c, -1, "final.in"});
+  }
+  return alloc_.allocate(d.dtype, d.numel, {c, block, d.name});
+}
+
+std::uint64_t Executor::keep_mask(const Keep& k) const {
+  switch (k.kind) {
+    case KeepKind::All: return saved_mask_;
+    case KeepKind::Input: return bit(graph_.input());
+    case KeepKind::None: return 0;
+    case KeepKind::Named: {
+      std::uint64_t m = 0;
+      for (const auto& n : *k.names) m |= bit(*graph_.find(n));
+      return m;
+    }
+  }
+  return 0;
+}
+
+std::uint64_t Executor::step_bytes(const StepDef& s) const {
+  std::uint64_t b = 0;
+  for (int t : s.in) b += graph_.tensors()[t].bytes;
+  for (int t : s.out) b += graph_.tensors()[t].bytes;
+  return b;
+}
+
+void Executor::release_held(int b, int tensor, const char* decision) {
+  Held& h = blocks_[static_cast<std::size_t>(b)].held[tensor];
+  if (h.ledger >= 0) {
+    Ledger& l = ledger_[static_cast<std::size_t>(h.ledger)];
+    l.last_id = h.t.id;
+    if (l.decision.empty()) l.decision = decision;
+  }
+  release(h.t);
+  h = Held{};
+}
+
+void Executor::forward(int b, const Keep& keep, bool recompute_only) {
+  BlockState& bs = blocks_[static_cast<std::size_t>(b)];
+  const auto& T = graph_.tensors();
+  const auto& S = graph_.steps();
+  const int in = graph_.input(), outp = graph_.output();
+  phase_ = (bs.forwarded || recompute_only) ? Phase::Recompute : Phase::Forward;
+  alloc_.set_phase(phase_);
+  if (bs.pending_copy) {
+    be_.join_copies();
+    bs.pending_copy = false;
+  }
+  const Category made = phase_ == Phase::Forward ? Category::SavedActivations : Category::RecomputeTemps;
+
+  std::uint64_t live = 0;
+  for (std::size_t t = 0; t < T.size(); ++t)
+    if (bs.held[t].t) live |= bit(static_cast<int>(t));
+  std::uint64_t keep_m = keep_mask(keep);
+  bool produce = false;
+  if (!recompute_only) {
+    if (b + 1 < cfg_.layers) {
+      const BlockState& n = blocks_[static_cast<std::size_t>(b + 1)];
+      produce = !n.reversed && !n.held[in].t;
+    } else {
+      produce = !head_done_ && !final_in_;
+    }
+  }
+  std::uint64_t targets = (recompute_only ? (keep_m & ~bit(in)) : keep_m) | (produce ? bit(outp) : 0);
+  std::vector<bool> lv(T.size()), tg(T.size());
+  for (std::size_t t = 0; t < T.size(); ++t) {
+    lv[t] = (live >> t) & 1u;
+    tg[t] = (targets >> t) & 1u;
+  }
+  std::vector<int> run;
+  if (!graph_.recompute_flops(lv, tg, &run)) throw Error("block " + std::to_string(b) + " cannot run");
+  ++out_->block_forwards;
+
+  // Which tensors the block holds when this action ends.
+  std::uint64_t stays = recompute_only ? (live | targets) : (keep_m & saved_mask_);
+  if (!recompute_only && (bs.ckpt || keep.kind == KeepKind::Input)) stays |= bit(in);
+  // Last step of this action that reads each tensor.
+  std::vector<int> last_use(T.size(), -1);
+  for (int s : run)
+    for (int t : S[s].in) last_use[t] = s;
+
+  std::vector<Tensor> cur(T.size());
+  for (std::size_t t = 0; t < T.size(); ++t) cur[t] = bs.held[t].t;
+  std::vector<Tensor> temps;  // outputs recomputed next to a copy the block already holds
+  for (int s : run) {
+    const StepDef& sd = S[s];
+    for (int t : sd.out) {
+      if (cur[t]) {
+        Tensor tmp = alloc(t, b, Category::RecomputeTemps);
+        temps.push_back(tmp);
+        cur[t] = tmp;
+        continue;
+      }
+      cur[t] = alloc(t, b, made);
+      if (t != outp && T[t].saved) {
+        Ledger l{b, t, T[t].bytes, cur[t].id, cur[t].id, phase_, made};
+        if (phase_ == Phase::Recompute) l.decision = "recomputed";
+        ledger_.push_back(l);
+        bs.held[t].ledger = static_cast<int>(ledger_.size()) - 1;
+      } else {
+        bs.held[t].ledger = -1;
+      }
+      bs.held[t].t = cur[t];
+      bs.held[t].category = made;
+    }
+    run_forward_step(b, sd, cur);
+    // Free what this action no longer needs.
+    auto done = [&](int t) {
+      if (t == outp || ((stays >> t) & 1u)) return;
+      for (auto& tmp : temps)
+        if (tmp.id && tmp.id == cur[t].id) {
+          release(tmp);
+          cur[t] = bs.held[t].t;
+          return;
+        }
+      if (bs.held[t].t) release_held(b, t, T[t].saved || t == in ? "discarded" : "temporary");
+      cur[t] = Tensor{};
+    };
+    for (int t : sd.in)
+      if (last_use[t] == s) done(t);
+    for (int t : sd.out)
+      if (last_use[t] < s) done(t);  // made here, read by no later step of this action
+  }
+  for (auto& tmp : temps)
+    if (tmp.id) release(tmp);
+
+  if (produce) {
+    Held& o = bs.held[outp];
+    if (b + 1 < cfg_.layers) {
+      Held& nin = blocks_[static_cast<std::size_t>(b + 1)].held[in];
+      nin.t = o.t;
+      nin.category = o.category;
+      Ledger l{b + 1, in, T[in].bytes, o.t.id, o.t.id, phase_, o.category};
+      if (phase_ == Phase::Recompute) l.decision = "recomputed";
+      ledger_.push_back(l);
+      nin.ledger = static_cast<int>(ledger_.size()) - 1;
+    } else {
+      final_in_ = o.t;
+    }
+    o = Held{};
+  }
+  if (!recompute_only && keep.kind == KeepKind::Input && !bs.ckpt) bs.ckpt = true;
+  if (bs.ckpt && bs.held[in].t && bs.held[in].category != Category::Checkpoints &&
+      keep.kind == KeepKind::Input) {
+    alloc_.retag(bs.held[in].t, Category::Checkpoints);
+    bs.held[in].category = Category::Checkpoints;
+    if (bs.held[in].ledger >= 0) {
+      ledger_[static_cast<std::size_t>(bs.held[in].ledger)].category = Category::Checkpoints;
+      ledger_[static_cast<std::size_t>(bs.held[in].ledger)].decision = "checkpoint";
+    }
+  }
+  bs.forwarded = true;
+}
+
+void Executor::backward(int b) {
+  BlockState& bs = blocks_[static_cast<std::size_t>(b)];
+  const auto& T = graph_.tensors();
+  const auto& S = graph_.steps();
+  phase_ = Phase::Backward;
+  alloc_.set_phase(phase_);
+  if (bs.pending_copy) {
+    be_.join_copies();
+    bs.pending_copy = false;
+  }
+  const int in = graph_.input(), outp = graph_.output();
+  std::vector<Tensor> cur(T.size()), grad(T.size());
+  std::vector<bool> fresh(T.size(), false);
+  for (std::size_t t = 0; t < T.size(); ++t) cur[t] = bs.held[t].t;
+  grad[outp] = dnext_;
+  dnext_ = Tensor{};
+  for (int s = static_cast<int>(S.size()) - 1; s >= 0; --s) {
+    const StepDef& sd = S[s];
+    if (sd.op == OpKind::DropoutMask) continue;
+    std::vector<bool> acc(sd.in.size(), false);
+    for (std::size_t k = 0; k < sd.in.size(); ++k) {
+      int t = sd.in[k];
+      if (T[t].dtype == DType::U8) continue;  // masks carry no gradient
+      bool always = (sd.op == OpKind::AttnSoftmax && k == 0) ||
+                    (sd.op == OpKind::AttnPV && k == 1) || (sd.op == OpKind::FlashAttn && k == 0);
+      if (!grad[t]) {
+        grad[t] = alloc_.allocate(T[t].dtype, T[t].numel,
+                                  {Category::ActivationGrads, b,
+                                   "grad:" + T[t].name});
+        fresh[t] = true;
+      }
+      if (fresh[t] && always) {
+        op("h" + std::to_string(b) + ".zero_grad", "zero", b, 0, grad[t].bytes(), Stream::Compute,
+           [&] { be_.fill_zero(grad[t]); });
+        fresh[t] = false;
+      }
+      acc[k] = !fresh[t];
+      fresh[t] = false;
+    }
+    op("h" + std::to_string(b) + "." + sd.name + ".backward", sd.name, b, sd.flops_bwd,
+       step_bytes(sd) * 2, Stream::Compute, [&] { run_backward_step(b, sd, cur, grad, acc); });
+    for (int t : sd.out)
+      if (grad[t]) release(grad[t]);
+    for (int t : sd.needs)
+      if (last_need_[t] == s && bs.held[t].t) {
+        release_held(b, t, bs.held[t].category == Category::Checkpoints ? "checkpoint" : "kept");
+        cur[t] = Tensor{};
+      }
+  }
+  for (std::size_t t = 0; t < T.size(); ++t)
+    if (bs.held[t].t) release_held(b, static_cast<int>(t), "kept");
+  dnext_ = grad[in];
+  bs.reversed = true;
+  bs.ckpt = false;
+}
+
+void Executor::offload(int b) {
+  BlockState& bs = blocks_[static_cast<std::size_t>(b)];
+  for (std::size_t t = 0; t < bs.held.size(); ++t) {
+    Held& h = bs.held[t];
+    if (!h.t || h.on_host) continue;
+    const TensorDef& d = graph_.tensors()[t];
+    Tensor host = alloc_.allocate(d.dtype, d.numel, {Category::HostOffloaded, b, d.name}, Space::Host);
+    op("h" + std::to_string(b) + ".offload." + d.name, "offload", b, 0, d.bytes, Stream::CopyToHost,
+       [&] { be_.copy(host, h.t); });
+    if (h.ledger >= 0) ledger_[static_cast<std::size_t>(h.ledger)].offloaded = true;
+    release(h.t);
+    h.t = host;
+    h.on_host = true;
+  }
+}
+
+void Executor::prefetch(int b) {
+  BlockState& bs = blocks_[static_cast<std::size_t>(b)];
+  for (std::size_t t = 0; t < bs.held.size(); ++t) {
+    Held& h = bs.held[t];
+    if (!h.t || !h.on_host) continue;
+    const TensorDef& d = graph_.tensors()[t];
+    Tensor dev = alloc_.allocate(d.dtype, d.numel,
+                                 {h.category, b, static_cast<int>(t) == graph_.input() ? "block.in" : d.name});
+    op("h" + std::to_string(b) + ".prefetch." + d.name, "prefetch", b, 0, d.bytes,
+       Stream::CopyToDevice, [&] { be_.copy(dev, h.t); });
+    release(h.t);
+    h.t = dev;
+    h.on_host = false;
+    if (h.ledger >= 0) {
+      Ledger& l = ledger_[static_cast<std::size_t>(h.ledger)];
+      l.decision = "offloaded";
+    }
+  }
+  bs.pending_copy = true;
+}
+
+void Executor::drop(int b) {
+  BlockState& bs = blocks_[static_cast<std::size_t>(b)];
+  for (std::size_t t = 0; t < bs.held.size(); ++t)
+    if (bs.held[t].t) release_held(b, static_cast<int>(t), "discarded");
+  bs.ckpt = false;
+}
+
+}  // namespace remat

@@ -1,0 +1,52 @@
+// The memory a model holds for the whole run: parameters, their gradients, fp32 master weights
+// (bf16 models), AdamW moments, the backend's workspace and the batch. Allocated once, up front.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/memory/tracking_allocator.h"
+#include "core/model/param_layout.h"
+
+namespace remat {
+
+class ModelState {
+ public:
+  ModelState(const ModelConfig& m, Backend& backend, TrackingAllocator& alloc);
+  ~ModelState();
+  ModelState(const ModelState&) = delete;
+  ModelState& operator=(const ModelState&) = delete;
+
+  const ModelConfig& config() const { return cfg_; }
+  const ParamLayout& layout() const { return layout_; }
+
+  Tensor param(std::int64_t offset, std::int64_t numel) const { return params.slice(offset, numel); }
+  Tensor grad(std::int64_t offset, std::int64_t numel) const { return grads.slice(offset, numel); }
+  Tensor param(int block, ParamSlot s) const;
+  Tensor grad(int block, ParamSlot s) const;
+  bool has(int block, ParamSlot s) const { return layout_.offset(block, s) >= 0; }
+
+  // GPT-2 style initialization keyed by seed: N(0, 0.02), residual projections scaled by
+  // 1/sqrt(2L), biases 0, norm weights 1.
+  void init_weights(std::uint64_t seed);
+  // Host copies of the parameters as fp32, in layout order (for saving and tests).
+  std::vector<float> read_params() const;
+  void write_params(const std::vector<float>& values);
+  // FNV-1a over the bits of every gradient.
+  std::uint64_t grad_checksum() const;
+  std::vector<AdamSegment> adam_segments() const;
+
+  // Bytes held by each part (16 per parameter for bf16: 2 + 2 + 4 + 4 + 4).
+  std::uint64_t static_bytes() const;
+
+  Tensor params, grads, master, m, v, workspace, tokens, targets;
+
+ private:
+  ModelConfig cfg_;
+  ParamLayout layout_;
+  Backend& backend_;
+  TrackingAllocator& alloc_;
+};
+
+}  // namespace remat

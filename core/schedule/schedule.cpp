@@ -1,0 +1,123 @@
+#include "core/schedule/schedule.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/util/error.h"
+
+namespace remat {
+
+const char* to_string(ActionKind k) {
+  static const char* n[] = {"forward", "recompute", "backward", "offload", "prefetch", "drop"};
+  return n[static_cast<int>(k)];
+}
+
+std::string Keep::to_string() const {
+  switch (kind) {
+    case KeepKind::All: return "all";
+    case KeepKind::Input: return "input";
+    case KeepKind::None: return "none";
+    case KeepKind::Named: {
+      std::string s;
+      for (const auto& n : *names) s += (s.empty() ? "" : ",") + n;
+      return s.empty() ? "[]" : s;
+    }
+  }
+  return "?";
+}
+
+Schedule store_all_schedule(int blocks) {
+  Schedule s;
+  s.policy = "none";
+  s.blocks = blocks;
+  for (int b = 0; b < blocks; ++b) s.forward(b, Keep::all());
+  for (int b = blocks - 1; b >= 0; --b) s.backward(b);
+  return s;
+}
+
+nlohmann::json schedule_to_json(const Schedule& s) {
+  nlohmann::json j;
+  j["format"] = "rematlab-schedule";
+  j["version"] = 1;
+  j["policy"] = s.policy;
+  j["params"] = s.params;
+  j["blocks"] = s.blocks;
+  j["checkpoint_slots"] = s.checkpoint_slots;
+  auto& a = j["actions"] = nlohmann::json::array();
+  for (const auto& x : s.actions) {
+    nlohmann::json e = {{"action", to_string(x.kind)}, {"block", x.block}};
+    if (x.kind == ActionKind::Forward || x.kind == ActionKind::Recompute) {
+      if (x.keep.kind == KeepKind::Named) e["keep"] = *x.keep.names;
+      else e["keep"] = x.keep.to_string();
+    }
+    a.push_back(std::move(e));
+  }
+  return j;
+}
+
+Schedule schedule_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw Error("schedule: expected a JSON object");
+  if (!j.contains("actions") || !j["actions"].is_array())
+    throw Error("schedule: missing the 'actions' array");
+  if (!j.contains("blocks") || !j["blocks"].is_number_integer())
+    throw Error("schedule: missing the integer 'blocks'");
+  Schedule s;
+  s.policy = j.value("policy", std::string("file"));
+  s.params = j.value("params", std::string());
+  s.blocks = j["blocks"].get<int>();
+  s.checkpoint_slots = j.value("checkpoint_slots", 0);
+  std::size_t i = 0;
+  for (const auto& e : j["actions"]) {
+    auto bad = [&](const std::string& why) {
+      throw Error("schedule: action " + std::to_string(i) + ": " + why + " (" + e.dump() + ")");
+    };
+    if (!e.is_object() || !e.contains("action") || !e["action"].is_string()) bad("no 'action'");
+    if (!e.contains("block") || !e["block"].is_number_integer()) bad("no integer 'block'");
+    std::string a = e["action"].get<std::string>();
+    Action act;
+    act.block = e["block"].get<int>();
+    bool found = false;
+    for (int k = 0; k <= static_cast<int>(ActionKind::Drop); ++k)
+      if (a == to_string(static_cast<ActionKind>(k))) {
+        act.kind = static_cast<ActionKind>(k);
+        found = true;
+      }
+    if (!found) bad("unknown action '" + a + "'");
+    if (e.contains("keep")) {
+      const auto& k = e["keep"];
+      if (k.is_string()) {
+        std::string ks = k.get<std::string>();
+        if (ks == "all") act.keep = Keep::all();
+        else if (ks == "input") act.keep = Keep::input();
+        else if (ks == "none") act.keep = Keep::none();
+        else bad("keep must be all, input, none or a list of tensor names");
+      } else if (k.is_array()) {
+        std::vector<std::string> names;
+        for (const auto& n : k) {
+          if (!n.is_string()) bad("keep list entries must be tensor names");
+          names.push_back(n.get<std::string>());
+        }
+        act.keep = Keep::named(std::move(names));
+      } else {
+        bad("keep must be a string or a list");
+      }
+    }
+    s.actions.push_back(std::move(act));
+    ++i;
+  }
+  return s;
+}
+
+Schedule load_schedule_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read schedule file '" + path + "'");
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("schedule file '" + path + "' is not valid JSON: " + e.what());
+  }
+  return schedule_from_json(j);
+}
+
+}  // namespace remat

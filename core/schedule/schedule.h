@@ -1,0 +1,70 @@
+// What a policy returns: an ordered list of actions over blocks 0..L-1.
+//
+//   forward  b keep   run block b from its input; produce its output (the next block's input)
+//                     while something still needs it; afterwards keep only `keep` of its tensors
+//   recompute b keep  rebuild the missing tensors of `keep` from what block b still holds
+//   backward b        backpropagate through block b (needs its whole saved set on the device);
+//                     frees everything block b holds
+//   offload b         move every device tensor of block b to host memory
+//   prefetch b        move them back
+//   drop b            free everything block b holds
+//
+// keep is one of: all (the whole saved set), input (the block input, as a checkpoint), none,
+// or a list of tensor names from the block table. A block input that is a checkpoint stays
+// until the block's backward (or a drop).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace remat {
+
+enum class ActionKind : std::uint8_t { Forward, Recompute, Backward, Offload, Prefetch, Drop };
+enum class KeepKind : std::uint8_t { All, Input, None, Named };
+const char* to_string(ActionKind k);
+
+struct Keep {
+  KeepKind kind = KeepKind::All;
+  std::shared_ptr<const std::vector<std::string>> names;  // for Named
+  static Keep all() { return {KeepKind::All, nullptr}; }
+  static Keep input() { return {KeepKind::Input, nullptr}; }
+  static Keep none() { return {KeepKind::None, nullptr}; }
+  static Keep named(std::vector<std::string> n) {
+    return {KeepKind::Named, std::make_shared<const std::vector<std::string>>(std::move(n))};
+  }
+  std::string to_string() const;  // "all", "input", "none" or "a,b,c"
+};
+
+struct Action {
+  ActionKind kind = ActionKind::Forward;
+  int block = 0;
+  Keep keep;
+};
+
+struct Schedule {
+  std::string policy;          // who made it
+  std::string params;          // its parameters as given, e.g. "segments=3"
+  int blocks = 0;              // L
+  int checkpoint_slots = 0;    // most block inputs kept as checkpoints at once; 0 = unlimited
+  std::vector<Action> actions;
+
+  void forward(int b, Keep k = Keep::all()) { actions.push_back({ActionKind::Forward, b, std::move(k)}); }
+  void recompute(int b, Keep k = Keep::all()) { actions.push_back({ActionKind::Recompute, b, std::move(k)}); }
+  void backward(int b) { actions.push_back({ActionKind::Backward, b, Keep::all()}); }
+  void offload(int b) { actions.push_back({ActionKind::Offload, b, Keep::all()}); }
+  void prefetch(int b) { actions.push_back({ActionKind::Prefetch, b, Keep::all()}); }
+  void drop(int b) { actions.push_back({ActionKind::Drop, b, Keep::all()}); }
+};
+
+// The store-everything schedule: forward every block keeping all, then backward in reverse.
+Schedule store_all_schedule(int blocks);
+
+nlohmann::json schedule_to_json(const Schedule& s);
+// Throws Error naming the bad entry.
+Schedule schedule_from_json(const nlohmann::json& j);
+Schedule load_schedule_file(const std::string& path);
+
+}  // namespace remat
