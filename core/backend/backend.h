@@ -60,6 +60,9 @@ class Backend {
   // Make later compute wait for every copy issued so far (offload/prefetch run on a copy
   // stream on CUDA, so they overlap compute until the executor joins them).
   virtual void join_copies() {}
+  // Device bytes a run may use now (free host memory on the CPU, free GPU memory on CUDA);
+  // 0 when unknown.
+  virtual std::uint64_t available_memory() const { return 0; }
   // Human-readable facts for provenance (BLAS, threads, CPU or GPU model, driver).
   virtual std::vector<std::pair<std::string, std::string>> describe() const { return {}; }
 

@@ -1,0 +1,235 @@
+#include "core/engine/run.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/data/corpus.h"
+#include "core/engine/executor.h"
+#include "core/engine/model_state.h"
+#include "core/engine/simulator.h"
+#include "core/io/safetensors.h"
+#include "core/util/error.h"
+#include "core/util/hash.h"
+#include "core/util/paths.h"
+
+namespace remat {
+
+std::uint64_t host_memory_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+namespace {
+
+// On an asynchronous backend host times are when work was queued, not when it ran: move
+// memory events onto the ops' time axis (an event belongs just before the op that followed it).
+void retime_events(std::vector<MemoryEvent>& ev, std::size_t from, const std::vector<OpRecord>& ops) {
+  if (ops.empty()) return;
+  std::vector<std::pair<std::uint64_t, std::int64_t>> start;  // op id -> first start
+  for (const auto& r : ops) start.push_back({r.op_id, r.start_ns});
+  std::sort(start.begin(), start.end());
+  std::int64_t last_end = 0;
+  for (const auto& r : ops) last_end = std::max(last_end, r.end_ns);
+  for (std::size_t i = from; i < ev.size(); ++i) {
+    auto it = std::lower_bound(start.begin(), start.end(),
+                               std::make_pair(ev[i].op_seq, std::int64_t{INT64_MIN}));
+    ev[i].t_ns = it == start.end() ? last_end : it->second;
+  }
+  // Keep the order of events monotonic in time.
+  for (std::size_t i = from + 1; i < ev.size(); ++i) ev[i].t_ns = std::max(ev[i].t_ns, ev[i - 1].t_ns);
+}
+
+// Schedule records carry op-id ranges from the executor; turn them into times.
+void time_schedule(std::vector<ScheduleRecord>& recs, const std::vector<OpRecord>& ops) {
+  std::unordered_map<std::uint64_t, std::pair<std::int64_t, std::int64_t>> span;
+  for (const auto& r : ops) {
+    auto [it, fresh] = span.try_emplace(r.op_id, r.start_ns, r.end_ns);
+    if (!fresh) {
+      it->second.first = std::min(it->second.first, r.start_ns);
+      it->second.second = std::max(it->second.second, r.end_ns);
+    }
+  }
+  std::int64_t prev = ops.empty() ? 0 : ops.front().start_ns;
+  for (auto& rec : recs) {
+    auto first = static_cast<std::uint64_t>(rec.start_ns), last = static_cast<std::uint64_t>(rec.end_ns);
+    std::int64_t s = INT64_MAX, e = INT64_MIN;
+    for (std::uint64_t id = first; id <= last && last >= first; ++id) {
+      auto it = span.find(id);
+      if (it == span.end()) continue;
+      s = std::min(s, it->second.first);
+      e = std::max(e, it->second.second);
+    }
+    if (s == INT64_MAX) s = e = prev;
+    rec.start_ns = s;
+    rec.end_ns = e;
+    prev = e;
+  }
+}
+
+void time_ledger(std::vector<LedgerEntry>& ledger, const std::vector<MemoryEvent>& ev, std::size_t from) {
+  std::unordered_map<std::uint64_t, std::pair<std::int64_t, std::int64_t>> t;
+  for (std::size_t i = from; i < ev.size(); ++i) {
+    auto& x = t[ev[i].id];
+    if (ev[i].delta > 0 && x.first == 0) x.first = ev[i].t_ns;
+    if (ev[i].delta < 0) x.second = ev[i].t_ns;
+  }
+  for (auto& l : ledger) {
+    l.created_ns = t[l.alloc_id].first;
+    l.freed_ns = t[l.free_id].second;
+  }
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> tensors_at(const TrackingAllocator& a,
+                                                              std::size_t peak_event,
+                                                              std::size_t n) {
+  std::unordered_map<std::uint64_t, std::pair<std::string, std::uint64_t>> live;
+  const auto& ev = a.events();
+  for (std::size_t i = 0; i <= peak_event && i < ev.size(); ++i) {
+    if (ev[i].space != Space::Device) continue;
+    if (ev[i].delta > 0) {
+      std::string nm = a.names()[ev[i].tensor];
+      if (ev[i].block >= 0) nm = "h" + std::to_string(ev[i].block) + "." + nm;
+      live[ev[i].id] = {nm, static_cast<std::uint64_t>(ev[i].delta)};
+    } else {
+      live.erase(ev[i].id);
+    }
+  }
+  std::vector<std::pair<std::string, std::uint64_t>> v;
+  for (auto& [id, x] : live) v.push_back(x);
+  std::sort(v.begin(), v.end(), [](auto& x, auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
+  if (v.size() > n) v.resize(n);
+  return v;
+}
+
+}  // namespace
+
+Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Clock& clock,
+                   const RunCallbacks& cb) {
+  spec.model.validate();
+  if (spec.steps < 1) throw ConfigError("steps", "must be at least 1, got " + std::to_string(spec.steps));
+  if (spec.warmup < 0) throw ConfigError("warmup", "must be 0 or more, got " + std::to_string(spec.warmup));
+  Trace tr;
+  tr.model = spec.model;
+  tr.policy = spec.schedule.policy;
+  tr.policy_params = spec.schedule.params;
+  tr.schedule = spec.schedule;
+  tr.device = backend.name();
+  tr.seed = spec.seed;
+  tr.warmup = spec.warmup;
+  tr.steps = spec.steps;
+  tr.provenance = backend.describe();
+
+  Prediction pred = simulate(spec.model, spec.schedule, &backend);  // validates the schedule
+  tr.plan = pred.plan;
+  tr.predicted_peak_bytes = pred.peak_bytes;
+  std::uint64_t avail = spec.memory_limit ? spec.memory_limit : backend.available_memory();
+  if (!spec.memory_limit && avail == 0 && backend.name() == "cpu") avail = host_memory_available();
+  if (avail > 0 && pred.peak_bytes > avail)
+    throw OutOfMemoryError("the run needs " + std::to_string(pred.peak_bytes) +
+                               " bytes of device memory (predicted), but " + std::to_string(avail) +
+                               " are available" + (spec.memory_limit ? " under --memory-limit" : ""),
+                           pred.peak_bytes, avail);
+  Corpus corpus = Corpus::from_file(spec.corpus_path.empty() ? default_corpus_path() : spec.corpus_path);
+
+  TrackingAllocator alloc(backend.memory(Space::Device), backend.memory(Space::Host), clock);
+  alloc.set_poison(spec.poison);
+  if (spec.memory_limit) alloc.set_device_limit(spec.memory_limit);
+  const int total = spec.warmup + spec.steps;
+  try {
+    ModelState state(spec.model, backend, alloc);
+    tr.static_bytes = state.static_bytes();
+    if (!spec.weights_in.empty()) {
+      load_safetensors(spec.weights_in, state);
+    } else {
+      state.init_weights(spec.seed);
+    }
+    ExecOptions eo;
+    eo.seed = spec.seed;
+    eo.adam = spec.adam;
+    eo.cancel = cb.cancel;
+    const std::size_t nact = spec.schedule.actions.size();
+    int cur = 0;
+    eo.on_action = [&](std::size_t done, std::size_t all) {
+      if (cb.progress)
+        cb.progress((cur + static_cast<double>(done) / static_cast<double>(std::max<std::size_t>(all, 1))) / total,
+                    "step " + std::to_string(cur + 1) + "/" + std::to_string(total));
+    };
+    (void)nact;
+    Executor ex(state, backend, alloc, profiler, eo);
+    std::vector<std::int32_t> tok, tgt;
+    for (cur = 0; cur < total; ++cur) {
+      const bool counted = cur >= spec.warmup, last = cur == total - 1;
+      corpus.batch(spec.seed, cur, spec.model.batch, spec.model.seq, spec.model.vocab, tok, tgt);
+      std::int64_t t0 = clock.now_ns();
+      StepOutput out = ex.run_step(spec.schedule, cur, tok, tgt);
+      std::int64_t t1 = clock.now_ns();
+      std::vector<OpRecord> ops = profiler ? profiler->collect() : std::vector<OpRecord>{};
+      if (backend.asynchronous()) retime_events(alloc.mutable_events(), out.first_event, ops);
+      StepStats s;
+      s.step = cur;
+      s.counted = counted;
+      s.loss = out.loss;
+      s.time_ms = static_cast<double>(t1 - t0) / 1e6;
+      s.peak_bytes = alloc.peak_device();
+      s.reserved_bytes = alloc.events().empty() ? 0 : alloc.events()[alloc.peak_event()].reserved;
+      s.start_ns = t0;
+      s.end_ns = t1;
+      tr.step_stats.push_back(s);
+      if (counted && s.peak_bytes >= tr.peak_bytes) {
+        tr.peak_bytes = s.peak_bytes;
+        tr.peak_reserved_bytes = s.reserved_bytes;
+        tr.peak_tensors = tensors_at(alloc, alloc.peak_event(), 12);
+      }
+      if (last) {
+        time_schedule(out.schedule, ops);
+        time_ledger(out.ledger, alloc.events(), out.first_event);
+        tr.ops = std::move(ops);
+        tr.schedule_records = std::move(out.schedule);
+        tr.ledger = std::move(out.ledger);
+        tr.step_first_event = out.first_event;
+        tr.step_start_ns = t0;
+        tr.step_end_ns = t1;
+        if (backend.asynchronous() && !tr.ops.empty()) {
+          tr.step_start_ns = std::min(t0, tr.ops.front().start_ns);
+          for (const auto& r : tr.ops) tr.step_end_ns = std::max(tr.step_end_ns, r.end_ns);
+        }
+        tr.saved_bytes_per_block = out.saved_bytes_per_block;
+        tr.host_bytes_per_block = out.host_bytes_per_block;
+        tr.flops = {out.flops_forward, out.flops_recompute, out.flops_backward, out.flops_other};
+        tr.block_forwards = out.block_forwards;
+        tr.activation_peak_bytes = activation_peak(alloc.events(), out.first_event);
+        tr.grad_checksum = state.grad_checksum();
+      }
+    }
+    if (profiler) tr.profiler_overhead_ns = profiler->overhead_ns();
+    if (!spec.weights_out.empty()) save_safetensors(spec.weights_out, state);
+    if (cb.progress) cb.progress(1.0, "done");
+  } catch (const Cancelled& e) {
+    tr.complete = false;
+    tr.status = "cancelled";
+    tr.error = e.what();
+  } catch (const OutOfMemoryError& e) {
+    tr.complete = false;
+    tr.status = "out_of_memory";
+    tr.error = std::string(e.what()) + " (predicted peak " + std::to_string(pred.peak_bytes) +
+               " bytes, " + std::to_string(e.available()) + " available)";
+  } catch (const ScheduleError&) {
+    throw;
+  } catch (const Error& e) {
+    tr.complete = false;
+    tr.status = "error";
+    tr.error = e.what();
+  }
+  tr.events = alloc.events();
+  tr.names = alloc.names();
+  return tr;
+}
+
+}  // namespace remat

@@ -1,0 +1,44 @@
+// A whole run: check the model and schedule, predict memory, refuse what does not fit, train
+// warmup + counted steps, and return the trace. Errors before the first step throw; errors
+// during the run (out of memory, cancel) end it cleanly with what was traced so far.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/backend/backend.h"
+#include "core/memory/tracking_allocator.h"
+#include "core/profiler/profiler.h"
+#include "core/schedule/schedule.h"
+#include "core/trace/trace.h"
+
+namespace remat {
+
+struct RunSpec {
+  ModelConfig model;
+  Schedule schedule;
+  int steps = 1;    // counted
+  int warmup = 1;   // run first, not counted
+  std::uint64_t seed = 0;
+  bool poison = false;             // poison freed memory (debug)
+  std::uint64_t memory_limit = 0;  // device bytes; 0 = what the device has available now
+  AdamArgs adam;
+  std::string corpus_path;         // empty: the shipped corpus
+  std::string weights_in;          // safetensors to start from (empty: initialize from seed)
+  std::string weights_out;         // safetensors to write after the last step
+};
+
+struct RunCallbacks {
+  // fraction done in [0, 1], and what is happening
+  std::function<void(double, const std::string&)> progress;
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Clock& clock,
+                   const RunCallbacks& cb = {});
+
+// Free host memory from /proc/meminfo (MemAvailable), 0 when unknown.
+std::uint64_t host_memory_available();
+
+}  // namespace remat

@@ -1,0 +1,62 @@
+#include "core/engine/simulator.h"
+
+#include <algorithm>
+
+#include "core/backend/null/null_backend.h"
+#include "core/engine/executor.h"
+#include "core/engine/model_state.h"
+#include "core/graph/block_graph.h"
+
+namespace remat {
+
+std::uint64_t activation_peak(const std::vector<MemoryEvent>& events, std::size_t from) {
+  std::int64_t live = 0, peak = 0;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const MemoryEvent& e = events[i];
+    if (e.space != Space::Device || !is_activation(e.category)) continue;
+    live += e.delta;
+    if (i >= from) peak = std::max(peak, live);
+  }
+  return static_cast<std::uint64_t>(peak);
+}
+
+Prediction simulate(const ModelConfig& m, const Schedule& s, const Backend* mirror) {
+  Prediction p;
+  BlockGraph g(m);
+  p.plan = validate_schedule(s, g);
+  NullBackend be(mirror);
+  LogicalClock clock;
+  TrackingAllocator alloc(be.memory(Space::Device), be.memory(Space::Host), clock);
+  ModelState state(m, be, alloc);
+  p.static_bytes = state.static_bytes();
+  p.workspace_bytes = state.workspace.bytes();
+  Executor ex(state, be, alloc, nullptr, ExecOptions{});
+  std::vector<std::int32_t> tok(static_cast<std::size_t>(m.tokens()), 0), tgt(tok);
+  StepOutput out = ex.run_step(s, 0, tok, tgt);
+  p.peak_bytes = alloc.peak_device();
+  p.flops = {out.flops_forward, out.flops_recompute, out.flops_backward, out.flops_other};
+  p.block_forwards = out.block_forwards;
+  p.saved_bytes_per_block = out.saved_bytes_per_block;
+  p.activation_peak_bytes = activation_peak(alloc.events(), out.first_event);
+  // Device bytes per category at the peak, and the host high-water mark.
+  p.peak_by_category.assign(kNumCategories, 0);
+  std::vector<std::int64_t> cat(kNumCategories, 0);
+  std::int64_t host = 0, host_peak = 0;
+  const auto& ev = alloc.events();
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    if (ev[i].space == Space::Host) {
+      host += ev[i].delta;
+      host_peak = std::max(host_peak, host);
+      continue;
+    }
+    cat[static_cast<int>(ev[i].category)] += ev[i].delta;
+    if (i == alloc.peak_event())
+      for (int c = 0; c < kNumCategories; ++c) p.peak_by_category[c] = static_cast<std::uint64_t>(cat[c]);
+  }
+  p.host_peak_bytes = static_cast<std::uint64_t>(host_peak);
+  p.events.assign(ev.begin() + static_cast<std::ptrdiff_t>(out.first_event), ev.end());
+  p.names = alloc.names();
+  return p;
+}
+
+}  // namespace remat

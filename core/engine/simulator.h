@@ -1,0 +1,41 @@
+// Predicts a schedule's memory and FLOPs without computing anything: the executor's own walk
+// over the null backend (virtual memory, no arithmetic), so every allocation the real run makes
+// is predicted in the same order with the same size. Plans configurations far too big to run.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/memory/tracking_allocator.h"
+#include "core/model/model_config.h"
+#include "core/schedule/schedule.h"
+#include "core/schedule/validator.h"
+#include "core/trace/trace.h"
+
+namespace remat {
+
+struct Prediction {
+  std::uint64_t peak_bytes = 0;            // device, everything included
+  std::uint64_t static_bytes = 0;          // parameters, gradients, master weights, moments
+  std::uint64_t workspace_bytes = 0;
+  std::uint64_t activation_peak_bytes = 0; // saved + checkpoints + recompute temporaries
+  std::uint64_t host_peak_bytes = 0;
+  FlopCounts flops;
+  std::uint64_t block_forwards = 0;
+  ScheduleStats plan;
+  std::vector<std::uint64_t> saved_bytes_per_block;
+  std::vector<std::uint64_t> peak_by_category;  // device bytes per category at the peak
+  std::vector<MemoryEvent> events;              // the step's events (logical time)
+  std::vector<std::string> names;
+};
+
+// `mirror` is the backend the prediction is for (its workspace size); null means none.
+// Throws ScheduleError for an illegal schedule.
+Prediction simulate(const ModelConfig& m, const Schedule& s, const Backend* mirror);
+
+// Replays events and returns the highest total of the activation categories on the device.
+std::uint64_t activation_peak(const std::vector<MemoryEvent>& events, std::size_t from = 0);
+
+}  // namespace remat

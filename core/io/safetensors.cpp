@@ -1,0 +1,214 @@
+#include "core/io/safetensors.h"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/engine/model_state.h"
+#include "core/util/bf16.h"
+#include "core/util/error.h"
+
+namespace remat {
+
+namespace {
+
+float half_to_float(std::uint16_t h) {
+  std::uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  float f;
+  if (exp == 0) f = std::ldexp(static_cast<float>(man), -24);
+  else if (exp == 31) f = man ? NAN : INFINITY;
+  else f = std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
+  return sign ? -f : f;
+}
+
+}  // namespace
+
+std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
+  auto bad = [&](const std::string& why) -> Error { return Error("safetensors file '" + path + "': " + why); };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read safetensors file '" + path + "'");
+  in.seekg(0, std::ios::end);
+  const std::uint64_t size = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  if (size < 8) throw bad("too short to hold a header");
+  std::uint64_t n = 0;
+  unsigned char len[8];
+  in.read(reinterpret_cast<char*>(len), 8);
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+  if (n == 0 || n > size - 8 || n > (100u << 20)) throw bad("header length " + std::to_string(n) + " is invalid");
+  std::string header(n, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(n));
+  nlohmann::json h;
+  try {
+    h = nlohmann::json::parse(header);
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(std::string("malformed header: ") + e.what());
+  }
+  if (!h.is_object()) throw bad("header is not a JSON object");
+  const std::uint64_t data_size = size - 8 - n;
+  std::map<std::string, SafeTensor> out;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const auto& d = it.value();
+    if (!d.is_object() || !d.contains("dtype") || !d.contains("shape") || !d.contains("data_offsets"))
+      throw bad("tensor '" + it.key() + "' lacks dtype, shape or data_offsets");
+    SafeTensor t;
+    t.dtype = d["dtype"].get<std::string>();
+    std::uint64_t numel = 1;
+    for (const auto& s : d["shape"]) {
+      if (!s.is_number_integer() || s.get<std::int64_t>() < 0) throw bad("tensor '" + it.key() + "' has a bad shape");
+      t.shape.push_back(s.get<std::int64_t>());
+      numel *= static_cast<std::uint64_t>(t.shape.back());
+    }
+    std::uint64_t b = d["data_offsets"][0].get<std::uint64_t>(), e = d["data_offsets"][1].get<std::uint64_t>();
+    std::size_t esz = t.dtype == "F32" ? 4 : (t.dtype == "BF16" || t.dtype == "F16") ? 2 : 0;
+    if (esz == 0) throw bad("tensor '" + it.key() + "' has unsupported dtype " + t.dtype);
+    if (e < b || e > data_size || e - b != numel * esz)
+      throw bad("tensor '" + it.key() + "' has data offsets outside the file or not matching its shape");
+    std::vector<unsigned char> raw(e - b);
+    in.seekg(static_cast<std::streamoff>(8 + n + b));
+    in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()));
+    if (!in) throw bad("truncated data for tensor '" + it.key() + "'");
+    t.values.resize(numel);
+    for (std::uint64_t i = 0; i < numel; ++i) {
+      if (esz == 4) {
+        std::memcpy(&t.values[i], raw.data() + 4 * i, 4);
+      } else {
+        std::uint16_t v;
+        std::memcpy(&v, raw.data() + 2 * i, 2);
+        t.values[i] = t.dtype == "BF16" ? bf16_to_float(v) : half_to_float(v);
+      }
+    }
+    out.emplace(it.key(), std::move(t));
+  }
+  return out;
+}
+
+void write_safetensors(const std::string& path, const std::map<std::string, SafeTensor>& tensors) {
+  nlohmann::json h;
+  h["__metadata__"] = {{"format", "pt"}, {"producer", "rematlab"}};
+  std::uint64_t off = 0;
+  for (const auto& [name, t] : tensors) {
+    std::uint64_t bytes = t.values.size() * 4;
+    h[name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {off, off + bytes}}};
+    off += bytes;
+  }
+  std::string header = h.dump();
+  while ((8 + header.size()) % 8) header.push_back(' ');
+  std::string tmp = path + ".partial";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error("cannot write '" + path + "'");
+    std::uint64_t n = header.size();
+    unsigned char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+    out.write(reinterpret_cast<const char*>(len), 8);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    for (const auto& [name, t] : tensors)
+      out.write(reinterpret_cast<const char*>(t.values.data()), static_cast<std::streamsize>(t.values.size() * 4));
+    if (!out) throw Error("writing '" + path + "' failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error("cannot move '" + tmp + "' to '" + path + "': " + ec.message());
+}
+
+namespace {
+
+bool is_gpt2_buffer(const std::string& n) {
+  auto ends = [&](const char* s) { return n.size() >= std::strlen(s) && n.compare(n.size() - std::strlen(s), std::strlen(s), s) == 0; };
+  return ends(".attn.bias") || ends(".attn.masked_bias") || n == "lm_head.weight";
+}
+
+}  // namespace
+
+void load_safetensors(const std::string& path, ModelState& state) {
+  auto file = read_safetensors(path);
+  const ParamLayout& L = state.layout();
+  const bool gpt2 = state.config().arch == Architecture::Gpt2;
+  // Accept GPT-2 names with or without the "transformer." prefix.
+  std::map<std::string, SafeTensor*> by_name;
+  for (auto& [n, t] : file) {
+    std::string key = n;
+    if (gpt2 && key.rfind("transformer.", 0) != 0 && !is_gpt2_buffer(key)) key = "transformer." + key;
+    by_name[key] = &t;
+  }
+  std::vector<float> host(static_cast<std::size_t>(L.total()));
+  std::size_t used = 0;
+  auto take = [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed, float* dst) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) throw Error("safetensors file '" + path + "': missing tensor '" + name + "'");
+    const SafeTensor& t = *it->second;
+    std::int64_t r = transposed ? cols : rows, c = transposed ? rows : cols;
+    bool ok = (c == 1 && t.shape.size() == 1 && t.shape[0] == r) ||
+              (t.shape.size() == 2 && t.shape[0] == r && t.shape[1] == c);
+    if (!ok) {
+      std::string got;
+      for (auto s : t.shape) got += (got.empty() ? "" : "x") + std::to_string(s);
+      throw Error("safetensors file '" + path + "': tensor '" + name + "' has shape " + got +
+                  ", expected " + std::to_string(r) + (c == 1 ? "" : "x" + std::to_string(c)));
+    }
+    if (!transposed) {
+      std::copy(t.values.begin(), t.values.end(), dst);
+    } else {
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < cols; ++j) dst[i * cols + j] = t.values[j * rows + i];
+    }
+    ++used;
+  };
+  for (const auto& p : L.params()) {
+    float* dst = host.data() + p.offset;
+    if (p.hf_parts.empty()) {
+      take(p.hf_name, p.rows, p.cols, p.hf_transposed, dst);
+    } else {
+      for (const auto& [name, rows] : p.hf_parts) {
+        take(name, rows, p.cols, false, dst);
+        dst += rows * p.cols;
+      }
+    }
+  }
+  for (const auto& [n, t] : by_name)
+    if (!(gpt2 && is_gpt2_buffer(n)) && !L.find(n)) {
+      bool part = false;
+      for (const auto& p : L.params())
+        for (const auto& hp : p.hf_parts) part = part || hp.first == n;
+      if (!part) throw Error("safetensors file '" + path + "': tensor '" + n + "' is not part of this model");
+    }
+  state.write_params(host);
+}
+
+void save_safetensors(const std::string& path, const ModelState& state) {
+  std::vector<float> host = state.read_params();
+  std::map<std::string, SafeTensor> out;
+  for (const auto& p : state.layout().params()) {
+    const float* src = host.data() + p.offset;
+    if (!p.hf_parts.empty()) {
+      for (const auto& [name, rows] : p.hf_parts) {
+        SafeTensor t{"F32", {rows, p.cols}, std::vector<float>(src, src + rows * p.cols)};
+        out[name] = std::move(t);
+        src += rows * p.cols;
+      }
+      continue;
+    }
+    SafeTensor t;
+    t.dtype = "F32";
+    if (p.cols == 1) {
+      t.shape = {p.rows};
+      t.values.assign(src, src + p.rows);
+    } else if (p.hf_transposed) {
+      t.shape = {p.cols, p.rows};
+      t.values.resize(static_cast<std::size_t>(p.numel()));
+      for (std::int64_t i = 0; i < p.rows; ++i)
+        for (std::int64_t j = 0; j < p.cols; ++j) t.values[j * p.rows + i] = src[i * p.cols + j];
+    } else {
+      t.shape = {p.rows, p.cols};
+      t.values.assign(src, src + p.numel());
+    }
+    out[p.hf_name] = std::move(t);
+  }
+  write_safetensors(path, out);
+}
+
+}  // namespace remat

@@ -1,0 +1,27 @@
+// Model weights in and out as safetensors, with the Hugging Face tensor names of each
+// architecture (GPT-2 Conv1D weights transposed, Llama q|k|v and gate|up split).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace remat {
+
+class ModelState;
+
+struct SafeTensor {
+  std::string dtype;  // F32, BF16, F16
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;  // converted to fp32
+};
+
+// Reads every tensor of a file; throws Error naming the file and the problem.
+std::map<std::string, SafeTensor> read_safetensors(const std::string& path);
+// Writes fp32 tensors (atomically: a temporary file renamed at the end).
+void write_safetensors(const std::string& path, const std::map<std::string, SafeTensor>& tensors);
+
+void load_safetensors(const std::string& path, ModelState& state);
+void save_safetensors(const std::string& path, const ModelState& state);
+
+}  // namespace remat

@@ -1,0 +1,17 @@
+// Where the program's files are: plugins next to the binaries, presets and the corpus in
+// share/rematlab (installed tree or build tree; REMAT_RESOURCE_DIR overrides).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace remat {
+
+std::string executable_dir();
+std::string resource_dir();
+std::vector<std::string> preset_names();
+std::string preset_path(const std::string& name);  // empty if there is none
+std::string default_corpus_path();
+// Library directory of this installation (for the CUDA backend library).
+std::string library_dir();
+
+}  // namespace remat
