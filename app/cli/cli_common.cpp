@@ -1,0 +1,110 @@
+#include "cli_common.h"
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <unistd.h>
+
+#include "core/graph/block_graph.h"
+#include "core/model/model_source.h"
+#include "core/schedule/validator.h"
+#include "core/util/error.h"
+
+namespace remat::cli {
+
+void ModelOptions::add(CLI::App& app) {
+  app.add_option("--model,-m", model, "preset name (see `list models`) or a model JSON / Hugging Face config.json")
+      ->capture_default_str();
+  app.add_option("--seq", seq, "override the sequence length");
+  app.add_option("--batch", batch, "override the micro-batch size");
+  app.add_option("--layers", layers, "override the number of blocks");
+  app.add_option("--dropout", dropout, "override the dropout probability");
+  app.add_option("--attention", attention, "override the attention: naive | flash");
+  app.add_option("--dtype", dtype, "override the activation dtype: bf16 | fp32");
+}
+
+ModelConfig ModelOptions::resolve() const {
+  ModelConfig m = resolve_model(model);
+  if (seq) {
+    m.seq = *seq;
+    if (m.arch == Architecture::Gpt2 && m.positions < m.seq) m.positions = m.seq;
+  }
+  if (batch) m.batch = *batch;
+  if (layers) m.layers = *layers;
+  if (dropout) m.dropout = *dropout;
+  if (!attention.empty()) {
+    if (attention == "naive") m.attention = AttentionImpl::Naive;
+    else if (attention == "flash") m.attention = AttentionImpl::Flash;
+    else throw ConfigError("attention", "unknown attention '" + attention + "' (naive | flash)");
+  }
+  if (!dtype.empty()) {
+    if (dtype == "bf16") m.dtype = DType::BF16;
+    else if (dtype == "fp32") m.dtype = DType::F32;
+    else throw ConfigError("dtype", "unknown dtype '" + dtype + "' (bf16 | fp32)");
+  }
+  m.validate();
+  return m;
+}
+
+void PolicyOptions::add(CLI::App& app, bool allow_schedule_file) {
+  app.add_option("--policy,-p", policy, "NAME[:param=value,...] (see `list policies`)")->capture_default_str();
+  if (allow_schedule_file)
+    app.add_option("--schedule", schedule_file, "run a schedule JSON file (from `plan --json`, edited or hand-written)");
+  app.add_option("--memory-budget", memory_budget, "activation bytes for the budget policy, e.g. 2GiB");
+}
+
+Schedule PolicyOptions::plan(const PolicyRegistry& reg, const ModelConfig& m) const {
+  if (!schedule_file.empty()) {
+    Schedule s = load_schedule_file(schedule_file);
+    validate_schedule(s, BlockGraph(m));
+    return s;
+  }
+  std::optional<std::uint64_t> budget;
+  if (!memory_budget.empty()) budget = parse_bytes("memory-budget", memory_budget);
+  return reg.plan(parse_policy_choice(policy), m, budget);
+}
+
+void load_plugins(PolicyRegistry& reg, bool report) {
+  reg.load_dirs(PolicyRegistry::default_dirs());
+  if (report)
+    for (const auto& r : reg.rejected())
+      std::cerr << "rematlab-batch: plugin " << r.file << " rejected: " << r.reason << "\n";
+}
+
+int fail(const std::string& message) {
+  std::cerr << "rematlab-batch: error: " << message << "\n";
+  return 1;
+}
+
+Progress::Progress(bool enabled) : on_(enabled && isatty(STDERR_FILENO)) {}
+
+void Progress::update(double fraction, const std::string& what) {
+  if (!on_) return;
+  int pct = static_cast<int>(std::lround(fraction * 100));
+  if (pct == last_) return;
+  last_ = pct;
+  int filled = pct * 30 / 100;
+  std::string bar(static_cast<std::size_t>(filled), '#');
+  bar.resize(30, '.');
+  std::fprintf(stderr, "\r[%s] %3d%% %-40s", bar.c_str(), pct, what.c_str());
+  std::fflush(stderr);
+}
+
+void Progress::done() {
+  if (on_ && last_ >= 0) std::fprintf(stderr, "\r%80s\r", "");
+}
+
+std::string human_bytes(std::uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+  return buf;
+}
+
+}  // namespace remat::cli

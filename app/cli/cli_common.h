@@ -1,0 +1,55 @@
+// Options and helpers shared by the rematlab-batch commands.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "core/model/model_config.h"
+#include "core/plugin/registry.h"
+#include "core/schedule/schedule.h"
+
+namespace remat::cli {
+
+// --model and the overrides a user may put on top of it.
+struct ModelOptions {
+  std::string model = "tiny";
+  std::optional<int> seq, batch, layers;
+  std::optional<double> dropout;
+  std::string attention, dtype;
+  void add(CLI::App& app);
+  ModelConfig resolve() const;  // throws Error / ConfigError
+};
+
+// --policy, --schedule, --memory-budget.
+struct PolicyOptions {
+  std::string policy = "none";
+  std::string schedule_file;
+  std::string memory_budget;
+  void add(CLI::App& app, bool allow_schedule_file);
+  // The schedule to run for this model (from a plugin or a file), validated.
+  Schedule plan(const PolicyRegistry& reg, const ModelConfig& m) const;
+};
+
+// Loads plugins from the default directories; prints rejected ones to stderr unless quiet.
+void load_plugins(PolicyRegistry& reg, bool report);
+
+// Prints an error in one line and returns the exit code for it.
+int fail(const std::string& message);
+
+// A progress bar on stderr when it is a terminal; silent otherwise.
+class Progress {
+ public:
+  explicit Progress(bool enabled);
+  void update(double fraction, const std::string& what);
+  void done();
+
+ private:
+  bool on_;
+  int last_ = -1;
+};
+
+std::string human_bytes(std::uint64_t b);
+
+}  // namespace remat::cli

@@ -1,0 +1,77 @@
+// rematlab-batch plan: what a policy would do, predicted without running anything.
+#include <iostream>
+#include <memory>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "core/backend/cpu/cpu_backend.h"
+#include "core/engine/simulator.h"
+#include "core/util/error.h"
+
+namespace remat::cli {
+
+namespace {
+
+struct PlanOptions {
+  ModelOptions model;
+  PolicyOptions policy;
+  bool json = false;
+};
+
+int plan(const PlanOptions& o) {
+  ModelConfig m = o.model.resolve();
+  PolicyRegistry reg;
+  load_plugins(reg, !o.json);
+  Schedule s = o.policy.plan(reg, m);
+  CpuBackend cpu(1);
+  Prediction p = simulate(m, s, &cpu);
+  if (o.json) {
+    nlohmann::json j;
+    j["model"] = model_to_json(m);
+    j["policy"] = s.policy;
+    j["policy_params"] = s.params;
+    j["predicted_peak_bytes"] = p.peak_bytes;
+    j["static_bytes"] = p.static_bytes;
+    j["workspace_bytes"] = p.workspace_bytes;
+    j["activation_peak_bytes"] = p.activation_peak_bytes;
+    j["host_peak_bytes"] = p.host_peak_bytes;
+    j["block_forwards"] = p.block_forwards;
+    j["recompute_flops"] = p.flops.recompute;
+    j["flops"] = {{"forward", p.flops.forward}, {"recompute", p.flops.recompute},
+                  {"backward", p.flops.backward}, {"other", p.flops.other}};
+    j["saved_bytes_per_block"] = p.saved_bytes_per_block;
+    j["max_checkpoints"] = p.plan.max_checkpoints;
+    j["schedule"] = schedule_to_json(s);
+    j["actions"] = j["schedule"]["actions"];
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "policy " << s.policy << (s.params.empty() ? "" : ":" + s.params) << " on model "
+            << m.name << "\n"
+            << "predicted peak        " << human_bytes(p.peak_bytes) << " (" << p.peak_bytes << " bytes)\n"
+            << "  static (16 B/param) " << human_bytes(p.static_bytes) << "\n"
+            << "  activations peak    " << human_bytes(p.activation_peak_bytes) << "\n"
+            << "block forwards        " << p.block_forwards << " (" << m.layers << " blocks)\n"
+            << "recompute FLOPs       " << p.flops.recompute << "\n"
+            << "actions               " << s.actions.size() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<PlanOptions>();
+  CLI::App* c = app.add_subcommand("plan", "plan a policy and predict its peak memory and FLOPs (nothing runs)");
+  o->model.add(*c);
+  o->policy.add(*c, true);
+  c->add_flag("--json", o->json, "print the prediction and the schedule as JSON");
+  c->callback([o, &exit_code] {
+    try {
+      exit_code = plan(*o);
+    } catch (const std::exception& e) {
+      exit_code = fail(e.what());
+    }
+  });
+}
+
+}  // namespace remat::cli

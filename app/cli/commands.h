@@ -1,0 +1,12 @@
+// The subcommands of rematlab-batch. Each registers its options and a callback that sets the
+// exit code.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace remat::cli {
+
+void add_run_command(CLI::App& app, int& exit_code);
+void add_plan_command(CLI::App& app, int& exit_code);
+void add_list_command(CLI::App& app, int& exit_code);
+
+}  // namespace remat::cli

@@ -1,0 +1,24 @@
+// rematlab-batch: what activation checkpointing costs, headless.
+#include <iostream>
+
+#include "commands.h"
+#include "core/trace/summary.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"rematlab-batch: run a transformer training step under checkpoint policies and "
+               "measure memory and compute"};
+  app.set_version_flag("--version", "rematlab-batch " + remat::program_version() + " (" +
+                                        remat::program_commit() + ")");
+  app.require_subcommand(1);
+  int code = 0;
+  remat::cli::add_run_command(app, code);
+  remat::cli::add_plan_command(app, code);
+  remat::cli::add_list_command(app, code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  return code;
+}

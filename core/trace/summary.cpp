@@ -1,0 +1,81 @@
+#include "core/trace/summary.h"
+
+#include <algorithm>
+
+#include "core/model/model_config.h"
+#include "core/util/hash.h"
+
+#ifndef REMAT_VERSION
+#define REMAT_VERSION "0.0.0"
+#endif
+#ifndef REMAT_GIT_COMMIT
+#define REMAT_GIT_COMMIT "unknown"
+#endif
+
+namespace remat {
+
+std::string program_version() { return REMAT_VERSION; }
+std::string program_commit() { return REMAT_GIT_COMMIT; }
+
+nlohmann::json summary_json(const Trace& t) {
+  nlohmann::json j;
+  j["format"] = "rematlab-run";
+  j["format_version"] = t.format_version;
+  j["complete"] = t.complete;
+  j["status"] = t.status;
+  if (!t.error.empty()) j["error"] = t.error;
+  j["model"] = model_to_json(t.model);
+  j["policy"] = t.policy;
+  j["policy_params"] = t.policy_params;
+  j["device"] = t.device;
+  j["seed"] = t.seed;
+  j["warmup"] = t.warmup;
+  j["steps"] = t.steps;
+  auto losses = t.losses();
+  auto times = t.step_times_ms();
+  j["loss"] = losses;
+  j["step_time_ms"] = times;
+  j["step_time_ms_median"] = median(times);
+  if (!times.empty()) {
+    auto [mn, mx] = std::minmax_element(times.begin(), times.end());
+    j["step_time_ms_spread"] = *mx - *mn;
+  } else {
+    j["step_time_ms_spread"] = 0.0;
+  }
+  std::vector<std::uint64_t> peaks;
+  for (const auto& s : t.step_stats)
+    if (s.counted) peaks.push_back(s.peak_bytes);
+  j["step_peak_bytes"] = peaks;
+  if (!peaks.empty()) {
+    auto [mn, mx] = std::minmax_element(peaks.begin(), peaks.end());
+    j["step_peak_bytes_spread"] = *mx - *mn;
+  }
+  j["warmup_loss"] = nlohmann::json::array();
+  for (const auto& s : t.step_stats)
+    if (!s.counted) j["warmup_loss"].push_back(s.loss);
+  j["peak_bytes"] = t.peak_bytes;
+  j["predicted_peak_bytes"] = t.predicted_peak_bytes;
+  j["peak_reserved_bytes"] = t.peak_reserved_bytes;
+  j["static_bytes"] = t.static_bytes;
+  j["activation_peak_bytes"] = t.activation_peak_bytes;
+  j["saved_bytes_per_block"] = t.saved_bytes_per_block;
+  j["host_bytes_per_block"] = t.host_bytes_per_block;
+  j["flops"] = {{"forward", t.flops.forward}, {"recompute", t.flops.recompute},
+                {"backward", t.flops.backward}, {"other", t.flops.other}, {"total", t.flops.total()}};
+  j["block_forwards"] = t.block_forwards;
+  j["plan"] = {{"block_forwards", t.plan.block_forwards},
+               {"recompute_flops", t.plan.flops_recompute},
+               {"max_checkpoints", t.plan.max_checkpoints},
+               {"actions", t.schedule.actions.size()}};
+  j["grad_checksum"] = hex64(t.grad_checksum);
+  j["profiler_overhead_ns"] = t.profiler_overhead_ns;
+  nlohmann::json pt = nlohmann::json::array();
+  for (const auto& [n, b] : t.peak_tensors) pt.push_back({{"tensor", n}, {"bytes", b}});
+  j["peak_tensors"] = pt;
+  nlohmann::json prov = {{"program", "rematlab"}, {"version", program_version()}, {"git_commit", program_commit()}};
+  for (const auto& [k, v] : t.provenance) prov[k] = v;
+  j["provenance"] = prov;
+  return j;
+}
+
+}  // namespace remat
