@@ -1,5 +1,9 @@
 // The reference backend: our own loops for every op, GEMMs through OpenBLAS with a thread count
 // fixed by the program. Deterministic: the same inputs give the same bits at a given thread count.
+//
+// Both memory spaces are host heap. Compute ops refuse tensors in the host space (as a GPU
+// would), so executor bugs show up here first. GEMM operands in bf16 are staged to fp32 in the
+// workspace; nothing else is allocated inside an op.
 #pragma once
 #include <memory>
 
@@ -7,13 +11,115 @@
 
 namespace remat {
 
+namespace cpu {
+class ThreadPool;
+}
+
 class CpuBackend final : public Backend {
  public:
   // threads: OpenBLAS threads (fixed for the whole run and recorded); 0 = 2.
   explicit CpuBackend(int threads = 0);
   ~CpuBackend() override;
   int threads() const;
-  // (Declarations of every Backend override follow; implemented in cpu_*.cpp.)
+
+  std::string name() const override { return "cpu"; }
+  MemoryResource& memory(Space s) override;
+  std::uint64_t workspace_bytes(const ModelConfig& m) const override;
+  void set_workspace(const Tensor& ws) override;
+  std::uint64_t available_memory() const override;  // MemAvailable from /proc/meminfo
+  std::vector<std::pair<std::string, std::string>> describe() const override;
+
+  // cpu_backend.cpp
+  void fill_zero(const Tensor& t) override;
+  void copy(const Tensor& dst, const Tensor& src) override;
+  void add_into(const Tensor& dst, const Tensor& src) override;
+  void read(const Tensor& src, std::vector<float>& out) override;
+  void read_bytes(const Tensor& src, void* out) override;
+  void write_bytes(const Tensor& dst, const void* in) override;
+
+  // cpu_elementwise.cpp
+  void embedding_fwd(const Tensor& tokens, const Tensor& wte, const Tensor* wpe,
+                     const Tensor& out, int B, int S, int H) override;
+  void embedding_bwd(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
+                     const Tensor* dwpe, int B, int S, int H) override;
+  void dropout_mask(const Tensor& mask, const DropoutKey& key, float p, std::int64_t n) override;
+  void dropout_fwd(const Tensor& x, const Tensor& mask, const Tensor& y, float p,
+                   std::int64_t n) override;
+  void dropout_bwd(const Tensor& dy, const Tensor& mask, const Tensor& dx, float p,
+                   std::int64_t n, bool acc) override;
+  void residual_fwd(const Tensor& res, const Tensor& x, const Tensor* mask, const Tensor& out,
+                    float p, std::int64_t n) override;
+  void residual_bwd(const Tensor& dout, const Tensor* mask, const Tensor& dres, const Tensor& dx,
+                    float p, std::int64_t n, bool acc_res, bool acc_x) override;
+  void gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n) override;
+  void gelu_bwd(const Tensor& x, const Tensor& dy, const Tensor& dx, std::int64_t n,
+                bool acc) override;
+  void swiglu_fwd(const Tensor& gu, const Tensor& y, std::int64_t rows, int F) override;
+  void swiglu_bwd(const Tensor& gu, const Tensor& dy, const Tensor& dgu, std::int64_t rows,
+                  int F, bool acc) override;
+  void rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, float theta) override;
+  void rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a, float theta,
+                bool acc) override;
+  void cast(const Tensor& dst, const Tensor& src) override;
+
+  // cpu_norms.cpp
+  void layernorm_fwd(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
+                     std::int64_t rows, int H, float eps) override;
+  void layernorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                     const Tensor& dw, const Tensor& db, std::int64_t rows, int H, float eps,
+                     bool acc) override;
+  void rmsnorm_fwd(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t rows, int H,
+                   float eps) override;
+  void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                   const Tensor& dw, std::int64_t rows, int H, float eps, bool acc) override;
+
+  // cpu_gemm.cpp
+  void linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, const Tensor& y,
+                  std::int64_t M, int K, int N) override;
+  void linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, const Tensor* dx,
+                  const Tensor& dW, const Tensor* db, std::int64_t M, int K, int N,
+                  bool acc) override;
+  void head_loss(const Tensor& x, const Tensor& W, const Tensor& targets, const Tensor& losses,
+                 const Tensor& dx, const Tensor& dW, std::int64_t rows, int H, int V,
+                 float scale) override;
+
+  // cpu_attention.cpp
+  void attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a) override;
+  void attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
+                        const Tensor& dqkv, const AttnDims& a) override;
+  void attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& ctx,
+                   const AttnDims& a) override;
+  void attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& dctx, const Tensor& dp,
+                   const Tensor& dqkv, const AttnDims& a, bool acc_dp) override;
+
+  // cpu_flash.cpp
+  void flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const AttnDims& a,
+                 const DropoutKey& key, float p) override;
+  void flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const Tensor& dctx,
+                 const Tensor& dqkv, const AttnDims& a, const DropoutKey& key,
+                 float p) override;
+
+  // cpu_adamw.cpp
+  void adamw(const Tensor& params, const Tensor& grads, const Tensor* master, const Tensor& m,
+             const Tensor& v, const std::vector<AdamSegment>& segs,
+             const AdamArgs& args) override;
+
+  // Workspace each op needs for these shapes (the same layout code the ops carve with);
+  // workspace_bytes is the largest of these over the model's ops. bf16: operands in bf16.
+  std::uint64_t ws_linear_fwd(std::int64_t M, int K, int N, bool bf16) const;
+  std::uint64_t ws_linear_bwd(std::int64_t M, int K, int N, bool bf16) const;
+  std::uint64_t ws_head_loss(std::int64_t rows, int H, int V, bool bf16) const;
+  std::uint64_t ws_norm_bwd(std::int64_t rows) const;
+  std::uint64_t ws_embedding_bwd(int B, int S, int H, int V) const;
+  std::uint64_t ws_rope(const AttnDims& a) const;
+  std::uint64_t ws_attention(const AttnDims& a) const;  // the four naive ops
+  std::uint64_t ws_flash(const AttnDims& a) const;      // forward and backward
+
+ private:
+  int threads_;
+  std::unique_ptr<cpu::ThreadPool> pool_;
+  HeapMemory device_, host_;
+  Tensor ws_;
 };
 
 }  // namespace remat

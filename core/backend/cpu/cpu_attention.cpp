@@ -1,0 +1,256 @@
+// Naive causal attention: full [B, heads, S, S] probabilities, then P V. Forward ops split the
+// work by (batch, head); backward ops by (batch, kv head), so the gradient of a shared K or V
+// head is summed over its q heads in a fixed order by one thread.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/backend/cpu/cpu_backend.h"
+#include "core/backend/cpu/cpu_common.h"
+
+namespace remat {
+
+using cpu::FV;
+
+namespace {
+
+// Per thread: staged K or V head [S, d], its gradient [S, d], a row of scores [S], two head
+// vectors [d].
+struct AttnWs {
+  float *kv = nullptr, *acc = nullptr, *row = nullptr, *vec = nullptr;
+  std::int64_t sd = 0;
+  int S = 0, d = 0;
+  AttnWs(cpu::Arena& a, const AttnDims& dm, int threads) : sd(static_cast<std::int64_t>(dm.S) * dm.d),
+                                                           S(dm.S), d(dm.d) {
+    kv = a.take<float>(threads * sd);
+    acc = a.take<float>(threads * sd);
+    row = a.take<float>(static_cast<std::int64_t>(threads) * S);
+    vec = a.take<float>(static_cast<std::int64_t>(threads) * 2 * d);
+  }
+  float* kv_of(int lane) const { return kv + lane * sd; }
+  float* acc_of(int lane) const { return acc + lane * sd; }
+  float* row_of(int lane) const { return row + static_cast<std::int64_t>(lane) * S; }
+  float* vec_of(int lane) const { return vec + static_cast<std::int64_t>(lane) * 2 * d; }
+};
+
+struct Layout {
+  std::int64_t width;  // qkv row width
+  std::int64_t ctx_width;
+  int S, d, heads, kv_heads, group;
+  explicit Layout(const AttnDims& a)
+      : width(static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * a.d),
+        ctx_width(static_cast<std::int64_t>(a.heads) * a.d), S(a.S), d(a.d), heads(a.heads),
+        kv_heads(a.kv_heads), group(a.group()) {}
+  std::int64_t row(int b, int i) const { return (static_cast<std::int64_t>(b) * S + i) * width; }
+  std::int64_t q_col(int h) const { return static_cast<std::int64_t>(h) * d; }
+  std::int64_t k_col(int g) const { return static_cast<std::int64_t>(heads + g) * d; }
+  std::int64_t v_col(int g) const { return static_cast<std::int64_t>(heads + kv_heads + g) * d; }
+  std::int64_t prob_row(int b, int h, int i) const {
+    return ((static_cast<std::int64_t>(b) * heads + h) * S + i) * S;
+  }
+  std::int64_t ctx(int b, int i, int h) const {
+    return (static_cast<std::int64_t>(b) * S + i) * ctx_width + static_cast<std::int64_t>(h) * d;
+  }
+};
+
+inline float dot(const float* a, const float* b, int n) {
+  float s = 0.0f;
+  for (int c = 0; c < n; ++c) s += a[c] * b[c];
+  return s;
+}
+
+void check_attn(const AttnDims& a, const char* op, const Tensor& qkv, const char* qkv_name) {
+  cpu::check_dims(a, op);
+  cpu::check_float(qkv, op, qkv_name,
+                   static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d);
+}
+
+std::int64_t probs_n(const AttnDims& a) {
+  return static_cast<std::int64_t>(a.B) * a.heads * a.S * a.S;
+}
+
+std::int64_t ctx_n(const AttnDims& a) {
+  return static_cast<std::int64_t>(a.B) * a.S * a.heads * a.d;
+}
+
+}  // namespace
+
+std::uint64_t CpuBackend::ws_attention(const AttnDims& a) const {
+  cpu::Arena ar;
+  AttnWs w(ar, a, threads_);
+  return ar.used();
+}
+
+void CpuBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a) {
+  const char* op = "attn_softmax_fwd";
+  check_attn(a, op, qkv, "qkv");
+  cpu::check_float(probs, op, "probs", probs_n(a));
+  cpu::Arena arena(ws_, op);
+  AttnWs ws(arena, a, threads_);
+  const Layout L(a);
+  FV in(qkv), out(probs);
+  const float scale = a.scale;
+  cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.heads, 1,
+                    [&](std::int64_t u0, std::int64_t u1, int lane) {
+    float* K = ws.kv_of(lane);
+    float* s = ws.row_of(lane);
+    float* q = ws.vec_of(lane);
+    for (std::int64_t u = u0; u < u1; ++u) {
+      const int b = static_cast<int>(u / L.heads), h = static_cast<int>(u % L.heads);
+      cpu::stage_kv_head(in, L.width, L.k_col(h / L.group), b, L.S, L.d, K);
+      for (int i = 0; i < L.S; ++i) {
+        const std::int64_t qr = L.row(b, i) + L.q_col(h);
+        for (int c = 0; c < L.d; ++c) q[c] = in[qr + c];
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int j = 0; j <= i; ++j) {
+          s[j] = dot(q, K + static_cast<std::int64_t>(j) * L.d, L.d) * scale;
+          mx = std::max(mx, s[j]);
+        }
+        float sum = 0.0f;
+        for (int j = 0; j <= i; ++j) {
+          s[j] = std::exp(s[j] - mx);
+          sum += s[j];
+        }
+        const std::int64_t pr = L.prob_row(b, h, i);
+        for (int j = 0; j <= i; ++j) out.set(pr + j, s[j] / sum);
+        for (int j = i + 1; j < L.S; ++j) out.set(pr + j, 0.0f);
+      }
+    }
+  });
+}
+
+void CpuBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
+                                  const Tensor& dqkv, const AttnDims& a) {
+  const char* op = "attn_softmax_bwd";
+  check_attn(a, op, qkv, "qkv");
+  check_attn(a, op, dqkv, "dqkv");
+  cpu::check_float(probs, op, "probs", probs_n(a));
+  cpu::check_float(dprobs, op, "dprobs", probs_n(a));
+  cpu::Arena arena(ws_, op);
+  AttnWs ws(arena, a, threads_);
+  const Layout L(a);
+  FV in(qkv), P(probs), dP(dprobs), out(dqkv);
+  const float scale = a.scale;
+  cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.kv_heads, 1,
+                    [&](std::int64_t u0, std::int64_t u1, int lane) {
+    float* K = ws.kv_of(lane);
+    float* dK = ws.acc_of(lane);
+    float* q = ws.vec_of(lane);
+    float* dq = q + L.d;
+    for (std::int64_t u = u0; u < u1; ++u) {
+      const int b = static_cast<int>(u / L.kv_heads), g = static_cast<int>(u % L.kv_heads);
+      cpu::stage_kv_head(in, L.width, L.k_col(g), b, L.S, L.d, K);
+      std::fill(dK, dK + static_cast<std::int64_t>(L.S) * L.d, 0.0f);
+      for (int t = 0; t < L.group; ++t) {
+        const int h = g * L.group + t;
+        for (int i = 0; i < L.S; ++i) {
+          const std::int64_t qr = L.row(b, i) + L.q_col(h), pr = L.prob_row(b, h, i);
+          for (int c = 0; c < L.d; ++c) {
+            q[c] = in[qr + c];
+            dq[c] = 0.0f;
+          }
+          float rs = 0.0f;
+          for (int j = 0; j <= i; ++j) rs += P[pr + j] * dP[pr + j];
+          for (int j = 0; j <= i; ++j) {
+            const float ds = P[pr + j] * (dP[pr + j] - rs);
+            const float* kj = K + static_cast<std::int64_t>(j) * L.d;
+            float* dkj = dK + static_cast<std::int64_t>(j) * L.d;
+            const float dss = ds * scale;
+            for (int c = 0; c < L.d; ++c) {
+              dq[c] += ds * kj[c];
+              dkj[c] += dss * q[c];
+            }
+          }
+          for (int c = 0; c < L.d; ++c) out.set(qr + c, out[qr + c] + dq[c] * scale);
+        }
+      }
+      for (int j = 0; j < L.S; ++j) {
+        const std::int64_t kr = L.row(b, j) + L.k_col(g);
+        for (int c = 0; c < L.d; ++c)
+          out.set(kr + c, out[kr + c] + dK[static_cast<std::int64_t>(j) * L.d + c]);
+      }
+    }
+  });
+}
+
+void CpuBackend::attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& ctx,
+                             const AttnDims& a) {
+  const char* op = "attn_pv_fwd";
+  check_attn(a, op, qkv, "qkv");
+  cpu::check_float(p, op, "p", probs_n(a));
+  cpu::check_float(ctx, op, "ctx", ctx_n(a));
+  cpu::Arena arena(ws_, op);
+  AttnWs ws(arena, a, threads_);
+  const Layout L(a);
+  FV in(qkv), P(p), out(ctx);
+  cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.heads, 1,
+                    [&](std::int64_t u0, std::int64_t u1, int lane) {
+    float* V = ws.kv_of(lane);
+    float* o = ws.vec_of(lane);
+    for (std::int64_t u = u0; u < u1; ++u) {
+      const int b = static_cast<int>(u / L.heads), h = static_cast<int>(u % L.heads);
+      cpu::stage_kv_head(in, L.width, L.v_col(h / L.group), b, L.S, L.d, V);
+      for (int i = 0; i < L.S; ++i) {
+        const std::int64_t pr = L.prob_row(b, h, i);
+        std::fill(o, o + L.d, 0.0f);
+        // Causal: the upper triangle of P is zero and is not read.
+        for (int j = 0; j <= i; ++j) {
+          const float pij = P[pr + j];
+          const float* vj = V + static_cast<std::int64_t>(j) * L.d;
+          for (int c = 0; c < L.d; ++c) o[c] += pij * vj[c];
+        }
+        const std::int64_t cr = L.ctx(b, i, h);
+        for (int c = 0; c < L.d; ++c) out.set(cr + c, o[c]);
+      }
+    }
+  });
+}
+
+void CpuBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& dctx,
+                             const Tensor& dp, const Tensor& dqkv, const AttnDims& a,
+                             bool acc_dp) {
+  const char* op = "attn_pv_bwd";
+  check_attn(a, op, qkv, "qkv");
+  check_attn(a, op, dqkv, "dqkv");
+  cpu::check_float(p, op, "p", probs_n(a));
+  cpu::check_float(dp, op, "dp", probs_n(a));
+  cpu::check_float(dctx, op, "dctx", ctx_n(a));
+  cpu::Arena arena(ws_, op);
+  AttnWs ws(arena, a, threads_);
+  const Layout L(a);
+  FV in(qkv), P(p), dO(dctx), dPv(dp), out(dqkv);
+  cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.kv_heads, 1,
+                    [&](std::int64_t u0, std::int64_t u1, int lane) {
+    float* V = ws.kv_of(lane);
+    float* dV = ws.acc_of(lane);
+    float* go = ws.vec_of(lane);
+    for (std::int64_t u = u0; u < u1; ++u) {
+      const int b = static_cast<int>(u / L.kv_heads), g = static_cast<int>(u % L.kv_heads);
+      cpu::stage_kv_head(in, L.width, L.v_col(g), b, L.S, L.d, V);
+      std::fill(dV, dV + static_cast<std::int64_t>(L.S) * L.d, 0.0f);
+      for (int t = 0; t < L.group; ++t) {
+        const int h = g * L.group + t;
+        for (int i = 0; i < L.S; ++i) {
+          const std::int64_t cr = L.ctx(b, i, h), pr = L.prob_row(b, h, i);
+          for (int c = 0; c < L.d; ++c) go[c] = dO[cr + c];
+          for (int j = 0; j <= i; ++j) {
+            const float* vj = V + static_cast<std::int64_t>(j) * L.d;
+            dPv.put(pr + j, dot(go, vj, L.d), acc_dp);
+            const float pij = P[pr + j];
+            float* dvj = dV + static_cast<std::int64_t>(j) * L.d;
+            for (int c = 0; c < L.d; ++c) dvj[c] += pij * go[c];
+          }
+          if (!acc_dp)
+            for (int j = i + 1; j < L.S; ++j) dPv.set(pr + j, 0.0f);
+        }
+      }
+      for (int j = 0; j < L.S; ++j) {
+        const std::int64_t vr = L.row(b, j) + L.v_col(g);
+        for (int c = 0; c < L.d; ++c)
+          out.set(vr + c, out[vr + c] + dV[static_cast<std::int64_t>(j) * L.d + c]);
+      }
+    }
+  });
+}
+
+}  // namespace remat

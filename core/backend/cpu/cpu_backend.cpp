@@ -1,0 +1,249 @@
+// The CPU backend's setup, memory ops, workspace sizing and the shared internals.
+#include "core/backend/cpu/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include "core/backend/cpu/cpu_common.h"
+#include "core/graph/block_graph.h"
+
+namespace remat {
+namespace cpu {
+
+std::string describe_tensor(const Tensor& t) {
+  return std::string(to_string(t.dtype)) + "[" + std::to_string(t.numel) + "] in " +
+         to_string(t.space) + " space";
+}
+
+namespace {
+
+void check_common(const Tensor& t, const char* op, const char* name, std::int64_t need) {
+  if (t.space != Space::Device)
+    throw Error(std::string("cpu ") + op + ": " + name + " is " + describe_tensor(t) +
+                "; compute ops take device tensors");
+  if (need < 0 || t.numel < need)
+    throw Error(std::string("cpu ") + op + ": " + name + " is " + describe_tensor(t) +
+                ", needs " + std::to_string(need) + " elements");
+  if (need > 0 && t.data == nullptr)
+    throw Error(std::string("cpu ") + op + ": " + name + " has no data");
+}
+
+}  // namespace
+
+void check_float(const Tensor& t, const char* op, const char* name, std::int64_t need) {
+  if (t.dtype != DType::F32 && t.dtype != DType::BF16)
+    throw Error(std::string("cpu ") + op + ": " + name + " is " + describe_tensor(t) +
+                ", expected f32 or bf16");
+  check_common(t, op, name, need);
+}
+
+void check_dtype(const Tensor& t, DType dt, const char* op, const char* name, std::int64_t need) {
+  if (t.dtype != dt)
+    throw Error(std::string("cpu ") + op + ": " + name + " is " + describe_tensor(t) +
+                ", expected " + to_string(dt));
+  check_common(t, op, name, need);
+}
+
+void check_dims(const AttnDims& a, const char* op) {
+  if (a.B <= 0 || a.S <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.d <= 0 ||
+      a.heads % a.kv_heads != 0)
+    throw Error(std::string("cpu ") + op + ": bad attention dims B=" + std::to_string(a.B) +
+                " S=" + std::to_string(a.S) + " heads=" + std::to_string(a.heads) +
+                " kv_heads=" + std::to_string(a.kv_heads) + " d=" + std::to_string(a.d));
+}
+
+void ensure_blas_threads(int threads) {
+  if (openblas_get_num_threads() != threads) openblas_set_num_threads(threads);
+}
+
+void stage_kv_head(FV qkv, std::int64_t row_width, std::int64_t col, int b, int S, int d,
+                   float* out) {
+  for (int s = 0; s < S; ++s) {
+    std::int64_t base = (static_cast<std::int64_t>(b) * S + s) * row_width + col;
+    for (int c = 0; c < d; ++c) out[static_cast<std::int64_t>(s) * d + c] = qkv[base + c];
+  }
+}
+
+ThreadPool::ThreadPool(int size) : size_(size) {
+  for (int lane = 1; lane < size; ++lane) workers_.emplace_back([this, lane] { worker(lane); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  start_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run(int lanes, void (*fn)(void*, int), void* ctx) {
+  if (lanes <= 1) {
+    fn(ctx, 0);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn_ = fn;
+    ctx_ = ctx;
+    lanes_ = lanes;
+    pending_ = lanes - 1;
+    ++generation_;
+  }
+  start_cv_.notify_all();
+  fn(ctx, 0);
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [this] { return pending_ == 0; });
+}
+
+void ThreadPool::worker(int lane) {
+  std::uint64_t seen = 0;
+  for (;;) {
+    void (*fn)(void*, int) = nullptr;
+    void* ctx = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      if (lane >= lanes_) continue;
+      fn = fn_;
+      ctx = ctx_;
+    }
+    fn(ctx, lane);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --pending_;
+    }
+    done_cv_.notify_one();
+  }
+}
+
+}  // namespace cpu
+
+using cpu::FV;
+
+CpuBackend::CpuBackend(int threads) : threads_(threads == 0 ? 2 : threads) {
+  if (threads_ < 1) throw Error("cpu backend: threads must be >= 0, got " + std::to_string(threads));
+  openblas_set_num_threads(threads_);
+  pool_ = std::make_unique<cpu::ThreadPool>(threads_);
+}
+
+CpuBackend::~CpuBackend() = default;
+
+int CpuBackend::threads() const { return threads_; }
+
+MemoryResource& CpuBackend::memory(Space s) { return s == Space::Device ? device_ : host_; }
+
+void CpuBackend::set_workspace(const Tensor& ws) { ws_ = ws; }
+
+std::uint64_t CpuBackend::available_memory() const {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) return std::stoull(line.substr(13)) * 1024;
+  return 0;
+}
+
+std::vector<std::pair<std::string, std::string>> CpuBackend::describe() const {
+  std::vector<std::pair<std::string, std::string>> d;
+  const char* cfg = openblas_get_config();
+  d.emplace_back("blas", cfg ? cfg : "unknown");
+  d.emplace_back("threads", std::to_string(threads_));
+  d.emplace_back("blas_threads", std::to_string(openblas_get_num_threads()));
+  std::string model = "unknown";
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        model = line.substr(colon + 1);
+        model.erase(0, model.find_first_not_of(" \t"));
+      }
+      break;
+    }
+  }
+  d.emplace_back("cpu", model);
+  d.emplace_back("cpu_cores", std::to_string(std::thread::hardware_concurrency()));
+  return d;
+}
+
+std::uint64_t CpuBackend::workspace_bytes(const ModelConfig& m) const {
+  const bool bf = m.dtype == DType::BF16;
+  const std::int64_t tokens = m.tokens();
+  std::uint64_t need = 0;
+  auto take = [&](std::uint64_t b) { need = std::max(need, b); };
+  BlockGraph g(m);
+  for (const StepDef& s : g.steps()) {
+    switch (s.op) {
+      case OpKind::Linear:
+        take(ws_linear_fwd(s.M, s.K, s.N, bf));
+        take(ws_linear_bwd(s.M, s.K, s.N, bf));
+        break;
+      case OpKind::LayerNorm:
+      case OpKind::RmsNorm:
+        take(ws_norm_bwd(s.M));
+        break;
+      default:
+        break;
+    }
+  }
+  AttnDims a;
+  a.B = m.batch;
+  a.S = m.seq;
+  a.heads = m.heads;
+  a.kv_heads = m.kv_heads;
+  a.d = m.head_dim();
+  if (m.arch == Architecture::Llama) take(ws_rope(a));
+  take(m.attention == AttentionImpl::Flash ? ws_flash(a) : ws_attention(a));
+  take(ws_norm_bwd(tokens));  // the final norm
+  take(ws_embedding_bwd(m.batch, m.seq, m.hidden, m.vocab));
+  take(ws_head_loss(tokens, m.hidden, m.vocab, bf));
+  return need;
+}
+
+// --- memory ops: any space ---
+
+void CpuBackend::fill_zero(const Tensor& t) {
+  if (t.data && t.numel > 0) std::memset(t.data, 0, t.bytes());
+}
+
+void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
+  if (dst.dtype != src.dtype || dst.numel != src.numel)
+    throw Error("cpu copy: dst " + cpu::describe_tensor(dst) + " and src " +
+                cpu::describe_tensor(src) + " differ");
+  if (dst.numel > 0 && dst.data != src.data) std::memmove(dst.data, src.data, dst.bytes());
+}
+
+void CpuBackend::read(const Tensor& src, std::vector<float>& out) {
+  out.resize(static_cast<std::size_t>(src.numel));
+  switch (src.dtype) {
+    case DType::F32:
+    case DType::BF16: {
+      FV s(src);
+      for (std::int64_t i = 0; i < src.numel; ++i) out[static_cast<std::size_t>(i)] = s[i];
+      break;
+    }
+    case DType::U8:
+      for (std::int64_t i = 0; i < src.numel; ++i)
+        out[static_cast<std::size_t>(i)] = static_cast<const std::uint8_t*>(src.data)[i];
+      break;
+    case DType::I32:
+      for (std::int64_t i = 0; i < src.numel; ++i)
+        out[static_cast<std::size_t>(i)] =
+            static_cast<float>(static_cast<const std::int32_t*>(src.data)[i]);
+      break;
+  }
+}
+
+void CpuBackend::read_bytes(const Tensor& src, void* out) {
+  if (src.numel > 0) std::memcpy(out, src.data, src.bytes());
+}
+
+void CpuBackend::write_bytes(const Tensor& dst, const void* in) {
+  if (dst.numel > 0) std::memcpy(dst.data, in, dst.bytes());
+}
+
+}  // namespace remat

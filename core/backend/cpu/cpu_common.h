@@ -1,0 +1,176 @@
+// Internals of the CPU backend shared by its op files: element access for bf16/fp32 tensors,
+// argument checks, the workspace arena, the thread pool and batched Philox bits.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/backend/backend.h"
+#include "core/backend/tensor.h"
+#include "core/util/bf16.h"
+#include "core/util/error.h"
+#include "core/util/philox.h"
+
+namespace remat::cpu {
+
+// Fixed tile and chunk sizes: constants, never derived from memory or thread counts, so the
+// rounding of every result depends only on the shapes.
+constexpr int kFlashTile = 64;     // keys per online-softmax step of flash attention
+constexpr int kHeadRows = 128;     // rows of fp32 logits the head holds at once
+constexpr int kColBlock = 64;      // columns per stack accumulator in column reductions
+
+// A float-typed tensor (bf16 or fp32) read and written as floats; rounding happens in set().
+struct FV {
+  void* p = nullptr;
+  bool bf = false;
+  FV() = default;
+  explicit FV(const Tensor& t) : p(t.data), bf(t.dtype == DType::BF16) {}
+  float operator[](std::int64_t i) const {
+    return bf ? bf16_to_float(static_cast<const std::uint16_t*>(p)[i])
+              : static_cast<const float*>(p)[i];
+  }
+  void set(std::int64_t i, float v) const {
+    if (bf) static_cast<std::uint16_t*>(p)[i] = float_to_bf16(v);
+    else static_cast<float*>(p)[i] = v;
+  }
+  // Stores v, or adds it to what is there when acc (rounding once).
+  void put(std::int64_t i, float v, bool acc) const { set(i, acc ? (*this)[i] + v : v); }
+  FV offset(std::int64_t n) const {
+    FV r = *this;
+    r.p = static_cast<char*>(p) + n * (bf ? 2 : 4);
+    return r;
+  }
+};
+
+// --- argument checks (throw remat::Error; called before any loop). Compute ops take tensors in
+// the device space only, as on a GPU; need is the least element count. ---
+std::string describe_tensor(const Tensor& t);  // "bf16[1024] in device space"
+void check_float(const Tensor& t, const char* op, const char* name, std::int64_t need);
+void check_dtype(const Tensor& t, DType dt, const char* op, const char* name, std::int64_t need);
+void check_dims(const AttnDims& a, const char* op);
+
+// --- workspace arena: 64-byte aligned pieces carved from the workspace in a fixed order. A
+// measuring arena (no base) only adds up sizes, so workspace_bytes uses the very same layout
+// code as the ops. ---
+class Arena {
+ public:
+  Arena() = default;  // measuring
+  Arena(const Tensor& ws, const char* op) : base_(static_cast<char*>(ws.data)), cap_(ws.bytes()),
+                                            measure_(false), op_(op) {}
+  template <class T>
+  T* take(std::int64_t n) {
+    std::uint64_t b = (static_cast<std::uint64_t>(n) * sizeof(T) + 63) / 64 * 64;
+    if (measure_) {
+      used_ += b;
+      return nullptr;
+    }
+    if (used_ + b > cap_ || (b > 0 && base_ == nullptr))
+      throw Error(std::string("cpu ") + op_ + ": workspace too small (" + std::to_string(cap_) +
+                  " bytes, needs at least " + std::to_string(used_ + b) +
+                  "); allocate workspace_bytes(model) and call set_workspace");
+    T* p = reinterpret_cast<T*>(base_ + used_);
+    used_ += b;
+    return p;
+  }
+  std::uint64_t used() const { return used_; }
+
+ private:
+  char* base_ = nullptr;
+  std::uint64_t cap_ = 0, used_ = 0;
+  bool measure_ = true;
+  const char* op_ = "";
+};
+
+// --- thread pool: `size` lanes, lane 0 is the calling thread. Work is split by the callers
+// into fixed partitions over independent outputs, so results never depend on scheduling. ---
+class ThreadPool {
+ public:
+  explicit ThreadPool(int size);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+  int size() const { return size_; }
+  // Runs fn(ctx, lane) for lane in [0, lanes), lanes <= size(); returns when all are done.
+  void run(int lanes, void (*fn)(void*, int), void* ctx);
+
+ private:
+  void worker(int lane);
+  int size_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable start_cv_, done_cv_;
+  std::uint64_t generation_ = 0;
+  int lanes_ = 0, pending_ = 0;
+  bool stop_ = false;
+  void (*fn_)(void*, int) = nullptr;
+  void* ctx_ = nullptr;
+};
+
+// OpenBLAS's thread count is global to the process; GEMM ops set it back to the backend's
+// count when another backend changed it, so results stay those of `threads`.
+void ensure_blas_threads(int threads);
+
+// Calls f(begin, end, lane) on contiguous fixed parts of [0, n). Runs on the caller alone when
+// n <= grain. Each output must be produced by one part, so results do not depend on the split.
+template <class F>
+void parallel_for(ThreadPool& pool, std::int64_t n, std::int64_t grain, F&& f) {
+  if (n <= 0) return;
+  std::int64_t parts = grain > 0 ? (n + grain - 1) / grain : n;
+  if (parts > pool.size()) parts = pool.size();
+  if (parts <= 1) {
+    f(std::int64_t{0}, n, 0);
+    return;
+  }
+  struct Ctx {
+    F* f;
+    std::int64_t n, parts;
+  } ctx{&f, n, parts};
+  pool.run(static_cast<int>(parts), [](void* c, int lane) {
+    auto* x = static_cast<Ctx*>(c);
+    std::int64_t b = x->n * lane / x->parts, e = x->n * (lane + 1) / x->parts;
+    if (b < e) (*x->f)(b, e, lane);
+  }, &ctx);
+}
+
+// fp32 staging: dst[i] = src[i] (any float dtype to fp32).
+inline void to_f32(ThreadPool& pool, FV src, float* dst, std::int64_t n) {
+  parallel_for(pool, n, 1 << 15, [&](std::int64_t b, std::int64_t e, int) {
+    for (std::int64_t i = b; i < e; ++i) dst[i] = src[i];
+  });
+}
+
+// dst[i] = round(src[i]), or round(dst[i] + src[i]) when acc.
+inline void from_f32(ThreadPool& pool, const float* src, FV dst, std::int64_t n, bool acc) {
+  parallel_for(pool, n, 1 << 15, [&](std::int64_t b, std::int64_t e, int) {
+    for (std::int64_t i = b; i < e; ++i) dst.put(i, src[i], acc);
+  });
+}
+
+// Philox bits for elements [start, start + n) of the mask keyed by `key`; equals
+// philox_bits(key, start + i) for each i, with one Philox call per four elements.
+inline void philox_fill(const DropoutKey& key, std::uint64_t start, std::int64_t n,
+                        std::uint32_t* out) {
+  std::uint64_t idx = start, end = start + static_cast<std::uint64_t>(n);
+  while (idx < end) {
+    Philox4 c;
+    c.v[0] = static_cast<std::uint32_t>(idx >> 2);
+    c.v[1] = static_cast<std::uint32_t>(idx >> 34);
+    c.v[2] = key.step;
+    c.v[3] = (key.block << 8) ^ key.site;
+    Philox4 r = philox4x32(c, static_cast<std::uint32_t>(key.seed),
+                           static_cast<std::uint32_t>(key.seed >> 32));
+    std::uint64_t group_end = (idx | 3u) + 1;
+    for (; idx < end && idx < group_end; ++idx) out[idx - start] = r.v[idx & 3u];
+  }
+}
+
+inline float dropout_scale(float p) { return p > 0.0f ? 1.0f / (1.0f - p) : 1.0f; }
+
+// Rows of K and V for (batch b, kv head g) as fp32 [S, d].
+void stage_kv_head(FV qkv, std::int64_t row_width, std::int64_t col, int b, int S, int d,
+                   float* out);
+
+}  // namespace remat::cpu

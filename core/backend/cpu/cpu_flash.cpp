@@ -1,0 +1,231 @@
+// Flash attention on the CPU: causal online softmax over key tiles of a fixed width, keeping
+// only ctx and the log-sum-exp (fp32, natural log). Backward recomputes probabilities from lse.
+// Dropout uses the naive path's mask bits: index ((b * heads + h) * S + i) * S + j.
+//
+// Forward work is split by (batch, head); backward by (batch, kv head), so one thread sums the
+// gradient of a shared K/V head over its q heads in a fixed order.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/backend/cpu/cpu_backend.h"
+#include "core/backend/cpu/cpu_common.h"
+
+namespace remat {
+
+using cpu::FV;
+
+namespace {
+
+constexpr int kT = cpu::kFlashTile;
+
+// Per thread: K and V of one kv head [S, d], their gradients [S, d], four head vectors [d], a
+// tile of scores and a tile of dropout bits.
+struct FlashWs {
+  float *k = nullptr, *v = nullptr, *dk = nullptr, *dv = nullptr, *vec = nullptr, *s = nullptr;
+  std::uint32_t* bits = nullptr;
+  std::int64_t sd = 0;
+  int d = 0;
+  FlashWs(cpu::Arena& a, const AttnDims& dm, int threads)
+      : sd(static_cast<std::int64_t>(dm.S) * dm.d), d(dm.d) {
+    k = a.take<float>(threads * sd);
+    v = a.take<float>(threads * sd);
+    dk = a.take<float>(threads * sd);
+    dv = a.take<float>(threads * sd);
+    vec = a.take<float>(static_cast<std::int64_t>(threads) * 4 * d);
+    s = a.take<float>(static_cast<std::int64_t>(threads) * kT);
+    bits = a.take<std::uint32_t>(static_cast<std::int64_t>(threads) * kT);
+  }
+};
+
+inline float dot(const float* a, const float* b, int n) {
+  float s = 0.0f;
+  for (int c = 0; c < n; ++c) s += a[c] * b[c];
+  return s;
+}
+
+struct FlashLayout {
+  std::int64_t width, ctx_width;
+  int S, d, heads, kv_heads, group;
+  explicit FlashLayout(const AttnDims& a)
+      : width(static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * a.d),
+        ctx_width(static_cast<std::int64_t>(a.heads) * a.d), S(a.S), d(a.d), heads(a.heads),
+        kv_heads(a.kv_heads), group(a.group()) {}
+  std::int64_t row(int b, int i) const { return (static_cast<std::int64_t>(b) * S + i) * width; }
+  std::int64_t ctx(int b, int i, int h) const {
+    return (static_cast<std::int64_t>(b) * S + i) * ctx_width + static_cast<std::int64_t>(h) * d;
+  }
+  std::int64_t lse(int b, int h, int i) const {
+    return (static_cast<std::int64_t>(b) * heads + h) * S + i;
+  }
+  std::int64_t k_col(int g) const { return static_cast<std::int64_t>(heads + g) * d; }
+  std::int64_t v_col(int g) const { return static_cast<std::int64_t>(heads + kv_heads + g) * d; }
+};
+
+void check_flash(const AttnDims& a, const char* op, const Tensor& qkv, const Tensor& ctx,
+                 const Tensor& lse, float p) {
+  cpu::check_dims(a, op);
+  if (!(p >= 0.0f && p < 1.0f))
+    throw Error(std::string("cpu ") + op + ": dropout p must be in [0, 1), got " +
+                std::to_string(p));
+  const std::int64_t rows = static_cast<std::int64_t>(a.B) * a.S;
+  cpu::check_float(qkv, op, "qkv", rows * (a.heads + 2 * a.kv_heads) * a.d);
+  cpu::check_float(ctx, op, "ctx", rows * a.heads * a.d);
+  cpu::check_dtype(lse, DType::F32, op, "lse", static_cast<std::int64_t>(a.B) * a.heads * a.S);
+}
+
+}  // namespace
+
+std::uint64_t CpuBackend::ws_flash(const AttnDims& a) const {
+  cpu::Arena ar;
+  FlashWs w(ar, a, threads_);
+  return ar.used();
+}
+
+void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
+                           const AttnDims& a, const DropoutKey& key, float p) {
+  const char* op = "flash_fwd";
+  check_flash(a, op, qkv, ctx, lse, p);
+  cpu::Arena arena(ws_, op);
+  FlashWs ws(arena, a, threads_);
+  const FlashLayout L(a);
+  FV in(qkv), out(ctx);
+  float* lse_out = lse.as<float>();
+  const float scale = a.scale, keep_scale = cpu::dropout_scale(p);
+  const std::uint32_t thr = dropout_threshold(p);
+  const bool drop = p > 0.0f;
+  cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.heads, 1,
+                    [&](std::int64_t u0, std::int64_t u1, int lane) {
+    float* K = ws.k + lane * ws.sd;
+    float* V = ws.v + lane * ws.sd;
+    float* q = ws.vec + static_cast<std::int64_t>(lane) * 4 * L.d;
+    float* o = q + L.d;
+    float* s = ws.s + static_cast<std::int64_t>(lane) * kT;
+    std::uint32_t* bits = ws.bits + static_cast<std::int64_t>(lane) * kT;
+    for (std::int64_t u = u0; u < u1; ++u) {
+      const int b = static_cast<int>(u / L.heads), h = static_cast<int>(u % L.heads);
+      const int g = h / L.group;
+      cpu::stage_kv_head(in, L.width, L.k_col(g), b, L.S, L.d, K);
+      cpu::stage_kv_head(in, L.width, L.v_col(g), b, L.S, L.d, V);
+      for (int i = 0; i < L.S; ++i) {
+        const std::int64_t qr = L.row(b, i) + static_cast<std::int64_t>(h) * L.d;
+        for (int c = 0; c < L.d; ++c) {
+          q[c] = in[qr + c];
+          o[c] = 0.0f;
+        }
+        float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
+        const std::uint64_t prow = static_cast<std::uint64_t>(L.lse(b, h, i)) * L.S;
+        for (int k0 = 0; k0 <= i; k0 += kT) {
+          const int n = std::min(kT, i - k0 + 1);
+          float tmx = -std::numeric_limits<float>::infinity();
+          for (int c = 0; c < n; ++c) {
+            s[c] = dot(q, K + static_cast<std::int64_t>(k0 + c) * L.d, L.d) * scale;
+            tmx = std::max(tmx, s[c]);
+          }
+          const float mnew = std::max(m, tmx);
+          const float alpha = std::exp(m - mnew);
+          if (drop) cpu::philox_fill(key, prow + k0, n, bits);
+          float ts = 0.0f;
+          for (int c = 0; c < n; ++c) {
+            const float e = std::exp(s[c] - mnew);
+            ts += e;
+            s[c] = drop ? (bits[c] >= thr ? e * keep_scale : 0.0f) : e;
+          }
+          l = l * alpha + ts;
+          for (int c = 0; c < L.d; ++c) o[c] *= alpha;
+          for (int j = 0; j < n; ++j) {
+            const float w = s[j];
+            const float* vj = V + static_cast<std::int64_t>(k0 + j) * L.d;
+            for (int c = 0; c < L.d; ++c) o[c] += w * vj[c];
+          }
+          m = mnew;
+        }
+        const std::int64_t cr = L.ctx(b, i, h);
+        for (int c = 0; c < L.d; ++c) out.set(cr + c, o[c] / l);
+        lse_out[L.lse(b, h, i)] = m + std::log(l);
+      }
+    }
+  });
+}
+
+void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
+                           const Tensor& dctx, const Tensor& dqkv, const AttnDims& a,
+                           const DropoutKey& key, float p) {
+  const char* op = "flash_bwd";
+  check_flash(a, op, qkv, ctx, lse, p);
+  cpu::check_float(dctx, op, "dctx", ctx.numel);
+  cpu::check_float(dqkv, op, "dqkv", qkv.numel);
+  cpu::Arena arena(ws_, op);
+  FlashWs ws(arena, a, threads_);
+  const FlashLayout L(a);
+  FV in(qkv), O(ctx), dO(dctx), out(dqkv);
+  const float* lse_in = lse.as<const float>();
+  const float scale = a.scale, keep_scale = cpu::dropout_scale(p);
+  const std::uint32_t thr = dropout_threshold(p);
+  const bool drop = p > 0.0f;
+  cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.kv_heads, 1,
+                    [&](std::int64_t u0, std::int64_t u1, int lane) {
+    float* K = ws.k + lane * ws.sd;
+    float* V = ws.v + lane * ws.sd;
+    float* dK = ws.dk + lane * ws.sd;
+    float* dV = ws.dv + lane * ws.sd;
+    float* q = ws.vec + static_cast<std::int64_t>(lane) * 4 * L.d;
+    float* go = q + L.d;
+    float* dq = go + L.d;
+    std::uint32_t* bits = ws.bits + static_cast<std::int64_t>(lane) * kT;
+    for (std::int64_t u = u0; u < u1; ++u) {
+      const int b = static_cast<int>(u / L.kv_heads), g = static_cast<int>(u % L.kv_heads);
+      cpu::stage_kv_head(in, L.width, L.k_col(g), b, L.S, L.d, K);
+      cpu::stage_kv_head(in, L.width, L.v_col(g), b, L.S, L.d, V);
+      std::fill(dK, dK + ws.sd, 0.0f);
+      std::fill(dV, dV + ws.sd, 0.0f);
+      for (int t = 0; t < L.group; ++t) {
+        const int h = g * L.group + t;
+        for (int i = 0; i < L.S; ++i) {
+          const std::int64_t qr = L.row(b, i) + static_cast<std::int64_t>(h) * L.d;
+          const std::int64_t cr = L.ctx(b, i, h);
+          float D = 0.0f;  // rowsum(P * dP) = dO . O, also under dropout
+          for (int c = 0; c < L.d; ++c) {
+            q[c] = in[qr + c];
+            go[c] = dO[cr + c];
+            dq[c] = 0.0f;
+            D += go[c] * O[cr + c];
+          }
+          const float lse_i = lse_in[L.lse(b, h, i)];
+          const std::uint64_t prow = static_cast<std::uint64_t>(L.lse(b, h, i)) * L.S;
+          for (int k0 = 0; k0 <= i; k0 += kT) {
+            const int n = std::min(kT, i - k0 + 1);
+            if (drop) cpu::philox_fill(key, prow + k0, n, bits);
+            for (int c = 0; c < n; ++c) {
+              const std::int64_t j = k0 + c;
+              const float* kj = K + j * L.d;
+              const float* vj = V + j * L.d;
+              const float pij = std::exp(dot(q, kj, L.d) * scale - lse_i);
+              const float z = drop ? (bits[c] >= thr ? keep_scale : 0.0f) : 1.0f;
+              const float pz = pij * z;
+              const float ds = pij * (dot(go, vj, L.d) * z - D);
+              const float dss = ds * scale;
+              float* dkj = dK + j * L.d;
+              float* dvj = dV + j * L.d;
+              for (int e = 0; e < L.d; ++e) {
+                dvj[e] += pz * go[e];
+                dq[e] += ds * kj[e];
+                dkj[e] += dss * q[e];
+              }
+            }
+          }
+          for (int c = 0; c < L.d; ++c) out.set(qr + c, out[qr + c] + dq[c] * scale);
+        }
+      }
+      for (int j = 0; j < L.S; ++j) {
+        const std::int64_t kr = L.row(b, j) + L.k_col(g), vr = L.row(b, j) + L.v_col(g);
+        for (int c = 0; c < L.d; ++c) {
+          out.set(kr + c, out[kr + c] + dK[static_cast<std::int64_t>(j) * L.d + c]);
+          out.set(vr + c, out[vr + c] + dV[static_cast<std::int64_t>(j) * L.d + c]);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace remat
