@@ -1,0 +1,323 @@
+// CPU backend ops in fp32: forward values against double-precision formulas, backward against
+// central finite differences of a random projection of the output.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/unit/cpu_test_util.h"
+
+namespace remat {
+namespace {
+
+using cputest::Env;
+using cputest::dotd;
+using cputest::expect_grad;
+using cputest::expect_near_all;
+using cputest::randv;
+
+std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& b) {
+  std::vector<float> r(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) r[i] = a[i] - b[i];
+  return r;
+}
+
+TEST(CpuOps, LayerNormForwardAndBackward) {
+  Env e;
+  const int rows = 5, H = 24;
+  const float eps = 1e-5f;
+  auto x = randv(rows * H, 1, -2, 2), w = randv(H, 2, 0.5f, 1.5f), b = randv(H, 3);
+  auto R = randv(rows * H, 4);
+  Tensor tx = e.from(x), tw = e.from(w), tb = e.from(b), ty = e.make(DType::F32, rows * H);
+  auto loss = [&] {
+    e.set(tx, x), e.set(tw, w), e.set(tb, b);
+    e.be.layernorm_fwd(tx, tw, tb, ty, rows, H, eps);
+    return dotd(e.get(ty), R);
+  };
+  loss();
+  std::vector<double> want(rows * H);
+  for (int r = 0; r < rows; ++r) {
+    double m = 0, v = 0;
+    for (int c = 0; c < H; ++c) m += x[r * H + c];
+    m /= H;
+    for (int c = 0; c < H; ++c) v += (x[r * H + c] - m) * (x[r * H + c] - m);
+    v /= H;  // biased, as PyTorch
+    for (int c = 0; c < H; ++c)
+      want[r * H + c] = (x[r * H + c] - m) / std::sqrt(v + eps) * w[c] + b[c];
+  }
+  expect_near_all("y", e.get(ty), want, 1e-5, 1e-5);
+
+  auto dw0 = randv(H, 5), db0 = randv(H, 6);
+  Tensor tdy = e.from(R), tdx = e.from(randv(rows * H, 7)), tdw = e.from(dw0), tdb = e.from(db0);
+  e.be.layernorm_bwd(tx, tw, tdy, tdx, tdw, tdb, rows, H, eps, false);
+  auto dx = e.get(tdx), dw = minus(e.get(tdw), dw0), db = minus(e.get(tdb), db0);
+  expect_grad("dx", x, dx, loss);
+  expect_grad("dw", w, dw, loss);
+  expect_grad("db", b, db, loss);
+  // acc = true adds the same gradient again.
+  e.be.layernorm_bwd(tx, tw, tdy, tdx, tdw, tdb, rows, H, eps, true);
+  std::vector<float> twice(dx.size());
+  for (std::size_t i = 0; i < dx.size(); ++i) twice[i] = 2 * dx[i];
+  expect_near_all("dx acc", e.get(tdx), twice, 1e-6, 1e-5);
+}
+
+TEST(CpuOps, RmsNormForwardAndBackward) {
+  Env e;
+  const int rows = 6, H = 20;
+  const float eps = 1e-6f;
+  auto x = randv(rows * H, 11, -2, 2), w = randv(H, 12, 0.5f, 1.5f), R = randv(rows * H, 13);
+  Tensor tx = e.from(x), tw = e.from(w), ty = e.make(DType::F32, rows * H);
+  auto loss = [&] {
+    e.set(tx, x), e.set(tw, w);
+    e.be.rmsnorm_fwd(tx, tw, ty, rows, H, eps);
+    return dotd(e.get(ty), R);
+  };
+  loss();
+  std::vector<double> want(rows * H);
+  for (int r = 0; r < rows; ++r) {
+    double ms = 0;
+    for (int c = 0; c < H; ++c) ms += static_cast<double>(x[r * H + c]) * x[r * H + c];
+    ms /= H;
+    for (int c = 0; c < H; ++c) want[r * H + c] = x[r * H + c] / std::sqrt(ms + eps) * w[c];
+  }
+  expect_near_all("y", e.get(ty), want, 1e-5, 1e-5);
+  auto dw0 = randv(H, 14);
+  Tensor tdy = e.from(R), tdx = e.from(randv(rows * H, 15)), tdw = e.from(dw0);
+  e.be.rmsnorm_bwd(tx, tw, tdy, tdx, tdw, rows, H, eps, false);
+  auto dx = e.get(tdx), dw = minus(e.get(tdw), dw0);
+  expect_grad("dx", x, dx, loss);
+  expect_grad("dw", w, dw, loss);
+}
+
+TEST(CpuOps, LinearForwardAndBackward) {
+  Env e;
+  const int M = 7, K = 5, N = 6;
+  auto x = randv(M * K, 21), W = randv(N * K, 22), b = randv(N, 23), R = randv(M * N, 24);
+  Tensor tx = e.from(x), tW = e.from(W), tb = e.from(b), ty = e.make(DType::F32, M * N);
+  auto loss = [&] {
+    e.set(tx, x), e.set(tW, W), e.set(tb, b);
+    e.be.linear_fwd(tx, tW, &tb, ty, M, K, N);
+    return dotd(e.get(ty), R);
+  };
+  loss();
+  std::vector<double> want(M * N);
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      double s = b[n];
+      for (int k = 0; k < K; ++k) s += static_cast<double>(x[m * K + k]) * W[n * K + k];
+      want[m * N + n] = s;
+    }
+  expect_near_all("y", e.get(ty), want, 1e-5, 1e-5);
+
+  auto dW0 = randv(N * K, 25), db0 = randv(N, 26);
+  Tensor tdy = e.from(R), tdx = e.from(randv(M * K, 27)), tdW = e.from(dW0), tdb = e.from(db0);
+  e.be.linear_bwd(tx, tW, tdy, &tdx, tdW, &tdb, M, K, N, false);
+  auto dx = e.get(tdx), dW = minus(e.get(tdW), dW0), db = minus(e.get(tdb), db0);
+  expect_grad("dx", x, dx, loss);
+  expect_grad("dW", W, dW, loss);
+  expect_grad("db", b, db, loss);
+  // acc = true adds into dx; dW and db always accumulate.
+  e.be.linear_bwd(tx, tW, tdy, &tdx, tdW, &tdb, M, K, N, true);
+  std::vector<float> twice(dx.size());
+  for (std::size_t i = 0; i < dx.size(); ++i) twice[i] = 2 * dx[i];
+  expect_near_all("dx acc", e.get(tdx), twice, 1e-6, 1e-5);
+  std::vector<float> dW2 = minus(e.get(tdW), dW0);
+  for (std::size_t i = 0; i < dW.size(); ++i) EXPECT_NEAR(dW2[i], 2 * dW[i], 1e-5);
+  // Without dx, no bias.
+  Tensor tdW2 = e.make(DType::F32, N * K);
+  e.be.linear_bwd(tx, tW, tdy, nullptr, tdW2, nullptr, M, K, N, false);
+  expect_near_all("dW only", e.get(tdW2), dW, 1e-6, 1e-5);
+}
+
+TEST(CpuOps, GeluTanhForwardAndBackward) {
+  Env e;
+  const int n = 64;
+  auto x = randv(n, 31, -4, 4), R = randv(n, 32);
+  Tensor tx = e.from(x), ty = e.make(DType::F32, n);
+  auto loss = [&] {
+    e.set(tx, x);
+    e.be.gelu_fwd(tx, ty, n);
+    return dotd(e.get(ty), R);
+  };
+  loss();
+  std::vector<double> want(n);
+  for (int i = 0; i < n; ++i) {
+    double v = x[i];
+    want[i] = 0.5 * v * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+  }
+  expect_near_all("y", e.get(ty), want, 1e-6, 1e-5);
+  Tensor tdy = e.from(R), tdx = e.from(randv(n, 33));
+  e.be.gelu_bwd(tx, tdy, tdx, n, false);
+  auto dx = e.get(tdx);
+  expect_grad("dx", x, dx, loss, 1e-2f, 1e-3, 1e-2, n);
+}
+
+TEST(CpuOps, SwiGluForwardAndBackward) {
+  Env e;
+  const int rows = 4, F = 8;
+  auto gu = randv(rows * 2 * F, 41, -3, 3), R = randv(rows * F, 42);
+  Tensor tgu = e.from(gu), ty = e.make(DType::F32, rows * F);
+  auto loss = [&] {
+    e.set(tgu, gu);
+    e.be.swiglu_fwd(tgu, ty, rows, F);
+    return dotd(e.get(ty), R);
+  };
+  loss();
+  std::vector<double> want(rows * F);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < F; ++c) {
+      double g = gu[r * 2 * F + c], u = gu[r * 2 * F + F + c];
+      want[r * F + c] = g / (1 + std::exp(-g)) * u;
+    }
+  expect_near_all("y", e.get(ty), want, 1e-6, 1e-5);
+  Tensor tdy = e.from(R), tdgu = e.from(randv(rows * 2 * F, 43));
+  e.be.swiglu_bwd(tgu, tdy, tdgu, rows, F, false);
+  auto dgu = e.get(tdgu);
+  expect_grad("dgu", gu, dgu, loss, 1e-2f, 1e-3, 1e-2, 64);
+}
+
+TEST(CpuOps, RopeRotateHalfForwardAndBackward) {
+  Env e;
+  AttnDims a;
+  a.B = 2, a.S = 5, a.heads = 4, a.kv_heads = 2, a.d = 8;
+  const int width = (a.heads + 2 * a.kv_heads) * a.d, n = a.B * a.S * width;
+  const float theta = 100.0f;
+  auto x = randv(n, 51), R = randv(n, 52);
+  Tensor tx = e.from(x), ty = e.make(DType::F32, n);
+  auto loss = [&] {
+    e.set(tx, x);
+    e.be.rope_fwd(tx, ty, a, theta);
+    return dotd(e.get(ty), R);
+  };
+  loss();
+  // Hugging Face: q * cos + rotate_half(q) * sin with cos/sin = cat(freqs, freqs).
+  std::vector<double> want(n);
+  const int half = a.d / 2;
+  for (int b = 0; b < a.B; ++b)
+    for (int s = 0; s < a.S; ++s)
+      for (int h = 0; h < a.heads + 2 * a.kv_heads; ++h) {
+        const int base = (b * a.S + s) * width + h * a.d;
+        for (int i = 0; i < a.d; ++i) {
+          if (h >= a.heads + a.kv_heads) {
+            want[base + i] = x[base + i];
+            continue;
+          }
+          const int fi = i % half;
+          const double ang = s * std::pow(static_cast<double>(theta), -2.0 * fi / a.d);
+          const double rot = i < half ? -x[base + i + half] : x[base + i - half];
+          want[base + i] = x[base + i] * std::cos(ang) + rot * std::sin(ang);
+        }
+      }
+  expect_near_all("y", e.get(ty), want, 1e-5, 1e-5);
+  Tensor tdy = e.from(R), tdx = e.from(randv(n, 53));
+  e.be.rope_bwd(tdy, tdx, a, theta, false);
+  auto dx = e.get(tdx);
+  expect_grad("dx", x, dx, loss, 1e-2f, 1e-4, 1e-3, 48);
+}
+
+TEST(CpuOps, ResidualAndDropoutWithMask) {
+  Env e;
+  const int n = 300;
+  const float p = 0.3f;
+  DropoutKey key{99, 3, 1, kSiteAttentionResidual};
+  Tensor mask = e.make(DType::U8, n);
+  e.be.dropout_mask(mask, key, p, n);
+  auto res = randv(n, 61), x = randv(n, 62), R = randv(n, 63);
+  Tensor tres = e.from(res), tx = e.from(x), tout = e.make(DType::F32, n);
+  auto loss = [&] {
+    e.set(tres, res), e.set(tx, x);
+    e.be.residual_fwd(tres, tx, &mask, tout, p, n);
+    return dotd(e.get(tout), R);
+  };
+  loss();
+  auto m = e.get(mask);
+  std::vector<double> want(n);
+  for (int i = 0; i < n; ++i) want[i] = res[i] + (m[i] != 0 ? x[i] / (1.0 - p) : 0.0);
+  expect_near_all("out", e.get(tout), want, 1e-6, 1e-6);
+  Tensor tdout = e.from(R), tdres = e.make(DType::F32, n), tdx = e.from(randv(n, 64));
+  e.be.residual_bwd(tdout, &mask, tdres, tdx, p, n, false, false);
+  auto dres = e.get(tdres), dx = e.get(tdx);
+  expect_grad("dres", res, dres, loss, 1e-2f, 1e-4, 1e-3, 40);
+  expect_grad("dx", x, dx, loss, 1e-2f, 1e-4, 1e-3, 40);
+  // dropout_fwd/bwd alone: the same mask and scale.
+  Tensor ty = e.make(DType::F32, n), tdx2 = e.make(DType::F32, n);
+  e.be.dropout_fwd(tx, mask, ty, p, n);
+  e.be.dropout_bwd(tdout, mask, tdx2, p, n, false);
+  auto y = e.get(ty), dx2 = e.get(tdx2);
+  for (int i = 0; i < n; ++i) {
+    EXPECT_NEAR(y[i], m[i] != 0 ? x[i] / (1.0 - p) : 0.0, 1e-6);
+    EXPECT_EQ(dx2[i], dx[i]);
+  }
+  // p == 0 without a mask: out = res + x.
+  e.be.residual_fwd(tres, tx, nullptr, tout, 0.0f, n);
+  auto o = e.get(tout);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(o[i], res[i] + x[i]);
+}
+
+TEST(CpuOps, HeadLossAcrossChunks) {
+  Env e;
+  const int rows = 130, H = 8, V = 12;  // two chunks of rows
+  const float scale = 0.5f;
+  auto x = randv(rows * H, 71), W = randv(V * H, 72);
+  std::vector<std::int32_t> tg(rows);
+  for (int r = 0; r < rows; ++r) tg[r] = (r * 7 + 3) % V;
+  Tensor tx = e.from(x), tW = e.from(W), tt = e.ints(tg), tl = e.make(DType::F32, rows);
+  Tensor tdx = e.from(randv(rows * H, 73)), tdW = e.make(DType::F32, V * H);
+  auto dW0 = randv(V * H, 74);
+  auto loss = [&] {
+    e.set(tx, x), e.set(tW, W), e.set(tdW, dW0);
+    e.be.head_loss(tx, tW, tt, tl, tdx, tdW, rows, H, V, scale);
+    double s = 0;
+    for (float l : e.get(tl)) s += l;
+    return s * scale;
+  };
+  loss();
+  std::vector<double> want(rows);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<double> z(V);
+    double mx = -1e300, se = 0;
+    for (int v = 0; v < V; ++v) {
+      z[v] = 0;
+      for (int h = 0; h < H; ++h) z[v] += static_cast<double>(x[r * H + h]) * W[v * H + h];
+      mx = std::max(mx, z[v]);
+    }
+    for (int v = 0; v < V; ++v) se += std::exp(z[v] - mx);
+    want[r] = mx + std::log(se) - z[tg[r]];
+  }
+  expect_near_all("losses", e.get(tl), want, 1e-5, 1e-5);
+  auto dx = e.get(tdx), dW = minus(e.get(tdW), dW0);
+  expect_grad("dx", x, dx, loss, 1e-2f, 1e-3, 1e-2, 32);
+  expect_grad("dW", W, dW, loss, 1e-2f, 1e-3, 1e-2, 32);
+  // Targets outside the vocabulary are refused.
+  Tensor bad = e.ints(std::vector<std::int32_t>(rows, V));
+  EXPECT_THROW(e.be.head_loss(tx, tW, bad, tl, tdx, tdW, rows, H, V, scale), Error);
+}
+
+TEST(CpuOps, EmbeddingForwardAndScatterAdd) {
+  Env e;
+  const int B = 2, S = 6, H = 4, V = 5, P = 8;
+  std::vector<std::int32_t> tok = {0, 3, 3, 1, 4, 3, 2, 3, 0, 0, 1, 4};
+  auto wte = randv(V * H, 81), wpe = randv(P * H, 82), dout = randv(B * S * H, 83);
+  Tensor tt = e.ints(tok), twte = e.from(wte), twpe = e.from(wpe),
+         out = e.make(DType::F32, B * S * H);
+  e.be.embedding_fwd(tt, twte, &twpe, out, B, S, H);
+  auto o = e.get(out);
+  for (int r = 0; r < B * S; ++r)
+    for (int c = 0; c < H; ++c)
+      EXPECT_EQ(o[r * H + c], wte[tok[r] * H + c] + wpe[(r % S) * H + c]);
+  auto dwte0 = randv(V * H, 84), dwpe0 = randv(P * H, 85);
+  Tensor td = e.from(dout), tdwte = e.from(dwte0), tdwpe = e.from(dwpe0);
+  e.be.embedding_bwd(tt, td, tdwte, &tdwpe, B, S, H);
+  std::vector<double> wt(dwte0.begin(), dwte0.end()), wp(dwpe0.begin(), dwpe0.end());
+  for (int r = 0; r < B * S; ++r)
+    for (int c = 0; c < H; ++c) {
+      wt[tok[r] * H + c] += dout[r * H + c];
+      wp[(r % S) * H + c] += dout[r * H + c];
+    }
+  expect_near_all("dwte", e.get(tdwte), wt, 1e-6, 1e-6);
+  expect_near_all("dwpe", e.get(tdwpe), wp, 1e-6, 1e-6);
+  Tensor bad = e.ints(std::vector<std::int32_t>(B * S, V));
+  EXPECT_THROW(e.be.embedding_fwd(bad, twte, &twpe, out, B, S, H), Error);
+}
+
+}  // namespace
+}  // namespace remat
