@@ -124,19 +124,17 @@ bool is_gpt2_buffer(const std::string& n) {
 
 }  // namespace
 
-void load_safetensors(const std::string& path, ModelState& state) {
-  auto file = read_safetensors(path);
-  const ParamLayout& L = state.layout();
-  const bool gpt2 = state.config().arch == Architecture::Gpt2;
+std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& file, const ParamLayout& L,
+                                Architecture arch, const std::string& path) {
+  const bool gpt2 = arch == Architecture::Gpt2;
   // Accept GPT-2 names with or without the "transformer." prefix.
-  std::map<std::string, SafeTensor*> by_name;
+  std::map<std::string, const SafeTensor*> by_name;
   for (auto& [n, t] : file) {
     std::string key = n;
     if (gpt2 && key.rfind("transformer.", 0) != 0 && !is_gpt2_buffer(key)) key = "transformer." + key;
     by_name[key] = &t;
   }
   std::vector<float> host(static_cast<std::size_t>(L.total()));
-  std::size_t used = 0;
   auto take = [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed, float* dst) {
     auto it = by_name.find(name);
     if (it == by_name.end()) throw Error("safetensors file '" + path + "': missing tensor '" + name + "'");
@@ -156,7 +154,6 @@ void load_safetensors(const std::string& path, ModelState& state) {
       for (std::int64_t i = 0; i < rows; ++i)
         for (std::int64_t j = 0; j < cols; ++j) dst[i * cols + j] = t.values[j * rows + i];
     }
-    ++used;
   };
   for (const auto& p : L.params()) {
     float* dst = host.data() + p.offset;
@@ -176,7 +173,11 @@ void load_safetensors(const std::string& path, ModelState& state) {
         for (const auto& hp : p.hf_parts) part = part || hp.first == n;
       if (!part) throw Error("safetensors file '" + path + "': tensor '" + n + "' is not part of this model");
     }
-  state.write_params(host);
+  return host;
+}
+
+void load_safetensors(const std::string& path, ModelState& state) {
+  state.write_params(flat_from_hf(read_safetensors(path), state.layout(), state.config().arch, path));
 }
 
 void save_safetensors(const std::string& path, const ModelState& state) {

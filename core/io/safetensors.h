@@ -21,6 +21,14 @@ std::map<std::string, SafeTensor> read_safetensors(const std::string& path);
 // Writes fp32 tensors (atomically: a temporary file renamed at the end).
 void write_safetensors(const std::string& path, const std::map<std::string, SafeTensor>& tensors);
 
+// Lays out tensors with Hugging Face names as the flat parameter vector of `layout` (fp32).
+// Throws Error naming a missing, misshapen or unknown tensor; `path` is used in messages.
+class ParamLayout;
+enum class Architecture;
+std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& tensors,
+                                const ParamLayout& layout, Architecture arch,
+                                const std::string& path);
+
 void load_safetensors(const std::string& path, ModelState& state);
 void save_safetensors(const std::string& path, const ModelState& state);
 
