@@ -16,7 +16,7 @@ if(NOT REMAT_WITH_CUDA STREQUAL "OFF")
     find_package(CUDAToolkit)
     if(CUDAToolkit_FOUND AND TARGET CUDA::cublas AND TARGET CUDA::cupti)
       set(REMAT_HAVE_CUDA ON)
-      set(CMAKE_CUDA_STANDARD 20)
+      set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA20 flag for nvcc
       set(CMAKE_CUDA_STANDARD_REQUIRED ON)
       set(REMAT_CUDA_STATUS "built (CUDA ${CUDAToolkit_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
     else()
