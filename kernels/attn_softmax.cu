@@ -1,0 +1,107 @@
+#include "kernels/attn_softmax.cuh"
+
+#include "kernels/detail/device_utils.cuh"
+
+namespace remat::kernels {
+namespace {
+
+using namespace detail;
+
+template <class T>
+__global__ void __launch_bounds__(256)
+    softmax_fwd_kernel(const float* __restrict__ sc, T* __restrict__ probs, int B, int S,
+                       int heads, int h) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (row >= static_cast<std::int64_t>(B) * S) return;
+  const std::int64_t b = row / S;
+  const int i = static_cast<int>(row % S);
+  const float* src = sc + row * S;
+  T* dst = probs + ((b * heads + h) * S + i) * static_cast<std::int64_t>(S);
+  float mx = -INFINITY;
+  for (int j = lane; j <= i; j += 32) mx = fmaxf(mx, src[j]);
+  mx = warp_max(mx);
+  float sum = 0.0f;
+  for (int j = lane; j <= i; j += 32) sum += expf(src[j] - mx);
+  sum = warp_sum(sum);
+  for (int j = lane; j < S; j += 32) dst[j] = from_f<T>(j <= i ? expf(src[j] - mx) / sum : 0.0f);
+}
+
+template <class T>
+__global__ void __launch_bounds__(256)
+    softmax_bwd_kernel(const T* __restrict__ probs, const T* __restrict__ dprobs,
+                       T* __restrict__ ds, int B, int S, int heads, int h) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (row >= static_cast<std::int64_t>(B) * S) return;
+  const std::int64_t b = row / S;
+  const int i = static_cast<int>(row % S);
+  const std::int64_t pr = ((b * heads + h) * S + i) * static_cast<std::int64_t>(S);
+  const T* P = probs + pr;
+  const T* dP = dprobs + pr;
+  T* out = ds + row * S;
+  float rs = 0.0f;
+  for (int j = lane; j <= i; j += 32) rs += to_f(P[j]) * to_f(dP[j]);
+  rs = warp_sum(rs);
+  for (int j = lane; j < S; j += 32)
+    out[j] = from_f<T>(j <= i ? to_f(P[j]) * (to_f(dP[j]) - rs) : 0.0f);
+}
+
+template <class T>
+__global__ void __launch_bounds__(256)
+    causal_store_kernel(const float* __restrict__ src, T* __restrict__ dp, int B, int S,
+                        int heads, int h, bool acc) {
+  const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t per_b = static_cast<std::int64_t>(S) * S;
+  if (idx >= static_cast<std::int64_t>(B) * per_b) return;
+  const std::int64_t b = idx / per_b, rem = idx % per_b;
+  const int i = static_cast<int>(rem / S), j = static_cast<int>(rem % S);
+  T* o = dp + (b * heads + h) * per_b + rem;
+  if (j <= i) *o = from_f<T>(acc ? to_f(*o) + src[idx] : src[idx]);
+  else if (!acc) *o = from_f<T>(0.0f);
+  (void)i;
+}
+
+}  // namespace
+
+void attn_softmax_fwd_head(FType t, const float* scores, void* probs, int B, int S, int heads,
+                           int h, cudaStream_t s) {
+  const unsigned blocks = static_cast<unsigned>((static_cast<std::int64_t>(B) * S + 7) / 8);
+  if (t == FType::BF16)
+    softmax_fwd_kernel<bf16><<<blocks, 256, 0, s>>>(scores, static_cast<bf16*>(probs), B, S,
+                                                    heads, h);
+  else
+    softmax_fwd_kernel<float><<<blocks, 256, 0, s>>>(scores, static_cast<float*>(probs), B, S,
+                                                     heads, h);
+  check_launch("attn_softmax_fwd");
+}
+
+void attn_softmax_bwd_head(FType t, const void* probs, const void* dprobs, void* ds, int B, int S,
+                           int heads, int h, cudaStream_t s) {
+  const unsigned blocks = static_cast<unsigned>((static_cast<std::int64_t>(B) * S + 7) / 8);
+  if (t == FType::BF16)
+    softmax_bwd_kernel<bf16><<<blocks, 256, 0, s>>>(static_cast<const bf16*>(probs),
+                                                    static_cast<const bf16*>(dprobs),
+                                                    static_cast<bf16*>(ds), B, S, heads, h);
+  else
+    softmax_bwd_kernel<float><<<blocks, 256, 0, s>>>(static_cast<const float*>(probs),
+                                                     static_cast<const float*>(dprobs),
+                                                     static_cast<float*>(ds), B, S, heads, h);
+  check_launch("attn_softmax_bwd");
+}
+
+void attn_causal_store_head(FType t, const float* src, void* dp, int B, int S, int heads, int h,
+                            bool acc, cudaStream_t s) {
+  const std::int64_t n = static_cast<std::int64_t>(B) * S * S;
+  if (n <= 0) return;
+  const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
+  if (t == FType::BF16)
+    causal_store_kernel<bf16><<<blocks, 256, 0, s>>>(src, static_cast<bf16*>(dp), B, S, heads, h,
+                                                     acc);
+  else
+    causal_store_kernel<float><<<blocks, 256, 0, s>>>(src, static_cast<float*>(dp), B, S, heads,
+                                                      h, acc);
+  check_launch("attn_causal_store");
+}
+
+}  // namespace remat::kernels

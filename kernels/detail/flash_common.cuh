@@ -1,0 +1,68 @@
+// Internal: the kernel-side view of FlashArgs, shared by flash_fwd.cu and flash_bwd.cu.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "core/util/error.h"
+#include "kernels/detail/device_utils.cuh"
+#include "kernels/flash_attn.cuh"
+
+namespace remat::kernels::detail {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+struct FlashDev {
+  const void* qkv;
+  void* ctx;
+  float* lse;
+  const void* dctx;
+  void* dqkv;
+  float* dvec;
+  int B, S, heads, kv_heads, d, group, width, ctx_width;
+  float scale, scale_log2;
+  DropoutKey key;
+  std::uint32_t thr;
+  float keep_scale;
+  int dropout;
+};
+
+inline FlashDev make_flash_dev(const FlashArgs& a) {
+  if (a.B <= 0 || a.S <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.d <= 0 ||
+      a.heads % a.kv_heads != 0)
+    throw Error("flash attention: bad dims B=" + std::to_string(a.B) + " S=" +
+                std::to_string(a.S) + " heads=" + std::to_string(a.heads) + " kv_heads=" +
+                std::to_string(a.kv_heads) + " d=" + std::to_string(a.d));
+  if (!(a.p >= 0.0f && a.p < 1.0f))
+    throw Error("flash attention: dropout p must be in [0, 1), got " + std::to_string(a.p));
+  FlashDev p{};
+  p.qkv = a.qkv;
+  p.ctx = a.ctx;
+  p.lse = a.lse;
+  p.dctx = a.dctx;
+  p.dqkv = a.dqkv;
+  p.dvec = a.scratch;
+  p.B = a.B;
+  p.S = a.S;
+  p.heads = a.heads;
+  p.kv_heads = a.kv_heads;
+  p.d = a.d;
+  p.group = a.heads / a.kv_heads;
+  p.width = (a.heads + 2 * a.kv_heads) * a.d;
+  p.ctx_width = a.heads * a.d;
+  p.scale = a.scale;
+  p.scale_log2 = a.scale * kLog2e;
+  p.key = a.key;
+  p.thr = dropout_threshold(a.p);
+  p.keep_scale = a.p > 0.0f ? 1.0f / (1.0f - a.p) : 1.0f;
+  p.dropout = a.p > 0.0f ? 1 : 0;
+  return p;
+}
+
+// Index of probability (b, h, i, j) in the naive path's [B, heads, S, S] layout.
+__device__ __forceinline__ std::uint64_t prob_index(const FlashDev& p, int b, int h, int i, int j) {
+  return ((static_cast<std::uint64_t>(b) * p.heads + h) * p.S + i) * p.S + j;
+}
+
+}  // namespace remat::kernels::detail

@@ -1,0 +1,43 @@
+// Fused causal flash attention on a packed qkv [B, S, (heads + 2 kv_heads) * d] (all q heads,
+// then k, then v; GQA: q head h uses kv head h / (heads / kv_heads)). Forward: tiled online
+// softmax, writes ctx [B, S, heads * d] and lse [B, heads, S] (fp32, natural log); no S x S
+// buffer. Backward (always accumulates into dqkv): dK and dV per key tile by iterating over
+// the query tiles of every q head of the group, dQ in a separate pass per query tile: no
+// floating-point atomics, the same inputs give the same bits. Dropout on the probabilities
+// uses philox_bits(key, ((b * heads + h) * S + i) * S + j), the naive path's mask.
+//
+// Two implementations: tensor cores (bf16, d in {32, 64, 128}, mma.sync m16n8k16 with fp32
+// accumulation) and a scalar fp32-arithmetic one for everything else (fp32 models, other d).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/util/philox.h"
+#include "kernels/launch.cuh"
+
+namespace remat::kernels {
+
+enum class FlashImpl : int { Auto = 0, Scalar = 1, TensorCore = 2 };
+
+struct FlashArgs {
+  const void* qkv = nullptr;
+  void* ctx = nullptr;        // forward output; backward input (O)
+  float* lse = nullptr;       // forward output; backward input
+  const void* dctx = nullptr; // backward
+  void* dqkv = nullptr;       // backward (accumulated)
+  float* scratch = nullptr;   // backward: flash_bwd_scratch_bytes
+  int B = 0, S = 0, heads = 0, kv_heads = 0, d = 0;
+  float scale = 0.0f;
+  DropoutKey key;
+  float p = 0.0f;  // attention dropout probability
+};
+
+// Whether the tensor-core path can run these arguments (dtype, head dim, alignment).
+bool flash_tc_supported(FType t, const FlashArgs& a, bool backward);
+// fp32 scratch of the backward: D = rowsum(dO * O), [B, heads, S].
+std::size_t flash_bwd_scratch_bytes(int B, int heads, int S);
+
+void flash_fwd(FType t, const FlashArgs& a, FlashImpl impl, cudaStream_t s);
+void flash_bwd(FType t, const FlashArgs& a, FlashImpl impl, cudaStream_t s);
+
+}  // namespace remat::kernels

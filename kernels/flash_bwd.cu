@@ -1,0 +1,656 @@
+// Flash attention backward, deterministic: D = rowsum(dO * O) first; then one pass per key tile
+// that accumulates dK and dV over the query tiles of every q head of its kv group, and one pass
+// per query tile for dQ. Each output element has a single owner; no floating-point atomics.
+#include <algorithm>
+
+#include "kernels/detail/flash_common.cuh"
+#include "kernels/detail/mma.cuh"
+
+namespace remat::kernels {
+namespace {
+
+using namespace detail;
+
+// D[b, h, i] = sum_c dO[b, i, h*d + c] * O[b, i, h*d + c]; one warp per row.
+template <class T>
+__global__ void __launch_bounds__(256) flash_bwd_dvec(FlashDev p) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  const std::int64_t rows = static_cast<std::int64_t>(p.B) * p.heads * p.S;
+  if (row >= rows) return;
+  const std::int64_t i = row % p.S, bh = row / p.S;
+  const std::int64_t h = bh % p.heads, b = bh / p.heads;
+  const std::int64_t off = (b * p.S + i) * p.ctx_width + h * p.d;
+  const T* O = static_cast<const T*>(p.ctx) + off;
+  const T* dO = static_cast<const T*>(p.dctx) + off;
+  float s = 0.0f;
+  for (int c = lane; c < p.d; c += 32) s += to_f(dO[c]) * to_f(O[c]);
+  s = warp_sum(s);
+  if (lane == 0) p.dvec[row] = s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scalar backward (fp32 arithmetic, any head dim <= 256).
+// dK/dV: a block owns 32 keys (4 per warp); query tiles of 32 staged in shared memory. Lane i
+// scores query i against one key; then lanes switch to output columns to accumulate.
+// ---------------------------------------------------------------------------------------------
+template <class T, int DK>
+__global__ void __launch_bounds__(256) flash_bwd_dkdv_scalar(FlashDev p) {
+  extern __shared__ float sm[];
+  const int d = p.d, ld = d + 1;
+  float* Ks = sm;             // [32][ld]
+  float* Vs = Ks + 32 * ld;   // [32][ld]
+  float* Qs = Vs + 32 * ld;   // [32][ld]
+  float* dOs = Qs + 32 * ld;  // [32][ld]
+  float* Ls = dOs + 32 * ld;  // [32]
+  float* Dd = Ls + 32;        // [32]
+  float* buf = Dd + 32;       // [8 warps][2][32]
+  const int kt = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int S = p.S, W = p.width;
+  const std::int64_t brow = static_cast<std::int64_t>(b) * S;
+  const T* qkv = static_cast<const T*>(p.qkv);
+  const T* dctx = static_cast<const T*>(p.dctx);
+  const int k0 = kt * 32;
+  const int kcol = (p.heads + g) * d, vcol = (p.heads + p.kv_heads + g) * d;
+  for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
+    const int r = idx / d, c = idx % d, key = k0 + r;
+    const bool ok = key < S;
+    const std::int64_t base = (brow + (ok ? key : 0)) * W;
+    Ks[r * ld + c] = ok ? to_f(qkv[base + kcol + c]) : 0.0f;
+    Vs[r * ld + c] = ok ? to_f(qkv[base + vcol + c]) : 0.0f;
+  }
+  float dk[4][DK], dv[4][DK];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int k = 0; k < DK; ++k) dk[kk][k] = dv[kk][k] = 0.0f;
+  float* pbuf = buf + warp * 64;
+  float* sbuf = pbuf + 32;
+  const int nqt = (S + 31) / 32;
+  for (int hi = 0; hi < p.group; ++hi) {
+    const int h = g * p.group + hi;
+    for (int qt = kt; qt < nqt; ++qt) {
+      const int q0 = qt * 32;
+      __syncthreads();
+      for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
+        const int r = idx / d, c = idx % d, row = q0 + r;
+        const bool ok = row < S;
+        const std::int64_t rr = brow + (ok ? row : 0);
+        Qs[r * ld + c] = ok ? to_f(qkv[rr * W + h * d + c]) : 0.0f;
+        dOs[r * ld + c] = ok ? to_f(dctx[rr * p.ctx_width + h * d + c]) : 0.0f;
+      }
+      if (threadIdx.x < 32) {
+        const int row = q0 + threadIdx.x;
+        const std::int64_t li = (static_cast<std::int64_t>(b) * p.heads + h) * S + row;
+        Ls[threadIdx.x] = row < S ? p.lse[li] : 0.0f;
+        Dd[threadIdx.x] = row < S ? p.dvec[li] : 0.0f;
+      }
+      __syncthreads();
+      const int qi = q0 + lane;
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const int kr = warp * 4 + kk;
+        const int kj = k0 + kr;
+        float s = 0.0f, dp = 0.0f;
+        const float* qrow = Qs + lane * ld;
+        const float* orow = dOs + lane * ld;
+        const float* krow = Ks + kr * ld;
+        const float* vrow = Vs + kr * ld;
+        for (int c = 0; c < d; ++c) {
+          s += qrow[c] * krow[c];
+          dp += orow[c] * vrow[c];
+        }
+        const bool valid = qi >= kj && qi < S && kj < S;
+        const float pij = valid ? expf(s * p.scale - Ls[lane]) : 0.0f;
+        float z = 1.0f;
+        if (p.dropout && valid)
+          z = keep_one(p.key, prob_index(p, b, h, qi, kj), p.thr) ? p.keep_scale : 0.0f;
+        pbuf[lane] = pij * z;
+        sbuf[lane] = pij * (dp * z - Dd[lane]);
+        __syncwarp();
+        for (int ii = 0; ii < 32; ++ii) {
+          const float pz = pbuf[ii], ds = sbuf[ii];
+          const float* qr = Qs + ii * ld;
+          const float* gr = dOs + ii * ld;
+#pragma unroll
+          for (int k = 0; k < DK; ++k) {
+            const int c = lane + 32 * k;
+            if (c < d) {
+              dv[kk][k] += pz * gr[c];
+              dk[kk][k] += ds * qr[c];
+            }
+          }
+        }
+        __syncwarp();
+      }
+    }
+  }
+  T* out = static_cast<T*>(p.dqkv);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const int kj = k0 + warp * 4 + kk;
+    if (kj >= S) continue;
+    const std::int64_t base = (brow + kj) * W;
+#pragma unroll
+    for (int k = 0; k < DK; ++k) {
+      const int c = lane + 32 * k;
+      if (c < d) {
+        out[base + kcol + c] = from_f<T>(to_f(out[base + kcol + c]) + dk[kk][k] * p.scale);
+        out[base + vcol + c] = from_f<T>(to_f(out[base + vcol + c]) + dv[kk][k]);
+      }
+    }
+  }
+}
+
+// dQ: a block owns 32 queries (4 per warp); key tiles of 32 in shared memory.
+template <class T, int DK>
+__global__ void __launch_bounds__(256) flash_bwd_dq_scalar(FlashDev p) {
+  extern __shared__ float sm[];
+  const int d = p.d, ld = d + 1;
+  float* Qs = sm;
+  float* dOs = Qs + 32 * ld;
+  float* Ks = dOs + 32 * ld;
+  float* Vs = Ks + 32 * ld;
+  float* Ls = Vs + 32 * ld;
+  float* Dd = Ls + 32;
+  float* buf = Dd + 32;  // [8][32]
+  const int qt = gridDim.x - 1 - blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, g = h / p.group;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int S = p.S, W = p.width;
+  const std::int64_t brow = static_cast<std::int64_t>(b) * S;
+  const T* qkv = static_cast<const T*>(p.qkv);
+  const T* dctx = static_cast<const T*>(p.dctx);
+  const int q0 = qt * 32;
+  const int kcol = (p.heads + g) * d, vcol = (p.heads + p.kv_heads + g) * d;
+  for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
+    const int r = idx / d, c = idx % d, row = q0 + r;
+    const bool ok = row < S;
+    const std::int64_t rr = brow + (ok ? row : 0);
+    Qs[r * ld + c] = ok ? to_f(qkv[rr * W + h * d + c]) : 0.0f;
+    dOs[r * ld + c] = ok ? to_f(dctx[rr * p.ctx_width + h * d + c]) : 0.0f;
+  }
+  if (threadIdx.x < 32) {
+    const int row = q0 + threadIdx.x;
+    const std::int64_t li = (static_cast<std::int64_t>(b) * p.heads + h) * S + row;
+    Ls[threadIdx.x] = row < S ? p.lse[li] : 0.0f;
+    Dd[threadIdx.x] = row < S ? p.dvec[li] : 0.0f;
+  }
+  float dq[4][DK];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int k = 0; k < DK; ++k) dq[kk][k] = 0.0f;
+  float* sbuf = buf + warp * 32;
+  const int last = min(q0 + 31, S - 1);
+  const int nkt = last / 32 + 1;
+  for (int kt = 0; kt < nkt; ++kt) {
+    const int k0 = kt * 32;
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
+      const int r = idx / d, c = idx % d, key = k0 + r;
+      const bool ok = key < S;
+      const std::int64_t base = (brow + (ok ? key : 0)) * W;
+      Ks[r * ld + c] = ok ? to_f(qkv[base + kcol + c]) : 0.0f;
+      Vs[r * ld + c] = ok ? to_f(qkv[base + vcol + c]) : 0.0f;
+    }
+    __syncthreads();
+    const int kj = k0 + lane;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int qr = warp * 4 + kk;
+      const int qi = q0 + qr;
+      float s = 0.0f, dp = 0.0f;
+      const float* qrow = Qs + qr * ld;
+      const float* orow = dOs + qr * ld;
+      const float* krow = Ks + lane * ld;
+      const float* vrow = Vs + lane * ld;
+      for (int c = 0; c < d; ++c) {
+        s += qrow[c] * krow[c];
+        dp += orow[c] * vrow[c];
+      }
+      const bool valid = kj <= qi && kj < S && qi < S;
+      const float pij = valid ? expf(s * p.scale - Ls[qr]) : 0.0f;
+      float z = 1.0f;
+      if (p.dropout && valid)
+        z = keep_one(p.key, prob_index(p, b, h, qi, kj), p.thr) ? p.keep_scale : 0.0f;
+      sbuf[lane] = pij * (dp * z - Dd[qr]);
+      __syncwarp();
+      for (int jj = 0; jj < 32; ++jj) {
+        const float ds = sbuf[jj];
+        const float* kr = Ks + jj * ld;
+#pragma unroll
+        for (int k = 0; k < DK; ++k) {
+          const int c = lane + 32 * k;
+          if (c < d) dq[kk][k] += ds * kr[c];
+        }
+      }
+      __syncwarp();
+    }
+  }
+  T* out = static_cast<T*>(p.dqkv);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const int qi = q0 + warp * 4 + kk;
+    if (qi >= S) continue;
+    const std::int64_t base = (brow + qi) * W + h * d;
+#pragma unroll
+    for (int k = 0; k < DK; ++k) {
+      const int c = lane + 32 * k;
+      if (c < d) out[base + c] = from_f<T>(to_f(out[base + c]) + dq[kk][k] * p.scale);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor-core backward (bf16).
+// ---------------------------------------------------------------------------------------------
+template <int D>
+__device__ __forceinline__ void load_rows(bf16* dst, const bf16* src, int r0, int rows, int S,
+                                          int stride, int tid) {
+  constexpr int CPR = D / 8;
+  constexpr int LD = D + 8;
+  for (int c = tid; c < rows * CPR; c += 128) {
+    const int r = c / CPR, cc = (c % CPR) * 8;
+    const int gr = r0 + r;
+    const bool ok = gr < S;
+    cp_async16(dst + r * LD + cc, src + static_cast<std::int64_t>(ok ? gr : 0) * stride + cc, ok);
+  }
+}
+
+template <int D>
+struct BwdTc {
+  static constexpr int LD = D + 8;
+  static constexpr int BN = 64;                  // keys per dK/dV block
+  static constexpr int BMQ = D <= 64 ? 64 : 32;  // queries per dK/dV step
+  static constexpr int BM = 64;                  // queries per dQ block
+  static constexpr int BNK = D <= 64 ? 64 : 32;  // keys per dQ step
+  static constexpr int dkdv_smem() { return (2 * BN + 4 * BMQ) * LD * 2 + 4 * BMQ * 4; }
+  static constexpr int dq_smem() { return (2 * BM + 4 * BNK) * LD * 2; }
+};
+
+// dK, dV for 64 keys of kv head g: 4 warps x 16 keys; per step a tile of BMQ queries of one q
+// head (double-buffered). S^T = K Q^T, dP^T = V dO^T, then dV += P^T dO, dK += dS^T Q.
+template <int D>
+__global__ void __launch_bounds__(128) flash_bwd_dkdv_tc(FlashDev p) {
+  using C = BwdTc<D>;
+  constexpr int BN = C::BN, BMQ = C::BMQ, LD = C::LD;
+  extern __shared__ __align__(16) unsigned char smraw[];
+  bf16* Ks = reinterpret_cast<bf16*>(smraw);
+  bf16* Vs = Ks + BN * LD;
+  bf16* Qs = Vs + BN * LD;       // [2][BMQ][LD]
+  bf16* dOs = Qs + 2 * BMQ * LD;  // [2][BMQ][LD]
+  float* Ls = reinterpret_cast<float*>(dOs + 2 * BMQ * LD);  // [2][BMQ]
+  float* Dd = Ls + 2 * BMQ;                                  // [2][BMQ]
+  const int S = p.S, W = p.width;
+  const int kt = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, tq = lane & 3;
+  const int key0 = kt * BN;
+  const bf16* base = static_cast<const bf16*>(p.qkv) + static_cast<std::int64_t>(b) * S * W;
+  const bf16* dobase =
+      static_cast<const bf16*>(p.dctx) + static_cast<std::int64_t>(b) * S * p.ctx_width;
+  const int qt_start = key0 / BMQ;
+  const int nq = (S + BMQ - 1) / BMQ;
+  const int per_head = nq - qt_start;
+  const int total = p.group * per_head;
+
+  auto issue = [&](int it, int st) {
+    const int hi = it / per_head, qt = qt_start + it % per_head;
+    const int h = g * p.group + hi, q0 = qt * BMQ;
+    load_rows<D>(Qs + st * BMQ * LD, base + h * D, q0, BMQ, S, W, tid);
+    load_rows<D>(dOs + st * BMQ * LD, dobase + h * D, q0, BMQ, S, p.ctx_width, tid);
+    for (int i = tid; i < BMQ; i += 128) {
+      const int row = q0 + i;
+      const bool ok = row < S;
+      const std::int64_t li = (static_cast<std::int64_t>(b) * p.heads + h) * S + (ok ? row : 0);
+      cp_async4(Ls + st * BMQ + i, p.lse + li, ok);
+      cp_async4(Dd + st * BMQ + i, p.dvec + li, ok);
+    }
+  };
+
+  load_rows<D>(Ks, base + (p.heads + g) * D, key0, BN, S, W, tid);
+  load_rows<D>(Vs, base + (p.heads + p.kv_heads + g) * D, key0, BN, S, W, tid);
+  issue(0, 0);
+  cp_async_commit();
+
+  float dk[D / 8][4], dv[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[i][e] = dv[i][e] = 0.0f;
+  const int krow_a = key0 + warp * 16 + (lane >> 2);
+
+  for (int it = 0; it < total; ++it) {
+    if (it + 1 < total) {
+      issue(it + 1, (it + 1) & 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const int st = it & 1;
+    const int hi = it / per_head, qt = qt_start + it % per_head;
+    const int h = g * p.group + hi, q0 = qt * BMQ;
+    const bf16* Qt = Qs + st * BMQ * LD;
+    const bf16* dOt = dOs + st * BMQ * LD;
+    const float* Lt = Ls + st * BMQ;
+    const float* Dt = Dd + st * BMQ;
+
+    float sT[BMQ / 8][4], dpT[BMQ / 8][4];
+#pragma unroll
+    for (int i = 0; i < BMQ / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sT[i][e] = dpT[i][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      std::uint32_t ka[4], va[4];
+      ldmatrix_x4(ka, Ks + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+      ldmatrix_x4(va, Vs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+      for (int np = 0; np < BMQ / 16; ++np) {
+        std::uint32_t bq[4], bo[4];
+        const int off = (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 +
+                        ((lane >> 3) & 1) * 8;
+        ldmatrix_x4(bq, Qt + off);
+        ldmatrix_x4(bo, dOt + off);
+        mma_bf16(sT[2 * np], ka, bq[0], bq[1]);
+        mma_bf16(sT[2 * np + 1], ka, bq[2], bq[3]);
+        mma_bf16(dpT[2 * np], va, bo[0], bo[1]);
+        mma_bf16(dpT[2 * np + 1], va, bo[2], bo[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < BMQ / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int kj = krow_a + (e >> 1) * 8;
+        const int ql = nt * 8 + tq * 2 + (e & 1);
+        const int qi = q0 + ql;
+        const bool valid = qi >= kj && qi < S && kj < S;
+        const float pt = valid ? exp2f(sT[nt][e] * p.scale_log2 - Lt[ql] * kLog2e) : 0.0f;
+        float z = 1.0f;
+        if (p.dropout && valid)
+          z = keep_one(p.key, prob_index(p, b, h, qi, kj), p.thr) ? p.keep_scale : 0.0f;
+        sT[nt][e] = pt * z;
+        dpT[nt][e] = pt * (dpT[nt][e] * z - Dt[ql]);
+      }
+#pragma unroll
+    for (int kk = 0; kk < BMQ / 16; ++kk) {
+      std::uint32_t pa[4], sa[4];
+      pa[0] = pack_bf16x2(sT[2 * kk][0], sT[2 * kk][1]);
+      pa[1] = pack_bf16x2(sT[2 * kk][2], sT[2 * kk][3]);
+      pa[2] = pack_bf16x2(sT[2 * kk + 1][0], sT[2 * kk + 1][1]);
+      pa[3] = pack_bf16x2(sT[2 * kk + 1][2], sT[2 * kk + 1][3]);
+      sa[0] = pack_bf16x2(dpT[2 * kk][0], dpT[2 * kk][1]);
+      sa[1] = pack_bf16x2(dpT[2 * kk][2], dpT[2 * kk][3]);
+      sa[2] = pack_bf16x2(dpT[2 * kk + 1][0], dpT[2 * kk + 1][1]);
+      sa[3] = pack_bf16x2(dpT[2 * kk + 1][2], dpT[2 * kk + 1][3]);
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        std::uint32_t bo[4], bq[4];
+        const int off = (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 +
+                        (lane >> 4) * 8;
+        ldmatrix_x4_trans(bo, dOt + off);
+        ldmatrix_x4_trans(bq, Qt + off);
+        mma_bf16(dv[2 * dp], pa, bo[0], bo[1]);
+        mma_bf16(dv[2 * dp + 1], pa, bo[2], bo[3]);
+        mma_bf16(dk[2 * dp], sa, bq[0], bq[1]);
+        mma_bf16(dk[2 * dp + 1], sa, bq[2], bq[3]);
+      }
+    }
+    __syncthreads();
+  }
+
+  bf16* out = static_cast<bf16*>(p.dqkv);
+  const int kcol = (p.heads + g) * D, vcol = (p.heads + p.kv_heads + g) * D;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int kj = krow_a + r * 8;
+    if (kj >= S) continue;
+    bf16* row = out + (static_cast<std::int64_t>(b) * S + kj) * W;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn) {
+      const int c = dn * 8 + tq * 2;
+      std::uint32_t* kp = reinterpret_cast<std::uint32_t*>(row + kcol + c);
+      std::uint32_t* vp = reinterpret_cast<std::uint32_t*>(row + vcol + c);
+      const std::uint32_t ko = *kp, vo = *vp;
+      *kp = pack_bf16x2(to_f(static_cast<bf16>(ko & 0xffffu)) + dk[dn][2 * r] * p.scale,
+                        to_f(static_cast<bf16>(ko >> 16)) + dk[dn][2 * r + 1] * p.scale);
+      *vp = pack_bf16x2(to_f(static_cast<bf16>(vo & 0xffffu)) + dv[dn][2 * r],
+                        to_f(static_cast<bf16>(vo >> 16)) + dv[dn][2 * r + 1]);
+    }
+  }
+}
+
+// dQ for 64 queries of head h: 4 warps x 16 queries; key tiles of BNK double-buffered.
+template <int D>
+__global__ void __launch_bounds__(128) flash_bwd_dq_tc(FlashDev p) {
+  using C = BwdTc<D>;
+  constexpr int BM = C::BM, BNK = C::BNK, LD = C::LD;
+  extern __shared__ __align__(16) unsigned char smraw[];
+  bf16* Qs = reinterpret_cast<bf16*>(smraw);
+  bf16* dOs = Qs + BM * LD;
+  bf16* Ks = dOs + BM * LD;       // [2][BNK][LD]
+  bf16* Vs = Ks + 2 * BNK * LD;   // [2][BNK][LD]
+  const int S = p.S, W = p.width;
+  const int qt = gridDim.x - 1 - blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, g = h / p.group;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, tq = lane & 3;
+  const int q0 = qt * BM;
+  const bf16* base = static_cast<const bf16*>(p.qkv) + static_cast<std::int64_t>(b) * S * W;
+  const bf16* dobase =
+      static_cast<const bf16*>(p.dctx) + static_cast<std::int64_t>(b) * S * p.ctx_width;
+  const bf16* ksrc = base + (p.heads + g) * D;
+  const bf16* vsrc = base + (p.heads + p.kv_heads + g) * D;
+  const int last_row = min(q0 + BM - 1, S - 1);
+  const int n_kt = last_row / BNK + 1;
+
+  load_rows<D>(Qs, base + h * D, q0, BM, S, W, tid);
+  load_rows<D>(dOs, dobase + h * D, q0, BM, S, p.ctx_width, tid);
+  load_rows<D>(Ks, ksrc, 0, BNK, S, W, tid);
+  load_rows<D>(Vs, vsrc, 0, BNK, S, W, tid);
+  cp_async_commit();
+
+  const int row_a = q0 + warp * 16 + (lane >> 2);
+  float lse2[2], dd[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_a + r * 8;
+    const std::int64_t li = (static_cast<std::int64_t>(b) * p.heads + h) * S + row;
+    lse2[r] = row < S ? p.lse[li] * kLog2e : 0.0f;
+    dd[r] = row < S ? p.dvec[li] : 0.0f;
+  }
+  float dq[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dq[i][e] = 0.0f;
+
+  for (int kt = 0; kt < n_kt; ++kt) {
+    if (kt + 1 < n_kt) {
+      const int st = (kt + 1) & 1;
+      load_rows<D>(Ks + st * BNK * LD, ksrc, (kt + 1) * BNK, BNK, S, W, tid);
+      load_rows<D>(Vs + st * BNK * LD, vsrc, (kt + 1) * BNK, BNK, S, W, tid);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const bf16* Kst = Ks + (kt & 1) * BNK * LD;
+    const bf16* Vst = Vs + (kt & 1) * BNK * LD;
+    float s[BNK / 8][4], dp[BNK / 8][4];
+#pragma unroll
+    for (int i = 0; i < BNK / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[i][e] = dp[i][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      std::uint32_t qa[4], oa[4];
+      ldmatrix_x4(qa, Qs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+      ldmatrix_x4(oa, dOs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+      for (int np = 0; np < BNK / 16; ++np) {
+        std::uint32_t bk[4], bv[4];
+        const int off = (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 +
+                        ((lane >> 3) & 1) * 8;
+        ldmatrix_x4(bk, Kst + off);
+        ldmatrix_x4(bv, Vst + off);
+        mma_bf16(s[2 * np], qa, bk[0], bk[1]);
+        mma_bf16(s[2 * np + 1], qa, bk[2], bk[3]);
+        mma_bf16(dp[2 * np], oa, bv[0], bv[1]);
+        mma_bf16(dp[2 * np + 1], oa, bv[2], bv[3]);
+      }
+    }
+    const int key0 = kt * BNK;
+#pragma unroll
+    for (int nt = 0; nt < BNK / 8; ++nt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int qi = row_a + r * 8;
+        const int kj = key0 + nt * 8 + tq * 2;
+        bool z0 = true, z1 = true;
+        if (p.dropout && qi < S && kj < S) keep_pair(p.key, prob_index(p, b, h, qi, kj), p.thr, z0, z1);
+#pragma unroll
+        for (int e1 = 0; e1 < 2; ++e1) {
+          const int e = 2 * r + e1;
+          const int k = kj + e1;
+          const bool valid = k <= qi && k < S && qi < S;
+          const float pt = valid ? exp2f(s[nt][e] * p.scale_log2 - lse2[r]) : 0.0f;
+          const float z = p.dropout ? ((e1 == 0 ? z0 : z1) ? p.keep_scale : 0.0f) : 1.0f;
+          s[nt][e] = pt * (dp[nt][e] * z - dd[r]);
+        }
+      }
+#pragma unroll
+    for (int kk = 0; kk < BNK / 16; ++kk) {
+      std::uint32_t a[4];
+      a[0] = pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+      a[1] = pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+      a[2] = pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      a[3] = pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int dn2 = 0; dn2 < D / 16; ++dn2) {
+        std::uint32_t bk[4];
+        ldmatrix_x4_trans(bk, Kst + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD +
+                                  dn2 * 16 + (lane >> 4) * 8);
+        mma_bf16(dq[2 * dn2], a, bk[0], bk[1]);
+        mma_bf16(dq[2 * dn2 + 1], a, bk[2], bk[3]);
+      }
+    }
+    __syncthreads();
+  }
+
+  bf16* out = static_cast<bf16*>(p.dqkv);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int qi = row_a + r * 8;
+    if (qi >= S) continue;
+    bf16* row = out + (static_cast<std::int64_t>(b) * S + qi) * W + h * D;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn) {
+      const int c = dn * 8 + tq * 2;
+      std::uint32_t* qp = reinterpret_cast<std::uint32_t*>(row + c);
+      const std::uint32_t qo = *qp;
+      *qp = pack_bf16x2(to_f(static_cast<bf16>(qo & 0xffffu)) + dq[dn][2 * r] * p.scale,
+                        to_f(static_cast<bf16>(qo >> 16)) + dq[dn][2 * r + 1] * p.scale);
+    }
+  }
+}
+
+// --- launchers ---
+
+template <class T>
+void launch_dvec(const FlashDev& p, cudaStream_t s) {
+  const std::int64_t rows = static_cast<std::int64_t>(p.B) * p.heads * p.S;
+  flash_bwd_dvec<T><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, s>>>(p);
+  check_launch("flash_bwd_dvec");
+}
+
+template <class T, int DK>
+void launch_scalar(const FlashDev& p, cudaStream_t s) {
+  const int ld = p.d + 1;
+  {
+    const int smem = (4 * 32 * ld + 64 + 8 * 64) * 4;
+    auto kernel = flash_bwd_dkdv_scalar<T, DK>;
+    if (smem > 48 * 1024)
+      set_smem_limit(reinterpret_cast<const void*>(kernel), smem, "flash_bwd_dkdv_scalar");
+    dim3 grid(static_cast<unsigned>((p.S + 31) / 32), static_cast<unsigned>(p.kv_heads),
+              static_cast<unsigned>(p.B));
+    kernel<<<grid, 256, smem, s>>>(p);
+    check_launch("flash_bwd_dkdv_scalar");
+  }
+  {
+    const int smem = (4 * 32 * ld + 64 + 8 * 32) * 4;
+    auto kernel = flash_bwd_dq_scalar<T, DK>;
+    if (smem > 48 * 1024)
+      set_smem_limit(reinterpret_cast<const void*>(kernel), smem, "flash_bwd_dq_scalar");
+    dim3 grid(static_cast<unsigned>((p.S + 31) / 32), static_cast<unsigned>(p.heads),
+              static_cast<unsigned>(p.B));
+    kernel<<<grid, 256, smem, s>>>(p);
+    check_launch("flash_bwd_dq_scalar");
+  }
+}
+
+template <class T>
+void dispatch_scalar(const FlashDev& p, cudaStream_t s) {
+  const int dk = (p.d + 31) / 32;
+  if (dk <= 1) launch_scalar<T, 1>(p, s);
+  else if (dk <= 2) launch_scalar<T, 2>(p, s);
+  else if (dk <= 4) launch_scalar<T, 4>(p, s);
+  else if (dk <= 8) launch_scalar<T, 8>(p, s);
+  else throw Error("flash_bwd: head dim " + std::to_string(p.d) + " above 256 is not supported");
+}
+
+template <int D>
+void launch_tc(const FlashDev& p, cudaStream_t s) {
+  using C = BwdTc<D>;
+  {
+    const int smem = C::dkdv_smem();
+    auto kernel = flash_bwd_dkdv_tc<D>;
+    if (smem > 48 * 1024)
+      set_smem_limit(reinterpret_cast<const void*>(kernel), smem, "flash_bwd_dkdv_tc");
+    dim3 grid(static_cast<unsigned>((p.S + C::BN - 1) / C::BN), static_cast<unsigned>(p.kv_heads),
+              static_cast<unsigned>(p.B));
+    kernel<<<grid, 128, smem, s>>>(p);
+    check_launch("flash_bwd_dkdv_tc");
+  }
+  {
+    const int smem = C::dq_smem();
+    auto kernel = flash_bwd_dq_tc<D>;
+    if (smem > 48 * 1024)
+      set_smem_limit(reinterpret_cast<const void*>(kernel), smem, "flash_bwd_dq_tc");
+    dim3 grid(static_cast<unsigned>((p.S + C::BM - 1) / C::BM), static_cast<unsigned>(p.heads),
+              static_cast<unsigned>(p.B));
+    kernel<<<grid, 128, smem, s>>>(p);
+    check_launch("flash_bwd_dq_tc");
+  }
+}
+
+}  // namespace
+
+std::size_t flash_bwd_scratch_bytes(int B, int heads, int S) {
+  return static_cast<std::size_t>(B) * heads * S * 4;
+}
+
+void flash_bwd(FType t, const FlashArgs& a, FlashImpl impl, cudaStream_t s) {
+  const FlashDev p = make_flash_dev(a);
+  if (!a.scratch) throw Error("flash_bwd: no scratch for D = rowsum(dO * O)");
+  const bool tc = impl != FlashImpl::Scalar && flash_tc_supported(t, a, true);
+  if (impl == FlashImpl::TensorCore && !tc)
+    throw Error("flash_bwd: the tensor-core path needs bf16, d in {32, 64, 128} and 16-byte "
+                "aligned tensors (d=" + std::to_string(a.d) + ")");
+  if (t == FType::BF16) launch_dvec<bf16>(p, s);
+  else launch_dvec<float>(p, s);
+  if (tc) {
+    if (a.d == 32) launch_tc<32>(p, s);
+    else if (a.d == 64) launch_tc<64>(p, s);
+    else launch_tc<128>(p, s);
+    return;
+  }
+  if (t == FType::BF16) dispatch_scalar<bf16>(p, s);
+  else dispatch_scalar<float>(p, s);
+}
+
+}  // namespace remat::kernels

@@ -1,0 +1,343 @@
+// Flash attention forward: scalar kernel (any dtype and head dim <= 256) and tensor-core kernel
+// (bf16, d in {32, 64, 128}).
+#include <algorithm>
+#include <mutex>
+
+#include "kernels/detail/flash_common.cuh"
+#include "kernels/detail/mma.cuh"
+
+namespace remat::kernels {
+namespace {
+
+using namespace detail;
+
+// ---------------------------------------------------------------------------------------------
+// Scalar forward: 8 warps, one query row per warp, keys in tiles of 32 staged in shared memory
+// as fp32. Lane j scores key j of the tile; output columns lane + 32k live in registers.
+// ---------------------------------------------------------------------------------------------
+template <class T, int DK>
+__global__ void __launch_bounds__(256) flash_fwd_scalar(FlashDev p) {
+  extern __shared__ float sm[];
+  const int d = p.d, ld = d + 1;
+  float* Ks = sm;
+  float* Vs = Ks + 32 * ld;
+  float* Qs = Vs + 32 * ld;  // [8][d]
+  const int qb = gridDim.x - 1 - blockIdx.x;  // longest rows first
+  const int h = blockIdx.y, b = blockIdx.z, g = h / p.group;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int S = p.S, W = p.width;
+  const int q0 = qb * 8, qi = q0 + warp;
+  const T* qkv = static_cast<const T*>(p.qkv);
+  const std::int64_t brow = static_cast<std::int64_t>(b) * S;
+  const int kcol = (p.heads + g) * d, vcol = (p.heads + p.kv_heads + g) * d;
+  for (int idx = threadIdx.x; idx < 8 * d; idx += blockDim.x) {
+    const int r = idx / d, c = idx % d, row = q0 + r;
+    Qs[idx] = row < S ? to_f(qkv[(brow + row) * W + h * d + c]) : 0.0f;
+  }
+  float o[DK];
+#pragma unroll
+  for (int k = 0; k < DK; ++k) o[k] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  const int last = min(q0 + 7, S - 1);
+  const int ntiles = last / 32 + 1;
+  for (int t = 0; t < ntiles; ++t) {
+    const int k0 = t * 32;
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
+      const int r = idx / d, c = idx % d, key = k0 + r;
+      const bool ok = key < S;
+      const std::int64_t base = (brow + (ok ? key : 0)) * W;
+      Ks[r * ld + c] = ok ? to_f(qkv[base + kcol + c]) : 0.0f;
+      Vs[r * ld + c] = ok ? to_f(qkv[base + vcol + c]) : 0.0f;
+    }
+    __syncthreads();
+    if (qi < S && k0 <= qi) {
+      const int key = k0 + lane;
+      const float* qrow = Qs + warp * d;
+      const float* krow = Ks + lane * ld;
+      float s = 0.0f;
+      for (int c = 0; c < d; ++c) s += qrow[c] * krow[c];
+      s *= p.scale;
+      const bool valid = key <= qi;
+      s = valid ? s : -INFINITY;
+      const float mnew = fmaxf(m, warp_max(s));
+      const float alpha = expf(m - mnew);
+      const float e = valid ? expf(s - mnew) : 0.0f;
+      l = l * alpha + warp_sum(e);
+      float pd = e;
+      if (p.dropout && valid)
+        pd = keep_one(p.key, prob_index(p, b, h, qi, key), p.thr) ? e * p.keep_scale : 0.0f;
+#pragma unroll
+      for (int k = 0; k < DK; ++k) o[k] *= alpha;
+      const int nj = min(32, qi - k0 + 1);
+      for (int jj = 0; jj < nj; ++jj) {
+        const float pj = __shfl_sync(0xffffffffu, pd, jj);
+        const float* vrow = Vs + jj * ld;
+#pragma unroll
+        for (int k = 0; k < DK; ++k) {
+          const int c = lane + 32 * k;
+          if (c < d) o[k] += pj * vrow[c];
+        }
+      }
+      m = mnew;
+    }
+  }
+  if (qi < S) {
+    T* out = static_cast<T*>(p.ctx) + (brow + qi) * p.ctx_width + h * d;
+#pragma unroll
+    for (int k = 0; k < DK; ++k) {
+      const int c = lane + 32 * k;
+      if (c < d) out[c] = from_f<T>(o[k] / l);
+    }
+    if (lane == 0) p.lse[(static_cast<std::int64_t>(b) * p.heads + h) * S + qi] = m + logf(l);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor-core forward (bf16): 4 warps x 16 query rows = 64 rows per block, key tiles of 64
+// double-buffered with cp.async. S = Q K^T and O += P V with mma m16n8k16; the online softmax
+// runs on the accumulators in the exp2 domain (scores pre-scaled by scale * log2 e).
+// ---------------------------------------------------------------------------------------------
+template <int D>
+struct FwdTc {
+  static constexpr int BM = 64, BN = 64, LD = D + 8;
+  static constexpr int smem_bytes() { return (BM + 4 * BN) * LD * 2; }
+};
+
+template <int D>
+__device__ __forceinline__ void load_rows(bf16* dst, const bf16* src, int r0, int rows, int S,
+                                          int stride, int tid, int nthreads) {
+  constexpr int CPR = D / 8;  // 16-byte chunks per row
+  constexpr int LD = D + 8;
+  for (int c = tid; c < rows * CPR; c += nthreads) {
+    const int r = c / CPR, cc = (c % CPR) * 8;
+    const int gr = r0 + r;
+    const bool ok = gr < S;
+    cp_async16(dst + r * LD + cc, src + static_cast<std::int64_t>(ok ? gr : 0) * stride + cc, ok);
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
+  using C = FwdTc<D>;
+  constexpr int BM = C::BM, BN = C::BN, LD = C::LD;
+  extern __shared__ __align__(16) unsigned char smraw[];
+  bf16* Qs = reinterpret_cast<bf16*>(smraw);
+  bf16* Ks = Qs + BM * LD;
+  bf16* Vs = Ks + 2 * BN * LD;
+  const int S = p.S, W = p.width;
+  const int qt = gridDim.x - 1 - blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, g = h / p.group;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int q0 = qt * BM;
+  const bf16* base = static_cast<const bf16*>(p.qkv) + static_cast<std::int64_t>(b) * S * W;
+  const bf16* qsrc = base + h * D;
+  const bf16* ksrc = base + (p.heads + g) * D;
+  const bf16* vsrc = base + (p.heads + p.kv_heads + g) * D;
+  const int last_row = min(q0 + BM - 1, S - 1);
+  const int n_kt = last_row / BN + 1;
+
+  load_rows<D>(Qs, qsrc, q0, BM, S, W, tid, 128);
+  load_rows<D>(Ks, ksrc, 0, BN, S, W, tid, 128);
+  load_rows<D>(Vs, vsrc, 0, BN, S, W, tid, 128);
+  cp_async_commit();
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[i][e] = 0.0f;
+  float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.0f, 0.0f};
+  std::uint32_t qf[D / 16][4];
+  const int row_a = q0 + warp * 16 + (lane >> 2);
+  const int tq = lane & 3;
+
+  for (int kt = 0; kt < n_kt; ++kt) {
+    if (kt + 1 < n_kt) {
+      const int st = (kt + 1) & 1;
+      load_rows<D>(Ks + st * BN * LD, ksrc, (kt + 1) * BN, BN, S, W, tid, 128);
+      load_rows<D>(Vs + st * BN * LD, vsrc, (kt + 1) * BN, BN, S, W, tid, 128);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (kt == 0) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        ldmatrix_x4(qf[kk], Qs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+    }
+    const bf16* Kst = Ks + (kt & 1) * BN * LD;
+    const bf16* Vst = Vs + (kt & 1) * BN * LD;
+
+    float s[BN / 8][4];
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[i][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int np = 0; np < BN / 16; ++np) {
+        std::uint32_t bb[4];
+        ldmatrix_x4(bb, Kst + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 +
+                            ((lane >> 3) & 1) * 8);
+        mma_bf16(s[2 * np], qf[kk], bb[0], bb[1]);
+        mma_bf16(s[2 * np + 1], qf[kk], bb[2], bb[3]);
+      }
+    }
+    const int key0 = kt * BN;
+    const bool need_mask = (key0 + BN - 1 > q0 + warp * 16) || (key0 + BN > S);
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + nt * 8 + tq * 2 + (e & 1);
+        const int row = row_a + (e >> 1) * 8;
+        float v = s[nt][e] * p.scale_log2;
+        if (need_mask && (key > row || key >= S)) v = -INFINITY;
+        s[nt][e] = v;
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_r[r], mx);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      const float alpha = exp2f(m_r[r] - m_use);
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+          const float pv = exp2f(s[nt][e] - m_use);
+          s[nt][e] = pv;
+          sum += pv;
+        }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      l_r[r] = l_r[r] * alpha + sum;
+      m_r[r] = m_new;
+#pragma unroll
+      for (int dn = 0; dn < D / 8; ++dn) {
+        o[dn][2 * r] *= alpha;
+        o[dn][2 * r + 1] *= alpha;
+      }
+    }
+    if (p.dropout) {
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = row_a + r * 8;
+          const int key = key0 + nt * 8 + tq * 2;
+          if (row < S && key < S) {
+            bool k0, k1;
+            keep_pair(p.key, prob_index(p, b, h, row, key), p.thr, k0, k1);
+            s[nt][2 * r] = k0 ? s[nt][2 * r] * p.keep_scale : 0.0f;
+            s[nt][2 * r + 1] = k1 ? s[nt][2 * r + 1] * p.keep_scale : 0.0f;
+          }
+        }
+    }
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      std::uint32_t a[4];
+      a[0] = pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+      a[1] = pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+      a[2] = pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      a[3] = pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        std::uint32_t bb[4];
+        ldmatrix_x4_trans(bb, Vst + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD +
+                                  dp * 16 + (lane >> 4) * 8);
+        mma_bf16(o[2 * dp], a, bb[0], bb[1]);
+        mma_bf16(o[2 * dp + 1], a, bb[2], bb[3]);
+      }
+    }
+    __syncthreads();
+  }
+
+  bf16* ctx = static_cast<bf16*>(p.ctx);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_a + r * 8;
+    if (row >= S) continue;
+    const float inv = 1.0f / l_r[r];
+    bf16* out = ctx + (static_cast<std::int64_t>(b) * S + row) * p.ctx_width + h * D;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn) {
+      const int c = dn * 8 + tq * 2;
+      *reinterpret_cast<std::uint32_t*>(out + c) =
+          pack_bf16x2(o[dn][2 * r] * inv, o[dn][2 * r + 1] * inv);
+    }
+    if (tq == 0)
+      p.lse[(static_cast<std::int64_t>(b) * p.heads + h) * S + row] =
+          (m_r[r] + log2f(l_r[r])) * kLn2;
+  }
+}
+
+template <class T, int DK>
+void launch_scalar(const FlashDev& p, cudaStream_t s) {
+  const int smem = (2 * 32 * (p.d + 1) + 8 * p.d) * 4;
+  auto kernel = flash_fwd_scalar<T, DK>;
+  if (smem > 48 * 1024)
+    set_smem_limit(reinterpret_cast<const void*>(kernel), smem, "flash_fwd_scalar");
+  dim3 grid(static_cast<unsigned>((p.S + 7) / 8), static_cast<unsigned>(p.heads),
+            static_cast<unsigned>(p.B));
+  kernel<<<grid, 256, smem, s>>>(p);
+  check_launch("flash_fwd_scalar");
+}
+
+template <class T>
+void dispatch_scalar(const FlashDev& p, cudaStream_t s) {
+  const int dk = (p.d + 31) / 32;
+  if (dk <= 1) launch_scalar<T, 1>(p, s);
+  else if (dk <= 2) launch_scalar<T, 2>(p, s);
+  else if (dk <= 4) launch_scalar<T, 4>(p, s);
+  else if (dk <= 8) launch_scalar<T, 8>(p, s);
+  else throw Error("flash_fwd: head dim " + std::to_string(p.d) + " above 256 is not supported");
+}
+
+template <int D>
+void launch_tc(const FlashDev& p, cudaStream_t s) {
+  const int smem = FwdTc<D>::smem_bytes();
+  auto kernel = flash_fwd_tc<D>;
+  if (smem > 48 * 1024) set_smem_limit(reinterpret_cast<const void*>(kernel), smem, "flash_fwd_tc");
+  dim3 grid(static_cast<unsigned>((p.S + FwdTc<D>::BM - 1) / FwdTc<D>::BM),
+            static_cast<unsigned>(p.heads), static_cast<unsigned>(p.B));
+  kernel<<<grid, 128, smem, s>>>(p);
+  check_launch("flash_fwd_tc");
+}
+
+}  // namespace
+
+bool flash_tc_supported(FType t, const FlashArgs& a, bool backward) {
+  if (t != FType::BF16) return false;
+  if (a.d != 32 && a.d != 64 && a.d != 128) return false;
+  if (!aligned_to(a.qkv, 16) || !aligned_to(a.ctx, 16)) return false;
+  if (backward && (!aligned_to(a.dctx, 16) || !aligned_to(a.dqkv, 16))) return false;
+  return true;
+}
+
+void flash_fwd(FType t, const FlashArgs& a, FlashImpl impl, cudaStream_t s) {
+  const FlashDev p = make_flash_dev(a);
+  bool tc = impl != FlashImpl::Scalar && flash_tc_supported(t, a, false);
+  if (impl == FlashImpl::TensorCore && !tc)
+    throw Error("flash_fwd: the tensor-core path needs bf16, d in {32, 64, 128} and 16-byte "
+                "aligned tensors (d=" + std::to_string(a.d) + ")");
+  if (tc) {
+    if (a.d == 32) launch_tc<32>(p, s);
+    else if (a.d == 64) launch_tc<64>(p, s);
+    else launch_tc<128>(p, s);
+    return;
+  }
+  if (t == FType::BF16) dispatch_scalar<bf16>(p, s);
+  else dispatch_scalar<float>(p, s);
+}
+
+}  // namespace remat::kernels

@@ -1,0 +1,97 @@
+#include "kernels/rope.cuh"
+
+#include <string>
+
+#include "core/util/error.h"
+#include "kernels/detail/device_utils.cuh"
+
+namespace remat::kernels {
+namespace {
+
+using namespace detail;
+
+struct InvFreq {
+  float v[kRopeMaxHalf];
+};
+
+// Angles in fp32 as Hugging Face (s * inv_freq rounded to fp32); cos and sin of that fp32 angle
+// evaluated in double and rounded once.
+__global__ void __launch_bounds__(256)
+    rope_table_kernel(InvFreq f, int S, int half, float* __restrict__ cs,
+                      float* __restrict__ sn) {
+  const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<std::int64_t>(S) * half) return;
+  const int s = static_cast<int>(idx / half), i = static_cast<int>(idx % half);
+  const float ang = static_cast<float>(s) * f.v[i];
+  double sd, cd;
+  sincos(static_cast<double>(ang), &sd, &cd);
+  cs[idx] = static_cast<float>(cd);
+  sn[idx] = static_cast<float>(sd);
+}
+
+template <class T>
+__global__ void __launch_bounds__(256)
+    rope_apply_kernel(const T* in, T* out, int S, int rotated, int d, int width,
+                      const float* __restrict__ cs, const float* __restrict__ sn, float sign,
+                      bool acc) {
+  const std::int64_t r = blockIdx.x;
+  const int s = static_cast<int>(r % S), half = d / 2;
+  const T* xi = in + r * width;
+  T* xo = out + r * width;
+  const float* c_row = cs + static_cast<std::int64_t>(s) * half;
+  const float* s_row = sn + static_cast<std::int64_t>(s) * half;
+  const int pairs = rotated * half;
+  for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int head = p / half, i = p % half;
+    const int col = head * d + i;
+    const float x1 = to_f(xi[col]), x2 = to_f(xi[col + half]);
+    const float c = c_row[i], sv = sign * s_row[i];
+    float o1 = x1 * c - x2 * sv, o2 = x2 * c + x1 * sv;
+    if (acc) {
+      o1 = to_f(xo[col]) + o1;
+      o2 = to_f(xo[col + half]) + o2;
+    }
+    xo[col] = from_f<T>(o1);
+    xo[col + half] = from_f<T>(o2);
+  }
+  for (int col = rotated * d + threadIdx.x; col < width; col += blockDim.x) {
+    const float v = to_f(xi[col]);
+    xo[col] = from_f<T>(acc ? to_f(xo[col]) + v : v);
+  }
+}
+
+}  // namespace
+
+std::size_t rope_scratch_bytes(int S, int d) {
+  return 2 * static_cast<std::size_t>(S) * static_cast<std::size_t>(d / 2) * 4 + 256;
+}
+
+void rope_apply(FType t, const void* in, void* out, int B, int S, int heads, int kv_heads, int d,
+                const float* inv_freq_host, float sign, bool acc, float* scratch, cudaStream_t s) {
+  const int half = d / 2;
+  if (half > kRopeMaxHalf || d % 2 != 0)
+    throw Error("rope: head dim " + std::to_string(d) + " must be even and at most " +
+                std::to_string(2 * kRopeMaxHalf));
+  const std::int64_t rows = static_cast<std::int64_t>(B) * S;
+  if (rows <= 0) return;
+  InvFreq f{};
+  for (int i = 0; i < half; ++i) f.v[i] = inv_freq_host[i];
+  float* cs = scratch;
+  float* sn = scratch + static_cast<std::int64_t>(S) * half;
+  const std::int64_t tn = static_cast<std::int64_t>(S) * half;
+  rope_table_kernel<<<static_cast<unsigned>((tn + 255) / 256), 256, 0, s>>>(f, S, half, cs, sn);
+  check_launch("rope_table");
+  const int width = (heads + 2 * kv_heads) * d;
+  const int rotated = heads + kv_heads;
+  if (t == FType::BF16)
+    rope_apply_kernel<bf16><<<static_cast<unsigned>(rows), 256, 0, s>>>(
+        static_cast<const bf16*>(in), static_cast<bf16*>(out), S, rotated, d, width, cs, sn, sign,
+        acc);
+  else
+    rope_apply_kernel<float><<<static_cast<unsigned>(rows), 256, 0, s>>>(
+        static_cast<const float*>(in), static_cast<float*>(out), S, rotated, d, width, cs, sn,
+        sign, acc);
+  check_launch("rope_apply");
+}
+
+}  // namespace remat::kernels
