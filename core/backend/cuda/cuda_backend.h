@@ -1,0 +1,143 @@
+// The CUDA backend: every op of backend.h on one GPU, in librematcuda.so.
+//
+// Streams: ops run on a compute stream in issue order. copy() between host and device runs on
+// a copy stream, after an event recorded on the compute stream (so it sees everything issued
+// before it); join_copies() makes the compute stream wait for every copy issued so far. Copies
+// within the device run on the compute stream. read/read_bytes/write_bytes are synchronous.
+//
+// Memory: Space::Device comes from a caching allocator over cudaMalloc, Space::Host from a
+// pinned (cudaHostAlloc) caching pool; see caching_allocator.h.
+//
+// Workspace (workspace_bytes, a pure function of the config): a fixed 32 MiB for cuBLAS and
+// cuBLASLt, then one scratch area every op uses in turn (ops run one after another on the
+// compute stream): naive attention's per-head [B, S, S] buffer, flash backward's D vector,
+// the head's logits chunks, norm and bias partial sums, the embedding backward's sort.
+//
+// Determinism: no floating-point atomics in our kernels, fixed GEMM algorithms and workspace,
+// reductions split by sizes only; the same inputs give the same bits.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "core/backend/backend.h"
+#include "core/backend/cuda/caching_allocator.h"
+#include "kernels/flash_attn.cuh"
+
+namespace remat::cuda {
+
+class Gemm;
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override { return "cuda"; }
+  MemoryResource& memory(Space s) override;
+  std::uint64_t workspace_bytes(const ModelConfig& m) const override;
+  void set_workspace(const Tensor& ws) override;
+  void synchronize() override;
+  bool asynchronous() const override { return true; }
+  void join_copies() override;
+  std::uint64_t available_memory() const override;
+  std::vector<std::pair<std::string, std::string>> describe() const override;
+
+  void fill_zero(const Tensor& t) override;
+  void copy(const Tensor& dst, const Tensor& src) override;
+  void add_into(const Tensor& dst, const Tensor& src) override;
+  void read(const Tensor& src, std::vector<float>& out) override;
+  void read_bytes(const Tensor& src, void* out) override;
+  void write_bytes(const Tensor& dst, const void* in) override;
+
+  void embedding_fwd(const Tensor& tokens, const Tensor& wte, const Tensor* wpe,
+                     const Tensor& out, int B, int S, int H) override;
+  void embedding_bwd(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
+                     const Tensor* dwpe, int B, int S, int H) override;
+  void layernorm_fwd(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
+                     std::int64_t rows, int H, float eps) override;
+  void layernorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                     const Tensor& dw, const Tensor& db, std::int64_t rows, int H, float eps,
+                     bool acc) override;
+  void rmsnorm_fwd(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t rows, int H,
+                   float eps) override;
+  void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                   const Tensor& dw, std::int64_t rows, int H, float eps, bool acc) override;
+  void linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, const Tensor& y,
+                  std::int64_t M, int K, int N) override;
+  void linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, const Tensor* dx,
+                  const Tensor& dW, const Tensor* db, std::int64_t M, int K, int N,
+                  bool acc) override;
+  void attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a) override;
+  void attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
+                        const Tensor& dqkv, const AttnDims& a) override;
+  void attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& ctx,
+                   const AttnDims& a) override;
+  void attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& dctx, const Tensor& dp,
+                   const Tensor& dqkv, const AttnDims& a, bool acc_dp) override;
+  void flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const AttnDims& a,
+                 const DropoutKey& key, float p) override;
+  void flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const Tensor& dctx,
+                 const Tensor& dqkv, const AttnDims& a, const DropoutKey& key,
+                 float p) override;
+  void dropout_mask(const Tensor& mask, const DropoutKey& key, float p, std::int64_t n) override;
+  void dropout_fwd(const Tensor& x, const Tensor& mask, const Tensor& y, float p,
+                   std::int64_t n) override;
+  void dropout_bwd(const Tensor& dy, const Tensor& mask, const Tensor& dx, float p,
+                   std::int64_t n, bool acc) override;
+  void residual_fwd(const Tensor& res, const Tensor& x, const Tensor* mask, const Tensor& out,
+                    float p, std::int64_t n) override;
+  void residual_bwd(const Tensor& dout, const Tensor* mask, const Tensor& dres, const Tensor& dx,
+                    float p, std::int64_t n, bool acc_res, bool acc_x) override;
+  void gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n) override;
+  void gelu_bwd(const Tensor& x, const Tensor& dy, const Tensor& dx, std::int64_t n,
+                bool acc) override;
+  void swiglu_fwd(const Tensor& gu, const Tensor& y, std::int64_t rows, int F) override;
+  void swiglu_bwd(const Tensor& gu, const Tensor& dy, const Tensor& dgu, std::int64_t rows,
+                  int F, bool acc) override;
+  void rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, float theta) override;
+  void rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a, float theta,
+                bool acc) override;
+  void head_loss(const Tensor& x, const Tensor& W, const Tensor& targets, const Tensor& losses,
+                 const Tensor& dx, const Tensor& dW, std::int64_t rows, int H, int V,
+                 float scale) override;
+  void adamw(const Tensor& params, const Tensor& grads, const Tensor* master, const Tensor& m,
+             const Tensor& v, const std::vector<AdamSegment>& segs,
+             const AdamArgs& args) override;
+  void cast(const Tensor& dst, const Tensor& src) override;
+
+  // --- CUDA specifics (tests, profiler) ---
+  int device() const { return device_; }
+  cudaStream_t compute_stream() const { return compute_; }
+  cudaStream_t copy_stream() const { return copy_; }
+  CachingPool& device_pool() { return *device_pool_; }
+  CachingPool& host_pool() { return *host_pool_; }
+  // Flash attention implementation (Auto: tensor cores where supported). Env
+  // REMAT_FLASH_IMPL=scalar|tc sets the initial value.
+  void set_flash_impl(kernels::FlashImpl impl) { flash_impl_ = impl; }
+  kernels::FlashImpl flash_impl() const { return flash_impl_; }
+  // Rows of the head's logits chunk for these sizes (a function of rows and V only).
+  static std::int64_t head_chunk_rows(std::int64_t rows, int V);
+  static constexpr std::size_t kGemmWorkspace = std::size_t{32} << 20;
+
+ private:
+  void activate() const;  // cudaSetDevice when the calling thread is on another device
+  char* scratch(std::size_t bytes, const char* op) const;
+  void check_stream_error(const char* op) const;
+
+  int device_;
+  cudaStream_t compute_ = nullptr, copy_ = nullptr;
+  cudaEvent_t copy_join_ = nullptr;
+  std::unique_ptr<CachingPool> device_pool_, host_pool_;
+  std::unique_ptr<Gemm> gemm_;
+  char* ws_ = nullptr;
+  std::size_t ws_bytes_ = 0;
+  kernels::FlashImpl flash_impl_ = kernels::FlashImpl::Auto;
+  cudaDeviceProp props_{};
+};
+
+}  // namespace remat::cuda

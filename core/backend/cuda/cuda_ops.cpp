@@ -1,0 +1,715 @@
+// CudaBackend: the compute ops. Arguments are checked on the host (dtype, space, element
+// counts) before anything is queued; kernels come from kernels/, products from Gemm.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/backend/cuda/cuda_backend.h"
+#include "core/backend/cuda/cuda_check.h"
+#include "core/backend/cuda/gemm.h"
+#include "core/util/error.h"
+#include "kernels/adamw.cuh"
+#include "kernels/add.cuh"
+#include "kernels/attn_softmax.cuh"
+#include "kernels/cast.cuh"
+#include "kernels/cross_entropy.cuh"
+#include "kernels/dropout.cuh"
+#include "kernels/embedding.cuh"
+#include "kernels/flash_attn.cuh"
+#include "kernels/gelu.cuh"
+#include "kernels/layernorm.cuh"
+#include "kernels/reduce.cuh"
+#include "kernels/residual.cuh"
+#include "kernels/rmsnorm.cuh"
+#include "kernels/rope.cuh"
+#include "kernels/swiglu.cuh"
+
+namespace remat::cuda {
+
+using kernels::FType;
+
+namespace {
+
+std::string describe(const Tensor& t) {
+  return std::string(to_string(t.dtype)) + "[" + std::to_string(t.numel) + "] in " +
+         to_string(t.space) + " space";
+}
+
+void check_common(const Tensor& t, const char* op, const char* name, std::int64_t need) {
+  if (t.space != Space::Device)
+    throw Error(std::string("cuda ") + op + ": " + name + " is " + describe(t) +
+                "; compute ops take device tensors");
+  if (need < 0 || t.numel < need)
+    throw Error(std::string("cuda ") + op + ": " + name + " is " + describe(t) + ", needs " +
+                std::to_string(need) + " elements");
+  if (need > 0 && t.data == nullptr)
+    throw Error(std::string("cuda ") + op + ": " + name + " has no data");
+}
+
+void check_float(const Tensor& t, const char* op, const char* name, std::int64_t need) {
+  if (t.dtype != DType::F32 && t.dtype != DType::BF16)
+    throw Error(std::string("cuda ") + op + ": " + name + " is " + describe(t) +
+                ", expected f32 or bf16");
+  check_common(t, op, name, need);
+}
+
+void check_dtype(const Tensor& t, DType dt, const char* op, const char* name, std::int64_t need) {
+  if (t.dtype != dt)
+    throw Error(std::string("cuda ") + op + ": " + name + " is " + describe(t) + ", expected " +
+                to_string(dt));
+  check_common(t, op, name, need);
+}
+
+// All float operands of an op share one storage type.
+void check_same(const Tensor& ref, std::initializer_list<const Tensor*> others, const char* op) {
+  for (const Tensor* t : others)
+    if (t && *t && t->dtype != ref.dtype)
+      throw Error(std::string("cuda ") + op + ": mixed dtypes (" + to_string(ref.dtype) +
+                  " and " + to_string(t->dtype) + "); the CUDA ops take one model dtype");
+}
+
+void check_dims(const AttnDims& a, const char* op) {
+  if (a.B <= 0 || a.S <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.d <= 0 ||
+      a.heads % a.kv_heads != 0)
+    throw Error(std::string("cuda ") + op + ": bad attention dims B=" + std::to_string(a.B) +
+                " S=" + std::to_string(a.S) + " heads=" + std::to_string(a.heads) +
+                " kv_heads=" + std::to_string(a.kv_heads) + " d=" + std::to_string(a.d));
+}
+
+void check_p(float p, const char* op) {
+  if (!(p >= 0.0f && p < 1.0f))
+    throw Error(std::string("cuda ") + op + ": dropout p must be in [0, 1), got " +
+                std::to_string(p));
+}
+
+void check_n(std::int64_t n, const char* op) {
+  if (n < 0) throw Error(std::string("cuda ") + op + ": negative element count");
+}
+
+FType ft(const Tensor& t) { return t.dtype == DType::BF16 ? FType::BF16 : FType::F32; }
+cudaDataType cdt(const Tensor& t) { return t.dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+cudaDataType cdt(FType t) { return t == FType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+float keep_scale(float p) { return p > 0.0f ? 1.0f / (1.0f - p) : 1.0f; }
+
+std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+
+std::int64_t qkv_numel(const AttnDims& a) {
+  return static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
+}
+std::int64_t probs_numel(const AttnDims& a) {
+  return static_cast<std::int64_t>(a.B) * a.heads * a.S * a.S;
+}
+std::int64_t ctx_numel(const AttnDims& a) {
+  return static_cast<std::int64_t>(a.B) * a.S * a.heads * a.d;
+}
+
+// A device-side mask pointer, or null when p == 0 and no mask is given.
+const std::uint8_t* mask_ptr(const Tensor* mask, float p, std::int64_t n, const char* op) {
+  check_p(p, op);
+  if (mask && *mask) {
+    check_dtype(*mask, DType::U8, op, "mask", n);
+    return mask->as<const std::uint8_t>();
+  }
+  if (p > 0.0f) throw Error(std::string("cuda ") + op + ": p > 0 needs a mask");
+  return nullptr;
+}
+
+}  // namespace
+
+// --- element-wise ---
+
+void CudaBackend::add_into(const Tensor& dst, const Tensor& src) {
+  check_float(dst, "add_into", "dst", src.numel);
+  check_float(src, "add_into", "src", dst.numel);
+  activate();
+  kernels::add_into(ft(dst), dst.data, ft(src), src.data, dst.numel, compute_);
+}
+
+void CudaBackend::cast(const Tensor& dst, const Tensor& src) {
+  check_float(dst, "cast", "dst", src.numel);
+  check_float(src, "cast", "src", dst.numel);
+  activate();
+  kernels::cast(ft(dst), dst.data, ft(src), src.data, dst.numel, compute_);
+}
+
+void CudaBackend::dropout_mask(const Tensor& mask, const DropoutKey& key, float p,
+                               std::int64_t n) {
+  const char* op = "dropout_mask";
+  check_p(p, op);
+  check_n(n, op);
+  check_dtype(mask, DType::U8, op, "mask", n);
+  activate();
+  kernels::dropout_mask(mask.as<std::uint8_t>(), key, dropout_threshold(p), n, compute_);
+}
+
+void CudaBackend::dropout_fwd(const Tensor& x, const Tensor& mask, const Tensor& y, float p,
+                              std::int64_t n) {
+  const char* op = "dropout_fwd";
+  check_n(n, op);
+  check_float(x, op, "x", n);
+  check_float(y, op, "y", n);
+  check_same(x, {&y}, op);
+  const std::uint8_t* m = mask_ptr(&mask, p, n, op);
+  activate();
+  if (!m) {  // p == 0 without a mask: a copy
+    kernels::cast(ft(y), y.data, ft(x), x.data, n, compute_);
+    return;
+  }
+  kernels::dropout_fwd(ft(x), x.data, m, y.data, keep_scale(p), n, compute_);
+}
+
+void CudaBackend::dropout_bwd(const Tensor& dy, const Tensor& mask, const Tensor& dx, float p,
+                              std::int64_t n, bool acc) {
+  const char* op = "dropout_bwd";
+  check_n(n, op);
+  check_float(dy, op, "dy", n);
+  check_float(dx, op, "dx", n);
+  check_same(dy, {&dx}, op);
+  const std::uint8_t* m = mask_ptr(&mask, p, n, op);
+  activate();
+  if (!m) {
+    if (acc) kernels::add_into(ft(dx), dx.data, ft(dy), dy.data, n, compute_);
+    else kernels::cast(ft(dx), dx.data, ft(dy), dy.data, n, compute_);
+    return;
+  }
+  kernels::dropout_bwd(ft(dy), dy.data, m, dx.data, keep_scale(p), n, acc, compute_);
+}
+
+void CudaBackend::residual_fwd(const Tensor& res, const Tensor& x, const Tensor* mask,
+                               const Tensor& out, float p, std::int64_t n) {
+  const char* op = "residual_fwd";
+  check_n(n, op);
+  check_float(res, op, "res", n);
+  check_float(x, op, "x", n);
+  check_float(out, op, "out", n);
+  check_same(res, {&x, &out}, op);
+  const std::uint8_t* m = mask_ptr(mask, p, n, op);
+  activate();
+  kernels::residual_fwd(ft(res), res.data, x.data, m, out.data, keep_scale(p), n, compute_);
+}
+
+void CudaBackend::residual_bwd(const Tensor& dout, const Tensor* mask, const Tensor& dres,
+                               const Tensor& dx, float p, std::int64_t n, bool acc_res,
+                               bool acc_x) {
+  const char* op = "residual_bwd";
+  check_n(n, op);
+  check_float(dout, op, "dout", n);
+  check_float(dres, op, "dres", n);
+  check_float(dx, op, "dx", n);
+  check_same(dout, {&dres, &dx}, op);
+  const std::uint8_t* m = mask_ptr(mask, p, n, op);
+  activate();
+  kernels::residual_bwd(ft(dout), dout.data, m, dres.data, dx.data, keep_scale(p), n, acc_res,
+                        acc_x, compute_);
+}
+
+void CudaBackend::gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n) {
+  const char* op = "gelu_fwd";
+  check_n(n, op);
+  check_float(x, op, "x", n);
+  check_float(y, op, "y", n);
+  check_same(x, {&y}, op);
+  activate();
+  kernels::gelu_fwd(ft(x), x.data, y.data, n, compute_);
+}
+
+void CudaBackend::gelu_bwd(const Tensor& x, const Tensor& dy, const Tensor& dx, std::int64_t n,
+                           bool acc) {
+  const char* op = "gelu_bwd";
+  check_n(n, op);
+  check_float(x, op, "x", n);
+  check_float(dy, op, "dy", n);
+  check_float(dx, op, "dx", n);
+  check_same(x, {&dy, &dx}, op);
+  activate();
+  kernels::gelu_bwd(ft(x), x.data, dy.data, dx.data, n, acc, compute_);
+}
+
+void CudaBackend::swiglu_fwd(const Tensor& gu, const Tensor& y, std::int64_t rows, int F) {
+  const char* op = "swiglu_fwd";
+  if (rows < 0 || F <= 0) throw Error("cuda swiglu_fwd: bad shape");
+  check_float(gu, op, "gu", rows * 2 * F);
+  check_float(y, op, "y", rows * F);
+  check_same(gu, {&y}, op);
+  activate();
+  kernels::swiglu_fwd(ft(gu), gu.data, y.data, rows, F, compute_);
+}
+
+void CudaBackend::swiglu_bwd(const Tensor& gu, const Tensor& dy, const Tensor& dgu,
+                             std::int64_t rows, int F, bool acc) {
+  const char* op = "swiglu_bwd";
+  if (rows < 0 || F <= 0) throw Error("cuda swiglu_bwd: bad shape");
+  check_float(gu, op, "gu", rows * 2 * F);
+  check_float(dy, op, "dy", rows * F);
+  check_float(dgu, op, "dgu", rows * 2 * F);
+  check_same(gu, {&dy, &dgu}, op);
+  activate();
+  kernels::swiglu_bwd(ft(gu), gu.data, dy.data, dgu.data, rows, F, acc, compute_);
+}
+
+namespace {
+
+// As Hugging Face and the CPU backend: inv_freq[i] = 1 / theta^(2i/d) in fp32.
+std::vector<float> inv_freq(int d, float theta) {
+  std::vector<float> f(static_cast<std::size_t>(d / 2));
+  for (int i = 0; i < d / 2; ++i)
+    f[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(d));
+  return f;
+}
+
+}  // namespace
+
+void CudaBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, float theta) {
+  const char* op = "rope_fwd";
+  check_dims(a, op);
+  if (a.d % 2 != 0) throw Error("cuda rope_fwd: head dim must be even for RoPE");
+  check_float(in, op, "in", qkv_numel(a));
+  check_float(out, op, "out", qkv_numel(a));
+  check_same(in, {&out}, op);
+  activate();
+  const std::vector<float> f = inv_freq(a.d, theta);
+  float* tab = reinterpret_cast<float*>(scratch(kernels::rope_scratch_bytes(a.S, a.d), op));
+  kernels::rope_apply(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d, f.data(),
+                      1.0f, false, tab, compute_);
+}
+
+void CudaBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a, float theta,
+                           bool acc) {
+  const char* op = "rope_bwd";
+  check_dims(a, op);
+  if (a.d % 2 != 0) throw Error("cuda rope_bwd: head dim must be even for RoPE");
+  check_float(dout, op, "dout", qkv_numel(a));
+  check_float(din, op, "din", qkv_numel(a));
+  check_same(dout, {&din}, op);
+  activate();
+  const std::vector<float> f = inv_freq(a.d, theta);
+  float* tab = reinterpret_cast<float*>(scratch(kernels::rope_scratch_bytes(a.S, a.d), op));
+  kernels::rope_apply(ft(dout), dout.data, din.data, a.B, a.S, a.heads, a.kv_heads, a.d, f.data(),
+                      -1.0f, acc, tab, compute_);
+}
+
+// --- embedding ---
+
+void CudaBackend::embedding_fwd(const Tensor& tokens, const Tensor& wte, const Tensor* wpe,
+                                const Tensor& out, int B, int S, int H) {
+  const char* op = "embedding_fwd";
+  if (B <= 0 || S <= 0 || H <= 0) throw Error("cuda embedding_fwd: bad shape");
+  const std::int64_t rows = static_cast<std::int64_t>(B) * S;
+  check_dtype(tokens, DType::I32, op, "tokens", rows);
+  check_float(wte, op, "wte", H);
+  const bool has_pe = wpe && *wpe;
+  if (has_pe) check_float(*wpe, op, "wpe", static_cast<std::int64_t>(S) * H);
+  check_float(out, op, "out", rows * H);
+  check_same(wte, {has_pe ? wpe : nullptr, &out}, op);
+  activate();
+  kernels::embedding_fwd(ft(wte), tokens.as<const std::int32_t>(), wte.data,
+                         has_pe ? wpe->data : nullptr, out.data, B, S, H, wte.numel / H, compute_);
+}
+
+void CudaBackend::embedding_bwd(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
+                                const Tensor* dwpe, int B, int S, int H) {
+  const char* op = "embedding_bwd";
+  if (B <= 0 || S <= 0 || H <= 0) throw Error("cuda embedding_bwd: bad shape");
+  const std::int64_t rows = static_cast<std::int64_t>(B) * S;
+  check_dtype(tokens, DType::I32, op, "tokens", rows);
+  check_float(dout, op, "dout", rows * H);
+  check_float(dwte, op, "dwte", H);
+  const bool has_pe = dwpe && *dwpe;
+  if (has_pe) check_float(*dwpe, op, "dwpe", static_cast<std::int64_t>(S) * H);
+  check_same(dout, {&dwte, has_pe ? dwpe : nullptr}, op);
+  activate();
+  const std::size_t need = kernels::embedding_bwd_scratch_bytes(rows);
+  char* ws = scratch(need, op);
+  kernels::embedding_bwd(ft(dout), tokens.as<const std::int32_t>(), dout.data, dwte.data,
+                         has_pe ? dwpe->data : nullptr, B, S, H, dwte.numel / H, ws, ws_bytes_,
+                         compute_);
+}
+
+// --- norms ---
+
+void CudaBackend::layernorm_fwd(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
+                                std::int64_t rows, int H, float eps) {
+  const char* op = "layernorm_fwd";
+  if (rows <= 0 || H <= 0) throw Error("cuda layernorm_fwd: bad shape");
+  check_float(x, op, "x", rows * H);
+  check_float(w, op, "w", H);
+  const bool has_b = static_cast<bool>(b);
+  if (has_b) check_float(b, op, "b", H);
+  check_float(y, op, "y", rows * H);
+  check_same(x, {&w, has_b ? &b : nullptr, &y}, op);
+  activate();
+  kernels::layernorm_fwd(ft(x), x.data, w.data, has_b ? b.data : nullptr, y.data, rows, H, eps,
+                         compute_);
+}
+
+void CudaBackend::layernorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy,
+                                const Tensor& dx, const Tensor& dw, const Tensor& db,
+                                std::int64_t rows, int H, float eps, bool acc) {
+  const char* op = "layernorm_bwd";
+  if (rows <= 0 || H <= 0) throw Error("cuda layernorm_bwd: bad shape");
+  check_float(x, op, "x", rows * H);
+  check_float(w, op, "w", H);
+  check_float(dy, op, "dy", rows * H);
+  check_float(dx, op, "dx", rows * H);
+  check_float(dw, op, "dw", H);
+  const bool has_db = static_cast<bool>(db);
+  if (has_db) check_float(db, op, "db", H);
+  check_same(x, {&w, &dy, &dx, &dw, has_db ? &db : nullptr}, op);
+  activate();
+  float* part = reinterpret_cast<float*>(scratch(kernels::norm_bwd_scratch_bytes(rows, H), op));
+  kernels::layernorm_bwd(ft(x), x.data, w.data, dy.data, dx.data, dw.data,
+                         has_db ? db.data : nullptr, rows, H, eps, acc, part, compute_);
+}
+
+void CudaBackend::rmsnorm_fwd(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t rows,
+                              int H, float eps) {
+  const char* op = "rmsnorm_fwd";
+  if (rows <= 0 || H <= 0) throw Error("cuda rmsnorm_fwd: bad shape");
+  check_float(x, op, "x", rows * H);
+  check_float(w, op, "w", H);
+  check_float(y, op, "y", rows * H);
+  check_same(x, {&w, &y}, op);
+  activate();
+  kernels::rmsnorm_fwd(ft(x), x.data, w.data, y.data, rows, H, eps, compute_);
+}
+
+void CudaBackend::rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                              const Tensor& dw, std::int64_t rows, int H, float eps, bool acc) {
+  const char* op = "rmsnorm_bwd";
+  if (rows <= 0 || H <= 0) throw Error("cuda rmsnorm_bwd: bad shape");
+  check_float(x, op, "x", rows * H);
+  check_float(w, op, "w", H);
+  check_float(dy, op, "dy", rows * H);
+  check_float(dx, op, "dx", rows * H);
+  check_float(dw, op, "dw", H);
+  check_same(x, {&w, &dy, &dx, &dw}, op);
+  activate();
+  float* part = reinterpret_cast<float*>(scratch(kernels::norm_bwd_scratch_bytes(rows, H), op));
+  kernels::rmsnorm_bwd(ft(x), x.data, w.data, dy.data, dx.data, dw.data, rows, H, eps, acc, part,
+                       compute_);
+}
+
+// --- linear layers: row-major y[M,N] = x[M,K] W[N,K]^T is column-major y'[N,M] = W'^T x' ---
+
+namespace {
+
+void check_gemm_dims(std::int64_t M, int K, int N, const char* op) {
+  if (M <= 0 || K <= 0 || N <= 0 || M > 0x7fffffff)
+    throw Error(std::string("cuda ") + op + ": bad GEMM dims M=" + std::to_string(M) +
+                " K=" + std::to_string(K) + " N=" + std::to_string(N));
+}
+
+}  // namespace
+
+void CudaBackend::linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, const Tensor& y,
+                             std::int64_t M, int K, int N) {
+  const char* op = "linear_fwd";
+  check_gemm_dims(M, K, N, op);
+  check_float(x, op, "x", M * K);
+  check_float(W, op, "W", static_cast<std::int64_t>(N) * K);
+  check_float(y, op, "y", M * N);
+  const bool has_b = b && *b;
+  if (has_b) check_float(*b, op, "b", N);
+  check_same(x, {&W, &y, has_b ? b : nullptr}, op);
+  activate();
+  gemm_->matmul(true, false, N, static_cast<int>(M), K, W.data, cdt(W), K, x.data, cdt(x), K,
+                y.data, cdt(y), N, 1.0f, 0.0f, has_b ? b->data : nullptr, op);
+}
+
+void CudaBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, const Tensor* dx,
+                             const Tensor& dW, const Tensor* db, std::int64_t M, int K, int N,
+                             bool acc) {
+  const char* op = "linear_bwd";
+  check_gemm_dims(M, K, N, op);
+  const std::int64_t NK = static_cast<std::int64_t>(N) * K;
+  check_float(x, op, "x", M * K);
+  check_float(W, op, "W", NK);
+  check_float(dy, op, "dy", M * N);
+  check_float(dW, op, "dW", NK);
+  const bool has_dx = dx && *dx, has_db = db && *db;
+  if (has_dx) check_float(*dx, op, "dx", M * K);
+  if (has_db) check_float(*db, op, "db", N);
+  check_same(x, {&W, &dy, &dW, has_dx ? dx : nullptr, has_db ? db : nullptr}, op);
+  activate();
+  if (has_db) {
+    float* part = reinterpret_cast<float*>(scratch(kernels::colsum_scratch_bytes(M, N), op));
+    kernels::colsum(ft(dy), dy.data, ft(*db), db->data, M, N, true, part, compute_);
+  }
+  // dW'[K,N] += x'[K,M] dy'[N,M]^T
+  gemm_->matmul(false, true, K, N, static_cast<int>(M), x.data, cdt(x), K, dy.data, cdt(dy), N,
+                dW.data, cdt(dW), K, 1.0f, 1.0f, nullptr, op);
+  // dx'[K,M] (+)= W'[K,N] dy'[N,M]
+  if (has_dx)
+    gemm_->matmul(false, false, K, static_cast<int>(M), N, W.data, cdt(W), K, dy.data, cdt(dy), N,
+                  dx->data, cdt(*dx), K, 1.0f, acc ? 1.0f : 0.0f, nullptr, op);
+}
+
+// --- naive attention, one head at a time; batched over B with cublasGemmStridedBatchedEx ---
+
+void CudaBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a) {
+  const char* op = "attn_softmax_fwd";
+  check_dims(a, op);
+  check_float(qkv, op, "qkv", qkv_numel(a));
+  check_float(probs, op, "probs", probs_numel(a));
+  check_same(qkv, {&probs}, op);
+  activate();
+  const int S = a.S, d = a.d, g = a.group();
+  const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
+  const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
+  float* sc = reinterpret_cast<float*>(
+      scratch(static_cast<std::size_t>(a.B) * S * S * 4, op));
+  const char* base = static_cast<const char*>(qkv.data);
+  for (int h = 0; h < a.heads; ++h) {
+    const char* Q = base + static_cast<std::size_t>(h) * d * esz;
+    const char* K = base + static_cast<std::size_t>(a.heads + h / g) * d * esz;
+    // scores'[j, i] = K'^T Q' (scaled): m = S (keys), n = S (queries), k = d.
+    gemm_->batched(true, false, S, S, d, K, cdt(qkv), W, static_cast<std::int64_t>(S) * W, Q,
+                   cdt(qkv), W, static_cast<std::int64_t>(S) * W, sc, CUDA_R_32F, S,
+                   static_cast<std::int64_t>(S) * S, a.B, a.scale, 0.0f, op);
+    kernels::attn_softmax_fwd_head(ft(probs), sc, probs.data, a.B, S, a.heads, h, compute_);
+  }
+}
+
+void CudaBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
+                                   const Tensor& dqkv, const AttnDims& a) {
+  const char* op = "attn_softmax_bwd";
+  check_dims(a, op);
+  check_float(qkv, op, "qkv", qkv_numel(a));
+  check_float(dqkv, op, "dqkv", qkv_numel(a));
+  check_float(probs, op, "probs", probs_numel(a));
+  check_float(dprobs, op, "dprobs", probs_numel(a));
+  check_same(qkv, {&dqkv, &probs, &dprobs}, op);
+  activate();
+  const int S = a.S, d = a.d, g = a.group();
+  const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
+  const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
+  char* ds = scratch(static_cast<std::size_t>(a.B) * S * S * esz, op);
+  const char* in = static_cast<const char*>(qkv.data);
+  char* out = static_cast<char*>(dqkv.data);
+  const std::int64_t sW = static_cast<std::int64_t>(S) * W, sSS = static_cast<std::int64_t>(S) * S;
+  for (int h = 0; h < a.heads; ++h) {
+    kernels::attn_softmax_bwd_head(ft(qkv), probs.data, dprobs.data, ds, a.B, S, a.heads, h,
+                                   compute_);
+    const std::size_t qoff = static_cast<std::size_t>(h) * d * esz;
+    const std::size_t koff = static_cast<std::size_t>(a.heads + h / g) * d * esz;
+    // dQ'[d, i] += scale K'[d, j] dS'[j, i]
+    gemm_->batched(false, false, d, S, S, in + koff, cdt(qkv), W, sW, ds, cdt(qkv), S, sSS,
+                   out + qoff, cdt(dqkv), W, sW, a.B, a.scale, 1.0f, op);
+    // dK'[d, j] += scale Q'[d, i] dS'[j, i]^T
+    gemm_->batched(false, true, d, S, S, in + qoff, cdt(qkv), W, sW, ds, cdt(qkv), S, sSS,
+                   out + koff, cdt(dqkv), W, sW, a.B, a.scale, 1.0f, op);
+  }
+}
+
+void CudaBackend::attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& ctx,
+                              const AttnDims& a) {
+  const char* op = "attn_pv_fwd";
+  check_dims(a, op);
+  check_float(qkv, op, "qkv", qkv_numel(a));
+  check_float(p, op, "p", probs_numel(a));
+  check_float(ctx, op, "ctx", ctx_numel(a));
+  check_same(qkv, {&p, &ctx}, op);
+  activate();
+  const int S = a.S, d = a.d, g = a.group();
+  const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
+  const std::int64_t Hc = static_cast<std::int64_t>(a.heads) * d;
+  const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
+  const char* in = static_cast<const char*>(qkv.data);
+  const char* P = static_cast<const char*>(p.data);
+  char* out = static_cast<char*>(ctx.data);
+  const std::int64_t sSS = static_cast<std::int64_t>(S) * S;
+  for (int h = 0; h < a.heads; ++h) {
+    const std::size_t voff = static_cast<std::size_t>(a.heads + a.kv_heads + h / g) * d * esz;
+    // ctx'[d, i] = V'[d, j] P'[j, i]
+    gemm_->batched(false, false, d, S, S, in + voff, cdt(qkv), W, static_cast<std::int64_t>(S) * W,
+                   P + static_cast<std::size_t>(h) * sSS * esz, cdt(p), S,
+                   static_cast<std::int64_t>(a.heads) * sSS,
+                   out + static_cast<std::size_t>(h) * d * esz, cdt(ctx), Hc,
+                   static_cast<std::int64_t>(S) * Hc, a.B, 1.0f, 0.0f, op);
+  }
+}
+
+void CudaBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& dctx,
+                              const Tensor& dp, const Tensor& dqkv, const AttnDims& a,
+                              bool acc_dp) {
+  const char* op = "attn_pv_bwd";
+  check_dims(a, op);
+  check_float(qkv, op, "qkv", qkv_numel(a));
+  check_float(dqkv, op, "dqkv", qkv_numel(a));
+  check_float(p, op, "p", probs_numel(a));
+  check_float(dp, op, "dp", probs_numel(a));
+  check_float(dctx, op, "dctx", ctx_numel(a));
+  check_same(qkv, {&dqkv, &p, &dp, &dctx}, op);
+  activate();
+  const int S = a.S, d = a.d, g = a.group();
+  const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
+  const std::int64_t Hc = static_cast<std::int64_t>(a.heads) * d;
+  const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
+  float* tmp = reinterpret_cast<float*>(scratch(static_cast<std::size_t>(a.B) * S * S * 4, op));
+  const char* in = static_cast<const char*>(qkv.data);
+  const char* P = static_cast<const char*>(p.data);
+  const char* dO = static_cast<const char*>(dctx.data);
+  char* out = static_cast<char*>(dqkv.data);
+  const std::int64_t sSS = static_cast<std::int64_t>(S) * S;
+  for (int h = 0; h < a.heads; ++h) {
+    const std::size_t voff = static_cast<std::size_t>(a.heads + a.kv_heads + h / g) * d * esz;
+    const char* dOh = dO + static_cast<std::size_t>(h) * d * esz;
+    // dP'[j, i] = V'[d, j]^T dctx'[d, i] (fp32), then stored below the diagonal.
+    gemm_->batched(true, false, S, S, d, in + voff, cdt(qkv), W, static_cast<std::int64_t>(S) * W,
+                   dOh, cdt(dctx), Hc, static_cast<std::int64_t>(S) * Hc, tmp, CUDA_R_32F, S, sSS,
+                   a.B, 1.0f, 0.0f, op);
+    kernels::attn_causal_store_head(ft(dp), tmp, dp.data, a.B, S, a.heads, h, acc_dp, compute_);
+    // dV'[d, j] += dctx'[d, i] P'[j, i]^T
+    gemm_->batched(false, true, d, S, S, dOh, cdt(dctx), Hc, static_cast<std::int64_t>(S) * Hc,
+                   P + static_cast<std::size_t>(h) * sSS * esz, cdt(p), S,
+                   static_cast<std::int64_t>(a.heads) * sSS, out + voff, cdt(dqkv), W,
+                   static_cast<std::int64_t>(S) * W, a.B, 1.0f, 1.0f, op);
+  }
+}
+
+// --- flash attention ---
+
+void CudaBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
+                            const AttnDims& a, const DropoutKey& key, float p) {
+  const char* op = "flash_fwd";
+  check_dims(a, op);
+  check_p(p, op);
+  check_float(qkv, op, "qkv", qkv_numel(a));
+  check_float(ctx, op, "ctx", ctx_numel(a));
+  check_dtype(lse, DType::F32, op, "lse", static_cast<std::int64_t>(a.B) * a.heads * a.S);
+  check_same(qkv, {&ctx}, op);
+  activate();
+  kernels::FlashArgs fa;
+  fa.qkv = qkv.data;
+  fa.ctx = ctx.data;
+  fa.lse = lse.as<float>();
+  fa.B = a.B;
+  fa.S = a.S;
+  fa.heads = a.heads;
+  fa.kv_heads = a.kv_heads;
+  fa.d = a.d;
+  fa.scale = a.scale;
+  fa.key = key;
+  fa.p = p;
+  kernels::flash_fwd(ft(qkv), fa, flash_impl_, compute_);
+}
+
+void CudaBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
+                            const Tensor& dctx, const Tensor& dqkv, const AttnDims& a,
+                            const DropoutKey& key, float p) {
+  const char* op = "flash_bwd";
+  check_dims(a, op);
+  check_p(p, op);
+  check_float(qkv, op, "qkv", qkv_numel(a));
+  check_float(ctx, op, "ctx", ctx_numel(a));
+  check_dtype(lse, DType::F32, op, "lse", static_cast<std::int64_t>(a.B) * a.heads * a.S);
+  check_float(dctx, op, "dctx", ctx_numel(a));
+  check_float(dqkv, op, "dqkv", qkv_numel(a));
+  check_same(qkv, {&ctx, &dctx, &dqkv}, op);
+  activate();
+  kernels::FlashArgs fa;
+  fa.qkv = qkv.data;
+  fa.ctx = ctx.data;
+  fa.lse = lse.as<float>();
+  fa.dctx = dctx.data;
+  fa.dqkv = dqkv.data;
+  fa.scratch = reinterpret_cast<float*>(
+      scratch(kernels::flash_bwd_scratch_bytes(a.B, a.heads, a.S), op));
+  fa.B = a.B;
+  fa.S = a.S;
+  fa.heads = a.heads;
+  fa.kv_heads = a.kv_heads;
+  fa.d = a.d;
+  fa.scale = a.scale;
+  fa.key = key;
+  fa.p = p;
+  kernels::flash_bwd(ft(qkv), fa, flash_impl_, compute_);
+}
+
+// --- head and loss: logits in row chunks of fp32, never all at once ---
+
+void CudaBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targets,
+                            const Tensor& losses, const Tensor& dx, const Tensor& dW,
+                            std::int64_t rows, int H, int V, float scale) {
+  const char* op = "head_loss";
+  check_gemm_dims(rows, H, V, op);
+  const std::int64_t VH = static_cast<std::int64_t>(V) * H;
+  check_float(x, op, "x", rows * H);
+  check_float(W, op, "W", VH);
+  check_dtype(targets, DType::I32, op, "targets", rows);
+  check_dtype(losses, DType::F32, op, "losses", rows);
+  check_float(dx, op, "dx", rows * H);
+  check_float(dW, op, "dW", VH);
+  check_same(x, {&W, &dx, &dW}, op);
+  activate();
+  const std::int64_t chunk = head_chunk_rows(rows, V);
+  const std::size_t n = static_cast<std::size_t>(chunk) * V;
+  const std::size_t esz = x.dtype == DType::BF16 ? 2 : 4;
+  char* ws = scratch(align256(n * 4) + align256(n * esz), op);
+  float* logits = reinterpret_cast<float*>(ws);
+  void* dlogits = ws + align256(n * 4);
+  const FType t = ft(x);
+  const char* xb = static_cast<const char*>(x.data);
+  char* dxb = static_cast<char*>(dx.data);
+  for (std::int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    const int c = static_cast<int>(std::min(chunk, rows - r0));
+    const char* xc = xb + static_cast<std::size_t>(r0) * H * esz;
+    // logits'[V, c] = W'[H, V]^T x'[H, c]
+    gemm_->matmul(true, false, V, c, H, W.data, cdt(W), H, xc, cdt(x), H, logits, CUDA_R_32F, V,
+                  1.0f, 0.0f, nullptr, op);
+    kernels::cross_entropy_rows(t, logits, targets.as<const std::int32_t>() + r0,
+                                losses.as<float>() + r0, dlogits, c, V, scale, compute_);
+    // dx'[H, c] = W'[H, V] dlogits'[V, c]
+    gemm_->matmul(false, false, H, c, V, W.data, cdt(W), H, dlogits, cdt(t), V,
+                  dxb + static_cast<std::size_t>(r0) * H * esz, cdt(dx), H, 1.0f, 0.0f, nullptr,
+                  op);
+    // dW'[H, V] += x'[H, c] dlogits'[V, c]^T
+    gemm_->matmul(false, true, H, V, c, xc, cdt(x), H, dlogits, cdt(t), V, dW.data, cdt(dW), H,
+                  1.0f, 1.0f, nullptr, op);
+  }
+}
+
+// --- optimizer ---
+
+void CudaBackend::adamw(const Tensor& params, const Tensor& grads, const Tensor* master,
+                        const Tensor& m, const Tensor& v, const std::vector<AdamSegment>& segs,
+                        const AdamArgs& args) {
+  const char* op = "adamw";
+  std::int64_t end = 0;
+  for (const AdamSegment& s : segs) {
+    if (s.offset < 0 || s.numel < 0)
+      throw Error("cuda adamw: segment at " + std::to_string(s.offset) + " of " +
+                  std::to_string(s.numel) + " elements is invalid");
+    end = std::max(end, s.offset + s.numel);
+  }
+  check_float(params, op, "params", end);
+  check_float(grads, op, "grads", end);
+  check_same(params, {&grads}, op);
+  check_dtype(m, DType::F32, op, "m", end);
+  check_dtype(v, DType::F32, op, "v", end);
+  const bool has_master = master && *master;
+  if (has_master) check_dtype(*master, DType::F32, op, "master", end);
+  else if (params.dtype != DType::F32)
+    throw Error("cuda adamw: bf16 parameters need an fp32 master");
+  if (args.t < 1) throw Error("cuda adamw: step count t must be >= 1");
+  activate();
+  // The same scalars as the CPU backend, computed the same way.
+  const double bc1 = 1.0 - std::pow(static_cast<double>(args.beta1), args.t);
+  const double bc2 = 1.0 - std::pow(static_cast<double>(args.beta2), args.t);
+  kernels::AdamwScalars k;
+  k.step_size = static_cast<float>(static_cast<double>(args.lr) / bc1);
+  k.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+  k.decay = static_cast<float>(1.0 - static_cast<double>(args.lr) * args.weight_decay);
+  k.w1 = 1.0f - args.beta1;
+  k.b2 = args.beta2;
+  k.w2 = 1.0f - args.beta2;
+  k.eps = args.eps;
+  std::vector<kernels::AdamwSeg> ks;
+  ks.reserve(segs.size());
+  for (const AdamSegment& s : segs) ks.push_back({s.offset, s.numel, s.decay});
+  kernels::adamw(ft(params), params.data, grads.data, has_master ? master->as<float>() : nullptr,
+                 m.as<float>(), v.as<float>(), ks, k, compute_);
+}
+
+}  // namespace remat::cuda
