@@ -1,0 +1,155 @@
+// Bad model configs are refused before anything runs, naming the field and the value.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/model/model_config.h"
+#include "core/model/model_source.h"
+#include "core/util/error.h"
+
+namespace remat {
+namespace {
+
+nlohmann::json good() {
+  return {{"architecture", "gpt2"}, {"layers", 2}, {"hidden", 64}, {"heads", 4}, {"seq", 16},
+          {"batch", 2}, {"vocab", 256}, {"dropout", 0.1}};
+}
+
+// The error names `field` and mentions `value`.
+void expect_refused(const nlohmann::json& j, const std::string& field, const std::string& value) {
+  try {
+    model_from_json(j);
+    FAIL() << "accepted " << j.dump();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), field) << e.what();
+    EXPECT_NE(std::string(e.what()).find(value), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelConfig, AcceptsAGoodConfigWithDefaults) {
+  ModelConfig m = model_from_json(good());
+  EXPECT_EQ(m.ffn, 256);
+  EXPECT_EQ(m.kv_heads, 4);
+  EXPECT_EQ(m.dtype, DType::BF16);
+  EXPECT_EQ(m.attention, AttentionImpl::Naive);
+  ModelConfig back = model_from_json(model_to_json(m));
+  EXPECT_EQ(model_to_json(back), model_to_json(m));
+}
+
+TEST(ModelConfig, RefusesBadFieldsByName) {
+  auto j = good();
+  j["hidden"] = 66;
+  expect_refused(j, "hidden", "66");
+  j = good();
+  j["architecture"] = "llama";
+  j["ffn"] = 128;
+  j["heads"] = 4;
+  j["kv_heads"] = 3;
+  expect_refused(j, "kv_heads", "3");
+  j = good();
+  j["layers"] = 0;
+  expect_refused(j, "layers", "0");
+  j = good();
+  j["batch"] = -2;
+  expect_refused(j, "batch", "-2");
+  j = good();
+  j["dropout"] = 1.0;
+  expect_refused(j, "dropout", "1.0");
+  j = good();
+  j["dropout"] = -0.1;
+  expect_refused(j, "dropout", "-0.1");
+  j = good();
+  j["architecture"] = "mamba";
+  expect_refused(j, "architecture", "mamba");
+  j = good();
+  j["attention"] = "sparse";
+  expect_refused(j, "attention", "sparse");
+  j = good();
+  j["seq"] = 1 << 30;
+  j["positions"] = 1 << 30;
+  j["heads"] = 64;
+  j["hidden"] = 4096;
+  j["batch"] = 1024;
+  expect_refused(j, "seq", "overflow");
+  j = good();
+  j["colour"] = "blue";
+  expect_refused(j, "colour", "unknown");
+  j = good();
+  j["layers"] = "two";
+  expect_refused(j, "layers", "two");
+  j = good();
+  j["architecture"] = "gpt2";
+  j["kv_heads"] = 2;
+  expect_refused(j, "kv_heads", "2");
+}
+
+TEST(ModelConfig, ImportsHuggingFaceConfigsAndRefusesWhatItDoesNotModel) {
+  nlohmann::json gpt2 = {{"model_type", "gpt2"}, {"n_layer", 12}, {"n_embd", 768}, {"n_head", 12},
+                         {"n_positions", 1024}, {"vocab_size", 50257}, {"resid_pdrop", 0.1},
+                         {"embd_pdrop", 0.1}, {"attn_pdrop", 0.1}, {"activation_function", "gelu_new"},
+                         {"layer_norm_epsilon", 1e-5}, {"architectures", {"GPT2LMHeadModel"}}};
+  ModelConfig g = model_from_hf_json(gpt2, "gpt2");
+  EXPECT_EQ(g.layers, 12);
+  EXPECT_EQ(g.ffn, 3072);
+  EXPECT_DOUBLE_EQ(g.dropout, 0.1);
+  nlohmann::json llama = {{"model_type", "llama"}, {"hidden_size", 2048}, {"intermediate_size", 8192},
+                          {"num_hidden_layers", 16}, {"num_attention_heads", 32},
+                          {"num_key_value_heads", 8}, {"max_position_embeddings", 131072},
+                          {"vocab_size", 128256}, {"rms_norm_eps", 1e-5}, {"rope_theta", 500000.0},
+                          {"hidden_act", "silu"}, {"tie_word_embeddings", false}, {"rope_scaling", nullptr}};
+  ModelConfig l = model_from_hf_json(llama, "llama");
+  EXPECT_EQ(l.kv_heads, 8);
+  EXPECT_DOUBLE_EQ(l.rope_theta, 500000.0);
+  llama["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}};
+  try {
+    model_from_hf_json(llama, "llama");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "rope_scaling");
+  }
+  llama["rope_scaling"] = nullptr;
+  llama["sliding_window"] = 4096;
+  try {
+    model_from_hf_json(llama, "llama");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "sliding_window");
+  }
+}
+
+TEST(ModelConfig, RefusesUnreadableAndMalformedFiles) {
+  EXPECT_THROW(load_model_file("/nonexistent/model.json"), Error);
+  std::string path = ::testing::TempDir() + "/bad_model.json";
+  std::ofstream(path) << "{\"architecture\": \"gpt2\", \"layers\": ";
+  try {
+    load_model_file(path);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos);
+  }
+  std::remove(path.c_str());
+}
+
+TEST(ModelConfig, PresetsResolveAndUnknownNamesAreListed) {
+  ModelConfig t = resolve_model("tiny");
+  EXPECT_EQ(t.name, "tiny");
+  EXPECT_GT(t.dropout, 0.0);
+  for (const char* p : {"small", "gpt2-124m", "gpt2-350m", "llama-tiny", "llama-1b"}) {
+    ModelConfig m = resolve_model(p);
+    EXPECT_NO_THROW(m.validate()) << p;
+  }
+  EXPECT_EQ(resolve_model("gpt2-124m").vocab, 50304);
+  EXPECT_DOUBLE_EQ(resolve_model("gpt2-350m").dropout, 0.0);
+  EXPECT_LT(resolve_model("llama-tiny").kv_heads, resolve_model("llama-tiny").heads);
+  try {
+    resolve_model("gpt5");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tiny"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace remat

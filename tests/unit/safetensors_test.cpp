@@ -1,0 +1,87 @@
+// Weights in and out with Hugging Face names; corrupt files are refused with the reason.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "core/backend/cpu/cpu_backend.h"
+#include "core/engine/model_state.h"
+#include "core/io/safetensors.h"
+#include "core/util/error.h"
+#include "engine_test_util.h"
+
+namespace remat {
+namespace {
+
+TEST(Safetensors, RoundTripKeepsEveryWeightBitExactWithHuggingFaceNames) {
+  for (Architecture arch : {Architecture::Gpt2, Architecture::Llama}) {
+    ModelConfig m = testing::small_model(arch, AttentionImpl::Naive, 0.0, DType::F32);
+    CpuBackend be(1);
+    LogicalClock clock;
+    TrackingAllocator alloc(be.memory(Space::Device), be.memory(Space::Host), clock);
+    std::string path = ::testing::TempDir() + "/weights.safetensors";
+    std::vector<float> before;
+    {
+      ModelState a(m, be, alloc);
+      a.init_weights(42);
+      before = a.read_params();
+      save_safetensors(path, a);
+    }
+    auto file = read_safetensors(path);
+    if (arch == Architecture::Gpt2) {
+      ASSERT_TRUE(file.count("transformer.h.0.attn.c_attn.weight"));
+      EXPECT_EQ(file["transformer.h.0.attn.c_attn.weight"].shape, (std::vector<std::int64_t>{64, 192}));
+    } else {
+      ASSERT_TRUE(file.count("model.layers.0.self_attn.k_proj.weight"));
+      EXPECT_EQ(file["model.layers.0.self_attn.k_proj.weight"].shape, (std::vector<std::int64_t>{32, 64}));
+    }
+    ModelState b(m, be, alloc);
+    load_safetensors(path, b);
+    EXPECT_EQ(b.read_params(), before);
+    std::remove(path.c_str());
+  }
+}
+
+TEST(Safetensors, RefusesCorruptFilesNamingTheProblem) {
+  std::string path = ::testing::TempDir() + "/bad.safetensors";
+  auto expect_error = [&](const std::string& content, const std::string& what) {
+    std::ofstream(path, std::ios::binary) << content;
+    try {
+      read_safetensors(path);
+      FAIL() << "accepted a file: " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_error("abc", "too short");
+  expect_error(std::string("\xff\xff\xff\xff\x00\x00\x00\x00", 8) + "{}", "header length");
+  std::string hdr = "{\"w\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]}}";
+  std::string len(8, '\0');
+  len[0] = static_cast<char>(hdr.size());
+  expect_error(len + hdr + std::string(8, '\0'), "data offsets");
+  std::string junk = "{not json";
+  len[0] = static_cast<char>(junk.size());
+  expect_error(len + junk, "malformed header");
+  EXPECT_THROW(read_safetensors("/nonexistent.safetensors"), Error);
+  std::remove(path.c_str());
+}
+
+TEST(Safetensors, RefusesAMissingOrMisshapenTensor) {
+  ModelConfig m = testing::small_model(Architecture::Gpt2, AttentionImpl::Naive, 0.0, DType::F32);
+  CpuBackend be(1);
+  LogicalClock clock;
+  TrackingAllocator alloc(be.memory(Space::Device), be.memory(Space::Host), clock);
+  ModelState st(m, be, alloc);
+  std::string path = ::testing::TempDir() + "/partial.safetensors";
+  write_safetensors(path, {{"transformer.wte.weight", {"F32", {3, 3}, std::vector<float>(9, 0.f)}}});
+  try {
+    load_safetensors(path, st);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("transformer.wte.weight"), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace remat
