@@ -264,7 +264,7 @@ std::string idx_path_for(const std::string& bin) {
 
 void write_recorded_buffer(const std::string& dir, unsigned seq, const std::uint8_t* data,
                            std::size_t valid, const std::vector<RecordedEntry>& entries,
-                           std::int64_t offset_ns) {
+                           std::int64_t offset_ns, std::int32_t step) {
   char num[32];
   std::snprintf(num, sizeof num, "%03u", seq);
   const std::string base = dir + "/buffer_" + num;
@@ -277,7 +277,7 @@ void write_recorded_buffer(const std::string& dir, unsigned seq, const std::uint
   std::ofstream f(base + ".idx");
   if (!f) throw Error("CUPTI record mode: cannot write " + base + ".idx");
   f << "# rematlab cupti buffer v1 valid=" << valid << " offset_ns=" << offset_ns
-    << " records=" << entries.size() << "\n";
+    << " step=" << step << " records=" << entries.size() << "\n";
   for (const RecordedEntry& e : entries)
     f << e.offset << '\t' << e.kind << '\t' << (e.name.empty() ? "-" : e.name) << '\n';
   if (!f) throw Error("CUPTI record mode: write failed for " + base + ".idx");
@@ -301,6 +301,8 @@ RecordedBuffer read_recorded_buffer(const std::string& bin_path) {
       if (line[0] == '#') {
         auto p = line.find("offset_ns=");
         if (p != std::string::npos) rb.offset_ns = std::stoll(line.substr(p + 10));
+        auto q = line.find(" step=");
+        if (q != std::string::npos) rb.step = std::stoi(line.substr(q + 6));
         continue;
       }
       std::istringstream ls(line);
@@ -386,8 +388,10 @@ std::vector<OpRecord> decode_recorded_dir(const std::string& dir, DecodeStats* s
   });
   const OpTable ops = read_ops_tsv(dir + "/ops.tsv");
   ActivityDecoder dec;
+  std::int32_t step = 0;
   for (const std::string& b : bins) {
     RecordedBuffer rb = read_recorded_buffer(b);
+    step = rb.step;
     for (const RecordedEntry& e : rb.entries) {
       const auto* rec = reinterpret_cast<const CUpti_Activity*>(rb.data() + e.offset);
       const std::size_t need = record_size(e.kind);
@@ -396,7 +400,7 @@ std::vector<OpRecord> decode_recorded_dir(const std::string& dir, DecodeStats* s
       dec.add(rec, rb.offset_ns, e.name.empty() ? "" : e.name.c_str());
     }
   }
-  std::vector<OpRecord> out = dec.take(ops, 0);
+  std::vector<OpRecord> out = dec.take(ops, step);
   if (stats) *stats = dec.stats();
   return out;
 }

@@ -83,6 +83,7 @@ struct RecordedBuffer {
   std::vector<RecordedEntry> entries;
   bool indexed = false;   // entries came from the .idx file
   std::int64_t offset_ns = 0;
+  std::int32_t step = 0;  // the step unattributed records are given
   std::vector<std::uint64_t> storage_;  // alignment holder for bytes
   const std::uint8_t* data() const {
     return reinterpret_cast<const std::uint8_t*>(storage_.data());
@@ -91,7 +92,7 @@ struct RecordedBuffer {
 
 void write_recorded_buffer(const std::string& dir, unsigned seq, const std::uint8_t* data,
                            std::size_t valid, const std::vector<RecordedEntry>& entries,
-                           std::int64_t offset_ns);
+                           std::int64_t offset_ns, std::int32_t step);
 RecordedBuffer read_recorded_buffer(const std::string& bin_path);
 void append_ops_tsv(const std::string& path, const OpTable& ops);
 OpTable read_ops_tsv(const std::string& path);

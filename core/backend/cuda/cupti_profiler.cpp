@@ -54,8 +54,15 @@ CuptiProfiler::CuptiProfiler(std::unique_ptr<CuptiApi> api, Clock& clock, std::s
     check(api_->register_callbacks(&ActivityBuffers::request, &ActivityBuffers::complete),
           "cuptiActivityRegisterCallbacks");
     for (CUpti_ActivityKind k : kKinds) {
-      check(api_->activity_enable(k),
-            ("cuptiActivityEnable(kind " + std::to_string(static_cast<int>(k)) + ")").c_str());
+      const CUptiResult r = api_->activity_enable(k);
+      // Allocation records and driver API records are extras: go on without them.
+      if (r != CUPTI_SUCCESS &&
+          (k == CUPTI_ACTIVITY_KIND_MEMORY2 || k == CUPTI_ACTIVITY_KIND_DRIVER)) {
+        stats_.kinds_not_enabled += std::to_string(static_cast<int>(k)) + " (" +
+                                    api_->result_string(r) + ") ";
+        continue;
+      }
+      check(r, ("cuptiActivityEnable(kind " + std::to_string(static_cast<int>(k)) + ")").c_str());
     }
     enabled_ = true;
     calibrate();
@@ -151,7 +158,8 @@ std::vector<OpRecord> CuptiProfiler::collect() {
         bool same = err.empty() && ours.size() == entries.size();
         for (std::size_t i = 0; same && i < ours.size(); ++i) same = ours[i] == entries[i].offset;
         if (!same) ++stats_.walker_mismatches;
-        write_recorded_buffer(record_dir_, next_file_++, b.data, b.valid, entries, offset_ns_);
+        write_recorded_buffer(record_dir_, next_file_++, b.data, b.valid, entries, offset_ns_,
+                              last_step_);
         ++stats_.recorded_files;
       }
       buffers_.recycle(b);

@@ -28,6 +28,7 @@ namespace remat::cupti {
 struct ProfilerStats {
   std::uint64_t buffers = 0, records = 0, dropped = 0, recorded_files = 0;
   std::uint64_t walker_mismatches = 0;  // record mode: our record sizes vs CUPTI's walk
+  std::string kinds_not_enabled;        // optional kinds CUPTI refused, with the reason
   DecodeStats decode;
 };
 

@@ -1,0 +1,214 @@
+// Attention on the GPU: the naive ops and flash attention against the CPU backend, flash
+// against the naive path on the GPU itself (with dropout: the same Philox bits), the scalar and
+// tensor-core flash kernels against each other, and bitwise determinism.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/gpu/gpu_test_util.h"
+
+namespace remat::gputest {
+namespace {
+
+struct Case {
+  DType dt;
+  int B, S, heads, kv, d;
+  float p;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& i) {
+  const Case& c = i.param;
+  std::string s = c.dt == DType::BF16 ? "bf16" : "fp32";
+  s += "_B" + std::to_string(c.B) + "_S" + std::to_string(c.S) + "_h" + std::to_string(c.heads) +
+       "_kv" + std::to_string(c.kv) + "_d" + std::to_string(c.d);
+  if (c.p > 0) s += "_drop";
+  return s;
+}
+
+class GpuAttention : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    REMAT_REQUIRE_GPU();
+    d = std::make_unique<Dual>();
+    c = GetParam();
+    a.B = c.B;
+    a.S = c.S;
+    a.heads = c.heads;
+    a.kv_heads = c.kv;
+    a.d = c.d;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    key.seed = 0xfeedbeefULL;
+    key.step = 2;
+    key.block = 1;
+    key.site = kSiteAttentionProbs;
+    nqkv = static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
+    nprobs = static_cast<std::int64_t>(a.B) * a.heads * a.S * a.S;
+    nctx = static_cast<std::int64_t>(a.B) * a.S * a.heads * a.d;
+    nlse = static_cast<std::int64_t>(a.B) * a.heads * a.S;
+  }
+  template <class F>
+  void both(F&& f) {
+    f(static_cast<Backend&>(d->cpu), true);
+    f(static_cast<Backend&>(*d->gpu), false);
+  }
+  double tl() const { return tol(c.dt); }
+
+  std::unique_ptr<Dual> d;
+  Case c{};
+  AttnDims a;
+  DropoutKey key;
+  std::int64_t nqkv = 0, nprobs = 0, nctx = 0, nlse = 0;
+};
+
+#define T(b, is_cpu) ((is_cpu) ? (b).c : (b).g)
+
+TEST_P(GpuAttention, NaiveOpsMatchCpu) {
+  Both qkv = d->random(c.dt, nqkv, -1.0f, 1.0f, 1);
+  Both probs = d->poisoned(c.dt, nprobs);
+  both([&](Backend& b, bool cc) { b.attn_softmax_fwd(T(qkv, cc), T(probs, cc), a); });
+  EXPECT_LE(d->rel(probs), tl()) << "attn_softmax_fwd";
+  Both ctx = d->poisoned(c.dt, nctx);
+  both([&](Backend& b, bool cc) { b.attn_pv_fwd(T(probs, cc), T(qkv, cc), T(ctx, cc), a); });
+  EXPECT_LE(d->rel(ctx), tl()) << "attn_pv_fwd";
+  Both dctx = d->random(c.dt, nctx, -1.0f, 1.0f, 2);
+  for (int acc = 0; acc < 2; ++acc) {
+    Both dp = acc ? d->random(c.dt, nprobs, -0.5f, 0.5f, 3) : d->poisoned(c.dt, nprobs);
+    Both dqkv = d->random(c.dt, nqkv, -0.1f, 0.1f, 4);
+    both([&](Backend& b, bool cc) {
+      b.attn_pv_bwd(T(probs, cc), T(qkv, cc), T(dctx, cc), T(dp, cc), T(dqkv, cc), a, acc);
+    });
+    EXPECT_LE(d->rel(dp), tl()) << "attn_pv_bwd dp acc=" << acc;
+    EXPECT_LE(d->rel(dqkv), tl()) << "attn_pv_bwd dV acc=" << acc;
+    both([&](Backend& b, bool cc) {
+      b.attn_softmax_bwd(T(qkv, cc), T(probs, cc), T(dp, cc), T(dqkv, cc), a);
+    });
+    EXPECT_LE(d->rel(dqkv), tl()) << "attn_softmax_bwd dQ dK acc=" << acc;
+  }
+}
+
+TEST_P(GpuAttention, FlashMatchesCpu) {
+  Both qkv = d->random(c.dt, nqkv, -1.0f, 1.0f, 5);
+  Both ctx = d->poisoned(c.dt, nctx);
+  Both lse = d->poisoned(DType::F32, nlse);
+  both([&](Backend& b, bool cc) { b.flash_fwd(T(qkv, cc), T(ctx, cc), T(lse, cc), a, key, c.p); });
+  EXPECT_LE(d->rel(ctx), tl()) << "flash_fwd ctx";
+  EXPECT_LE(d->rel(lse), c.dt == DType::BF16 ? 1e-3 : 1e-5) << "flash_fwd lse";
+  Both dctx = d->random(c.dt, nctx, -1.0f, 1.0f, 6);
+  Both dqkv = d->random(c.dt, nqkv, -0.1f, 0.1f, 7);
+  // Both backends start from the CPU's ctx and lse, so only the backward is compared.
+  std::vector<std::uint8_t> cb(ctx.c.bytes()), lb(lse.c.bytes());
+  d->cpu.read_bytes(ctx.c, cb.data());
+  d->cpu.read_bytes(lse.c, lb.data());
+  d->gpu->write_bytes(ctx.g, cb.data());
+  d->gpu->write_bytes(lse.g, lb.data());
+  both([&](Backend& b, bool cc) {
+    b.flash_bwd(T(qkv, cc), T(ctx, cc), T(lse, cc), T(dctx, cc), T(dqkv, cc), a, key, c.p);
+  });
+  EXPECT_LE(d->rel(dqkv), tl()) << "flash_bwd dqkv";
+}
+
+// Flash against the naive path on the GPU (masks from dropout_mask over the probabilities).
+TEST_P(GpuAttention, FlashMatchesNaiveOnGpu) {
+  cuda::CudaBackend& g = *d->gpu;
+  Both qkvb = d->random(c.dt, nqkv, -1.0f, 1.0f, 8);
+  const Tensor qkv = qkvb.g;
+  Tensor probs = d->gpu_alloc(c.dt, nprobs), dropped = d->gpu_alloc(c.dt, nprobs);
+  Tensor mask = d->gpu_alloc(DType::U8, nprobs);
+  Tensor ctx_n = d->gpu_alloc(c.dt, nctx), ctx_f = d->gpu_alloc(c.dt, nctx);
+  Tensor lse = d->gpu_alloc(DType::F32, nlse);
+  g.attn_softmax_fwd(qkv, probs, a);
+  Tensor p_used = probs;
+  if (c.p > 0) {
+    g.dropout_mask(mask, key, c.p, nprobs);
+    g.dropout_fwd(probs, mask, dropped, c.p, nprobs);
+    p_used = dropped;
+  }
+  g.attn_pv_fwd(p_used, qkv, ctx_n, a);
+  g.flash_fwd(qkv, ctx_f, lse, a, key, c.p);
+  std::vector<float> vn, vf;
+  g.read(ctx_n, vn);
+  g.read(ctx_f, vf);
+  EXPECT_LE(rel_l2(vf, vn), tl()) << "flash ctx vs naive ctx";
+
+  Both dctxb = d->random(c.dt, nctx, -1.0f, 1.0f, 9);
+  const Tensor dctx = dctxb.g;
+  Both dq_n = d->upload(c.dt, std::vector<float>(static_cast<std::size_t>(nqkv), 0.0f));
+  Both dq_f = d->upload(c.dt, std::vector<float>(static_cast<std::size_t>(nqkv), 0.0f));
+  Tensor dp = d->gpu_alloc(c.dt, nprobs), dprobs = d->gpu_alloc(c.dt, nprobs);
+  // Naive backward: dP_used = dctx V^T, dV += P_used^T dctx, then through dropout and softmax.
+  g.attn_pv_bwd(p_used, qkv, dctx, dp, dq_n.g, a, false);
+  Tensor dsoft = dp;
+  if (c.p > 0) {
+    g.dropout_bwd(dp, mask, dprobs, c.p, nprobs, false);
+    dsoft = dprobs;
+  }
+  g.attn_softmax_bwd(qkv, probs, dsoft, dq_n.g, a);
+  // Flash backward from the naive ctx (the O the gradient belongs to) and its own lse.
+  g.flash_bwd(qkv, ctx_n, lse, dctx, dq_f.g, a, key, c.p);
+  EXPECT_LE(rel_l2(d->gpu_read(dq_f), d->gpu_read(dq_n)), c.dt == DType::BF16 ? 2e-2 : 1e-5)
+      << "flash dqkv vs naive dqkv";
+}
+
+TEST_P(GpuAttention, FlashIsDeterministic) {
+  cuda::CudaBackend& g = *d->gpu;
+  Both qkv = d->random(c.dt, nqkv, -1.0f, 1.0f, 10);
+  Both dctx = d->random(c.dt, nctx, -1.0f, 1.0f, 11);
+  std::vector<std::vector<std::uint8_t>> outs;
+  for (int run = 0; run < 2; ++run) {
+    Tensor ctx = d->gpu_alloc(c.dt, nctx), lse = d->gpu_alloc(DType::F32, nlse);
+    Both dq = d->upload(c.dt, std::vector<float>(static_cast<std::size_t>(nqkv), 0.0f));
+    g.flash_fwd(qkv.g, ctx, lse, a, key, c.p);
+    g.flash_bwd(qkv.g, ctx, lse, dctx.g, dq.g, a, key, c.p);
+    outs.push_back(d->gpu_bytes(ctx));
+    outs.push_back(d->gpu_bytes(lse));
+    outs.push_back(d->gpu_bytes(dq.g));
+  }
+  EXPECT_EQ(outs[0], outs[3]) << "ctx differs between runs";
+  EXPECT_EQ(outs[1], outs[4]) << "lse differs between runs";
+  EXPECT_EQ(outs[2], outs[5]) << "dqkv differs between runs";
+}
+
+TEST_P(GpuAttention, ScalarAndTensorCoreFlashAgree) {
+  cuda::CudaBackend& g = *d->gpu;
+  kernels::FlashArgs fa;
+  fa.d = c.d;
+  Both qkv = d->random(c.dt, nqkv, -1.0f, 1.0f, 12);
+  fa.qkv = qkv.g.data;
+  Tensor ctx0 = d->gpu_alloc(c.dt, nctx);
+  fa.ctx = ctx0.data;
+  if (!kernels::flash_tc_supported(c.dt == DType::BF16 ? kernels::FType::BF16 : kernels::FType::F32,
+                                   fa, false))
+    GTEST_SKIP() << "no tensor-core path for this case";
+  Both dctx = d->random(c.dt, nctx, -1.0f, 1.0f, 13);
+  std::vector<std::vector<float>> res;
+  for (auto impl : {kernels::FlashImpl::Scalar, kernels::FlashImpl::TensorCore}) {
+    g.set_flash_impl(impl);
+    Tensor ctx = d->gpu_alloc(c.dt, nctx), lse = d->gpu_alloc(DType::F32, nlse);
+    Both dq = d->upload(c.dt, std::vector<float>(static_cast<std::size_t>(nqkv), 0.0f));
+    g.flash_fwd(qkv.g, ctx, lse, a, key, c.p);
+    g.flash_bwd(qkv.g, ctx, lse, dctx.g, dq.g, a, key, c.p);
+    std::vector<float> v;
+    g.read(ctx, v);
+    res.push_back(v);
+    g.read(lse, v);
+    res.push_back(v);
+    res.push_back(d->gpu_read(dq));
+  }
+  g.set_flash_impl(kernels::FlashImpl::Auto);
+  EXPECT_LE(rel_l2(res[3], res[0]), 1e-2) << "ctx";
+  EXPECT_LE(rel_l2(res[4], res[1]), 1e-3) << "lse";
+  EXPECT_LE(rel_l2(res[5], res[2]), 2e-2) << "dqkv";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, GpuAttention,
+    ::testing::Values(Case{DType::F32, 2, 70, 4, 2, 32, 0.0f}, Case{DType::F32, 2, 65, 2, 2, 48, 0.1f},
+                      Case{DType::BF16, 2, 130, 4, 2, 64, 0.0f},
+                      Case{DType::BF16, 1, 100, 4, 4, 128, 0.1f},
+                      Case{DType::BF16, 2, 64, 2, 1, 32, 0.0f},
+                      Case{DType::BF16, 1, 200, 2, 2, 64, 0.2f},
+                      Case{DType::BF16, 1, 77, 2, 2, 40, 0.0f}),
+    case_name);
+
+}  // namespace
+}  // namespace remat::gputest

@@ -1,0 +1,378 @@
+// Every non-attention CUDA op against its CPU twin through the Backend interface: same bytes
+// uploaded to both, outputs poisoned (0xFF) first so elements an op fails to write show up as
+// NaN, relative L2 error <= 1e-2 (bf16) or 1e-5 (fp32). Dropout masks must be bit-equal.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "tests/gpu/gpu_test_util.h"
+
+namespace remat::gputest {
+namespace {
+
+class GpuOps : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    REMAT_REQUIRE_GPU();
+    d = std::make_unique<Dual>();
+    dt = GetParam();
+  }
+  // Runs the same call on both backends.
+  template <class F>
+  void both(F&& f) {
+    f(static_cast<Backend&>(d->cpu), true);
+    f(static_cast<Backend&>(*d->gpu), false);
+  }
+  std::unique_ptr<Dual> d;
+  DType dt = DType::F32;
+};
+
+std::string dtype_name(const ::testing::TestParamInfo<DType>& i) {
+  return i.param == DType::BF16 ? "bf16" : "fp32";
+}
+
+#define T(b, is_cpu) ((is_cpu) ? (b).c : (b).g)
+
+TEST_P(GpuOps, GeluForwardBackward) {
+  for (std::int64_t n : {std::int64_t{10007}, std::int64_t{4096}}) {
+    Both x = d->random(dt, n, -4.0f, 4.0f, 1);
+    Both y = d->poisoned(dt, n);
+    both([&](Backend& b, bool c) { b.gelu_fwd(T(x, c), T(y, c), n); });
+    EXPECT_LE(d->rel(y), tol(dt)) << "gelu_fwd n=" << n;
+    Both dy = d->random(dt, n, -1.0f, 1.0f, 2);
+    Both dx = d->poisoned(dt, n);
+    both([&](Backend& b, bool c) { b.gelu_bwd(T(x, c), T(dy, c), T(dx, c), n, false); });
+    EXPECT_LE(d->rel(dx), tol(dt)) << "gelu_bwd n=" << n;
+    Both dx2 = d->random(dt, n, -1.0f, 1.0f, 3);
+    both([&](Backend& b, bool c) { b.gelu_bwd(T(x, c), T(dy, c), T(dx2, c), n, true); });
+    EXPECT_LE(d->rel(dx2), tol(dt)) << "gelu_bwd acc n=" << n;
+  }
+  // Unaligned views take the scalar path.
+  const std::int64_t n = 999;
+  Both x = d->random(dt, n + 1, -3.0f, 3.0f, 4);
+  Both y = d->poisoned(dt, n + 1);
+  both([&](Backend& b, bool c) { b.gelu_fwd(T(x, c).slice(1, n), T(y, c).slice(1, n), n); });
+  std::vector<float> g = d->gpu_read(y), r = d->cpu_read(y);
+  g.erase(g.begin());
+  r.erase(r.begin());
+  EXPECT_LE(rel_l2(g, r), tol(dt)) << "gelu_fwd on an unaligned view";
+}
+
+TEST_P(GpuOps, SwigluForwardBackward) {
+  for (int F : {96, 13}) {
+    const std::int64_t rows = 37;
+    Both gu = d->random(dt, rows * 2 * F, -3.0f, 3.0f, 5);
+    Both y = d->poisoned(dt, rows * F);
+    both([&](Backend& b, bool c) { b.swiglu_fwd(T(gu, c), T(y, c), rows, F); });
+    EXPECT_LE(d->rel(y), tol(dt)) << "swiglu_fwd F=" << F;
+    Both dy = d->random(dt, rows * F, -1.0f, 1.0f, 6);
+    Both dgu = d->poisoned(dt, rows * 2 * F);
+    both([&](Backend& b, bool c) { b.swiglu_bwd(T(gu, c), T(dy, c), T(dgu, c), rows, F, false); });
+    EXPECT_LE(d->rel(dgu), tol(dt)) << "swiglu_bwd F=" << F;
+    Both dgu2 = d->random(dt, rows * 2 * F, -1.0f, 1.0f, 7);
+    both([&](Backend& b, bool c) { b.swiglu_bwd(T(gu, c), T(dy, c), T(dgu2, c), rows, F, true); });
+    EXPECT_LE(d->rel(dgu2), tol(dt)) << "swiglu_bwd acc F=" << F;
+  }
+}
+
+TEST_P(GpuOps, DropoutMasksAreBitEqualToCpu) {
+  DropoutKey key;
+  key.seed = 0x123456789abcdefULL;
+  key.step = 7;
+  key.block = 3;
+  key.site = kSiteMlpResidual;
+  for (float p : {0.0f, 0.1f, 0.5f}) {
+    for (std::int64_t n : {std::int64_t{1}, std::int64_t{3}, std::int64_t{4}, std::int64_t{1001},
+                           std::int64_t{(1 << 16) + 3}}) {
+      Both m = d->poisoned(DType::U8, n);
+      both([&](Backend& b, bool c) { b.dropout_mask(T(m, c), key, p, n); });
+      std::vector<std::uint8_t> cm(static_cast<std::size_t>(n)), gm(static_cast<std::size_t>(n));
+      d->cpu.read_bytes(m.c, cm.data());
+      d->gpu->read_bytes(m.g, gm.data());
+      EXPECT_EQ(cm, gm) << "mask n=" << n << " p=" << p;
+      std::int64_t kept = 0;
+      for (auto v : gm) kept += v;
+      if (p == 0.0f) EXPECT_EQ(kept, n);
+    }
+  }
+  // An unaligned view of a mask (offset 1) is element-for-element the same formula.
+  const std::int64_t n = 777;
+  Both m = d->poisoned(DType::U8, n + 1);
+  both([&](Backend& b, bool c) { b.dropout_mask(T(m, c).slice(1, n), key, 0.3f, n); });
+  EXPECT_EQ(d->gpu_bytes(m.g), [&] {
+    std::vector<std::uint8_t> v(static_cast<std::size_t>(n + 1));
+    d->cpu.read_bytes(m.c, v.data());
+    return v;
+  }());
+}
+
+TEST_P(GpuOps, DropoutApply) {
+  const std::int64_t n = 5003;
+  const float p = 0.2f;
+  DropoutKey key;
+  key.seed = 42;
+  key.site = kSiteAttentionProbs;
+  Both m = d->alloc(DType::U8, n);
+  both([&](Backend& b, bool c) { b.dropout_mask(T(m, c), key, p, n); });
+  Both x = d->random(dt, n, -2.0f, 2.0f, 8);
+  Both y = d->poisoned(dt, n);
+  both([&](Backend& b, bool c) { b.dropout_fwd(T(x, c), T(m, c), T(y, c), p, n); });
+  EXPECT_LE(d->rel(y), tol(dt));
+  Both dx = d->poisoned(dt, n);
+  both([&](Backend& b, bool c) { b.dropout_bwd(T(x, c), T(m, c), T(dx, c), p, n, false); });
+  EXPECT_LE(d->rel(dx), tol(dt));
+  Both dx2 = d->random(dt, n, -1.0f, 1.0f, 9);
+  both([&](Backend& b, bool c) { b.dropout_bwd(T(x, c), T(m, c), T(dx2, c), p, n, true); });
+  EXPECT_LE(d->rel(dx2), tol(dt));
+}
+
+TEST_P(GpuOps, ResidualWithAndWithoutDropout) {
+  const std::int64_t n = 4099;
+  DropoutKey key;
+  key.seed = 5;
+  key.site = kSiteAttentionResidual;
+  for (float p : {0.0f, 0.3f}) {
+    Both m = d->alloc(DType::U8, n);
+    both([&](Backend& b, bool c) { b.dropout_mask(T(m, c), key, p, n); });
+    const bool use_mask = p > 0.0f;
+    Both res = d->random(dt, n, -1.0f, 1.0f, 10);
+    Both x = d->random(dt, n, -1.0f, 1.0f, 11);
+    Both out = d->poisoned(dt, n);
+    both([&](Backend& b, bool c) {
+      Tensor mk = T(m, c);
+      b.residual_fwd(T(res, c), T(x, c), use_mask ? &mk : nullptr, T(out, c), p, n);
+    });
+    EXPECT_LE(d->rel(out), tol(dt)) << "residual_fwd p=" << p;
+    for (int acc = 0; acc < 2; ++acc) {
+      Both dres = acc ? d->random(dt, n, -1.0f, 1.0f, 12) : d->poisoned(dt, n);
+      Both dxx = acc ? d->random(dt, n, -1.0f, 1.0f, 13) : d->poisoned(dt, n);
+      both([&](Backend& b, bool c) {
+        Tensor mk = T(m, c);
+        b.residual_bwd(T(out, c), use_mask ? &mk : nullptr, T(dres, c), T(dxx, c), p, n, acc,
+                       acc);
+      });
+      EXPECT_LE(d->rel(dres), tol(dt)) << "residual_bwd dres p=" << p << " acc=" << acc;
+      EXPECT_LE(d->rel(dxx), tol(dt)) << "residual_bwd dx p=" << p << " acc=" << acc;
+    }
+  }
+}
+
+TEST_P(GpuOps, CastAndAddInto) {
+  const std::int64_t n = 3333;
+  Both master = d->random(DType::F32, n, -5.0f, 5.0f, 14);
+  Both p = d->poisoned(dt, n);
+  both([&](Backend& b, bool c) { b.cast(T(p, c), T(master, c)); });
+  EXPECT_LE(d->rel(p), dt == DType::BF16 ? 0.0 : 0.0) << "cast must round exactly like the CPU";
+  Both back = d->poisoned(DType::F32, n);
+  both([&](Backend& b, bool c) { b.cast(T(back, c), T(p, c)); });
+  EXPECT_EQ(d->rel(back), 0.0);
+  Both a = d->random(dt, n, -1.0f, 1.0f, 15);
+  Both s = d->random(dt, n, -1.0f, 1.0f, 16);
+  both([&](Backend& b, bool c) { b.add_into(T(a, c), T(s, c)); });
+  EXPECT_LE(d->rel(a), tol(dt));
+  Both f = d->random(DType::F32, n, -1.0f, 1.0f, 17);
+  both([&](Backend& b, bool c) { b.add_into(T(f, c), T(s, c)); });  // fp32 += model dtype
+  EXPECT_LE(d->rel(f), 1e-6);
+}
+
+TEST_P(GpuOps, Embedding) {
+  const int B = 3, S = 17, V = 50;
+  for (int H : {64, 36}) {
+    for (int with_pe = 0; with_pe < 2; ++with_pe) {
+      std::vector<float> tok = uniform(B * S, 0.0f, static_cast<float>(V), 20 + H);
+      for (auto& t : tok) t = std::floor(t);
+      tok[0] = tok[5] = tok[9] = 7.0f;  // repeats in one token id
+      Both tokens = d->upload(DType::I32, tok);
+      Both wte = d->random(dt, static_cast<std::int64_t>(V) * H, -1.0f, 1.0f, 21);
+      Both wpe = d->random(dt, static_cast<std::int64_t>(S) * H, -1.0f, 1.0f, 22);
+      Both out = d->poisoned(dt, static_cast<std::int64_t>(B) * S * H);
+      both([&](Backend& b, bool c) {
+        Tensor pe = T(wpe, c);
+        b.embedding_fwd(T(tokens, c), T(wte, c), with_pe ? &pe : nullptr, T(out, c), B, S, H);
+      });
+      EXPECT_LE(d->rel(out), tol(dt)) << "embedding_fwd H=" << H << " pe=" << with_pe;
+      Both dout = d->random(dt, static_cast<std::int64_t>(B) * S * H, -1.0f, 1.0f, 23);
+      Both dwte = d->random(dt, static_cast<std::int64_t>(V) * H, -0.1f, 0.1f, 24);
+      Both dwpe = d->random(dt, static_cast<std::int64_t>(S) * H, -0.1f, 0.1f, 25);
+      both([&](Backend& b, bool c) {
+        Tensor pe = T(dwpe, c);
+        b.embedding_bwd(T(tokens, c), T(dout, c), T(dwte, c), with_pe ? &pe : nullptr, B, S, H);
+      });
+      EXPECT_LE(d->rel(dwte), tol(dt)) << "embedding_bwd dwte H=" << H;
+      if (with_pe) EXPECT_LE(d->rel(dwpe), tol(dt)) << "embedding_bwd dwpe H=" << H;
+    }
+  }
+}
+
+TEST_P(GpuOps, LayerNorm) {
+  const std::int64_t rows = 67;
+  for (int H : {96, 50, 1024}) {
+    Both x = d->random(dt, rows * H, -2.0f, 3.0f, 30 + H);
+    Both w = d->random(dt, H, 0.5f, 1.5f, 31);
+    Both bias = d->random(dt, H, -0.5f, 0.5f, 32);
+    Both y = d->poisoned(dt, rows * H);
+    both([&](Backend& b, bool c) { b.layernorm_fwd(T(x, c), T(w, c), T(bias, c), T(y, c), rows, H, 1e-5f); });
+    EXPECT_LE(d->rel(y), tol(dt)) << "layernorm_fwd H=" << H;
+    Both dy = d->random(dt, rows * H, -1.0f, 1.0f, 33);
+    for (int acc = 0; acc < 2; ++acc) {
+      Both dx = acc ? d->random(dt, rows * H, -1.0f, 1.0f, 34) : d->poisoned(dt, rows * H);
+      Both dw = d->random(dt, H, -0.1f, 0.1f, 35);
+      Both db = d->random(dt, H, -0.1f, 0.1f, 36);
+      both([&](Backend& b, bool c) {
+        b.layernorm_bwd(T(x, c), T(w, c), T(dy, c), T(dx, c), T(dw, c), T(db, c), rows, H, 1e-5f,
+                        acc);
+      });
+      EXPECT_LE(d->rel(dx), tol(dt)) << "layernorm_bwd dx H=" << H << " acc=" << acc;
+      EXPECT_LE(d->rel(dw), tol(dt)) << "layernorm_bwd dw H=" << H;
+      EXPECT_LE(d->rel(db), tol(dt)) << "layernorm_bwd db H=" << H;
+    }
+  }
+}
+
+TEST_P(GpuOps, RmsNorm) {
+  const std::int64_t rows = 45;
+  for (int H : {128, 50}) {
+    Both x = d->random(dt, rows * H, -2.0f, 2.0f, 40 + H);
+    Both w = d->random(dt, H, 0.5f, 1.5f, 41);
+    Both y = d->poisoned(dt, rows * H);
+    both([&](Backend& b, bool c) { b.rmsnorm_fwd(T(x, c), T(w, c), T(y, c), rows, H, 1e-6f); });
+    EXPECT_LE(d->rel(y), tol(dt)) << "rmsnorm_fwd H=" << H;
+    Both dy = d->random(dt, rows * H, -1.0f, 1.0f, 43);
+    for (int acc = 0; acc < 2; ++acc) {
+      Both dx = acc ? d->random(dt, rows * H, -1.0f, 1.0f, 44) : d->poisoned(dt, rows * H);
+      Both dw = d->random(dt, H, -0.1f, 0.1f, 45);
+      both([&](Backend& b, bool c) {
+        b.rmsnorm_bwd(T(x, c), T(w, c), T(dy, c), T(dx, c), T(dw, c), rows, H, 1e-6f, acc);
+      });
+      EXPECT_LE(d->rel(dx), tol(dt)) << "rmsnorm_bwd dx H=" << H << " acc=" << acc;
+      EXPECT_LE(d->rel(dw), tol(dt)) << "rmsnorm_bwd dw H=" << H;
+    }
+  }
+}
+
+TEST_P(GpuOps, Linear) {
+  struct Dims {
+    std::int64_t M;
+    int K, N;
+  };
+  for (Dims dm : {Dims{70, 96, 80}, Dims{33, 50, 24}, Dims{256, 128, 384}}) {
+    const std::int64_t M = dm.M;
+    const int K = dm.K, N = dm.N;
+    Both x = d->random(dt, M * K, -1.0f, 1.0f, 50 + K);
+    Both W = d->random(dt, static_cast<std::int64_t>(N) * K, -0.5f, 0.5f, 51);
+    Both bias = d->random(dt, N, -0.5f, 0.5f, 52);
+    for (int with_b = 0; with_b < 2; ++with_b) {
+      Both y = d->poisoned(dt, M * N);
+      both([&](Backend& b, bool c) {
+        Tensor bb = T(bias, c);
+        b.linear_fwd(T(x, c), T(W, c), with_b ? &bb : nullptr, T(y, c), M, K, N);
+      });
+      EXPECT_LE(d->rel(y), tol(dt)) << "linear_fwd M=" << M << " K=" << K << " N=" << N
+                                    << " bias=" << with_b;
+    }
+    Both dy = d->random(dt, M * N, -1.0f, 1.0f, 53);
+    for (int acc = 0; acc < 2; ++acc) {
+      Both dx = acc ? d->random(dt, M * K, -1.0f, 1.0f, 54) : d->poisoned(dt, M * K);
+      Both dW = d->random(dt, static_cast<std::int64_t>(N) * K, -0.1f, 0.1f, 55);
+      Both db = d->random(dt, N, -0.1f, 0.1f, 56);
+      both([&](Backend& b, bool c) {
+        Tensor xdx = T(dx, c), xdb = T(db, c);
+        b.linear_bwd(T(x, c), T(W, c), T(dy, c), &xdx, T(dW, c), &xdb, M, K, N, acc);
+      });
+      EXPECT_LE(d->rel(dx), tol(dt)) << "linear_bwd dx acc=" << acc << " K=" << K;
+      EXPECT_LE(d->rel(dW), tol(dt)) << "linear_bwd dW K=" << K;
+      EXPECT_LE(d->rel(db), tol(dt)) << "linear_bwd db K=" << K;
+    }
+  }
+}
+
+TEST_P(GpuOps, HeadLossInChunks) {
+  // V = 50304 makes the GPU chunk 320 rows, so 700 rows take three chunks.
+  const std::int64_t rows = 700;
+  const int H = 64, V = 50304;
+  EXPECT_LT(cuda::CudaBackend::head_chunk_rows(rows, V), rows);
+  std::vector<float> tg = uniform(rows, 0.0f, static_cast<float>(V), 60);
+  for (auto& t : tg) t = std::floor(t);
+  Both targets = d->upload(DType::I32, tg);
+  Both x = d->random(dt, rows * H, -1.0f, 1.0f, 61);
+  Both W = d->random(dt, static_cast<std::int64_t>(V) * H, -0.3f, 0.3f, 62);
+  Both losses = d->poisoned(DType::F32, rows);
+  Both dx = d->poisoned(dt, rows * H);
+  Both dW = d->random(dt, static_cast<std::int64_t>(V) * H, -0.01f, 0.01f, 63);
+  const float scale = 1.0f / static_cast<float>(rows);
+  both([&](Backend& b, bool c) {
+    b.head_loss(T(x, c), T(W, c), T(targets, c), T(losses, c), T(dx, c), T(dW, c), rows, H, V,
+                scale);
+  });
+  EXPECT_LE(d->rel(losses), dt == DType::BF16 ? 1e-3 : 1e-5) << "losses";
+  EXPECT_LE(d->rel(dx), tol(dt)) << "head dx";
+  EXPECT_LE(d->rel(dW), tol(dt)) << "head dW";
+}
+
+TEST_P(GpuOps, Rope) {
+  AttnDims a;
+  a.B = 2;
+  a.S = 33;
+  a.heads = 4;
+  a.kv_heads = 2;
+  a.d = 32;
+  a.scale = 1.0f / std::sqrt(32.0f);
+  const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
+  Both in = d->random(dt, n, -1.0f, 1.0f, 70);
+  Both out = d->poisoned(dt, n);
+  both([&](Backend& b, bool c) { b.rope_fwd(T(in, c), T(out, c), a, 10000.0f); });
+  EXPECT_LE(d->rel(out), tol(dt)) << "rope_fwd";
+  for (int acc = 0; acc < 2; ++acc) {
+    Both din = acc ? d->random(dt, n, -1.0f, 1.0f, 71) : d->poisoned(dt, n);
+    both([&](Backend& b, bool c) { b.rope_bwd(T(out, c), T(din, c), a, 10000.0f, acc); });
+    EXPECT_LE(d->rel(din), tol(dt)) << "rope_bwd acc=" << acc;
+  }
+}
+
+TEST_P(GpuOps, AdamWOverSegments) {
+  const std::int64_t n = 10000;
+  std::vector<AdamSegment> segs = {{0, 3000, true}, {3000, 1000, false}, {5000, 5000, true}};
+  AdamArgs args;
+  args.lr = 3e-3f;
+  args.weight_decay = 0.1f;
+  args.t = 3;
+  Both grads = d->random(dt, n, -1.0f, 1.0f, 80);
+  Both m = d->random(DType::F32, n, -0.1f, 0.1f, 81);
+  Both v = d->random(DType::F32, n, 0.0f, 0.1f, 82);
+  if (dt == DType::BF16) {
+    Both master = d->random(DType::F32, n, -1.0f, 1.0f, 83);
+    Both params = d->poisoned(dt, n);
+    both([&](Backend& b, bool c) { b.cast(T(params, c), T(master, c)); });
+    both([&](Backend& b, bool c) {
+      Tensor ms = T(master, c);
+      b.adamw(T(params, c), T(grads, c), &ms, T(m, c), T(v, c), segs, args);
+    });
+    EXPECT_LE(d->rel(master), 1e-6) << "master";
+    EXPECT_LE(d->rel(params), tol(dt)) << "params";
+  } else {
+    Both params = d->random(dt, n, -1.0f, 1.0f, 84);
+    both([&](Backend& b, bool c) {
+      b.adamw(T(params, c), T(grads, c), nullptr, T(m, c), T(v, c), segs, args);
+    });
+    EXPECT_LE(d->rel(params), 1e-6) << "params";
+  }
+  EXPECT_LE(d->rel(m), 1e-6) << "m";
+  EXPECT_LE(d->rel(v), 1e-6) << "v";
+}
+
+TEST_P(GpuOps, FillZeroAndDeviceCopy) {
+  const std::int64_t n = 1234;
+  Both a = d->random(dt, n, -1.0f, 1.0f, 90);
+  Both z = d->poisoned(dt, n);
+  both([&](Backend& b, bool c) { b.fill_zero(T(z, c)); });
+  for (float v : d->gpu_read(z)) ASSERT_EQ(v, 0.0f);
+  Both cpy = d->poisoned(dt, n);
+  both([&](Backend& b, bool c) { b.copy(T(cpy, c), T(a, c)); });
+  EXPECT_EQ(d->rel(cpy), 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuOps, ::testing::Values(DType::F32, DType::BF16), dtype_name);
+
+}  // namespace
+}  // namespace remat::gputest
