@@ -1,0 +1,303 @@
+#include "core/trace/csv.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <unistd.h>
+
+#include "core/util/error.h"
+
+namespace remat::csv {
+
+namespace {
+
+std::string sys_error() { return std::strerror(errno); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- OutFile
+
+OutFile::OutFile(std::string path) : path_(std::move(path)) {
+  tmp_ = path_ + ".tmp-" + std::to_string(::getpid());
+  f_ = std::fopen(tmp_.c_str(), "wb");
+  if (!f_) throw Error("cannot write '" + path_ + "': " + sys_error());
+  buf_.reserve(kFlushAt + 4096);
+}
+
+OutFile::~OutFile() {
+  if (f_) std::fclose(f_);
+  if (!committed_) std::remove(tmp_.c_str());
+}
+
+void OutFile::flush() {
+  if (buf_.empty()) return;
+  if (std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size())
+    throw Error("cannot write '" + path_ + "': " + sys_error());
+  buf_.clear();
+}
+
+void OutFile::i64(std::int64_t v) {
+  char b[24];
+  auto r = std::to_chars(b, b + sizeof b, v);
+  write(std::string_view(b, static_cast<std::size_t>(r.ptr - b)));
+}
+
+void OutFile::u64(std::uint64_t v) {
+  char b[24];
+  auto r = std::to_chars(b, b + sizeof b, v);
+  write(std::string_view(b, static_cast<std::size_t>(r.ptr - b)));
+}
+
+void OutFile::f64(double v) {
+  if (std::isnan(v)) return write("nan");
+  if (std::isinf(v)) return write(v > 0 ? "inf" : "-inf");
+  char b[32];
+  auto r = std::to_chars(b, b + sizeof b, v);
+  write(std::string_view(b, static_cast<std::size_t>(r.ptr - b)));
+}
+
+void OutFile::ns_as_us(std::int64_t ns) {
+  if (ns < 0) {
+    put('-');
+    // -INT64_MIN does not exist; times that far out do not either.
+    ns = ns == INT64_MIN ? INT64_MAX : -ns;
+  }
+  i64(ns / 1000);
+  char frac[5] = {'.', static_cast<char>('0' + (ns / 100) % 10), static_cast<char>('0' + (ns / 10) % 10),
+                  static_cast<char>('0' + ns % 10), 0};
+  write(std::string_view(frac, 4));
+}
+
+void OutFile::json_string(std::string_view s) {
+  put('"');
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    write(s.substr(start, i - start));
+    switch (c) {
+      case '"': write("\\\""); break;
+      case '\\': write("\\\\"); break;
+      case '\n': write("\\n"); break;
+      case '\r': write("\\r"); break;
+      case '\t': write("\\t"); break;
+      default: {
+        char b[8];
+        std::snprintf(b, sizeof b, "\\u%04x", c);
+        write(b);
+      }
+    }
+    start = i + 1;
+  }
+  write(s.substr(start));
+  put('"');
+}
+
+void OutFile::commit() {
+  if (committed_) return;
+  flush();
+  bool bad = std::ferror(f_) != 0;
+  int rc = std::fclose(f_);
+  f_ = nullptr;
+  if (bad || rc != 0) throw Error("cannot write '" + path_ + "': " + sys_error());
+  std::error_code ec;
+  std::filesystem::rename(tmp_, path_, ec);
+  if (ec) throw Error("cannot write '" + path_ + "': " + ec.message());
+  committed_ = true;
+}
+
+// ---------------------------------------------------------------- Writer
+
+bool needs_quotes(std::string_view s) {
+  return s.find_first_of(",\"\n\r") != std::string_view::npos || (!s.empty() && (s.front() == ' ' || s.back() == ' '));
+}
+
+Writer::Writer(const std::string& path, std::initializer_list<std::string_view> header) : out_(path) {
+  for (auto h : header) str(h);
+  out_.put('\n');
+  field_ = 0;
+}
+
+Writer::Writer(const std::string& path, const std::vector<std::string>& header) : out_(path) {
+  for (const auto& h : header) str(h);
+  out_.put('\n');
+  field_ = 0;
+}
+
+Writer& Writer::str(std::string_view s) {
+  sep();
+  if (!needs_quotes(s)) {
+    out_.write(s);
+    return *this;
+  }
+  out_.put('"');
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '"') continue;
+    out_.write(s.substr(start, i + 1 - start));
+    out_.put('"');
+    start = i + 1;
+  }
+  out_.write(s.substr(start));
+  out_.put('"');
+  return *this;
+}
+
+void Writer::end_row() {
+  out_.put('\n');
+  field_ = 0;
+  ++rows_;
+}
+
+// ---------------------------------------------------------------- Reader
+
+Reader::Reader(const std::string& path) : name_(path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw Error(path + ": missing");
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw Error(path + ": cannot be read: " + sys_error());
+  std::fseek(f, 0, SEEK_END);
+  long n = std::ftell(f);
+  std::fseek(f, 0, SEEK_SET);
+  if (n < 0) {
+    std::fclose(f);
+    throw Error(path + ": cannot be read: " + sys_error());
+  }
+  data_.resize(static_cast<std::size_t>(n));
+  std::size_t got = n ? std::fread(data_.data(), 1, data_.size(), f) : 0;
+  std::fclose(f);
+  if (got != data_.size()) throw Error(path + ": cannot be read (short read)");
+  init();
+}
+
+Reader::Reader(std::string name, std::string contents) : name_(std::move(name)), data_(std::move(contents)) {
+  init();
+}
+
+void Reader::init() {
+  if (data_.empty()) throw Error(name_ + ": empty (no header row)");
+  if (data_.back() != '\n')
+    throw Error(name_ + ": truncated (the last line has no line break)");
+  if (!parse_row(header_)) throw Error(name_ + ": empty (no header row)");
+  for (std::size_t i = 0; i < header_.size(); ++i)
+    for (std::size_t k = 0; k < i; ++k)
+      if (header_[i] == header_[k]) throw Error(name_ + ": column '" + std::string(header_[i]) + "' appears twice");
+  fields_.reserve(header_.size());
+}
+
+std::size_t Reader::col(std::string_view name) const {
+  for (std::size_t i = 0; i < header_.size(); ++i)
+    if (header_[i] == name) return i;
+  throw Error(name_ + ": missing column '" + std::string(name) + "'");
+}
+
+bool Reader::parse_row(std::vector<std::string_view>& out) {
+  out.clear();
+  if (pos_ >= data_.size()) return false;
+  line_ = next_line_;
+  char* d = data_.data();
+  const std::size_t n = data_.size();
+  while (true) {
+    if (pos_ < n && d[pos_] == '"') {
+      // Quoted: unescape in place ("" -> ") and keep the unescaped prefix.
+      std::size_t start = ++pos_, w = pos_;
+      while (true) {
+        if (pos_ >= n) throw Error(name_ + " line " + std::to_string(line_) + ": unterminated quoted field");
+        char c = d[pos_];
+        if (c == '"') {
+          if (pos_ + 1 < n && d[pos_ + 1] == '"') {
+            d[w++] = '"';
+            pos_ += 2;
+            continue;
+          }
+          ++pos_;
+          break;
+        }
+        if (c == '\n') ++next_line_;
+        d[w++] = c;
+        ++pos_;
+      }
+      out.emplace_back(d + start, w - start);
+      if (pos_ < n && d[pos_] == '\r') ++pos_;
+      if (pos_ >= n || d[pos_] == '\n') {
+        ++pos_;
+        ++next_line_;
+        return true;
+      }
+      if (d[pos_] != ',')
+        throw Error(name_ + " line " + std::to_string(line_) + ": text after a closing quote");
+      ++pos_;
+      continue;
+    }
+    std::size_t start = pos_;
+    const char* p = static_cast<const char*>(std::memchr(d + pos_, '\n', n - pos_));
+    std::size_t eol = p ? static_cast<std::size_t>(p - d) : n;
+    const char* c = static_cast<const char*>(std::memchr(d + pos_, ',', eol - pos_));
+    std::size_t end = c ? static_cast<std::size_t>(c - d) : eol;
+    std::size_t fe = end;
+    if (!c && fe > start && d[fe - 1] == '\r') --fe;
+    out.emplace_back(d + start, fe - start);
+    if (c) {
+      pos_ = end + 1;
+      continue;
+    }
+    pos_ = eol + 1;
+    ++next_line_;
+    return true;
+  }
+}
+
+bool Reader::next() {
+  if (!parse_row(fields_)) return false;
+  if (fields_.size() != header_.size())
+    throw Error(name_ + " line " + std::to_string(line_) + ": " + std::to_string(fields_.size()) +
+                " fields, the header has " + std::to_string(header_.size()) +
+                (pos_ >= data_.size() ? " (truncated?)" : ""));
+  ++rows_;
+  return true;
+}
+
+void Reader::fail(std::size_t c, const std::string& why) const {
+  std::string col = c < header_.size() ? std::string(header_[c]) : std::to_string(c);
+  throw Error(name_ + " line " + std::to_string(line_) + ", column '" + col + "': " + why);
+}
+
+std::int64_t Reader::i64(std::size_t c) const {
+  std::string_view s = fields_[c];
+  std::int64_t v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || s.empty())
+    fail(c, "'" + std::string(s) + "' is not an integer");
+  return v;
+}
+
+std::uint64_t Reader::u64(std::size_t c) const {
+  std::string_view s = fields_[c];
+  std::uint64_t v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || s.empty())
+    fail(c, "'" + std::string(s) + "' is not a non-negative integer");
+  return v;
+}
+
+std::int32_t Reader::i32(std::size_t c) const {
+  std::string_view s = fields_[c];
+  std::int32_t v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || s.empty())
+    fail(c, "'" + std::string(s) + "' is not a 32-bit integer");
+  return v;
+}
+
+double Reader::f64(std::size_t c) const {
+  std::string_view s = fields_[c];
+  double v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || s.empty())
+    fail(c, "'" + std::string(s) + "' is not a number");
+  return v;
+}
+
+}  // namespace remat::csv

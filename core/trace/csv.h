@@ -1,0 +1,115 @@
+// Fast CSV (RFC 4180) and atomic file output for run directories.
+//
+// OutFile buffers what it is given and writes it to a temporary file next to the target;
+// commit() renames it into place, so a reader never sees half a file under the final name.
+// Writer formats numbers with std::to_chars (integers exactly, doubles in the shortest form that
+// reads back to the same bits) and quotes text only when it holds a comma, quote or line break.
+// Reader loads a whole file, checks the header and that every row has as many fields as it, and
+// parses numbers with std::from_chars; every error names the file, the line and the column.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace remat::csv {
+
+class OutFile {
+ public:
+  explicit OutFile(std::string path);
+  ~OutFile();  // without commit(): the temporary file is removed
+  OutFile(const OutFile&) = delete;
+  OutFile& operator=(const OutFile&) = delete;
+
+  void write(std::string_view s) {
+    if (buf_.size() + s.size() > kFlushAt) flush();
+    buf_.append(s);
+  }
+  void put(char c) {
+    if (buf_.size() + 1 > kFlushAt) flush();
+    buf_.push_back(c);
+  }
+  void i64(std::int64_t v);
+  void u64(std::uint64_t v);
+  void f64(double v);  // shortest round-trip form; nan / inf as "nan", "inf", "-inf"
+  // Nanoseconds as microseconds with three decimals, e.g. 1234567 -> "1234.567".
+  void ns_as_us(std::int64_t ns);
+  // A JSON string literal, quotes included.
+  void json_string(std::string_view s);
+
+  // Flushes, syncs nothing (run directories are not databases), closes and renames into place.
+  // Throws Error naming the file on any write error.
+  void commit();
+  const std::string& path() const { return path_; }
+
+ private:
+  static constexpr std::size_t kFlushAt = 1 << 20;
+  void flush();
+  std::string path_, tmp_;
+  std::FILE* f_ = nullptr;
+  std::string buf_;
+  bool committed_ = false;
+};
+
+class Writer {
+ public:
+  Writer(const std::string& path, std::initializer_list<std::string_view> header);
+  Writer(const std::string& path, const std::vector<std::string>& header);
+
+  Writer& str(std::string_view s);
+  Writer& i64(std::int64_t v) { sep(); out_.i64(v); return *this; }
+  Writer& u64(std::uint64_t v) { sep(); out_.u64(v); return *this; }
+  Writer& f64(double v) { sep(); out_.f64(v); return *this; }
+  void end_row();
+  void commit() { out_.commit(); }
+  std::size_t rows() const { return rows_; }  // data rows so far
+
+ private:
+  void sep() {
+    if (field_++) out_.put(',');
+  }
+  OutFile out_;
+  std::size_t field_ = 0, rows_ = 0;
+};
+
+// Whether a field must be quoted.
+bool needs_quotes(std::string_view s);
+
+class Reader {
+ public:
+  // Reads the whole file. Throws Error when it is missing, unreadable, empty, or does not end
+  // with a line break (a truncated file).
+  explicit Reader(const std::string& path);
+  Reader(std::string name, std::string contents);  // for tests
+
+  // Index of a column by name; throws Error naming the file and the column when it is missing.
+  std::size_t col(std::string_view name) const;
+  const std::vector<std::string_view>& header() const { return header_; }
+
+  // Moves to the next data row; false at the end. Throws Error when a row has the wrong number
+  // of fields or a quote is not closed.
+  bool next();
+
+  std::string_view str(std::size_t c) const { return fields_[c]; }
+  std::int64_t i64(std::size_t c) const;
+  std::uint64_t u64(std::size_t c) const;
+  std::int32_t i32(std::size_t c) const;
+  double f64(std::size_t c) const;
+
+  std::size_t line() const { return line_; }  // 1-based line of the current row
+  std::size_t rows() const { return rows_; }  // data rows read so far
+  const std::string& name() const { return name_; }
+  [[noreturn]] void fail(std::size_t c, const std::string& why) const;
+
+ private:
+  void init();
+  bool parse_row(std::vector<std::string_view>& out);
+  std::string name_;
+  std::string data_;
+  std::size_t pos_ = 0, line_ = 0, next_line_ = 1, rows_ = 0;
+  std::vector<std::string_view> header_, fields_;
+};
+
+}  // namespace remat::csv
