@@ -194,6 +194,7 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
         tr.schedule_records = std::move(out.schedule);
         tr.ledger = std::move(out.ledger);
         tr.step_first_event = out.first_event;
+        tr.step_end_event = out.end_event;
         tr.step_start_ns = t0;
         tr.step_end_ns = t1;
         if (backend.asynchronous() && !tr.ops.empty()) {

@@ -3,6 +3,7 @@
 // directory that looks complete. Read back by `compare`, `export` and the desktop app.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "core/trace/trace.h"
 
@@ -17,5 +18,27 @@ Trace read_run_dir(const std::string& dir);
 void write_chrome_trace(const Trace& t, const std::string& path);
 // The CSV tables into an existing directory.
 void write_csv_tables(const Trace& t, const std::string& dir);
+
+// The files of a run directory.
+inline constexpr const char* kSummaryFile = "summary.json";
+inline constexpr const char* kScheduleFile = "schedule.json";
+inline constexpr const char* kChromeTraceFile = "trace.json";
+const std::vector<std::string>& csv_table_files();  // memory_events.csv, ... loss.csv
+// Data rows each CSV table of `t` has, in the order of csv_table_files().
+std::vector<std::size_t> csv_table_rows(const Trace& t);
+
+// Output directories (run and sweep): checked before the work, built under a temporary name
+// next to the target and renamed into place at the end.
+//
+// check_output_dir throws Error when `dir` exists and force is false; when it exists and is not
+// a directory, or is a non-empty directory that is neither a run directory (summary.json) nor a
+// sweep directory (sweep.json), even with force; and when its parent cannot be created or
+// written. It leaves nothing behind but the parent directories it created.
+void check_output_dir(const std::string& dir, bool force);
+// Creates an empty temporary directory next to `dir` and returns its path.
+std::string make_temp_dir(const std::string& dir);
+// Renames `tmp` to `dir`, replacing what is there (checked by check_output_dir); on failure the
+// old directory stays and `tmp` is removed.
+void commit_temp_dir(const std::string& tmp, const std::string& dir);
 
 }  // namespace remat

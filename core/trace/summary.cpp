@@ -27,6 +27,7 @@ nlohmann::json summary_json(const Trace& t) {
   j["model"] = model_to_json(t.model);
   j["policy"] = t.policy;
   j["policy_params"] = t.policy_params;
+  j["memory_budget_bytes"] = t.memory_budget;
   j["device"] = t.device;
   j["seed"] = t.seed;
   j["warmup"] = t.warmup;
@@ -49,6 +50,8 @@ nlohmann::json summary_json(const Trace& t) {
   if (!peaks.empty()) {
     auto [mn, mx] = std::minmax_element(peaks.begin(), peaks.end());
     j["step_peak_bytes_spread"] = *mx - *mn;
+    std::vector<double> pd(peaks.begin(), peaks.end());
+    j["step_peak_bytes_median"] = median(pd);
   }
   j["warmup_loss"] = nlohmann::json::array();
   for (const auto& s : t.step_stats)
@@ -66,7 +69,15 @@ nlohmann::json summary_json(const Trace& t) {
   j["plan"] = {{"block_forwards", t.plan.block_forwards},
                {"recompute_flops", t.plan.flops_recompute},
                {"max_checkpoints", t.plan.max_checkpoints},
-               {"actions", t.schedule.actions.size()}};
+               {"actions", t.schedule.actions.size()},
+               {"first_forwards", t.plan.first_forwards},
+               {"forward_flops", t.plan.flops_forward},
+               {"backward_flops", t.plan.flops_backward},
+               {"offloads", t.plan.offloads},
+               {"prefetches", t.plan.prefetches}};
+  // Where the last counted step lies in the events and on the run's clock (the timeline files).
+  j["timeline"] = {{"first_event", t.step_first_event}, {"end_event", t.step_end_event},
+                   {"start_ns", t.step_start_ns}, {"end_ns", t.step_end_ns}};
   j["grad_checksum"] = hex64(t.grad_checksum);
   j["profiler_overhead_ns"] = t.profiler_overhead_ns;
   nlohmann::json pt = nlohmann::json::array();

@@ -29,6 +29,7 @@ struct Trace {
 
   ModelConfig model;
   std::string policy, policy_params;
+  std::uint64_t memory_budget = 0;  // activation bytes the policy was planned for (0: none given)
   Schedule schedule;
   ScheduleStats plan;        // what the schedule says it will do (validator)
   std::string device;        // cpu | cuda
@@ -44,6 +45,7 @@ struct Trace {
   std::vector<MemoryEvent> events;    // every allocation and free of the run
   std::vector<std::string> names;     // tensor names, indexed by MemoryEvent::tensor
   std::size_t step_first_event = 0;   // the last counted step's events start here
+  std::size_t step_end_event = 0;     // ... and end before here (0: not recorded; by time then)
   std::int64_t step_start_ns = 0, step_end_ns = 0;
 
   // Figures.
