@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 
 #include "core/backend/cuda/cupti_profiler.h"
 #include "core/util/error.h"
@@ -407,6 +408,50 @@ TEST_F(CuptiRecordMode, DumpedBuffersDecodeToTheSameRecords) {
   EXPECT_EQ(ops[41].name, "h2.mlp.fc");
   EXPECT_EQ(ops[41].phase, Phase::Recompute);
   EXPECT_EQ(ops[41].flops, 77u);
+}
+
+// Buffers recorded by a real run (GpuProfiler.AttributesKernelsAndCopiesToOps on an H200 with
+// CUDA 13.0): the decoder reads them back without CUPTI or a GPU.
+TEST(CuptiRecorded, RealH200BuffersDecode) {
+  const std::string dir = REMAT_CUPTI_DATA_DIR;
+  DecodeStats st;
+  std::vector<OpRecord> r = decode_recorded_dir(dir, &st);
+  ASSERT_FALSE(r.empty());
+  EXPECT_EQ(st.kernels, 3u);  // gelu, the GEMM, gelu again in the second step
+  std::map<std::uint64_t, std::vector<const OpRecord*>> by_op;
+  for (const OpRecord& x : r) by_op[x.op_id].push_back(&x);
+  for (std::size_t i = 1; i < r.size(); ++i) EXPECT_LE(r[i - 1].start_ns, r[i].start_ns);
+  ASSERT_EQ(by_op[11].size(), 1u);
+  EXPECT_EQ(by_op[11][0]->op, "mlp.gelu");
+  EXPECT_NE(by_op[11][0]->name.find("GeluFwd"), std::string::npos) << by_op[11][0]->name;
+  EXPECT_EQ(by_op[11][0]->flops, 123u);
+  ASSERT_EQ(by_op[12].size(), 1u);
+  EXPECT_EQ(by_op[12][0]->stream, Stream::CopyToHost);
+  EXPECT_EQ(by_op[12][0]->bytes, 2u << 20);
+  bool memset = false, gemm = false;
+  for (const OpRecord* x : by_op[13]) {
+    memset |= x->name == "memset";
+    gemm |= x->name != "memset";
+    EXPECT_EQ(x->phase, Phase::Backward);
+    EXPECT_EQ(x->block, 1);
+  }
+  EXPECT_TRUE(memset && gemm);
+  ASSERT_EQ(by_op[14].size(), 1u);
+  EXPECT_EQ(by_op[14][0]->stream, Stream::CopyToDevice);
+  ASSERT_EQ(by_op[21].size(), 1u);
+  // Our record sizes walk the real buffers to the offsets CUPTI's own walk recorded.
+  for (const char* f : {"/buffer_000", "/buffer_001"}) {
+    RecordedBuffer indexed = read_recorded_buffer(dir + f + ".bin");
+    ASSERT_TRUE(indexed.indexed);
+    std::vector<std::size_t> ours;
+    std::string err;
+    ASSERT_TRUE(walk_buffer(indexed.data(), indexed.bytes.size(),
+                            [&](const CUpti_Activity*, std::size_t off) { ours.push_back(off); },
+                            &err))
+        << err;
+    ASSERT_EQ(ours.size(), indexed.entries.size()) << f;
+    for (std::size_t i = 0; i < ours.size(); ++i) EXPECT_EQ(ours[i], indexed.entries[i].offset);
+  }
 }
 
 TEST(CuptiBuffers, OnlyOneOwnerAtATime) {

@@ -4,6 +4,8 @@
 // to the same records.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -35,9 +37,13 @@ TEST(GpuProfiler, AttributesKernelsAndCopiesToOps) {
   Dual d(std::size_t{64} << 20);
   cuda::CudaBackend& g = *d.gpu;
   SteadyClock clock;
+  // REMAT_CUPTI_TEST_RECORD_DIR keeps the recorded buffers (test data for the decoder).
+  const char* keep = std::getenv("REMAT_CUPTI_TEST_RECORD_DIR");
   const std::string dir =
-      (std::filesystem::temp_directory_path() / ("remat_cupti_record_" + std::to_string(::getpid())))
-          .string();
+      keep ? std::string(keep)
+           : (std::filesystem::temp_directory_path() /
+              ("remat_cupti_record_" + std::to_string(::getpid())))
+                 .string();
   std::filesystem::remove_all(dir);
   auto prof = std::make_unique<cupti::CuptiProfiler>(cupti::make_real_cupti_api(), clock, dir);
   EXPECT_EQ(prof->name(), "cupti");
@@ -148,8 +154,26 @@ TEST(GpuProfiler, AttributesKernelsAndCopiesToOps) {
     saw21 |= r.op_id == 21;
   }
   EXPECT_TRUE(saw21);
+  std::printf("[cupti] %zu records, stats: buffers=%llu records=%llu dropped=%llu kernels=%llu "
+              "memcpys=%llu memsets=%llu memory=%llu external=%llu api=%llu unattributed=%llu "
+              "not enabled: %s overhead %lld ns\n",
+              recs.size(), (unsigned long long)prof->stats().buffers,
+              (unsigned long long)prof->stats().records, (unsigned long long)prof->stats().dropped,
+              (unsigned long long)prof->stats().decode.kernels,
+              (unsigned long long)prof->stats().decode.memcpys,
+              (unsigned long long)prof->stats().decode.memsets,
+              (unsigned long long)prof->stats().decode.memory,
+              (unsigned long long)prof->stats().decode.external,
+              (unsigned long long)prof->stats().decode.api,
+              (unsigned long long)prof->stats().decode.unattributed,
+              prof->stats().kinds_not_enabled.c_str(), (long long)prof->overhead_ns());
+  for (const OpRecord& r : recs)
+    std::printf("[cupti]   %lld..%lld stream=%d op_id=%llu op=%s flops=%llu bytes=%llu %s\n",
+                (long long)r.start_ns, (long long)r.end_ns, static_cast<int>(r.stream),
+                (unsigned long long)r.op_id, r.op.c_str(), (unsigned long long)r.flops,
+                (unsigned long long)r.bytes, r.name.c_str());
   prof.reset();
-  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
+  if (!keep && !::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
 }
 
 // The profiler made through the library's C entry point works on the backend it was given.
