@@ -1,0 +1,57 @@
+#include "core/analysis/live_tensors.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace remat {
+
+LiveTensorIndex::LiveTensorIndex(const Trace& t) : names_(t.names) {
+  std::unordered_map<std::uint64_t, std::size_t> open;  // allocation id -> index in by_size_
+  const std::size_t n = t.events.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const MemoryEvent& e = t.events[i];
+    if (e.delta > 0) {
+      Allocation a;
+      a.alloc_event = i;
+      a.free_event = n;
+      a.bytes = static_cast<std::uint64_t>(e.delta);
+      a.id = e.id;
+      a.category = e.category;
+      a.space = e.space;
+      a.block = e.block;
+      a.tensor = e.tensor;
+      open[e.id] = by_size_.size();
+      by_size_.push_back(a);
+    } else if (e.delta < 0) {
+      auto it = open.find(e.id);
+      if (it == open.end()) continue;
+      by_size_[it->second].free_event = i;
+      open.erase(it);
+    }
+  }
+  std::stable_sort(by_size_.begin(), by_size_.end(),
+                   [](const Allocation& a, const Allocation& b) { return a.bytes > b.bytes; });
+}
+
+std::vector<const Allocation*> LiveTensorIndex::largest_at(std::size_t event, std::size_t n) const {
+  std::vector<const Allocation*> out;
+  for (const auto& a : by_size_) {
+    if (out.size() >= n) break;
+    if (a.alloc_event <= event && event < a.free_event) out.push_back(&a);
+  }
+  return out;
+}
+
+const std::string& LiveTensorIndex::tensor_name(const Allocation& a) const {
+  static const std::string empty;
+  return a.tensor < names_.size() ? names_[a.tensor] : empty;
+}
+
+std::string LiveTensorIndex::label(const Allocation& a) const {
+  std::string nm = tensor_name(a);
+  if (nm.empty()) nm = to_string(a.category);
+  if (a.block >= 0) nm = "h" + std::to_string(a.block) + "." + nm;
+  return nm;
+}
+
+}  // namespace remat

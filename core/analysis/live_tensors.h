@@ -1,0 +1,41 @@
+// Which tensors are alive at a moment of a run: the allocations of the memory events as
+// intervals, for the memory timeline's hover ("the largest tensors alive now") and for
+// selecting those tensors in the ledger.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/trace/trace.h"
+
+namespace remat {
+
+struct Allocation {
+  std::size_t alloc_event = 0;  // index into Trace::events of the allocation
+  std::size_t free_event = 0;   // ... and of its free (events.size() when never freed)
+  std::uint64_t bytes = 0;
+  std::uint64_t id = 0;
+  Category category = Category::Workspace;
+  Space space = Space::Device;
+  std::int32_t block = -1;
+  std::uint32_t tensor = 0;  // index into Trace::names
+};
+
+class LiveTensorIndex {
+ public:
+  LiveTensorIndex() = default;
+  explicit LiveTensorIndex(const Trace& t);
+
+  // The `n` largest allocations alive right after event `event` (largest first).
+  std::vector<const Allocation*> largest_at(std::size_t event, std::size_t n) const;
+  // "h3.attn.probs" (block-qualified like the trace's peak tensors) or "parameters".
+  std::string label(const Allocation& a) const;
+  const std::string& tensor_name(const Allocation& a) const;
+  std::size_t size() const { return by_size_.size(); }
+
+ private:
+  std::vector<Allocation> by_size_;  // largest first
+  std::vector<std::string> names_;
+};
+
+}  // namespace remat
