@@ -119,7 +119,14 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
                      ? a.keep.to_string() : "";
       rec.step = step;
       std::uint64_t first_op = next_op_;
-      if (a.kind == ActionKind::Backward && !saw_backward_) {
+      // The forward sweep is over at the first action that is not a first forward or an
+      // offload: what each block holds then is what it saved (a recompute or prefetch just
+      // before the first backward must not count).
+      const bool sweep_over =
+          a.kind == ActionKind::Backward || a.kind == ActionKind::Recompute ||
+          a.kind == ActionKind::Prefetch ||
+          (a.kind == ActionKind::Forward && blocks_[static_cast<std::size_t>(a.block)].forwarded);
+      if (sweep_over && !saw_backward_) {
         saw_backward_ = true;
         backward_event_ = alloc_.events().size();
         measure_saved_bytes(out);
