@@ -1,0 +1,81 @@
+// `selective`: drop a chosen set of tensors of every block in the forward sweep and recompute
+// them inside the backward sweep from what the block kept (Korthikanti et al. 2022).
+//
+//   forward b keep=(saved set minus the recompute set)   for b = 0..L-1
+//   recompute b keep=all; backward b                     for b = L-1..0
+//
+// Defaults (BlockGraph::default_selective()): with naive attention the attention core
+// (attn.probs, attn.drop_mask, attn.drop_out; rebuilt from the saved Q|K|V), which leaves
+// 34·s·b·h bytes per GPT-2 block with dropout; with flash attention llm.c's set (ln1.out,
+// ln2.out and the activation-function output). See docs/policies.md.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/plugin/policy.h"
+#include "core/util/error.h"
+
+namespace {
+
+class SelectivePolicy final : public remat::Policy {
+ public:
+  std::string name() const override { return "selective"; }
+  std::string description() const override {
+    return "drop chosen tensors of every block in forward, recompute them inside backward "
+           "(default: the attention core with naive attention, norms and activation with flash)";
+  }
+  std::vector<remat::ParamDecl> params() const override {
+    remat::ParamDecl d;
+    d.name = "recompute";
+    d.type = remat::ParamType::Names;
+    d.help = "saved tensors to drop and recompute, '+'-separated (e.g. ln1.out+ln2.out); "
+             "empty: the default set for the model's attention";
+    return {d};
+  }
+
+  remat::Schedule plan(const remat::PlanContext& ctx) const override {
+    const remat::BlockGraph& g = *ctx.graph;
+    std::vector<std::string> drop =
+        ctx.params.has("recompute") ? ctx.params.get_names("recompute") : std::vector<std::string>{};
+    if (drop.empty()) drop = g.default_selective();
+    std::vector<std::string> saved = g.saved_names();
+    auto known = [&] {
+      std::string k;
+      for (const auto& s : saved)
+        if (s != g.tensors()[g.input()].name) k += (k.empty() ? "" : ", ") + s;
+      return k;
+    };
+    for (const auto& n : drop) {
+      auto id = g.find(n);
+      if (!id) throw remat::Error("'" + n + "' is not a tensor of this model's blocks (recomputable: " + known() + ")");
+      if (*id == g.input())
+        throw remat::Error("'" + n + "' is the block input, which nothing inside the block can rebuild "
+                           "(recompute from a checkpoint with the uniform policy instead)");
+      if (!g.tensors()[*id].saved)
+        throw remat::Error("'" + n + "' is not kept for backward in the first place (recomputable: " +
+                           known() + ")");
+    }
+    std::vector<std::string> keep;
+    for (const auto& s : saved)
+      if (std::find(drop.begin(), drop.end(), s) == drop.end()) keep.push_back(s);
+    std::sort(drop.begin(), drop.end());
+    drop.erase(std::unique(drop.begin(), drop.end()), drop.end());
+
+    remat::Schedule s;
+    s.blocks = ctx.blocks;
+    std::string list;
+    for (const auto& n : drop) list += (list.empty() ? "" : "+") + n;
+    s.params = "recompute=" + list;
+    remat::Keep k = remat::Keep::named(keep);  // one shared list for every block
+    for (int b = 0; b < ctx.blocks; ++b) s.forward(b, k);
+    for (int b = ctx.blocks - 1; b >= 0; --b) {
+      s.recompute(b, remat::Keep::all());
+      s.backward(b);
+    }
+    return s;
+  }
+};
+
+}  // namespace
+
+REMAT_DEFINE_POLICY_PLUGIN(SelectivePolicy)
