@@ -1,0 +1,191 @@
+// The budget policy's chain, derived from the block table: for every block and option the
+// bytes it keeps, the peaks of its forward and of its recomputation + backward, and the cost
+// of its recomputation. The byte figures follow the executor's own allocation order
+// (core/engine/executor_block.cpp): what a forward or recompute action allocates step by step,
+// what it frees after each step's last reader, the output it hands to the next block, the
+// embedding's dropout mask held all step, and the head's final-norm output. The simulator's
+// activation peak of the resulting schedule is the same number (tests check both ways).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/graph/block_graph.h"
+#include "core/schedule/schedule.h"
+#include "plugins/budget/budget_dp.h"
+
+namespace remat::budget {
+
+using Mask = std::uint64_t;
+inline constexpr Mask bit(int i) { return Mask{1} << i; }
+
+struct Walk {
+  std::uint64_t peak = 0;  // most bytes of this block alive during the action
+  std::uint64_t end = 0;   // bytes the block holds afterwards (the output handed on excluded)
+};
+
+// Executor::forward on bytes: the block holds `live`; it runs the steps that make `keep`
+// (and its output when `produce`), allocates their outputs (a temporary when the block
+// already holds one), frees what the action no longer needs after each step, and ends
+// holding `stays`.
+inline Walk walk_forward(const BlockGraph& g, Mask live, Mask keep, bool recompute_only,
+                         bool produce, bool checkpoint) {
+  const auto& T = g.tensors();
+  const auto& S = g.steps();
+  const int in = g.input(), outp = g.output();
+  Mask saved = 0;
+  for (std::size_t t = 0; t < T.size(); ++t)
+    if (T[t].saved) saved |= bit(static_cast<int>(t));
+  Mask targets = (recompute_only ? (keep & ~bit(in)) : keep) | (produce ? bit(outp) : 0);
+  std::vector<bool> lv(T.size()), tg(T.size());
+  for (std::size_t t = 0; t < T.size(); ++t) {
+    lv[t] = (live >> t) & 1u;
+    tg[t] = (targets >> t) & 1u;
+  }
+  std::vector<int> run;
+  if (!g.recompute_flops(lv, tg, &run)) return {~std::uint64_t{0}, ~std::uint64_t{0}};
+  Mask stays = recompute_only ? (live | targets) : (keep & saved);
+  if (!recompute_only && checkpoint) stays |= bit(in);
+  std::vector<int> last_use(T.size(), -1);
+  for (int s : run)
+    for (int t : S[s].in) last_use[static_cast<std::size_t>(t)] = s;
+
+  std::uint64_t now = 0;
+  for (std::size_t t = 0; t < T.size(); ++t)
+    if ((live >> t) & 1u) now += T[t].bytes;
+  Walk w{now, 0};
+  Mask held = live, temp = 0;
+  for (int s : run) {
+    for (int t : S[s].out) {
+      now += T[t].bytes;
+      if ((held >> t) & 1u) temp |= bit(t);
+      else held |= bit(t);
+    }
+    w.peak = std::max(w.peak, now);
+    auto done = [&](int t) {
+      if (t == outp || ((stays >> t) & 1u)) return;
+      if ((temp >> t) & 1u) {
+        temp &= ~bit(t);
+        now -= T[t].bytes;
+      } else if ((held >> t) & 1u) {
+        held &= ~bit(t);
+        now -= T[t].bytes;
+      }
+    };
+    for (int t : S[s].in)
+      if (last_use[static_cast<std::size_t>(t)] == s) done(t);
+    for (int t : S[s].out)
+      if (last_use[static_cast<std::size_t>(t)] < s) done(t);
+  }
+  for (std::size_t t = 0; t < T.size(); ++t)
+    if ((temp >> t) & 1u) now -= T[t].bytes;
+  held &= ~bit(outp);
+  w.end = 0;
+  for (std::size_t t = 0; t < T.size(); ++t)
+    if ((held >> t) & 1u) w.end += T[t].bytes;
+  return w;
+}
+
+struct ChainSpec {
+  Chain chain;
+  std::vector<std::string> selective;  // the tensors the selective option drops
+  Mask keep[kOptions] = {0, 0, 0};     // what each option keeps after the forward
+};
+
+inline std::uint64_t mask_bytes(const BlockGraph& g, Mask m) {
+  std::uint64_t b = 0;
+  for (std::size_t t = 0; t < g.tensors().size(); ++t)
+    if ((m >> t) & 1u) b += g.tensors()[t].bytes;
+  return b;
+}
+
+// step_cost: the cost of one forward of each step (PlanContext::step_cost).
+inline ChainSpec chain_from_graph(const BlockGraph& g, const std::vector<double>& step_cost,
+                                  int blocks, std::vector<std::string> selective) {
+  const ModelConfig& m = g.config();
+  const auto& T = g.tensors();
+  const int in = g.input();
+  Mask saved = 0;
+  for (std::size_t t = 0; t < T.size(); ++t)
+    if (T[t].saved) saved |= bit(static_cast<int>(t));
+  Mask drop = 0;
+  for (const auto& n : selective)
+    if (auto id = g.find(n); id && *id != in) drop |= bit(*id);
+  drop &= saved;
+  ChainSpec spec;
+  spec.selective = std::move(selective);
+  spec.keep[Store] = saved;
+  spec.keep[Selective] = saved & ~drop;
+  spec.keep[Checkpoint] = bit(in);
+
+  // Outside the blocks: the embedding's dropout mask lives all step; the embedding briefly
+  // holds its sum next to block 0's input; the head holds the final norm's output next to the
+  // last block's output.
+  const std::uint64_t act = m.act_size();
+  const OuterSizes outer(m);
+  const std::uint64_t mask = static_cast<std::uint64_t>(outer.embed_mask);
+  const std::uint64_t in_bytes = T[static_cast<std::size_t>(in)].bytes;
+  const std::uint64_t final_in = static_cast<std::uint64_t>(outer.final_in) * act;
+  const std::uint64_t lnf = static_cast<std::uint64_t>(outer.lnf_out) * act;
+  spec.chain.base = mask;
+  spec.chain.floor = in_bytes + mask + (m.has_dropout() ? static_cast<std::uint64_t>(outer.embed_out) * act : 0);
+
+  const std::uint64_t saved_bytes = mask_bytes(g, saved);
+  ChainBlock mid, last;
+  for (int o = 0; o < kOptions; ++o) {
+    const Mask keep = spec.keep[o];
+    Walk f = walk_forward(g, bit(in), o == Store ? saved : keep, false, true, o == Checkpoint);
+    OptionCost oc;
+    oc.kept = f.end;
+    oc.fwd_peak = f.peak;
+    std::uint64_t rec_peak = saved_bytes;
+    if (o != Store) {
+      Walk r = walk_forward(g, keep, saved, true, false, false);
+      rec_peak = r.peak;
+      std::vector<bool> lv(T.size()), tg(T.size());
+      for (std::size_t t = 0; t < T.size(); ++t) {
+        lv[t] = (keep >> t) & 1u;
+        tg[t] = ((saved & ~bit(in)) >> t) & 1u;
+      }
+      std::vector<int> steps;
+      g.recompute_flops(lv, tg, &steps);
+      for (int s : steps) oc.cost += step_cost[static_cast<std::size_t>(s)];
+    }
+    oc.allowed = o != Selective || (drop != 0);
+    oc.bwd_peak = rec_peak;
+    mid.opt[static_cast<std::size_t>(o)] = oc;
+    // The last block recomputes next to its output; the head adds the final norm's output
+    // to the whole saved set.
+    OptionCost lo = oc;
+    lo.bwd_peak = final_in + std::max(rec_peak, saved_bytes + lnf);
+    last.opt[static_cast<std::size_t>(o)] = lo;
+  }
+  spec.chain.blocks.assign(static_cast<std::size_t>(blocks), mid);
+  if (blocks > 0) spec.chain.blocks.back() = last;
+  return spec;
+}
+
+// The schedule of a choice: the first sweep keeps what each option keeps; before its
+// backward a block that dropped something recomputes it.
+inline Schedule schedule_for(const BlockGraph& g, const ChainSpec& spec, const std::vector<int>& choice) {
+  Schedule s;
+  s.blocks = static_cast<int>(choice.size());
+  std::vector<std::string> names;
+  for (std::size_t t = 0; t < g.tensors().size(); ++t)
+    if ((spec.keep[Selective] >> t) & 1u) names.push_back(g.tensors()[t].name);
+  Keep sel = Keep::named(names);
+  for (int b = 0; b < s.blocks; ++b) {
+    switch (choice[static_cast<std::size_t>(b)]) {
+      case Store: s.forward(b, Keep::all()); break;
+      case Selective: s.forward(b, sel); break;
+      default: s.forward(b, Keep::input()); break;
+    }
+  }
+  for (int b = s.blocks - 1; b >= 0; --b) {
+    if (choice[static_cast<std::size_t>(b)] != Store) s.recompute(b, Keep::all());
+    s.backward(b);
+  }
+  return s;
+}
+
+}  // namespace remat::budget
