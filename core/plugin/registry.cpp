@@ -48,8 +48,9 @@ std::vector<std::string> PolicyRegistry::default_dirs() {
   if (const char* env = std::getenv("REMAT_PLUGIN_PATH"); env && *env) {
     std::stringstream ss(env);
     std::string d;
+    // Only absolute entries: a relative one would be looked up from the working directory.
     while (std::getline(ss, d, ':'))
-      if (!d.empty() && d != ".") dirs.push_back(d);
+      if (!d.empty() && fs::path(d).is_absolute()) dirs.push_back(d);
   }
   return dirs;
 }
@@ -85,28 +86,30 @@ void PolicyRegistry::load_file(const std::string& path) {
   }
   const RematPolicyPlugin* info = nullptr;
   std::unique_ptr<Policy> pol;
+  std::string failure;
+  // The library stays loaded until the exception it threw is gone: the exception object (and
+  // its destructor) may live in the library, so it is closed only after the catch block.
   try {
     info = entry();
     if (!info) throw Error("the entry point returned nothing");
     if (info->abi_version != REMAT_POLICY_ABI_VERSION) {
-      rejected_.push_back({path, "built for policy ABI version " + std::to_string(info->abi_version) +
-                                     ", this program needs version " +
-                                     std::to_string(REMAT_POLICY_ABI_VERSION)});
-      dlclose(h);
-      return;
+      failure = "built for policy ABI version " + std::to_string(info->abi_version) +
+                ", this program needs version " + std::to_string(REMAT_POLICY_ABI_VERSION);
+    } else {
+      if (!info->create) throw Error("no factory");
+      pol.reset(info->create());
+      if (!pol) throw Error("the factory returned nothing");
+      if (pol->name().empty()) throw Error("the policy has an empty name");
+      (void)pol->params();  // a policy that cannot describe its parameters cannot be chosen
     }
-    if (!info->create) throw Error("no factory");
-    pol.reset(info->create());
-    if (!pol) throw Error("the factory returned nothing");
-    if (pol->name().empty()) throw Error("the policy has an empty name");
   } catch (const std::exception& e) {
-    pol.reset();
-    rejected_.push_back({path, std::string("its factory failed: ") + e.what()});
-    dlclose(h);
-    return;
+    failure = std::string("its factory failed: ") + e.what();
   } catch (...) {
+    failure = "its factory threw a non-standard exception";
+  }
+  if (!failure.empty()) {
     pol.reset();
-    rejected_.push_back({path, "its factory threw a non-standard exception"});
+    rejected_.push_back({path, failure});
     dlclose(h);
     return;
   }

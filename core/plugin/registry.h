@@ -36,7 +36,7 @@ class PolicyRegistry {
   PolicyRegistry& operator=(const PolicyRegistry&) = delete;
 
   // The default search path: <exe dir>/plugins, <exe dir>/../lib/rematlab/plugins, then
-  // REMAT_PLUGIN_PATH entries.
+  // REMAT_PLUGIN_PATH entries (absolute paths only; relative ones would name the working directory).
   static std::vector<std::string> default_dirs();
   void load_dirs(const std::vector<std::string>& dirs);
   void load_file(const std::string& path);

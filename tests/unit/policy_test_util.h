@@ -1,0 +1,87 @@
+// Shared by the policy tests: the loaded plugins, tiny models, a real CPU run, and figures
+// counted from a run's own records.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/backend/cpu/cpu_backend.h"
+#include "core/engine/run.h"
+#include "core/engine/simulator.h"
+#include "core/plugin/registry.h"
+#include "core/util/error.h"
+#include "core/profiler/host_profiler.h"
+
+namespace remat::test {
+
+// The real plugins, from the build's plugin directory (bin/plugins next to the test binary).
+inline PolicyRegistry& plugins() {
+  static PolicyRegistry* reg = [] {
+    auto* r = new PolicyRegistry();
+    r->load_dirs({std::string(REMAT_BUILD_DIR) + "/bin/plugins"});
+    return r;
+  }();
+  return *reg;
+}
+
+inline Schedule plan(const std::string& policy, const ModelConfig& m,
+                     std::optional<std::uint64_t> budget = std::nullopt) {
+  return plugins().plan(parse_policy_choice(policy), m, budget);
+}
+
+// 4 blocks, h=64, 4 heads, s=32, b=2, vocab 256, dropout 0.1; llama with 2 KV heads.
+inline ModelConfig tiny(Architecture arch, AttentionImpl attn, int layers = 4) {
+  ModelConfig m;
+  m.name = "policy-test";
+  m.arch = arch;
+  m.layers = layers;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = arch == Architecture::Llama ? 2 : 4;
+  m.ffn = arch == Architecture::Llama ? 176 : 256;
+  m.seq = 32;
+  m.positions = 32;
+  m.batch = 2;
+  m.vocab = 256;
+  m.dropout = 0.1;
+  m.attention = attn;
+  return m;
+}
+
+// Training steps on the CPU backend with 2 BLAS threads, timed by the host profiler.
+inline Trace run(const ModelConfig& m, const Schedule& s, int steps = 2, int warmup = 1,
+                 std::uint64_t seed = 7) {
+  RunSpec spec;
+  spec.model = m;
+  spec.schedule = s;
+  spec.steps = steps;
+  spec.warmup = warmup;
+  spec.seed = seed;
+  spec.poison = true;  // a use after free would change the numbers
+  CpuBackend cpu(2);
+  SteadyClock clock;
+  HostProfiler prof(clock);
+  Trace t = run_training(spec, cpu, &prof, clock);
+  EXPECT_TRUE(t.complete) << t.status << ": " << t.error;
+  return t;
+}
+
+// Block forwards counted from the run's schedule records (forward and recompute actions).
+inline std::uint64_t counted_block_forwards(const Trace& t) {
+  std::uint64_t n = 0;
+  for (const auto& r : t.schedule_records)
+    if (r.action == "forward" || r.action == "recompute") ++n;
+  return n;
+}
+
+// Recompute FLOPs summed over the ops the run recorded in the recompute phase.
+inline std::uint64_t counted_recompute_flops(const Trace& t) {
+  std::uint64_t f = 0;
+  for (const auto& o : t.ops)
+    if (o.phase == Phase::Recompute) f += o.flops;
+  return f;
+}
+
+}  // namespace remat::test
