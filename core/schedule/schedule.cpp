@@ -55,8 +55,11 @@ nlohmann::json schedule_to_json(const Schedule& s) {
   return j;
 }
 
-Schedule schedule_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) throw Error("schedule: expected a JSON object");
+Schedule schedule_from_json(const nlohmann::json& in) {
+  if (!in.is_object()) throw Error("schedule: expected a JSON object");
+  // `rematlab-batch plan --json` prints the prediction with the schedule under "schedule".
+  const nlohmann::json& j =
+      !in.contains("blocks") && in.contains("schedule") && in["schedule"].is_object() ? in["schedule"] : in;
   if (!j.contains("actions") || !j["actions"].is_array())
     throw Error("schedule: missing the 'actions' array");
   if (!j.contains("blocks") || !j["blocks"].is_number_integer())

@@ -63,6 +63,7 @@ struct Schedule {
 Schedule store_all_schedule(int blocks);
 
 nlohmann::json schedule_to_json(const Schedule& s);
+// Accepts a schedule object or the output of `plan --json` (the schedule under "schedule").
 // Throws Error naming the bad entry.
 Schedule schedule_from_json(const nlohmann::json& j);
 Schedule load_schedule_file(const std::string& path);
