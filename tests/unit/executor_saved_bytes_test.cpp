@@ -3,6 +3,8 @@
 // block or a prefetch just before it must not count).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/engine/simulator.h"
 #include "core/graph/block_graph.h"
 

@@ -1,0 +1,105 @@
+// Every policy, executed on the CPU backend (2 BLAS threads, dropout on), gives the same losses
+// and gradients as `none` to the bit, for both architectures and both attention
+// implementations; what the run itself recorded (block forwards, recompute FLOPs, the peak)
+// equals the plan and the simulator; recomputation reruns exactly the first forward's ops.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <tuple>
+
+#include "policy_test_util.h"
+
+namespace remat {
+namespace {
+
+using test::plan;
+using test::run;
+using test::tiny;
+
+struct Config {
+  Architecture arch;
+  AttentionImpl attn;
+};
+
+class PolicyEquivalence : public ::testing::TestWithParam<Config> {};
+
+// The budget policy gets a budget between its smallest feasible one and none's peak.
+std::uint64_t middle_budget(const ModelConfig& m) {
+  std::uint64_t low = 0;
+  try {
+    plan("budget", m, 1);
+  } catch (const std::exception& e) {
+    std::string s = e.what();
+    auto p = s.find("smallest feasible budget is ");
+    EXPECT_NE(p, std::string::npos) << s;
+    low = std::stoull(s.substr(p + 28));
+  }
+  std::uint64_t high = simulate(m, plan("none", m), nullptr).activation_peak_bytes;
+  EXPECT_LT(low, high);
+  return (low + high) / 2;
+}
+
+TEST_P(PolicyEquivalence, BitwiseEqualToNoneAndCountedFromTheRun) {
+  const ModelConfig m = tiny(GetParam().arch, GetParam().attn);
+  const Trace base = run(m, plan("none", m));
+  ASSERT_EQ(base.losses().size(), 2u);
+  ASSERT_GT(base.losses()[0], 0.0);
+  ASSERT_NE(base.grad_checksum, 0u);
+  const std::uint64_t budget = middle_budget(m);
+  const std::vector<std::string> policies = {
+      "selective", "uniform", "uniform:segments=4", "uniform:segments=1", "revolve:snapshots=1",
+      "revolve:snapshots=2", "offload", "offload:what=checkpoints", "offload:prefetch=0",
+      "offload:what=checkpoints,prefetch=2", "budget"};
+  for (const auto& p : policies) {
+    SCOPED_TRACE(p);
+    Schedule s = plan(p, m, p == "budget" ? std::optional<std::uint64_t>(budget) : std::nullopt);
+    Trace t = run(m, s);
+    ASSERT_TRUE(t.complete);
+    ASSERT_EQ(t.losses().size(), base.losses().size());
+    for (std::size_t i = 0; i < base.losses().size(); ++i)
+      EXPECT_EQ(t.losses()[i], base.losses()[i]) << "step " << i;  // bitwise
+    EXPECT_EQ(t.grad_checksum, base.grad_checksum);
+    // Executed, not only planned: the run's own records against the validator's plan.
+    EXPECT_EQ(test::counted_block_forwards(t), t.plan.block_forwards);
+    EXPECT_EQ(t.block_forwards, t.plan.block_forwards);
+    EXPECT_EQ(test::counted_recompute_flops(t), t.plan.flops_recompute);
+    EXPECT_EQ(t.flops.recompute, t.plan.flops_recompute);
+    // The simulator's peak is the measured one, to the byte.
+    EXPECT_EQ(t.predicted_peak_bytes, t.peak_bytes);
+    // Recomputation reruns the first forward's ops with the same shapes (FLOPs and bytes).
+    std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> first;
+    for (const auto& o : t.ops)
+      if (o.phase == Phase::Forward && o.block >= 0) first[o.name] = {o.flops, o.bytes};
+    std::size_t rerun = 0;
+    for (const auto& o : t.ops) {
+      if (o.phase != Phase::Recompute) continue;
+      ++rerun;
+      auto it = first.find(o.name);
+      ASSERT_NE(it, first.end()) << o.name << " was not run in the first forward";
+      EXPECT_EQ(it->second.first, o.flops) << o.name;
+      EXPECT_EQ(it->second.second, o.bytes) << o.name;
+    }
+    if (t.plan.flops_recompute > 0) EXPECT_GT(rerun, 0u);
+    if (p == "budget") {
+      EXPECT_LE(t.activation_peak_bytes, budget);
+    }
+    if (p.rfind("offload", 0) == 0) {
+      std::uint64_t host = 0;
+      for (auto b : t.host_bytes_per_block) host += b;
+      EXPECT_GT(host, 0u);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PolicyConfigs, PolicyEquivalence,
+    ::testing::Values(Config{Architecture::Gpt2, AttentionImpl::Naive},
+                      Config{Architecture::Gpt2, AttentionImpl::Flash},
+                      Config{Architecture::Llama, AttentionImpl::Naive},
+                      Config{Architecture::Llama, AttentionImpl::Flash}),
+    [](const ::testing::TestParamInfo<Config>& i) {
+      return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn);
+    });
+
+}  // namespace
+}  // namespace remat
