@@ -1,0 +1,42 @@
+#include "format.h"
+
+#include <cmath>
+
+namespace remat::gui {
+
+namespace {
+
+QString scaled(double v, const char* const* units, int n, double base, int decimals_min) {
+  int u = 0;
+  double a = std::fabs(v);
+  while (a >= base && u < n - 1) {
+    a /= base;
+    v /= base;
+    ++u;
+  }
+  int dec = u == 0 ? decimals_min : (a >= 100 ? 0 : a >= 10 ? 1 : 2);
+  return QString::number(v, 'f', dec) + " " + units[u];
+}
+
+}  // namespace
+
+QString human_bytes(double b) {
+  static const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  return scaled(b, u, 5, 1024.0, 0);
+}
+
+QString human_time_ns(double ns) {
+  static const char* u[] = {"ns", "µs", "ms", "s"};
+  return scaled(ns, u, 4, 1000.0, 0);
+}
+
+QString human_flops(double f) {
+  static const char* u[] = {"FLOP", "KFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"};
+  return scaled(f, u, 6, 1000.0, 0);
+}
+
+QString human_percent(double pct) {
+  return (pct >= 0 ? "+" : "") + QString::number(pct, 'f', 1) + " %";
+}
+
+}  // namespace remat::gui

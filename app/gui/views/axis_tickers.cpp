@@ -1,0 +1,76 @@
+#include "views/axis_tickers.h"
+
+#include <cmath>
+
+namespace remat::gui {
+
+namespace {
+
+// A 1-2-5 step near range/ticks, in units of `unit`.
+double nice_step(double size, int ticks) {
+  double raw = size / std::max(ticks, 1);
+  if (!(raw > 0)) return 1;
+  double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double m = raw / mag;
+  double nice = m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10;
+  return nice * mag;
+}
+
+int decimals_for(double step) {
+  if (step >= 1) return 0;
+  return std::min(6, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
+}
+
+QString trim(QString s) {
+  if (s.contains('.')) {
+    while (s.endsWith('0')) s.chop(1);
+    if (s.endsWith('.')) s.chop(1);
+  }
+  return s;
+}
+
+}  // namespace
+
+double BytesTicker::getTickStep(const QCPRange& range) {
+  static const double units[] = {1.0, 1024.0, 1024.0 * 1024, 1024.0 * 1024 * 1024, 1024.0 * 1024 * 1024 * 1024};
+  const double top = std::max(std::fabs(range.lower), std::fabs(range.upper));
+  int u = 0;
+  while (u < 4 && top >= units[u + 1]) ++u;
+  unit_ = units[u];
+  double step = nice_step(range.size() / unit_, tickCount());
+  if (u == 0) step = std::max(1.0, step);
+  decimals_ = decimals_for(step);
+  return step * unit_;
+}
+
+QString BytesTicker::getTickLabel(double tick, const QLocale&, QChar, int) {
+  static const char* names[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = unit_ >= 1024.0 * 1024 * 1024 * 1024 ? 4 : unit_ >= 1024.0 * 1024 * 1024 ? 3 : unit_ >= 1024.0 * 1024 ? 2 : unit_ >= 1024.0 ? 1 : 0;
+  if (std::fabs(tick) < 1e-9 * unit_) return "0";
+  return trim(QString::number(tick / unit_, 'f', decimals_)) + " " + names[u];
+}
+
+double TimeTicker::getTickStep(const QCPRange& range) {
+  static const double units[] = {1.0, 1e3, 1e6, 1e9};
+  const double size = range.size();
+  int u = 0;
+  while (u < 3 && size >= 2 * units[u + 1]) ++u;
+  unit_ = units[u];
+  double step = nice_step(size / unit_, tickCount());
+  if (u == 0) step = std::max(1.0, step);
+  decimals_ = decimals_for(step);
+  return step * unit_;
+}
+
+QString TimeTicker::getTickLabel(double tick, const QLocale&, QChar, int) {
+  static const char* names[] = {"ns", "µs", "ms", "s"};
+  int u = unit_ >= 1e9 ? 3 : unit_ >= 1e6 ? 2 : unit_ >= 1e3 ? 1 : 0;
+  if (std::fabs(tick) < 1e-9 * unit_) return "0";
+  return trim(QString::number(tick / unit_, 'f', decimals_)) + " " + names[u];
+}
+
+QString FractionTicker::getTickLabel(double tick, const QLocale&, QChar, int) {
+  return trim(QString::number(tick * 100.0, 'f', 1)) + " %";
+}
+
+}  // namespace remat::gui

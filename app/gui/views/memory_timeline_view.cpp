@@ -1,0 +1,467 @@
+#include "views/memory_timeline_view.h"
+
+#include <QMouseEvent>
+#include <QToolTip>
+#include <algorithm>
+#include <cmath>
+#include <qcustomplot.h>
+
+#include "core/analysis/downsample.h"
+#include "format.h"
+#include "theme.h"
+#include "views/axis_tickers.h"
+
+namespace remat::gui {
+
+namespace {
+
+QString pretty(const char* s) { return QString::fromLatin1(s).replace('_', ' '); }
+
+constexpr int kLeftMargin = 84, kRightMargin = 18;
+
+}  // namespace
+
+MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
+  plot_->addLayer("shading", plot_->layer("grid"), QCustomPlot::limBelow);
+  plot_->layer("overlay")->setMode(QCPLayer::lmBuffered);
+  plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new TimeTicker));
+  plot_->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new BytesTicker));
+  plot_->xAxis->ticker()->setTickCount(8);
+  plot_->yAxis->ticker()->setTickCount(5);
+  plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  plot_->axisRect()->setRangeDrag(Qt::Horizontal);
+  plot_->axisRect()->setRangeZoom(Qt::Horizontal);
+  plot_->axisRect()->setAutoMargins(QCP::msTop | QCP::msBottom);
+  plot_->axisRect()->setMargins(QMargins(kLeftMargin, 0, kRightMargin, 0));
+  plot_->yAxis->setPadding(4);
+  plot_->legend->setVisible(true);
+  plot_->axisRect()->insetLayout()->take(plot_->legend);
+  plot_->legend->setFillOrder(QCPLegend::foColumnsFirst);
+  plot_->legend->setWrap(6);
+  plot_->legend->setIconSize(14, 10);
+  plot_->legend->setRowSpacing(0);
+  plot_->legend->setColumnSpacing(10);
+  plot_->legend->setMargins(QMargins(4, 2, 4, 2));
+  QFont lf = font();
+  lf.setPointSizeF(lf.pointSizeF() * 0.9);
+  plot_->legend->setFont(lf);
+  title_element_ = new QCPTextElement(plot_, QString(), QFont(font().family(), -1, QFont::DemiBold));
+  title_element_->setMargins(QMargins(kLeftMargin, 4, 0, 0));
+  title_element_->setTextFlags(Qt::AlignLeft | Qt::AlignVCenter);
+  plot_->setMinimumHeight(160);
+  connect(plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          [this](const QCPRange& r) {
+            clampRange(r);
+            updateVisible();
+          });
+  connect(plot_, &QCustomPlot::mouseMove, this, &MemoryTimelineView::onMouseMove);
+  connect(plot_, &QCustomPlot::mousePress, this, &MemoryTimelineView::onMousePress);
+  connect(plot_, &QCustomPlot::mouseRelease, this, &MemoryTimelineView::onMouseRelease);
+  rebuild();
+}
+
+MemoryTimelineView::~MemoryTimelineView() = default;
+
+void MemoryTimelineView::setTrace(std::shared_ptr<const Trace> t, const QString& title) {
+  trace_ = std::move(t);
+  title_ = title;
+  x_.clear();
+  total_.clear();
+  host_.clear();
+  reserved_.clear();
+  cum_.clear();
+  shown_.clear();
+  host_max_ = reserved_max_ = 0;
+  tl_ = {};
+  phases_.clear();
+  live_ = {};
+  if (trace_) {
+    const Trace& tr = *trace_;
+    tl_ = memory_timeline(tr);
+    phases_ = phase_spans(tr);
+    live_ = LiveTensorIndex(tr);
+    origin_ = tl_.range.start_ns;
+    duration_ = std::max<std::int64_t>(1, tl_.range.end_ns - tl_.range.start_ns);
+    const std::size_t n = tl_.points.size();
+    x_.resize(n);
+    total_.resize(n);
+    host_.resize(n);
+    reserved_.resize(n);
+    std::array<bool, kNumCategories> any{};
+    std::uint64_t reserved = 0;
+    if (tl_.range.first > 0 && tl_.range.first <= tr.events.size()) reserved = tr.events[tl_.range.first - 1].reserved;
+    for (std::size_t i = 0; i < n; ++i) {
+      const TimelinePoint& p = tl_.points[i];
+      x_[i] = static_cast<double>(p.t_ns - origin_);
+      total_[i] = static_cast<double>(p.device);
+      host_[i] = static_cast<double>(p.host);
+      if (p.event >= 0) reserved = tr.events[static_cast<std::size_t>(p.event)].reserved;
+      reserved_[i] = static_cast<double>(reserved);
+      host_max_ = std::max(host_max_, host_[i]);
+      reserved_max_ = std::max(reserved_max_, reserved_[i]);
+      for (int c = 0; c < kNumCategories; ++c) any[c] = any[c] || p.live[c] != 0;
+    }
+    for (int c = 0; c < kNumCategories; ++c)
+      if (any[c] && static_cast<Category>(c) != Category::HostOffloaded) shown_.push_back(static_cast<Category>(c));
+    cum_.assign(shown_.size(), std::vector<double>(n));
+    for (std::size_t i = 0; i < n; ++i) {
+      double s = 0;
+      for (std::size_t k = 0; k < shown_.size(); ++k) {
+        s += static_cast<double>(tl_.points[i].live[static_cast<int>(shown_[k])]);
+        cum_[k][i] = s;
+      }
+    }
+  }
+  rebuild();
+}
+
+void MemoryTimelineView::setTimeMode(TimeMode m) {
+  if (m == mode_) return;
+  mode_ = m;
+  plot_->xAxis->setTicker(m == TimeMode::Absolute ? QSharedPointer<QCPAxisTicker>(new TimeTicker)
+                                                  : QSharedPointer<QCPAxisTicker>(new FractionTicker));
+  rebuild();
+}
+
+void MemoryTimelineView::setCompact(bool compact) {
+  compact_ = compact;
+  rebuild();
+}
+
+void MemoryTimelineView::setValueMax(double v) {
+  value_max_ = v;
+  plot_->yAxis->setRange(0, value_max_ > 0 ? value_max_ : dataValueMax());
+  plot_->replot();
+}
+
+double MemoryTimelineView::timeScale() const {
+  return mode_ == TimeMode::Absolute ? 1.0 : 1.0 / static_cast<double>(duration_);
+}
+
+double MemoryTimelineView::dataValueMax() const {
+  double m = static_cast<double>(tl_.peak_device);
+  m = std::max({m, host_max_, reserved_max_});
+  if (trace_) m = std::max(m, static_cast<double>(trace_->predicted_peak_bytes));
+  return m > 0 ? m * 1.15 : 1024.0;
+}
+
+QCPRange MemoryTimelineView::dataTimeRange() const {
+  if (x_.empty()) return QCPRange(0, std::max(extent_, 1.0));
+  const double s = timeScale();
+  const double hi = std::max(x_.back(), static_cast<double>(duration_));
+  return QCPRange(0, std::max({hi * s, extent_, 1e-9}));
+}
+
+void MemoryTimelineView::resetZoom() {
+  plot_->xAxis->setRange(dataTimeRange());
+  plot_->replot();
+}
+
+void MemoryTimelineView::rebuild() {
+  plot_->clearGraphs();
+  plot_->clearItems();
+  stack_.clear();
+  shading_.clear();
+  total_graph_ = host_graph_ = reserved_graph_ = peak_graph_ = nullptr;
+  peak_label_ = predicted_label_ = nullptr;
+  predicted_ = nullptr;
+
+  // Layout: title, legend, plot.
+  QCPLayoutGrid* L = plot_->plotLayout();
+  if (title_element_->layout() == L) L->take(title_element_);
+  if (plot_->legend->layout() == L) L->take(plot_->legend);
+  L->simplify();
+  int row = 0;
+  title_element_->setText(title_);
+  title_element_->setVisible(!title_.isEmpty());
+  if (!title_.isEmpty()) {
+    L->insertRow(row);
+    L->addElement(row++, 0, title_element_);
+  }
+  plot_->legend->setVisible(!compact_);
+  if (!compact_) {
+    L->insertRow(row);
+    L->addElement(row++, 0, plot_->legend);
+  }
+  for (int r = 0; r < row; ++r) L->setRowStretchFactor(r, 0.001);
+  L->setRowSpacing(0);
+  plot_->yAxis->setLabel(compact_ ? QString() : tr("live bytes"));
+
+  cursor_ = new QCPItemStraightLine(plot_);
+  cursor_->setLayer("overlay");
+  cursor_->setVisible(false);
+  cursor_->setSelectable(false);
+
+  if (trace_ && !x_.empty()) {
+    const bool dark = is_dark(palette());
+    for (std::size_t k = 0; k < shown_.size(); ++k) {
+      QCPGraph* g = plot_->addGraph();
+      const QColor c = category_color(shown_[k]);
+      g->setName(pretty(to_string(shown_[k])));
+      g->setLineStyle(QCPGraph::lsStepLeft);
+      g->setPen(QPen(c.darker(dark ? 140 : 118), 1));
+      g->setBrush(c);
+      g->setAntialiased(false);
+      g->setAntialiasedFill(false);
+      if (k > 0) g->setChannelFillGraph(stack_.back());
+      stack_.push_back(g);
+    }
+    total_graph_ = plot_->addGraph();
+    total_graph_->setName(tr("device total"));
+    total_graph_->setLineStyle(QCPGraph::lsStepLeft);
+    total_graph_->setAntialiased(false);
+    if (host_max_ > 0) {
+      host_graph_ = plot_->addGraph();
+      host_graph_->setName(tr("host (offloaded)"));
+      host_graph_->setLineStyle(QCPGraph::lsStepLeft);
+      host_graph_->setPen(QPen(category_color(Category::HostOffloaded), 2, Qt::DashLine));
+      host_graph_->setAntialiased(false);
+    }
+    if (trace_->device.rfind("cuda", 0) == 0 && reserved_max_ > 0) {
+      reserved_graph_ = plot_->addGraph();
+      reserved_graph_->setName(tr("reserved"));
+      reserved_graph_->setLineStyle(QCPGraph::lsStepLeft);
+      reserved_graph_->setAntialiased(false);
+    }
+    // Phase shading and its legend entries.
+    const double s = timeScale();
+    std::array<bool, kNumPhases> seen{};
+    for (const PhaseSpan& p : phases_) {
+      auto* r = new QCPItemRect(plot_);
+      r->setLayer("shading");
+      r->setSelectable(false);
+      r->setClipToAxisRect(true);
+      r->topLeft->setTypeX(QCPItemPosition::ptPlotCoords);
+      r->topLeft->setTypeY(QCPItemPosition::ptAxisRectRatio);
+      r->bottomRight->setTypeX(QCPItemPosition::ptPlotCoords);
+      r->bottomRight->setTypeY(QCPItemPosition::ptAxisRectRatio);
+      r->setAntialiased(false);
+      r->setPen(Qt::NoPen);
+      shading_.push_back(r);
+      r->setBrush(phase_shade(p.phase, dark));
+      seen[static_cast<int>(p.phase)] = true;
+    }
+    if (!compact_)
+      for (int ph = 0; ph < kNumPhases; ++ph) {
+        if (!seen[ph]) continue;
+        QCPGraph* g = plot_->addGraph();
+        QColor c = phase_color(static_cast<Phase>(ph));
+        c.setAlpha(90);
+        g->setName(pretty(to_string(static_cast<Phase>(ph))));
+        g->setPen(Qt::NoPen);
+        g->setBrush(c);
+      }
+    // The peak.
+    const std::size_t pk = tl_.peak_point;
+    peak_graph_ = plot_->addGraph();
+    peak_graph_->removeFromLegend();
+    peak_graph_->setLineStyle(QCPGraph::lsNone);
+    peak_graph_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QColor(0xd6, 0x27, 0x28), Qt::white, 8));
+    peak_graph_->addData(x_[pk] * s, total_[pk]);
+    peak_label_ = new QCPItemText(plot_);
+    peak_label_->setClipToAxisRect(true);
+    peak_label_->position->setCoords(x_[pk] * s, total_[pk]);
+    peak_label_->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+    peak_label_->setPadding(QMargins(6, 0, 0, 3));
+    peak_label_->setText(tr("peak %1").arg(human_bytes(total_[pk])));
+    QFont bf = font();
+    bf.setBold(true);
+    peak_label_->setFont(bf);
+    peak_label_->setColor(QColor(0xd6, 0x27, 0x28));
+    if (trace_->predicted_peak_bytes > 0) {
+      const double pred = static_cast<double>(trace_->predicted_peak_bytes);
+      predicted_ = new QCPItemStraightLine(plot_);
+      predicted_->setLayer("main");
+      predicted_->point1->setCoords(0, pred);
+      predicted_->point2->setCoords(1, pred);
+      predicted_label_ = new QCPItemText(plot_);
+      predicted_label_->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
+      predicted_label_->position->setTypeY(QCPItemPosition::ptPlotCoords);
+      predicted_label_->position->setCoords(1.0, pred);
+      predicted_label_->setPositionAlignment(Qt::AlignRight | Qt::AlignBottom);
+      predicted_label_->setPadding(QMargins(0, 0, 4, 2));
+      predicted_label_->setText(tr("predicted %1").arg(human_bytes(pred)));
+      predicted_label_->setClipToAxisRect(true);
+    }
+  }
+  style_plot(plot_, palette());
+  onRestyle();
+  plot_->yAxis->setRange(0, value_max_ > 0 ? value_max_ : dataValueMax());
+  clamping_ = true;
+  plot_->xAxis->setRange(dataTimeRange());
+  clamping_ = false;
+  updateVisible();
+  plot_->replot();
+}
+
+void MemoryTimelineView::onRestyle() {
+  const QColor fg = palette().color(QPalette::Text);
+  if (total_graph_) total_graph_->setPen(QPen(fg, 1));
+  if (reserved_graph_) {
+    QColor c = fg;
+    c.setAlpha(170);
+    reserved_graph_->setPen(QPen(c, 1, Qt::DotLine));
+  }
+  QColor mid = fg;
+  mid.setAlpha(150);
+  if (predicted_) predicted_->setPen(QPen(mid, 1, Qt::DashLine));
+  if (predicted_label_) predicted_label_->setColor(mid);
+  if (cursor_) cursor_->setPen(QPen(mid, 1));
+  title_element_->setTextColor(fg);
+}
+
+void MemoryTimelineView::clampRange(const QCPRange& r) {
+  if (clamping_ || x_.empty()) return;
+  const QCPRange d = dataTimeRange();
+  QCPRange n = r;
+  const double min_size = 50.0 * timeScale();
+  if (n.size() > d.size()) n = d;
+  if (n.size() < min_size) n = QCPRange(n.center() - min_size / 2, n.center() + min_size / 2);
+  if (n.lower < d.lower) n = QCPRange(d.lower, d.lower + n.size());
+  if (n.upper > d.upper) n = QCPRange(d.upper - n.size(), d.upper);
+  if (n.lower != r.lower || n.upper != r.upper) {
+    clamping_ = true;
+    plot_->xAxis->setRange(n);
+    clamping_ = false;
+  }
+}
+
+void MemoryTimelineView::updateVisible() {
+  if (x_.empty() || !total_graph_) return;
+  const QCPRange r = plot_->xAxis->range();
+  const double s = timeScale();
+  const int width = std::max(200, plot_->axisRect()->width() > 0 ? plot_->axisRect()->width() : plot_->width());
+  const std::vector<std::size_t> idx = downsample_indices(x_, total_, r.lower / s, r.upper / s, static_cast<std::size_t>(width));
+  QVector<double> keys(static_cast<int>(idx.size())), vals(static_cast<int>(idx.size()));
+  for (std::size_t i = 0; i < idx.size(); ++i) keys[static_cast<int>(i)] = x_[idx[i]] * s;
+  auto fill = [&](QCPGraph* g, const std::vector<double>& src) {
+    for (std::size_t i = 0; i < idx.size(); ++i) vals[static_cast<int>(i)] = src[idx[i]];
+    g->setData(keys, vals, true);
+  };
+  for (std::size_t k = 0; k < stack_.size(); ++k) fill(stack_[k], cum_[k]);
+  // Phase shading only over the visible range: huge off-screen rectangles are slow to clip.
+  for (std::size_t i = 0; i < shading_.size() && i < phases_.size(); ++i) {
+    const double a = std::max(r.lower, static_cast<double>(phases_[i].start_ns - origin_) * s);
+    const double b = std::min(r.upper, static_cast<double>(phases_[i].end_ns - origin_) * s);
+    shading_[i]->setVisible(b > a);
+    shading_[i]->topLeft->setCoords(a, 0);
+    shading_[i]->bottomRight->setCoords(std::max(a, b), 1);
+  }
+  fill(total_graph_, total_);
+  if (host_graph_) fill(host_graph_, host_);
+  if (reserved_graph_) fill(reserved_graph_, reserved_);
+}
+
+double MemoryTimelineView::plottedMaximum() const {
+  double m = 0;
+  if (!total_graph_) return m;
+  for (auto it = total_graph_->data()->constBegin(); it != total_graph_->data()->constEnd(); ++it)
+    m = std::max(m, it->value);
+  return m;
+}
+
+QRect MemoryTimelineView::plotArea() const {
+  QRect r = plot_->axisRect()->rect();
+  return QRect(plot_->mapTo(this, r.topLeft()), r.size());
+}
+
+std::size_t MemoryTimelineView::pointAt(double key) const {
+  const double x = key / timeScale();
+  auto it = std::upper_bound(x_.begin(), x_.end(), x);
+  return it == x_.begin() ? 0 : static_cast<std::size_t>(it - x_.begin()) - 1;
+}
+
+std::size_t MemoryTimelineView::eventAt(std::size_t point) const {
+  const TimelinePoint& p = tl_.points[point];
+  if (p.event >= 0) return static_cast<std::size_t>(p.event);
+  if (point == 0) return tl_.range.first > 0 ? tl_.range.first - 1 : SIZE_MAX;
+  return tl_.range.end > 0 ? tl_.range.end - 1 : SIZE_MAX;
+}
+
+QList<QPair<int, QString>> MemoryTimelineView::tensorsAt(double key, int n) const {
+  QList<QPair<int, QString>> out;
+  if (x_.empty()) return out;
+  const std::size_t ev = eventAt(pointAt(key));
+  if (ev == SIZE_MAX) return out;
+  for (const Allocation* a : live_.largest_at(ev, static_cast<std::size_t>(n)))
+    out.append({a->block, QString::fromStdString(live_.tensor_name(*a))});
+  return out;
+}
+
+QString MemoryTimelineView::describeAt(double key) const {
+  if (x_.empty()) return {};
+  const std::size_t i = pointAt(key);
+  const TimelinePoint& p = tl_.points[i];
+  const std::int64_t t = origin_ + static_cast<std::int64_t>(key / timeScale());
+  QString phase;
+  for (const PhaseSpan& s : phases_)
+    if (s.start_ns <= t && t < s.end_ns) phase = pretty(to_string(s.phase));
+  QString h = "<b>" + human_time_ns(static_cast<double>(t - origin_)) + "</b>";
+  if (mode_ == TimeMode::Normalized) h += QString(" (%1 % of the step)").arg(key * 100.0, 0, 'f', 1);
+  if (!phase.isEmpty()) h += " · " + phase;
+  h += "<br>device <b>" + human_bytes(static_cast<double>(p.device)) + "</b>";
+  if (reserved_graph_) h += ", reserved " + human_bytes(reserved_[i]);
+  if (p.host) h += ", host " + human_bytes(static_cast<double>(p.host));
+  h += "<table cellspacing=0 cellpadding=1>";
+  for (int c = kNumCategories - 1; c >= 0; --c) {
+    if (!p.live[c]) continue;
+    h += QString("<tr><td><span style='color:%1'>■</span> %2</td><td align=right>&nbsp;%3</td></tr>")
+             .arg(category_color(static_cast<Category>(c)).name(), pretty(to_string(static_cast<Category>(c))),
+                  human_bytes(static_cast<double>(p.live[c])));
+  }
+  h += "</table>";
+  const std::size_t ev = eventAt(i);
+  if (ev != SIZE_MAX) {
+    auto largest = live_.largest_at(ev, 5);
+    if (!largest.empty()) {
+      h += "<b>largest alive</b><table cellspacing=0 cellpadding=1>";
+      for (const Allocation* a : largest)
+        h += QString("<tr><td>%1</td><td align=right>&nbsp;%2</td></tr>")
+                 .arg(QString::fromStdString(live_.label(*a)).toHtmlEscaped(), human_bytes(static_cast<double>(a->bytes)));
+      h += "</table><i>click to select them in the ledger</i>";
+    }
+  }
+  return h;
+}
+
+void MemoryTimelineView::setCursorKey(double key) {
+  if (!cursor_) return;
+  if (std::isnan(key)) {
+    cursor_->setVisible(false);
+  } else {
+    cursor_->point1->setCoords(key, 0);
+    cursor_->point2->setCoords(key, 1);
+    cursor_->setVisible(true);
+  }
+  plot_->layer("overlay")->replot();
+}
+
+void MemoryTimelineView::onMouseMove(QMouseEvent* e) {
+  if (x_.empty()) return;
+  if (e->buttons() != Qt::NoButton) {
+    QToolTip::hideText();
+    return;
+  }
+  if (!plot_->axisRect()->rect().contains(e->pos())) {
+    setCursorKey(std::nan(""));
+    QToolTip::hideText();
+    emit cursorMoved(std::nan(""));
+    return;
+  }
+  const double key = plot_->xAxis->pixelToCoord(e->position().x());
+  setCursorKey(key);
+  emit cursorMoved(key);
+  QToolTip::showText(e->globalPosition().toPoint() + QPoint(14, 10), describeAt(key), plot_);
+}
+
+void MemoryTimelineView::onMousePress(QMouseEvent* e) { press_pos_ = e->pos(); }
+
+void MemoryTimelineView::onMouseRelease(QMouseEvent* e) {
+  if (x_.empty() || e->button() != Qt::LeftButton) return;
+  if ((e->pos() - press_pos_).manhattanLength() > 4) return;
+  if (!plot_->axisRect()->rect().contains(e->pos())) return;
+  const double key = plot_->xAxis->pixelToCoord(e->position().x());
+  emit tensorsPicked(tensorsAt(key, 8), origin_ + static_cast<qint64>(key / timeScale()));
+}
+
+}  // namespace remat::gui

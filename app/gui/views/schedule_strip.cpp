@@ -1,0 +1,60 @@
+#include "views/schedule_strip.h"
+
+#include <qcustomplot.h>
+
+#include "format.h"
+#include "theme.h"
+
+namespace remat::gui {
+
+ScheduleStrip::ScheduleStrip(QWidget* parent) : SpanTimelineView(parent) {
+  plot_->xAxis->setTickLabels(false);
+  plot_->setMinimumHeight(90);
+}
+
+void ScheduleStrip::setTrace(std::shared_ptr<const Trace> t, std::int64_t origin, std::int64_t duration) {
+  trace_ = std::move(t);
+  std::vector<std::vector<Span>> rows;
+  QStringList labels;
+  std::array<bool, static_cast<int>(ActionClass::Count)> seen{};
+  if (trace_) {
+    const int L = std::max(trace_->model.layers, 0);
+    bool other = false;
+    for (const auto& r : trace_->schedule_records) other = other || r.block < 0 || r.block >= L;
+    rows.resize(static_cast<std::size_t>(L) + (other ? 1 : 0));
+    for (int b = 0; b < L; ++b) labels << QString("block %1").arg(b);
+    if (other) labels << tr("outside");
+    for (std::size_t i = 0; i < trace_->schedule_records.size(); ++i) {
+      const ScheduleRecord& r = trace_->schedule_records[i];
+      const std::size_t row = r.block >= 0 && r.block < L ? static_cast<std::size_t>(r.block) : static_cast<std::size_t>(L);
+      const ActionClass a = action_class(r.action);
+      seen[static_cast<int>(a)] = true;
+      rows[row].push_back({r.start_ns, std::max(r.end_ns, r.start_ns), static_cast<std::uint32_t>(i), static_cast<std::uint8_t>(a)});
+    }
+  }
+  QVector<QColor> colors;
+  for (int a = 0; a < static_cast<int>(ActionClass::Count); ++a) colors << action_color(static_cast<ActionClass>(a));
+  QStringList names;
+  QVector<QColor> legend;
+  for (int a = 0; a < static_cast<int>(ActionClass::Count); ++a)
+    if (seen[a]) {
+      names << QString::fromLatin1(to_string(static_cast<ActionClass>(a)));
+      legend << action_color(static_cast<ActionClass>(a));
+    }
+  setTimeAxis(origin, duration);
+  setRows(std::make_shared<const SpanRows>(std::move(rows)), labels, colors, names, legend);
+}
+
+QString ScheduleStrip::describe(const Span& s, int) const {
+  if (!trace_ || s.index >= trace_->schedule_records.size()) return {};
+  const ScheduleRecord& r = trace_->schedule_records[s.index];
+  QString h = QString("<b>%1</b>").arg(QString::fromStdString(r.action).toHtmlEscaped());
+  if (r.block >= 0) h += QString(" block %1").arg(r.block);
+  if (!r.keep.empty() && r.action != "backward") h += "<br>keep " + QString::fromStdString(r.keep).toHtmlEscaped();
+  h += QString("<br>action %1 · %2").arg(r.index).arg(QString::fromLatin1(to_string(r.phase)));
+  h += "<br>" + human_time_ns(static_cast<double>(r.end_ns - r.start_ns)) + " at " +
+       human_time_ns(static_cast<double>(r.start_ns - timeOrigin()));
+  return h;
+}
+
+}  // namespace remat::gui

@@ -1,0 +1,25 @@
+// The schedule strip: one row per block, a bar for each schedule action over time (forward,
+// recompute, backward, offload, prefetch, drop), so one sees which block is in which state;
+// actions outside the blocks (embedding, head, optimizer) go on a last row.
+#pragma once
+#include <memory>
+
+#include "core/trace/trace.h"
+#include "views/span_timeline_view.h"
+
+namespace remat::gui {
+
+class ScheduleStrip : public SpanTimelineView {
+  Q_OBJECT
+ public:
+  explicit ScheduleStrip(QWidget* parent = nullptr);
+  void setTrace(std::shared_ptr<const Trace> t, std::int64_t origin, std::int64_t duration);
+
+ protected:
+  QString describe(const Span& s, int row) const override;
+
+ private:
+  std::shared_ptr<const Trace> trace_;
+};
+
+}  // namespace remat::gui

@@ -1,0 +1,48 @@
+// Base of the views that draw rows of bars over the step's time axis (the op / kernel timeline
+// and the schedule strip): horizontal zoom and pan with the mouse, clamped to the data, row
+// labels on the left, a legend of the color classes, and a tooltip for the bar under the mouse.
+#pragma once
+#include <QStringList>
+#include <QVector>
+#include <memory>
+
+#include "core/analysis/downsample.h"
+#include "views/plot_view.h"
+
+class QCPRange;
+class QMouseEvent;
+
+namespace remat::gui {
+
+class SpanPlottable;
+
+class SpanTimelineView : public PlotView {
+  Q_OBJECT
+ public:
+  explicit SpanTimelineView(QWidget* parent = nullptr);
+
+  // The time axis: x = (t_ns - origin) in ns; `duration` is the step's length.
+  void setTimeAxis(std::int64_t origin, std::int64_t duration);
+  QCPRange dataTimeRange() const;
+  std::int64_t timeOrigin() const { return origin_; }
+  void resetZoom() override;
+  SpanPlottable* bars() const { return bars_; }
+  // Bars drawn by the last replot.
+  std::size_t drawnBars() const;
+
+ protected:
+  void setRows(std::shared_ptr<const SpanRows> rows, const QStringList& labels, QVector<QColor> colors,
+               const QStringList& legend_names, const QVector<QColor>& legend_colors);
+  // The tooltip for a bar of row `row` (its Span::index names the record).
+  virtual QString describe(const Span& s, int row) const = 0;
+
+ private:
+  void clampRange(const QCPRange& r);
+  void onMouseMove(QMouseEvent* e);
+
+  SpanPlottable* bars_;
+  std::int64_t origin_ = 0, duration_ = 1;
+  bool clamping_ = false;
+};
+
+}  // namespace remat::gui
