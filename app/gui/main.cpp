@@ -1,0 +1,140 @@
+// rematlab: the desktop app. With --run it starts a run at once; with --screenshot it saves a
+// PNG of the window when the run (or the opened run directory) is shown, and exits.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QTabWidget>
+#include <QTimer>
+#include <memory>
+#include <cstdio>
+
+#include "core/plugin/registry.h"
+#include "core/trace/summary.h"
+#include "main_window.h"
+#include "run_panel.h"
+#include "theme.h"
+
+using namespace remat::gui;
+
+namespace {
+
+int fail(const QString& msg) {
+  std::fprintf(stderr, "rematlab: %s\n", msg.toLocal8Bit().constData());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName("RematLab");
+  QApplication::setApplicationName("rematlab");
+  QApplication::setApplicationVersion(QString::fromStdString(remat::program_version()));
+  QApplication::setWindowIcon(app_icon());
+
+  QCommandLineParser cl;
+  cl.setApplicationDescription("RematLab: what activation checkpointing costs, on a real training step.");
+  cl.addHelpOption();
+  cl.addVersionOption();
+  QCommandLineOption run({"r", "run"}, "Run MODEL (a preset or a model / Hugging Face JSON) at once.", "MODEL");
+  QCommandLineOption policy({"p", "policy"}, "Policy for --run: NAME[:param=value,...] (default none).", "POLICY", "none");
+  QCommandLineOption steps("steps", "Counted steps for --run (default 1).", "N", "1");
+  QCommandLineOption warmup("warmup", "Warmup steps for --run (default 1).", "N", "1");
+  QCommandLineOption seed("seed", "Seed for --run.", "N", "0");
+  QCommandLineOption device("device", "Device for --run: cpu or cuda.", "DEVICE", "cpu");
+  QCommandLineOption budget("memory-budget", "Activation budget for --run, e.g. 2MiB.", "SIZE");
+  QCommandLineOption shot("screenshot", "Save a PNG of the window once the run is shown, then exit.", "FILE");
+  QCommandLineOption runs_dir("runs-dir", "Save finished runs here (default: the settings' directory).", "DIR");
+  QCommandLineOption no_save("no-save", "Do not save finished runs as run directories.");
+  QCommandLineOption theme("theme", "light, dark or system.", "THEME");
+  QCommandLineOption tab("page", "Show this page first: timeline, compare or analysis.", "PAGE", "timeline");
+  QCommandLineOption timeout("timeout", "With --screenshot: give up after this many seconds (default 600).", "S", "600");
+  for (const auto& o : {run, policy, steps, warmup, seed, device, budget, shot, runs_dir, no_save, theme, tab, timeout}) cl.addOption(o);
+  cl.addPositionalArgument("run-dirs", "Run directories to open.", "[run-dir...]");
+  cl.process(app);
+
+  const bool batch = cl.isSet(shot);
+  WindowOptions wo;
+  wo.runs_dir = cl.value(runs_dir);
+  wo.save_runs = !cl.isSet(no_save);
+  wo.restore_settings = !batch;
+  if (!batch || cl.isSet(theme)) apply_theme(app, theme_from_string(cl.value(theme)));
+  if (batch && !cl.isSet(theme)) apply_theme(app, ThemeChoice::Light);
+  MainWindow w(wo);
+  if (cl.isSet(theme)) w.setTheme(theme_from_string(cl.value(theme)));
+  w.show();
+
+  const QString shot_path = cl.value(shot);
+  const int page = QStringList{"timeline", "compare", "analysis"}.indexOf(cl.value(tab));
+  if (page < 0) return fail("unknown page '" + cl.value(tab) + "' (timeline, compare, analysis)");
+  // The screenshot is taken once every run directory is read and the run has ended.
+  auto waiting = std::make_shared<int>(static_cast<int>(cl.positionalArguments().size()) + (cl.isSet(run) ? 1 : 0));
+  auto all_ok = std::make_shared<bool>(true);
+  auto finish = [&w, shot_path, page, waiting, all_ok](bool ok) {
+    *all_ok = *all_ok && ok;
+    if (--*waiting > 0 || shot_path.isEmpty()) return;
+    ok = *all_ok;
+    QTimer::singleShot(600, &w, [&w, shot_path, page, ok] {
+      w.pages()->setCurrentIndex(page);
+      QApplication::processEvents();
+      QString err;
+      if (!w.saveScreenshot(shot_path, &err)) {
+        std::fprintf(stderr, "rematlab: %s\n", err.toLocal8Bit().constData());
+        QApplication::exit(1);
+        return;
+      }
+      std::printf("rematlab: screenshot %s\n", shot_path.toLocal8Bit().constData());
+      QApplication::exit(ok ? 0 : 1);
+    });
+  };
+  QObject::connect(&w, &MainWindow::runFinished, &w, [&w, finish](int row) {
+    const auto& t = *w.runs()->at(row).trace;
+    if (!t.complete) std::fprintf(stderr, "rematlab: run %s: %s\n", t.status.c_str(), t.error.c_str());
+    finish(t.complete);
+  });
+  QObject::connect(&w, &MainWindow::runFailed, &w, [finish](const QString& e) {
+    std::fprintf(stderr, "rematlab: run failed: %s\n", e.toLocal8Bit().constData());
+    finish(false);
+  });
+  QObject::connect(&w, &MainWindow::runOpened, &w, [finish](int) { finish(true); });
+  QObject::connect(&w, &MainWindow::openFailed, &w, [finish](const QString&, const QString&) { finish(false); });
+
+  for (const QString& d : cl.positionalArguments()) w.openRunDir(d);
+
+  if (cl.isSet(run)) {
+    RunPanel* p = w.runPanel();
+    const QString model = cl.value(run);
+    if (!p->selectModel(model) && !p->loadModelFile(model)) return fail("unknown model '" + model + "'");
+    remat::PolicyChoice choice;
+    try {
+      choice = remat::parse_policy_choice(cl.value(policy).toStdString());
+    } catch (const std::exception& e) {
+      return fail(e.what());
+    }
+    if (!p->selectPolicy(QString::fromStdString(choice.name))) return fail("unknown policy '" + QString::fromStdString(choice.name) + "'");
+    for (const auto& [k, v] : choice.params)
+      if (!p->setPolicyParam(QString::fromStdString(k), QString::fromStdString(v)))
+        return fail("bad parameter " + QString::fromStdString(k) + "=" + QString::fromStdString(v));
+    p->setSteps(cl.value(steps).toInt());
+    p->setWarmup(cl.value(warmup).toInt());
+    p->setSeed(cl.value(seed).toInt());
+    if (!p->setDevice(cl.value(device))) return fail("device '" + cl.value(device) + "' is not available here");
+    if (cl.isSet(budget)) p->setMemoryBudget(cl.value(budget));
+    QTimer::singleShot(0, &w, [&w, finish] {
+      if (!w.startRun()) {
+        std::fprintf(stderr, "rematlab: cannot run: %s\n", w.runPanel()->errorText().toLocal8Bit().constData());
+        finish(false);
+      }
+    });
+  }
+  if (batch) {
+    if (!cl.isSet(run) && cl.positionalArguments().isEmpty()) {
+      *waiting = 1;
+      finish(true);
+    }
+    QTimer::singleShot(cl.value(timeout).toInt() * 1000, &app, [] {
+      std::fprintf(stderr, "rematlab: timed out\n");
+      QApplication::exit(3);
+    });
+  }
+  return app.exec();
+}

@@ -1,0 +1,315 @@
+#include "main_window.h"
+
+#include <QAction>
+#include <QActionGroup>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QDragEnterEvent>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QListView>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+#include "core/trace/summary.h"
+#include "run_controller.h"
+#include "run_panel.h"
+#include "views/analysis_view.h"
+#include "views/compare_view.h"
+#include "views/ledger_view.h"
+#include "views/memory_timeline_view.h"
+#include "views/run_view.h"
+
+namespace remat::gui {
+
+namespace {
+constexpr int kMaxRecent = 10;
+}
+
+MainWindow::MainWindow(const WindowOptions& options, QWidget* parent)
+    : QMainWindow(parent), options_(options), runs_(new RunListModel(this)), status_label_(new QLabel(this)) {
+  setWindowTitle("RematLab");
+  setWindowIcon(app_icon());
+  setAcceptDrops(true);
+  registry_.load_dirs(PolicyRegistry::default_dirs());
+  QSettings settings;
+  runs_dir_ = !options_.runs_dir.isEmpty() ? options_.runs_dir
+              : settings.contains("runsDir")
+                  ? settings.value("runsDir").toString()
+                  : QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + "/runs";
+
+  controller_ = new RunController(registry_, this);
+  panel_ = new RunPanel(registry_, this);
+  panel_->setSaveRoot(options_.save_runs ? runs_dir_ : QString());
+
+  pages_ = new QTabWidget(this);
+  pages_->setDocumentMode(true);
+  run_view_ = new RunView(this);
+  compare_ = new CompareView(this);
+  analysis_ = new AnalysisView(this);
+  pages_->addTab(run_view_, tr("Timeline"));
+  pages_->addTab(compare_, tr("Compare"));
+  pages_->addTab(analysis_, tr("Analysis"));
+  setCentralWidget(pages_);
+  buildDocks();
+  buildMenus();
+  statusBar()->addPermanentWidget(status_label_);
+  if (!registry_.rejected().empty()) {
+    QString msg;
+    for (const auto& r : registry_.rejected())
+      msg += QString::fromStdString(r.file) + ": " + QString::fromStdString(r.reason) + "\n";
+    statusBar()->showMessage(tr("Some plugins were rejected (see the tooltip)"), 10000);
+    statusBar()->setToolTip(msg.trimmed());
+  }
+  status_label_->setText(tr("%1 policies · runs saved to %2")
+                             .arg(registry_.policies().size())
+                             .arg(options_.save_runs ? runs_dir_ : tr("(not saved)")));
+
+  connect(panel_, &RunPanel::runRequested, this, &MainWindow::startRun);
+  connect(panel_, &RunPanel::cancelRequested, this, &MainWindow::cancelRun);
+  connect(controller_, &RunController::progress, panel_, &RunPanel::setProgress);
+  connect(controller_, &RunController::finished, this, &MainWindow::onRunFinished);
+  connect(controller_, &RunController::failed, this, &MainWindow::onRunFailed);
+  connect(runs_, &RunListModel::checkedChanged, this, &MainWindow::refreshRunViews);
+  connect(run_view_->memory(), &MemoryTimelineView::tensorsPicked, this,
+          [this](const QList<QPair<int, QString>>& tensors, qint64 t_ns) {
+            const int n = analysis_->ledger()->selectTensors(tensors, t_ns);
+            statusBar()->showMessage(tr("%1 ledger rows selected (Analysis page, Ctrl+3)").arg(n), 4000);
+          });
+  connectPlots();
+  resize(1500, 950);
+  if (options_.restore_settings) restoreSettings();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildDocks() {
+  auto* setup = new QDockWidget(tr("Setup"), this);
+  setup->setObjectName("setupDock");
+  setup->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+  auto* scroll = new QScrollArea(setup);
+  scroll->setWidget(panel_);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setMinimumWidth(panel_->sizeHint().width() + 24);
+  setup->setWidget(scroll);
+  addDockWidget(Qt::LeftDockWidgetArea, setup);
+
+  auto* list_dock = new QDockWidget(tr("Runs"), this);
+  list_dock->setObjectName("runsDock");
+  list_dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+  auto* box = new QWidget(list_dock);
+  auto* l = new QVBoxLayout(box);
+  l->setContentsMargins(6, 2, 6, 6);
+  run_list_ = new QListView(box);
+  run_list_->setModel(runs_);
+  run_list_->setSpacing(1);
+  run_list_->setAlternatingRowColors(true);
+  run_list_->setToolTip(tr("Click a run to show it; check runs to compare them"));
+  auto* hint = new QLabel(tr("Checked runs are compared. Drop run directories here."), box);
+  hint->setWordWrap(true);
+  hint->setForegroundRole(QPalette::PlaceholderText);
+  auto* buttons = new QHBoxLayout;
+  auto* open = new QPushButton(tr("Open…"), box);
+  auto* remove = new QPushButton(tr("Remove"), box);
+  buttons->addWidget(open);
+  buttons->addWidget(remove);
+  l->addWidget(run_list_, 1);
+  l->addWidget(hint);
+  l->addLayout(buttons);
+  list_dock->setWidget(box);
+  addDockWidget(Qt::LeftDockWidgetArea, list_dock);
+  connect(open, &QPushButton::clicked, this, &MainWindow::openRunDialog);
+  connect(remove, &QPushButton::clicked, this, &MainWindow::removeCurrentRun);
+  connect(run_list_->selectionModel(), &QItemSelectionModel::currentChanged, this,
+          [this](const QModelIndex& i) {
+            if (i.isValid()) showRun(i.row());
+          });
+}
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  auto add = [this](QMenu* m, const QString& text, const QKeySequence& key, auto slot) {
+    QAction* a = m->addAction(text);
+    if (!key.isEmpty()) a->setShortcut(key);
+    a->setShortcutContext(Qt::WindowShortcut);
+    connect(a, &QAction::triggered, this, slot);
+    return a;
+  };
+  add(file, tr("&Open run directory…"), QKeySequence::Open, &MainWindow::openRunDialog);
+  recent_menu_ = file->addMenu(tr("Open &recent"));
+  add(file, tr("Open &model config…"), QKeySequence(tr("Ctrl+Shift+O")), [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a model"), QString(),
+                                                      tr("Model or Hugging Face config (*.json);;All files (*)"));
+    if (!path.isEmpty()) panel_->loadModelFile(path);
+  });
+  file->addSeparator();
+  add(file, tr("&Save run as…"), QKeySequence::Save, &MainWindow::saveRunAs);
+  add(file, tr("Export CSV &tables…"), QKeySequence(tr("Ctrl+E")), &MainWindow::exportCsv);
+  add(file, tr("Export &Chrome trace…"), QKeySequence(tr("Ctrl+Shift+E")), &MainWindow::exportChromeTrace);
+  add(file, tr("Export &plot (PNG, PDF)…"), QKeySequence(tr("Ctrl+P")), &MainWindow::exportPlot);
+  file->addSeparator();
+  add(file, tr("&Quit"), QKeySequence::Quit, &QWidget::close);
+
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  add(run, tr("&Run"), QKeySequence(tr("Ctrl+R")), &MainWindow::startRun);
+  add(run, tr("&Cancel"), QKeySequence(Qt::Key_Escape), &MainWindow::cancelRun);
+  run->addSeparator();
+  add(run, tr("Re&move run from the list"), QKeySequence(tr("Ctrl+Backspace")), &MainWindow::removeCurrentRun);
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  add(view, tr("&Timeline"), QKeySequence(tr("Ctrl+1")), [this] { pages_->setCurrentIndex(0); });
+  add(view, tr("&Compare"), QKeySequence(tr("Ctrl+2")), [this] { pages_->setCurrentIndex(1); });
+  add(view, tr("&Analysis"), QKeySequence(tr("Ctrl+3")), [this] { pages_->setCurrentIndex(2); });
+  view->addSeparator();
+  add(view, tr("Zoom &in"), QKeySequence::ZoomIn, [this] { run_view_->zoom(0.5); });
+  add(view, tr("Zoom &out"), QKeySequence::ZoomOut, [this] { run_view_->zoom(2.0); });
+  add(view, tr("&Reset zoom"), QKeySequence(tr("Ctrl+0")), [this] {
+    run_view_->resetZoom();
+    compare_->resetZoom();
+  });
+  QAction* norm = add(view, tr("&Normalize compared time axes"), QKeySequence(tr("Ctrl+T")), [this](bool on) {
+    compare_->setTimeMode(on ? TimeMode::Normalized : TimeMode::Absolute);
+  });
+  norm->setCheckable(true);
+  QAction* overlay = add(view, tr("O&verlay compared runs"), QKeySequence(tr("Ctrl+L")),
+                         [this](bool on) { compare_->setOverlay(on); });
+  overlay->setCheckable(true);
+  view->addSeparator();
+  QMenu* theme = view->addMenu(tr("T&heme"));
+  auto* group = new QActionGroup(this);
+  for (ThemeChoice t : {ThemeChoice::System, ThemeChoice::Light, ThemeChoice::Dark}) {
+    QAction* a = theme->addAction(t == ThemeChoice::System ? tr("&System") : t == ThemeChoice::Light ? tr("&Light") : tr("&Dark"));
+    a->setCheckable(true);
+    a->setData(to_string(t));
+    group->addAction(a);
+    theme_actions_ << a;
+    connect(a, &QAction::triggered, this, [this, t] { setTheme(t); });
+  }
+  theme_actions_.front()->setChecked(true);
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  add(help, tr("&Keyboard shortcuts"), QKeySequence::HelpContents, &MainWindow::showShortcuts);
+  add(help, tr("&About RematLab"), QKeySequence(), &MainWindow::about);
+}
+
+void MainWindow::setTheme(ThemeChoice t) {
+  theme_ = t;
+  for (QAction* a : theme_actions_) a->setChecked(a->data().toString() == to_string(t));
+  apply_theme(*qApp, t);
+}
+
+void MainWindow::restoreSettings() {
+  QSettings s;
+  if (s.contains("geometry")) restoreGeometry(s.value("geometry").toByteArray());
+  if (s.contains("windowState")) restoreState(s.value("windowState").toByteArray());
+  setTheme(theme_from_string(s.value("theme", "system").toString()));
+  const QString model = s.value("lastModel").toString();
+  if (!model.isEmpty()) panel_->selectModel(model);
+  const QString policy = s.value("lastPolicy").toString();
+  if (!policy.isEmpty()) panel_->selectPolicy(policy);
+  updateRecentMenu();
+}
+
+void MainWindow::saveSettings() {
+  if (!options_.restore_settings) return;
+  QSettings s;
+  s.setValue("geometry", saveGeometry());
+  s.setValue("windowState", saveState());
+  s.setValue("theme", to_string(theme_));
+  s.setValue("lastPolicy", panel_->policyName());
+  const QString m = panel_->modelName();
+  if (panel_->modelBox()->currentData().toString().startsWith("preset:")) s.setValue("lastModel", m);
+}
+
+void MainWindow::addRecent(const QString& dir) {
+  if (dir.isEmpty()) return;
+  QSettings s;
+  QStringList recent = s.value("recentRuns").toStringList();
+  const QString abs = QFileInfo(dir).absoluteFilePath();
+  recent.removeAll(abs);
+  recent.prepend(abs);
+  while (recent.size() > kMaxRecent) recent.removeLast();
+  s.setValue("recentRuns", recent);
+  updateRecentMenu();
+}
+
+void MainWindow::updateRecentMenu() {
+  if (!recent_menu_) return;
+  recent_menu_->clear();
+  const QStringList recent = QSettings().value("recentRuns").toStringList();
+  for (int i = 0; i < recent.size(); ++i) {
+    QAction* a = recent_menu_->addAction(QString("&%1 %2").arg((i + 1) % 10).arg(QFileInfo(recent[i]).fileName()));
+    a->setToolTip(recent[i]);
+    const QString dir = recent[i];
+    connect(a, &QAction::triggered, this, [this, dir] { openRunDir(dir); });
+  }
+  if (recent.isEmpty()) recent_menu_->addAction(tr("(none yet)"))->setEnabled(false);
+  recent_menu_->addSeparator();
+  connect(recent_menu_->addAction(tr("&Clear")), &QAction::triggered, this, [this] {
+    QSettings().remove("recentRuns");
+    updateRecentMenu();
+  });
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  if (controller_->running()) controller_->cancel();
+  saveSettings();
+  QMainWindow::closeEvent(e);
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+  if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+  for (const QUrl& u : e->mimeData()->urls()) {
+    if (!u.isLocalFile()) continue;
+    QFileInfo info(u.toLocalFile());
+    // A dropped summary.json (or any file of a run directory) opens its directory.
+    openRunDir(info.isDir() ? info.absoluteFilePath() : info.absolutePath());
+  }
+  e->acceptProposedAction();
+}
+
+void MainWindow::showShortcuts() {
+  QMessageBox::information(
+      this, tr("Keyboard shortcuts"),
+      tr("<table cellpadding=3>"
+         "<tr><td><b>Ctrl+R</b></td><td>run the chosen model and policy</td></tr>"
+         "<tr><td><b>Esc</b></td><td>cancel the run (between two ops)</td></tr>"
+         "<tr><td><b>Ctrl+O</b></td><td>open a run directory</td></tr>"
+         "<tr><td><b>Ctrl+Shift+O</b></td><td>open a model or Hugging Face config.json</td></tr>"
+         "<tr><td><b>Ctrl+S</b></td><td>save the current run as a run directory</td></tr>"
+         "<tr><td><b>Ctrl+E</b> / <b>Ctrl+Shift+E</b></td><td>export the CSV tables / the Chrome trace</td></tr>"
+         "<tr><td><b>Ctrl+P</b></td><td>export the last clicked plot as PNG or PDF</td></tr>"
+         "<tr><td><b>Ctrl+1</b>, <b>2</b>, <b>3</b></td><td>timeline, compare, analysis</td></tr>"
+         "<tr><td><b>Ctrl++</b> / <b>Ctrl+-</b> / <b>Ctrl+0</b></td><td>zoom in, out, reset</td></tr>"
+         "<tr><td><b>Ctrl+T</b> / <b>Ctrl+L</b></td><td>normalized time / overlay in Compare</td></tr>"
+         "<tr><td><b>Ctrl+Backspace</b></td><td>remove the current run from the list</td></tr>"
+         "<tr><td>wheel, drag</td><td>zoom and pan a timeline (the others follow)</td></tr>"
+         "<tr><td>click</td><td>on the memory timeline: select the tensors alive then in the ledger</td></tr>"
+         "</table>"));
+}
+
+void MainWindow::about() {
+  QMessageBox::about(this, tr("About RematLab"),
+                     tr("<b>RematLab</b> %1 (%2)<br>What activation checkpointing really costs: real training "
+                        "steps under swappable policies, every allocation and every op recorded.")
+                         .arg(QString::fromStdString(program_version()), QString::fromStdString(program_commit())));
+}
+
+}  // namespace remat::gui

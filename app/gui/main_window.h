@@ -1,0 +1,118 @@
+// The main window: the setup panel and the run list on the left; the timeline, compare and
+// analysis pages in the middle; menus with keyboard shortcuts for the common actions; recent
+// runs, the window layout and the theme kept with QSettings; run directories opened from the
+// menu, from recent runs or dropped onto the window.
+#pragma once
+#include <QMainWindow>
+#include <QPointer>
+#include <memory>
+
+#include "core/plugin/registry.h"
+#include "run_list.h"
+#include "theme.h"
+
+class QAction;
+class QCustomPlot;
+class QLabel;
+class QListView;
+class QMenu;
+class QTabWidget;
+
+namespace remat::gui {
+
+class AnalysisView;
+class CompareView;
+class RunController;
+class RunPanel;
+class RunView;
+
+struct WindowOptions {
+  QString runs_dir;              // where finished runs are saved ("" = the settings' or the default)
+  bool save_runs = true;         // save every finished run as a run directory
+  bool restore_settings = true;  // window geometry, theme, last choice
+};
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(const WindowOptions& options = {}, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  RunPanel* runPanel() const { return panel_; }
+  RunListModel* runs() const { return runs_; }
+  QListView* runListView() const { return run_list_; }
+  RunView* runView() const { return run_view_; }
+  CompareView* compareView() const { return compare_; }
+  AnalysisView* analysisView() const { return analysis_; }
+  QTabWidget* pages() const { return pages_; }
+  RunController* controller() const { return controller_; }
+  const PolicyRegistry& registry() const { return registry_; }
+  QString runsDir() const { return runs_dir_; }
+
+  // Starts the run the panel describes; false (with the reason shown) when it cannot.
+  bool startRun();
+  void cancelRun();
+  // Reads a run directory in the background and adds it to the list (runAdded or openFailed).
+  void openRunDir(const QString& dir);
+  void showRun(int row);
+  int currentRun() const { return current_; }
+  // The plot File › Export plot writes: the one last clicked, else the memory timeline.
+  QCustomPlot* currentPlot() const;
+  // A PNG of the window and, next to it (<path>.json), the memory plot's area in its pixels.
+  bool saveScreenshot(const QString& path, QString* error = nullptr);
+  void setTheme(ThemeChoice t);
+
+ signals:
+  void runAdded(int row);   // a finished run or a run directory joined the list
+  void runOpened(int row);  // ... a run directory
+  void runFinished(int row);
+  void runFailed(const QString& error);
+  void openFailed(const QString& dir, const QString& error);
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
+  void dragEnterEvent(QDragEnterEvent* e) override;
+  void dropEvent(QDropEvent* e) override;
+
+ private:
+  void buildMenus();
+  void buildDocks();
+  void restoreSettings();
+  void saveSettings();
+  void addRecent(const QString& dir);
+  void updateRecentMenu();
+  void refreshRunViews();
+  void connectPlots();
+  void onPlotActivated(QCustomPlot* plot);
+  void onRunFinished(std::shared_ptr<const Trace> trace, const QString& dir, const QString& save_error);
+  void onRunFailed(const QString& error);
+  void exportCsv();
+  void exportChromeTrace();
+  void exportPlot();
+  void saveRunAs();
+  void openRunDialog();
+  void removeCurrentRun();
+  void showShortcuts();
+  void about();
+  const RunEntry* current() const;
+
+  WindowOptions options_;
+  PolicyRegistry registry_;
+  QString runs_dir_;
+  RunListModel* runs_;
+  RunController* controller_;
+  RunPanel* panel_;
+  QListView* run_list_;
+  QTabWidget* pages_;
+  RunView* run_view_;
+  CompareView* compare_;
+  AnalysisView* analysis_;
+  QMenu* recent_menu_ = nullptr;
+  QLabel* status_label_;
+  QPointer<QCustomPlot> last_plot_;
+  int current_ = -1;
+  ThemeChoice theme_ = ThemeChoice::System;
+  QList<QAction*> theme_actions_;
+};
+
+}  // namespace remat::gui

@@ -1,0 +1,250 @@
+// The main window's actions: run and cancel, what happens when a run ends, opening run
+// directories, exporting, and the screenshot of the window.
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFutureWatcher>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QListView>
+#include <QMessageBox>
+#include <QSaveFile>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QtConcurrent/QtConcurrentRun>
+#include <qcustomplot.h>
+
+#include "core/trace/run_dir.h"
+#include "export.h"
+#include "main_window.h"
+#include "run_controller.h"
+#include "run_panel.h"
+#include "views/analysis_view.h"
+#include "views/compare_view.h"
+#include "views/memory_timeline_view.h"
+#include "views/plot_view.h"
+#include "views/run_view.h"
+
+namespace remat::gui {
+
+bool MainWindow::startRun() {
+  if (controller_->running()) return false;
+  QString why;
+  auto req = panel_->request(&why);
+  if (!req || !panel_->runButton()->isEnabled()) {
+    if (why.isEmpty()) why = panel_->lastPrediction().error;
+    panel_->showError(tr("Cannot run: %1").arg(why));
+    return false;
+  }
+  panel_->setRunning(true);
+  statusBar()->showMessage(tr("Running %1 under %2…").arg(QString::fromStdString(req->model.name),
+                                                            QString::fromStdString(req->policy.name)));
+  return controller_->start(*req);
+}
+
+void MainWindow::cancelRun() {
+  if (!controller_->running()) return;
+  controller_->cancel();
+  statusBar()->showMessage(tr("Cancelling after the current op…"));
+}
+
+void MainWindow::onRunFinished(std::shared_ptr<const Trace> trace, const QString& dir, const QString& save_error) {
+  panel_->setRunning(false);
+  const Trace& t = *trace;
+  const int row = runs_->add(trace, dir);
+  addRecent(dir);
+  run_list_->setCurrentIndex(runs_->index(row));
+  showRun(row);
+  pages_->setCurrentIndex(0);
+  QStringList problems;
+  if (!t.complete) problems << tr("run %1: %2").arg(QString::fromStdString(t.status), QString::fromStdString(t.error));
+  if (!save_error.isEmpty()) problems << tr("not saved: %1").arg(save_error);
+  panel_->showError(problems.join("\n"));
+  panel_->setProgress(t.complete ? 1.0 : 0.0, t.complete ? tr("Done") : QString::fromStdString(t.status));
+  statusBar()->showMessage(t.complete ? tr("Run finished%1").arg(dir.isEmpty() ? QString() : tr(", saved to %1").arg(dir))
+                                      : tr("Run %1").arg(QString::fromStdString(t.status)),
+                           8000);
+  emit runAdded(row);
+  emit runFinished(row);
+}
+
+void MainWindow::onRunFailed(const QString& error) {
+  panel_->setRunning(false);
+  panel_->setProgress(0, tr("Failed"));
+  panel_->showError(error);
+  statusBar()->showMessage(tr("The run failed"), 8000);
+  emit runFailed(error);
+}
+
+void MainWindow::openRunDir(const QString& dir) {
+  const int existing = runs_->findDir(dir);
+  if (existing >= 0) {
+    run_list_->setCurrentIndex(runs_->index(existing));
+    showRun(existing);
+    return;
+  }
+  statusBar()->showMessage(tr("Reading %1…").arg(dir));
+  auto* watcher = new QFutureWatcher<std::pair<std::shared_ptr<const Trace>, QString>>(this);
+  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, dir] {
+    auto [trace, error] = watcher->result();
+    watcher->deleteLater();
+    if (!trace) {
+      statusBar()->showMessage(tr("Cannot open %1").arg(dir), 8000);
+      QMessageBox::warning(this, tr("Open run"), error);
+      emit openFailed(dir, error);
+      return;
+    }
+    const int row = runs_->add(trace, QFileInfo(dir).absoluteFilePath());
+    addRecent(dir);
+    run_list_->setCurrentIndex(runs_->index(row));
+    showRun(row);
+    statusBar()->showMessage(tr("Opened %1").arg(dir), 5000);
+    emit runAdded(row);
+    emit runOpened(row);
+  });
+  watcher->setFuture(QtConcurrent::run([dir]() -> std::pair<std::shared_ptr<const Trace>, QString> {
+    try {
+      return {std::make_shared<const Trace>(read_run_dir(dir.toStdString())), QString()};
+    } catch (const std::exception& e) {
+      return {nullptr, QString::fromStdString(e.what())};
+    }
+  }));
+}
+
+void MainWindow::openRunDialog() {
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a run directory"), runs_dir_);
+  if (!dir.isEmpty()) openRunDir(dir);
+}
+
+void MainWindow::showRun(int row) {
+  if (row < 0 || row >= runs_->rowCount()) {
+    current_ = -1;
+    run_view_->setTrace(nullptr, {});
+    analysis_->setCurrent({});
+    refreshRunViews();
+    return;
+  }
+  current_ = row;
+  const RunEntry& e = runs_->at(row);
+  run_view_->setTrace(e.trace, e.label);
+  analysis_->setCurrent(e);
+  refreshRunViews();
+}
+
+void MainWindow::refreshRunViews() {
+  compare_->setRuns(runs_->checked(), runs_->runs());
+  analysis_->setRuns(runs_->runs());
+  connectPlots();
+}
+
+void MainWindow::connectPlots() {
+  for (PlotView* v : findChildren<PlotView*>())
+    connect(v, &PlotView::activated, this, &MainWindow::onPlotActivated, Qt::UniqueConnection);
+}
+
+void MainWindow::onPlotActivated(QCustomPlot* plot) { last_plot_ = plot; }
+
+void MainWindow::removeCurrentRun() {
+  const int row = run_list_->currentIndex().isValid() ? run_list_->currentIndex().row() : current_;
+  if (row < 0) return;
+  runs_->remove(row);
+  showRun(std::min(row, runs_->rowCount() - 1));
+}
+
+const RunEntry* MainWindow::current() const {
+  if (current_ < 0 || current_ >= runs_->rowCount()) return nullptr;
+  return &runs_->at(current_);
+}
+
+QCustomPlot* MainWindow::currentPlot() const {
+  if (last_plot_ && last_plot_->isVisible()) return last_plot_;
+  return run_view_->memory()->plot();
+}
+
+void MainWindow::exportCsv() {
+  const RunEntry* e = current();
+  if (!e) return;
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Export the CSV tables into"));
+  if (dir.isEmpty()) return;
+  try {
+    const QStringList files = export_csv_tables(*e->trace, dir);
+    statusBar()->showMessage(tr("Wrote %1 CSV tables to %2").arg(files.size()).arg(dir), 6000);
+  } catch (const std::exception& ex) {
+    QMessageBox::warning(this, tr("Export CSV"), QString::fromStdString(ex.what()));
+  }
+}
+
+void MainWindow::exportChromeTrace() {
+  const RunEntry* e = current();
+  if (!e) return;
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export the Chrome trace"), "trace.json",
+                                                    tr("Chrome trace (*.json)"));
+  if (path.isEmpty()) return;
+  try {
+    export_chrome_trace(*e->trace, path);
+    statusBar()->showMessage(tr("Wrote %1 (open it in Perfetto)").arg(path), 6000);
+  } catch (const std::exception& ex) {
+    QMessageBox::warning(this, tr("Export Chrome trace"), QString::fromStdString(ex.what()));
+  }
+}
+
+void MainWindow::exportPlot() {
+  QCustomPlot* p = currentPlot();
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export the plot"), "plot.png",
+                                                    tr("PNG image (*.png);;PDF document (*.pdf)"));
+  if (path.isEmpty()) return;
+  try {
+    export_plot(p, path);
+    statusBar()->showMessage(tr("Wrote %1").arg(path), 6000);
+  } catch (const std::exception& ex) {
+    QMessageBox::warning(this, tr("Export plot"), QString::fromStdString(ex.what()));
+  }
+}
+
+void MainWindow::saveRunAs() {
+  const RunEntry* e = current();
+  if (!e) return;
+  const QString dir = QFileDialog::getSaveFileName(this, tr("Save the run directory as"), runs_dir_);
+  if (dir.isEmpty()) return;
+  try {
+    save_run_dir(*e->trace, dir, false);
+    addRecent(dir);
+    statusBar()->showMessage(tr("Saved %1").arg(dir), 6000);
+  } catch (const std::exception& ex) {
+    QMessageBox::warning(this, tr("Save run"), QString::fromStdString(ex.what()));
+  }
+}
+
+bool MainWindow::saveScreenshot(const QString& path, QString* error) {
+  const QImage image = grab().toImage();
+  QSaveFile f(path);
+  if (!f.open(QIODevice::WriteOnly) || !image.save(&f, "PNG") || !f.commit()) {
+    if (error) *error = tr("cannot write %1").arg(path);
+    return false;
+  }
+  // Where the memory plot is, in the image's pixels, for checks of what it shows.
+  MemoryTimelineView* m = run_view_->memory();
+  const double dpr = image.devicePixelRatio();
+  const QRect area = m->plotArea();
+  const QPoint tl = m->mapTo(this, area.topLeft());
+  QJsonObject o;
+  o["x"] = static_cast<int>(tl.x() * dpr);
+  o["y"] = static_cast<int>(tl.y() * dpr);
+  o["width"] = static_cast<int>(area.width() * dpr);
+  o["height"] = static_cast<int>(area.height() * dpr);
+  o["image_width"] = image.width();
+  o["image_height"] = image.height();
+  o["plotted_max_bytes"] = m->plottedMaximum();
+  if (const RunEntry* e = current()) {
+    o["peak_bytes"] = static_cast<double>(e->trace->peak_bytes);
+    o["value_axis_max"] = m->plot()->yAxis->range().upper;
+  }
+  QSaveFile j(path + ".json");
+  if (!j.open(QIODevice::WriteOnly) || j.write(QJsonDocument(o).toJson()) < 0 || !j.commit()) {
+    if (error) *error = tr("cannot write %1.json").arg(path);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace remat::gui

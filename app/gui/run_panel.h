@@ -1,0 +1,124 @@
+// The setup panel: pick a model (a preset, edited fields, or a model / Hugging Face config.json
+// from disk), a policy (every loaded plugin, with editors generated from its parameters), the
+// device (CUDA only where it works), steps, warmup and seed; the simulator's predicted peak
+// memory and FLOPs update as the choice changes, before anything runs. Run and Cancel, the
+// progress of the running step and the last error live here too.
+#pragma once
+#include <QFutureWatcher>
+#include <QWidget>
+#include <memory>
+#include <optional>
+
+#include "core/engine/simulator.h"
+#include "run_controller.h"
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+class QTimer;
+class QToolButton;
+
+namespace remat {
+class Backend;
+}
+
+namespace remat::gui {
+
+class ModelEditor;
+class ParamEditor;
+
+struct PredictionOutcome {
+  int generation = 0;
+  bool ok = false;
+  QString error;
+  Prediction prediction;
+  std::size_t actions = 0;
+};
+
+class RunPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit RunPanel(const PolicyRegistry& registry, QWidget* parent = nullptr);
+  ~RunPanel() override;
+
+  bool selectModel(const QString& preset);
+  // Our model JSON or a Hugging Face config.json; the error is also shown in the panel.
+  bool loadModelFile(const QString& path, QString* error = nullptr);
+  bool selectPolicy(const QString& name);
+  bool setPolicyParam(const QString& name, const QString& value);
+  void setMemoryBudget(const QString& text);
+  void setSteps(int steps);
+  void setWarmup(int warmup);
+  void setSeed(int seed);
+  bool setDevice(const QString& device);
+  void setSaveRoot(const QString& dir) { save_root_ = dir; }
+
+  QString modelName() const;
+  QString policyName() const;
+  // What Run would start; nullopt (and why) when the choice cannot run.
+  std::optional<RunRequest> request(QString* why = nullptr) const;
+  bool predictionPending() const { return pending_; }
+  const PredictionOutcome& lastPrediction() const { return last_; }
+
+  void setRunning(bool running);
+  void setProgress(double fraction, const QString& what);
+  void showError(const QString& message);  // empty clears it
+  QString errorText() const;
+
+  QPushButton* runButton() const { return run_; }
+  QPushButton* cancelButton() const { return cancel_; }
+  ModelEditor* modelEditor() const { return editor_; }
+  ParamEditor* paramEditor() const { return params_; }
+  QComboBox* modelBox() const { return models_; }
+  QComboBox* policyBox() const { return policies_; }
+  QComboBox* deviceBox() const { return device_; }
+  QLabel* predictionLabel() const { return prediction_; }
+  QProgressBar* progressBar() const { return progress_; }
+
+ signals:
+  void runRequested();
+  void cancelRequested();
+  void choiceChanged();
+
+ private:
+  void onModelChosen(int index);
+  void onPolicyChosen();
+  void onChoiceChanged();
+  void startPrediction();
+  void onPrediction();
+  void updateRunEnabled();
+
+  const PolicyRegistry& registry_;
+  std::unique_ptr<Backend> mirror_;
+  QComboBox* models_;
+  QToolButton* open_model_;
+  QToolButton* fields_toggle_;
+  ModelEditor* editor_;
+  QLabel* model_error_;
+  QComboBox* policies_;
+  QLabel* policy_help_;
+  ParamEditor* params_;
+  QLineEdit* budget_;
+  QComboBox* device_;
+  QSpinBox* steps_;
+  QSpinBox* warmup_;
+  QSpinBox* seed_;
+  QSpinBox* threads_;
+  QLabel* prediction_;
+  QPushButton* run_;
+  QPushButton* cancel_;
+  QProgressBar* progress_;
+  QLabel* status_;
+  QLabel* error_;
+  QTimer* debounce_;
+  QFutureWatcher<PredictionOutcome> watcher_;
+  PredictionOutcome last_;
+  int generation_ = 0;
+  bool pending_ = false, running_ = false, filling_ = false;
+  QString save_root_;
+};
+
+}  // namespace remat::gui
