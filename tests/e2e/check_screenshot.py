@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Checks the desktop app's screenshot: the memory plot area (from <png>.json, written by the
+app next to the PNG) must hold the stacked memory curve.
+
+- a large share of the plot area is painted in the category fill colors, with several
+  categories (parameters, gradients, ... saved activations) present;
+- the top of the colored stack reaches, within a few pixels, the height at which the axis puts
+  the measured peak (plotted_max_bytes / value_axis_max of the plot height);
+- the top of the stack varies over time (the curve has a shape, not a flat block);
+- the red peak marker is drawn.
+
+Python standard library only: a small PNG decoder (8-bit RGB / RGBA, no interlace).
+"""
+import json
+import struct
+import sys
+import zlib
+
+# theme.cpp: category_color()
+CATEGORIES = {
+    "parameters": (0x4E, 0x79, 0xA7),
+    "gradients": (0xF2, 0x8E, 0x2B),
+    "master_weights": (0x76, 0xB7, 0xB2),
+    "optimizer_state": (0x59, 0xA1, 0x4F),
+    "saved_activations": (0xED, 0xC9, 0x48),
+    "checkpoints": (0xB0, 0x7A, 0xA1),
+    "recompute_temps": (0xFF, 0x9D, 0xA7),
+    "activation_grads": (0xE1, 0x57, 0x59),
+    "logits_loss": (0x9C, 0x75, 0x5F),
+    "workspace": (0xBA, 0xB0, 0xAC),
+}
+PEAK_RED = (0xD6, 0x27, 0x28)
+
+
+def read_png(path):
+    data = open(path, "rb").read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise SystemExit(f"{path}: not a PNG")
+    pos, idat, width = 8, b"", None
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos:pos + 4])
+        kind = data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            width, height, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            if depth != 8 or ctype not in (2, 6) or interlace:
+                raise SystemExit(f"{path}: unsupported PNG (depth {depth}, color type {ctype}, interlace {interlace})")
+            bpp = 3 if ctype == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        elif kind == b"IEND":
+            break
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows, prev, i = [], bytearray(stride), 0
+    for _ in range(height):
+        f = raw[i]
+        line = bytearray(raw[i + 1:i + 1 + stride])
+        i += 1 + stride
+        if f == 1:
+            for x in range(bpp, stride):
+                line[x] = (line[x] + line[x - bpp]) & 0xFF
+        elif f == 2:
+            for x in range(stride):
+                line[x] = (line[x] + prev[x]) & 0xFF
+        elif f == 3:
+            for x in range(stride):
+                left = line[x - bpp] if x >= bpp else 0
+                line[x] = (line[x] + ((left + prev[x]) >> 1)) & 0xFF
+        elif f == 4:
+            for x in range(stride):
+                a = line[x - bpp] if x >= bpp else 0
+                b = prev[x]
+                c = prev[x - bpp] if x >= bpp else 0
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                line[x] = (line[x] + pred) & 0xFF
+        rows.append(bytes(line))
+        prev = line
+    return width, height, bpp, rows
+
+
+def main():
+    png = sys.argv[1]
+    meta = json.load(open(png + ".json"))
+    width, height, bpp, rows = read_png(png)
+    x0, y0, w, h = meta["x"], meta["y"], meta["width"], meta["height"]
+    assert 0 <= x0 and 0 <= y0 and x0 + w <= width and y0 + h <= height, (meta, width, height)
+    assert w > 300 and h > 150, f"plot area too small: {w}x{h}"
+    colors = {v: k for k, v in CATEGORIES.items()}
+    counts = {k: 0 for k in CATEGORIES}
+    red = 0
+    top = [None] * w  # the highest colored row per column
+    for y in range(y0, y0 + h):
+        row = rows[y]
+        for x in range(x0, x0 + w):
+            px = tuple(row[x * bpp:x * bpp + 3])
+            name = colors.get(px)
+            if name:
+                counts[name] += 1
+                if top[x - x0] is None:
+                    top[x - x0] = y
+            elif px == PEAK_RED:
+                red += 1
+    area = w * h
+    colored = sum(counts.values())
+    present = sorted(k for k, v in counts.items() if v >= 200)
+    print(f"plot area {w}x{h} at ({x0},{y0}): {colored / area:.1%} in category colors; present: {', '.join(present)}")
+    failures = []
+    if colored < 0.25 * area:
+        failures.append(f"only {colored / area:.1%} of the plot area shows the stacked memory")
+    if len(present) < 4:
+        failures.append(f"only {len(present)} categories drawn: {present}")
+    tops = [t for t in top if t is not None]
+    if len(tops) < 0.9 * w:
+        failures.append(f"the curve covers {len(tops)} of {w} columns")
+    if tops:
+        highest = min(tops)
+        expect = y0 + h * (1.0 - meta["plotted_max_bytes"] / meta["value_axis_max"])
+        print(f"curve top at y={highest}, peak expected at y={expect:.1f}")
+        if abs(highest - expect) > 4:
+            failures.append(f"the curve's top is at y={highest}, the peak belongs at y={expect:.1f}")
+        spread = max(tops) - min(tops)
+        if spread < 0.05 * h:
+            failures.append(f"the curve is flat (its top varies by {spread} px)")
+    if meta.get("peak_bytes") != meta["plotted_max_bytes"]:
+        failures.append(f"plotted maximum {meta['plotted_max_bytes']} is not the run's peak {meta.get('peak_bytes')}")
+    if red < 10:
+        failures.append("no peak marker")
+    if failures:
+        print("FAIL: " + "; ".join(failures))
+        return 1
+    print("OK: the memory plot shows the stacked curve up to the peak")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

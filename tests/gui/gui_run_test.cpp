@@ -1,0 +1,271 @@
+// The desktop app driven as a user drives it, offscreen: every policy on tiny through the real
+// window and worker thread, Cancel on a run that would otherwise last minutes, and the model
+// editor refusing what the batch mode refuses.
+#include <QComboBox>
+#include <QElapsedTimer>
+#include <QLabel>
+#include <QListView>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <qcustomplot.h>
+
+#include "core/backend/backend_factory.h"
+#include "core/engine/simulator.h"
+#include "core/trace/run_dir.h"
+#include "gui_test_util.h"
+#include "main_window.h"
+#include "model_editor.h"
+#include "param_editor.h"
+#include "run_controller.h"
+#include "run_panel.h"
+#include "views/memory_timeline_view.h"
+#include "views/run_view.h"
+
+using namespace remat;
+using namespace remat::gui;
+
+class GuiRunTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { testing::isolate_settings(); }
+  void everyPolicyOnTinyPlotsItsPeak();
+  void cancelStopsALongRunBetweenOps();
+  void invalidCustomConfigShowsTheErrorAndDisablesRun();
+  void huggingFaceConfigFillsTheEditor();
+  void parameterEditorsFollowTheDeclarations();
+  void cudaIsOfferedOnlyWhereItWorks();
+
+ private:
+  QTemporaryDir tmp_;
+  WindowOptions options() {
+    WindowOptions o;
+    o.runs_dir = tmp_.filePath("runs");
+    o.restore_settings = false;
+    return o;
+  }
+};
+
+void GuiRunTest::everyPolicyOnTinyPlotsItsPeak() {
+  MainWindow w(options());
+  w.show();
+  RunPanel* p = w.runPanel();
+  QVERIFY(p->selectModel("tiny"));
+  p->setSteps(1);
+  p->setWarmup(0);
+  const auto names = w.registry().names();
+  QVERIFY2(names.size() >= 6, "the six shipped policies are loaded");
+  int expected_rows = 0;
+  for (const auto& name : names) {
+    const QString policy = QString::fromStdString(name);
+    QVERIFY(p->selectPolicy(policy));
+    if (name == "budget") {
+      // Half of what store-everything keeps: feasible, and it forces recomputation.
+      ModelConfig m = resolve_model("tiny");
+      const auto none = simulate(m, store_all_schedule(m.layers), nullptr);
+      p->setMemoryBudget(QString::number(none.activation_peak_bytes * 6 / 10));
+    } else {
+      p->setMemoryBudget({});
+    }
+    QTRY_VERIFY_WITH_TIMEOUT(!p->predictionPending(), 30000);
+    QVERIFY2(p->lastPrediction().ok, qPrintable(policy + ": " + p->lastPrediction().error));
+    QVERIFY2(p->runButton()->isEnabled(), qPrintable(policy));
+    QSignalSpy finished(&w, &MainWindow::runFinished);
+    QTest::mouseClick(p->runButton(), Qt::LeftButton);
+    QVERIFY(w.controller()->running());
+    QVERIFY(!p->runButton()->isEnabled());
+    QVERIFY(p->cancelButton()->isEnabled());
+    QVERIFY2(finished.wait(120000), qPrintable(policy + " did not finish"));
+    ++expected_rows;
+    QCOMPARE(w.runs()->rowCount(), expected_rows);
+    const RunEntry& e = w.runs()->at(expected_rows - 1);
+    QVERIFY2(e.trace->complete, qPrintable(policy + ": " + QString::fromStdString(e.trace->error)));
+    QCOMPARE(QString::fromStdString(e.trace->policy), policy);
+    QCOMPARE(w.currentRun(), expected_rows - 1);
+    // The memory timeline shows this run, and its highest drawn point is the measured peak.
+    MemoryTimelineView* mem = w.runView()->memory();
+    QCOMPARE(mem->trace().get(), e.trace.get());
+    QCOMPARE(mem->plottedMaximum(), static_cast<double>(e.trace->peak_bytes));
+    // ... also zoomed in around the peak and far from it.
+    const QCPRange full = mem->dataTimeRange();
+    mem->plot()->xAxis->setRange(full.lower, full.lower + full.size() * 0.05);
+    QVERIFY(mem->plottedMaximum() <= static_cast<double>(e.trace->peak_bytes));
+    mem->resetZoom();
+    QCOMPARE(mem->plottedMaximum(), static_cast<double>(e.trace->peak_bytes));
+    // Saved as a run directory that reads back to the same figures.
+    QVERIFY(!e.dir.isEmpty());
+    const Trace back = read_run_dir(e.dir.toStdString());
+    QCOMPARE(back.peak_bytes, e.trace->peak_bytes);
+    QCOMPARE(back.ops.size(), e.trace->ops.size());
+    QVERIFY(p->runButton()->isEnabled());
+  }
+  // The same run directory opened from disk joins the list once.
+  QSignalSpy added(&w, &MainWindow::runAdded);
+  const QString first = w.runs()->at(0).dir;
+  w.openRunDir(first);  // already in the list: selected, not added again
+  QCOMPARE(w.runs()->rowCount(), expected_rows);
+  QCOMPARE(w.currentRun(), 0);
+}
+
+void GuiRunTest::cancelStopsALongRunBetweenOps() {
+  MainWindow w(options());
+  w.show();
+  RunPanel* p = w.runPanel();
+  QVERIFY(p->selectModel("small"));
+  QVERIFY(p->selectPolicy("uniform"));
+  p->setSteps(100000);  // hours of work if nothing stops it
+  p->setWarmup(0);
+  QTRY_VERIFY_WITH_TIMEOUT(!p->predictionPending(), 30000);
+  QSignalSpy progress(w.controller(), &RunController::progress);
+  QSignalSpy finished(&w, &MainWindow::runFinished);
+  QVERIFY(w.startRun());
+  // Wait until ops are running, then check the window still answers while the worker works.
+  QTRY_VERIFY_WITH_TIMEOUT(progress.count() >= 2, 60000);
+  QElapsedTimer responsive;
+  responsive.start();
+  QApplication::processEvents();
+  QVERIFY(responsive.elapsed() < 1000);
+  QVERIFY(w.controller()->running());
+  QElapsedTimer t;
+  t.start();
+  QTest::mouseClick(p->cancelButton(), Qt::LeftButton);
+  QVERIFY2(finished.wait(20000), "the run did not stop after Cancel");
+  const qint64 stop_ms = t.elapsed();
+  qInfo("stopped %lld ms after Cancel", static_cast<long long>(stop_ms));
+  QVERIFY(stop_ms < 10000);
+  QCOMPARE(w.runs()->rowCount(), 1);
+  const RunEntry& e = w.runs()->at(0);
+  QCOMPARE(QString::fromStdString(e.trace->status), QString("cancelled"));
+  QVERIFY(!e.trace->complete);
+  QVERIFY(e.trace->step_stats.size() < 100000u);
+  QVERIFY(w.runs()->data(w.runs()->index(0), Qt::DisplayRole).toString().contains("cancelled"));
+  QVERIFY(p->errorText().contains("cancelled"));
+  QVERIFY(!w.controller()->running());
+  QVERIFY(p->runButton()->isEnabled());
+  QVERIFY(!p->cancelButton()->isEnabled());
+}
+
+void GuiRunTest::invalidCustomConfigShowsTheErrorAndDisablesRun() {
+  MainWindow w(options());
+  w.show();
+  RunPanel* p = w.runPanel();
+  QVERIFY(p->selectModel("tiny"));
+  QCOMPARE(p->policyName(), QString("none"));  // the default
+  QTRY_VERIFY_WITH_TIMEOUT(!p->predictionPending(), 30000);
+  QVERIFY(p->runButton()->isEnabled());
+  ModelEditor* ed = p->modelEditor();
+  // 128 is not divisible by 5 heads: the error is under the field the batch mode names.
+  ed->intField("heads")->setValue(5);
+  QCOMPARE(p->modelBox()->currentData().toString(), QString("custom"));
+  QVERIFY(!ed->isValid());
+  QCOMPARE(ed->errorField(), QString("hidden"));
+  QLabel* err = ed->errorLabel("hidden");
+  QVERIFY(err->isVisible());
+  QVERIFY2(err->text().contains("not divisible by heads"), qPrintable(err->text()));
+  QVERIFY(!p->runButton()->isEnabled());
+  QVERIFY(!w.startRun());
+  QVERIFY(!w.controller()->running());
+  // Zero blocks: the error moves to that field.
+  ed->intField("heads")->setValue(4);
+  ed->intField("layers")->setValue(0);
+  QCOMPARE(ed->errorField(), QString("layers"));
+  QVERIFY(ed->errorLabel("layers")->isVisible());
+  QVERIFY(!ed->errorLabel("hidden")->isVisible());
+  QVERIFY(!p->runButton()->isEnabled());
+  // A sequence longer than the position table (gpt2).
+  ed->intField("layers")->setValue(2);
+  ed->intField("seq")->setValue(128);
+  QCOMPARE(ed->errorField(), QString("seq"));
+  QVERIFY(!p->runButton()->isEnabled());
+  // Fixed: valid again and runnable.
+  ed->intField("positions")->setValue(128);
+  QVERIFY(ed->isValid());
+  QVERIFY(!ed->errorLabel("seq")->isVisible());
+  QVERIFY(p->runButton()->isEnabled());
+  QTRY_VERIFY_WITH_TIMEOUT(!p->predictionPending(), 30000);
+  QVERIFY(p->lastPrediction().ok);
+  QVERIFY(p->predictionLabel()->text().contains("Predicted peak"));
+  // A policy that cannot plan (budget without a budget) shows why and disables Run too.
+  QVERIFY(p->selectPolicy("budget"));
+  p->setMemoryBudget({});
+  QTRY_VERIFY_WITH_TIMEOUT(!p->predictionPending(), 30000);
+  QVERIFY(!p->lastPrediction().ok);
+  QVERIFY(p->predictionLabel()->text().contains("memory-budget"));
+  QVERIFY(!p->runButton()->isEnabled());
+  p->setMemoryBudget("not a size");
+  QVERIFY(!p->runButton()->isEnabled());
+}
+
+void GuiRunTest::huggingFaceConfigFillsTheEditor() {
+  MainWindow w(options());
+  RunPanel* p = w.runPanel();
+  const QString path = tmp_.filePath("config.json");
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(R"({"model_type": "llama", "hidden_size": 128, "intermediate_size": 352, "num_hidden_layers": 3,
+              "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 256,
+              "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0})");
+  f.close();
+  QString err;
+  QVERIFY2(p->loadModelFile(path, &err), qPrintable(err));
+  const ModelConfig m = p->modelEditor()->config();
+  QCOMPARE(m.arch, Architecture::Llama);
+  QCOMPARE(m.layers, 3);
+  QCOMPARE(m.kv_heads, 2);
+  QCOMPARE(m.ffn, 352);
+  QVERIFY(p->modelEditor()->isValid());
+  // A file that is not a model shows the reason and keeps the last valid model.
+  const QString bad = tmp_.filePath("bad.json");
+  QFile b(bad);
+  QVERIFY(b.open(QIODevice::WriteOnly));
+  b.write("{\"model_type\": \"bert\"}");
+  b.close();
+  QVERIFY(!p->loadModelFile(bad, &err));
+  QVERIFY(!err.isEmpty());
+  QCOMPARE(p->modelEditor()->config().layers, 3);
+}
+
+void GuiRunTest::parameterEditorsFollowTheDeclarations() {
+  MainWindow w(options());
+  RunPanel* p = w.runPanel();
+  QVERIFY(p->selectModel("tiny"));
+  for (const auto& lp : w.registry().policies()) {
+    QVERIFY(p->selectPolicy(QString::fromStdString(lp.policy->name())));
+    const auto decls = lp.policy->params();
+    QCOMPARE(p->paramEditor()->count(), static_cast<int>(decls.size()));
+    for (const auto& d : decls) {
+      QWidget* ed = p->paramEditor()->editor(QString::fromStdString(d.name));
+      QVERIFY2(ed, d.name.c_str());
+      if (auto* sb = qobject_cast<QSpinBox*>(ed); sb && d.min < d.max) {
+        QVERIFY(sb->maximum() <= d.max);
+        QVERIFY(sb->minimum() >= d.min - 1);  // one below: "default" for optional ones
+        QVERIFY(!p->setPolicyParam(QString::fromStdString(d.name), QString::number(d.min - 5)));
+      }
+    }
+    QVERIFY(p->paramEditor()->values().empty());  // defaults are not passed on
+  }
+  QVERIFY(p->selectPolicy("uniform"));
+  QVERIFY(p->setPolicyParam("segments", "2"));
+  QCOMPARE(p->request()->policy.params.at("segments"), std::string("2"));
+  QVERIFY(p->selectPolicy("offload"));
+  QVERIFY(p->setPolicyParam("what", "checkpoints"));
+  QVERIFY(!p->setPolicyParam("what", "everything"));
+  QCOMPARE(p->request()->policy.params.at("what"), std::string("checkpoints"));
+  QVERIFY(p->selectPolicy("selective"));
+  QVERIFY(p->setPolicyParam("recompute", "ln1.out+ln2.out"));
+  QCOMPARE(p->request()->policy.params.at("recompute"), std::string("ln1.out+ln2.out"));
+  QTRY_VERIFY_WITH_TIMEOUT(!p->predictionPending(), 30000);
+  QVERIFY2(p->lastPrediction().ok, qPrintable(p->lastPrediction().error));
+}
+
+void GuiRunTest::cudaIsOfferedOnlyWhereItWorks() {
+  MainWindow w(options());
+  const bool offered = w.runPanel()->deviceBox()->findData("cuda") >= 0;
+  QCOMPARE(offered, cuda_available());
+  QVERIFY(w.runPanel()->deviceBox()->findData("cpu") >= 0);
+}
+
+QTEST_MAIN(GuiRunTest)
+#include "gui_run_test.moc"

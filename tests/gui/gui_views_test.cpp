@@ -1,0 +1,233 @@
+// The views on real traces, offscreen: the compare view's shared axis, export that reads back,
+// the ledger following a click on the memory timeline, the analysis tables, and zooming on a
+// million-op timeline.
+#include <QDir>
+#include <QFile>
+#include <QImage>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <nlohmann/json.hpp>
+#include <qcustomplot.h>
+
+#include "core/analysis/block_formula.h"
+#include "core/trace/csv.h"
+#include "core/trace/run_dir.h"
+#include "core/util/error.h"
+#include "export.h"
+#include "gui_test_util.h"
+#include "run_list.h"
+#include "views/analysis_view.h"
+#include "views/compare_charts.h"
+#include "views/compare_overlay.h"
+#include "views/compare_view.h"
+#include "views/ledger_view.h"
+#include "views/memory_timeline_view.h"
+#include "views/op_timeline_view.h"
+#include "views/run_view.h"
+#include "views/span_plottable.h"
+
+using namespace remat;
+using namespace remat::gui;
+
+class GuiViewsTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase();
+  void compareStacksRunsOnOneSharedAxis();
+  void exportWritesFilesThatReadBack();
+  void clickOnTheTimelineSelectsLedgerRows();
+  void analysisShowsTheFormulaNextToTheMeasuredBytes();
+  void opTimelineOfAMillionOpsZooms();
+
+ private:
+  std::shared_ptr<const Trace> none_, uniform_;
+  QTemporaryDir tmp_;
+};
+
+void GuiViewsTest::initTestCase() {
+  testing::isolate_settings();
+  none_ = testing::train("tiny", "none");
+  uniform_ = testing::train("tiny", "uniform");
+  QVERIFY(none_->complete);
+  QVERIFY(uniform_->complete);
+}
+
+void GuiViewsTest::compareStacksRunsOnOneSharedAxis() {
+  RunListModel list;
+  list.add(none_, {});
+  list.add(uniform_, {});
+  CompareView v;
+  v.resize(1200, 900);
+  v.show();
+  v.setRuns(list.checked(), list.runs());
+  const auto tl = v.timelines();
+  QCOMPARE(tl.size(), 2);
+  QCOMPARE(tl[0]->trace().get(), none_.get());
+  QCOMPARE(tl[1]->trace().get(), uniform_.get());
+  for (auto* t : tl) QVERIFY(t->isVisible());
+  // One axis range for both: the longer step's, and one byte scale.
+  const QCPRange r0 = tl[0]->plot()->xAxis->range(), r1 = tl[1]->plot()->xAxis->range();
+  QCOMPARE(r0.lower, r1.lower);
+  QCOMPARE(r0.upper, r1.upper);
+  QCOMPARE(r0.upper, std::max(tl[0]->dataTimeRange().upper, tl[1]->dataTimeRange().upper));
+  QCOMPARE(tl[0]->plot()->yAxis->range().upper, tl[1]->plot()->yAxis->range().upper);
+  // Each shows its own peak.
+  QCOMPARE(tl[0]->plottedMaximum(), static_cast<double>(none_->peak_bytes));
+  QCOMPARE(tl[1]->plottedMaximum(), static_cast<double>(uniform_->peak_bytes));
+  // Zooming one moves the other.
+  tl[1]->plot()->xAxis->setRange(r0.upper * 0.25, r0.upper * 0.5);
+  QCOMPARE(tl[0]->plot()->xAxis->range().lower, r0.upper * 0.25);
+  QCOMPARE(tl[0]->plot()->xAxis->range().upper, r0.upper * 0.5);
+  // Normalized to step time: both span [0, 1].
+  v.setTimeMode(TimeMode::Normalized);
+  const auto tn = v.timelines();
+  QCOMPARE(tn.size(), 2);
+  for (auto* t : tn) {
+    QCOMPARE(t->plot()->xAxis->range().lower, 0.0);
+    QCOMPARE(t->plot()->xAxis->range().upper, 1.0);
+  }
+  QCOMPARE(tn[1]->plottedMaximum(), static_cast<double>(uniform_->peak_bytes));
+  // Overlaid on one plot.
+  v.setOverlay(true);
+  QCOMPARE(v.overlayView()->lineCount(), 2);
+  QCOMPARE(v.overlayView()->plottedMaximum(0), static_cast<double>(none_->peak_bytes));
+  QCOMPARE(v.overlayView()->plottedMaximum(1), static_cast<double>(uniform_->peak_bytes));
+  // Bars and the frontier scatter.
+  QCOMPARE(v.peakChart()->barCount(), 2);
+  QCOMPARE(v.timeChart()->barCount(), 2);
+  QCOMPARE(v.scatter()->pointCount(), 2);
+  QVERIFY(uniform_->peak_bytes < none_->peak_bytes);
+}
+
+void GuiViewsTest::exportWritesFilesThatReadBack() {
+  const QString dir = tmp_.filePath("export");
+  const QStringList files = export_csv_tables(*none_, dir);
+  const auto rows = csv_table_rows(*none_);
+  QCOMPARE(files.size(), static_cast<int>(csv_table_files().size()));
+  for (int i = 0; i < files.size(); ++i) {
+    csv::Reader r(files[i].toStdString());
+    while (r.next()) {
+    }
+    QCOMPARE(r.rows(), rows[static_cast<std::size_t>(i)]);
+  }
+  // The Chrome trace parses and holds every op.
+  const QString chrome = tmp_.filePath("trace.json");
+  export_chrome_trace(*none_, chrome);
+  QFile cf(chrome);
+  QVERIFY(cf.open(QIODevice::ReadOnly));
+  const auto j = nlohmann::json::parse(cf.readAll().toStdString());
+  std::size_t complete = 0;
+  for (const auto& e : j.at("traceEvents"))
+    if (e.value("ph", "") == "X") ++complete;
+  QVERIFY(complete >= none_->ops.size());
+  // A whole run directory reads back to the same run.
+  const QString run = tmp_.filePath("run");
+  save_run_dir(*none_, run, false);
+  const Trace back = read_run_dir(run.toStdString());
+  QCOMPARE(back.peak_bytes, none_->peak_bytes);
+  QCOMPARE(back.events.size(), none_->events.size());
+  QCOMPARE(back.ledger.size(), none_->ledger.size());
+  QVERIFY_THROWS_EXCEPTION(remat::Error, save_run_dir(*none_, run, false));  // never overwritten unasked
+  // Plots as PNG and PDF, and nothing left under a temporary name.
+  RunView view;
+  view.resize(1200, 800);
+  view.show();
+  view.setTrace(none_, "none");
+  const QString png = tmp_.filePath("plots/memory.png"), pdf = tmp_.filePath("plots/memory.pdf");
+  QDir().mkpath(tmp_.filePath("plots"));
+  export_plot(view.memory()->plot(), png, 800, 400);
+  export_plot(view.ops()->plot(), pdf);
+  QImage img(png);
+  QVERIFY(!img.isNull());
+  QCOMPARE(img.width(), 1600);  // 2x for a sharp image
+  QFile pf(pdf);
+  QVERIFY(pf.open(QIODevice::ReadOnly));
+  QVERIFY(pf.read(5) == "%PDF-");
+  QCOMPARE(QDir(tmp_.filePath("plots")).entryList(QDir::Files | QDir::Hidden).size(), 2);
+  QVERIFY_THROWS_EXCEPTION(remat::Error, export_plot(view.memory()->plot(), tmp_.filePath("plots/x.gif")));
+}
+
+void GuiViewsTest::clickOnTheTimelineSelectsLedgerRows() {
+  RunView view;
+  view.resize(1200, 800);
+  view.show();
+  view.setTrace(none_, "none");
+  LedgerView ledger;
+  ledger.setTrace(none_);
+  QCOMPARE(ledger.model()->rowCount(), static_cast<int>(none_->ledger.size()));
+  MemoryTimelineView* m = view.memory();
+  QSignalSpy picked(m, &MemoryTimelineView::tensorsPicked);
+  connect(m, &MemoryTimelineView::tensorsPicked, &ledger, &LedgerView::selectTensors);
+  // Click on the peak: the largest tensors alive there are block activations.
+  const MemoryTimeline tl = memory_timeline(*none_);
+  const double key = static_cast<double>(tl.points[tl.peak_point].t_ns - m->origin());
+  const auto tensors = m->tensorsAt(key, 8);
+  QVERIFY(!tensors.isEmpty());
+  QVERIFY(m->describeAt(key).contains("largest alive"));
+  m->plot()->replot();
+  const QPoint at(static_cast<int>(m->plot()->xAxis->coordToPixel(key)) + 1, m->plot()->axisRect()->center().y());
+  QTest::mouseClick(m->plot(), Qt::LeftButton, {}, at);
+  QCOMPARE(picked.count(), 1);
+  const int selected = ledger.table()->selectionModel()->selectedRows().size();
+  QVERIFY2(selected > 0, "the tensors alive at the peak are selected in the ledger");
+  // Filtering and sorting.
+  ledger.setFilter("attn.probs");
+  QCOMPARE(ledger.proxy()->rowCount(), none_->model.layers);
+  ledger.setFilter({});
+  ledger.table()->sortByColumn(LedgerModel::Bytes, Qt::DescendingOrder);
+  const auto first = ledger.proxy()->index(0, LedgerModel::Bytes).data(Qt::UserRole).toULongLong();
+  for (const auto& e : none_->ledger) QVERIFY(e.bytes <= first);
+}
+
+void GuiViewsTest::analysisShowsTheFormulaNextToTheMeasuredBytes() {
+  RunListModel list;
+  list.add(none_, {});
+  list.add(uniform_, {});
+  AnalysisView v;
+  v.setCurrent(list.at(0));
+  v.setRuns(list.runs());
+  const BlockFormula f = block_formula(none_->model);
+  QVERIFY(f.closed_form);  // tiny: GPT-2, dropout, naive attention, bf16
+  const std::uint64_t s = 64, b = 4, h = 128, a = 4;
+  QCOMPARE(f.closed_form_bytes, 34 * s * b * h + 5 * a * s * s * b);
+  QCOMPARE(f.total, f.closed_form_bytes);
+  QCOMPARE(v.blockTable()->rowCount(), none_->model.layers);
+  for (int r = 0; r < v.blockTable()->rowCount(); ++r) {
+    QCOMPARE(none_->saved_bytes_per_block[static_cast<std::size_t>(r)], f.closed_form_bytes);
+    QCOMPARE(v.blockTable()->item(r, 4)->text(), QString("0"));  // measured − formula
+  }
+  QCOMPARE(v.termTable()->rowCount(), static_cast<int>(f.terms.size()) + 1);
+  QCOMPARE(v.predictionTable()->rowCount(), 2);
+  QCOMPARE(v.predictionTable()->item(0, 3)->text(), QString("exact"));  // CPU: to the byte
+}
+
+void GuiViewsTest::opTimelineOfAMillionOpsZooms() {
+  auto t = std::make_shared<Trace>(*none_);
+  t->ops.clear();
+  const int n = 1000000;
+  t->ops.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    OpRecord o;
+    o.start_ns = t->step_start_ns + static_cast<std::int64_t>(i) * 100;
+    o.end_ns = o.start_ns + 80;
+    o.phase = i < n / 2 ? Phase::Forward : Phase::Backward;
+    o.name = "op";
+    t->ops.push_back(std::move(o));
+  }
+  OpTimelineView v;
+  v.resize(1400, 200);
+  v.show();
+  const std::int64_t origin = t->step_start_ns, duration = static_cast<std::int64_t>(n) * 100;
+  v.setTrace(t, origin, duration);
+  v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+  // Merged to at most a few bars per pixel column, but every part of the step covered.
+  QVERIFY(v.drawnBars() > 0);
+  QVERIFY(v.drawnBars() <= static_cast<std::size_t>(2 * v.plot()->axisRect()->width() + 2));
+  v.plot()->xAxis->setRange(1000, 1000 + 100 * 50);  // 50 ops: each its own bar
+  v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+  QVERIFY(v.drawnBars() >= 50 && v.drawnBars() <= 52);
+}
+
+QTEST_MAIN(GuiViewsTest)
+#include "gui_views_test.moc"
