@@ -1,0 +1,217 @@
+// The desktop app's timelines on a big trace, offscreen: a million ops (and a million memory
+// events), drawn at screen resolution, then zoomed in and out step by step as a mouse wheel
+// does. Reports the time to load the trace into the views, the first full draw, and each zoom
+// step (range change, downsampling in core, replot); --max-ms N fails when a draw or a zoom
+// step of the op timeline or the memory timeline takes longer.
+//
+//   build/bin/gui_timeline_bench [--ops N] [--max-ms N]
+#include <QApplication>
+#include <QElapsedTimer>
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <qcustomplot.h>
+
+#include "views/memory_timeline_view.h"
+#include "views/op_timeline_view.h"
+#include "views/run_view.h"
+#include "views/schedule_strip.h"
+
+using namespace remat;
+using namespace remat::gui;
+
+namespace {
+
+// A step of `n` ops: forward over 24 blocks, backward with recomputation, the optimizer; a
+// copy to and from the host every 50 ops; an allocation and a free around every op.
+std::shared_ptr<const Trace> big_trace(int n) {
+  auto t = std::make_shared<Trace>();
+  t->model.layers = 24;
+  t->model.name = "bench";
+  t->policy = "uniform";
+  t->device = "cpu";
+  t->names = {"", "act", "tmp"};
+  t->ops.reserve(static_cast<std::size_t>(n) * 21 / 20);
+  t->events.reserve(static_cast<std::size_t>(n) * 2);
+  std::int64_t now = 1000;
+  std::uint64_t id = 1;
+  const int per_block = n / (3 * 24) + 1;
+  for (int i = 0; i < n; ++i) {
+    OpRecord o;
+    o.start_ns = now;
+    o.end_ns = now + 40 + (i % 7) * 10;
+    o.phase = i < n * 4 / 10 ? Phase::Forward : i < n * 6 / 10 ? Phase::Recompute : i < n * 98 / 100 ? Phase::Backward : Phase::Optimizer;
+    o.block = (i / per_block) % 24;
+    o.name = "op";
+    o.op = "mlp.fc";
+    o.flops = 1000;
+    o.op_id = static_cast<std::uint64_t>(i);
+    t->ops.push_back(o);
+    if (i % 50 == 0) {
+      OpRecord c = o;
+      c.stream = i % 100 == 0 ? Stream::CopyToHost : Stream::CopyToDevice;
+      c.end_ns = c.start_ns + 2000;
+      t->ops.push_back(c);
+    }
+    MemoryEvent a;
+    a.t_ns = now;
+    a.delta = 4096 + (i % 13) * 512;
+    a.id = id;
+    a.category = o.phase == Phase::Forward ? Category::SavedActivations : Category::ActivationGrads;
+    a.phase = o.phase;
+    a.block = o.block;
+    a.tensor = 1;
+    a.step = 0;
+    t->events.push_back(a);
+    // Saved activations stay until the backward; everything else is freed after its op.
+    if (o.phase != Phase::Forward) {
+      MemoryEvent f = a;
+      f.t_ns = o.end_ns;
+      f.delta = -a.delta;
+      t->events.push_back(f);
+    }
+    ++id;
+    now = o.end_ns + 5;
+  }
+  t->step_start_ns = 1000;
+  t->step_end_ns = now;
+  t->step_first_event = 0;
+  t->step_end_event = t->events.size();
+  for (int b = 0; b < 24; ++b) {
+    ScheduleRecord r;
+    r.action = "forward";
+    r.block = b;
+    r.start_ns = 1000 + (now - 1000) * b / 60;
+    r.end_ns = 1000 + (now - 1000) * (b + 1) / 60;
+    t->schedule_records.push_back(r);
+  }
+  std::int64_t peak = 0, live = 0;
+  for (const auto& e : t->events) peak = std::max(peak, live += e.delta);
+  t->peak_bytes = static_cast<std::uint64_t>(peak);
+  return t;
+}
+
+struct Stats {
+  double max = 0, median = 0, mean = 0;
+};
+
+Stats stats(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.max = v.back();
+  s.median = v[v.size() / 2];
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  return s;
+}
+
+double ms(const QElapsedTimer& t) { return static_cast<double>(t.nsecsElapsed()) / 1e6; }
+
+// Zooms `plot` in by 0.6 per step around a point at 37 % of the range, then back out, replotting
+// immediately after each step; returns the time of each step.
+std::vector<double> zoom_steps(QCustomPlot* plot, int steps) {
+  std::vector<double> times;
+  for (int dir : {0, 1})
+    for (int i = 0; i < steps; ++i) {
+      QElapsedTimer t;
+      t.start();
+      QCPAxis* x = plot->xAxis;
+      const double at = x->range().lower + x->range().size() * 0.37;
+      x->scaleRange(dir == 0 ? 0.6 : 1 / 0.6, at);
+      plot->replot(QCustomPlot::rpImmediateRefresh);
+      times.push_back(ms(t));
+    }
+  return times;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (qgetenv("QT_QPA_PLATFORM").isEmpty()) qputenv("QT_QPA_PLATFORM", "offscreen");
+  int n = 1000000;
+  double max_ms = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--ops") && i + 1 < argc) n = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--max-ms") && i + 1 < argc) max_ms = std::atof(argv[++i]);
+  }
+  QApplication app(argc, argv);
+  QElapsedTimer t;
+  t.start();
+  auto trace = big_trace(n);
+  std::printf("trace: %zu ops, %zu memory events (built in %.0f ms)\n", trace->ops.size(), trace->events.size(), ms(t));
+  bool ok = true;
+  auto report = [&](const char* what, double v, bool checked) {
+    const bool over = checked && max_ms > 0 && v > max_ms;
+    ok = ok && !over;
+    std::printf("  %-44s %8.2f ms%s\n", what, v, over ? "  OVER" : "");
+  };
+  auto report_steps = [&](const char* what, const std::vector<double>& v) {
+    Stats s = stats(v);
+    const bool over = max_ms > 0 && s.max > max_ms;
+    ok = ok && !over;
+    std::printf("  %-44s median %6.2f  mean %6.2f  max %6.2f ms (%zu steps)%s\n", what, s.median, s.mean, s.max,
+                v.size(), over ? "  OVER" : "");
+  };
+
+  {
+    std::printf("op timeline (1400 x 260):\n");
+    OpTimelineView v;
+    v.resize(1400, 260);
+    v.show();
+    QApplication::processEvents();
+    t.restart();
+    v.setTrace(trace, trace->step_start_ns, trace->step_end_ns - trace->step_start_ns);
+    report("load (index 1M ops by stream)", ms(t), false);
+    t.restart();
+    v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+    report("first full draw", ms(t), true);
+    std::printf("  %-44s %zu\n", "bars drawn for the whole step", v.drawnBars());
+    report_steps("zoom step (x0.6 in, then out)", zoom_steps(v.plot(), 20));
+  }
+  {
+    std::printf("memory timeline (1400 x 500):\n");
+    MemoryTimelineView v;
+    v.resize(1400, 500);
+    v.show();
+    QApplication::processEvents();
+    t.restart();
+    v.setTrace(trace, "bench");
+    report("load (timeline, live-tensor index, stack)", ms(t), false);
+    t.restart();
+    v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+    report("first full draw", ms(t), true);
+    std::printf("  %-44s %.0f of %llu bytes\n", "plotted maximum", v.plottedMaximum(),
+                static_cast<unsigned long long>(trace->peak_bytes));
+    if (v.plottedMaximum() != static_cast<double>(trace->peak_bytes)) {
+      std::printf("  the plotted maximum is not the peak\n");
+      ok = false;
+    }
+    report_steps("zoom step (x0.6 in, then out)", zoom_steps(v.plot(), 20));
+  }
+  {
+    std::printf("run view (memory, schedule, ops in step; 1500 x 900):\n");
+    RunView v;
+    v.resize(1500, 900);
+    v.show();
+    QApplication::processEvents();
+    t.restart();
+    v.setTrace(trace, "bench");
+    QApplication::processEvents();
+    report("load and first draw of the three", ms(t), false);
+    std::vector<double> steps;
+    for (int dir : {0, 1})
+      for (int i = 0; i < 15; ++i) {
+        t.restart();
+        v.zoom(dir == 0 ? 0.6 : 1 / 0.6);  // the others follow
+        v.schedule()->plot()->replot(QCustomPlot::rpImmediateRefresh);
+        v.ops()->plot()->replot(QCustomPlot::rpImmediateRefresh);
+        steps.push_back(ms(t));
+      }
+    Stats s = stats(steps);
+    std::printf("  %-44s median %6.2f  mean %6.2f  max %6.2f ms (%zu steps)\n", "zoom step, all three redrawn", s.median,
+                s.mean, s.max, steps.size());
+  }
+  if (!ok) std::printf("FAIL: over %.0f ms\n", max_ms);
+  return ok ? 0 : 1;
+}
