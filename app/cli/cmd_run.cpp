@@ -1,16 +1,15 @@
 // rematlab-batch run: train a few steps under one policy and report what it cost.
-#include <atomic>
-#include <csignal>
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <memory>
 
 #include "cli_common.h"
 #include "commands.h"
-#include "core/backend/backend_factory.h"
-#include "core/engine/run.h"
+#include "core/trace/run_dir.h"
 #include "core/trace/summary.h"
 #include "core/util/error.h"
+#include "training.h"
 
 namespace remat::cli {
 
@@ -19,13 +18,17 @@ namespace {
 struct RunOptions {
   ModelOptions model;
   PolicyOptions policy;
-  std::string device = "cpu";
-  int steps = 3, warmup = 1, threads = 2;
-  std::uint64_t seed = 0;
-  std::string memory_limit, weights_in, weights_out, corpus;
-  double lr = 1e-3;
-  bool json = false, poison = false, no_profile = false;
+  TrainOptions train;
+  std::string weights_in, weights_out, out;
+  bool json = false, force = false;
 };
+
+double spread_ms(const Trace& t) {
+  auto v = t.step_times_ms();
+  if (v.empty()) return 0.0;
+  auto [mn, mx] = std::minmax_element(v.begin(), v.end());
+  return *mx - *mn;
+}
 
 void print_human(const Trace& t) {
   std::cout << "model " << t.model.name << " (" << to_string(t.model.arch) << ", " << t.model.layers
@@ -40,7 +43,8 @@ void print_human(const Trace& t) {
             << "\npredicted peak   " << human_bytes(t.predicted_peak_bytes) << " ("
             << t.predicted_peak_bytes << " bytes)"
             << "\nstep time        " << std::setprecision(2) << t.median_step_ms() << " ms (median of "
-            << l.size() << ")"
+            << l.size() << ", spread " << spread_ms(t) << " ms; " << t.warmup << " warmup step"
+            << (t.warmup == 1 ? "" : "s") << " not counted)"
             << "\nFLOPs            forward " << t.flops.forward << ", recompute " << t.flops.recompute
             << ", backward " << t.flops.backward << "\n";
 }
@@ -49,30 +53,19 @@ int run(const RunOptions& o) {
   ModelConfig m = o.model.resolve();
   PolicyRegistry reg;
   load_plugins(reg, !o.json);
-  RunSpec spec;
-  spec.model = m;
-  spec.schedule = o.policy.plan(reg, m);
-  spec.steps = o.steps;
-  spec.warmup = o.warmup;
-  spec.seed = o.seed;
-  spec.poison = o.poison;
-  spec.adam.lr = static_cast<float>(o.lr);
-  spec.corpus_path = o.corpus;
-  spec.weights_in = o.weights_in;
-  spec.weights_out = o.weights_out;
-  if (!o.memory_limit.empty()) spec.memory_limit = parse_bytes("memory-limit", o.memory_limit);
-  SteadyClock clock;
-  Device dev = make_device(o.device, o.threads, clock, !o.no_profile);
-  static std::atomic<bool> cancel{false};
-  std::signal(SIGINT, [](int) { cancel.store(true); });
+  Schedule s = o.policy.plan(reg, m);
+  // Refuse an output directory that would be refused at the end before spending the run on it.
+  if (!o.out.empty()) check_output_dir(o.out, o.force);
+  std::optional<std::uint64_t> budget;
+  if (!o.policy.memory_budget.empty()) budget = parse_bytes("memory-budget", o.policy.memory_budget);
   Progress bar(!o.json);
-  RunCallbacks cb;
-  cb.cancel = &cancel;
-  cb.progress = [&](double f, const std::string& w) { bar.update(f, w); };
-  Trace t = run_training(spec, *dev.backend, dev.profiler.get(), clock, cb);
+  Trace t = train(m, s, o.train, budget, [&](double f, const std::string& w) { bar.update(f, w); },
+                  &interrupt_flag(), o.weights_in, o.weights_out);
   bar.done();
+  if (!o.out.empty()) write_run_dir(t, o.out, o.force);
   if (o.json) std::cout << summary_json(t).dump(2) << "\n";
   else print_human(t);
+  if (!o.out.empty() && !o.json) std::cout << "run directory    " << o.out << "\n";
   if (!t.complete) return fail("run " + t.status + ": " + t.error);
   return 0;
 }
@@ -84,18 +77,11 @@ void add_run_command(CLI::App& app, int& exit_code) {
   CLI::App* c = app.add_subcommand("run", "train warmup + counted steps under one policy and measure them");
   o->model.add(*c);
   o->policy.add(*c, true);
-  c->add_option("--device", o->device, "cpu | cuda")->capture_default_str();
-  c->add_option("--steps", o->steps, "counted steps")->capture_default_str()->check(CLI::Range(1, 1000000));
-  c->add_option("--warmup", o->warmup, "steps run first and not counted")->capture_default_str()->check(CLI::Range(0, 1000000));
-  c->add_option("--seed", o->seed, "seed for weights, batches and dropout")->capture_default_str();
-  c->add_option("--threads", o->threads, "CPU threads (OpenBLAS and our ops)")->capture_default_str()->check(CLI::Range(1, 256));
-  c->add_option("--memory-limit", o->memory_limit, "refuse runs predicted to need more device memory (default: what is available)");
-  c->add_option("--lr", o->lr, "AdamW learning rate")->capture_default_str();
+  o->train.add(*c);
   c->add_option("--load-weights", o->weights_in, "start from a safetensors file (Hugging Face names)");
   c->add_option("--save-weights", o->weights_out, "write the weights after the last step (safetensors)");
-  c->add_option("--corpus", o->corpus, "training text (default: the shipped corpus)");
-  c->add_flag("--poison", o->poison, "fill freed memory with NaN bytes to catch use after free");
-  c->add_flag("--no-profile", o->no_profile, "run without the op profiler");
+  c->add_option("--out,-o", o->out, "write a run directory here (summary.json, CSV tables, trace.json)");
+  c->add_flag("--force", o->force, "replace an existing run directory");
   c->add_flag("--json", o->json, "print the summary as JSON");
   c->callback([o, &exit_code] {
     try {

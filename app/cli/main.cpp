@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "core/trace/summary.h"
+#include "training.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"rematlab-batch: run a transformer training step under checkpoint policies and "
@@ -14,6 +15,10 @@ int main(int argc, char** argv) {
   remat::cli::add_run_command(app, code);
   remat::cli::add_plan_command(app, code);
   remat::cli::add_list_command(app, code);
+  remat::cli::add_sweep_command(app, code);
+  remat::cli::add_compare_command(app, code);
+  remat::cli::add_export_command(app, code);
+  remat::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,147 @@
+// rematlab-batch compare: the comparison table for runs already written (run directories, or
+// sweep directories, which stand for all their runs).
+// rematlab-batch export: regenerate trace.json or the CSV tables of a run directory from what it
+// holds.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "comparison.h"
+#include "core/trace/run_dir.h"
+#include "core/util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace remat::cli {
+
+namespace {
+
+struct CompareOptions {
+  std::vector<std::string> dirs;
+  bool json = false;
+};
+
+std::string label_of(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  std::string l = p.filename().string();
+  return l.empty() || l == "." ? dir : l;
+}
+
+nlohmann::json read_sweep_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(path + ": not valid JSON (truncated or corrupt): " + e.what());
+  }
+  if (!j.is_object() || j.value("format", "") != "rematlab-sweep" || !j.contains("runs") || !j["runs"].is_array())
+    throw Error(path + ": not a RematLab sweep file");
+  return j;
+}
+
+int compare(const CompareOptions& o) {
+  std::vector<ComparisonRow> rows;
+  for (const auto& dir : o.dirs) {
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) throw Error("run directory '" + dir + "' does not exist");
+    bool is_run = fs::exists(fs::path(dir) / kSummaryFile, ec);
+    bool is_sweep = !is_run && fs::exists(fs::path(dir) / "sweep.json", ec);
+    if (!is_sweep) {
+      Trace t = read_run_dir(dir);
+      rows.push_back(comparison_row(label_of(dir), dir, t));
+      continue;
+    }
+    nlohmann::json sj = read_sweep_json((fs::path(dir) / "sweep.json").string());
+    for (const auto& r : sj["runs"]) {
+      if (!r.is_object() || !r.contains("run") || !r["run"].is_string() || !r.contains("dir") || !r["dir"].is_string())
+        throw Error((fs::path(dir) / "sweep.json").string() + ": a run without 'run' and 'dir'");
+      std::string sub = (fs::path(dir) / r["dir"].get<std::string>()).string();
+      Trace t = read_run_dir(sub);
+      rows.push_back(comparison_row(r["run"].get<std::string>(), sub, t));
+    }
+  }
+  relate_rows(rows);
+  bool budgets = false;
+  for (const auto& r : rows) budgets = budgets || r.memory_budget > 0;
+  if (o.json) {
+    std::cout << comparison_json(rows).dump(2) << "\n";
+  } else {
+    print_comparison(std::cout, rows, budgets);
+  }
+  return 0;
+}
+
+struct ExportOptions {
+  std::string dir, format, out;
+  bool json = false;
+};
+
+int export_run(const ExportOptions& o) {
+  Trace t = read_run_dir(o.dir);
+  std::vector<std::string> files;
+  if (o.format == "chrome") {
+    std::string path = o.out.empty() ? (fs::path(o.dir) / kChromeTraceFile).string() : o.out;
+    write_chrome_trace(t, path);
+    files.push_back(path);
+  } else {
+    std::string dir = o.out.empty() ? o.dir : o.out;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw Error("cannot create '" + dir + "': " + ec.message());
+    write_csv_tables(t, dir);
+    for (const auto& f : csv_table_files()) files.push_back((fs::path(dir) / f).string());
+  }
+  if (o.json) {
+    std::cout << nlohmann::json({{"dir", o.dir}, {"format", o.format}, {"files", files}}).dump(2) << "\n";
+  } else {
+    for (const auto& f : files) std::cout << f << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<CompareOptions>();
+  CLI::App* c = app.add_subcommand("compare", "print the comparison table of run or sweep directories");
+  c->add_option("dirs", o->dirs, "run directories (from run --out) or sweep directories (from sweep --out)")
+      ->required();
+  c->add_flag("--json", o->json, "print the comparison as JSON");
+  c->callback([o, &exit_code] {
+    try {
+      exit_code = compare(*o);
+    } catch (const std::exception& e) {
+      exit_code = fail(e.what());
+    }
+  });
+}
+
+void add_export_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<ExportOptions>();
+  CLI::App* c = app.add_subcommand("export", "regenerate trace.json or the CSV tables of a run directory");
+  c->add_option("dir", o->dir, "run directory")->required();
+  c->add_option("--format,-f", o->format, "chrome (trace.json) | csv (the CSV tables)")
+      ->required()
+      ->check(CLI::IsMember({"chrome", "csv"}));
+  c->add_option("--out,-o", o->out,
+                "where to write: a file for chrome, a directory for csv (default: into the run directory)");
+  c->add_flag("--json", o->json, "print what was written as JSON");
+  c->callback([o, &exit_code] {
+    try {
+      exit_code = export_run(*o);
+    } catch (const std::exception& e) {
+      exit_code = fail(e.what());
+    }
+  });
+}
+
+}  // namespace remat::cli

@@ -1,0 +1,122 @@
+#include "training.h"
+
+#include <csignal>
+#include <ctime>
+#include <sys/utsname.h>
+
+#include "core/backend/backend_factory.h"
+#include "core/engine/run.h"
+#include "core/plugin/registry.h"
+#include "core/util/error.h"
+
+namespace remat::cli {
+
+namespace {
+std::string g_command_line;
+}
+
+void TrainOptions::add(CLI::App& app) {
+  app.add_option("--device", device, "cpu | cuda | cuda:N")->capture_default_str();
+  app.add_option("--steps", steps, "counted steps")->capture_default_str()->check(CLI::Range(1, 1000000));
+  app.add_option("--warmup", warmup, "steps run first and not counted")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--seed", seed, "seed for weights, batches and dropout")->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads (OpenBLAS and our ops)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app.add_option("--memory-limit", memory_limit,
+                 "refuse runs predicted to need more device memory (default: what is available)");
+  app.add_option("--lr", lr, "AdamW learning rate")->capture_default_str();
+  app.add_option("--corpus", corpus, "training text (default: the shipped corpus)");
+  app.add_flag("--poison", poison, "fill freed memory with NaN bytes to catch use after free");
+  app.add_flag("--no-profile", no_profile, "run without the op profiler");
+}
+
+Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
+            std::optional<std::uint64_t> memory_budget,
+            const std::function<void(double, const std::string&)>& progress,
+            const std::atomic<bool>* cancel, const std::string& weights_in,
+            const std::string& weights_out) {
+  RunSpec spec;
+  spec.model = m;
+  spec.schedule = s;
+  spec.steps = o.steps;
+  spec.warmup = o.warmup;
+  spec.seed = o.seed;
+  spec.poison = o.poison;
+  spec.adam.lr = static_cast<float>(o.lr);
+  spec.corpus_path = o.corpus;
+  spec.weights_in = weights_in;
+  spec.weights_out = weights_out;
+  if (!o.memory_limit.empty()) spec.memory_limit = parse_bytes("memory-limit", o.memory_limit);
+  SteadyClock clock;
+  Device dev = make_device(o.device, o.threads, clock, !o.no_profile);
+  RunCallbacks cb;
+  cb.cancel = cancel;
+  cb.progress = progress;
+  Trace t;
+  try {
+    t = run_training(spec, *dev.backend, dev.profiler.get(), clock, cb);
+  } catch (const OutOfMemoryError& e) {
+    // Refused before the first step: an incomplete run with nothing measured.
+    t = Trace{};
+    t.complete = false;
+    t.status = "out_of_memory";
+    t.error = e.what();
+    t.model = m;
+    t.policy = s.policy;
+    t.policy_params = s.params;
+    t.schedule = s;
+    t.device = dev.backend->name();
+    t.seed = o.seed;
+    t.warmup = o.warmup;
+    t.steps = o.steps;
+    t.provenance = dev.backend->describe();
+    t.predicted_peak_bytes = e.needed();
+  }
+  t.memory_budget = memory_budget.value_or(0);
+  add_cli_provenance(t);
+  return t;
+}
+
+void set_command_line(int argc, char** argv) {
+  g_command_line.clear();
+  for (int i = 0; i < argc; ++i) {
+    if (i) g_command_line += ' ';
+    std::string a = argv[i];
+    if (a.find_first_of(" \t\"'") != std::string::npos) a = "'" + a + "'";
+    g_command_line += a;
+  }
+}
+
+void add_cli_provenance(Trace& t) {
+  auto set = [&t](const std::string& k, const std::string& v) {
+    for (auto& [key, val] : t.provenance)
+      if (key == k) {
+        val = v;
+        return;
+      }
+    t.provenance.emplace_back(k, v);
+  };
+  if (!g_command_line.empty()) set("command", g_command_line);
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  set("created", buf);
+  utsname u{};
+  if (uname(&u) == 0) set("os", std::string(u.sysname) + " " + u.release + " " + u.machine);
+  set("format_version", std::to_string(t.format_version));
+}
+
+std::atomic<bool>& interrupt_flag() {
+  static std::atomic<bool> flag{false};
+  static bool installed = [] {
+    std::signal(SIGINT, [](int) { flag.store(true); });
+    return true;
+  }();
+  (void)installed;
+  return flag;
+}
+
+}  // namespace remat::cli

@@ -1,0 +1,43 @@
+// Training one schedule the way every command does it: the measurement protocol (warmup steps
+// run and not counted, then counted steps), the device, the provenance of the program.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "core/model/model_config.h"
+#include "core/schedule/schedule.h"
+#include "core/trace/trace.h"
+
+namespace remat::cli {
+
+struct TrainOptions {
+  std::string device = "cpu";
+  int steps = 3, warmup = 1, threads = 2;
+  std::uint64_t seed = 0;
+  std::string memory_limit, corpus;
+  double lr = 1e-3;
+  bool poison = false, no_profile = false;
+  void add(CLI::App& app);
+};
+
+// Runs warmup + counted steps of `s`. A run the memory check refuses before its first step
+// comes back as an incomplete trace (status out_of_memory) rather than an exception, so it can
+// be written and compared like any other; bad input still throws Error.
+Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
+            std::optional<std::uint64_t> memory_budget,
+            const std::function<void(double, const std::string&)>& progress,
+            const std::atomic<bool>* cancel, const std::string& weights_in = {},
+            const std::string& weights_out = {});
+
+// The command line, the time and the operating system, added to the trace's provenance.
+void set_command_line(int argc, char** argv);
+void add_cli_provenance(Trace& t);
+
+// A flag set by SIGINT (installed on first use): a run stops cleanly between ops.
+std::atomic<bool>& interrupt_flag();
+
+}  // namespace remat::cli
