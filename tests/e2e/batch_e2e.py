@@ -1,0 +1,508 @@
+#!/usr/bin/env python3
+"""End-to-end test of rematlab-batch, run as a user would run it.
+
+Against a binary (--bin, e.g. build/bin/rematlab-batch) or an installed copy (--install-from
+BUILD_DIR: `cmake --install BUILD_DIR --prefix TMP`, then TMP/bin/rematlab-batch). Python
+standard library only.
+
+What it checks:
+  * a sweep of `tiny` over every policy (none, selective, uniform, revolve, offload, and budget
+    runs when the budget plugin is there) writes every file of every run; the CSVs parse with the
+    documented columns and row counts; the highest live device bytes of memory_timeline.csv is
+    peak_bytes; replaying memory_events.csv gives memory_timeline.csv row for row; ops are in
+    time order and do not overlap on a stream (CPU); trace.json is valid Chrome trace JSON;
+    every policy's gradients match `none`'s;
+  * reading runs back (`compare`, `export`) gives the same figures and the same bytes;
+  * bad input (unknown model or policy, bad parameter value or type, missing or corrupt run
+    directory, truncated CSV or JSON, a path without write permission) gives a message naming
+    the problem and a non-zero exit, and overwrites nothing;
+  * --json on every command prints JSON; stderr is quiet when it is not a terminal.
+
+A policy of the five whose plugin source exists in plugins/ but that the binary does not load is
+a failure; one whose source has not landed yet is reported and left out.
+"""
+import argparse
+import csv
+import hashlib
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+REQUIRED_POLICIES = ["none", "selective", "uniform", "revolve", "offload"]
+CATEGORIES = ["parameters", "gradients", "master_weights", "optimizer_state", "saved_activations",
+              "checkpoints", "recompute_temps", "activation_grads", "logits_loss", "workspace",
+              "host_offloaded"]
+COLUMNS = {
+    "memory_events.csv": ["t_ns", "step", "id", "delta_bytes", "category", "block", "tensor",
+                          "phase", "space", "reserved_bytes", "op_seq"],
+    "memory_timeline.csv": ["t_ns", "event", "device_bytes", "host_bytes"] + CATEGORIES,
+    "ops.csv": ["start_ns", "end_ns", "stream", "name", "op", "block", "phase", "step", "flops",
+                "bytes", "op_id"],
+    "schedule.csv": ["index", "action", "block", "keep", "phase", "start_ns", "end_ns", "step"],
+    "ledger.csv": ["block", "tensor", "bytes", "category", "created_phase", "created_ns",
+                   "freed_ns", "decision", "alloc_id", "free_id"],
+    "loss.csv": ["step", "counted", "loss", "time_ms", "peak_bytes", "reserved_bytes", "start_ns",
+                 "end_ns"],
+}
+RUN_FILES = ["summary.json", "schedule.json", "trace.json"] + list(COLUMNS)
+STREAM_TID = {"compute": 1, "copy_d2h": 2, "copy_h2d": 3, "host": 4}
+
+failures = []
+notes = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL: " + what, flush=True)
+    return cond
+
+
+class Batch:
+    def __init__(self, binary):
+        self.binary = binary
+        self.env = {k: v for k, v in os.environ.items()
+                    if k not in ("REMAT_PLUGIN_PATH", "REMAT_RESOURCE_DIR", "DISPLAY", "WAYLAND_DISPLAY")}
+
+    def run(self, *args, expect=0, cwd=None):
+        p = subprocess.run([self.binary] + [str(a) for a in args], capture_output=True, text=True,
+                           env=self.env, cwd=cwd, timeout=600)
+        shown = " ".join(str(a) for a in args)
+        if expect == 0:
+            check(p.returncode == 0, "`%s` exited %d: %s" % (shown, p.returncode, p.stderr.strip()[-2000:]))
+        elif expect == "fail":
+            check(p.returncode != 0, "`%s` should fail but exited 0" % shown)
+        return p
+
+    def json(self, *args):
+        p = self.run(*args)
+        try:
+            return json.loads(p.stdout)
+        except ValueError as e:
+            check(False, "`%s` did not print JSON: %s: %r" % (" ".join(map(str, args)), e, p.stdout[:300]))
+            return None
+
+    def refuses(self, args, *words):
+        """The command fails, and its message names every word."""
+        p = self.run(*args, expect="fail")
+        msg = p.stderr
+        for w in words:
+            check(w.lower() in msg.lower(),
+                  "`%s`: the message should name %r: %r" % (" ".join(map(str, args)), w, msg.strip()))
+        check("Traceback" not in msg and "terminate called" not in msg,
+              "`%s` crashed: %r" % (" ".join(map(str, args)), msg[-500:]))
+        return p
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        text = f.read()
+    check(text.endswith("\n"), "%s does not end with a line break" % path)
+    rows = list(csv.reader(text.splitlines(True)))
+    return rows[0], rows[1:]
+
+
+def tree_digest(path):
+    h = hashlib.sha256()
+    for root, dirs, files in sorted(os.walk(path)):
+        dirs.sort()
+        for f in sorted(files):
+            p = os.path.join(root, f)
+            h.update(os.path.relpath(p, path).encode())
+            with open(p, "rb") as fh:
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+def check_run_dir(d, device="cpu"):
+    """Every file is there and consistent; returns the summary."""
+    for f in RUN_FILES:
+        if not check(os.path.isfile(os.path.join(d, f)), "%s: missing %s" % (d, f)):
+            return None
+    with open(os.path.join(d, "summary.json")) as fh:
+        s = json.load(fh)
+    check(s.get("format") == "rematlab-run" and s.get("format_version") == 1, d + ": summary format")
+    for key in ("model", "policy", "policy_params", "device", "seed", "warmup", "steps", "loss",
+                "step_time_ms", "step_time_ms_median", "step_time_ms_spread", "step_peak_bytes",
+                "peak_bytes", "predicted_peak_bytes", "flops", "grad_checksum", "provenance",
+                "timeline", "files"):
+        check(key in s, "%s/summary.json lacks %s" % (d, key))
+    prov = s.get("provenance", {})
+    for key in ("version", "git_commit", "format_version", "command", "created"):
+        check(key in prov, "%s: provenance lacks %s" % (d, key))
+    if device == "cpu":
+        for key in ("blas", "threads", "cpu"):
+            check(key in prov, "%s: provenance lacks %s" % (d, key))
+    tables = {}
+    for name, cols in COLUMNS.items():
+        header, rows = read_csv(os.path.join(d, name))
+        check(header == cols, "%s/%s header %s, documented %s" % (d, name, header, cols))
+        check(all(len(r) == len(cols) for r in rows), "%s/%s: a row with the wrong field count" % (d, name))
+        check(s["files"][name]["rows"] == len(rows),
+              "%s/%s: %d rows, summary.json says %d" % (d, name, len(rows), s["files"][name]["rows"]))
+        tables[name] = [dict(zip(cols, r)) for r in rows]
+
+    # Steps and the measurement protocol.
+    loss = tables["loss.csv"]
+    counted = [r for r in loss if r["counted"] == "1"]
+    if s["complete"]:
+        check(len(loss) == s["warmup"] + s["steps"], d + ": loss.csv has every step")
+        check(len(counted) == s["steps"], d + ": counted steps")
+        check([float(r["loss"]) for r in counted] == s["loss"], d + ": loss.csv = summary loss")
+        times = [float(r["time_ms"]) for r in counted]
+        check(times == s["step_time_ms"], d + ": step times")
+        check(abs(statistics.median(times) - s["step_time_ms_median"]) <= 1e-9 * max(1.0, s["step_time_ms_median"]),
+              d + ": median step time")
+        check(abs((max(times) - min(times)) - s["step_time_ms_spread"]) <= 1e-9 * max(1.0, s["step_time_ms_spread"]),
+              d + ": step time spread")
+        check(all(math.isfinite(x) for x in s["loss"]), d + ": finite losses")
+        check(max(int(r["peak_bytes"]) for r in counted) == s["peak_bytes"], d + ": peak_bytes is the highest step peak")
+
+    # memory_timeline.csv: its highest device total is the peak, and it replays from the events.
+    ev = tables["memory_events.csv"]
+    tl = tables["memory_timeline.csv"]
+    first, end = s["timeline"]["first_event"], s["timeline"]["end_event"]
+    if s["complete"]:
+        top = max(int(r["device_bytes"]) for r in tl)
+        check(top == s["peak_bytes"], "%s: max device_bytes of memory_timeline.csv %d != peak_bytes %d" % (d, top, s["peak_bytes"]))
+        check(top == int(counted[-1]["peak_bytes"]), d + ": timeline peak = last counted step's peak")
+        check(len(tl) == end - first + 2, d + ": one timeline row per event of the step, plus two")
+    else:
+        first, end = 0, len(ev)
+    live = {c: 0 for c in CATEGORIES}
+    dev = host = 0
+    for e in ev[:first]:
+        live[e["category"]] += int(e["delta_bytes"])
+        if e["space"] == "device":
+            dev += int(e["delta_bytes"])
+        else:
+            host += int(e["delta_bytes"])
+    ok = True
+    expect_rows = []
+    expect_rows.append((-1, dev, host, dict(live)))
+    for i in range(first, end):
+        e = ev[i]
+        live[e["category"]] += int(e["delta_bytes"])
+        if e["space"] == "device":
+            dev += int(e["delta_bytes"])
+        else:
+            host += int(e["delta_bytes"])
+        expect_rows.append((i, dev, host, dict(live)))
+    expect_rows.append((-1, dev, host, dict(live)))
+    if check(len(expect_rows) == len(tl), d + ": replayed rows = timeline rows"):
+        for k, (i, dv, hv, lv) in enumerate(expect_rows):
+            r = tl[k]
+            got = (int(r["event"]), int(r["device_bytes"]), int(r["host_bytes"]), {c: int(r[c]) for c in CATEGORIES})
+            if got != (i, dv, hv, lv):
+                ok = False
+                check(False, "%s: memory_timeline.csv row %d %s != replay of memory_events.csv %s" % (d, k + 2, got, (i, dv, hv, lv)))
+                break
+            if i >= 0 and int(r["t_ns"]) != int(ev[i]["t_ns"]):
+                check(False, "%s: timeline row %d time differs from its event" % (d, k + 2))
+                break
+    times = [int(r["t_ns"]) for r in tl]
+    check(times == sorted(times), d + ": timeline in time order")
+    evt = [int(r["t_ns"]) for r in ev]
+    check(evt == sorted(evt), d + ": events in time order")
+    # Every allocation is freed once, with the same size.
+    sizes = {}
+    for e in ev:
+        b = int(e["delta_bytes"])
+        if b > 0:
+            sizes[e["id"]] = b
+        else:
+            check(sizes.pop(e["id"], None) == -b, "%s: free of id %s without a matching allocation" % (d, e["id"]))
+            if failures and failures[-1].startswith(d + ": free"):
+                break
+
+    # Ops: time order, no overlap per stream on the CPU.
+    ops = tables["ops.csv"]
+    starts = [int(r["start_ns"]) for r in ops]
+    check(starts == sorted(starts), d + ": ops.csv in time order")
+    check(all(int(r["end_ns"]) >= int(r["start_ns"]) for r in ops), d + ": ops end after they start")
+    if device == "cpu":
+        last_end = {}
+        for r in ops:
+            st = r["stream"]
+            if st in last_end and int(r["start_ns"]) < last_end[st]:
+                check(False, "%s: op %s overlaps the one before it on stream %s" % (d, r["name"], st))
+                break
+            last_end[st] = int(r["end_ns"])
+    if s["complete"]:
+        check(sum(int(r["flops"]) for r in ops) == s["flops"]["total"], d + ": ops' FLOPs add up to flops.total")
+        acts = [r for r in tables["schedule.csv"] if r["action"] != "head"]
+        check(len(acts) == s["plan"]["actions"], d + ": one schedule.csv row per action (and the head)")
+        check([int(r["index"]) for r in acts] == list(range(len(acts))), d + ": schedule.csv in schedule order")
+
+    # trace.json: valid Chrome trace JSON.
+    with open(os.path.join(d, "trace.json")) as fh:
+        tj = json.load(fh)
+    evs = tj.get("traceEvents") if isinstance(tj, dict) else None
+    if check(isinstance(evs, list), d + ": trace.json has a traceEvents array"):
+        xs_per_stream = 0
+        counters = set()
+        for e in evs:
+            good = (isinstance(e, dict) and e.get("ph") in ("X", "C", "M") and isinstance(e.get("name"), str)
+                    and isinstance(e.get("pid"), int) and isinstance(e.get("ts"), (int, float)))
+            if good and e["ph"] == "X":
+                good = isinstance(e.get("dur"), (int, float)) and e["dur"] >= 0 and isinstance(e.get("tid"), int)
+                xs_per_stream += e["tid"] in STREAM_TID.values()
+            if good and e["ph"] == "C":
+                good = isinstance(e.get("args"), dict) and all(isinstance(v, (int, float)) for v in e["args"].values())
+                counters.add(e["name"])
+            if not check(good, "%s: trace.json event not valid Chrome trace: %r" % (d, e)):
+                break
+        check(xs_per_stream == len(ops), d + ": one trace.json X event per op")
+        check("device memory" in counters, d + ": trace.json has the device memory counter")
+    return s
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin")
+    ap.add_argument("--install-from", help="build directory to install to a temporary prefix and test")
+    ap.add_argument("--cmake", default="cmake")
+    ap.add_argument("--source-dir", required=True)
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="rematlab-e2e-")
+    try:
+        if a.install_from:
+            prefix = os.path.join(work, "prefix")
+            p = subprocess.run([a.cmake, "--install", a.install_from, "--prefix", prefix],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                print(p.stdout[-3000:], p.stderr[-3000:])
+                check(False, "cmake --install failed")
+                return finish()
+            # A relocated copy: the install tree must not depend on where it was installed.
+            moved = os.path.join(work, "moved")
+            shutil.move(prefix, moved)
+            binary = os.path.join(moved, "bin", "rematlab-batch")
+            for rel in ("lib/rematlab/plugins/none.so", "share/rematlab/presets/tiny.json", "share/rematlab/corpus.txt"):
+                check(os.path.exists(os.path.join(moved, rel)), "installed tree lacks " + rel)
+            root = moved
+        else:
+            binary = os.path.abspath(a.bin)
+            root = None
+        test(Batch(binary), work, a.source_dir, root)
+    finally:
+        if a.keep:
+            print("kept " + work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return finish()
+
+
+def finish():
+    for n in notes:
+        print("NOTE: " + n)
+    if failures:
+        print("%d failure(s)" % len(failures))
+        return 1
+    print("ok")
+    return 0
+
+
+def test(b, work, source, installed_root):
+    w = lambda *p: os.path.join(work, *p)
+
+    # --- what is there
+    pol = b.json("list", "policies", "--json")
+    if pol is None:
+        return
+    names = [p["name"] for p in pol["policies"]]
+    check(not pol["rejected"], "rejected plugins: %r" % pol["rejected"])
+    if installed_root:
+        for p in pol["policies"]:
+            check(os.path.realpath(p["file"]).startswith(os.path.realpath(installed_root)),
+                  "installed binary loads %s from outside its tree" % p["file"])
+    for r in REQUIRED_POLICIES:
+        if r not in names:
+            if os.path.isdir(os.path.join(source, "plugins", r)):
+                check(False, "policy %s has a plugin in plugins/ but the binary does not load it" % r)
+            else:
+                notes.append("policy %s has not landed yet; the sweep leaves it out" % r)
+    models = b.json("list", "models", "--json")
+    check(models is not None and any(m.get("name") == "tiny" for m in models), "list models --json has tiny")
+    plan = b.json("plan", "--model", "tiny", "--json")
+    check(plan is not None and plan.get("predicted_peak_bytes", 0) > 0, "plan --json")
+
+    # --- the sweep (the README's command, with every policy and budget runs)
+    sweep_list = []
+    for n in REQUIRED_POLICIES:
+        if n in names:
+            sweep_list.append("revolve:snapshots=3" if n == "revolve" else n)
+    sweep_list += [n for n in names if n not in REQUIRED_POLICIES and n != "budget"]
+    args = ["sweep", "--model", "tiny", "--policies", ",".join(sweep_list), "--out", w("sweep"),
+            "--steps", "2", "--warmup", "1"]
+    if "budget" in names:
+        args += ["--memory-budgets", "2MiB,4MiB"]
+    p = b.run(*args)
+    check("peak memory" in p.stdout and "reduction" in p.stdout and "grads = none" in p.stdout,
+          "sweep prints the comparison table: %r" % p.stdout[:500])
+    if "budget" in names:
+        check("frontier" in p.stdout, "sweep with budgets prints the frontier")
+    check(p.stderr.strip() == "", "sweep is quiet on stderr when it is not a terminal: %r" % p.stderr[:300])
+    if p.returncode != 0:
+        return
+    header, rows = read_csv(w("sweep", "comparison.csv"))
+    comp = [dict(zip(header, r)) for r in rows]
+    expected_runs = len(sweep_list) + (2 if "budget" in names else 0)
+    check(len(comp) == expected_runs, "comparison.csv has a row per run")
+    summaries = {}
+    for r in comp:
+        d = w("sweep", r["run"])
+        s = check_run_dir(d)
+        summaries[r["run"]] = s
+        check(r["complete"] == "1", "%s completed" % r["run"])
+        check(r["grads_match_none"] == "1", "%s: gradients match none" % r["run"])
+        if s:
+            check(int(r["peak_bytes"]) == s["peak_bytes"], "%s: comparison.csv peak = summary" % r["run"])
+            check(float(r["step_time_ms_median"]) == s["step_time_ms_median"], "%s: comparison.csv median = summary" % r["run"])
+            check(int(r["recompute_flops"]) == s["flops"]["recompute"], "%s: recompute FLOPs" % r["run"])
+    none = [r for r in comp if r["policy"] == "none"]
+    if none:
+        base = none[0]
+        for r in comp:
+            red = 100.0 * (1 - int(r["peak_bytes"]) / int(base["peak_bytes"]))
+            check(abs(float(r["peak_reduction_pct"]) - red) < 1e-9, "%s: reduction vs none" % r["run"])
+            if r["policy"] != "none":
+                check(int(r["peak_bytes"]) < int(base["peak_bytes"]), "%s: uses less memory than none" % r["run"])
+
+    # --- reading back: compare gives the same figures as the sweep
+    cj = b.json("compare", w("sweep"), "--json")
+    if cj is not None:
+        check([x["run"] for x in cj["runs"]] == [r["run"] for r in comp], "compare lists the sweep's runs in order")
+        for x, r in zip(cj["runs"], comp):
+            for k in ("peak_bytes", "predicted_peak_bytes", "recompute_flops", "total_flops", "block_forwards"):
+                check(x[k] == int(r[k]), "compare %s %s: %r != comparison.csv %r" % (x["run"], k, x[k], r[k]))
+            for k in ("step_time_ms_median", "step_time_ms_spread"):
+                check(x[k] == float(r[k]), "compare %s %s: %r != comparison.csv %r" % (x["run"], k, x[k], r[k]))
+            for k in ("peak_reduction_pct", "step_overhead_pct"):
+                check((x[k] is None and r[k] == "") or x[k] == float(r[k]), "compare %s %s" % (x["run"], k))
+            check(x["grad_checksum"] == r["grad_checksum"], "compare %s grad_checksum" % x["run"])
+            check(x["frontier"] == (r["frontier"] == "1"), "compare %s frontier" % x["run"])
+    p = b.run("compare", w("sweep"))
+    check("peak memory" in p.stdout, "compare prints the table")
+    # compare of run directories one by one gives the same figures
+    if comp:
+        some = [w("sweep", r["run"]) for r in comp[:2]]
+        cj2 = b.json("compare", *some, "--json")
+        if cj2 is not None and cj is not None:
+            for x, y in zip(cj2["runs"], cj["runs"][:2]):
+                check(x["peak_bytes"] == y["peak_bytes"] and x["step_time_ms_median"] == y["step_time_ms_median"],
+                      "compare of run dirs = compare of the sweep")
+
+    # sweep --json prints what compare --json prints for it
+    sj = b.json("sweep", "--model", "tiny", "--policies", "none", "--steps", "1", "--warmup", "0",
+                "--out", w("sweep-json"), "--json")
+    cj3 = b.json("compare", w("sweep-json"), "--json")
+    if sj is not None and cj3 is not None:
+        check(sj["runs"] == cj3["runs"], "sweep --json = compare --json of its directory")
+
+    # --- export regenerates the same bytes
+    first = w("sweep", comp[0]["run"]) if comp else None
+    if first:
+        copy = w("export-copy")
+        shutil.copytree(first, copy)
+        # Derived files removed, the others overwritten in place: the bytes must come back.
+        for f in ("trace.json", "memory_timeline.csv"):
+            os.remove(os.path.join(copy, f))
+        ej = b.json("export", copy, "--format", "csv", "--json")
+        check(ej is not None and len(ej.get("files", [])) == len(COLUMNS), "export --json lists the CSV files")
+        b.json("export", copy, "--format", "chrome", "--json")
+        for f in list(COLUMNS) + ["trace.json"]:
+            with open(os.path.join(first, f), "rb") as x, open(os.path.join(copy, f), "rb") as y:
+                check(x.read() == y.read(), "export regenerates %s byte for byte" % f)
+        b.run("export", first, "--format", "chrome", "--out", w("elsewhere.json"))
+        check(os.path.isfile(w("elsewhere.json")), "export --out writes there")
+
+    # --- run --out, --json, refusing to overwrite, --force
+    rj = b.json("run", "--model", "tiny", "--steps", "2", "--warmup", "1", "--out", w("run1"), "--json")
+    if rj is not None:
+        s = check_run_dir(w("run1"))
+        if s:
+            s.pop("files", None)
+            check(s == rj, "summary.json = run --json")
+    before = tree_digest(w("run1"))
+    b.refuses(["run", "--model", "tiny", "--steps", "1", "--out", w("run1")], "run1", "--force")
+    check(tree_digest(w("run1")) == before, "a refused run leaves the existing directory as it was")
+    b.run("run", "--model", "tiny", "--steps", "1", "--warmup", "0", "--out", w("run1"), "--force")
+    with open(w("run1", "summary.json")) as fh:
+        check(json.load(fh)["steps"] == 1, "--force replaces the run directory")
+    os.makedirs(w("precious"))
+    with open(w("precious", "notes.txt"), "w") as fh:
+        fh.write("mine")
+    b.refuses(["run", "--model", "tiny", "--steps", "1", "--out", w("precious"), "--force"], "precious")
+    check(os.listdir(w("precious")) == ["notes.txt"], "--force never replaces a directory that is not a run")
+    leftovers = [f for f in os.listdir(work) if ".tmp-" in f or ".old-" in f]
+    check(not leftovers, "temporary directories left behind: %r" % leftovers)
+
+    # --- bad input
+    b.refuses(["run", "--model", "no-such-model", "--steps", "1"], "no-such-model")
+    b.refuses(["sweep", "--model", "tiny", "--policies", "none,no-such-policy", "--out", w("bad-sweep")], "no-such-policy")
+    check(not os.path.exists(w("bad-sweep")), "a refused sweep writes nothing")
+    b.refuses(["run", "--model", "tiny", "--policy", "none:bogus=1", "--steps", "1"], "bogus")
+    if "revolve" in names:
+        b.refuses(["run", "--model", "tiny", "--policy", "revolve:snapshots=many", "--steps", "1"], "snapshots", "many")
+    if "uniform" in names:
+        b.refuses(["sweep", "--model", "tiny", "--policies", "none,uniform:segments=0"], "segments")
+    b.refuses(["run", "--model", "tiny", "--steps", "abc"], "--steps")
+    b.refuses(["sweep", "--model", "tiny", "--policies", "none", "--memory-budgets", "2XB"], "memory-budgets")
+    b.refuses(["sweep", "--model", "tiny", "--policies", "segments=2"], "segments=2")
+    b.refuses(["run", "--model", "tiny", "--device", "tpu"], "tpu")
+    b.refuses(["compare", w("does-not-exist")], "does-not-exist")
+    b.refuses(["export", w("does-not-exist"), "--format", "csv"], "does-not-exist")
+    b.refuses(["export", w("run1"), "--format", "svg"], "--format")
+    os.makedirs(w("empty-dir"))
+    b.refuses(["compare", w("empty-dir")], "not a run directory")
+
+    def corrupt(name, fn, *words):
+        d = w("corrupt-" + name)
+        shutil.copytree(w("run1"), d)
+        fn(d)
+        before = tree_digest(d)
+        b.refuses(["compare", d], *words)
+        b.refuses(["export", d, "--format", "csv"], *words)
+        b.refuses(["export", d, "--format", "chrome"], *words)
+        check(tree_digest(d) == before, "export of a corrupt run (%s) overwrote something" % name)
+
+    def cut(f, keep):
+        def fn(d):
+            with open(os.path.join(d, f), "rb") as fh:
+                data = fh.read()
+            with open(os.path.join(d, f), "wb") as fh:
+                fh.write(keep(data))
+        return fn
+
+    corrupt("summary-garbage", cut("summary.json", lambda x: b"\x00garbage{"), "summary.json")
+    corrupt("summary-truncated", cut("summary.json", lambda x: x[: len(x) // 2]), "summary.json")
+    corrupt("events-midrow", cut("memory_events.csv", lambda x: x[:-5]), "memory_events.csv")
+    corrupt("ops-atrow", cut("ops.csv", lambda x: x[: x.rfind(b"\n", 0, len(x) - 1) + 1]), "ops.csv")
+    corrupt("loss-missing", lambda d: os.remove(os.path.join(d, "loss.csv")), "loss.csv")
+    corrupt("schedule-truncated", cut("schedule.json", lambda x: x[: len(x) // 3]), "schedule.json")
+    corrupt("timeline-edited", cut("memory_timeline.csv", lambda x: x.replace(b"\n", b"\n9", 2).replace(b"\n9", b"\n", 1)),
+            "memory_timeline.csv")
+
+    # A path without write permission.
+    if os.geteuid() == 0:
+        target = "/sys/rematlab-e2e-%d" % os.getpid()  # not writable even by root
+    else:
+        ro = w("read-only")
+        os.makedirs(ro)
+        os.chmod(ro, 0o555)
+        target = os.path.join(ro, "run")
+    b.refuses(["run", "--model", "tiny", "--steps", "1", "--out", target], target)
+    check(not os.path.exists(target), "nothing written at a path without permission")
+    b.refuses(["sweep", "--model", "tiny", "--policies", "none", "--out", target], target)
+    b.refuses(["export", w("run1"), "--format", "csv", "--out", target], target)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
