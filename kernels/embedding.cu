@@ -97,6 +97,7 @@ __global__ void __launch_bounds__(256)
   if (idx >= static_cast<std::int64_t>(S) * H) return;
   const std::int64_t s = idx / H, c = idx % H;
   float acc = 0.0f;
+#pragma unroll 8
   for (int b = 0; b < B; ++b) acc += to_f(dout[(static_cast<std::int64_t>(b) * S + s) * H + c]);
   dwpe[idx] = from_f<T>(to_f(dwpe[idx]) + acc);
 }

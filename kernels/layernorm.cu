@@ -7,7 +7,7 @@ namespace remat::kernels {
 using namespace detail;
 
 std::size_t norm_bwd_scratch_bytes(std::int64_t rows, int H) {
-  return static_cast<std::size_t>(norm_bwd_blocks(rows)) * 2 * static_cast<std::size_t>(H) * 4;
+  return norm_bwd_scratch(rows, H);
 }
 
 void layernorm_fwd(FType t, const void* x, const void* w, const void* b, void* y,

@@ -25,8 +25,10 @@ __global__ void __launch_bounds__(256)
   std::int64_t r1 = r0 + rows_per_chunk;
   if (r1 > rows) r1 = rows;
   float s = 0.0f;
-  if (c < cols)
+  if (c < cols) {
+#pragma unroll 8
     for (std::int64_t r = r0 + ty; r < r1; r += 8) s += to_f(in[r * cols + c]);
+  }
   sm[ty][tx] = s;
   __syncthreads();
   if (ty == 0 && c < cols) {
@@ -44,6 +46,7 @@ __global__ void __launch_bounds__(256)
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   float s = 0.0f;
+#pragma unroll 16
   for (int k = 0; k < chunks; ++k) s += part[static_cast<std::int64_t>(k) * cols + c];
   out[c] = from_f<TO>(acc ? to_f(out[c]) + s : s);
 }

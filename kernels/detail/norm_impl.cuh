@@ -1,8 +1,7 @@
 // LayerNorm and RMSNorm kernels (internal; instantiated by layernorm.cu and rmsnorm.cu).
-// Forward: one warp per row. Backward: each block owns a fixed range of rows (a function of the
-// row count only), recomputes the row statistics, writes dx, and keeps per-column sums of
-// dy * xhat and dy in memory only it touches (each column owned by one thread); a second kernel
-// adds the blocks' partial sums in block order. No atomics: the bits are reproducible.
+// Forward: one warp per row. Backward: one warp per row recomputes the statistics and writes
+// dx; the parameter gradients are column sums over fixed row chunks (a function of the row
+// count only), added in chunk order by one warp per column. No atomics: the bits reproduce.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -67,126 +66,170 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// Backward, kernel 1: one warp per row recomputes the statistics, writes dx and keeps
+// (mean, rstd) of the row for the parameter gradients.
 template <class T, int V, bool RMS>
-__global__ void __launch_bounds__(512)
-    norm_bwd_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ dy,
-                    T* dx, float* __restrict__ part, std::int64_t rows, int H, float eps, bool acc,
-                    std::int64_t rows_per_block, bool smem_acc) {
-  extern __shared__ float sm[];
-  __shared__ float red[64];
+__global__ void __launch_bounds__(256, 4)  // up to 64 registers (ptxas otherwise aims at 32)
+    norm_bwd_dx_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ dy,
+                       T* dx, float2* __restrict__ stats, std::int64_t rows, int H, float eps,
+                       bool acc) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const T* xr = x + row * H;
+  const T* gr = dy + row * H;
+  T* dxr = dx + row * H;
   const int nv = H / V;
-  float* accw = smem_acc ? sm : part + static_cast<std::int64_t>(blockIdx.x) * 2 * H;
-  float* accb = accw + H;
-  for (int p = threadIdx.x; p < nv; p += blockDim.x)
+  const float invH = 1.0f / static_cast<float>(H);
+  float mean = 0.0f, rstd;
+  if constexpr (!RMS) {
+    float s = 0.0f;
+    for (int p = lane; p < nv; p += 32) {
+      float a[V];
+      load_vec<V>(xr + p * V, a);
+#pragma unroll
+      for (int k = 0; k < V; ++k) s += a[k];
+    }
+    mean = warp_sum(s) / static_cast<float>(H);
+    float v = 0.0f;
+    for (int p = lane; p < nv; p += 32) {
+      float a[V];
+      load_vec<V>(xr + p * V, a);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float d = a[k] - mean;
+        v += d * d;
+      }
+    }
+    rstd = 1.0f / sqrtf(warp_sum(v) / static_cast<float>(H) + eps);
+  } else {
+    float s = 0.0f;
+    for (int p = lane; p < nv; p += 32) {
+      float a[V];
+      load_vec<V>(xr + p * V, a);
+#pragma unroll
+      for (int k = 0; k < V; ++k) s += a[k] * a[k];
+    }
+    rstd = 1.0f / sqrtf(warp_sum(s) / static_cast<float>(H) + eps);
+  }
+  float sg = 0.0f, sgx = 0.0f;
+  for (int p = lane; p < nv; p += 32) {
+    float a[V], g[V], wv[V];
+    load_vec<V>(xr + p * V, a);
+    load_vec<V>(gr + p * V, g);
+    load_vec<V>(w + p * V, wv);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      accw[p * V + k] = 0.0f;
-      accb[p * V + k] = 0.0f;
-    }
-  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.x) * rows_per_block;
-  const std::int64_t r1 = r0 + rows_per_block < rows ? r0 + rows_per_block : rows;
-  const float invH = 1.0f / static_cast<float>(H);
-  for (std::int64_t r = r0; r < r1; ++r) {
-    const T* xr = x + r * H;
-    const T* gr = dy + r * H;
-    T* dxr = dx + r * H;
-    float mean = 0.0f, rstd;
-    if constexpr (!RMS) {
-      float s = 0.0f;
-      for (int p = threadIdx.x; p < nv; p += blockDim.x) {
-        float a[V];
-        load_vec<V>(xr + p * V, a);
-#pragma unroll
-        for (int k = 0; k < V; ++k) s += a[k];
-      }
-      mean = block_sum(s, red) / static_cast<float>(H);
-      float v = 0.0f;
-      for (int p = threadIdx.x; p < nv; p += blockDim.x) {
-        float a[V];
-        load_vec<V>(xr + p * V, a);
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          const float d = a[k] - mean;
-          v += d * d;
-        }
-      }
-      rstd = 1.0f / sqrtf(block_sum(v, red) / static_cast<float>(H) + eps);
-    } else {
-      float s = 0.0f;
-      for (int p = threadIdx.x; p < nv; p += blockDim.x) {
-        float a[V];
-        load_vec<V>(xr + p * V, a);
-#pragma unroll
-        for (int k = 0; k < V; ++k) s += a[k] * a[k];
-      }
-      rstd = 1.0f / sqrtf(block_sum(s, red) / static_cast<float>(H) + eps);
-    }
-    float sg = 0.0f, sgx = 0.0f;
-    for (int p = threadIdx.x; p < nv; p += blockDim.x) {
-      float a[V], g[V], wv[V];
-      load_vec<V>(xr + p * V, a);
-      load_vec<V>(gr + p * V, g);
-      load_vec<V>(w + p * V, wv);
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const float gw = g[k] * wv[k];
-        sg += gw;
-        sgx += gw * ((a[k] - mean) * rstd);
-      }
-    }
-    block_sum2(sg, sgx, red);
-    const float mg = sg * invH, mgx = sgx * invH;
-    for (int p = threadIdx.x; p < nv; p += blockDim.x) {
-      float a[V], g[V], wv[V], old[V], o[V];
-      load_vec<V>(xr + p * V, a);
-      load_vec<V>(gr + p * V, g);
-      load_vec<V>(w + p * V, wv);
-      if (acc) load_vec<V>(dxr + p * V, old);
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const float xhat = (a[k] - mean) * rstd;
-        const float gw = g[k] * wv[k];
-        const float d = RMS ? rstd * (gw - xhat * mgx) : rstd * (gw - mg - xhat * mgx);
-        o[k] = acc ? old[k] + d : d;
-        accw[p * V + k] += g[k] * xhat;
-        accb[p * V + k] += g[k];
-      }
-      store_vec<V>(dxr + p * V, o);
+      const float gw = g[k] * wv[k];
+      sg += gw;
+      sgx += gw * ((a[k] - mean) * rstd);
     }
   }
-  if (smem_acc) {
-    float* pw = part + static_cast<std::int64_t>(blockIdx.x) * 2 * H;
-    for (int p = threadIdx.x; p < nv; p += blockDim.x)
+  sg = warp_sum(sg);
+  sgx = warp_sum(sgx);
+  const float mg = sg * invH, mgx = sgx * invH;
+  for (int p = lane; p < nv; p += 32) {
+    float a[V], g[V], wv[V], old[V], o[V];
+    load_vec<V>(xr + p * V, a);
+    load_vec<V>(gr + p * V, g);
+    load_vec<V>(w + p * V, wv);
+    if (acc) load_vec<V>(dxr + p * V, old);
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        pw[p * V + k] = accw[p * V + k];
-        pw[H + p * V + k] = accb[p * V + k];
+    for (int k = 0; k < V; ++k) {
+      const float xhat = (a[k] - mean) * rstd;
+      const float gw = g[k] * wv[k];
+      const float d = RMS ? rstd * (gw - xhat * mgx) : rstd * (gw - mg - xhat * mgx);
+      o[k] = acc ? old[k] + d : d;
+    }
+    store_vec<V>(dxr + p * V, o);
+  }
+  if (lane == 0) stats[row] = make_float2(mean, rstd);
+}
+
+// Backward, kernel 2: partial column sums of dy * xhat and dy over a fixed chunk of rows. A
+// block covers 64 columns (two per thread) and 8 row lanes; the lanes are added in order.
+template <class T>
+__global__ void __launch_bounds__(256)
+    norm_bwd_params_partial(const T* __restrict__ x, const T* __restrict__ dy,
+                            const float2* __restrict__ stats, float* __restrict__ part,
+                            std::int64_t rows, int H, std::int64_t rows_per_chunk) {
+  __shared__ float sw[8][64], sb[8][64];
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  const int c0 = blockIdx.x * 64 + tx * 2;
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * rows_per_chunk;
+  std::int64_t r1 = r0 + rows_per_chunk;
+  if (r1 > rows) r1 = rows;
+  float aw0 = 0.0f, aw1 = 0.0f, ab0 = 0.0f, ab1 = 0.0f;
+  const bool ok0 = c0 < H, ok1 = c0 + 1 < H;
+#pragma unroll 4
+  for (std::int64_t r = r0 + ty; r < r1; r += 8) {
+    const float2 st = stats[r];
+    const std::int64_t base = r * H + c0;
+    if (ok0) {
+      const float g = to_f(dy[base]);
+      aw0 += g * ((to_f(x[base]) - st.x) * st.y);
+      ab0 += g;
+    }
+    if (ok1) {
+      const float g = to_f(dy[base + 1]);
+      aw1 += g * ((to_f(x[base + 1]) - st.x) * st.y);
+      ab1 += g;
+    }
+  }
+  sw[ty][tx * 2] = aw0;
+  sw[ty][tx * 2 + 1] = aw1;
+  sb[ty][tx * 2] = ab0;
+  sb[ty][tx * 2 + 1] = ab1;
+  __syncthreads();
+  if (threadIdx.x < 64) {
+    const int c = blockIdx.x * 64 + threadIdx.x;
+    if (c < H) {
+      float a = sw[0][threadIdx.x], bsum = sb[0][threadIdx.x];
+#pragma unroll
+      for (int k = 1; k < 8; ++k) {
+        a += sw[k][threadIdx.x];
+        bsum += sb[k][threadIdx.x];
       }
+      float* pc = part + static_cast<std::int64_t>(blockIdx.y) * 2 * H;
+      pc[c] = a;
+      pc[H + c] = bsum;
+    }
   }
 }
 
-// dw[c] += sum over blocks of the partial sums (block order); db likewise when not null.
+// Backward, kernel 3: dw[c] += sum over chunks (db likewise when not null); one warp per
+// column, lane-strided sums and a fixed shuffle tree.
 template <class T>
 __global__ void __launch_bounds__(256)
     norm_params_final(const float* __restrict__ part, T* __restrict__ dw, T* __restrict__ db,
-                      int nblocks, int H) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+                      int chunks, int H) {
+  const int lane = threadIdx.x & 31;
+  const int c = blockIdx.x * 8 + (threadIdx.x >> 5);
   if (c >= H) return;
   float sw = 0.0f, sb = 0.0f;
-  for (int k = 0; k < nblocks; ++k) {
+#pragma unroll 4
+  for (int k = lane; k < chunks; k += 32) {
     sw += part[static_cast<std::int64_t>(k) * 2 * H + c];
     sb += part[static_cast<std::int64_t>(k) * 2 * H + H + c];
   }
-  dw[c] = from_f<T>(to_f(dw[c]) + sw);
-  if (db) db[c] = from_f<T>(to_f(db[c]) + sb);
+  sw = warp_sum(sw);
+  sb = warp_sum(sb);
+  if (lane == 0) {
+    dw[c] = from_f<T>(to_f(dw[c]) + sw);
+    if (db) db[c] = from_f<T>(to_f(db[c]) + sb);
+  }
 }
 
-inline int norm_bwd_blocks(std::int64_t rows) {
-  std::int64_t nb = (rows + 3) / 4;
+inline int norm_bwd_chunks(std::int64_t rows) {
+  std::int64_t nb = (rows + 31) / 32;
   return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(nb, 256)));
 }
 
-constexpr int kNormSmemMax = 96 * 1024;
+// Scratch: per-row (mean, rstd), then chunks x 2H partial sums (fp32).
+inline std::size_t norm_bwd_scratch(std::int64_t rows, int H) {
+  const std::size_t stats = (static_cast<std::size_t>(rows) * 8 + 255) / 256 * 256;
+  return stats + static_cast<std::size_t>(norm_bwd_chunks(rows)) * 2 * static_cast<std::size_t>(H) * 4;
+}
 
 template <class T, int V, bool RMS>
 void norm_fwd_launch(const void* x, const void* w, const void* b, void* y, std::int64_t rows,
@@ -200,24 +243,23 @@ void norm_fwd_launch(const void* x, const void* w, const void* b, void* y, std::
 
 template <class T, int V, bool RMS>
 void norm_bwd_launch(const void* x, const void* w, const void* dy, void* dx, void* dw, void* db,
-                     std::int64_t rows, int H, float eps, bool acc, float* part, cudaStream_t s,
+                     std::int64_t rows, int H, float eps, bool acc, float* scratch, cudaStream_t s,
                      const char* name) {
-  const int nb = norm_bwd_blocks(rows);
-  const std::int64_t rpb = (rows + nb - 1) / nb;
-  const int nv = H / V;
-  int threads = (nv + 31) / 32 * 32;
-  threads = std::max(32, std::min(512, threads));
-  const int smem_bytes = 2 * H * 4;
-  const bool use_smem = smem_bytes <= kNormSmemMax;
-  const int dyn = use_smem ? smem_bytes : 0;
-  auto kernel = norm_bwd_kernel<T, V, RMS>;
-  if (dyn > 48 * 1024) set_smem_limit(reinterpret_cast<const void*>(kernel), dyn, name);
-  kernel<<<nb, threads, dyn, s>>>(static_cast<const T*>(x), static_cast<const T*>(w),
-                                  static_cast<const T*>(dy), static_cast<T*>(dx), part, rows, H,
-                                  eps, acc, rpb, use_smem);
+  float2* stats = reinterpret_cast<float2*>(scratch);
+  float* part = scratch + (static_cast<std::size_t>(rows) * 8 + 255) / 256 * 256 / 4;
+  norm_bwd_dx_kernel<T, V, RMS><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, s>>>(
+      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(dy),
+      static_cast<T*>(dx), stats, rows, H, eps, acc);
   check_launch(name);
-  norm_params_final<T><<<static_cast<unsigned>((H + 255) / 256), 256, 0, s>>>(
-      part, static_cast<T*>(dw), static_cast<T*>(db), nb, H);
+  const int chunks = norm_bwd_chunks(rows);
+  const std::int64_t rpc = (rows + chunks - 1) / chunks;
+  dim3 grid(static_cast<unsigned>((H + 63) / 64), static_cast<unsigned>(chunks));
+  norm_bwd_params_partial<T><<<grid, 256, 0, s>>>(static_cast<const T*>(x),
+                                                  static_cast<const T*>(dy), stats, part, rows, H,
+                                                  rpc);
+  check_launch(name);
+  norm_params_final<T><<<static_cast<unsigned>((H + 7) / 8), 256, 0, s>>>(
+      part, static_cast<T*>(dw), static_cast<T*>(db), chunks, H);
   check_launch(name);
 }
 

@@ -207,7 +207,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{DType::BF16, 1, 100, 4, 4, 128, 0.1f},
                       Case{DType::BF16, 2, 64, 2, 1, 32, 0.0f},
                       Case{DType::BF16, 1, 200, 2, 2, 64, 0.2f},
-                      Case{DType::BF16, 1, 77, 2, 2, 40, 0.0f}),
+                      Case{DType::BF16, 1, 77, 2, 2, 40, 0.0f},
+                      Case{DType::BF16, 1, 1024, 2, 1, 64, 0.1f},
+                      Case{DType::BF16, 1, 300, 4, 2, 128, 0.0f}),
     case_name);
 
 }  // namespace
