@@ -83,14 +83,21 @@ CompareView::CompareView(QWidget* parent)
 void CompareView::setRuns(const std::vector<RunEntry>& compared, const std::vector<RunEntry>& all) {
   compared_ = compared;
   all_ = all;
-  rebuild();
+  dirty_ = true;
+  if (isVisible()) rebuild();
+}
+
+void CompareView::showEvent(QShowEvent* e) {
+  QWidget::showEvent(e);
+  if (dirty_) rebuild();
 }
 
 void CompareView::setTimeMode(TimeMode m) {
   if (m == mode_) return;
   mode_ = m;
   (m == TimeMode::Normalized ? normalized_ : absolute_)->setChecked(true);
-  rebuild();
+  dirty_ = true;
+  if (isVisible()) rebuild();
 }
 
 void CompareView::setOverlay(bool on) {
@@ -100,6 +107,7 @@ void CompareView::setOverlay(bool on) {
 }
 
 void CompareView::rebuild() {
+  dirty_ = false;
   for (MemoryTimelineView* v : timelines_) {
     stack_layout_->removeWidget(v);
     v->hide();

@@ -26,7 +26,8 @@ class CompareView : public QWidget {
   Q_OBJECT
  public:
   explicit CompareView(QWidget* parent = nullptr);
-  // `compared`: the timelines and bars; `all`: the scatter.
+  // `compared`: the timelines and bars; `all`: the scatter. Built now when the view is visible,
+  // else when it is next shown.
   void setRuns(const std::vector<RunEntry>& compared, const std::vector<RunEntry>& all);
   void setTimeMode(TimeMode m);
   TimeMode timeMode() const { return mode_; }
@@ -39,6 +40,9 @@ class CompareView : public QWidget {
   RunBarChart* timeChart() const { return time_; }
   FrontierScatter* scatter() const { return scatter_; }
   void resetZoom();
+
+ protected:
+  void showEvent(QShowEvent* e) override;
 
  private:
   void rebuild();
@@ -61,6 +65,7 @@ class CompareView : public QWidget {
   RunBarChart* time_;
   FrontierScatter* scatter_;
   bool syncing_ = false;
+  bool dirty_ = false;  // rebuilt when next shown (the timelines of big runs take a while)
 };
 
 }  // namespace remat::gui

@@ -27,7 +27,9 @@ void ScheduleStrip::setTrace(std::shared_ptr<const Trace> t, std::int64_t origin
     for (std::size_t i = 0; i < trace_->schedule_records.size(); ++i) {
       const ScheduleRecord& r = trace_->schedule_records[i];
       const std::size_t row = r.block >= 0 && r.block < L ? static_cast<std::size_t>(r.block) : static_cast<std::size_t>(L);
-      const ActionClass a = action_class(r.action);
+      ActionClass a = action_class(r.action);
+      // A forward run again before the backward (from a checkpoint) is recomputation.
+      if (a == ActionClass::Forward && r.phase == Phase::Recompute) a = ActionClass::Recompute;
       seen[static_cast<int>(a)] = true;
       rows[row].push_back({r.start_ns, std::max(r.end_ns, r.start_ns), static_cast<std::uint32_t>(i), static_cast<std::uint8_t>(a)});
     }
