@@ -139,16 +139,25 @@ class PolicyBudgetModel : public ::testing::TestWithParam<Config> {};
 TEST_P(PolicyBudgetModel, ChainModelAgreesWithTheSimulatorForEveryChoice) {
   const ModelConfig m = model(GetParam());
   BlockGraph g(m);
-  ChainSpec spec = chain_from_graph(g, flops_cost(g), m.layers, g.default_selective());
-  std::vector<int> choice(static_cast<std::size_t>(m.layers));
-  for (int k = 0; k < 81; ++k) {
-    for (int b = 0, x = k; b < m.layers; ++b, x /= 3) choice[static_cast<std::size_t>(b)] = x % 3;
-    Schedule s = schedule_for(g, spec, choice);
-    Prediction p = simulate(m, s, nullptr);
-    std::string what;
-    for (int o : choice) what += option_name(o)[0];
-    EXPECT_EQ(chain_peak(spec.chain, choice), p.activation_peak_bytes) << what;
-    EXPECT_EQ(chain_cost(spec.chain, choice), static_cast<double>(p.flops.recompute)) << what;
+  // The default selective set, sets whose recompute makes temporaries next to kept tensors
+  // (flash: attn.ctx without attn.lse) or chains of steps, and everything but the input.
+  std::vector<std::string> all;
+  for (const auto& n : g.saved_names())
+    if (n != "block.in") all.push_back(n);
+  const std::vector<std::vector<std::string>> sets = {
+      g.default_selective(), {"attn.ctx"}, {"ln1.out", "attn.qkv"}, {"ln2.in", "mlp.res_mask"}, all};
+  for (const auto& sel : sets) {
+    ChainSpec spec = chain_from_graph(g, flops_cost(g), m.layers, sel);
+    std::vector<int> choice(static_cast<std::size_t>(m.layers));
+    for (int k = 0; k < 81; ++k) {
+      for (int b = 0, x = k; b < m.layers; ++b, x /= 3) choice[static_cast<std::size_t>(b)] = x % 3;
+      Schedule s = schedule_for(g, spec, choice);
+      Prediction p = simulate(m, s, nullptr);
+      std::string what = sel.front() + " ";
+      for (int o : choice) what += option_name(o)[0];
+      EXPECT_EQ(chain_peak(spec.chain, choice), p.activation_peak_bytes) << what;
+      EXPECT_EQ(chain_cost(spec.chain, choice), static_cast<double>(p.flops.recompute)) << what;
+    }
   }
 }
 

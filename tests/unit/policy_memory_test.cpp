@@ -77,6 +77,24 @@ TEST(PolicySelective, AnySubsetWorksBitwise) {
   }
 }
 
+TEST(PolicySelective, FlashSubsetsRebuildNextToKeptOutputs) {
+  // Dropping attn.ctx but keeping attn.lse recomputes both (one into a temporary).
+  ModelConfig m = tiny(Architecture::Llama, AttentionImpl::Flash, 2);
+  BlockGraph g(m);
+  Trace base = run(m, plan("none", m), 1, 0);
+  for (const std::vector<std::string>& sub :
+       {std::vector<std::string>{"attn.ctx"}, {"attn.lse"}, {"attn.qkv", "attn.ctx"}, {"mlp.gate_up", "mlp.act"}}) {
+    std::string p = "selective:recompute=";
+    for (std::size_t i = 0; i < sub.size(); ++i) p += (i ? "+" : "") + sub[i];
+    SCOPED_TRACE(p);
+    Trace t = run(m, plan(p, m), 1, 0);
+    EXPECT_EQ(t.losses(), base.losses());
+    EXPECT_EQ(t.grad_checksum, base.grad_checksum);
+    EXPECT_EQ(t.peak_bytes, t.predicted_peak_bytes);
+    expect_every_block(t, g.saved_bytes_without(sub));
+  }
+}
+
 TEST(PolicySelective, RefusesTheBlockInputAndUnknownNames) {
   ModelConfig m = tiny(Architecture::Gpt2, AttentionImpl::Naive);
   EXPECT_THROW(plan("selective:recompute=block.in", m), Error);
