@@ -39,6 +39,7 @@ class GuiViewsTest : public QObject {
   void clickOnTheTimelineSelectsLedgerRows();
   void analysisShowsTheFormulaNextToTheMeasuredBytes();
   void opTimelineOfAMillionOpsZooms();
+  void cudaRunsShowReservedBytesAndHostLine();
 
  private:
   std::shared_ptr<const Trace> none_, uniform_;
@@ -227,6 +228,44 @@ void GuiViewsTest::opTimelineOfAMillionOpsZooms() {
   v.plot()->xAxis->setRange(1000, 1000 + 100 * 50);  // 50 ops: each its own bar
   v.plot()->replot(QCustomPlot::rpImmediateRefresh);
   QVERIFY(v.drawnBars() >= 50 && v.drawnBars() <= 52);
+}
+
+void GuiViewsTest::cudaRunsShowReservedBytesAndHostLine() {
+  auto named = [](QCustomPlot* p, const QString& name) -> QCPGraph* {
+    for (int i = 0; i < p->graphCount(); ++i)
+      if (p->graph(i)->name() == name) return p->graph(i);
+    return nullptr;
+  };
+  MemoryTimelineView v;
+  v.resize(1200, 500);
+  v.show();
+  v.setTrace(none_, "cpu");
+  QVERIFY(!named(v.plot(), "reserved"));  // the CPU has no caching allocator to show
+  QVERIFY(!named(v.plot(), "host (offloaded)"));
+  // The same events as a CUDA run whose caching allocator holds a quarter more than is live.
+  auto t = std::make_shared<Trace>(*none_);
+  t->device = "cuda";
+  std::int64_t live = 0;
+  std::uint64_t held = 0;
+  for (auto& e : t->events) {
+    if (e.space == Space::Device) live += e.delta;
+    held = std::max(held, static_cast<std::uint64_t>(live) * 5 / 4);
+    e.reserved = held;
+  }
+  v.setTrace(t, "cuda");
+  QCPGraph* reserved = named(v.plot(), "reserved");
+  QVERIFY(reserved);
+  double top = 0;
+  for (auto it = reserved->data()->constBegin(); it != reserved->data()->constEnd(); ++it) top = std::max(top, it->value);
+  QCOMPARE(top, static_cast<double>(held));
+  QCOMPARE(v.plottedMaximum(), static_cast<double>(none_->peak_bytes));
+  QVERIFY(v.plot()->yAxis->range().upper >= static_cast<double>(held));
+  // An offloading run draws its host bytes as their own line, outside the device stack.
+  auto off = testing::train("tiny", "offload");
+  QVERIFY(off->complete);
+  v.setTrace(off, "offload");
+  QVERIFY(named(v.plot(), "host (offloaded)"));
+  QCOMPARE(v.plottedMaximum(), static_cast<double>(off->peak_bytes));
 }
 
 QTEST_MAIN(GuiViewsTest)
