@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   wo.runs_dir = cl.value(runs_dir);
   wo.save_runs = !cl.isSet(no_save);
   wo.restore_settings = !batch;
+  wo.error_dialogs = !batch;
   if (!batch || cl.isSet(theme)) apply_theme(app, theme_from_string(cl.value(theme)));
   if (batch && !cl.isSet(theme)) apply_theme(app, ThemeChoice::Light);
   MainWindow w(wo);
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
   const int page = QStringList{"timeline", "compare", "analysis"}.indexOf(cl.value(tab));
   if (page < 0) return fail("unknown page '" + cl.value(tab) + "' (timeline, compare, analysis)");
   // The screenshot is taken once every run directory is read and the run has ended.
-  auto waiting = std::make_shared<int>(static_cast<int>(cl.positionalArguments().size()) + (cl.isSet(run) ? 1 : 0));
+  auto waiting = std::make_shared<int>((cl.positionalArguments().isEmpty() ? 0 : 1) + (cl.isSet(run) ? 1 : 0));
   auto all_ok = std::make_shared<bool>(true);
   auto finish = [&w, shot_path, page, waiting, all_ok](bool ok) {
     *all_ok = *all_ok && ok;
@@ -95,8 +96,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rematlab: run failed: %s\n", e.toLocal8Bit().constData());
     finish(false);
   });
-  QObject::connect(&w, &MainWindow::runOpened, &w, [finish](int) { finish(true); });
-  QObject::connect(&w, &MainWindow::openFailed, &w, [finish](const QString&, const QString&) { finish(false); });
+  // The directories given: one wait for all of them (a sweep directory opens many runs).
+  auto opened_ok = std::make_shared<bool>(true);
+  QObject::connect(&w, &MainWindow::openFailed, &w, [opened_ok](const QString& d, const QString& e) {
+    std::fprintf(stderr, "rematlab: cannot open %s: %s\n", d.toLocal8Bit().constData(), e.toLocal8Bit().constData());
+    *opened_ok = false;
+  });
+  QObject::connect(&w, &MainWindow::readsDone, &w, [finish, opened_ok] { finish(*opened_ok); });
 
   for (const QString& d : cl.positionalArguments()) w.openRunDir(d);
 

@@ -30,6 +30,7 @@ struct WindowOptions {
   QString runs_dir;              // where finished runs are saved ("" = the settings' or the default)
   bool save_runs = true;         // save every finished run as a run directory
   bool restore_settings = true;  // window geometry, theme, last choice
+  bool error_dialogs = true;     // a run directory that cannot be read: a dialog (else the status bar)
 };
 
 class MainWindow : public QMainWindow {
@@ -52,8 +53,10 @@ class MainWindow : public QMainWindow {
   // Starts the run the panel describes; false (with the reason shown) when it cannot.
   bool startRun();
   void cancelRun();
-  // Reads a run directory in the background and adds it to the list (runAdded or openFailed).
+  // Reads a run directory in the background and adds it to the list (runOpened or
+  // openFailed); a sweep directory (run directories inside) opens each of its runs.
   void openRunDir(const QString& dir);
+  int pendingReads() const { return pending_reads_; }
   void showRun(int row);
   int currentRun() const { return current_; }
   // The plot File › Export plot writes: the one last clicked, else the memory timeline.
@@ -68,6 +71,7 @@ class MainWindow : public QMainWindow {
   void runFinished(int row);
   void runFailed(const QString& error);
   void openFailed(const QString& dir, const QString& error);
+  void readsDone();  // every run directory asked for has been read (or refused)
 
  protected:
   void closeEvent(QCloseEvent* e) override;
@@ -111,6 +115,7 @@ class MainWindow : public QMainWindow {
   QLabel* status_label_;
   QPointer<QCustomPlot> last_plot_;
   int current_ = -1;
+  int pending_reads_ = 0;
   ThemeChoice theme_ = ThemeChoice::System;
   QList<QAction*> theme_actions_;
 };

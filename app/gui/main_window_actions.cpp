@@ -77,6 +77,19 @@ void MainWindow::onRunFailed(const QString& error) {
 }
 
 void MainWindow::openRunDir(const QString& dir) {
+  const QDir d(dir);
+  if (d.exists() && !d.exists("summary.json")) {
+    // A sweep directory, or any directory of run directories: open each.
+    const QStringList subs = d.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name);
+    QStringList runs;
+    for (const QString& s : subs)
+      if (QFileInfo::exists(d.filePath(s + "/summary.json"))) runs << d.filePath(s);
+    if (!runs.isEmpty()) {
+      addRecent(dir);
+      for (const QString& r : runs) openRunDir(r);
+      return;
+    }
+  }
   const int existing = runs_->findDir(dir);
   if (existing >= 0) {
     run_list_->setCurrentIndex(runs_->index(existing));
@@ -84,23 +97,26 @@ void MainWindow::openRunDir(const QString& dir) {
     return;
   }
   statusBar()->showMessage(tr("Reading %1…").arg(dir));
+  ++pending_reads_;
   auto* watcher = new QFutureWatcher<std::pair<std::shared_ptr<const Trace>, QString>>(this);
   connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, dir] {
     auto [trace, error] = watcher->result();
     watcher->deleteLater();
+    const bool last = --pending_reads_ == 0;
     if (!trace) {
       statusBar()->showMessage(tr("Cannot open %1").arg(dir), 8000);
-      QMessageBox::warning(this, tr("Open run"), error);
+      if (options_.error_dialogs) QMessageBox::warning(this, tr("Open run"), error);
       emit openFailed(dir, error);
-      return;
+    } else {
+      const int row = runs_->add(trace, QFileInfo(dir).absoluteFilePath());
+      addRecent(dir);
+      run_list_->setCurrentIndex(runs_->index(row));
+      showRun(row);
+      statusBar()->showMessage(tr("Opened %1").arg(dir), 5000);
+      emit runAdded(row);
+      emit runOpened(row);
     }
-    const int row = runs_->add(trace, QFileInfo(dir).absoluteFilePath());
-    addRecent(dir);
-    run_list_->setCurrentIndex(runs_->index(row));
-    showRun(row);
-    statusBar()->showMessage(tr("Opened %1").arg(dir), 5000);
-    emit runAdded(row);
-    emit runOpened(row);
+    if (last) emit readsDone();
   });
   watcher->setFuture(QtConcurrent::run([dir]() -> std::pair<std::shared_ptr<const Trace>, QString> {
     try {

@@ -102,11 +102,28 @@ void GuiRunTest::everyPolicyOnTinyPlotsItsPeak() {
     QVERIFY(p->runButton()->isEnabled());
   }
   // The same run directory opened from disk joins the list once.
-  QSignalSpy added(&w, &MainWindow::runAdded);
   const QString first = w.runs()->at(0).dir;
   w.openRunDir(first);  // already in the list: selected, not added again
   QCOMPARE(w.runs()->rowCount(), expected_rows);
   QCOMPARE(w.currentRun(), 0);
+  // A new window opens them from disk: the directory holding them opens every run in it.
+  WindowOptions o = options();
+  o.error_dialogs = false;
+  MainWindow w2(o);
+  QSignalSpy done(&w2, &MainWindow::readsDone);
+  w2.openRunDir(tmp_.filePath("runs"));
+  QVERIFY(done.wait(60000));
+  QCOMPARE(w2.runs()->rowCount(), expected_rows);
+  for (int r = 0; r < expected_rows; ++r) {
+    QVERIFY(w2.runs()->at(r).trace->complete);
+    QVERIFY(!w2.runs()->at(r).dir.isEmpty());
+  }
+  // A directory that is not a run: refused with the reason, nothing added.
+  QSignalSpy failed(&w2, &MainWindow::openFailed);
+  w2.openRunDir(tmp_.filePath("no-such-run"));
+  QVERIFY(failed.wait(10000));
+  QVERIFY(failed.front().at(1).toString().contains("does not exist"));
+  QCOMPARE(w2.runs()->rowCount(), expected_rows);
 }
 
 void GuiRunTest::cancelStopsALongRunBetweenOps() {
