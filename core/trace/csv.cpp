@@ -23,7 +23,7 @@ OutFile::OutFile(std::string path) : path_(std::move(path)) {
   tmp_ = path_ + ".tmp-" + std::to_string(::getpid());
   f_ = std::fopen(tmp_.c_str(), "wb");
   if (!f_) throw Error("cannot write '" + path_ + "': " + sys_error());
-  buf_.reserve(kFlushAt + 4096);
+  buf_ = std::make_unique<char[]>(kSize);
 }
 
 OutFile::~OutFile() {
@@ -32,30 +32,31 @@ OutFile::~OutFile() {
 }
 
 void OutFile::flush() {
-  if (buf_.empty()) return;
-  if (std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size())
+  if (len_ == 0) return;
+  if (std::fwrite(buf_.get(), 1, len_, f_) != len_) throw Error("cannot write '" + path_ + "': " + sys_error());
+  len_ = 0;
+}
+
+void OutFile::write_through(std::string_view s) {
+  if (std::fwrite(s.data(), 1, s.size(), f_) != s.size())
     throw Error("cannot write '" + path_ + "': " + sys_error());
-  buf_.clear();
 }
 
 void OutFile::i64(std::int64_t v) {
-  char b[24];
-  auto r = std::to_chars(b, b + sizeof b, v);
-  write(std::string_view(b, static_cast<std::size_t>(r.ptr - b)));
+  char* p = room(24);
+  len_ += static_cast<std::size_t>(std::to_chars(p, p + 24, v).ptr - p);
 }
 
 void OutFile::u64(std::uint64_t v) {
-  char b[24];
-  auto r = std::to_chars(b, b + sizeof b, v);
-  write(std::string_view(b, static_cast<std::size_t>(r.ptr - b)));
+  char* p = room(24);
+  len_ += static_cast<std::size_t>(std::to_chars(p, p + 24, v).ptr - p);
 }
 
 void OutFile::f64(double v) {
   if (std::isnan(v)) return write("nan");
   if (std::isinf(v)) return write(v > 0 ? "inf" : "-inf");
-  char b[32];
-  auto r = std::to_chars(b, b + sizeof b, v);
-  write(std::string_view(b, static_cast<std::size_t>(r.ptr - b)));
+  char* p = room(32);
+  len_ += static_cast<std::size_t>(std::to_chars(p, p + 32, v).ptr - p);
 }
 
 void OutFile::ns_as_us(std::int64_t ns) {
@@ -64,13 +65,32 @@ void OutFile::ns_as_us(std::int64_t ns) {
     // -INT64_MIN does not exist; times that far out do not either.
     ns = ns == INT64_MIN ? INT64_MAX : -ns;
   }
-  i64(ns / 1000);
-  char frac[5] = {'.', static_cast<char>('0' + (ns / 100) % 10), static_cast<char>('0' + (ns / 10) % 10),
-                  static_cast<char>('0' + ns % 10), 0};
-  write(std::string_view(frac, 4));
+  char* p = room(32);
+  char* e = std::to_chars(p, p + 24, ns / 1000).ptr;
+  e[0] = '.';
+  e[1] = static_cast<char>('0' + (ns / 100) % 10);
+  e[2] = static_cast<char>('0' + (ns / 10) % 10);
+  e[3] = static_cast<char>('0' + ns % 10);
+  len_ += static_cast<std::size_t>(e + 4 - p);
 }
 
 void OutFile::json_string(std::string_view s) {
+  bool plain = true;
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == '"' || c == '\\') {
+      plain = false;
+      break;
+    }
+  }
+  if (plain && s.size() <= 62) {
+    char* p = room(s.size() + 2);
+    p[0] = '"';
+    std::memcpy(p + 1, s.data(), s.size());
+    p[s.size() + 1] = '"';
+    len_ += s.size() + 2;
+    return;
+  }
   put('"');
   std::size_t start = 0;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -111,7 +131,9 @@ void OutFile::commit() {
 // ---------------------------------------------------------------- Writer
 
 bool needs_quotes(std::string_view s) {
-  return s.find_first_of(",\"\n\r") != std::string_view::npos || (!s.empty() && (s.front() == ' ' || s.back() == ' '));
+  for (char c : s)
+    if (c == ',' || c == '"' || c == '\n' || c == '\r') return true;
+  return !s.empty() && (s.front() == ' ' || s.back() == ' ');
 }
 
 Writer::Writer(const std::string& path, std::initializer_list<std::string_view> header) : out_(path) {
@@ -199,6 +221,9 @@ bool Reader::parse_row(std::vector<std::string_view>& out) {
   line_ = next_line_;
   char* d = data_.data();
   const std::size_t n = data_.size();
+  // The end of the row when it holds no quoted field (found once, not per field).
+  const char* nl = static_cast<const char*>(std::memchr(d + pos_, '\n', n - pos_));
+  std::size_t eol = nl ? static_cast<std::size_t>(nl - d) : n;
   while (true) {
     if (pos_ < n && d[pos_] == '"') {
       // Quoted: unescape in place ("" -> ") and keep the unescaped prefix.
@@ -220,6 +245,9 @@ bool Reader::parse_row(std::vector<std::string_view>& out) {
         ++pos_;
       }
       out.emplace_back(d + start, w - start);
+      // A quoted field may hold line breaks: the row ends at the first one after it.
+      nl = static_cast<const char*>(std::memchr(d + pos_, '\n', n - pos_));
+      eol = nl ? static_cast<std::size_t>(nl - d) : n;
       if (pos_ < n && d[pos_] == '\r') ++pos_;
       if (pos_ >= n || d[pos_] == '\n') {
         ++pos_;
@@ -232,8 +260,6 @@ bool Reader::parse_row(std::vector<std::string_view>& out) {
       continue;
     }
     std::size_t start = pos_;
-    const char* p = static_cast<const char*>(std::memchr(d + pos_, '\n', n - pos_));
-    std::size_t eol = p ? static_cast<std::size_t>(p - d) : n;
     const char* c = static_cast<const char*>(std::memchr(d + pos_, ',', eol - pos_));
     std::size_t end = c ? static_cast<std::size_t>(c - d) : eol;
     std::size_t fe = end;

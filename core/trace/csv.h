@@ -9,6 +9,8 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -24,12 +26,16 @@ class OutFile {
   OutFile& operator=(const OutFile&) = delete;
 
   void write(std::string_view s) {
-    if (buf_.size() + s.size() > kFlushAt) flush();
-    buf_.append(s);
+    if (len_ + s.size() > kSize) {
+      flush();
+      if (s.size() > kSize) return write_through(s);
+    }
+    std::memcpy(buf_.get() + len_, s.data(), s.size());
+    len_ += s.size();
   }
   void put(char c) {
-    if (buf_.size() + 1 > kFlushAt) flush();
-    buf_.push_back(c);
+    if (len_ + 1 > kSize) flush();
+    buf_[len_++] = c;
   }
   void i64(std::int64_t v);
   void u64(std::uint64_t v);
@@ -45,11 +51,18 @@ class OutFile {
   const std::string& path() const { return path_; }
 
  private:
-  static constexpr std::size_t kFlushAt = 1 << 20;
+  static constexpr std::size_t kSize = 1 << 20;
+  // Room for n more bytes (n <= 64), flushing first when needed.
+  char* room(std::size_t n) {
+    if (len_ + n > kSize) flush();
+    return buf_.get() + len_;
+  }
   void flush();
+  void write_through(std::string_view s);
   std::string path_, tmp_;
   std::FILE* f_ = nullptr;
-  std::string buf_;
+  std::unique_ptr<char[]> buf_;
+  std::size_t len_ = 0;
   bool committed_ = false;
 };
 

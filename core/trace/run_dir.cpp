@@ -7,6 +7,9 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
+#include <functional>
+#include <exception>
 #include <unistd.h>
 #include <unordered_map>
 
@@ -440,6 +443,31 @@ void cross_check(const nlohmann::json& j, const std::string& dir, const Trace& t
   }
 }
 
+// Runs independent file jobs on their own threads (the big tables take about the same time);
+// rethrows the first error after every job has finished.
+void in_parallel(const std::vector<std::function<void()>>& jobs) {
+  std::vector<std::exception_ptr> errors(jobs.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 1; i < jobs.size(); ++i)
+    threads.emplace_back([&, i] {
+      try {
+        jobs[i]();
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  if (!jobs.empty()) {
+    try {
+      jobs[0]();
+    } catch (...) {
+      errors[0] = std::current_exception();
+    }
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
 bool is_dir_with(const fs::path& p, const char* file) {
   std::error_code ec;
   return fs::is_regular_file(p / file, ec);
@@ -469,14 +497,22 @@ std::vector<std::size_t> csv_table_rows(const Trace& t) {
           t.ledger.size(), t.step_stats.size()};
 }
 
-void write_csv_tables(const Trace& t, const std::string& dir) {
-  write_events(t, join(dir, kEventsFile));
-  write_timeline(t, join(dir, kTimelineFile));
-  write_ops(t, join(dir, kOpsFile));
-  write_schedule_csv(t, join(dir, kScheduleCsv));
-  write_ledger(t, join(dir, kLedgerFile));
-  write_loss(t, join(dir, kLossFile));
+namespace {
+
+std::vector<std::function<void()>> table_jobs(const Trace& t, const std::string& dir) {
+  return {[&t, dir] { write_events(t, join(dir, kEventsFile)); },
+          [&t, dir] { write_timeline(t, join(dir, kTimelineFile)); },
+          [&t, dir] { write_ops(t, join(dir, kOpsFile)); },
+          [&t, dir] {
+            write_schedule_csv(t, join(dir, kScheduleCsv));
+            write_ledger(t, join(dir, kLedgerFile));
+            write_loss(t, join(dir, kLossFile));
+          }};
 }
+
+}  // namespace
+
+void write_csv_tables(const Trace& t, const std::string& dir) { in_parallel(table_jobs(t, dir)); }
 
 void check_output_dir(const std::string& dir, bool force) {
   fs::path p = normal_target(dir);
@@ -547,9 +583,10 @@ void write_run_dir(const Trace& t, const std::string& dir, bool force) {
     files[kChromeTraceFile] = nlohmann::json::object();
     files[kScheduleFile] = nlohmann::json::object();
     s["files"] = files;
-    write_csv_tables(t, tmp);
-    write_chrome_trace(t, join(tmp, kChromeTraceFile));
-    write_json_file(join(tmp, kScheduleFile), schedule_to_json(t.schedule));
+    auto jobs = table_jobs(t, tmp);
+    jobs.insert(jobs.begin(), [&t, &tmp] { write_chrome_trace(t, join(tmp, kChromeTraceFile)); });
+    jobs.push_back([&t, &tmp] { write_json_file(join(tmp, kScheduleFile), schedule_to_json(t.schedule)); });
+    in_parallel(jobs);
     write_json_file(join(tmp, kSummaryFile), s);  // last: a directory with it is whole
   } catch (...) {
     std::error_code ec;
@@ -582,11 +619,14 @@ Trace read_run_dir(const std::string& dir) {
     if (w.rfind(join(dir, kScheduleFile), 0) == 0) throw;
     throw Error(join(dir, kScheduleFile) + ": " + w);
   }
-  read_events(join(dir, kEventsFile), t);
-  read_ops(join(dir, kOpsFile), t);
-  read_schedule_csv(join(dir, kScheduleCsv), t);
-  read_ledger(join(dir, kLedgerFile), t);
-  read_loss(join(dir, kLossFile), t);
+  // Each job fills its own fields of t. Errors come back in file order below.
+  in_parallel({[&] { read_events(join(dir, kEventsFile), t); },
+               [&] { read_ops(join(dir, kOpsFile), t); },
+               [&] {
+                 read_schedule_csv(join(dir, kScheduleCsv), t);
+                 read_ledger(join(dir, kLedgerFile), t);
+                 read_loss(join(dir, kLossFile), t);
+               }});
   try {
     cross_check(j, dir, t);
   } catch (const nlohmann::json::exception& e) {
