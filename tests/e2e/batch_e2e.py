@@ -269,7 +269,12 @@ def main():
     ap.add_argument("--cmake", default="cmake")
     ap.add_argument("--source-dir", required=True)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--check-dir", help="only check an existing run or sweep directory")
+    ap.add_argument("--device", default="cpu", help="device the checked directory ran on")
     a = ap.parse_args()
+    if a.check_dir:
+        check_existing(a.check_dir, a.device)
+        return finish()
     work = tempfile.mkdtemp(prefix="rematlab-e2e-")
     try:
         if a.install_from:
@@ -297,6 +302,23 @@ def main():
         else:
             shutil.rmtree(work, ignore_errors=True)
     return finish()
+
+
+def check_existing(d, device):
+    """Checks a run directory, or every run of a sweep directory, as the sweep test does."""
+    if os.path.isfile(os.path.join(d, "sweep.json")):
+        header, rows = read_csv(os.path.join(d, "comparison.csv"))
+        for r in rows:
+            r = dict(zip(header, r))
+            s = check_run_dir(os.path.join(d, r["run"]), device)
+            check(r["complete"] == "1", "%s completed" % r["run"])
+            check(r["grads_match_none"] in ("1", ""), "%s: gradients match none" % r["run"])
+            if s:
+                check(int(r["peak_bytes"]) == s["peak_bytes"], "%s: comparison.csv peak = summary" % r["run"])
+            print("checked %s: peak %s bytes, median %s ms, grads match none: %s"
+                  % (r["run"], r["peak_bytes"], r["step_time_ms_median"], r["grads_match_none"]))
+    else:
+        check_run_dir(d, device)
 
 
 def finish():
