@@ -192,10 +192,11 @@ int sweep(const SweepOptions& o) {
     print_comparison(std::cout, rows, !o.budgets.empty());
     if (!o.out.empty()) std::cout << "\nwritten to " << o.out << " (comparison.csv and one directory per run)\n";
   }
-  if (interrupted) return fail("sweep interrupted after " + std::to_string(rows.size()) + " of " +
-                              std::to_string(entries.size()) + " runs");
   std::size_t bad = 0;
   for (const auto& r : rows) bad += !r.complete;
+  if (interrupted)
+    return fail("sweep interrupted: " + std::to_string(rows.size() - bad) + " of " +
+                std::to_string(entries.size()) + " runs completed");
   if (bad) return fail(std::to_string(bad) + " of " + std::to_string(rows.size()) + " runs did not complete (see the status column)");
   return 0;
 }
