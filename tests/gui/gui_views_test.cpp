@@ -40,6 +40,7 @@ class GuiViewsTest : public QObject {
   void analysisShowsTheFormulaNextToTheMeasuredBytes();
   void opTimelineOfAMillionOpsZooms();
   void cudaRunsShowReservedBytesAndHostLine();
+  void aRecordedH200RunOpens();
 
  private:
   std::shared_ptr<const Trace> none_, uniform_;
@@ -266,6 +267,31 @@ void GuiViewsTest::cudaRunsShowReservedBytesAndHostLine() {
   v.setTrace(off, "offload");
   QVERIFY(named(v.plot(), "host (offloaded)"));
   QCOMPARE(v.plottedMaximum(), static_cast<double>(off->peak_bytes));
+}
+
+// tiny under offload on an H200 (rematlab-batch run --device cuda --steps 2), without the
+// derived trace.json and memory_timeline.csv: kernels on three streams, reserved bytes.
+void GuiViewsTest::aRecordedH200RunOpens() {
+  const auto t = std::make_shared<const Trace>(read_run_dir(REMAT_GUI_TEST_DATA "/cuda-tiny-offload"));
+  QCOMPARE(QString::fromStdString(t->device), QString("cuda"));
+  RunView view;
+  view.resize(1400, 900);
+  view.show();
+  view.setTrace(t, "h200");
+  MemoryTimelineView* m = view.memory();
+  QCOMPARE(m->plottedMaximum(), static_cast<double>(t->peak_bytes));
+  bool reserved = false, host = false;
+  for (int i = 0; i < m->plot()->graphCount(); ++i) {
+    reserved = reserved || m->plot()->graph(i)->name() == "reserved";
+    host = host || m->plot()->graph(i)->name() == "host (offloaded)";
+  }
+  QVERIFY(reserved);
+  QVERIFY(host);
+  auto* ticker = dynamic_cast<QCPAxisTickerText*>(view.ops()->plot()->yAxis->ticker().data());
+  QVERIFY(ticker);
+  QCOMPARE(ticker->ticks().size(), 3);  // compute, to host, to device
+  view.ops()->plot()->replot(QCustomPlot::rpImmediateRefresh);
+  QVERIFY(view.ops()->drawnBars() > 0);
 }
 
 QTEST_MAIN(GuiViewsTest)

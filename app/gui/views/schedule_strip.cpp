@@ -9,6 +9,7 @@ namespace remat::gui {
 
 ScheduleStrip::ScheduleStrip(QWidget* parent) : SpanTimelineView(parent) {
   plot_->xAxis->setTickLabels(false);
+  plot_->yAxis->setLabel(tr("block"));
   plot_->setMinimumHeight(90);
 }
 
@@ -22,7 +23,7 @@ void ScheduleStrip::setTrace(std::shared_ptr<const Trace> t, std::int64_t origin
     bool other = false;
     for (const auto& r : trace_->schedule_records) other = other || r.block < 0 || r.block >= L;
     rows.resize(static_cast<std::size_t>(L) + (other ? 1 : 0));
-    for (int b = 0; b < L; ++b) labels << QString("block %1").arg(b);
+    for (int b = 0; b < L; ++b) labels << QString("h%1").arg(b);
     if (other) labels << tr("outside");
     for (std::size_t i = 0; i < trace_->schedule_records.size(); ++i) {
       const ScheduleRecord& r = trace_->schedule_records[i];

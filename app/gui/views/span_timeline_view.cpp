@@ -2,6 +2,7 @@
 
 #include <QMouseEvent>
 #include <QToolTip>
+#include <cmath>
 #include <qcustomplot.h>
 
 #include "theme.h"
@@ -47,6 +48,12 @@ SpanTimelineView::SpanTimelineView(QWidget* parent) : PlotView(parent) {
   connect(plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
           [this](const QCPRange& r) { clampRange(r); });
   connect(plot_, &QCustomPlot::mouseMove, this, &SpanTimelineView::onMouseMove);
+  // The rows' height is known once laid out: thin the labels then if they would overlap.
+  connect(plot_, &QCustomPlot::afterReplot, this, [this] {
+    const int before = label_stride_;
+    updateRowLabels();
+    if (label_stride_ != before) plot_->replot(QCustomPlot::rpQueuedReplot);
+  });
   style_plot(plot_, palette());
 }
 
@@ -79,18 +86,32 @@ void SpanTimelineView::setRows(std::shared_ptr<const SpanRows> rows, const QStri
     g->setPen(Qt::NoPen);
     g->setBrush(legend_colors[i]);
   }
-  QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+  labels_ = labels;
+  label_stride_ = 0;
   const int n = labels.size();
-  const int every = n > 16 ? (n + 15) / 16 : 1;
-  for (int i = 0; i < n; ++i)
-    if (i % every == 0 || i == n - 1) ticker->addTick(i, labels[i]);
-  plot_->yAxis->setTicker(ticker);
   plot_->yAxis->setRange(-0.6, std::max(0, n - 1) + 0.6);
+  updateRowLabels();
   style_plot(plot_, palette());
   clamping_ = true;
   plot_->xAxis->setRange(dataTimeRange());
   clamping_ = false;
   plot_->replot();
+}
+
+void SpanTimelineView::updateRowLabels() {
+  const int n = labels_.size();
+  const int h = plot_->axisRect()->height() > 0 ? plot_->axisRect()->height() : plot_->height();
+  const double per_row = n > 0 ? static_cast<double>(std::max(h, 1)) / (n + 0.2) : 1e9;
+  const int need = plot_->yAxis->tickLabelFont().pointSizeF() > 0
+                       ? QFontMetrics(plot_->yAxis->tickLabelFont()).height()
+                       : fontMetrics().height();
+  const int stride = std::max(1, static_cast<int>(std::ceil(need / std::max(per_row, 1.0))));
+  if (stride == label_stride_) return;
+  label_stride_ = stride;
+  QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+  for (int i = 0; i < n; ++i)
+    if (i % stride == 0) ticker->addTick(i, labels_[i]);
+  plot_->yAxis->setTicker(ticker);
 }
 
 void SpanTimelineView::clampRange(const QCPRange& r) {

@@ -39,6 +39,11 @@ class SpanTimelineView : public PlotView {
  private:
   void clampRange(const QCPRange& r);
   void onMouseMove(QMouseEvent* e);
+  // Row labels, every k-th when the rows are too close for each to have one.
+  void updateRowLabels();
+
+  QStringList labels_;
+  int label_stride_ = 0;
 
   SpanPlottable* bars_;
   std::int64_t origin_ = 0, duration_ = 1;
