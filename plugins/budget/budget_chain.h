@@ -99,7 +99,7 @@ inline std::uint64_t mask_bytes(const BlockGraph& g, Mask m) {
   return b;
 }
 
-// step_cost: the cost of one forward of each step (PlanContext::step_cost).
+// step_cost: the cost of one forward of each step (PlanContext::step_cost; FLOPs where missing).
 inline ChainSpec chain_from_graph(const BlockGraph& g, const std::vector<double>& step_cost,
                                   int blocks, std::vector<std::string> selective) {
   const ModelConfig& m = g.config();
@@ -149,7 +149,10 @@ inline ChainSpec chain_from_graph(const BlockGraph& g, const std::vector<double>
       }
       std::vector<int> steps;
       g.recompute_flops(lv, tg, &steps);
-      for (int s : steps) oc.cost += step_cost[static_cast<std::size_t>(s)];
+      for (int s : steps)  // FLOPs where no cost was given
+        oc.cost += static_cast<std::size_t>(s) < step_cost.size()
+                       ? step_cost[static_cast<std::size_t>(s)]
+                       : static_cast<double>(g.steps()[static_cast<std::size_t>(s)].flops_fwd);
     }
     oc.allowed = o != Selective || (drop != 0);
     oc.bwd_peak = rec_peak;

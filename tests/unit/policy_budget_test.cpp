@@ -234,7 +234,13 @@ TEST(PolicyBudget, PlansAThousandBlocksQuickly) {
   Solution s = solve(spec.chain, (lo + hi) / 2);
   double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(s.feasible);
-  EXPECT_LT(sec, 1.0);  // the benchmark (bench/policy_planning_bench.cpp) has the figure
+  // The benchmark (bench/policy_planning_bench.cpp) has the figure; the bound holds only in
+  // optimized builds without sanitizers.
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(sec, 1.0);
+#else
+  (void)sec;
+#endif
 }
 
 }  // namespace

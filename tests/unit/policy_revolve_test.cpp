@@ -124,7 +124,13 @@ TEST(PolicyRevolve, PlansAHundredThousandBlocksQuickly) {
   for (const auto& a : s.actions)
     forwards += a.kind == ActionKind::Forward || a.kind == ActionKind::Recompute;
   EXPECT_EQ(forwards, 100000u + closed_form(100000, 20));
-  EXPECT_LT(sec, 1.0);  // the benchmark (bench/policy_planning_bench.cpp) has the figure
+  // The benchmark (bench/policy_planning_bench.cpp) has the figure; the bound holds only in
+  // optimized builds without sanitizers.
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(sec, 1.0);
+#else
+  (void)sec;
+#endif
 }
 
 }  // namespace
