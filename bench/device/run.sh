@@ -35,10 +35,10 @@ echo "== sweep"
 sweep() {  # attention
   timeout 200 "$B" sweep --model gpt2-124m --device cuda --attention "$1" \
     --policies none,selective,uniform,uniform:segments=12,revolve:snapshots=3,offload,offload:what=checkpoints \
-    --steps 5 --warmup 2 --out "/tmp/sweep-$1" --force > "$out/sweep_$1.txt" 2> "$out/sweep_$1.err" || status=1
+    ${2:-} --steps 5 --warmup 2 --out "/tmp/sweep-$1" --force > "$out/sweep_$1.txt" 2> "$out/sweep_$1.err" || status=1
   cat "$out/sweep_$1.txt"; tail -5 "$out/sweep_$1.err"
 }
-sweep flash
+sweep flash "--memory-budgets 1200MiB,600MiB"
 sweep naive
 tar -C /tmp -czf "$out/sweeps.tgz" --exclude='memory_events.csv' --exclude='trace.json' sweep-flash sweep-naive 2>/dev/null
 
