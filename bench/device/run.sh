@@ -5,8 +5,9 @@
 # (batch 8, seq 1024) over every policy on CUDA with both attentions, runs the PyTorch anchor
 # when PyTorch is there, and prints a short table last. Results go to $OUT.
 set -u
-out="${OUT:-/tmp/remat-out}"
-mkdir -p "$out"
+final="${OUT:-/tmp/remat-out}"
+out=/tmp/remat-results   # everything goes here, packed into $final/results.tgz at the end
+rm -rf "$out" && mkdir -p "$out" "$final"
 R=/tmp/remat
 rm -rf "$R" && tar -C /tmp -xJf .device-bundle/bundle.tar.xz || { echo "no bundle: run bench/device/pack.sh first"; exit 2; }
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:$R/lib:$R/runtime:${LD_LIBRARY_PATH:-}"
@@ -54,6 +55,8 @@ for l in sys.stdin:
     except Exception: print(l.strip()); continue
     print(f\"torch {r['attn']:5s} {r['policy']:9s} peak {r['peak_MiB']:8.0f} MiB  {r['step_ms']:6.1f} ms\")"
 fi
+
+tar -C /tmp -czf "$final/results.tgz" remat-results 2>/dev/null
 
 echo "== summary"
 echo "gpu tests: passed=${passed:-0} failed=${failed:-0} skipped=${skipped:-0} rc=$rc"

@@ -177,8 +177,14 @@ TEST_P(GpuAttention, ScalarAndTensorCoreFlashAgree) {
   Tensor ctx0 = d->gpu_alloc(c.dt, nctx);
   fa.ctx = ctx0.data;
   if (!kernels::flash_tc_supported(c.dt == DType::BF16 ? kernels::FType::BF16 : kernels::FType::F32,
-                                   fa, false))
-    GTEST_SKIP() << "no tensor-core path for this case";
+                                   fa, false)) {
+    // Only fp32 and head dims outside {32, 64, 128} lack the tensor-core path; the scalar path
+    // such cases run is checked against the CPU by the other tests of this suite. Nothing to
+    // compare here, and not a skip: on a GPU every gpu test must run.
+    EXPECT_TRUE(c.dt == DType::F32 || (c.d != 32 && c.d != 64 && c.d != 128))
+        << "a bf16 case with d = " << c.d << " should have a tensor-core path";
+    return;
+  }
   Both dctx = d->random(c.dt, nctx, -1.0f, 1.0f, 13);
   std::vector<std::vector<float>> res;
   for (auto impl : {kernels::FlashImpl::Scalar, kernels::FlashImpl::TensorCore}) {
