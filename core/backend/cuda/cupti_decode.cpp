@@ -164,9 +164,15 @@ void ActivityDecoder::add(const CUpti_Activity* rec, std::int64_t offset_ns, con
       it.corr = m->correlationId;
       it.bytes = m->bytes;
       it.stream = Stream::Host;
-      it.name = m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE
-                    ? "memory release"
-                    : "memory allocation";
+      // "memory allocation (device)", "memory release (pinned)", ...: the kind tells the
+      // caching device pool's cudaMalloc calls from the pinned host pool's.
+      const char* kind = m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE   ? " (device)"
+                         : m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED ? " (pinned)"
+                                                                              : " (other)";
+      it.name = std::string(m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE
+                                ? "memory release"
+                                : "memory allocation") +
+                kind;
       items_.push_back(std::move(it));
       ++stats_.memory;
       break;
