@@ -2,7 +2,6 @@
 // chain model against the simulator, its refusals, and its plans against the fixed policies.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <random>
 
@@ -223,24 +222,16 @@ TEST(PolicyBudget, ExecutedAtEveryBudgetStepIsBitwiseNone) {
   }
 }
 
-TEST(PolicyBudget, PlansAThousandBlocksQuickly) {
+TEST(PolicyBudget, PlansAThousandBlocks) {
   ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 1000);
   BlockGraph g(m);
   ChainSpec spec = chain_from_graph(g, flops_cost(g), m.layers, g.default_selective());
   const std::uint64_t lo = min_budget(spec.chain);
   std::vector<int> all_store(1000, Store);
   const std::uint64_t hi = chain_peak(spec.chain, all_store);
-  auto t0 = std::chrono::steady_clock::now();
   Solution s = solve(spec.chain, (lo + hi) / 2);
-  double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(s.feasible);
-  // The benchmark (bench/policy_planning_bench.cpp) has the figure; the bound holds only in
-  // optimized builds without sanitizers.
-#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
-  EXPECT_LT(sec, 1.0);
-#else
-  (void)sec;
-#endif
+  // Its planning time is a benchmark figure (bench/policy_planning_bench.cpp), not a test.
 }
 
 }  // namespace
