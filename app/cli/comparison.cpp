@@ -1,5 +1,7 @@
 #include "comparison.h"
 
+#include "core/analysis/run_compare.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <iomanip>
@@ -43,35 +45,16 @@ ComparisonRow comparison_row(const std::string& run, const std::string& dir, con
 }
 
 void relate_rows(std::vector<ComparisonRow>& rows) {
-  for (auto& r : rows) {
-    r.peak_reduction_pct.reset();
-    r.step_overhead_pct.reset();
-    r.grads_match_none.reset();
-    r.frontier = false;
-    const ComparisonRow* base = nullptr;
-    for (const auto& b : rows)
-      if (b.policy == "none" && b.complete && b.model_json == r.model_json && b.device == r.device) {
-        base = &b;
-        break;
-      }
-    if (!base || !r.complete) continue;
-    if (base->peak_bytes > 0)
-      r.peak_reduction_pct = 100.0 * (1.0 - static_cast<double>(r.peak_bytes) / static_cast<double>(base->peak_bytes));
-    if (base->step_ms_median > 0) r.step_overhead_pct = 100.0 * (r.step_ms_median / base->step_ms_median - 1.0);
-    // Bit-identical gradients only mean something for the same data and steps.
-    if (base->seed == r.seed && base->steps == r.steps && base->warmup == r.warmup)
-      r.grads_match_none = base->grad_checksum == r.grad_checksum;
-  }
-  for (auto& r : rows) {
-    if (!r.complete) continue;
-    bool dominated = false;
-    for (const auto& s : rows) {
-      if (&s == &r || !s.complete) continue;
-      if (s.peak_bytes <= r.peak_bytes && s.step_ms_median <= r.step_ms_median &&
-          (s.peak_bytes < r.peak_bytes || s.step_ms_median < r.step_ms_median))
-        dominated = true;
-    }
-    r.frontier = !dominated;
+  std::vector<RunFigures> f;
+  for (const auto& r : rows)
+    f.push_back({r.policy, r.model_json, r.device, r.grad_checksum, r.complete, r.peak_bytes, r.seed,
+                 r.step_ms_median, r.steps, r.warmup});
+  std::vector<RunRelation> rel = relate(f);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    rows[i].peak_reduction_pct = rel[i].peak_reduction_pct;
+    rows[i].step_overhead_pct = rel[i].step_overhead_pct;
+    rows[i].grads_match_none = rel[i].grads_match_none;
+    rows[i].frontier = rel[i].frontier;
   }
 }
 

@@ -1,22 +1,37 @@
-// Figures that relate runs to each other, for the desktop app's compare view: the overhead of
-// each run's median step time and its peak-memory reduction against the `none` run of the same
-// model and device (the first complete one, as the batch mode's comparison table takes it), and
-// whether a run is on the measured memory/time frontier (no other run is at least as good in
-// both and better in one).
+// Figures that relate runs to each other, shared by the batch mode's comparison table and the
+// desktop app's compare view: the overhead of each run's median step time and its peak-memory
+// reduction against the `none` run of the same model and device (the first complete one),
+// whether its gradients are bit-identical to that run's (same seed and steps only), and whether
+// it is on the measured memory/time frontier (no other run is at least as good in both and
+// better in one).
 #pragma once
+#include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/trace/trace.h"
 
 namespace remat {
 
+// What the relation needs of a run.
+struct RunFigures {
+  std::string policy, model_key, device, grad_checksum;
+  bool complete = false;
+  std::uint64_t peak_bytes = 0, seed = 0;
+  double step_ms = 0.0;  // median
+  int steps = 0, warmup = 0;
+};
+RunFigures run_figures(const Trace& t);
+
 struct RunRelation {
   int baseline = -1;  // index of the `none` run it is measured against, -1 when there is none
   std::optional<double> step_overhead_pct, peak_reduction_pct;
+  std::optional<bool> grads_match_none;
   bool frontier = false;
 };
 
+std::vector<RunRelation> relate(const std::vector<RunFigures>& runs);
 std::vector<RunRelation> relate_runs(const std::vector<const Trace*>& runs);
 
 // Whether two runs trained the same model (every field of the configuration).
