@@ -12,6 +12,9 @@
 // - Every backward op *accumulates* into parameter gradients. For an activation gradient the
 //   flag `acc` says whether to add (true) or overwrite (false). Ops marked "always accumulates"
 //   write only part of their gradient and always add; the executor zeroes such buffers first.
+// - Compute ops take device tensors only; fill_zero, copy, read, read_bytes and write_bytes
+//   take either space.
+// - Attention is causal: the upper triangle of P (j > i) is written as 0 and never read.
 // - Dropout bits come from philox_bits(key, index) with index the element's position in the
 //   tensor the mask covers; kept elements are scaled by 1/(1-p).
 #pragma once
@@ -50,7 +53,8 @@ class Backend {
   virtual bool computes() const { return true; }
   virtual MemoryResource& memory(Space s) = 0;
   // Scratch the backend needs for this model (GEMM staging, flash tiles, logits chunks).
-  // A pure function of the config, so the simulator can ask it without running anything.
+  // A pure function of the config and the backend's own settings (its thread count on the
+  // CPU), so the simulator can ask it without running anything.
   virtual std::uint64_t workspace_bytes(const ModelConfig& m) const = 0;
   virtual void set_workspace(const Tensor& ws) = 0;
   // Wait for all queued work (no-op on the CPU).
