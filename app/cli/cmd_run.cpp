@@ -64,7 +64,7 @@ int run(const RunOptions& o) {
   bar.done();
   if (!o.out.empty()) write_run_dir(t, o.out, o.force);
   if (o.json) std::cout << summary_json(t).dump(2) << "\n";
-  else print_human(t);
+  else if (!t.step_stats.empty()) print_human(t);  // nothing to summarize when refused up front
   if (!o.out.empty() && !o.json) std::cout << "run directory    " << o.out << "\n";
   if (!t.complete) return fail("run " + t.status + ": " + t.error);
   return 0;
