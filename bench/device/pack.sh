@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Builds the CUDA binaries here and packs what the GPU machine needs into one archive
-# (.device-bundle/bundle.tar.xz): the CLI, the test binaries, librematcore, librematcuda, the
-# plugins, presets and corpus, and the non-CUDA shared libraries a bare machine may lack.
+# (.device-bundle/bundle.tar.xz): the CLI, the test binaries, cuda_bench, librematcore,
+# librematcuda, the plugins, presets and corpus, and the non-CUDA shared libraries a bare
+# machine may lack.
 # Usage: bench/device/pack.sh   (then run bench/device/run.sh there, carrying .device-bundle)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=build-device
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DREMAT_WITH_CUDA=ON -DREMAT_WITH_QT=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" --target rematlab-batch remat_gpu_tests remat_unit_tests remat_resources \
-  $(cd "$build" && ninja -t targets all 2>/dev/null | grep -o '^remat_policy_[a-z_]*:' | tr -d ':' | sort -u)
+  $(cd "$build" && ninja -t targets all 2>/dev/null | grep -o '^remat_policy_[a-z_]*:\|^cuda_bench:' | tr -d ':' | sort -u)
 stage=.device-bundle/remat
 rm -rf .device-bundle && mkdir -p "$stage/bin/plugins" "$stage/lib" "$stage/runtime"
 cp "$build"/bin/rematlab-batch "$build"/bin/remat_gpu_tests "$build"/bin/remat_unit_tests "$stage/bin/"
 [ -x "$build/bin/remat_cupti_tests" ] && cp "$build/bin/remat_cupti_tests" "$stage/bin/"
+[ -x "$build/bin/cuda_bench" ] && cp "$build/bin/cuda_bench" "$stage/bin/"  # the speed check's figures
 cp "$build"/bin/plugins/*.so "$stage/bin/plugins/"
 cp -P "$build"/lib/*.so* "$stage/lib/"
 cp -r "$build/share" "$stage/share"

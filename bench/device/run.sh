@@ -4,8 +4,10 @@
 # records raw CUPTI buffers of a small run (test data for the replay tests), sweeps gpt2-124m
 # (batch 8, seq 1024) over every policy on CUDA with both attentions, runs the PyTorch anchor
 # when PyTorch is there, and prints a short table last. Results go to $OUT.
-# `run.sh tests` runs the gpu tests alone.
+# `run.sh tests` runs the gpu tests alone; `run.sh speed` runs the speed check (speed.sh beside
+# this file: cuda_bench, the PyTorch anchors, the sweeps, and the table of speed targets last).
 set -u
+t_start=$(date +%s)
 final="${OUT:-/tmp/remat-out}"
 out=/tmp/remat-results   # everything goes here, packed into $final/results.tgz at the end
 rm -rf "$out" && mkdir -p "$out" "$final"
@@ -15,6 +17,11 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64:$R/lib:$R/runtime:${LD_LIBRARY_PAT
 B="$R/bin/rematlab-batch"
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+
+if [ "${1:-}" = speed ]; then  # the speed check instead of the tests and the default sweeps
+  . "$(dirname "$0")/speed.sh"
+  exit $status
+fi
 
 echo "== gpu tests"
 t0=$(date +%s)
