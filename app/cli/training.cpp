@@ -59,21 +59,7 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
   try {
     t = run_training(spec, *dev.backend, dev.profiler.get(), clock, cb);
   } catch (const OutOfMemoryError& e) {
-    // Refused before the first step: an incomplete run with nothing measured.
-    t = Trace{};
-    t.complete = false;
-    t.status = "out_of_memory";
-    t.error = e.what();
-    t.model = m;
-    t.policy = s.policy;
-    t.policy_params = s.params;
-    t.schedule = s;
-    t.device = dev.backend->name();
-    t.seed = o.seed;
-    t.warmup = o.warmup;
-    t.steps = o.steps;
-    t.provenance = dev.backend->describe();
-    t.predicted_peak_bytes = e.needed();
+    t = refused_run(spec, *dev.backend, e);  // refused before the first step
   }
   t.memory_budget = memory_budget.value_or(0);
   add_cli_provenance(t);

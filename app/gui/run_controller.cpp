@@ -63,21 +63,7 @@ void RunWorker::run(const RunRequest& req) {
     try {
       t = run_training(spec, *dev.backend, dev.profiler.get(), clock, cb);
     } catch (const OutOfMemoryError& e) {
-      // Refused before the first step: an incomplete run with nothing measured (as the CLI).
-      t = Trace{};
-      t.complete = false;
-      t.status = "out_of_memory";
-      t.error = e.what();
-      t.model = req.model;
-      t.policy = s.policy;
-      t.policy_params = s.params;
-      t.schedule = s;
-      t.device = dev.backend->name();
-      t.seed = req.seed;
-      t.warmup = req.warmup;
-      t.steps = req.steps;
-      t.provenance = dev.backend->describe();
-      t.predicted_peak_bytes = e.needed();
+      t = refused_run(spec, *dev.backend, e);  // refused before the first step, as the CLI
     }
     t.memory_budget = req.memory_budget.value_or(0);
     set_provenance(t, "command", "rematlab (desktop app)");

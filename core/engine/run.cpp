@@ -110,6 +110,24 @@ std::vector<std::pair<std::string, std::uint64_t>> tensors_at(const TrackingAllo
 
 }  // namespace
 
+Trace refused_run(const RunSpec& spec, const Backend& backend, const OutOfMemoryError& e) {
+  Trace t;
+  t.complete = false;
+  t.status = "out_of_memory";
+  t.error = e.what();
+  t.model = spec.model;
+  t.policy = spec.schedule.policy;
+  t.policy_params = spec.schedule.params;
+  t.schedule = spec.schedule;
+  t.device = backend.name();
+  t.seed = spec.seed;
+  t.warmup = spec.warmup;
+  t.steps = spec.steps;
+  t.provenance = backend.describe();
+  t.predicted_peak_bytes = e.needed();
+  return t;
+}
+
 Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Clock& clock,
                    const RunCallbacks& cb) {
   spec.model.validate();

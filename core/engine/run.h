@@ -12,6 +12,7 @@
 #include "core/profiler/profiler.h"
 #include "core/schedule/schedule.h"
 #include "core/trace/trace.h"
+#include "core/util/error.h"
 
 namespace remat {
 
@@ -37,6 +38,11 @@ struct RunCallbacks {
 
 Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Clock& clock,
                    const RunCallbacks& cb = {});
+
+// The trace of a run refused before its first step (the prediction exceeds the memory limit):
+// incomplete, nothing measured, with the model, schedule, device and predicted bytes, so front
+// ends can save and show it like any other run.
+Trace refused_run(const RunSpec& spec, const Backend& backend, const OutOfMemoryError& e);
 
 // Free host memory from /proc/meminfo (MemAvailable), 0 when unknown.
 std::uint64_t host_memory_available();
