@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_map>
 
 #include "core/util/error.h"
 
@@ -331,20 +330,11 @@ void Executor::measure_saved_bytes(StepOutput& out) const {
 }
 
 void Executor::finish_ledger(StepOutput& out) {
-  std::unordered_map<std::uint64_t, std::pair<std::int64_t, std::int64_t>> times;  // id -> alloc, free
-  const auto& ev = alloc_.events();
-  for (std::size_t i = out.first_event; i < ev.size(); ++i) {
-    auto& t = times[ev[i].id];
-    if (ev[i].delta > 0 && t.first == 0) t.first = ev[i].t_ns;
-    if (ev[i].delta < 0) t.second = ev[i].t_ns;
-  }
   for (const auto& l : ledger_) {
     LedgerEntry e;
     e.block = l.block;
     e.tensor = graph_.tensors()[l.tensor].name;
     e.bytes = l.bytes;
-    e.created_ns = times[l.first_id].first;
-    e.freed_ns = times[l.last_id].second;
     e.created = l.created;
     e.category = l.category;
     e.decision = l.decision.empty() ? "kept" : l.decision;

@@ -35,7 +35,8 @@ struct StepOutput {
   std::vector<std::uint64_t> saved_bytes_per_block;  // device bytes per block after the forward sweep
   std::vector<std::uint64_t> host_bytes_per_block;   // offloaded bytes per block at the same point
   std::vector<ScheduleRecord> schedule;
-  std::vector<LedgerEntry> ledger;
+  std::vector<LedgerEntry> ledger;  // times left 0: the caller times them from the events
+                                    // once they are on their final axis (run.cpp)
   std::vector<OpRecord> ops;                         // filled by the caller from the profiler
   std::size_t first_event = 0, end_event = 0;        // this step's memory events [first, end)
 };
