@@ -310,6 +310,46 @@ TEST_P(GpuOps, HeadLossInChunks) {
   EXPECT_LE(d->rel(dW), tol(dt)) << "head dW";
 }
 
+TEST_P(GpuOps, HeadLossOddVocabAndBadTargets) {
+  // V % 4 != 0 takes the kernel's one-element loads.
+  const std::int64_t rows = 130;
+  const int H = 32, V = 5003;
+  std::vector<float> tg = uniform(rows, 0.0f, static_cast<float>(V), 64);
+  for (auto& t : tg) t = std::floor(t);
+  Both targets = d->upload(DType::I32, tg);
+  Both x = d->random(dt, rows * H, -1.0f, 1.0f, 65);
+  Both W = d->random(dt, static_cast<std::int64_t>(V) * H, -0.3f, 0.3f, 66);
+  Both losses = d->poisoned(DType::F32, rows);
+  Both dx = d->poisoned(dt, rows * H);
+  Both dW = d->random(dt, static_cast<std::int64_t>(V) * H, -0.01f, 0.01f, 67);
+  const float scale = 1.0f / static_cast<float>(rows);
+  both([&](Backend& b, bool c) {
+    b.head_loss(T(x, c), T(W, c), T(targets, c), T(losses, c), T(dx, c), T(dW, c), rows, H, V,
+                scale);
+  });
+  EXPECT_LE(d->rel(losses), dt == DType::BF16 ? 1e-3 : 1e-5) << "losses";
+  EXPECT_LE(d->rel(dx), tol(dt)) << "head dx";
+  EXPECT_LE(d->rel(dW), tol(dt)) << "head dW";
+
+  // Targets outside [0, V) (the CPU backend refuses them): a NaN loss and a zero gradient row
+  // on the GPU; every other row as before, bit for bit.
+  const std::vector<float> good = d->gpu_read(losses);
+  tg[3] = -1.0f;
+  tg[77] = static_cast<float>(V);
+  Both bad = d->upload(DType::I32, tg);
+  d->gpu->head_loss(T(x, false), T(W, false), T(bad, false), T(losses, false), T(dx, false),
+                    T(dW, false), rows, H, V, scale);
+  const std::vector<float> got = d->gpu_read(losses), gdx = d->gpu_read(dx);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (r == 3 || r == 77) {
+      EXPECT_TRUE(std::isnan(got[r])) << "row " << r;
+      for (int h = 0; h < H; ++h) EXPECT_EQ(gdx[r * H + h], 0.0f) << "row " << r;
+    } else {
+      EXPECT_EQ(got[r], good[r]) << "row " << r;
+    }
+  }
+}
+
 TEST_P(GpuOps, Rope) {
   AttnDims a;
   a.B = 2;
