@@ -204,6 +204,14 @@ bool CachingPool::record_use(const void* p, const EventPtr& ev) {
   return true;
 }
 
+std::vector<EventPtr> CachingPool::pending_uses(const void* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Block* b = find_containing(p);
+  if (!b) return {};
+  pending_done(*b);
+  return b->pending;
+}
+
 void CachingPool::poison(void* p, std::size_t bytes) {
   if (!p || bytes == 0) return;
   std::vector<EventPtr> pending;

@@ -3,7 +3,7 @@
 // class and is reused for the next request of that class without returning to the driver.
 // reserved_bytes() is the sum of what our cudaMalloc / cudaHostAlloc calls hold right now.
 //
-// Copies on the copy stream may still read or write a block after the executor frees it (an
+// Copies on the copy streams may still read or write a block after the executor frees it (an
 // offload's source, a prefetch's destination). copy() records the copy's completion event on
 // every block it touches (record_use); a freed block with pending events is parked and only
 // reused once all its events have completed.
@@ -53,6 +53,8 @@ class CachingPool final : public MemoryResource {
   // An asynchronous operation that completes at `ev` uses the block containing p. Returns
   // false when p is not in one of our blocks (e.g. pageable memory).
   bool record_use(const void* p, const EventPtr& ev);
+  // The not yet completed events recorded on the block containing p (none when p is not ours).
+  std::vector<EventPtr> pending_uses(const void* p);
   bool owns(const void* p) const;
   // Gives every cached free block back to the driver (waits for parked blocks first).
   void release_cached();

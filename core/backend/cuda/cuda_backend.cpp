@@ -42,7 +42,8 @@ CudaBackend::CudaBackend(int device) : device_(device) {
                 ") has compute capability " + std::to_string(props_.major) + "." +
                 std::to_string(props_.minor) + "; this build has kernels for 9.0 and newer");
   REMAT_CUDA(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
-  REMAT_CUDA(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+  REMAT_CUDA(cudaStreamCreateWithFlags(&to_host_, cudaStreamNonBlocking));
+  REMAT_CUDA(cudaStreamCreateWithFlags(&to_device_, cudaStreamNonBlocking));
   REMAT_CUDA(cudaEventCreateWithFlags(&copy_join_, cudaEventDisableTiming));
   device_pool_ = std::make_unique<CachingPool>(CachingPool::Kind::Device, device_, compute_);
   host_pool_ = std::make_unique<CachingPool>(CachingPool::Kind::PinnedHost, device_, compute_);
@@ -60,12 +61,14 @@ CudaBackend::~CudaBackend() {
   // Let queued work finish before memory and handles go away; errors are ignored here.
   cudaSetDevice(device_);
   if (compute_) cudaStreamSynchronize(compute_);
-  if (copy_) cudaStreamSynchronize(copy_);
+  for (cudaStream_t c : {to_host_, to_device_})
+    if (c) cudaStreamSynchronize(c);
   gemm_.reset();
   host_pool_.reset();
   device_pool_.reset();
   if (copy_join_) cudaEventDestroy(copy_join_);
-  if (copy_) cudaStreamDestroy(copy_);
+  for (cudaStream_t c : {to_host_, to_device_})
+    if (c) cudaStreamDestroy(c);
   if (compute_) cudaStreamDestroy(compute_);
   cudaGetLastError();
 }
@@ -163,13 +166,18 @@ void CudaBackend::check_stream_error(const char* op) const {
 
 void CudaBackend::synchronize() {
   activate();
-  REMAT_CUDA(cudaStreamSynchronize(copy_));
+  sync_copies();
   REMAT_CUDA(cudaStreamSynchronize(compute_));
+}
+
+void CudaBackend::sync_copies() {
+  REMAT_CUDA(cudaStreamSynchronize(to_host_));
+  REMAT_CUDA(cudaStreamSynchronize(to_device_));
 }
 
 void CudaBackend::join_copies() {
   activate();
-  REMAT_CUDA(cudaEventRecord(copy_join_, copy_));
+  REMAT_CUDA(cudaEventRecord(copy_join_, to_device_));
   REMAT_CUDA(cudaStreamWaitEvent(compute_, copy_join_, 0));
 }
 
@@ -212,7 +220,7 @@ void CudaBackend::fill_zero(const Tensor& t) {
   if (t.space == Space::Device) {
     REMAT_CUDA(cudaMemsetAsync(t.data, 0, t.bytes(), compute_));
   } else {
-    REMAT_CUDA(cudaStreamSynchronize(copy_));
+    sync_copies();
     std::memset(t.data, 0, t.bytes());
   }
 }
@@ -227,22 +235,27 @@ void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
     REMAT_CUDA(cudaMemcpyAsync(dst.data, src.data, dst.bytes(), cudaMemcpyDeviceToDevice, compute_));
     return;
   }
-  // Host involved: on the copy stream, after everything issued to the compute stream so far.
-  EventPtr before = make_event();
-  REMAT_CUDA(cudaEventRecord(before.get(), compute_));
-  REMAT_CUDA(cudaStreamWaitEvent(copy_, before.get(), 0));
+  // Host involved: on the stream of its direction, after everything issued to the compute
+  // stream so far and after unfinished copies (on either stream) of the blocks it touches.
   cudaMemcpyKind kind = cudaMemcpyDefault;
   if (dst.space == Space::Host && src.space == Space::Device) kind = cudaMemcpyDeviceToHost;
   else if (dst.space == Space::Device && src.space == Space::Host) kind = cudaMemcpyHostToDevice;
   else kind = cudaMemcpyHostToHost;
-  REMAT_CUDA(cudaMemcpyAsync(dst.data, src.data, dst.bytes(), kind, copy_));
+  const cudaStream_t st = kind == cudaMemcpyHostToDevice ? to_device_ : to_host_;
+  auto pool = [&](const Tensor& t) -> CachingPool& {
+    return t.space == Space::Device ? *device_pool_ : *host_pool_;
+  };
+  EventPtr before = make_event();
+  REMAT_CUDA(cudaEventRecord(before.get(), compute_));
+  REMAT_CUDA(cudaStreamWaitEvent(st, before.get(), 0));
+  for (const Tensor* t : {&dst, &src})
+    for (const EventPtr& ev : pool(*t).pending_uses(t->data))
+      REMAT_CUDA(cudaStreamWaitEvent(st, ev.get(), 0));
+  REMAT_CUDA(cudaMemcpyAsync(dst.data, src.data, dst.bytes(), kind, st));
   EventPtr done = make_event();
-  REMAT_CUDA(cudaEventRecord(done.get(), copy_));
+  REMAT_CUDA(cudaEventRecord(done.get(), st));
   // Freed blocks these touch are reused only after the copy finished.
-  for (const Tensor* t : {&dst, &src}) {
-    if (t->space == Space::Device) device_pool_->record_use(t->data, done);
-    else host_pool_->record_use(t->data, done);
-  }
+  for (const Tensor* t : {&dst, &src}) pool(*t).record_use(t->data, done);
 }
 
 void CudaBackend::read_bytes(const Tensor& src, void* out) {
@@ -254,7 +267,7 @@ void CudaBackend::read_bytes(const Tensor& src, void* out) {
     REMAT_CUDA(cudaMemcpyAsync(out, src.data, n, cudaMemcpyDeviceToHost, compute_));
     REMAT_CUDA(cudaStreamSynchronize(compute_));
   } else {
-    REMAT_CUDA(cudaStreamSynchronize(copy_));
+    sync_copies();
     REMAT_CUDA(cudaStreamSynchronize(compute_));
     std::memcpy(out, src.data, n);
   }
@@ -265,11 +278,11 @@ void CudaBackend::write_bytes(const Tensor& dst, const void* in) {
   if (n == 0) return;
   activate();
   if (dst.space == Space::Device) {
-    join_copies();
+    sync_copies();  // an offload may still be reading dst
     REMAT_CUDA(cudaMemcpyAsync(dst.data, in, n, cudaMemcpyHostToDevice, compute_));
     REMAT_CUDA(cudaStreamSynchronize(compute_));
   } else {
-    REMAT_CUDA(cudaStreamSynchronize(copy_));
+    sync_copies();
     REMAT_CUDA(cudaStreamSynchronize(compute_));
     std::memcpy(dst.data, in, n);
   }

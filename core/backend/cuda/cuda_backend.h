@@ -1,9 +1,14 @@
 // The CUDA backend: every op of backend.h on one GPU, in librematcuda.so.
 //
 // Streams: ops run on a compute stream in issue order. copy() between host and device runs on
-// a copy stream, after an event recorded on the compute stream (so it sees everything issued
-// before it); join_copies() makes the compute stream wait for every copy issued so far. Copies
-// within the device run on the compute stream. read/read_bytes/write_bytes are synchronous.
+// one of two copy streams, one per direction (device to host and host to device, so that an
+// offload and a prefetch can use both directions of the link at once), after an event recorded
+// on the compute stream (so it sees everything issued before it) and after every unfinished
+// copy on either stream that touched one of its two blocks (a prefetch waits for the offload
+// that filled its host buffer). join_copies() makes the compute stream wait for every copy to
+// the device issued so far; copies to the host produce nothing the compute stream reads, and
+// their source blocks stay parked in the pool until they finish. Copies within the device run
+// on the compute stream. read/read_bytes/write_bytes are synchronous.
 //
 // Memory: Space::Device comes from a caching allocator over cudaMalloc, Space::Host from a
 // pinned (cudaHostAlloc) caching pool; see caching_allocator.h.
@@ -113,7 +118,7 @@ class CudaBackend final : public Backend {
   // --- CUDA specifics (tests, profiler) ---
   int device() const { return device_; }
   cudaStream_t compute_stream() const { return compute_; }
-  cudaStream_t copy_stream() const { return copy_; }
+  cudaStream_t copy_stream(bool to_device) const { return to_device ? to_device_ : to_host_; }
   CachingPool& device_pool() { return *device_pool_; }
   CachingPool& host_pool() { return *host_pool_; }
   // Flash attention implementation (Auto: tensor cores where supported). Env
@@ -128,9 +133,10 @@ class CudaBackend final : public Backend {
   void activate() const;  // cudaSetDevice when the calling thread is on another device
   char* scratch(std::size_t bytes, const char* op) const;
   void check_stream_error(const char* op) const;
+  void sync_copies();  // waits on the host for both copy streams
 
   int device_;
-  cudaStream_t compute_ = nullptr, copy_ = nullptr;
+  cudaStream_t compute_ = nullptr, to_host_ = nullptr, to_device_ = nullptr;
   cudaEvent_t copy_join_ = nullptr;
   std::unique_ptr<CachingPool> device_pool_, host_pool_;
   std::unique_ptr<Gemm> gemm_;
