@@ -54,8 +54,10 @@ fi
 [ "$have_torch" = 1 ] && piece sdpa 60 sdpa.jsonl python3 "$here/sdpa_anchor.py"
 
 policies=none,selective,uniform,uniform:segments=12,revolve:snapshots=3,offload,offload:what=checkpoints
+# Offload with deeper prefetch (and so more blocks kept): both copy directions overlap.
 piece sweep_flash 120 sweep_flash.json "$B" sweep --model gpt2-124m --device cuda --attention flash \
-  --policies "$policies" --memory-budgets 1200MiB,600MiB --steps 10 --warmup 2 \
+  --policies "$policies,offload:prefetch=3,offload:prefetch=5" --memory-budgets 1200MiB,600MiB \
+  --steps 10 --warmup 2 \
   --out /tmp/sweep-flash --force --json
 show_sweep "$out/sweep_flash.json"
 piece sweep_naive 100 sweep_naive.json "$B" sweep --model gpt2-124m --device cuda --attention naive \
@@ -77,6 +79,15 @@ for l in sys.stdin:
     print(f\"  torch eager {r['attn']:5s} {r['policy']:9s} peak {r['peak_MiB']:8.0f} MiB  {r['step_ms']:6.1f} ms\")"
 fi
 [ "$have_torch" = 1 ] || echo "== no PyTorch here: the peers' figures come from the anchors file"
+
+# CUPTI with fewer API record kinds (the default enables both): on/off per variant, each in its
+# own process, since CUPTI stays attached once enabled.
+if [ -x "$R/bin/cuda_bench" ]; then
+  for api in driver runtime; do
+    REMAT_CUPTI_API=$api piece cupti_$api 40 cupti_$api.jsonl "$R/bin/cuda_bench" --quick --only steps
+    grep -h 'cupti' "$out/cupti_$api.jsonl" | grep -i 'ms (median' | sed "s/^/  [REMAT_CUPTI_API=$api] /"
+  done
+fi
 
 python3 "$here/speed_table.py" "$out" --out "$out/speed_table.txt" > /dev/null 2> "$out/speed_table.err" \
   || { status=1; cat "$out/speed_table.err"; }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -252,6 +253,36 @@ TEST_F(CuptiProfilerFake, EnablesTheKindsItDecodes) {
                 CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION})
     EXPECT_NE(std::find(api->enabled.begin(), api->enabled.end(), k), api->enabled.end()) << k;
   EXPECT_EQ(prof->clock_offset_ns(), 600'000);
+}
+
+TEST(CuptiApiKinds, EnvironmentChoosesTheApiRecords) {
+  auto has = [](const FakeApi& a, int k) {
+    return std::find(a.enabled.begin(), a.enabled.end(), k) != a.enabled.end();
+  };
+  struct Case {
+    const char* env;
+    bool runtime, driver;
+  };
+  for (const Case& c : {Case{"", true, true}, Case{"both", true, true},
+                        Case{"driver", false, true}, Case{"runtime", true, false}}) {
+    ::setenv("REMAT_CUPTI_API", c.env, 1);
+    ManualClock clock;
+    auto a = std::make_unique<FakeApi>();
+    FakeApi* api = a.get();
+    CuptiProfiler prof(std::move(a), clock, "");
+    EXPECT_EQ(has(*api, CUPTI_ACTIVITY_KIND_RUNTIME), c.runtime) << c.env;
+    EXPECT_EQ(has(*api, CUPTI_ACTIVITY_KIND_DRIVER), c.driver) << c.env;
+    EXPECT_TRUE(has(*api, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) << c.env;
+  }
+  ::setenv("REMAT_CUPTI_API", "kernels", 1);
+  ManualClock clock;
+  try {
+    CuptiProfiler prof(std::make_unique<FakeApi>(), clock, "");
+    ADD_FAILURE() << "REMAT_CUPTI_API=kernels was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("REMAT_CUPTI_API"), std::string::npos) << e.what();
+  }
+  ::unsetenv("REMAT_CUPTI_API");
 }
 
 TEST_F(CuptiProfilerFake, OutOfOrderBuffersMapToTheRightOps) {

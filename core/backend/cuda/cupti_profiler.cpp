@@ -26,6 +26,16 @@ constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
     CUPTI_ACTIVITY_KIND_DRIVER};
 
+// Which API record kinds to enable (REMAT_CUPTI_API): external correlation records need one of
+// them; "both" (the default), "driver" or "runtime". Fewer API records cost less per launch.
+std::string api_kinds_from_env() {
+  const char* e = std::getenv("REMAT_CUPTI_API");
+  const std::string v = e ? e : "";
+  if (v.empty() || v == "both") return "both";
+  if (v == "driver" || v == "runtime") return v;
+  throw Error("REMAT_CUPTI_API must be both, driver or runtime, got '" + v + "'");
+}
+
 }  // namespace
 
 CuptiProfiler::CuptiProfiler(std::unique_ptr<CuptiApi> api, Clock& clock, std::string record_dir,
@@ -53,7 +63,14 @@ CuptiProfiler::CuptiProfiler(std::unique_ptr<CuptiApi> api, Clock& clock, std::s
   try {
     check(api_->register_callbacks(&ActivityBuffers::request, &ActivityBuffers::complete),
           "cuptiActivityRegisterCallbacks");
+    const std::string api_kinds = api_kinds_from_env();
     for (CUpti_ActivityKind k : kKinds) {
+      if ((k == CUPTI_ACTIVITY_KIND_RUNTIME && api_kinds == "driver") ||
+          (k == CUPTI_ACTIVITY_KIND_DRIVER && api_kinds == "runtime")) {
+        stats_.kinds_not_enabled += std::to_string(static_cast<int>(k)) + " (REMAT_CUPTI_API=" +
+                                    api_kinds + ") ";
+        continue;
+      }
       const CUptiResult r = api_->activity_enable(k);
       // Allocation records and driver API records are extras: go on without them.
       if (r != CUPTI_SUCCESS &&
