@@ -5,6 +5,7 @@
 
 #include "kernels/detail/flash_common.cuh"
 #include "kernels/detail/mma.cuh"
+#include "kernels/detail/tile_load.cuh"
 
 namespace remat::kernels {
 namespace {
@@ -246,19 +247,6 @@ __global__ void __launch_bounds__(256) flash_bwd_dq_scalar(FlashDev p) {
 // ---------------------------------------------------------------------------------------------
 // Tensor-core backward (bf16).
 // ---------------------------------------------------------------------------------------------
-template <int D>
-__device__ __forceinline__ void load_rows(bf16* dst, const bf16* src, int r0, int rows, int S,
-                                          int stride, int tid) {
-  constexpr int CPR = D / 8;
-  constexpr int LD = D + 8;
-  for (int c = tid; c < rows * CPR; c += 128) {
-    const int r = c / CPR, cc = (c % CPR) * 8;
-    const int gr = r0 + r;
-    const bool ok = gr < S;
-    cp_async16(dst + r * LD + cc, src + static_cast<std::int64_t>(ok ? gr : 0) * stride + cc, ok);
-  }
-}
-
 template <int D>
 struct BwdTc {
   static constexpr int LD = D + 8;

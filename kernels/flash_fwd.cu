@@ -5,6 +5,7 @@
 
 #include "kernels/detail/flash_common.cuh"
 #include "kernels/detail/mma.cuh"
+#include "kernels/detail/tile_load.cuh"
 
 namespace remat::kernels {
 namespace {
@@ -103,19 +104,6 @@ struct FwdTc {
   static constexpr int BM = 64, BN = 64, LD = D + 8;
   static constexpr int smem_bytes() { return (BM + 4 * BN) * LD * 2; }
 };
-
-template <int D>
-__device__ __forceinline__ void load_rows(bf16* dst, const bf16* src, int r0, int rows, int S,
-                                          int stride, int tid, int nthreads) {
-  constexpr int CPR = D / 8;  // 16-byte chunks per row
-  constexpr int LD = D + 8;
-  for (int c = tid; c < rows * CPR; c += nthreads) {
-    const int r = c / CPR, cc = (c % CPR) * 8;
-    const int gr = r0 + r;
-    const bool ok = gr < S;
-    cp_async16(dst + r * LD + cc, src + static_cast<std::int64_t>(ok ? gr : 0) * stride + cc, ok);
-  }
-}
 
 template <int D>
 __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
