@@ -1,4 +1,5 @@
-// Attention on the GPU: the naive ops and flash attention against the CPU backend, flash
+// Attention on the GPU: the naive ops (the fused probabilities kernel and the cuBLAS path) and
+// flash attention against the CPU backend, flash
 // against the naive path on the GPU itself (with dropout: the same Philox bits), the scalar and
 // tensor-core flash kernels against each other, and bitwise determinism.
 #include <gtest/gtest.h>
@@ -84,6 +85,38 @@ TEST_P(GpuAttention, NaiveOpsMatchCpu) {
     });
     EXPECT_LE(d->rel(dqkv), tl()) << "attn_softmax_bwd dQ dK acc=" << acc;
   }
+}
+
+TEST_P(GpuAttention, FusedProbsMatchTheCublasPathAndRepeat) {
+  // The fused probabilities kernel (bf16, d in {32, 64, 128}) against the cuBLAS scores +
+  // softmax path and the CPU; elsewhere both settings take the cuBLAS path.
+  cuda::CudaBackend& g = *d->gpu;
+  Both qkv = d->random(c.dt, nqkv, -1.5f, 1.5f, 11);
+  Both fused = d->poisoned(c.dt, nprobs), again = d->poisoned(c.dt, nprobs),
+       gemm = d->poisoned(c.dt, nprobs);
+  d->cpu.attn_softmax_fwd(qkv.c, fused.c, a);
+  g.set_fused_probs(true);
+  g.attn_softmax_fwd(qkv.g, fused.g, a);
+  g.attn_softmax_fwd(qkv.g, again.g, a);
+  g.set_fused_probs(false);
+  g.attn_softmax_fwd(qkv.g, gemm.g, a);
+  g.set_fused_probs(true);
+  EXPECT_LE(d->rel(fused), tl()) << "fused against the CPU";
+  const std::vector<float> f = d->gpu_read(fused), r = d->gpu_read(again), m = d->gpu_read(gemm);
+  EXPECT_EQ(f, r) << "the fused kernel is not deterministic";
+  EXPECT_LE(rel_l2(f, m), tl()) << "fused against the cuBLAS path";
+  // Exact zeros above the diagonal, every row a distribution.
+  for (int b = 0; b < a.B; ++b)
+    for (int h = 0; h < a.heads; ++h)
+      for (int i = 0; i < a.S; ++i) {
+        const std::size_t row = ((static_cast<std::size_t>(b) * a.heads + h) * a.S + i) * a.S;
+        double sum = 0.0;
+        for (int j = 0; j < a.S; ++j) {
+          if (j > i) ASSERT_EQ(f[row + j], 0.0f) << "b " << b << " h " << h << " i " << i << " j " << j;
+          sum += f[row + j];
+        }
+        ASSERT_NEAR(sum, 1.0, c.dt == DType::BF16 ? 2e-2 : 1e-5) << "row " << i;
+      }
 }
 
 TEST_P(GpuAttention, FlashMatchesCpu) {
@@ -215,7 +248,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{DType::BF16, 1, 200, 2, 2, 64, 0.2f},
                       Case{DType::BF16, 1, 77, 2, 2, 40, 0.0f},
                       Case{DType::BF16, 1, 1024, 2, 1, 64, 0.1f},
-                      Case{DType::BF16, 1, 300, 4, 2, 128, 0.0f}),
+                      Case{DType::BF16, 1, 300, 4, 2, 128, 0.0f},
+                      Case{DType::BF16, 1, 129, 3, 1, 64, 0.0f}),
     case_name);
 
 }  // namespace

@@ -55,6 +55,12 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     else if (v == "auto" || v.empty()) flash_impl_ = kernels::FlashImpl::Auto;
     else throw Error("REMAT_FLASH_IMPL must be auto, scalar or tc, got '" + v + "'");
   }
+  if (const char* e = std::getenv("REMAT_ATTN_PROBS")) {
+    const std::string v = e;
+    if (v == "fused" || v.empty()) fused_probs_ = true;
+    else if (v == "gemm") fused_probs_ = false;
+    else throw Error("REMAT_ATTN_PROBS must be fused or gemm, got '" + v + "'");
+  }
 }
 
 CudaBackend::~CudaBackend() {
@@ -208,6 +214,7 @@ std::vector<std::pair<std::string, std::string>> CudaBackend::describe() const {
                      : flash_impl_ == kernels::FlashImpl::TensorCore ? "tensor cores"
                                                                      : "auto";
   d.emplace_back("flash_attention", impl);
+  d.emplace_back("naive_attention_probs", fused_probs_ ? "fused kernel (bf16, d 32/64/128)" : "cuBLAS scores + softmax");
   d.emplace_back("gemm_workspace_bytes", std::to_string(kGemmWorkspace));
   return d;
 }

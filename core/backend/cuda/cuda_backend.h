@@ -125,6 +125,10 @@ class CudaBackend final : public Backend {
   // REMAT_FLASH_IMPL=scalar|tc sets the initial value.
   void set_flash_impl(kernels::FlashImpl impl) { flash_impl_ = impl; }
   kernels::FlashImpl flash_impl() const { return flash_impl_; }
+  // Naive attention's probabilities: the fused tensor-core kernel where it applies (true), or
+  // cuBLAS scores in fp32 plus a softmax kernel per head. Env REMAT_ATTN_PROBS=fused|gemm.
+  void set_fused_probs(bool on) { fused_probs_ = on; }
+  bool fused_probs() const { return fused_probs_; }
   // Rows of the head's logits chunk for these sizes (a function of rows and V only).
   static std::int64_t head_chunk_rows(std::int64_t rows, int V);
   static constexpr std::size_t kGemmWorkspace = std::size_t{32} << 20;
@@ -143,6 +147,7 @@ class CudaBackend final : public Backend {
   char* ws_ = nullptr;
   std::size_t ws_bytes_ = 0;
   kernels::FlashImpl flash_impl_ = kernels::FlashImpl::Auto;
+  bool fused_probs_ = true;
   cudaDeviceProp props_{};
 };
 

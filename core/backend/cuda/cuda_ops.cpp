@@ -10,6 +10,7 @@
 #include "core/util/error.h"
 #include "kernels/adamw.cuh"
 #include "kernels/add.cuh"
+#include "kernels/attn_probs.cuh"
 #include "kernels/attn_softmax.cuh"
 #include "kernels/cast.cuh"
 #include "kernels/cross_entropy.cuh"
@@ -446,6 +447,7 @@ void CudaBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy,
 }
 
 // --- naive attention, one head at a time; batched over B with cublasGemmStridedBatchedEx ---
+// (the probabilities of bf16 models with d in {32, 64, 128}: one fused kernel for all heads)
 
 void CudaBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a) {
   const char* op = "attn_softmax_fwd";
@@ -454,6 +456,11 @@ void CudaBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const
   check_float(probs, op, "probs", probs_numel(a));
   check_same(qkv, {&probs}, op);
   activate();
+  if (fused_probs_ && kernels::attn_probs_supported(ft(qkv), a.d, qkv.data)) {
+    kernels::attn_probs_fwd(ft(qkv), qkv.data, probs.data, a.B, a.S, a.heads, a.kv_heads, a.d,
+                            a.scale, compute_);
+    return;
+  }
   const int S = a.S, d = a.d, g = a.group();
   const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
   const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;

@@ -1,0 +1,19 @@
+// Naive attention's probabilities in one kernel per op: the causal softmax of the scaled scores
+// Q K^T, written as probs [B, heads, S, S] (zeros above the diagonal), from the packed qkv
+// [B, S, (heads + 2 kv_heads) * d] of every head at once. Two passes over the key tiles of a
+// query tile with tensor cores: the row max and sum of exponentials, then the probabilities;
+// the [S, S] scores never go to memory (the cuBLAS path writes them as fp32 and reads them back).
+#pragma once
+#include <cstdint>
+
+#include "kernels/launch.cuh"
+
+namespace remat::kernels {
+
+// Whether attn_probs_fwd runs these arguments: bf16, d in {32, 64, 128}, qkv 16-byte aligned.
+bool attn_probs_supported(FType t, int d, const void* qkv);
+
+void attn_probs_fwd(FType t, const void* qkv, void* probs, int B, int S, int heads, int kv_heads,
+                    int d, float scale, cudaStream_t s);
+
+}  // namespace remat::kernels
