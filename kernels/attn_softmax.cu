@@ -62,6 +62,19 @@ __global__ void __launch_bounds__(256)
   (void)i;
 }
 
+// One warp per row (b, i): zeros in columns i + 1 .. S - 1.
+template <class T>
+__global__ void __launch_bounds__(256)
+    zero_above_diag_kernel(T* __restrict__ x, int B, int S, int heads, int h) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (row >= static_cast<std::int64_t>(B) * S) return;
+  const std::int64_t b = row / S;
+  const int i = static_cast<int>(row % S);
+  T* dst = x + ((b * heads + h) * S + i) * static_cast<std::int64_t>(S);
+  for (int j = i + 1 + lane; j < S; j += 32) dst[j] = from_f<T>(0.0f);
+}
+
 }  // namespace
 
 void attn_softmax_fwd_head(FType t, const float* scores, void* probs, int B, int S, int heads,
@@ -102,6 +115,17 @@ void attn_causal_store_head(FType t, const float* src, void* dp, int B, int S, i
     causal_store_kernel<float><<<blocks, 256, 0, s>>>(src, static_cast<float*>(dp), B, S, heads,
                                                       h, acc);
   check_launch("attn_causal_store");
+}
+
+void attn_zero_above_diag_head(FType t, void* x, int B, int S, int heads, int h, cudaStream_t s) {
+  const std::int64_t rows = static_cast<std::int64_t>(B) * S;
+  if (rows <= 0) return;
+  const unsigned blocks = static_cast<unsigned>((rows + 7) / 8);
+  if (t == FType::BF16)
+    zero_above_diag_kernel<bf16><<<blocks, 256, 0, s>>>(static_cast<bf16*>(x), B, S, heads, h);
+  else
+    zero_above_diag_kernel<float><<<blocks, 256, 0, s>>>(static_cast<float*>(x), B, S, heads, h);
+  check_launch("attn_zero_above_diag");
 }
 
 }  // namespace remat::kernels

@@ -14,7 +14,11 @@ void attn_softmax_fwd_head(FType t, const float* scores, void* probs, int B, int
 void attn_softmax_bwd_head(FType t, const void* probs, const void* dprobs, void* ds, int B, int S,
                            int heads, int h, cudaStream_t s);
 // dp[b, h, i, j] = src[b, i, j] for j <= i (acc: +=); above the diagonal 0 (acc: unchanged).
+// (The product can also be written straight into dp's head slice; then only the zeros above
+// the diagonal remain to be stored: attn_zero_above_diag_head.)
 void attn_causal_store_head(FType t, const float* src, void* dp, int B, int S, int heads, int h,
                             bool acc, cudaStream_t s);
+// x[b, h, i, j] = 0 for j > i; the rest of the head's slice is left as it is.
+void attn_zero_above_diag_head(FType t, void* x, int B, int S, int heads, int h, cudaStream_t s);
 
 }  // namespace remat::kernels

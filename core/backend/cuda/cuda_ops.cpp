@@ -557,16 +557,28 @@ void CudaBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& 
   const char* in = static_cast<const char*>(qkv.data);
   const char* P = static_cast<const char*>(p.data);
   const char* dO = static_cast<const char*>(dctx.data);
+  char* DP = static_cast<char*>(dp.data);
   char* out = static_cast<char*>(dqkv.data);
   const std::int64_t sSS = static_cast<std::int64_t>(S) * S;
   for (int h = 0; h < a.heads; ++h) {
     const std::size_t voff = static_cast<std::size_t>(a.heads + a.kv_heads + h / g) * d * esz;
     const char* dOh = dO + static_cast<std::size_t>(h) * d * esz;
-    // dP'[j, i] = V'[d, j]^T dctx'[d, i] (fp32), then stored below the diagonal.
-    gemm_->batched(true, false, S, S, d, in + voff, cdt(qkv), W, static_cast<std::int64_t>(S) * W,
-                   dOh, cdt(dctx), Hc, static_cast<std::int64_t>(S) * Hc, tmp, CUDA_R_32F, S, sSS,
-                   a.B, 1.0f, 0.0f, op);
-    kernels::attn_causal_store_head(ft(dp), tmp, dp.data, a.B, S, a.heads, h, acc_dp, compute_);
+    if (acc_dp) {
+      // dP'[j, i] = V'[d, j]^T dctx'[d, i] (fp32), then added below the diagonal.
+      gemm_->batched(true, false, S, S, d, in + voff, cdt(qkv), W,
+                     static_cast<std::int64_t>(S) * W, dOh, cdt(dctx), Hc,
+                     static_cast<std::int64_t>(S) * Hc, tmp, CUDA_R_32F, S, sSS, a.B, 1.0f, 0.0f,
+                     op);
+      kernels::attn_causal_store_head(ft(dp), tmp, dp.data, a.B, S, a.heads, h, true, compute_);
+    } else {
+      // Straight into dp's head slice (rounded once, as the store would), then the zeros above
+      // the diagonal: no fp32 round trip through the scratch.
+      gemm_->batched(true, false, S, S, d, in + voff, cdt(qkv), W,
+                     static_cast<std::int64_t>(S) * W, dOh, cdt(dctx), Hc,
+                     static_cast<std::int64_t>(S) * Hc, DP + static_cast<std::size_t>(h) * sSS * esz,
+                     cdt(dp), S, static_cast<std::int64_t>(a.heads) * sSS, a.B, 1.0f, 0.0f, op);
+      kernels::attn_zero_above_diag_head(ft(dp), dp.data, a.B, S, a.heads, h, compute_);
+    }
     // dV'[d, j] += dctx'[d, i] P'[j, i]^T
     gemm_->batched(false, true, d, S, S, dOh, cdt(dctx), Hc, static_cast<std::int64_t>(S) * Hc,
                    P + static_cast<std::size_t>(h) * sSS * esz, cdt(p), S,
