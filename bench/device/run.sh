@@ -4,8 +4,9 @@
 # records raw CUPTI buffers of a small run (test data for the replay tests), sweeps gpt2-124m
 # (batch 8, seq 1024) over every policy on CUDA with both attentions, runs the PyTorch anchor
 # when PyTorch is there, and prints a short table last. Results go to $OUT.
-# `run.sh tests` runs the gpu tests alone; `run.sh speed` runs the speed check (speed.sh beside
-# this file: cuda_bench, the PyTorch anchors, the sweeps, and the table of speed targets last).
+# `run.sh tests` runs the gpu tests alone; `run.sh speed` runs them and then the speed check
+# (speed.sh beside this file: cuda_bench, the PyTorch anchors, the sweeps, and the table of
+# speed targets last).
 set -u
 t_start=$(date +%s)
 final="${OUT:-/tmp/remat-out}"
@@ -18,11 +19,6 @@ B="$R/bin/rematlab-batch"
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 
-if [ "${1:-}" = speed ]; then  # the speed check instead of the tests and the default sweeps
-  . "$(dirname "$0")/speed.sh"
-  exit $status
-fi
-
 echo "== gpu tests"
 t0=$(date +%s)
 timeout 240 "$R/bin/remat_gpu_tests" --gtest_brief=1 > "$out/gpu_tests.log" 2>&1
@@ -33,6 +29,12 @@ passed=$(grep -o '\[  PASSED  \] [0-9]* test' "$out/gpu_tests.log" | grep -o '[0
 failed=$(grep -c '\[  FAILED  \].*(' "$out/gpu_tests.log" || true)
 if [ "$rc" -ne 0 ] || [ "${skipped:-0}" -ne 0 ]; then status=1; echo "GPU TESTS: rc=$rc skipped=$skipped"; fi
 echo "gpu tests took $(( $(date +%s) - t0 )) s"
+gpu_tests_line="gpu tests: passed=${passed:-0} failed=${failed:-0} skipped=${skipped:-0} rc=$rc"
+
+if [ "${1:-}" = speed ]; then  # after the tests, the speed check instead of the default sweeps
+  . "$(dirname "$0")/speed.sh"
+  exit $status
+fi
 
 if [ "${1:-}" = tests ]; then  # only the gpu tests
   tar -C /tmp -czf "$final/results.tgz" remat-results 2>/dev/null

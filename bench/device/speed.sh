@@ -1,8 +1,9 @@
 # The speed check, `bash bench/device/run.sh speed` on the GPU machine: sourced by run.sh after
-# it unpacked the bundle (uses its R, B, out, final, status and t_start). Runs, in this order,
-# cuda_bench, the SDPA anchor, our gpt2-124m sweeps (flash with memory budgets, naive; CUPTI on),
-# the torch.compile anchor and the PyTorch eager anchor, then prints one table of the speed
-# targets last (speed_table.py). Everything must end within 8 minutes of run.sh's start: each
+# it unpacked the bundle and ran the gpu tests (uses its R, B, out, final, status, t_start and
+# gpu_tests_line). Runs, in this order, cuda_bench, the SDPA anchor, our gpt2-124m sweeps (flash
+# with memory budgets and deeper offload prefetch, naive; CUPTI on), the torch.compile anchor,
+# the PyTorch eager anchor and cuda_bench's steps again under each REMAT_CUPTI_API variant, then
+# prints the tests' line and one table of the speed targets last (speed_table.py). Everything must end within 8 minutes of run.sh's start: each
 # piece runs under `timeout`, cut to what is left before the deadline (REMAT_SPEED_BUDGET_S
 # seconds after the start, 450 by default), most important first; a piece cut short leaves the
 # JSON lines it printed so far.
@@ -94,4 +95,5 @@ python3 "$here/speed_table.py" "$out" --out "$out/speed_table.txt" > /dev/null 2
 tar -C /tmp -czf "$final/results.tgz" remat-results 2>/dev/null
 echo "speed check took $(( $(date +%s) - t_start )) s, status $status"
 echo
+echo "${gpu_tests_line:-gpu tests: not run}"
 cat "$out/speed_table.txt" 2>/dev/null
