@@ -13,7 +13,7 @@
 // Runs without CUPTI come first, so no figure but the CUPTI-on steps ever runs after CUPTI was
 // enabled in this process.
 //
-// Usage: cuda_bench [--quick] [--model NAME] [--device N] [--only steps,gemm,link,flash]
+// Usage: cuda_bench [--quick] [--model NAME] [--device N] [--only steps,gemm,link,flash,head]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -386,6 +386,47 @@ void flash_kernels(const Options& o) {
   }
 }
 
+// --- the head (logits in chunks, cross-entropy, both gradients) at several chunk sizes ---
+
+void head_chunks(const Options& o) {
+  ModelConfig m = resolve_model(o.model);
+  const std::int64_t rows = m.tokens();
+  const int H = m.hidden, V = m.vocab;
+  for (std::size_t mib : {64, 128, 256}) {
+    const std::string what = "head_loss chunk " + std::to_string(mib) + " MiB";
+    attempt(what, [&] {
+      std::unique_ptr<Backend> be = make_backend(o.device);
+      cuda::CudaBackend& g = as_cuda(*be);
+      g.set_head_chunk_bytes(mib << 20);
+      const std::int64_t chunk = cuda::CudaBackend::head_chunk_rows(rows, V, mib << 20);
+      const std::size_t n = static_cast<std::size_t>(chunk) * V;
+      Scratch s(g, cuda::CudaBackend::kGemmWorkspace + n * 6 + (std::size_t{1} << 20));
+      Tensor x = s.get(DType::BF16, rows * H), dx = s.get(DType::BF16, rows * H);
+      Tensor W = s.get(DType::BF16, static_cast<std::int64_t>(V) * H);
+      Tensor dW = s.get(DType::BF16, static_cast<std::int64_t>(V) * H);
+      Tensor targets = s.get(DType::I32, rows), losses = s.get(DType::F32, rows);
+      fill_bf16(g, x, 5);
+      fill_bf16(g, W, 6);
+      g.fill_zero(dW);
+      std::vector<std::int32_t> tg(static_cast<std::size_t>(rows));
+      for (std::size_t i = 0; i < tg.size(); ++i) tg[i] = static_cast<std::int32_t>((i * 7919) % V);
+      g.write_bytes(targets, tg.data());
+      EventTimer tm;
+      const int warm = 2, reps = o.quick ? 3 : 10;
+      const double ms = tm.median_ms(g.compute_stream(), [&] {
+        g.head_loss(x, W, targets, losses, dx, dW, rows, H, V, 1.0f / static_cast<float>(rows));
+      }, warm, reps);
+      const double flops = 3.0 * 2.0 * static_cast<double>(rows) * H * V;
+      emit({{"figure", "head_loss"}, {"model", m.name}, {"rows", rows}, {"H", H}, {"V", V},
+            {"chunk_mib", mib}, {"chunk_rows", chunk}, {"chunks", (rows + chunk - 1) / chunk},
+            {"ms", ms}, {"tflops", flops / ms / 1e9},
+            {"workspace_bytes", g.workspace_bytes(m)}});
+      note(what + fmt(": %.0f rows a chunk, %.3f ms (%.1f TFLOP/s incl. the cross-entropy)",
+                      static_cast<double>(chunk), ms, flops / ms / 1e9));
+    });
+  }
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -406,7 +447,7 @@ Options parse(int argc, char** argv) {
       while (std::getline(ss, g, ','))
         if (!g.empty()) o.only.insert(g);
     } else if (a == "--help" || a == "-h") {
-      std::printf("usage: cuda_bench [--quick] [--model NAME] [--device N] [--only steps,gemm,link,flash]\n");
+      std::printf("usage: cuda_bench [--quick] [--model NAME] [--device N] [--only steps,gemm,link,flash,head]\n");
       std::exit(0);
     } else {
       throw Error("unknown argument '" + a + "' (see --help)");
@@ -461,6 +502,7 @@ int main(int argc, char** argv) {
   if (o.wants("gemm")) ceiling = gemm_ceiling(o);
   if (o.wants("link")) host_link(o);
   if (o.wants("flash")) flash_kernels(o);
+  if (o.wants("head")) head_chunks(o);
   if (o.wants("steps")) {
     add(step_figure(o, AttentionImpl::Naive, true, false));
     add(step_figure(o, AttentionImpl::Flash, true, false));

@@ -61,6 +61,14 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     else if (v == "gemm") fused_probs_ = false;
     else throw Error("REMAT_ATTN_PROBS must be fused or gemm, got '" + v + "'");
   }
+  if (const char* e = std::getenv("REMAT_HEAD_CHUNK_MIB")) {
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (end == e || *end != '\0' || v < 1 || v > 65536)
+      throw Error(std::string("REMAT_HEAD_CHUNK_MIB must be a whole number of MiB in [1, 65536], got '") +
+                  e + "'");
+    head_chunk_bytes_ = static_cast<std::size_t>(v) << 20;
+  }
 }
 
 CudaBackend::~CudaBackend() {
@@ -90,9 +98,9 @@ MemoryResource& CudaBackend::memory(Space s) {
                             : static_cast<MemoryResource&>(*host_pool_);
 }
 
-std::int64_t CudaBackend::head_chunk_rows(std::int64_t rows, int V) {
-  // fp32 logits of a chunk stay near 64 MiB; chunks are multiples of 64 rows.
-  const std::int64_t budget = std::int64_t{64} << 20;
+std::int64_t CudaBackend::head_chunk_rows(std::int64_t rows, int V, std::size_t chunk_bytes) {
+  // fp32 logits of a chunk stay near chunk_bytes; chunks are multiples of 64 rows.
+  const std::int64_t budget = static_cast<std::int64_t>(chunk_bytes);
   std::int64_t c = budget / (static_cast<std::int64_t>(std::max(V, 1)) * 4);
   c = c / 64 * 64;
   if (c < 64) c = 64;
@@ -111,7 +119,7 @@ std::uint64_t CudaBackend::workspace_bytes(const ModelConfig& m) const {
     take(kernels::flash_bwd_scratch_bytes(m.batch, m.heads, m.seq));
   // Head: fp32 logits and dlogits of one chunk.
   {
-    const std::int64_t c = head_chunk_rows(tokens, m.vocab);
+    const std::int64_t c = head_chunk_rows(tokens, m.vocab, head_chunk_bytes_);
     const std::size_t n = static_cast<std::size_t>(c) * m.vocab;
     take(align256(n * 4) + align256(n * act));
   }
@@ -216,6 +224,7 @@ std::vector<std::pair<std::string, std::string>> CudaBackend::describe() const {
   d.emplace_back("flash_attention", impl);
   d.emplace_back("naive_attention_probs", fused_probs_ ? "fused kernel (bf16, d 32/64/128)" : "cuBLAS scores + softmax");
   d.emplace_back("gemm_workspace_bytes", std::to_string(kGemmWorkspace));
+  d.emplace_back("head_chunk_bytes", std::to_string(head_chunk_bytes_));
   return d;
 }
 

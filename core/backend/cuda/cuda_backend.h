@@ -129,8 +129,13 @@ class CudaBackend final : public Backend {
   // cuBLAS scores in fp32 plus a softmax kernel per head. Env REMAT_ATTN_PROBS=fused|gemm.
   void set_fused_probs(bool on) { fused_probs_ = on; }
   bool fused_probs() const { return fused_probs_; }
-  // Rows of the head's logits chunk for these sizes (a function of rows and V only).
-  static std::int64_t head_chunk_rows(std::int64_t rows, int V);
+  // Rows of the head's logits chunk: fp32 logits of about chunk_bytes, in multiples of 64 rows.
+  static std::int64_t head_chunk_rows(std::int64_t rows, int V,
+                                      std::size_t chunk_bytes = kHeadChunkBytes);
+  static constexpr std::size_t kHeadChunkBytes = std::size_t{64} << 20;
+  // The chunk this backend uses (workspace_bytes follows it). Env REMAT_HEAD_CHUNK_MIB.
+  void set_head_chunk_bytes(std::size_t b) { head_chunk_bytes_ = b; }
+  std::size_t head_chunk_bytes() const { return head_chunk_bytes_; }
   static constexpr std::size_t kGemmWorkspace = std::size_t{32} << 20;
 
  private:
@@ -148,6 +153,7 @@ class CudaBackend final : public Backend {
   std::size_t ws_bytes_ = 0;
   kernels::FlashImpl flash_impl_ = kernels::FlashImpl::Auto;
   bool fused_probs_ = true;
+  std::size_t head_chunk_bytes_ = kHeadChunkBytes;
   cudaDeviceProp props_{};
 };
 

@@ -662,7 +662,7 @@ void CudaBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targ
   check_float(dW, op, "dW", VH);
   check_same(x, {&W, &dx, &dW}, op);
   activate();
-  const std::int64_t chunk = head_chunk_rows(rows, V);
+  const std::int64_t chunk = head_chunk_rows(rows, V, head_chunk_bytes_);
   const std::size_t n = static_cast<std::size_t>(chunk) * V;
   const std::size_t esz = x.dtype == DType::BF16 ? 2 : 4;
   char* ws = scratch(align256(n * 4) + align256(n * esz), op);
