@@ -308,6 +308,9 @@ __global__ void __launch_bounds__(128) flash_bwd_dkdv_tc(FlashDev p) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[i][e] = dv[i][e] = 0.0f;
   const int krow_a = key0 + warp * 16 + (lane >> 2);
+  // This block's K and V fragments never change: kept in registers where they fit (d <= 64).
+  constexpr bool kHoist = D <= 64;
+  std::uint32_t kf[kHoist ? D / 16 : 1][4], vf[kHoist ? D / 16 : 1][4];
 
   for (int it = 0; it < total; ++it) {
     if (it + 1 < total) {
@@ -331,11 +334,26 @@ __global__ void __launch_bounds__(128) flash_bwd_dkdv_tc(FlashDev p) {
     for (int i = 0; i < BMQ / 8; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) sT[i][e] = dpT[i][e] = 0.0f;
+    if (kHoist && it == 0) {
+#pragma unroll
+      for (int kk = 0; kk < (kHoist ? D / 16 : 0); ++kk) {
+        ldmatrix_x4(kf[kk], Ks + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+        ldmatrix_x4(vf[kk], Vs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+      }
+    }
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       std::uint32_t ka[4], va[4];
-      ldmatrix_x4(ka, Ks + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
-      ldmatrix_x4(va, Vs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+      if constexpr (kHoist) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          ka[e] = kf[kk][e];
+          va[e] = vf[kk][e];
+        }
+      } else {
+        ldmatrix_x4(ka, Ks + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+        ldmatrix_x4(va, Vs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+      }
 #pragma unroll
       for (int np = 0; np < BMQ / 16; ++np) {
         std::uint32_t bq[4], bo[4];
