@@ -27,7 +27,9 @@ __global__ void __launch_bounds__(256)
   for (int j = lane; j < S; j += 32) dst[j] = from_f<T>(j <= i ? expf(src[j] - mx) / sum : 0.0f);
 }
 
-template <class T>
+// One warp per row; lanes take VEC consecutive elements at a time (VEC > 1 needs S % VEC == 0
+// and aligned rows). Above the diagonal nothing is read and zeros are written.
+template <int VEC, class T>
 __global__ void __launch_bounds__(256)
     softmax_bwd_kernel(const T* __restrict__ probs, const T* __restrict__ dprobs,
                        T* __restrict__ ds, int B, int S, int heads, int h) {
@@ -41,10 +43,28 @@ __global__ void __launch_bounds__(256)
   const T* dP = dprobs + pr;
   T* out = ds + row * S;
   float rs = 0.0f;
-  for (int j = lane; j <= i; j += 32) rs += to_f(P[j]) * to_f(dP[j]);
+  for (int j = lane * VEC; j <= i; j += 32 * VEC) {
+    float p[VEC], g[VEC];
+    load_vec<VEC>(P + j, p);
+    load_vec<VEC>(dP + j, g);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) rs += j + k <= i ? p[k] * g[k] : 0.0f;
+  }
   rs = warp_sum(rs);
-  for (int j = lane; j < S; j += 32)
-    out[j] = from_f<T>(j <= i ? to_f(P[j]) * (to_f(dP[j]) - rs) : 0.0f);
+  for (int j = lane * VEC; j < S; j += 32 * VEC) {
+    float o[VEC];
+    if (j <= i) {
+      float p[VEC], g[VEC];
+      load_vec<VEC>(P + j, p);
+      load_vec<VEC>(dP + j, g);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) o[k] = j + k <= i ? p[k] * (g[k] - rs) : 0.0f;
+    } else {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) o[k] = 0.0f;
+    }
+    store_vec<VEC>(out + j, o);
+  }
 }
 
 template <class T>
@@ -92,14 +112,20 @@ void attn_softmax_fwd_head(FType t, const float* scores, void* probs, int B, int
 void attn_softmax_bwd_head(FType t, const void* probs, const void* dprobs, void* ds, int B, int S,
                            int heads, int h, cudaStream_t s) {
   const unsigned blocks = static_cast<unsigned>((static_cast<std::int64_t>(B) * S + 7) / 8);
-  if (t == FType::BF16)
-    softmax_bwd_kernel<bf16><<<blocks, 256, 0, s>>>(static_cast<const bf16*>(probs),
-                                                    static_cast<const bf16*>(dprobs),
-                                                    static_cast<bf16*>(ds), B, S, heads, h);
-  else
-    softmax_bwd_kernel<float><<<blocks, 256, 0, s>>>(static_cast<const float*>(probs),
-                                                     static_cast<const float*>(dprobs),
-                                                     static_cast<float*>(ds), B, S, heads, h);
+  const bool aligned = aligned_to(probs, 16) && aligned_to(dprobs, 16) && aligned_to(ds, 16);
+  if (t == FType::BF16) {
+    auto* p = static_cast<const bf16*>(probs);
+    auto* g = static_cast<const bf16*>(dprobs);
+    auto* o = static_cast<bf16*>(ds);
+    if (aligned && S % 8 == 0) softmax_bwd_kernel<8, bf16><<<blocks, 256, 0, s>>>(p, g, o, B, S, heads, h);
+    else softmax_bwd_kernel<1, bf16><<<blocks, 256, 0, s>>>(p, g, o, B, S, heads, h);
+  } else {
+    auto* p = static_cast<const float*>(probs);
+    auto* g = static_cast<const float*>(dprobs);
+    auto* o = static_cast<float*>(ds);
+    if (aligned && S % 4 == 0) softmax_bwd_kernel<4, float><<<blocks, 256, 0, s>>>(p, g, o, B, S, heads, h);
+    else softmax_bwd_kernel<1, float><<<blocks, 256, 0, s>>>(p, g, o, B, S, heads, h);
+  }
   check_launch("attn_softmax_bwd");
 }
 

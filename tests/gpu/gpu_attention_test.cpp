@@ -249,7 +249,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{DType::BF16, 1, 77, 2, 2, 40, 0.0f},
                       Case{DType::BF16, 1, 1024, 2, 1, 64, 0.1f},
                       Case{DType::BF16, 1, 300, 4, 2, 128, 0.0f},
-                      Case{DType::BF16, 1, 129, 3, 1, 64, 0.0f}),
+                      Case{DType::BF16, 1, 129, 3, 1, 64, 0.0f},
+                      Case{DType::F32, 1, 96, 2, 2, 32, 0.0f}),
     case_name);
 
 }  // namespace
