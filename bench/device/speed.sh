@@ -57,12 +57,14 @@ fi
 policies=none,selective,uniform,uniform:segments=12,revolve:snapshots=3,offload,offload:what=checkpoints
 # Offload with deeper prefetch (and so more blocks kept): both copy directions overlap.
 piece sweep_flash 120 sweep_flash.json "$B" sweep --model gpt2-124m --device cuda --attention flash \
-  --policies "$policies,offload:prefetch=3,offload:prefetch=5" --memory-budgets 1200MiB,600MiB \
+  --policies "$policies,offload:prefetch=3,offload:prefetch=5,offload:what=checkpoints,prefetch=2" \
+  --memory-budgets 1200MiB,600MiB \
   --steps 10 --warmup 2 \
   --out /tmp/sweep-flash --force --json
 show_sweep "$out/sweep_flash.json"
 piece sweep_naive 100 sweep_naive.json "$B" sweep --model gpt2-124m --device cuda --attention naive \
-  --policies "$policies" --steps 10 --warmup 2 --out /tmp/sweep-naive --force --json
+  --policies "$policies,offload:what=checkpoints,prefetch=2" --steps 10 --warmup 2 \
+  --out /tmp/sweep-naive --force --json
 show_sweep "$out/sweep_naive.json"
 tar -C /tmp -czf "$out/sweeps.tgz" --exclude='memory_events.csv' --exclude='trace.json' sweep-flash sweep-naive 2>/dev/null
 

@@ -129,6 +129,17 @@ def find_run(runs, policy, **params):
     return None, "%s: not in the sweep" % label
 
 
+def find_runs(runs, policy, **params):
+    """Every complete run of `policy` whose params include `params` (sweep order)."""
+    out = []
+    for r in runs or []:
+        p = params_of(r)
+        if r.get("policy") == policy and r.get("complete") and \
+                all(p.get(k) == str(v) for k, v in params.items()):
+            out.append(r)
+    return out
+
+
 def ms(r):
     return float(r["step_time_ms_median"])
 
@@ -250,38 +261,54 @@ def link_gbs(data):
 
 
 def rows_offload(data, layers):
+    """Each offload target with the best run of the sweep's offload variants (prefetch depths)."""
     rows = []
     h2d, d2h = link_gbs(data)
     for attn in ("flash", "naive"):
         runs = data["sweeps"][attn]
         row = Row("offload:what=activations step (%s)" % attn, target="<= 1.10 x max(none, bytes each way / link)")
-        off, why_o = find_run(runs, "offload", what="activations")
+        _, why_o = find_run(runs, "offload", what="activations")
         none, why_n = find_run(runs, "none")
-        summ = off.get("_summary") if off else None
-        nbytes = sum(summ.get("host_bytes_per_block") or []) if isinstance(summ, dict) else None
         missing = [w for w in (why_o, why_n) if w]
-        if off and not nbytes:
-            missing.append("offloaded bytes unknown (no summary.json with host_bytes_per_block)")
         if not (h2d and d2h):
             missing.append("no host-link bandwidth from cuda_bench")
-        if missing:
-            row.notes.append(reasons(*missing))
-        else:
+        best = None  # (step / bound, run, bound, bytes)
+        for off in ([] if missing else find_runs(runs, "offload", what="activations")):
+            summ = off.get("_summary")
+            nbytes = sum(summ.get("host_bytes_per_block") or []) if isinstance(summ, dict) else None
+            if not nbytes:
+                continue
             link_ms = max(nbytes / (h2d * 1e6), nbytes / (d2h * 1e6))
             bound = 1.10 * max(ms(none), link_ms)
-            row.ours = "%.2f ms" % ms(off)
+            if best is None or ms(off) / bound < best[0]:
+                best = (ms(off) / bound, off, bound, nbytes, link_ms)
+        if missing:
+            row.notes.append(reasons(*missing))
+        elif best is None:
+            row.notes.append(reasons("offloaded bytes unknown (no summary.json with host_bytes_per_block)"))
+        else:
+            _, off, bound, nbytes, link_ms = best
+            row.ours = "%.2f ms (%s)" % (ms(off), off.get("params", ""))
             row.target = "<= 1.10 x max(%.2f, %.2f GiB / link = %.2f) = %.2f ms" % (ms(none), nbytes / GIB, link_ms, bound)
             row.verdict = verdict(ms(off) <= bound)
         rows.append(row)
     for attn in ("flash", "naive"):
         runs = data["sweeps"][attn]
         row = Row("offload:what=checkpoints / uniform segments=L (%s)" % attn, target="<= 1.03, lower peak")
-        a, why_a = find_run(runs, "offload", what="checkpoints")
+        _, why_a = find_run(runs, "offload", what="checkpoints")
         b, why_b = find_run(runs, "uniform", segments=layers)
-        if a and b and ms(b) > 0:
+        cands = [a for a in find_runs(runs, "offload", what="checkpoints")
+                 if b and ms(b) > 0 and a["peak_bytes"] < b["peak_bytes"]]
+        if cands:
+            a = min(cands, key=ms)
             x = ms(a) / ms(b)
-            row.ours = "%.3f, peak %.2f vs %.2f GiB" % (x, a["peak_bytes"] / GIB, b["peak_bytes"] / GIB)
-            row.verdict = verdict(x <= 1.03 and a["peak_bytes"] < b["peak_bytes"])
+            row.ours = "%.3f, peak %.2f vs %.2f GiB (%s)" % (x, a["peak_bytes"] / GIB, b["peak_bytes"] / GIB,
+                                                         a.get("params", ""))
+            row.verdict = verdict(x <= 1.03)
+        elif not why_a and not why_b:
+            a, _ = find_run(runs, "offload", what="checkpoints")
+            row.ours = "%.3f, peak %.2f vs %.2f GiB" % (ms(a) / ms(b), a["peak_bytes"] / GIB, b["peak_bytes"] / GIB)
+            row.verdict = verdict(False)
         else:
             row.notes.append(reasons(why_a, why_b))
         rows.append(row)
@@ -456,6 +483,21 @@ def self_test():
         bad.append("a 3% misprediction should miss")
     if "sweep" not in by["`none` flash step time"].ours:
         bad.append("without cuda_bench's step the sweep's none run should be used: " + by["`none` flash step time"].ours)
+    # A deeper-prefetch variant of checkpoint offload that is faster wins the row (naive: 1.052 ->
+    # 1.02); one whose peak is not lower does not count.
+    deep = copy.deepcopy(data)
+    runs = deep["sweeps"]["naive"]
+    base = next(r for r in runs if r.get("policy") == "offload" and "what=checkpoints" in r.get("params", ""))
+    fast, fat = copy.deepcopy(base), copy.deepcopy(base)
+    fast["params"] = "what=checkpoints,prefetch=2"
+    fast["step_time_ms_median"] = base["step_time_ms_median"] / 1.052 * 1.02
+    fat["params"] = "what=checkpoints,prefetch=9"
+    fat["step_time_ms_median"] = base["step_time_ms_median"] / 2
+    fat["peak_bytes"] = 10 * base["peak_bytes"]
+    runs += [fast, fat]
+    row = {r.figure: r for r in build_rows(deep, 12)}["offload:what=checkpoints / uniform segments=L (naive)"]
+    if row.verdict != "met" or "prefetch=2" not in row.ours:
+        bad.append("deeper prefetch variant not chosen: %s %s" % (row.verdict, row.ours))
     # Nothing at all: every target row says no data, and rendering still works.
     with tempfile.TemporaryDirectory() as empty:
         e = load(empty)
