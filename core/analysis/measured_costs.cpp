@@ -1,0 +1,85 @@
+#include "core/analysis/measured_costs.h"
+
+#include <map>
+#include <sstream>
+
+#include "core/util/error.h"
+
+namespace remat {
+
+namespace {
+
+template <typename T>
+std::string text(const T& v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+void check_same_blocks(const ModelConfig& run, const ModelConfig& plan) {
+  auto differs = [](const std::string& field, const std::string& r, const std::string& p) {
+    throw Error("the run's model differs from the planned model in " + field + ": " + r +
+                " in the run, " + p + " in the plan");
+  };
+  auto same = [&](const char* field, auto r, auto p) {
+    if (r != p) differs(field, text(r), text(p));
+  };
+  if (run.arch != plan.arch) differs("architecture", to_string(run.arch), to_string(plan.arch));
+  same("layers", run.layers, plan.layers);
+  same("hidden", run.hidden, plan.hidden);
+  same("heads", run.heads, plan.heads);
+  same("kv_heads", run.kv_heads, plan.kv_heads);
+  same("ffn", run.ffn, plan.ffn);
+  same("vocab", run.vocab, plan.vocab);
+  same("seq", run.seq, plan.seq);
+  same("batch", run.batch, plan.batch);
+  if (run.attention != plan.attention)
+    differs("attention", to_string(run.attention), to_string(plan.attention));
+  if (run.dtype != plan.dtype) differs("dtype", to_string(run.dtype), to_string(plan.dtype));
+  // The rate changes neither the table nor a step's size; dropout on or off changes both.
+  if (run.has_dropout() != plan.has_dropout())
+    differs("dropout", text(run.dropout), text(plan.dropout));
+}
+
+std::vector<double> step_costs_from_ops(const std::vector<OpRecord>& ops,
+                                        const std::vector<StepDef>& steps) {
+  // Summed ns per (step name, block).
+  std::map<std::string, std::map<int, double>> per_block;
+  for (const auto& s : steps) per_block[s.name];
+  for (const auto& o : ops) {
+    if (o.phase != Phase::Forward || o.block < 0) continue;
+    auto it = per_block.find(o.op);
+    if (it == per_block.end()) continue;
+    it->second[o.block] += static_cast<double>(o.end_ns - o.start_ns);
+  }
+  std::vector<double> cost;
+  std::string missing;
+  for (const auto& s : steps) {
+    const auto& blocks = per_block[s.name];
+    if (blocks.empty()) {
+      if (s.flops_fwd != 0) missing += (missing.empty() ? "" : ", ") + s.name;
+      cost.push_back(0.0);
+      continue;
+    }
+    double sum = 0.0;
+    for (const auto& [b, ns] : blocks) sum += ns;
+    cost.push_back(sum / static_cast<double>(blocks.size()));
+  }
+  if (!missing.empty())
+    throw Error("the run has no forward records of the block step" +
+                std::string(missing.find(',') == std::string::npos ? " " : "s ") + missing);
+  return cost;
+}
+
+std::vector<double> measured_step_costs(const Trace& t, const BlockGraph& g) {
+  if (!t.complete)
+    throw Error("the run did not complete (status " + t.status +
+                (t.error.empty() ? "" : ": " + t.error) + ")");
+  if (t.ops.empty()) throw Error("the run has no op records (was it run with --no-profile?)");
+  check_same_blocks(t.model, g.config());
+  return step_costs_from_ops(t.ops, g.steps());
+}
+
+}  // namespace remat
