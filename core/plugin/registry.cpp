@@ -214,7 +214,8 @@ ParamValues PolicyRegistry::check_params(const Policy& p, const std::map<std::st
 }
 
 Schedule PolicyRegistry::plan(const PolicyChoice& choice, const ModelConfig& m,
-                              std::optional<std::uint64_t> memory_budget) const {
+                              std::optional<std::uint64_t> memory_budget,
+                              const StepCosts* costs) const {
   const LoadedPolicy* lp = nullptr;
   for (const auto& l : loaded_)
     if (l.policy->name() == choice.name) lp = &l;
@@ -230,7 +231,19 @@ Schedule PolicyRegistry::plan(const PolicyChoice& choice, const ModelConfig& m,
   ctx.graph = &g;
   ctx.blocks = m.layers;
   ctx.params = check_params(*lp->policy, choice.params, &g);
-  for (const auto& s : g.steps()) ctx.step_cost.push_back(static_cast<double>(s.flops_fwd));
+  if (costs) {
+    if (costs->cost.size() != g.steps().size())
+      throw Error("step costs (" + costs->unit + "): " + std::to_string(costs->cost.size()) +
+                  " given for the " + std::to_string(g.steps().size()) + " steps of a block");
+    for (std::size_t i = 0; i < costs->cost.size(); ++i)
+      if (!std::isfinite(costs->cost[i]) || costs->cost[i] < 0)
+        throw Error("step costs (" + costs->unit + "): the cost of step '" + g.steps()[i].name +
+                    "' is not a finite non-negative number");
+    ctx.step_cost = costs->cost;
+    ctx.cost_unit = costs->unit;
+  } else {
+    for (const auto& s : g.steps()) ctx.step_cost.push_back(static_cast<double>(s.flops_fwd));
+  }
   ctx.memory_budget = memory_budget;
   ctx.activation_peak = [&m](const Schedule& s) { return simulate(m, s, nullptr).activation_peak_bytes; };
   Schedule s;

@@ -28,6 +28,13 @@ struct PolicyChoice {
 };
 PolicyChoice parse_policy_choice(const std::string& text);
 
+// Costs of one forward of each block step (table order) to plan with instead of FLOPs, and
+// their unit (PlanContext::step_cost, cost_unit), e.g. from core/analysis/measured_costs.h.
+struct StepCosts {
+  std::vector<double> cost;
+  std::string unit;
+};
+
 class PolicyRegistry {
  public:
   PolicyRegistry() = default;
@@ -51,9 +58,11 @@ class PolicyRegistry {
   ParamValues check_params(const Policy& p, const std::map<std::string, std::string>& given,
                            const BlockGraph* graph) const;
   // Plans with a policy and validates the result; a plugin that throws or returns an illegal
-  // schedule is reported with its file. Throws Error.
+  // schedule is reported with its file. The policy gets `costs` when given (one finite,
+  // non-negative entry per block step, else Error), else the steps' forward FLOPs. Throws Error.
   Schedule plan(const PolicyChoice& choice, const ModelConfig& m,
-                std::optional<std::uint64_t> memory_budget = std::nullopt) const;
+                std::optional<std::uint64_t> memory_budget = std::nullopt,
+                const StepCosts* costs = nullptr) const;
 
  private:
   std::vector<LoadedPolicy> loaded_;
