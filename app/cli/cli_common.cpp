@@ -9,6 +9,7 @@
 #include "core/model/model_source.h"
 #include "core/schedule/validator.h"
 #include "core/util/error.h"
+#include "step_costs.h"
 
 namespace remat::cli {
 
@@ -48,12 +49,16 @@ ModelConfig ModelOptions::resolve() const {
 
 void PolicyOptions::add(CLI::App& app, bool allow_schedule_file) {
   app.add_option("--policy,-p", policy, "NAME[:param=value,...] (see `list policies`)")->capture_default_str();
+  CLI::Option* file = nullptr;
   if (allow_schedule_file)
-    app.add_option("--schedule", schedule_file, "run a schedule JSON file (from `plan --json`, edited or hand-written)");
+    file = app.add_option("--schedule", schedule_file, "run a schedule JSON file (from `plan --json`, edited or hand-written)");
   app.add_option("--memory-budget", memory_budget, "activation bytes for the budget policy, e.g. 2GiB");
+  CLI::Option* costs = add_costs_from_option(app, costs_from);
+  if (file) costs->excludes(file);
 }
 
-Schedule PolicyOptions::plan(const PolicyRegistry& reg, const ModelConfig& m) const {
+Schedule PolicyOptions::plan(const PolicyRegistry& reg, const ModelConfig& m,
+                             const std::optional<StepCosts>& costs) const {
   if (!schedule_file.empty()) {
     Schedule s = load_schedule_file(schedule_file);
     validate_schedule(s, BlockGraph(m));
@@ -61,7 +66,7 @@ Schedule PolicyOptions::plan(const PolicyRegistry& reg, const ModelConfig& m) co
   }
   std::optional<std::uint64_t> budget;
   if (!memory_budget.empty()) budget = parse_bytes("memory-budget", memory_budget);
-  return reg.plan(parse_policy_choice(policy), m, budget);
+  return reg.plan(parse_policy_choice(policy), m, budget, costs ? &*costs : nullptr);
 }
 
 void load_plugins(PolicyRegistry& reg, bool report) {

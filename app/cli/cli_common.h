@@ -22,14 +22,17 @@ struct ModelOptions {
   ModelConfig resolve() const;  // throws Error / ConfigError
 };
 
-// --policy, --schedule, --memory-budget.
+// --policy, --schedule, --memory-budget, --costs-from.
 struct PolicyOptions {
   std::string policy = "none";
   std::string schedule_file;
   std::string memory_budget;
+  std::string costs_from;  // a run directory (step_costs.h)
   void add(CLI::App& app, bool allow_schedule_file);
-  // The schedule to run for this model (from a plugin or a file), validated.
-  Schedule plan(const PolicyRegistry& reg, const ModelConfig& m) const;
+  // The schedule to run for this model (from a plugin or a file), validated. The plugin plans
+  // with `costs` when given (load_step_costs), else with FLOPs.
+  Schedule plan(const PolicyRegistry& reg, const ModelConfig& m,
+                const std::optional<StepCosts>& costs = std::nullopt) const;
 };
 
 // Loads plugins from the default directories; prints rejected ones to stderr unless quiet.

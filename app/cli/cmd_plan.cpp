@@ -7,6 +7,7 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/engine/simulator.h"
 #include "core/util/error.h"
+#include "step_costs.h"
 
 namespace remat::cli {
 
@@ -22,7 +23,9 @@ int plan(const PlanOptions& o) {
   ModelConfig m = o.model.resolve();
   PolicyRegistry reg;
   load_plugins(reg, !o.json);
-  Schedule s = o.policy.plan(reg, m);
+  const std::optional<StepCosts> costs = load_step_costs(o.policy.costs_from, m);
+  const std::string cost_unit = costs ? costs->unit : kFlopsUnit;
+  Schedule s = o.policy.plan(reg, m, costs);
   CpuBackend cpu(1);
   Prediction p = simulate(m, s, &cpu);
   if (o.json) {
@@ -30,6 +33,7 @@ int plan(const PlanOptions& o) {
     j["model"] = model_to_json(m);
     j["policy"] = s.policy;
     j["policy_params"] = s.params;
+    if (o.policy.schedule_file.empty()) j["cost_unit"] = cost_unit;
     j["predicted_peak_bytes"] = p.peak_bytes;
     j["static_bytes"] = p.static_bytes;
     j["workspace_bytes"] = p.workspace_bytes;
@@ -54,6 +58,7 @@ int plan(const PlanOptions& o) {
             << "block forwards        " << p.block_forwards << " (" << m.layers << " blocks)\n"
             << "recompute FLOPs       " << p.flops.recompute << "\n"
             << "actions               " << s.actions.size() << "\n";
+  if (o.policy.schedule_file.empty()) std::cout << "step costs            " << cost_unit << "\n";
   return 0;
 }
 

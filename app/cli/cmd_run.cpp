@@ -9,6 +9,7 @@
 #include "core/trace/run_dir.h"
 #include "core/trace/summary.h"
 #include "core/util/error.h"
+#include "step_costs.h"
 #include "training.h"
 
 namespace remat::cli {
@@ -53,7 +54,8 @@ int run(const RunOptions& o) {
   ModelConfig m = o.model.resolve();
   PolicyRegistry reg;
   load_plugins(reg, !o.json);
-  Schedule s = o.policy.plan(reg, m);
+  const std::optional<StepCosts> costs = load_step_costs(o.policy.costs_from, m);
+  Schedule s = o.policy.plan(reg, m, costs);
   // Refuse an output directory that would be refused at the end before spending the run on it.
   if (!o.out.empty()) check_output_dir(o.out, o.force);
   std::optional<std::uint64_t> budget;
@@ -62,6 +64,7 @@ int run(const RunOptions& o) {
   Trace t = train(m, s, o.train, budget, [&](double f, const std::string& w) { bar.update(f, w); },
                   &interrupt_flag(), o.weights_in, o.weights_out);
   bar.done();
+  add_costs_provenance(t, costs);
   if (!o.out.empty()) write_run_dir(t, o.out, o.force);
   if (o.json) std::cout << summary_json(t).dump(2) << "\n";
   else if (!t.step_stats.empty()) print_human(t);  // nothing to summarize when refused up front

@@ -15,6 +15,7 @@
 #include "core/trace/run_dir.h"
 #include "core/trace/summary.h"
 #include "core/util/error.h"
+#include "step_costs.h"
 #include "training.h"
 
 namespace fs = std::filesystem;
@@ -55,7 +56,7 @@ namespace {
 struct SweepOptions {
   ModelOptions model;
   TrainOptions train;
-  std::string policies, budgets, out;
+  std::string policies, budgets, out, costs_from;
   bool json = false, force = false;
 };
 
@@ -85,6 +86,8 @@ int sweep(const SweepOptions& o) {
     SteadyClock c;
     make_device(o.train.device, o.train.threads, c, false);
   }
+  const std::optional<StepCosts> costs = load_step_costs(o.costs_from, m);
+  const StepCosts* cost = costs ? &*costs : nullptr;
   std::vector<std::string> texts;
   if (o.policies.empty()) {
     for (const auto& n : reg.names())
@@ -106,7 +109,7 @@ int sweep(const SweepOptions& o) {
     Entry e;
     e.text = text;
     e.label = sanitize(text);
-    e.schedule = reg.plan(parse_policy_choice(text), m);
+    e.schedule = reg.plan(parse_policy_choice(text), m, std::nullopt, cost);
     add(std::move(e));
   }
   if (!o.budgets.empty()) {
@@ -118,7 +121,7 @@ int sweep(const SweepOptions& o) {
       e.budget = parse_bytes("memory-budgets", b);
       e.text = "budget@" + b;
       e.label = sanitize(e.text);
-      e.schedule = reg.plan(PolicyChoice{"budget", {}}, m, e.budget);
+      e.schedule = reg.plan(PolicyChoice{"budget", {}}, m, e.budget, cost);
       add(std::move(e));
     }
   }
@@ -146,6 +149,7 @@ int sweep(const SweepOptions& o) {
                         bar.update((static_cast<double>(i) + f) / n, e.label + ": " + what);
                       },
                       &interrupt_flag());
+      add_costs_provenance(t, costs);
       if (t.status == "cancelled") interrupted = true;
       std::string dir;
       if (!o.out.empty()) {
@@ -172,6 +176,7 @@ int sweep(const SweepOptions& o) {
                            {"runs", runs},
                            {"provenance", {{"program", "rematlab"}, {"version", program_version()},
                                            {"git_commit", program_commit()}}}};
+      if (costs) sj["provenance"][kPlannerCostsKey] = costs->unit;
       csv::OutFile f((fs::path(tmp) / "sweep.json").string());
       f.write(sj.dump(2));
       f.put('\n');
@@ -213,6 +218,7 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
                 "also separates policies");
   c->add_option("--memory-budgets", o->budgets,
                 "comma-separated activation budgets, e.g. 2MiB,4MiB: adds a run of the budget policy for each");
+  add_costs_from_option(*c, o->costs_from);
   o->train.add(*c);
   c->add_option("--out,-o", o->out, "write the sweep here: comparison.csv, sweep.json and a run directory per run");
   c->add_flag("--force", o->force, "replace an existing sweep directory");
