@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/util/error.h"
+#include "kernels/detail/attn_tile.cuh"
 #include "kernels/detail/device_utils.cuh"
 #include "kernels/detail/mma.cuh"
 #include "kernels/detail/tile_load.cuh"
@@ -65,41 +66,14 @@ __global__ void __launch_bounds__(128) attn_probs_tc(ProbsDev p) {
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (it == 0) {
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        ldmatrix_x4(qf[kk], Qs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
-    }
+    if (it == 0) load_q_frags<D, LD>(qf, Qs, warp, lane);
     const bool second = it >= n_kt;
     const int kt = second ? it - n_kt : it;
-    const bf16* Kst = Ks + (it & 1) * BN * LD;
-
-    float s[BN / 8][4];
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[i][e] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-      for (int np = 0; np < BN / 16; ++np) {
-        std::uint32_t bb[4];
-        ldmatrix_x4(bb, Kst + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 +
-                            ((lane >> 3) & 1) * 8);
-        mma_bf16(s[2 * np], qf[kk], bb[0], bb[1]);
-        mma_bf16(s[2 * np + 1], qf[kk], bb[2], bb[3]);
-      }
-    }
     const int key0 = kt * BN;
-#pragma unroll
-    for (int nt = 0; nt < BN / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = key0 + nt * 8 + tq * 2 + (e & 1);
-        const int row = row_a + (e >> 1) * 8;
-        const float v = s[nt][e] * p.scale_log2;
-        s[nt][e] = (key > row || key >= S) ? -INFINITY : v;
-      }
+    float s[BN / 8][4];
+    qk_tile<D, BN, LD>(s, qf, Ks + (it & 1) * BN * LD, lane);
+    const bool need_mask = (key0 + BN - 1 > q0 + warp * 16) || (key0 + BN > S);
+    scale_mask_tile<BN>(s, p.scale_log2, key0, row_a, tq, S, need_mask);
 
     if (!second) {
       // Pass 1: running max and sum of 2^(v - max) per row (a quad of lanes shares a row).

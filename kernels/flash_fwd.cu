@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "kernels/detail/attn_tile.cuh"
 #include "kernels/detail/flash_common.cuh"
 #include "kernels/detail/mma.cuh"
 #include "kernels/detail/tile_load.cuh"
@@ -151,42 +152,15 @@ __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (kt == 0) {
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        ldmatrix_x4(qf[kk], Qs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
-    }
+    if (kt == 0) load_q_frags<D, LD>(qf, Qs, warp, lane);
     const bf16* Kst = Ks + (kt & 1) * BN * LD;
     const bf16* Vst = Vs + (kt & 1) * BN * LD;
 
     float s[BN / 8][4];
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[i][e] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-      for (int np = 0; np < BN / 16; ++np) {
-        std::uint32_t bb[4];
-        ldmatrix_x4(bb, Kst + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 +
-                            ((lane >> 3) & 1) * 8);
-        mma_bf16(s[2 * np], qf[kk], bb[0], bb[1]);
-        mma_bf16(s[2 * np + 1], qf[kk], bb[2], bb[3]);
-      }
-    }
+    qk_tile<D, BN, LD>(s, qf, Kst, lane);
     const int key0 = kt * BN;
     const bool need_mask = (key0 + BN - 1 > q0 + warp * 16) || (key0 + BN > S);
-#pragma unroll
-    for (int nt = 0; nt < BN / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = key0 + nt * 8 + tq * 2 + (e & 1);
-        const int row = row_a + (e >> 1) * 8;
-        float v = s[nt][e] * p.scale_log2;
-        if (need_mask && (key > row || key >= S)) v = -INFINITY;
-        s[nt][e] = v;
-      }
+    scale_mask_tile<BN>(s, p.scale_log2, key0, row_a, tq, S, need_mask);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = -INFINITY;

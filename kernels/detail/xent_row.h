@@ -72,29 +72,12 @@ REMAT_HD void row_stride(int V, int tid, int nt, Load&& load, Emit&& emit) {
 }
 
 // The (max, sum) pair of the part of a row that row_stride<VEC, U> gives thread `tid` of `nt`.
-// The U groups of one round are added with one rescale.
 template <int VEC, int U, class Load>
 REMAT_HD MaxSum row_maxsum_partial(int V, int tid, int nt, Load&& load) {
   MaxSum acc = maxsum_empty();
-  const int nv = V / VEC;
-  int i = tid;
-  for (; i + (U - 1) * nt < nv; i += U * nt) {
-    float f[U][VEC];
-#pragma unroll
-    for (int u = 0; u < U; ++u) load((i + u * nt) * VEC, f[u]);
-    acc = maxsum_add<U * VEC>(acc, &f[0][0]);
-  }
-  for (; i < nv; i += nt) {
-    float f[VEC];
-    load(i * VEC, f);
-    acc = maxsum_add<VEC>(acc, f);
-  }
-  if (VEC > 1)
-    for (int j = nv * VEC + tid; j < V; j += nt) {
-      float f[1];
-      load(j, f);
-      acc = maxsum_add<1>(acc, f);
-    }
+  row_stride<VEC, U>(V, tid, nt, load, [&](int, auto& f) {
+    acc = maxsum_add<sizeof(f) / sizeof(float)>(acc, f);
+  });
   return acc;
 }
 

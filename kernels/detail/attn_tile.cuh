@@ -1,0 +1,61 @@
+// Warp-level pieces of the tensor-core attention kernels that look at score tiles: a warp owns
+// 16 query rows (rows row_a and row_a + 8 of each C fragment, row_a = q0 + 16 warp + lane / 4)
+// and multiplies them with a tile of BN keys held in shared memory (row pitch LD elements).
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/detail/device_utils.cuh"
+#include "kernels/detail/mma.cuh"
+
+namespace remat::kernels::detail {
+
+// The A fragments of the warp's 16 rows of Q (shared memory, pitch LD), D / 16 of them.
+template <int D, int LD>
+__device__ __forceinline__ void load_q_frags(std::uint32_t (&qf)[D / 16][4], const bf16* Qs,
+                                             int warp, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    ldmatrix_x4(qf[kk], Qs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+}
+
+// s = Q K^T for the warp's rows against the BN keys of Kst (fp32 accumulators).
+template <int D, int BN, int LD>
+__device__ __forceinline__ void qk_tile(float (&s)[BN / 8][4], const std::uint32_t (&qf)[D / 16][4],
+                                        const bf16* Kst, int lane) {
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[i][e] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+    for (int np = 0; np < BN / 16; ++np) {
+      std::uint32_t bb[4];
+      ldmatrix_x4(bb, Kst + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 +
+                          ((lane >> 3) & 1) * 8);
+      mma_bf16(s[2 * np], qf[kk], bb[0], bb[1]);
+      mma_bf16(s[2 * np + 1], qf[kk], bb[2], bb[3]);
+    }
+  }
+}
+
+// Scores to the exp2 domain (times scale_log2); keys right of a row's diagonal or at or past S
+// become -inf. A tile with key0 + BN - 1 <= the warp's first row and key0 + BN <= S has nothing
+// to mask (need_mask false skips the tests).
+template <int BN>
+__device__ __forceinline__ void scale_mask_tile(float (&s)[BN / 8][4], float scale_log2, int key0,
+                                                int row_a, int tq, int S, bool need_mask) {
+#pragma unroll
+  for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = key0 + nt * 8 + tq * 2 + (e & 1);
+      const int row = row_a + (e >> 1) * 8;
+      float v = s[nt][e] * scale_log2;
+      if (need_mask && (key > row || key >= S)) v = -INFINITY;
+      s[nt][e] = v;
+    }
+}
+
+}  // namespace remat::kernels::detail
