@@ -287,49 +287,46 @@ TEST_P(GpuOps, Linear) {
   }
 }
 
+// head_loss on both backends for `rows` rows against a vocabulary of V, compared with the CPU;
+// returns the targets used (whole numbers in [0, V)).
+std::vector<float> check_head_loss(Dual& d, DType dt, Both& x, Both& W, Both& losses, Both& dx,
+                                   Both& dW, std::int64_t rows, int H, int V, std::uint64_t seed) {
+  std::vector<float> tg = uniform(rows, 0.0f, static_cast<float>(V), seed);
+  for (auto& t : tg) t = std::floor(t);
+  Both targets = d.upload(DType::I32, tg);
+  x = d.random(dt, rows * H, -1.0f, 1.0f, seed + 1);
+  W = d.random(dt, static_cast<std::int64_t>(V) * H, -0.3f, 0.3f, seed + 2);
+  losses = d.poisoned(DType::F32, rows);
+  dx = d.poisoned(dt, rows * H);
+  dW = d.random(dt, static_cast<std::int64_t>(V) * H, -0.01f, 0.01f, seed + 3);
+  const float scale = 1.0f / static_cast<float>(rows);
+  for (bool c : {true, false}) {
+    Backend& b = c ? static_cast<Backend&>(d.cpu) : static_cast<Backend&>(*d.gpu);
+    b.head_loss(T(x, c), T(W, c), T(targets, c), T(losses, c), T(dx, c), T(dW, c), rows, H, V,
+                scale);
+  }
+  EXPECT_LE(d.rel(losses), dt == DType::BF16 ? 1e-3 : 1e-5) << "losses";
+  EXPECT_LE(d.rel(dx), tol(dt)) << "head dx";
+  EXPECT_LE(d.rel(dW), tol(dt)) << "head dW";
+  return tg;
+}
+
 TEST_P(GpuOps, HeadLossInChunks) {
   // V = 50304 makes the GPU chunk 320 rows, so 700 rows take three chunks.
   const std::int64_t rows = 700;
-  const int H = 64, V = 50304;
+  const int V = 50304;
   EXPECT_LT(cuda::CudaBackend::head_chunk_rows(rows, V), rows);
-  std::vector<float> tg = uniform(rows, 0.0f, static_cast<float>(V), 60);
-  for (auto& t : tg) t = std::floor(t);
-  Both targets = d->upload(DType::I32, tg);
-  Both x = d->random(dt, rows * H, -1.0f, 1.0f, 61);
-  Both W = d->random(dt, static_cast<std::int64_t>(V) * H, -0.3f, 0.3f, 62);
-  Both losses = d->poisoned(DType::F32, rows);
-  Both dx = d->poisoned(dt, rows * H);
-  Both dW = d->random(dt, static_cast<std::int64_t>(V) * H, -0.01f, 0.01f, 63);
-  const float scale = 1.0f / static_cast<float>(rows);
-  both([&](Backend& b, bool c) {
-    b.head_loss(T(x, c), T(W, c), T(targets, c), T(losses, c), T(dx, c), T(dW, c), rows, H, V,
-                scale);
-  });
-  EXPECT_LE(d->rel(losses), dt == DType::BF16 ? 1e-3 : 1e-5) << "losses";
-  EXPECT_LE(d->rel(dx), tol(dt)) << "head dx";
-  EXPECT_LE(d->rel(dW), tol(dt)) << "head dW";
+  Both x, W, losses, dx, dW;
+  check_head_loss(*d, dt, x, W, losses, dx, dW, rows, 64, V, 60);
 }
 
 TEST_P(GpuOps, HeadLossOddVocabAndBadTargets) {
   // V % 4 != 0 takes the kernel's one-element loads.
   const std::int64_t rows = 130;
   const int H = 32, V = 5003;
-  std::vector<float> tg = uniform(rows, 0.0f, static_cast<float>(V), 64);
-  for (auto& t : tg) t = std::floor(t);
-  Both targets = d->upload(DType::I32, tg);
-  Both x = d->random(dt, rows * H, -1.0f, 1.0f, 65);
-  Both W = d->random(dt, static_cast<std::int64_t>(V) * H, -0.3f, 0.3f, 66);
-  Both losses = d->poisoned(DType::F32, rows);
-  Both dx = d->poisoned(dt, rows * H);
-  Both dW = d->random(dt, static_cast<std::int64_t>(V) * H, -0.01f, 0.01f, 67);
+  Both x, W, losses, dx, dW;
+  std::vector<float> tg = check_head_loss(*d, dt, x, W, losses, dx, dW, rows, H, V, 64);
   const float scale = 1.0f / static_cast<float>(rows);
-  both([&](Backend& b, bool c) {
-    b.head_loss(T(x, c), T(W, c), T(targets, c), T(losses, c), T(dx, c), T(dW, c), rows, H, V,
-                scale);
-  });
-  EXPECT_LE(d->rel(losses), dt == DType::BF16 ? 1e-3 : 1e-5) << "losses";
-  EXPECT_LE(d->rel(dx), tol(dt)) << "head dx";
-  EXPECT_LE(d->rel(dW), tol(dt)) << "head dW";
 
   // Targets outside [0, V) (the CPU backend refuses them): a NaN loss and a zero gradient row
   // on the GPU; every other row as before, bit for bit.
