@@ -33,6 +33,9 @@ import subprocess
 import sys
 import tempfile
 
+import e2e_common
+from e2e_common import check, failures
+
 REQUIRED_POLICIES = ["none", "selective", "uniform", "revolve", "offload"]
 CATEGORIES = ["parameters", "gradients", "master_weights", "optimizer_state", "saved_activations",
               "checkpoints", "recompute_temps", "activation_grads", "logits_loss", "workspace",
@@ -52,41 +55,10 @@ COLUMNS = {
 RUN_FILES = ["summary.json", "schedule.json", "trace.json"] + list(COLUMNS)
 STREAM_TID = {"compute": 1, "copy_d2h": 2, "copy_h2d": 3, "host": 4}
 
-failures = []
 notes = []
 
 
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what, flush=True)
-    return cond
-
-
-class Batch:
-    def __init__(self, binary):
-        self.binary = binary
-        self.env = {k: v for k, v in os.environ.items()
-                    if k not in ("REMAT_PLUGIN_PATH", "REMAT_RESOURCE_DIR", "DISPLAY", "WAYLAND_DISPLAY")}
-
-    def run(self, *args, expect=0, cwd=None):
-        p = subprocess.run([self.binary] + [str(a) for a in args], capture_output=True, text=True,
-                           env=self.env, cwd=cwd, timeout=600)
-        shown = " ".join(str(a) for a in args)
-        if expect == 0:
-            check(p.returncode == 0, "`%s` exited %d: %s" % (shown, p.returncode, p.stderr.strip()[-2000:]))
-        elif expect == "fail":
-            check(p.returncode != 0, "`%s` should fail but exited 0" % shown)
-        return p
-
-    def json(self, *args):
-        p = self.run(*args)
-        try:
-            return json.loads(p.stdout)
-        except ValueError as e:
-            check(False, "`%s` did not print JSON: %s: %r" % (" ".join(map(str, args)), e, p.stdout[:300]))
-            return None
-
+class Batch(e2e_common.Batch):
     def refuses(self, args, *words):
         """The command fails, and its message names every word."""
         p = self.run(*args, expect="fail")

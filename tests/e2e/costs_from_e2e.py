@@ -11,45 +11,20 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
+
+import e2e_common
+from e2e_common import check, failures
 
 # The fields measured costs must agree on, in the order the check reports them.
 FIELDS = ["architecture", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "batch",
           "attention", "dtype"]
 
-failures = []
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what, flush=True)
-    return cond
-
-
-class Batch:
-    def __init__(self, binary):
-        self.binary = binary
-        self.env = {k: v for k, v in os.environ.items()
-                    if k not in ("REMAT_PLUGIN_PATH", "REMAT_RESOURCE_DIR", "DISPLAY", "WAYLAND_DISPLAY")}
-
-    def run(self, *args, expect=0):
-        p = subprocess.run([self.binary] + [str(a) for a in args], capture_output=True, text=True,
-                           env=self.env, timeout=600)
-        shown = " ".join(str(a) for a in args)
-        check(p.returncode == expect, "`%s` exited %d, expected %d: %s"
-              % (shown, p.returncode, expect, p.stderr.strip()[-2000:]))
-        return p
-
+class Batch(e2e_common.Batch):
     def json(self, *args):
-        p = self.run(*args)
-        try:
-            return json.loads(p.stdout)
-        except ValueError as e:
-            check(False, "`%s` did not print JSON: %s: %r" % (" ".join(map(str, args)), e, p.stdout[:300]))
-            return {}
+        return super().json(*args) or {}
 
     def refuses(self, args, words, expect=1):
         """Fails with `expect` and one line on stderr naming every word."""

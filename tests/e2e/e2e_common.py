@@ -1,0 +1,43 @@
+"""What the end-to-end scripts share: the failure list, check(), and a driver of rematlab-batch
+that runs it as a user would (without the test environment's plugin or resource overrides and
+without a display). Python standard library only."""
+import json
+import os
+import subprocess
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL: " + what, flush=True)
+    return cond
+
+
+class Batch:
+    def __init__(self, binary):
+        self.binary = binary
+        self.env = {k: v for k, v in os.environ.items()
+                    if k not in ("REMAT_PLUGIN_PATH", "REMAT_RESOURCE_DIR", "DISPLAY", "WAYLAND_DISPLAY")}
+
+    def run(self, *args, expect=0, cwd=None):
+        """Runs the binary; `expect` is the exit code it must give, or "fail" for any but 0."""
+        p = subprocess.run([self.binary] + [str(a) for a in args], capture_output=True, text=True,
+                           env=self.env, cwd=cwd, timeout=600)
+        shown = " ".join(str(a) for a in args)
+        if expect == "fail":
+            check(p.returncode != 0, "`%s` should fail but exited 0" % shown)
+        else:
+            check(p.returncode == expect, "`%s` exited %d, expected %d: %s"
+                  % (shown, p.returncode, expect, p.stderr.strip()[-2000:]))
+        return p
+
+    def json(self, *args):
+        """The JSON the command prints on stdout (None when it is not JSON)."""
+        p = self.run(*args)
+        try:
+            return json.loads(p.stdout)
+        except ValueError as e:
+            check(False, "`%s` did not print JSON: %s: %r" % (" ".join(map(str, args)), e, p.stdout[:300]))
+            return None
