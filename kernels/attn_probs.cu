@@ -19,6 +19,7 @@ struct ProbsDev {
   const bf16* qkv;
   bf16* probs;
   int S, heads, group, width;
+  int pairs;  // S even and probs 4-byte aligned: bf16 pairs stored as one 32-bit word
   float scale_log2;
 };
 
@@ -113,7 +114,7 @@ __global__ void __launch_bounds__(128) attn_probs_tc(ProbsDev p) {
           if (key >= S) continue;
           const float p0 = exp2f(s[nt][2 * r] - lse_r[r]);
           const float p1 = exp2f(s[nt][2 * r + 1] - lse_r[r]);
-          if (key + 1 < S && (S & 1) == 0) {
+          if (p.pairs && key + 1 < S) {
             *reinterpret_cast<std::uint32_t*>(orow + key) = pack_bf16x2(p0, p1);
           } else {
             orow[key] = from_f<bf16>(p0);
@@ -169,6 +170,7 @@ void attn_probs_fwd(FType t, const void* qkv, void* probs, int B, int S, int hea
   p.heads = heads;
   p.group = heads / kv_heads;
   p.width = (heads + 2 * kv_heads) * d;
+  p.pairs = S % 2 == 0 && aligned_to(probs, 4);
   p.scale_log2 = scale * kLog2e;
   if (d == 32) launch<32>(p, B, s);
   else if (d == 64) launch<64>(p, B, s);

@@ -12,9 +12,10 @@ using namespace detail;
 
 constexpr int kXentThreads = 512;
 
-// (max, sum) over the block in a fixed order; every thread gets the result.
+// (max, sum) over the block in a fixed order; every thread gets the same pair.
 __device__ __forceinline__ MaxSum block_maxsum(MaxSum v, float* red_m, float* red_s) {
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  __syncthreads();  // red_m / red_s may still be read by a previous call
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1)
     v = maxsum_merge(v, {__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)});

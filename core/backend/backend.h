@@ -61,8 +61,9 @@ class Backend {
   virtual void synchronize() {}
   // True when ops are queued and run later (CUDA): host times are not op times.
   virtual bool asynchronous() const { return false; }
-  // Make later compute wait for every copy issued so far (offload/prefetch run on a copy
-  // stream on CUDA, so they overlap compute until the executor joins them).
+  // Make later compute wait for every copy to the device issued so far (offload and prefetch
+  // run on copy streams on CUDA, so they overlap compute until the executor joins them; copies
+  // to the host produce nothing compute reads).
   virtual void join_copies() {}
   // Device bytes a run may use now (free host memory on the CPU, free GPU memory on CUDA);
   // 0 when unknown.

@@ -16,12 +16,17 @@ struct MaxSum {
 
 REMAT_HD MaxSum maxsum_empty() { return {-INFINITY, 0.0f}; }
 
-// Merge two partial pairs. Symmetric bit for bit (fmaxf and + commute), so a butterfly
-// reduction gives every lane the same pair.
+// Merge two partial pairs. Symmetric bit for bit (fmaxf, * and + commute; on the device the
+// products are rounded on their own, never fused into a multiply-add with one side only), so a
+// butterfly reduction gives every lane the same pair.
 REMAT_HD MaxSum maxsum_merge(MaxSum a, MaxSum b) {
   const float m = fmaxf(a.m, b.m);
   if (m == -INFINITY) return maxsum_empty();
+#if defined(__CUDA_ARCH__)
+  return {m, __fadd_rn(__fmul_rn(a.s, expf(a.m - m)), __fmul_rn(b.s, expf(b.m - m)))};
+#else
   return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+#endif
 }
 
 // Add the N values at v: one rescale of the running sum per group, not per value.

@@ -189,6 +189,11 @@ void CudaBackend::sync_copies() {
   REMAT_CUDA(cudaStreamSynchronize(to_device_));
 }
 
+void CudaBackend::wait_for_copies(const Tensor& t) {
+  for (const EventPtr& ev : device_pool_->pending_uses(t.data))
+    REMAT_CUDA(cudaStreamWaitEvent(compute_, ev.get(), 0));
+}
+
 void CudaBackend::join_copies() {
   activate();
   REMAT_CUDA(cudaEventRecord(copy_join_, to_device_));
@@ -234,6 +239,7 @@ void CudaBackend::fill_zero(const Tensor& t) {
   if (t.bytes() == 0) return;
   activate();
   if (t.space == Space::Device) {
+    wait_for_copies(t);
     REMAT_CUDA(cudaMemsetAsync(t.data, 0, t.bytes(), compute_));
   } else {
     sync_copies();
@@ -248,6 +254,7 @@ void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
   if (dst.bytes() == 0) return;
   activate();
   if (dst.space == Space::Device && src.space == Space::Device) {
+    wait_for_copies(dst);
     REMAT_CUDA(cudaMemcpyAsync(dst.data, src.data, dst.bytes(), cudaMemcpyDeviceToDevice, compute_));
     return;
   }
@@ -267,6 +274,12 @@ void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
   for (const Tensor* t : {&dst, &src})
     for (const EventPtr& ev : pool(*t).pending_uses(t->data))
       REMAT_CUDA(cudaStreamWaitEvent(st, ev.get(), 0));
+  // Memory the pools do not own has no record of its copies: order after the other stream.
+  if (!pool(dst).owns(dst.data) || !pool(src).owns(src.data)) {
+    EventPtr other = make_event();
+    REMAT_CUDA(cudaEventRecord(other.get(), st == to_device_ ? to_host_ : to_device_));
+    REMAT_CUDA(cudaStreamWaitEvent(st, other.get(), 0));
+  }
   REMAT_CUDA(cudaMemcpyAsync(dst.data, src.data, dst.bytes(), kind, st));
   EventPtr done = make_event();
   REMAT_CUDA(cudaEventRecord(done.get(), st));

@@ -7,8 +7,8 @@
 // copy on either stream that touched one of its two blocks (a prefetch waits for the offload
 // that filled its host buffer). join_copies() makes the compute stream wait for every copy to
 // the device issued so far; copies to the host produce nothing the compute stream reads, and
-// their source blocks stay parked in the pool until they finish. Copies within the device run
-// on the compute stream. read/read_bytes/write_bytes are synchronous.
+// their source blocks stay parked in the pool until they finish. Copies within the device and
+// fill_zero run on the compute stream, after unfinished copies of their block. read/read_bytes/write_bytes are synchronous.
 //
 // Memory: Space::Device comes from a caching allocator over cudaMalloc, Space::Host from a
 // pinned (cudaHostAlloc) caching pool; see caching_allocator.h.
@@ -143,6 +143,8 @@ class CudaBackend final : public Backend {
   char* scratch(std::size_t bytes, const char* op) const;
   void check_stream_error(const char* op) const;
   void sync_copies();  // waits on the host for both copy streams
+  // The compute stream waits for unfinished copies of t's block (an offload still reading it).
+  void wait_for_copies(const Tensor& t);
 
   int device_;
   cudaStream_t compute_ = nullptr, to_host_ = nullptr, to_device_ = nullptr;
