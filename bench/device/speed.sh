@@ -66,6 +66,10 @@ piece sweep_naive 100 sweep_naive.json "$B" sweep --model gpt2-124m --device cud
   --policies "$policies,offload:what=checkpoints,prefetch=2" --steps 10 --warmup 2 \
   --out /tmp/sweep-naive --force --json
 show_sweep "$out/sweep_naive.json"
+for a in flash naive; do  # where the none step's time goes, by kernel and by op
+  python3 "$here/kernel_table.py" "/tmp/sweep-$a/none" --top 12 > "$out/kernels_$a.txt" 2>&1
+  echo "-- none, $a attention:"; head -15 "$out/kernels_$a.txt"
+done
 tar -C /tmp -czf "$out/sweeps.tgz" --exclude='memory_events.csv' --exclude='trace.json' sweep-flash sweep-naive 2>/dev/null
 
 A=.device-bundle/anchors
