@@ -96,19 +96,21 @@ __global__ void __launch_bounds__(256) flash_fwd_scalar(FlashDev p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tensor-core forward (bf16): 4 warps x 16 query rows = 64 rows per block, key tiles of 64
-// double-buffered with cp.async. S = Q K^T and O += P V with mma m16n8k16; the online softmax
-// runs on the accumulators in the exp2 domain (scores pre-scaled by scale * log2 e).
+// Tensor-core forward (bf16): 4 warps, each with MT groups of 16 query rows (64 MT rows per
+// block), key tiles of 64 double-buffered with cp.async. S = Q K^T and O += P V with mma
+// m16n8k16, each K and V fragment shared by the warp's MT groups; the online softmax runs on the
+// accumulators in the exp2 domain (scores pre-scaled by scale * log2 e). Every row sees the
+// same key tiles in the same order whatever MT is, so MT = 1 and MT = 2 give the same bits.
 // ---------------------------------------------------------------------------------------------
-template <int D>
+template <int D, int MT>
 struct FwdTc {
-  static constexpr int BM = 64, BN = 64, LD = D + 8;
+  static constexpr int BM = 64 * MT, BN = 64, LD = D + 8;
   static constexpr int smem_bytes() { return (BM + 4 * BN) * LD * 2; }
 };
 
-template <int D>
+template <int D, int MT>
 __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
-  using C = FwdTc<D>;
+  using C = FwdTc<D, MT>;
   constexpr int BM = C::BM, BN = C::BN, LD = C::LD;
   extern __shared__ __align__(16) unsigned char smraw[];
   bf16* Qs = reinterpret_cast<bf16*>(smraw);
@@ -131,14 +133,20 @@ __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
   load_rows<D>(Vs, vsrc, 0, BN, S, W, tid, 128);
   cp_async_commit();
 
-  float o[D / 8][4];
+  float o[MT][D / 8][4];
+  float m_r[MT][2], l_r[MT][2];
+  int row_a[MT];
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i)
+  for (int t = 0; t < MT; ++t) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) o[i][e] = 0.0f;
-  float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.0f, 0.0f};
-  std::uint32_t qf[D / 16][4];
-  const int row_a = q0 + warp * 16 + (lane >> 2);
+    for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[t][i][e] = 0.0f;
+    m_r[t][0] = m_r[t][1] = -INFINITY;
+    l_r[t][0] = l_r[t][1] = 0.0f;
+    row_a[t] = q0 + (warp * MT + t) * 16 + (lane >> 2);
+  }
+  std::uint32_t qf[MT][D / 16][4];
   const int tq = lane & 3;
 
   for (int kt = 0; kt < n_kt; ++kt) {
@@ -152,73 +160,86 @@ __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (kt == 0) load_q_frags<D, LD>(qf, Qs, warp, lane);
+    if (kt == 0) {
+#pragma unroll
+      for (int t = 0; t < MT; ++t) load_q_frags<D, LD>(qf[t], Qs, warp * MT + t, lane);
+    }
     const bf16* Kst = Ks + (kt & 1) * BN * LD;
     const bf16* Vst = Vs + (kt & 1) * BN * LD;
 
-    float s[BN / 8][4];
-    qk_tile<D, BN, LD>(s, qf, Kst, lane);
+    float s[MT][BN / 8][4];
+    qk_tiles<D, BN, LD, MT>(s, qf, Kst, lane);
     const int key0 = kt * BN;
-    const bool need_mask = (key0 + BN - 1 > q0 + warp * 16) || (key0 + BN > S);
-    scale_mask_tile<BN>(s, p.scale_log2, key0, row_a, tq, S, need_mask);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
+    for (int t = 0; t < MT; ++t) {
+      const bool need_mask = (key0 + BN - 1 > q0 + (warp * MT + t) * 16) || (key0 + BN > S);
+      scale_mask_tile<BN>(s[t], p.scale_log2, key0, row_a[t], tq, S, need_mask);
 #pragma unroll
-      for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_r[r], mx);
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-      const float alpha = exp2f(m_r[r] - m_use);
-      float sum = 0.0f;
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
 #pragma unroll
-      for (int nt = 0; nt < BN / 8; ++nt)
+        for (int nt = 0; nt < BN / 8; ++nt)
+          mx = fmaxf(mx, fmaxf(s[t][nt][2 * r], s[t][nt][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_r[t][r], mx);
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        const float alpha = exp2f(m_r[t][r] - m_use);
+        float sum = 0.0f;
 #pragma unroll
-        for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          const float pv = exp2f(s[nt][e] - m_use);
-          s[nt][e] = pv;
-          sum += pv;
-        }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      l_r[r] = l_r[r] * alpha + sum;
-      m_r[r] = m_new;
+        for (int nt = 0; nt < BN / 8; ++nt)
 #pragma unroll
-      for (int dn = 0; dn < D / 8; ++dn) {
-        o[dn][2 * r] *= alpha;
-        o[dn][2 * r + 1] *= alpha;
-      }
-    }
-    if (p.dropout) {
-#pragma unroll
-      for (int nt = 0; nt < BN / 8; ++nt)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = row_a + r * 8;
-          const int key = key0 + nt * 8 + tq * 2;
-          if (row < S && key < S) {
-            bool k0, k1;
-            keep_pair(p.key, prob_index(p, b, h, row, key), p.thr, k0, k1);
-            s[nt][2 * r] = k0 ? s[nt][2 * r] * p.keep_scale : 0.0f;
-            s[nt][2 * r + 1] = k1 ? s[nt][2 * r + 1] * p.keep_scale : 0.0f;
+          for (int e = 2 * r; e < 2 * r + 2; ++e) {
+            const float pv = exp2f(s[t][nt][e] - m_use);
+            s[t][nt][e] = pv;
+            sum += pv;
           }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        l_r[t][r] = l_r[t][r] * alpha + sum;
+        m_r[t][r] = m_new;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; ++dn) {
+          o[t][dn][2 * r] *= alpha;
+          o[t][dn][2 * r + 1] *= alpha;
         }
+      }
+      if (p.dropout) {
+#pragma unroll
+        for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int row = row_a[t] + r * 8;
+            const int key = key0 + nt * 8 + tq * 2;
+            if (row < S && key < S) {
+              bool k0, k1;
+              keep_pair(p.key, prob_index(p, b, h, row, key), p.thr, k0, k1);
+              s[t][nt][2 * r] = k0 ? s[t][nt][2 * r] * p.keep_scale : 0.0f;
+              s[t][nt][2 * r + 1] = k1 ? s[t][nt][2 * r + 1] * p.keep_scale : 0.0f;
+            }
+          }
+      }
     }
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      std::uint32_t a[4];
-      a[0] = pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      std::uint32_t a[MT][4];
+#pragma unroll
+      for (int t = 0; t < MT; ++t) {
+        a[t][0] = pack_bf16x2(s[t][2 * kk][0], s[t][2 * kk][1]);
+        a[t][1] = pack_bf16x2(s[t][2 * kk][2], s[t][2 * kk][3]);
+        a[t][2] = pack_bf16x2(s[t][2 * kk + 1][0], s[t][2 * kk + 1][1]);
+        a[t][3] = pack_bf16x2(s[t][2 * kk + 1][2], s[t][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         std::uint32_t bb[4];
         ldmatrix_x4_trans(bb, Vst + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD +
                                   dp * 16 + (lane >> 4) * 8);
-        mma_bf16(o[2 * dp], a, bb[0], bb[1]);
-        mma_bf16(o[2 * dp + 1], a, bb[2], bb[3]);
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+          mma_bf16(o[t][2 * dp], a[t], bb[0], bb[1]);
+          mma_bf16(o[t][2 * dp + 1], a[t], bb[2], bb[3]);
+        }
       }
     }
     __syncthreads();
@@ -226,21 +247,23 @@ __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
 
   bf16* ctx = static_cast<bf16*>(p.ctx);
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row_a + r * 8;
-    if (row >= S) continue;
-    const float inv = 1.0f / l_r[r];
-    bf16* out = ctx + (static_cast<std::int64_t>(b) * S + row) * p.ctx_width + h * D;
+  for (int t = 0; t < MT; ++t)
 #pragma unroll
-    for (int dn = 0; dn < D / 8; ++dn) {
-      const int c = dn * 8 + tq * 2;
-      *reinterpret_cast<std::uint32_t*>(out + c) =
-          pack_bf16x2(o[dn][2 * r] * inv, o[dn][2 * r + 1] * inv);
+    for (int r = 0; r < 2; ++r) {
+      const int row = row_a[t] + r * 8;
+      if (row >= S) continue;
+      const float inv = 1.0f / l_r[t][r];
+      bf16* out = ctx + (static_cast<std::int64_t>(b) * S + row) * p.ctx_width + h * D;
+#pragma unroll
+      for (int dn = 0; dn < D / 8; ++dn) {
+        const int c = dn * 8 + tq * 2;
+        *reinterpret_cast<std::uint32_t*>(out + c) =
+            pack_bf16x2(o[t][dn][2 * r] * inv, o[t][dn][2 * r + 1] * inv);
+      }
+      if (tq == 0)
+        p.lse[(static_cast<std::int64_t>(b) * p.heads + h) * S + row] =
+            (m_r[t][r] + log2f(l_r[t][r])) * kLn2;
     }
-    if (tq == 0)
-      p.lse[(static_cast<std::int64_t>(b) * p.heads + h) * S + row] =
-          (m_r[r] + log2f(l_r[r])) * kLn2;
-  }
 }
 
 template <class T, int DK>
@@ -265,13 +288,14 @@ void dispatch_scalar(const FlashDev& p, cudaStream_t s) {
   else throw Error("flash_fwd: head dim " + std::to_string(p.d) + " above 256 is not supported");
 }
 
-template <int D>
+template <int D, int MT>
 void launch_tc(const FlashDev& p, cudaStream_t s) {
-  const int smem = FwdTc<D>::smem_bytes();
-  auto kernel = flash_fwd_tc<D>;
+  using C = FwdTc<D, MT>;
+  const int smem = C::smem_bytes();
+  auto kernel = flash_fwd_tc<D, MT>;
   if (smem > 48 * 1024) set_smem_limit(reinterpret_cast<const void*>(kernel), smem, "flash_fwd_tc");
-  dim3 grid(static_cast<unsigned>((p.S + FwdTc<D>::BM - 1) / FwdTc<D>::BM),
-            static_cast<unsigned>(p.heads), static_cast<unsigned>(p.B));
+  dim3 grid(static_cast<unsigned>((p.S + C::BM - 1) / C::BM), static_cast<unsigned>(p.heads),
+            static_cast<unsigned>(p.B));
   kernel<<<grid, 128, smem, s>>>(p);
   check_launch("flash_fwd_tc");
 }
@@ -293,9 +317,12 @@ void flash_fwd(FType t, const FlashArgs& a, FlashImpl impl, cudaStream_t s) {
     throw Error("flash_fwd: the tensor-core path needs bf16, d in {32, 64, 128} and 16-byte "
                 "aligned tensors (d=" + std::to_string(a.d) + ")");
   if (tc) {
-    if (a.d == 32) launch_tc<32>(p, s);
-    else if (a.d == 64) launch_tc<64>(p, s);
-    else launch_tc<128>(p, s);
+    if (a.fwd_row_groups != 1 && a.fwd_row_groups != 2)
+      throw Error("flash_fwd: fwd_row_groups must be 1 or 2, got " + std::to_string(a.fwd_row_groups));
+    const bool two = a.fwd_row_groups == 2;  // d = 128 keeps one group (registers)
+    if (a.d == 32) two ? launch_tc<32, 2>(p, s) : launch_tc<32, 1>(p, s);
+    else if (a.d == 64) two ? launch_tc<64, 2>(p, s) : launch_tc<64, 1>(p, s);
+    else launch_tc<128, 1>(p, s);
     return;
   }
   if (t == FType::BF16) dispatch_scalar<bf16>(p, s);

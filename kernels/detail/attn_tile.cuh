@@ -1,6 +1,7 @@
 // Warp-level pieces of the tensor-core attention kernels that look at score tiles: a warp owns
-// 16 query rows (rows row_a and row_a + 8 of each C fragment, row_a = q0 + 16 warp + lane / 4)
-// and multiplies them with a tile of BN keys held in shared memory (row pitch LD elements).
+// groups of 16 query rows (rows row_a and row_a + 8 of each C fragment, row_a = the group's
+// first row + lane / 4) and multiplies them with a tile of BN keys held in shared memory (row
+// pitch LD elements).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -10,23 +11,28 @@
 
 namespace remat::kernels::detail {
 
-// The A fragments of the warp's 16 rows of Q (shared memory, pitch LD), D / 16 of them.
+// The A fragments of rows 16 group .. 16 group + 15 of Q (shared memory, pitch LD), D / 16 of
+// them.
 template <int D, int LD>
 __device__ __forceinline__ void load_q_frags(std::uint32_t (&qf)[D / 16][4], const bf16* Qs,
-                                             int warp, int lane) {
+                                             int group, int lane) {
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    ldmatrix_x4(qf[kk], Qs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+    ldmatrix_x4(qf[kk], Qs + (group * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
 }
 
-// s = Q K^T for the warp's rows against the BN keys of Kst (fp32 accumulators).
-template <int D, int BN, int LD>
-__device__ __forceinline__ void qk_tile(float (&s)[BN / 8][4], const std::uint32_t (&qf)[D / 16][4],
-                                        const bf16* Kst, int lane) {
+// s[t] = Q K^T for MT groups of 16 rows of the warp (fragments qf[t]) against the BN keys of
+// Kst (fp32 accumulators); each K fragment is loaded once for all MT groups.
+template <int D, int BN, int LD, int MT>
+__device__ __forceinline__ void qk_tiles(float (&s)[MT][BN / 8][4],
+                                         const std::uint32_t (&qf)[MT][D / 16][4],
+                                         const bf16* Kst, int lane) {
 #pragma unroll
-  for (int i = 0; i < BN / 8; ++i)
+  for (int t = 0; t < MT; ++t)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[i][e] = 0.0f;
+    for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[t][i][e] = 0.0f;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
@@ -34,10 +40,21 @@ __device__ __forceinline__ void qk_tile(float (&s)[BN / 8][4], const std::uint32
       std::uint32_t bb[4];
       ldmatrix_x4(bb, Kst + (np * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 +
                           ((lane >> 3) & 1) * 8);
-      mma_bf16(s[2 * np], qf[kk], bb[0], bb[1]);
-      mma_bf16(s[2 * np + 1], qf[kk], bb[2], bb[3]);
+#pragma unroll
+      for (int t = 0; t < MT; ++t) {
+        mma_bf16(s[t][2 * np], qf[t][kk], bb[0], bb[1]);
+        mma_bf16(s[t][2 * np + 1], qf[t][kk], bb[2], bb[3]);
+      }
     }
   }
+}
+
+// The same for one group of 16 rows.
+template <int D, int BN, int LD>
+__device__ __forceinline__ void qk_tile(float (&s)[BN / 8][4], const std::uint32_t (&qf)[D / 16][4],
+                                        const bf16* Kst, int lane) {
+  qk_tiles<D, BN, LD, 1>(reinterpret_cast<float(&)[1][BN / 8][4]>(s),
+                         reinterpret_cast<const std::uint32_t(&)[1][D / 16][4]>(qf), Kst, lane);
 }
 
 // Scores to the exp2 domain (times scale_log2); keys right of a row's diagonal or at or past S

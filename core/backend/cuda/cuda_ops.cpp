@@ -611,6 +611,7 @@ void CudaBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& 
   fa.scale = a.scale;
   fa.key = key;
   fa.p = p;
+  fa.fwd_row_groups = flash_fwd_row_groups_;
   kernels::flash_fwd(ft(qkv), fa, flash_impl_, compute_);
 }
 
