@@ -384,8 +384,9 @@ void flash_kernels(const Options& o) {
               {"causal", true}, {"dtype", "bf16"}, {"impl", "tensor-core"},
               {"fwd_rows_per_warp", 16 * groups}, {"fwd_ms", f}, {"fwd_tflops", flops / f / 1e9},
               {"fwdbwd_ms", fb}, {"fwdbwd_tflops", 3.5 * flops / fb / 1e9}});
-        note(what + fmt(", forward %.0f rows a warp: fwd %.3f ms (%.1f TFLOP/s), fwd+bwd %.3f ms (%.1f TFLOP/s)",
-                        16.0 * groups, f, flops / f / 1e9, fb, 3.5 * flops / fb / 1e9));
+        note(what + ", forward " + std::to_string(16 * groups) + " rows a warp" +
+             fmt(": fwd %.3f ms (%.1f TFLOP/s), fwd+bwd %.3f ms (%.1f TFLOP/s)", f, flops / f / 1e9,
+                 fb, 3.5 * flops / fb / 1e9));
       }
       g.set_flash_fwd_row_groups(1);
     });
