@@ -30,9 +30,9 @@ struct FlashArgs {
   float scale = 0.0f;
   DropoutKey key;
   float p = 0.0f;  // attention dropout probability
-  // Tensor-core forward: groups of 16 query rows per warp (1 or 2; d = 128 always uses 1). Two
-  // groups share each K and V fragment between them; the results are the same bits.
-  int fwd_row_groups = 1;
+  // Tensor-core forward and dQ kernels: groups of 16 query rows per warp (1 or 2; d = 128
+  // always uses 1). Two groups share each K and V fragment; the results are the same bits.
+  int row_groups = 1;
 };
 
 // Whether the tensor-core path can run these arguments (dtype, head dim, alignment).

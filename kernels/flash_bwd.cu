@@ -255,7 +255,7 @@ struct BwdTc {
   static constexpr int BM = 64;                  // queries per dQ block
   static constexpr int BNK = D <= 64 ? 64 : 32;  // keys per dQ step
   static constexpr int dkdv_smem() { return (2 * BN + 4 * BMQ) * LD * 2 + 4 * BMQ * 4; }
-  static constexpr int dq_smem() { return (2 * BM + 4 * BNK) * LD * 2; }
+  static constexpr int dq_smem(int mt) { return (2 * BM * mt + 4 * BNK) * LD * 2; }
 };
 
 // dK, dV for 64 keys of kv head g: 4 warps x 16 keys; per step a tile of BMQ queries of one q
@@ -430,11 +430,13 @@ __global__ void __launch_bounds__(128) flash_bwd_dkdv_tc(FlashDev p) {
   }
 }
 
-// dQ for 64 queries of head h: 4 warps x 16 queries; key tiles of BNK double-buffered.
-template <int D>
+// dQ for 64 MT queries of head h: 4 warps, each with MT groups of 16 queries (each K and V
+// fragment serves the MT groups); key tiles of BNK double-buffered. Every query row sees the
+// same key tiles in the same order whatever MT is, so the results are the same bits.
+template <int D, int MT>
 __global__ void __launch_bounds__(128) flash_bwd_dq_tc(FlashDev p) {
   using C = BwdTc<D>;
-  constexpr int BM = C::BM, BNK = C::BNK, LD = C::LD;
+  constexpr int BM = C::BM * MT, BNK = C::BNK, LD = C::LD;
   extern __shared__ __align__(16) unsigned char smraw[];
   bf16* Qs = reinterpret_cast<bf16*>(smraw);
   bf16* dOs = Qs + BM * LD;
@@ -459,20 +461,24 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_tc(FlashDev p) {
   load_rows<D>(Vs, vsrc, 0, BNK, S, W, tid);
   cp_async_commit();
 
-  const int row_a = q0 + warp * 16 + (lane >> 2);
-  float lse2[2], dd[2];
+  int row_a[MT];
+  float lse2[MT][2], dd[MT][2];
+  float dq[MT][D / 8][4];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row_a + r * 8;
-    const std::int64_t li = (static_cast<std::int64_t>(b) * p.heads + h) * S + row;
-    lse2[r] = row < S ? p.lse[li] * kLog2e : 0.0f;
-    dd[r] = row < S ? p.dvec[li] : 0.0f;
+  for (int t = 0; t < MT; ++t) {
+    row_a[t] = q0 + (warp * MT + t) * 16 + (lane >> 2);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row_a[t] + r * 8;
+      const std::int64_t li = (static_cast<std::int64_t>(b) * p.heads + h) * S + row;
+      lse2[t][r] = row < S ? p.lse[li] * kLog2e : 0.0f;
+      dd[t][r] = row < S ? p.dvec[li] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dq[t][i][e] = 0.0f;
   }
-  float dq[D / 8][4];
-#pragma unroll
-  for (int i = 0; i < D / 8; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dq[i][e] = 0.0f;
 
   for (int kt = 0; kt < n_kt; ++kt) {
     if (kt + 1 < n_kt) {
@@ -487,16 +493,22 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_tc(FlashDev p) {
     __syncthreads();
     const bf16* Kst = Ks + (kt & 1) * BNK * LD;
     const bf16* Vst = Vs + (kt & 1) * BNK * LD;
-    float s[BNK / 8][4], dp[BNK / 8][4];
+    float s[MT][BNK / 8][4], dp[MT][BNK / 8][4];
 #pragma unroll
-    for (int i = 0; i < BNK / 8; ++i)
+    for (int t = 0; t < MT; ++t)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[i][e] = dp[i][e] = 0.0f;
+      for (int i = 0; i < BNK / 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[t][i][e] = dp[t][i][e] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      std::uint32_t qa[4], oa[4];
-      ldmatrix_x4(qa, Qs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
-      ldmatrix_x4(oa, dOs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+      std::uint32_t qa[MT][4], oa[MT][4];
+#pragma unroll
+      for (int t = 0; t < MT; ++t) {
+        const int r16 = (warp * MT + t) * 16 + (lane & 15);
+        ldmatrix_x4(qa[t], Qs + r16 * LD + kk * 16 + (lane >> 4) * 8);
+        ldmatrix_x4(oa[t], dOs + r16 * LD + kk * 16 + (lane >> 4) * 8);
+      }
 #pragma unroll
       for (int np = 0; np < BNK / 16; ++np) {
         std::uint32_t bk[4], bv[4];
@@ -504,45 +516,56 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_tc(FlashDev p) {
                         ((lane >> 3) & 1) * 8;
         ldmatrix_x4(bk, Kst + off);
         ldmatrix_x4(bv, Vst + off);
-        mma_bf16(s[2 * np], qa, bk[0], bk[1]);
-        mma_bf16(s[2 * np + 1], qa, bk[2], bk[3]);
-        mma_bf16(dp[2 * np], oa, bv[0], bv[1]);
-        mma_bf16(dp[2 * np + 1], oa, bv[2], bv[3]);
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+          mma_bf16(s[t][2 * np], qa[t], bk[0], bk[1]);
+          mma_bf16(s[t][2 * np + 1], qa[t], bk[2], bk[3]);
+          mma_bf16(dp[t][2 * np], oa[t], bv[0], bv[1]);
+          mma_bf16(dp[t][2 * np + 1], oa[t], bv[2], bv[3]);
+        }
       }
     }
     const int key0 = kt * BNK;
 #pragma unroll
-    for (int nt = 0; nt < BNK / 8; ++nt)
+    for (int t = 0; t < MT; ++t)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int qi = row_a + r * 8;
-        const int kj = key0 + nt * 8 + tq * 2;
-        bool z0 = true, z1 = true;
-        if (p.dropout && qi < S && kj < S) keep_pair(p.key, prob_index(p, b, h, qi, kj), p.thr, z0, z1);
+      for (int nt = 0; nt < BNK / 8; ++nt)
 #pragma unroll
-        for (int e1 = 0; e1 < 2; ++e1) {
-          const int e = 2 * r + e1;
-          const int k = kj + e1;
-          const bool valid = k <= qi && k < S && qi < S;
-          const float pt = valid ? exp2f(s[nt][e] * p.scale_log2 - lse2[r]) : 0.0f;
-          const float z = p.dropout ? ((e1 == 0 ? z0 : z1) ? p.keep_scale : 0.0f) : 1.0f;
-          s[nt][e] = pt * (dp[nt][e] * z - dd[r]);
+        for (int r = 0; r < 2; ++r) {
+          const int qi = row_a[t] + r * 8;
+          const int kj = key0 + nt * 8 + tq * 2;
+          bool z0 = true, z1 = true;
+          if (p.dropout && qi < S && kj < S) keep_pair(p.key, prob_index(p, b, h, qi, kj), p.thr, z0, z1);
+#pragma unroll
+          for (int e1 = 0; e1 < 2; ++e1) {
+            const int e = 2 * r + e1;
+            const int k = kj + e1;
+            const bool valid = k <= qi && k < S && qi < S;
+            const float pt = valid ? exp2f(s[t][nt][e] * p.scale_log2 - lse2[t][r]) : 0.0f;
+            const float z = p.dropout ? ((e1 == 0 ? z0 : z1) ? p.keep_scale : 0.0f) : 1.0f;
+            s[t][nt][e] = pt * (dp[t][nt][e] * z - dd[t][r]);
+          }
         }
-      }
 #pragma unroll
     for (int kk = 0; kk < BNK / 16; ++kk) {
-      std::uint32_t a[4];
-      a[0] = pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      std::uint32_t a[MT][4];
+#pragma unroll
+      for (int t = 0; t < MT; ++t) {
+        a[t][0] = pack_bf16x2(s[t][2 * kk][0], s[t][2 * kk][1]);
+        a[t][1] = pack_bf16x2(s[t][2 * kk][2], s[t][2 * kk][3]);
+        a[t][2] = pack_bf16x2(s[t][2 * kk + 1][0], s[t][2 * kk + 1][1]);
+        a[t][3] = pack_bf16x2(s[t][2 * kk + 1][2], s[t][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int dn2 = 0; dn2 < D / 16; ++dn2) {
         std::uint32_t bk[4];
         ldmatrix_x4_trans(bk, Kst + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD +
                                   dn2 * 16 + (lane >> 4) * 8);
-        mma_bf16(dq[2 * dn2], a, bk[0], bk[1]);
-        mma_bf16(dq[2 * dn2 + 1], a, bk[2], bk[3]);
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+          mma_bf16(dq[t][2 * dn2], a[t], bk[0], bk[1]);
+          mma_bf16(dq[t][2 * dn2 + 1], a[t], bk[2], bk[3]);
+        }
       }
     }
     __syncthreads();
@@ -550,19 +573,21 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_tc(FlashDev p) {
 
   bf16* out = static_cast<bf16*>(p.dqkv);
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int qi = row_a + r * 8;
-    if (qi >= S) continue;
-    bf16* row = out + (static_cast<std::int64_t>(b) * S + qi) * W + h * D;
+  for (int t = 0; t < MT; ++t)
 #pragma unroll
-    for (int dn = 0; dn < D / 8; ++dn) {
-      const int c = dn * 8 + tq * 2;
-      std::uint32_t* qp = reinterpret_cast<std::uint32_t*>(row + c);
-      const std::uint32_t qo = *qp;
-      *qp = pack_bf16x2(to_f(static_cast<bf16>(qo & 0xffffu)) + dq[dn][2 * r] * p.scale,
-                        to_f(static_cast<bf16>(qo >> 16)) + dq[dn][2 * r + 1] * p.scale);
+    for (int r = 0; r < 2; ++r) {
+      const int qi = row_a[t] + r * 8;
+      if (qi >= S) continue;
+      bf16* row = out + (static_cast<std::int64_t>(b) * S + qi) * W + h * D;
+#pragma unroll
+      for (int dn = 0; dn < D / 8; ++dn) {
+        const int c = dn * 8 + tq * 2;
+        std::uint32_t* qp = reinterpret_cast<std::uint32_t*>(row + c);
+        const std::uint32_t qo = *qp;
+        *qp = pack_bf16x2(to_f(static_cast<bf16>(qo & 0xffffu)) + dq[t][dn][2 * r] * p.scale,
+                          to_f(static_cast<bf16>(qo >> 16)) + dq[t][dn][2 * r + 1] * p.scale);
+      }
     }
-  }
 }
 
 // --- launchers ---
@@ -609,7 +634,7 @@ void dispatch_scalar(const FlashDev& p, cudaStream_t s) {
   else throw Error("flash_bwd: head dim " + std::to_string(p.d) + " above 256 is not supported");
 }
 
-template <int D>
+template <int D, int MT>
 void launch_tc(const FlashDev& p, cudaStream_t s) {
   using C = BwdTc<D>;
   {
@@ -623,11 +648,12 @@ void launch_tc(const FlashDev& p, cudaStream_t s) {
     check_launch("flash_bwd_dkdv_tc");
   }
   {
-    const int smem = C::dq_smem();
-    auto kernel = flash_bwd_dq_tc<D>;
+    const int smem = C::dq_smem(MT);
+    auto kernel = flash_bwd_dq_tc<D, MT>;
     if (smem > 48 * 1024)
       set_smem_limit(reinterpret_cast<const void*>(kernel), smem, "flash_bwd_dq_tc");
-    dim3 grid(static_cast<unsigned>((p.S + C::BM - 1) / C::BM), static_cast<unsigned>(p.heads),
+    const int bm = C::BM * MT;
+    dim3 grid(static_cast<unsigned>((p.S + bm - 1) / bm), static_cast<unsigned>(p.heads),
               static_cast<unsigned>(p.B));
     kernel<<<grid, 128, smem, s>>>(p);
     check_launch("flash_bwd_dq_tc");
@@ -650,9 +676,12 @@ void flash_bwd(FType t, const FlashArgs& a, FlashImpl impl, cudaStream_t s) {
   if (t == FType::BF16) launch_dvec<bf16>(p, s);
   else launch_dvec<float>(p, s);
   if (tc) {
-    if (a.d == 32) launch_tc<32>(p, s);
-    else if (a.d == 64) launch_tc<64>(p, s);
-    else launch_tc<128>(p, s);
+    if (a.row_groups != 1 && a.row_groups != 2)
+      throw Error("flash_bwd: row_groups must be 1 or 2, got " + std::to_string(a.row_groups));
+    const bool two = a.row_groups == 2;  // d = 128 keeps one group (registers)
+    if (a.d == 32) two ? launch_tc<32, 2>(p, s) : launch_tc<32, 1>(p, s);
+    else if (a.d == 64) two ? launch_tc<64, 2>(p, s) : launch_tc<64, 1>(p, s);
+    else launch_tc<128, 1>(p, s);
     return;
   }
   if (t == FType::BF16) dispatch_scalar<bf16>(p, s);

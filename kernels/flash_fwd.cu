@@ -317,9 +317,9 @@ void flash_fwd(FType t, const FlashArgs& a, FlashImpl impl, cudaStream_t s) {
     throw Error("flash_fwd: the tensor-core path needs bf16, d in {32, 64, 128} and 16-byte "
                 "aligned tensors (d=" + std::to_string(a.d) + ")");
   if (tc) {
-    if (a.fwd_row_groups != 1 && a.fwd_row_groups != 2)
-      throw Error("flash_fwd: fwd_row_groups must be 1 or 2, got " + std::to_string(a.fwd_row_groups));
-    const bool two = a.fwd_row_groups == 2;  // d = 128 keeps one group (registers)
+    if (a.row_groups != 1 && a.row_groups != 2)
+      throw Error("flash_fwd: row_groups must be 1 or 2, got " + std::to_string(a.row_groups));
+    const bool two = a.row_groups == 2;  // d = 128 keeps one group (registers)
     if (a.d == 32) two ? launch_tc<32, 2>(p, s) : launch_tc<32, 1>(p, s);
     else if (a.d == 64) two ? launch_tc<64, 2>(p, s) : launch_tc<64, 1>(p, s);
     else launch_tc<128, 1>(p, s);

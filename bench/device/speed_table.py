@@ -367,12 +367,12 @@ def rows_flash(data):
         peer, src = sdpa_peer(data, T)
         row = Row("flash fwd+bwd, causal, d=64, B=%d H=%d T=%d" % (B, H, T),
                   peer="SDPA %.1f TFLOP/s (%s)" % (peer, src), target=">= 0.6 x SDPA")
-        # The best of our forward settings (16 or 32 query rows a warp; the same bits).
+        # The best of our settings (16 or 32 query rows a warp; the same bits).
         fs = [b for b in data["bench"] if b.get("figure") == "flash_attention" and b.get("T") == T]
         if fs:
             f = max(fs, key=lambda b: float(b["fwdbwd_tflops"]))
             x = float(f["fwdbwd_tflops"])
-            rows_note = " %d rows/warp" % f["fwd_rows_per_warp"] if "fwd_rows_per_warp" in f else ""
+            rows_note = " %d rows/warp" % f["query_rows_per_warp"] if "query_rows_per_warp" in f else ""
             row.ours = "%.1f TFLOP/s (%.2fx)%s" % (x, x / peer, rows_note)
             row.verdict = verdict(x >= 0.6 * peer)
         rows.append(row)
@@ -502,10 +502,10 @@ def self_test():
     row = {r.figure: r for r in build_rows(deep, 12)}["offload:what=checkpoints / uniform segments=L (naive)"]
     if row.verdict != "met" or "prefetch=2" not in row.ours:
         bad.append("deeper prefetch variant not chosen: %s %s" % (row.verdict, row.ours))
-    # The faster of two forward settings counts for the flash row (150 -> 170 TFLOP/s at 4096).
+    # The faster of two settings counts for the flash row (150 -> 170 TFLOP/s at 4096).
     two = copy.deepcopy(data)
     f0 = next(b for b in two["bench"] if b.get("figure") == "flash_attention" and b.get("T") == 4096)
-    f1 = dict(f0, fwd_rows_per_warp=32, fwdbwd_tflops=170.0)
+    f1 = dict(f0, query_rows_per_warp=32, fwdbwd_tflops=170.0)
     two["bench"].append(f1)
     row = {r.figure: r for r in build_rows(two, 12)}["flash fwd+bwd, causal, d=64, B=2 H=12 T=4096"]
     if row.verdict != "met" or "32 rows/warp" not in row.ours:

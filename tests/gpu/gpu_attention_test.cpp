@@ -140,24 +140,35 @@ TEST_P(GpuAttention, FlashMatchesCpu) {
   EXPECT_LE(d->rel(dqkv), tl()) << "flash_bwd dqkv";
 }
 
-TEST_P(GpuAttention, FlashForwardRowGroupsGiveTheSameBits) {
-  // 32 query rows per warp (two groups sharing each K and V fragment) against 16: every row sees
-  // the same key tiles in the same order, so ctx and lse must match bit for bit (d = 128 and
-  // the scalar path run one group either way, and are compared too).
+TEST_P(GpuAttention, FlashRowGroupsGiveTheSameBits) {
+  // 32 query rows per warp (two groups sharing each K and V fragment) against 16, in the forward
+  // and the dQ kernel: every row sees the same key tiles in the same order, so ctx, lse and dqkv
+  // must match bit for bit (d = 128 and the scalar path run one group either way, and are
+  // compared too).
   cuda::CudaBackend& g = *d->gpu;
   Both qkv = d->random(c.dt, nqkv, -1.0f, 1.0f, 13);
-  Tensor ctx1 = d->gpu_alloc(c.dt, nctx), ctx2 = d->gpu_alloc(c.dt, nctx);
-  Tensor lse1 = d->gpu_alloc(DType::F32, nlse), lse2 = d->gpu_alloc(DType::F32, nlse);
-  g.set_flash_fwd_row_groups(1);
-  g.flash_fwd(qkv.g, ctx1, lse1, a, key, c.p);
-  g.set_flash_fwd_row_groups(2);
-  g.flash_fwd(qkv.g, ctx2, lse2, a, key, c.p);
-  g.set_flash_fwd_row_groups(1);
-  EXPECT_EQ(d->gpu_bytes(ctx1), d->gpu_bytes(ctx2)) << "ctx";
-  EXPECT_EQ(d->gpu_bytes(lse1), d->gpu_bytes(lse2)) << "lse";
-  std::vector<float> l;
-  g.read(lse2, l);
+  Both dctx = d->random(c.dt, nctx, -1.0f, 1.0f, 14);
+  Tensor ctx[2], lse[2], dqkv[2];
+  for (int i = 0; i < 2; ++i) {
+    ctx[i] = d->gpu_alloc(c.dt, nctx);
+    lse[i] = d->gpu_alloc(DType::F32, nlse);
+    dqkv[i] = d->gpu_alloc(c.dt, nqkv);
+    g.fill_zero(dqkv[i]);  // the backward accumulates
+    g.set_flash_row_groups(i + 1);
+    g.flash_fwd(qkv.g, ctx[i], lse[i], a, key, c.p);
+    g.flash_bwd(qkv.g, ctx[0], lse[0], dctx.g, dqkv[i], a, key, c.p);
+  }
+  g.set_flash_row_groups(1);
+  EXPECT_EQ(d->gpu_bytes(ctx[0]), d->gpu_bytes(ctx[1])) << "ctx";
+  EXPECT_EQ(d->gpu_bytes(lse[0]), d->gpu_bytes(lse[1])) << "lse";
+  EXPECT_EQ(d->gpu_bytes(dqkv[0]), d->gpu_bytes(dqkv[1])) << "dqkv";
+  std::vector<float> l, dq;
+  g.read(lse[1], l);
   for (float v : l) ASSERT_TRUE(std::isfinite(v)) << "an lse of the two-group kernel is not finite";
+  g.read(dqkv[1], dq);
+  double norm = 0.0;
+  for (float v : dq) norm += static_cast<double>(v) * v;
+  EXPECT_GT(norm, 0.0) << "the backward wrote nothing";
 }
 
 // Flash against the naive path on the GPU (masks from dropout_mask over the probabilities).

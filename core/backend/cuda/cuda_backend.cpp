@@ -61,11 +61,11 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     else if (v == "gemm") fused_probs_ = false;
     else throw Error("REMAT_ATTN_PROBS must be fused or gemm, got '" + v + "'");
   }
-  if (const char* e = std::getenv("REMAT_FLASH_FWD_ROWS")) {
+  if (const char* e = std::getenv("REMAT_FLASH_ROWS")) {
     const std::string v = e;
-    if (v == "16" || v.empty()) flash_fwd_row_groups_ = 1;
-    else if (v == "32") flash_fwd_row_groups_ = 2;
-    else throw Error("REMAT_FLASH_FWD_ROWS must be 16 or 32, got '" + v + "'");
+    if (v == "16" || v.empty()) flash_row_groups_ = 1;
+    else if (v == "32") flash_row_groups_ = 2;
+    else throw Error("REMAT_FLASH_ROWS must be 16 or 32, got '" + v + "'");
   }
   if (const char* e = std::getenv("REMAT_HEAD_CHUNK_MIB")) {
     char* end = nullptr;
@@ -233,7 +233,7 @@ std::vector<std::pair<std::string, std::string>> CudaBackend::describe() const {
                      : flash_impl_ == kernels::FlashImpl::TensorCore ? "tensor cores"
                                                                      : "auto";
   d.emplace_back("flash_attention", impl);
-  d.emplace_back("flash_forward_rows_per_warp", std::to_string(16 * flash_fwd_row_groups_));
+  d.emplace_back("flash_query_rows_per_warp", std::to_string(16 * flash_row_groups_));
   d.emplace_back("naive_attention_probs", fused_probs_ ? "fused kernel (bf16, d 32/64/128)" : "cuBLAS scores + softmax");
   d.emplace_back("gemm_workspace_bytes", std::to_string(kGemmWorkspace));
   d.emplace_back("head_chunk_bytes", std::to_string(head_chunk_bytes_));

@@ -125,10 +125,10 @@ class CudaBackend final : public Backend {
   // REMAT_FLASH_IMPL=scalar|tc sets the initial value.
   void set_flash_impl(kernels::FlashImpl impl) { flash_impl_ = impl; }
   kernels::FlashImpl flash_impl() const { return flash_impl_; }
-  // Groups of 16 query rows per warp in the tensor-core flash forward (1 or 2; the same bits
-  // either way). Env REMAT_FLASH_FWD_ROWS=16|32.
-  void set_flash_fwd_row_groups(int g) { flash_fwd_row_groups_ = g; }
-  int flash_fwd_row_groups() const { return flash_fwd_row_groups_; }
+  // Groups of 16 query rows per warp in the tensor-core flash forward and dQ kernels (1 or 2;
+  // the same bits either way). Env REMAT_FLASH_ROWS=16|32.
+  void set_flash_row_groups(int g) { flash_row_groups_ = g; }
+  int flash_row_groups() const { return flash_row_groups_; }
   // Naive attention's probabilities: the fused tensor-core kernel where it applies (true), or
   // cuBLAS scores in fp32 plus a softmax kernel per head. Env REMAT_ATTN_PROBS=fused|gemm.
   void set_fused_probs(bool on) { fused_probs_ = on; }
@@ -159,7 +159,7 @@ class CudaBackend final : public Backend {
   std::size_t ws_bytes_ = 0;
   kernels::FlashImpl flash_impl_ = kernels::FlashImpl::Auto;
   bool fused_probs_ = true;
-  int flash_fwd_row_groups_ = 1;
+  int flash_row_groups_ = 1;
   std::size_t head_chunk_bytes_ = kHeadChunkBytes;
   cudaDeviceProp props_{};
 };

@@ -611,7 +611,7 @@ void CudaBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& 
   fa.scale = a.scale;
   fa.key = key;
   fa.p = p;
-  fa.fwd_row_groups = flash_fwd_row_groups_;
+  fa.row_groups = flash_row_groups_;
   kernels::flash_fwd(ft(qkv), fa, flash_impl_, compute_);
 }
 
@@ -644,6 +644,7 @@ void CudaBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& 
   fa.scale = a.scale;
   fa.key = key;
   fa.p = p;
+  fa.row_groups = flash_row_groups_;
   kernels::flash_bwd(ft(qkv), fa, flash_impl_, compute_);
 }
 
