@@ -88,13 +88,16 @@ fi
 [ "$have_torch" = 1 ] || echo "== no PyTorch here: the peers' figures come from the anchors file"
 
 # CUPTI with fewer API record kinds (the default enables both): on/off per variant, each in its
-# own process, since CUPTI stays attached once enabled; then the cuBLAS path of the naive
-# attention's probabilities. Last, in whatever time is left.
+# own process, since CUPTI stays attached once enabled; then 32 flash rows a warp and the
+# cuBLAS path of the naive attention's probabilities. Last, in whatever time is left.
 if [ -x "$R/bin/cuda_bench" ]; then
   for api in driver runtime; do
     REMAT_CUPTI_API=$api piece cupti_$api 40 cupti_$api.jsonl "$R/bin/cuda_bench" --quick --only steps
     grep -h 'cupti' "$out/cupti_$api.jsonl" | grep -i 'ms (median' | sed "s/^/  [REMAT_CUPTI_API=$api] /"
   done
+  # The flash steps with 32 query rows a warp in the forward and dQ kernels.
+  REMAT_FLASH_ROWS=32 piece flash_rows32 40 flash_rows32.jsonl "$R/bin/cuda_bench" --quick --only steps
+  grep -h 'flash' "$out/flash_rows32.jsonl" | grep -i 'ms (median' | sed "s/^/  [REMAT_FLASH_ROWS=32] /"
   # Naive attention's probabilities through cuBLAS and the softmax kernel, against the fused kernel.
   REMAT_ATTN_PROBS=gemm piece probs_gemm 40 probs_gemm.jsonl "$R/bin/cuda_bench" --quick --only steps
   grep -h 'naive' "$out/probs_gemm.jsonl" | grep -i 'ms (median' | sed "s/^/  [REMAT_ATTN_PROBS=gemm] /"
