@@ -3,6 +3,7 @@
 // per query tile for dQ. Each output element has a single owner; no floating-point atomics.
 #include <algorithm>
 
+#include "kernels/detail/attn_tile.cuh"
 #include "kernels/detail/flash_common.cuh"
 #include "kernels/detail/mma.cuh"
 #include "kernels/detail/tile_load.cuh"
@@ -385,14 +386,8 @@ __global__ void __launch_bounds__(128) flash_bwd_dkdv_tc(FlashDev p) {
 #pragma unroll
     for (int kk = 0; kk < BMQ / 16; ++kk) {
       std::uint32_t pa[4], sa[4];
-      pa[0] = pack_bf16x2(sT[2 * kk][0], sT[2 * kk][1]);
-      pa[1] = pack_bf16x2(sT[2 * kk][2], sT[2 * kk][3]);
-      pa[2] = pack_bf16x2(sT[2 * kk + 1][0], sT[2 * kk + 1][1]);
-      pa[3] = pack_bf16x2(sT[2 * kk + 1][2], sT[2 * kk + 1][3]);
-      sa[0] = pack_bf16x2(dpT[2 * kk][0], dpT[2 * kk][1]);
-      sa[1] = pack_bf16x2(dpT[2 * kk][2], dpT[2 * kk][3]);
-      sa[2] = pack_bf16x2(dpT[2 * kk + 1][0], dpT[2 * kk + 1][1]);
-      sa[3] = pack_bf16x2(dpT[2 * kk + 1][2], dpT[2 * kk + 1][3]);
+      pack_a_frag(pa, sT, kk);
+      pack_a_frag(sa, dpT, kk);
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         std::uint32_t bo[4], bq[4];
@@ -551,10 +546,7 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_tc(FlashDev p) {
       std::uint32_t a[MT][4];
 #pragma unroll
       for (int t = 0; t < MT; ++t) {
-        a[t][0] = pack_bf16x2(s[t][2 * kk][0], s[t][2 * kk][1]);
-        a[t][1] = pack_bf16x2(s[t][2 * kk][2], s[t][2 * kk][3]);
-        a[t][2] = pack_bf16x2(s[t][2 * kk + 1][0], s[t][2 * kk + 1][1]);
-        a[t][3] = pack_bf16x2(s[t][2 * kk + 1][2], s[t][2 * kk + 1][3]);
+        pack_a_frag(a[t], s[t], kk);
       }
 #pragma unroll
       for (int dn2 = 0; dn2 < D / 16; ++dn2) {

@@ -225,10 +225,7 @@ __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
       std::uint32_t a[MT][4];
 #pragma unroll
       for (int t = 0; t < MT; ++t) {
-        a[t][0] = pack_bf16x2(s[t][2 * kk][0], s[t][2 * kk][1]);
-        a[t][1] = pack_bf16x2(s[t][2 * kk][2], s[t][2 * kk][3]);
-        a[t][2] = pack_bf16x2(s[t][2 * kk + 1][0], s[t][2 * kk + 1][1]);
-        a[t][3] = pack_bf16x2(s[t][2 * kk + 1][2], s[t][2 * kk + 1][3]);
+        pack_a_frag(a[t], s[t], kk);
       }
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {

@@ -75,4 +75,15 @@ __device__ __forceinline__ void scale_mask_tile(float (&s)[BN / 8][4], float sca
     }
 }
 
+// The A fragment (16 x 16, bf16) of columns 16 kk .. 16 kk + 15 of a warp's 16-row fp32
+// accumulator tile c (the C fragments of n-tiles 2 kk and 2 kk + 1): P or dS as the left
+// operand of the next product.
+template <int N>
+__device__ __forceinline__ void pack_a_frag(std::uint32_t (&a)[4], const float (&c)[N][4], int kk) {
+  a[0] = pack_bf16x2(c[2 * kk][0], c[2 * kk][1]);
+  a[1] = pack_bf16x2(c[2 * kk][2], c[2 * kk][3]);
+  a[2] = pack_bf16x2(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+  a[3] = pack_bf16x2(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
 }  // namespace remat::kernels::detail
