@@ -5,14 +5,12 @@
 #include <optional>
 #include <string>
 
+#include "core/analysis/measured_costs.h"  // kPlannerCostsKey, add_costs_provenance
 #include "core/model/model_config.h"
 #include "core/plugin/registry.h"
-#include "core/trace/trace.h"
 
 namespace remat::cli {
 
-// The provenance key of a run or sweep planned with measured costs; its value is the unit.
-inline constexpr const char* kPlannerCostsKey = "planner_costs";
 // The unit of the costs the registry uses without measured ones.
 inline constexpr const char* kFlopsUnit = "flops";
 
@@ -22,8 +20,5 @@ CLI::Option* add_costs_from_option(CLI::App& app, std::string& dir);
 // directory, in ns ("ns measured on DEVICE in DIR"). Throws Error in one line:
 // "--costs-from DIR: what is wrong" (not a run directory, another model, missing steps).
 std::optional<StepCosts> load_step_costs(const std::string& dir, const ModelConfig& m);
-
-// Records the unit of measured costs in the trace's provenance (nothing for FLOPs).
-void add_costs_provenance(Trace& t, const std::optional<StepCosts>& costs);
 
 }  // namespace remat::cli

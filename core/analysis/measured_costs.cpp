@@ -1,8 +1,10 @@
 #include "core/analysis/measured_costs.h"
 
+#include <filesystem>
 #include <map>
 #include <sstream>
 
+#include "core/trace/run_dir.h"
 #include "core/util/error.h"
 
 namespace remat {
@@ -80,6 +82,23 @@ std::vector<double> measured_step_costs(const Trace& t, const BlockGraph& g) {
   if (t.ops.empty()) throw Error("the run has no op records (was it run with --no-profile?)");
   check_same_blocks(t.model, g.config());
   return step_costs_from_ops(t.ops, g.steps());
+}
+
+StepCosts step_costs_from_run_dir(const std::string& dir, const ModelConfig& m) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(fs::path(dir) / "sweep.json", ec))
+    throw Error("a sweep directory, not a run directory; name one of its runs, e.g. " +
+                (fs::path(dir) / "none").string());
+  const Trace t = read_run_dir(dir);
+  StepCosts c;
+  c.cost = measured_step_costs(t, BlockGraph(m));
+  c.unit = "ns measured on " + t.device + " in " + dir;
+  return c;
+}
+
+void add_costs_provenance(Trace& t, const std::optional<StepCosts>& costs) {
+  if (costs) t.provenance.emplace_back(kPlannerCostsKey, costs->unit);
 }
 
 }  // namespace remat

@@ -3,11 +3,13 @@
 // (every kernel and copy of the step summed), in ns. `rematlab-batch plan|run|sweep
 // --costs-from RUN_DIR` passes them to PolicyRegistry::plan.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/graph/block_graph.h"
 #include "core/model/model_config.h"
+#include "core/plugin/registry.h"
 #include "core/trace/records.h"
 #include "core/trace/trace.h"
 
@@ -30,5 +32,16 @@ std::vector<double> step_costs_from_ops(const std::vector<OpRecord>& ops,
 // incomplete run, a run without op records and a run of a different model (check_same_blocks
 // against g.config()). Throws Error.
 std::vector<double> measured_step_costs(const Trace& t, const BlockGraph& g);
+
+// The provenance key of a run planned with measured costs; its value is their unit.
+inline constexpr const char* kPlannerCostsKey = "planner_costs";
+
+// The step costs of `m`'s blocks measured in the run directory `dir`, with their unit ("ns
+// measured on DEVICE in DIR"). Throws Error saying what is wrong (not a run directory, a sweep
+// directory, another model, missing steps), without naming the directory.
+StepCosts step_costs_from_run_dir(const std::string& dir, const ModelConfig& m);
+
+// Records the unit of measured costs in the trace's provenance (nothing for FLOPs).
+void add_costs_provenance(Trace& t, const std::optional<StepCosts>& costs);
 
 }  // namespace remat
