@@ -6,6 +6,7 @@
 #include <QSysInfo>
 #include <cmath>
 
+#include "core/analysis/measured_costs.h"
 #include "core/backend/backend_factory.h"
 #include "core/engine/run.h"
 #include "core/trace/run_dir.h"
@@ -37,9 +38,25 @@ QString run_dir_name(const QString& root, const Trace& t) {
   return dir.filePath(name);
 }
 
+Schedule plan_request(const PolicyRegistry& registry, const RunRequest& req,
+                      std::optional<StepCosts>* costs) {
+  std::optional<StepCosts> c;
+  if (!req.costs_from.empty()) {
+    try {
+      c = step_costs_from_run_dir(req.costs_from, req.model);
+    } catch (const Error& e) {
+      throw Error("step costs from " + req.costs_from + ": " + e.what());
+    }
+  }
+  Schedule s = registry.plan(req.policy, req.model, req.memory_budget, c ? &*c : nullptr);
+  if (costs) *costs = std::move(c);
+  return s;
+}
+
 void RunWorker::run(const RunRequest& req) {
   try {
-    const Schedule s = registry_.plan(req.policy, req.model, req.memory_budget);
+    std::optional<StepCosts> costs;
+    const Schedule s = plan_request(registry_, req, &costs);
     RunSpec spec;
     spec.model = req.model;
     spec.schedule = s;
@@ -66,6 +83,7 @@ void RunWorker::run(const RunRequest& req) {
       t = refused_run(spec, *dev.backend, e);  // refused before the first step, as the CLI
     }
     t.memory_budget = req.memory_budget.value_or(0);
+    add_costs_provenance(t, costs);
     set_provenance(t, "command", "rematlab (desktop app)");
     set_provenance(t, "created", QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString());
     set_provenance(t, "os", (QSysInfo::kernelType() + " " + QSysInfo::kernelVersion() + " " +

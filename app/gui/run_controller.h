@@ -23,6 +23,7 @@ struct RunRequest {
   ModelConfig model;
   PolicyChoice policy;
   std::optional<std::uint64_t> memory_budget;
+  std::string costs_from;  // a run directory: plan with its measured step times ("" = FLOPs)
   std::string device = "cpu";
   int steps = 3, warmup = 1, threads = 2;
   std::uint64_t seed = 0;
@@ -68,6 +69,12 @@ class RunController : public QObject {
   RunWorker* worker_;
   bool running_ = false;
 };
+
+// The schedule a request runs: the policy planned for its model and budget, with the step costs
+// measured in `costs_from` when it names a run directory (the costs are returned too). Throws
+// Error; a bad costs directory is named in the message.
+Schedule plan_request(const PolicyRegistry& registry, const RunRequest& req,
+                      std::optional<StepCosts>* costs = nullptr);
 
 // A new directory name under `root` for a run: <time>-<model>-<policy>.
 QString run_dir_name(const QString& root, const Trace& t);

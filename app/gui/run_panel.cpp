@@ -53,6 +53,8 @@ RunPanel::RunPanel(const PolicyRegistry& registry, QWidget* parent)
       policy_help_(small_label(this)),
       params_(new ParamEditor(this)),
       budget_(new QLineEdit(this)),
+      costs_(new QLineEdit(this)),
+      costs_browse_(new QToolButton(this)),
       device_(new QComboBox(this)),
       steps_(new QSpinBox(this)),
       warmup_(new QSpinBox(this)),
@@ -103,6 +105,16 @@ RunPanel::RunPanel(const PolicyRegistry& registry, QWidget* parent)
   auto* bf = new QFormLayout;
   bf->setContentsMargins(0, 0, 0, 0);
   bf->addRow(tr("Activation budget"), budget_);
+  costs_->setPlaceholderText(tr("FLOPs"));
+  costs_->setClearButtonEnabled(true);
+  costs_->setToolTip(tr("Step costs the planner weighs (--costs-from): FLOPs, or the step times "
+                        "measured in a run directory of the same model (e.g. a run of none)"));
+  costs_browse_->setText(tr("From run…"));
+  costs_browse_->setToolTip(tr("Plan with the step times measured in a run directory"));
+  auto* crow = new QHBoxLayout;
+  crow->addWidget(costs_, 1);
+  crow->addWidget(costs_browse_);
+  bf->addRow(tr("Step costs"), crow);
   pl->addLayout(bf);
 
   // Run settings.
@@ -189,6 +201,11 @@ RunPanel::RunPanel(const PolicyRegistry& registry, QWidget* parent)
   connect(policies_, &QComboBox::currentIndexChanged, this, &RunPanel::onPolicyChosen);
   connect(params_, &ParamEditor::changed, this, &RunPanel::onChoiceChanged);
   connect(budget_, &QLineEdit::textChanged, this, &RunPanel::onChoiceChanged);
+  connect(costs_, &QLineEdit::textChanged, this, &RunPanel::onChoiceChanged);
+  connect(costs_browse_, &QToolButton::clicked, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Step times from a run"), costs_->text());
+    if (!dir.isEmpty()) costs_->setText(dir);
+  });
   connect(run_, &QPushButton::clicked, this, &RunPanel::runRequested);
   connect(cancel_, &QPushButton::clicked, this, &RunPanel::cancelRequested);
 
@@ -276,6 +293,7 @@ bool RunPanel::selectPolicy(const QString& name) {
 
 bool RunPanel::setPolicyParam(const QString& name, const QString& value) { return params_->setValue(name, value); }
 void RunPanel::setMemoryBudget(const QString& text) { budget_->setText(text); }
+void RunPanel::setCostsFrom(const QString& dir) { costs_->setText(dir); }
 void RunPanel::setSteps(int steps) { steps_->setValue(steps); }
 void RunPanel::setWarmup(int warmup) { warmup_->setValue(warmup); }
 void RunPanel::setSeed(int seed) { seed_->setValue(seed); }
@@ -309,6 +327,7 @@ std::optional<RunRequest> RunPanel::request(QString* why) const {
       return fail(QString::fromStdString(e.what()));
     }
   }
+  r.costs_from = costs_->text().trimmed().toStdString();
   r.device = device_->currentData().toString().toStdString();
   r.steps = steps_->value();
   r.warmup = warmup_->value();
@@ -358,7 +377,7 @@ void RunPanel::startPrediction() {
     PredictionOutcome o;
     o.generation = gen;
     try {
-      Schedule s = reg->plan(r.policy, r.model, r.memory_budget);
+      Schedule s = plan_request(*reg, r);
       o.actions = s.actions.size();
       o.prediction = simulate(r.model, s, mirror);
       o.ok = true;

@@ -50,6 +50,8 @@ class RunPanel : public QWidget {
   bool selectPolicy(const QString& name);
   bool setPolicyParam(const QString& name, const QString& value);
   void setMemoryBudget(const QString& text);
+  // A run directory whose measured step times the planner uses instead of FLOPs ("" = FLOPs).
+  void setCostsFrom(const QString& dir);
   void setSteps(int steps);
   void setWarmup(int warmup);
   void setSeed(int seed);
@@ -102,6 +104,8 @@ class RunPanel : public QWidget {
   QLabel* policy_help_;
   ParamEditor* params_;
   QLineEdit* budget_;
+  QLineEdit* costs_;
+  QToolButton* costs_browse_;
   QComboBox* device_;
   QSpinBox* steps_;
   QSpinBox* warmup_;

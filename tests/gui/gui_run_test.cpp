@@ -37,6 +37,7 @@ class GuiRunTest : public QObject {
   void huggingFaceConfigFillsTheEditor();
   void parameterEditorsFollowTheDeclarations();
   void cudaIsOfferedOnlyWhereItWorks();
+  void budgetPlansWithStepTimesOfARun();
 
  private:
   QTemporaryDir tmp_;
@@ -282,6 +283,56 @@ void GuiRunTest::cudaIsOfferedOnlyWhereItWorks() {
   const bool offered = w.runPanel()->deviceBox()->findData("cuda") >= 0;
   QCOMPARE(offered, cuda_available());
   QVERIFY(w.runPanel()->deviceBox()->findData("cpu") >= 0);
+}
+
+void GuiRunTest::budgetPlansWithStepTimesOfARun() {
+  MainWindow w(options());
+  w.show();
+  RunPanel* p = w.runPanel();
+  QVERIFY(p->selectModel("tiny"));
+  p->setSteps(1);
+  p->setWarmup(0);
+  // A run of none gives the step times.
+  QVERIFY(p->selectPolicy("none"));
+  QTRY_VERIFY_WITH_TIMEOUT(!p->predictionPending(), 30000);
+  QSignalSpy finished(&w, &MainWindow::runFinished);
+  QTest::mouseClick(p->runButton(), Qt::LeftButton);
+  QVERIFY(finished.wait(120000));
+  const QString measured = w.runs()->at(w.runs()->rowCount() - 1).dir;
+  QVERIFY(!measured.isEmpty());
+  // budget planned with them: predicted, run, and the unit recorded in the run's provenance.
+  QVERIFY(p->selectPolicy("budget"));
+  ModelConfig m = resolve_model("tiny");
+  const auto none = simulate(m, store_all_schedule(m.layers), nullptr);
+  p->setMemoryBudget(QString::number(none.activation_peak_bytes * 6 / 10));
+  p->setCostsFrom(measured);
+  QTRY_VERIFY_WITH_TIMEOUT(!p->predictionPending(), 30000);
+  QVERIFY2(p->lastPrediction().ok, qPrintable(p->lastPrediction().error));
+  QTest::mouseClick(p->runButton(), Qt::LeftButton);
+  QVERIFY(finished.wait(120000));
+  const RunEntry& e = w.runs()->at(w.runs()->rowCount() - 1);
+  QVERIFY(e.trace->complete);
+  bool recorded = false;
+  for (const auto& [k, v] : e.trace->provenance)
+    if (k == "planner_costs") recorded = v.find(measured.toStdString()) != std::string::npos;
+  QVERIFY2(recorded, "the run does not record the measured step costs it was planned with");
+  // Another model than the measured one: the prediction names the field, Run is off.
+  QVERIFY(p->selectModel("small"));
+  QTRY_VERIFY_WITH_TIMEOUT(!p->predictionPending(), 30000);
+  QVERIFY(!p->lastPrediction().ok);
+  QVERIFY2(p->lastPrediction().error.contains("differs from the planned model"),
+           qPrintable(p->lastPrediction().error));
+  QVERIFY(!p->runButton()->isEnabled());
+  // A directory that is not a run: named in the message.
+  QVERIFY(p->selectModel("tiny"));
+  p->setCostsFrom(tmp_.filePath("no-such-run"));
+  QTRY_VERIFY_WITH_TIMEOUT(!p->predictionPending(), 30000);
+  QVERIFY(!p->lastPrediction().ok);
+  QVERIFY2(p->lastPrediction().error.contains("no-such-run"), qPrintable(p->lastPrediction().error));
+  // Cleared: FLOPs again, and the plan works.
+  p->setCostsFrom({});
+  QTRY_VERIFY_WITH_TIMEOUT(!p->predictionPending(), 30000);
+  QVERIFY2(p->lastPrediction().ok, qPrintable(p->lastPrediction().error));
 }
 
 QTEST_MAIN(GuiRunTest)
