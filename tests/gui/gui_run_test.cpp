@@ -41,6 +41,19 @@ class GuiRunTest : public QObject {
 
  private:
   QTemporaryDir tmp_;
+  // Shows w with its panel on one counted step of tiny, without warmup.
+  static bool showOneStepOfTiny(MainWindow& w) {
+    w.show();
+    w.runPanel()->setSteps(1);
+    w.runPanel()->setWarmup(0);
+    return w.runPanel()->selectModel("tiny");
+  }
+  // Six tenths of what none keeps on tiny: a feasible budget that forces recomputation.
+  static QString tinyBudget() {
+    const ModelConfig m = resolve_model("tiny");
+    const auto none = simulate(m, store_all_schedule(m.layers), nullptr);
+    return QString::number(none.activation_peak_bytes * 6 / 10);
+  }
   WindowOptions options() {
     WindowOptions o;
     o.runs_dir = tmp_.filePath("runs");
@@ -51,11 +64,8 @@ class GuiRunTest : public QObject {
 
 void GuiRunTest::everyPolicyOnTinyPlotsItsPeak() {
   MainWindow w(options());
-  w.show();
+  QVERIFY(showOneStepOfTiny(w));
   RunPanel* p = w.runPanel();
-  QVERIFY(p->selectModel("tiny"));
-  p->setSteps(1);
-  p->setWarmup(0);
   const auto names = w.registry().names();
   QVERIFY2(names.size() >= 6, "the six shipped policies are loaded");
   int expected_rows = 0;
@@ -63,10 +73,7 @@ void GuiRunTest::everyPolicyOnTinyPlotsItsPeak() {
     const QString policy = QString::fromStdString(name);
     QVERIFY(p->selectPolicy(policy));
     if (name == "budget") {
-      // Half of what store-everything keeps: feasible, and it forces recomputation.
-      ModelConfig m = resolve_model("tiny");
-      const auto none = simulate(m, store_all_schedule(m.layers), nullptr);
-      p->setMemoryBudget(QString::number(none.activation_peak_bytes * 6 / 10));
+      p->setMemoryBudget(tinyBudget());
     } else {
       p->setMemoryBudget({});
     }
@@ -287,11 +294,8 @@ void GuiRunTest::cudaIsOfferedOnlyWhereItWorks() {
 
 void GuiRunTest::budgetPlansWithStepTimesOfARun() {
   MainWindow w(options());
-  w.show();
+  QVERIFY(showOneStepOfTiny(w));
   RunPanel* p = w.runPanel();
-  QVERIFY(p->selectModel("tiny"));
-  p->setSteps(1);
-  p->setWarmup(0);
   // A run of none gives the step times.
   QVERIFY(p->selectPolicy("none"));
   QTRY_VERIFY_WITH_TIMEOUT(!p->predictionPending(), 30000);
@@ -302,9 +306,7 @@ void GuiRunTest::budgetPlansWithStepTimesOfARun() {
   QVERIFY(!measured.isEmpty());
   // budget planned with them: predicted, run, and the unit recorded in the run's provenance.
   QVERIFY(p->selectPolicy("budget"));
-  ModelConfig m = resolve_model("tiny");
-  const auto none = simulate(m, store_all_schedule(m.layers), nullptr);
-  p->setMemoryBudget(QString::number(none.activation_peak_bytes * 6 / 10));
+  p->setMemoryBudget(tinyBudget());
   p->setCostsFrom(measured);
   QTRY_VERIFY_WITH_TIMEOUT(!p->predictionPending(), 30000);
   QVERIFY2(p->lastPrediction().ok, qPrintable(p->lastPrediction().error));
