@@ -541,25 +541,7 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_tc(FlashDev p) {
             s[t][nt][e] = pt * (dp[t][nt][e] * z - dd[t][r]);
           }
         }
-#pragma unroll
-    for (int kk = 0; kk < BNK / 16; ++kk) {
-      std::uint32_t a[MT][4];
-#pragma unroll
-      for (int t = 0; t < MT; ++t) {
-        pack_a_frag(a[t], s[t], kk);
-      }
-#pragma unroll
-      for (int dn2 = 0; dn2 < D / 16; ++dn2) {
-        std::uint32_t bk[4];
-        ldmatrix_x4_trans(bk, Kst + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD +
-                                  dn2 * 16 + (lane >> 4) * 8);
-#pragma unroll
-        for (int t = 0; t < MT; ++t) {
-          mma_bf16(dq[t][2 * dn2], a[t], bk[0], bk[1]);
-          mma_bf16(dq[t][2 * dn2 + 1], a[t], bk[2], bk[3]);
-        }
-      }
-    }
+    pv_tiles<D, BNK, LD, MT>(dq, s, Kst, lane);
     __syncthreads();
   }
 

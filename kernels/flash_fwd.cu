@@ -220,25 +220,7 @@ __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
           }
       }
     }
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      std::uint32_t a[MT][4];
-#pragma unroll
-      for (int t = 0; t < MT; ++t) {
-        pack_a_frag(a[t], s[t], kk);
-      }
-#pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        std::uint32_t bb[4];
-        ldmatrix_x4_trans(bb, Vst + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD +
-                                  dp * 16 + (lane >> 4) * 8);
-#pragma unroll
-        for (int t = 0; t < MT; ++t) {
-          mma_bf16(o[t][2 * dp], a[t], bb[0], bb[1]);
-          mma_bf16(o[t][2 * dp + 1], a[t], bb[2], bb[3]);
-        }
-      }
-    }
+    pv_tiles<D, BN, LD, MT>(o, s, Vst, lane);
     __syncthreads();
   }
 

@@ -86,4 +86,29 @@ __device__ __forceinline__ void pack_a_frag(std::uint32_t (&a)[4], const float (
   a[3] = pack_bf16x2(c[2 * kk + 1][2], c[2 * kk + 1][3]);
 }
 
+// acc[t] += c[t] X for MT groups of 16 rows: c[t] the warp's fp32 tile against BN keys (packed
+// to bf16 A fragments), X the BN x D tile in shared memory (pitch LD) read transposed; each X
+// fragment is loaded once for all MT groups. (P V in the forward, dS K for dQ.)
+template <int D, int BN, int LD, int MT>
+__device__ __forceinline__ void pv_tiles(float (&acc)[MT][D / 8][4], const float (&c)[MT][BN / 8][4],
+                                         const bf16* X, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    std::uint32_t a[MT][4];
+#pragma unroll
+    for (int t = 0; t < MT; ++t) pack_a_frag(a[t], c[t], kk);
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      std::uint32_t bb[4];
+      ldmatrix_x4_trans(bb, X + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 +
+                                (lane >> 4) * 8);
+#pragma unroll
+      for (int t = 0; t < MT; ++t) {
+        mma_bf16(acc[t][2 * dp], a[t], bb[0], bb[1]);
+        mma_bf16(acc[t][2 * dp + 1], a[t], bb[2], bb[3]);
+      }
+    }
+  }
+}
+
 }  // namespace remat::kernels::detail
