@@ -589,16 +589,17 @@ void CudaBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& 
 
 // --- flash attention ---
 
-void CudaBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
-                            const AttnDims& a, const DropoutKey& key, float p) {
-  const char* op = "flash_fwd";
+namespace {
+
+// The checks and kernel arguments the forward and the backward share.
+kernels::FlashArgs flash_args(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
+                              const AttnDims& a, const DropoutKey& key, float p, int row_groups,
+                              const char* op) {
   check_dims(a, op);
   check_p(p, op);
   check_float(qkv, op, "qkv", qkv_numel(a));
   check_float(ctx, op, "ctx", ctx_numel(a));
   check_dtype(lse, DType::F32, op, "lse", static_cast<std::int64_t>(a.B) * a.heads * a.S);
-  check_same(qkv, {&ctx}, op);
-  activate();
   kernels::FlashArgs fa;
   fa.qkv = qkv.data;
   fa.ctx = ctx.data;
@@ -611,7 +612,18 @@ void CudaBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& 
   fa.scale = a.scale;
   fa.key = key;
   fa.p = p;
-  fa.row_groups = flash_row_groups_;
+  fa.row_groups = row_groups;
+  return fa;
+}
+
+}  // namespace
+
+void CudaBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
+                            const AttnDims& a, const DropoutKey& key, float p) {
+  const char* op = "flash_fwd";
+  const kernels::FlashArgs fa = flash_args(qkv, ctx, lse, a, key, p, flash_row_groups_, op);
+  check_same(qkv, {&ctx}, op);
+  activate();
   kernels::flash_fwd(ft(qkv), fa, flash_impl_, compute_);
 }
 
@@ -619,32 +631,15 @@ void CudaBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& 
                             const Tensor& dctx, const Tensor& dqkv, const AttnDims& a,
                             const DropoutKey& key, float p) {
   const char* op = "flash_bwd";
-  check_dims(a, op);
-  check_p(p, op);
-  check_float(qkv, op, "qkv", qkv_numel(a));
-  check_float(ctx, op, "ctx", ctx_numel(a));
-  check_dtype(lse, DType::F32, op, "lse", static_cast<std::int64_t>(a.B) * a.heads * a.S);
+  kernels::FlashArgs fa = flash_args(qkv, ctx, lse, a, key, p, flash_row_groups_, op);
   check_float(dctx, op, "dctx", ctx_numel(a));
   check_float(dqkv, op, "dqkv", qkv_numel(a));
   check_same(qkv, {&ctx, &dctx, &dqkv}, op);
   activate();
-  kernels::FlashArgs fa;
-  fa.qkv = qkv.data;
-  fa.ctx = ctx.data;
-  fa.lse = lse.as<float>();
   fa.dctx = dctx.data;
   fa.dqkv = dqkv.data;
   fa.scratch = reinterpret_cast<float*>(
       scratch(kernels::flash_bwd_scratch_bytes(a.B, a.heads, a.S), op));
-  fa.B = a.B;
-  fa.S = a.S;
-  fa.heads = a.heads;
-  fa.kv_heads = a.kv_heads;
-  fa.d = a.d;
-  fa.scale = a.scale;
-  fa.key = key;
-  fa.p = p;
-  fa.row_groups = flash_row_groups_;
   kernels::flash_bwd(ft(qkv), fa, flash_impl_, compute_);
 }
 
