@@ -13,6 +13,7 @@
 #include "comparison.h"
 #include "core/trace/run_dir.h"
 #include "core/util/error.h"
+#include "core/util/json_io.h"
 
 namespace fs = std::filesystem;
 
@@ -33,16 +34,7 @@ std::string label_of(const std::string& dir) {
 }
 
 nlohmann::json read_sweep_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(path + ": not valid JSON (truncated or corrupt): " + e.what());
-  }
+  nlohmann::json j = read_json_file(path);
   if (!j.is_object() || j.value("format", "") != "rematlab-sweep" || !j.contains("runs") || !j["runs"].is_array())
     throw Error(path + ": not a RematLab sweep file");
   return j;

@@ -9,6 +9,7 @@
 #include "core/engine/model_state.h"
 #include "core/util/bf16.h"
 #include "core/util/error.h"
+#include "core/util/json_io.h"
 
 namespace remat {
 
@@ -27,6 +28,7 @@ float half_to_float(std::uint16_t h) {
 
 std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
   auto bad = [&](const std::string& why) -> Error { return Error("safetensors file '" + path + "': " + why); };
+  require_regular_file(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read safetensors file '" + path + "'");
   in.seekg(0, std::ios::end);
@@ -35,17 +37,12 @@ std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
   if (size < 8) throw bad("too short to hold a header");
   std::uint64_t n = 0;
   unsigned char len[8];
-  in.read(reinterpret_cast<char*>(len), 8);
+  if (!in.read(reinterpret_cast<char*>(len), 8)) throw bad("cannot read the header length");
   for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
   if (n == 0 || n > size - 8 || n > (100u << 20)) throw bad("header length " + std::to_string(n) + " is invalid");
   std::string header(n, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(n));
-  nlohmann::json h;
-  try {
-    h = nlohmann::json::parse(header);
-  } catch (const nlohmann::json::exception& e) {
-    throw bad(std::string("malformed header: ") + e.what());
-  }
+  if (!in.read(header.data(), static_cast<std::streamsize>(n))) throw bad("truncated header");
+  nlohmann::json h = parse_json(header, "safetensors file '" + path + "': malformed header");
   if (!h.is_object()) throw bad("header is not a JSON object");
   const std::uint64_t data_size = size - 8 - n;
   std::map<std::string, SafeTensor> out;
@@ -54,13 +51,20 @@ std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
     const auto& d = it.value();
     if (!d.is_object() || !d.contains("dtype") || !d.contains("shape") || !d.contains("data_offsets"))
       throw bad("tensor '" + it.key() + "' lacks dtype, shape or data_offsets");
+    const auto& offs = d["data_offsets"];
+    if (!d["dtype"].is_string() || !d["shape"].is_array() || !offs.is_array() || offs.size() != 2 ||
+        !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
+      throw bad("tensor '" + it.key() + "': dtype must be a string, shape an array and data_offsets two "
+                "non-negative integers");
     SafeTensor t;
     t.dtype = d["dtype"].get<std::string>();
     std::uint64_t numel = 1;
     for (const auto& s : d["shape"]) {
       if (!s.is_number_integer() || s.get<std::int64_t>() < 0) throw bad("tensor '" + it.key() + "' has a bad shape");
       t.shape.push_back(s.get<std::int64_t>());
-      numel *= static_cast<std::uint64_t>(t.shape.back());
+      auto dim = static_cast<std::uint64_t>(t.shape.back());
+      if (dim != 0 && numel > data_size / dim) throw bad("tensor '" + it.key() + "' has a shape larger than the file");
+      numel *= dim;
     }
     std::uint64_t b = d["data_offsets"][0].get<std::uint64_t>(), e = d["data_offsets"][1].get<std::uint64_t>();
     std::size_t esz = t.dtype == "F32" ? 4 : (t.dtype == "BF16" || t.dtype == "F16") ? 2 : 0;

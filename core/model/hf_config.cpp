@@ -5,6 +5,7 @@
 
 #include "core/model/model_config.h"
 #include "core/util/error.h"
+#include "core/util/json_io.h"
 
 namespace remat {
 
@@ -28,14 +29,13 @@ const nlohmann::json& field(const nlohmann::json& j, const char* key) {
 
 int int_field(const nlohmann::json& j, const char* key) {
   const auto& v = field(j, key);
-  if (!v.is_number_integer()) throw ConfigError(key, "must be an integer, got " + v.dump());
-  return v.get<int>();
+  return json_int(v, key);
 }
 
 double num_field(const nlohmann::json& j, const char* key, double fallback) {
   if (!j.contains(key) || j.at(key).is_null()) return fallback;
   const auto& v = j.at(key);
-  if (!v.is_number()) throw ConfigError(key, "must be a number, got " + v.dump());
+  if (!v.is_number()) throw ConfigError(key, "must be a number, got " + json_snippet(v));
   return v.get<double>();
 }
 
@@ -43,7 +43,7 @@ void refuse_unknown(const nlohmann::json& j, const std::set<std::string>& modell
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     if (modelled.count(k) || kMetadata.count(k)) continue;
-    throw ConfigError(k, "Hugging Face field not modelled by RematLab (value " + it->dump() + ")");
+    throw ConfigError(k, "Hugging Face field not modelled by RematLab (value " + json_snippet(*it) + ")");
   }
 }
 
@@ -98,10 +98,10 @@ ModelConfig llama_from_hf(const nlohmann::json& j) {
   m.positions = int_field(j, "max_position_embeddings");
   if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null())
     throw ConfigError("rope_scaling", "RoPE scaling is not modelled (value " +
-                                          j.at("rope_scaling").dump() + ")");
+                                          json_snippet(j.at("rope_scaling")) + ")");
   if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
     throw ConfigError("hidden_act", "only silu (SwiGLU) is modelled, got " +
-                                        j.at("hidden_act").dump());
+                                        json_snippet(j.at("hidden_act")));
   for (const char* k : {"attention_bias", "mlp_bias", "tie_word_embeddings"})
     if (j.contains(k) && j.at(k).is_boolean() && j.at(k).get<bool>())
       throw ConfigError(k, "true is not modelled for llama (biases off, untied head)");
@@ -124,7 +124,7 @@ ModelConfig model_from_hf_json(const nlohmann::json& j, const std::string& name)
   if (type == "gpt2") m = gpt2_from_hf(j);
   else if (type == "llama") m = llama_from_hf(j);
   else throw ConfigError("model_type", "unsupported Hugging Face model_type " +
-                                          j.at("model_type").dump() + " (gpt2 | llama)");
+                                          json_snippet(j.at("model_type")) + " (gpt2 | llama)");
   m.name = name;
   m.validate();
   return m;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/util/error.h"
+#include "core/util/json_io.h"
 
 namespace remat {
 
@@ -58,6 +59,9 @@ void ModelConfig::validate() const {
   require_positive("batch", batch);
   require_positive("vocab", vocab);
   require_positive("positions", positions);
+  if (layers > limits::kLayers)
+    throw LimitError("layers: " + std::to_string(layers) + " is more than the " +
+                     std::to_string(limits::kLayers) + " layers a model may have");
   if (hidden % heads != 0)
     throw ConfigError("hidden", std::to_string(hidden) + " is not divisible by heads = " +
                                     std::to_string(heads));
@@ -103,25 +107,17 @@ const std::set<std::string> kOwnKeys = {"name",    "architecture", "layers",   "
                                         "attention", "dtype",      "norm_eps", "rope_theta",
                                         "description"};
 
-int get_int(const nlohmann::json& j, const char* key) {
-  const auto& v = j.at(key);
-  if (!v.is_number_integer())
-    throw ConfigError(key, "must be an integer, got " + v.dump());
-  long long x = v.get<long long>();
-  if (x > std::numeric_limits<int>::max() || x < std::numeric_limits<int>::min())
-    throw ConfigError(key, "is out of range: " + v.dump());
-  return static_cast<int>(x);
-}
+int get_int(const nlohmann::json& j, const char* key) { return json_int(j.at(key), key); }
 
 double get_number(const nlohmann::json& j, const char* key) {
   const auto& v = j.at(key);
-  if (!v.is_number()) throw ConfigError(key, "must be a number, got " + v.dump());
+  if (!v.is_number()) throw ConfigError(key, "must be a number, got " + json_snippet(v));
   return v.get<double>();
 }
 
 std::string get_string(const nlohmann::json& j, const char* key) {
   const auto& v = j.at(key);
-  if (!v.is_string()) throw ConfigError(key, "must be a string, got " + v.dump());
+  if (!v.is_string()) throw ConfigError(key, "must be a string, got " + json_snippet(v));
   return v.get<std::string>();
 }
 
@@ -196,14 +192,7 @@ nlohmann::json model_to_json(const ModelConfig& m) {
 }
 
 ModelConfig load_model_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read model file '" + path + "'");
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("model file '" + path + "' is not valid JSON: " + e.what());
-  }
+  nlohmann::json j = read_json_file(path);
   std::string stem = path;
   auto slash = stem.find_last_of('/');
   if (slash != std::string::npos) stem = stem.substr(slash + 1);

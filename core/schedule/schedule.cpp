@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/util/error.h"
+#include "core/util/json_io.h"
 
 namespace remat {
 
@@ -64,21 +65,38 @@ Schedule schedule_from_json(const nlohmann::json& in) {
     throw Error("schedule: missing the 'actions' array");
   if (!j.contains("blocks") || !j["blocks"].is_number_integer())
     throw Error("schedule: missing the integer 'blocks'");
+  if (j.contains("format") && j["format"] != "rematlab-schedule")
+    throw Error("schedule: format " + json_snippet(j["format"]) + " is not rematlab-schedule");
+  if (j.contains("version") && j["version"] != 1)
+    throw Error("schedule: version " + json_snippet(j["version"]) +
+                " is not one this RematLab reads (1); a newer RematLab wrote it");
+  const auto& actions = j["actions"];
+  if (actions.size() > static_cast<std::size_t>(limits::kScheduleActions))
+    throw LimitError("schedule: " + std::to_string(actions.size()) + " actions, more than the " +
+                     std::to_string(limits::kScheduleActions) + " a schedule may hold");
+  auto str_field = [&](const char* k, const std::string& fallback) {
+    if (!j.contains(k)) return fallback;
+    if (!j[k].is_string()) throw Error(std::string("schedule: '") + k + "' must be a string, got " + json_snippet(j[k]));
+    return j[k].get<std::string>();
+  };
   Schedule s;
-  s.policy = j.value("policy", std::string("file"));
-  s.params = j.value("params", std::string());
-  s.blocks = j["blocks"].get<int>();
-  s.checkpoint_slots = j.value("checkpoint_slots", 0);
+  s.policy = str_field("policy", "file");
+  s.params = str_field("params", "");
+  s.blocks = json_int(j["blocks"], "schedule: blocks");
+  if (s.blocks > limits::kLayers)
+    throw LimitError("schedule: blocks " + std::to_string(s.blocks) + " is more than the " +
+                     std::to_string(limits::kLayers) + " layers a model may have");
+  s.checkpoint_slots = j.contains("checkpoint_slots") ? json_int(j["checkpoint_slots"], "schedule: checkpoint_slots") : 0;
   std::size_t i = 0;
   for (const auto& e : j["actions"]) {
     auto bad = [&](const std::string& why) {
-      throw Error("schedule: action " + std::to_string(i) + ": " + why + " (" + e.dump() + ")");
+      throw Error("schedule: action " + std::to_string(i) + ": " + why + " (" + json_snippet(e) + ")");
     };
     if (!e.is_object() || !e.contains("action") || !e["action"].is_string()) bad("no 'action'");
     if (!e.contains("block") || !e["block"].is_number_integer()) bad("no integer 'block'");
     std::string a = e["action"].get<std::string>();
     Action act;
-    act.block = e["block"].get<int>();
+    act.block = json_int(e["block"], "schedule: action " + std::to_string(i) + " block");
     bool found = false;
     for (int k = 0; k <= static_cast<int>(ActionKind::Drop); ++k)
       if (a == to_string(static_cast<ActionKind>(k))) {
@@ -112,15 +130,7 @@ Schedule schedule_from_json(const nlohmann::json& in) {
 }
 
 Schedule load_schedule_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read schedule file '" + path + "'");
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("schedule file '" + path + "' is not valid JSON: " + e.what());
-  }
-  return schedule_from_json(j);
+  return schedule_from_json(read_json_file(path));
 }
 
 }  // namespace remat

@@ -19,6 +19,7 @@
 #include "core/trace/csv.h"
 #include "core/trace/summary.h"
 #include "core/util/error.h"
+#include "core/util/json_io.h"
 
 namespace fs = std::filesystem;
 
@@ -308,7 +309,7 @@ class JsonFields {
   std::string str(const char* k) const { return at(k, nlohmann::json::value_t::string).get<std::string>(); }
   std::uint64_t u64(const char* k) const { return at(k, nlohmann::json::value_t::number_unsigned).get<std::uint64_t>(); }
   std::int64_t i64(const char* k) const { return at(k, nlohmann::json::value_t::number_integer).get<std::int64_t>(); }
-  int i32(const char* k) const { return static_cast<int>(i64(k)); }
+  int i32(const char* k) const { return checked_narrow<int>(i64(k), file_ + " field '" + k + "'"); }
   bool boolean(const char* k) const { return at(k, nlohmann::json::value_t::boolean).get<bool>(); }
   const nlohmann::json& obj(const char* k) const { return at(k, nlohmann::json::value_t::object); }
   const nlohmann::json& arr(const char* k) const { return at(k, nlohmann::json::value_t::array); }
@@ -327,20 +328,6 @@ class JsonFields {
   const nlohmann::json& j_;
   std::string file_;
 };
-
-nlohmann::json read_json_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw Error(path + ": missing");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(path + ": not valid JSON (truncated or corrupt): " + e.what());
-  }
-}
 
 void trace_from_summary(const nlohmann::json& j, const std::string& file, Trace& t) {
   if (!j.is_object()) throw Error(file + ": not a JSON object");

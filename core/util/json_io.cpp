@@ -1,0 +1,131 @@
+#include "core/util/json_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/util/error.h"
+
+namespace remat {
+
+namespace {
+
+const char* kind_of(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Opens without blocking (a FIFO would block a plain open) and checks the type on the open file.
+int open_regular(const std::string& path, struct stat& st) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    int e = errno;
+    if (e == ENOENT) throw Error(path + ": missing");
+    throw Error(path + ": cannot be read (" + std::strerror(e) + ")");
+  }
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw Error(path + ": cannot be read (" + std::strerror(e) + ")");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(path + ": is " + kind_of(st.st_mode) + ", expected a regular file");
+  }
+  return fd;
+}
+
+std::string human_bytes(std::uint64_t b) {
+  if (b >= (std::uint64_t{1} << 30)) return std::to_string(b >> 30) + " GiB";
+  if (b >= (std::uint64_t{1} << 20)) return std::to_string(b >> 20) + " MiB";
+  return std::to_string(b) + " bytes";
+}
+
+}  // namespace
+
+void require_regular_file(const std::string& path) {
+  struct stat st {};
+  Fd fd(open_regular(path, st));
+}
+
+std::string read_regular_file(const std::string& path, std::uint64_t max_bytes) {
+  struct stat st {};
+  Fd fd(open_regular(path, st));
+  auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > max_bytes)
+    throw LimitError(path + ": " + human_bytes(size) + " is larger than the " + human_bytes(max_bytes) +
+                     " this reader accepts");
+  std::string out(size, '\0');
+  std::size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(path + ": cannot be read (" + std::strerror(errno) + ")");
+    if (n == 0) break;  // shrank while reading
+    got += static_cast<std::size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
+nlohmann::json parse_json(const std::string& text, const std::string& where) {
+  auto depth_check = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json&) {
+    if ((ev == nlohmann::json::parse_event_t::object_start ||
+         ev == nlohmann::json::parse_event_t::array_start) &&
+        depth >= limits::kJsonDepth)
+      throw LimitError(where + ": JSON nested deeper than " + std::to_string(limits::kJsonDepth) +
+                       " levels");
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(text, depth_check);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where + ": not valid JSON (truncated or corrupt): " + e.what());
+  }
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  return parse_json(read_regular_file(path, limits::kJsonFileBytes), path);
+}
+
+std::string json_snippet(const nlohmann::json& v) {
+  constexpr std::size_t kMax = 80;
+  // Depth is bounded by parse_json, so dump() cannot run out of stack on what a user gave us.
+  std::string d = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (d.size() <= kMax) return d;
+  std::string what = v.is_array()    ? "an array of " + std::to_string(v.size()) + " elements"
+                     : v.is_object() ? "an object of " + std::to_string(v.size()) + " fields"
+                     : v.is_string() ? std::to_string(v.get_ref<const std::string&>().size()) + " characters"
+                                     : std::to_string(d.size()) + " characters";
+  return d.substr(0, kMax) + "... (" + what + ")";
+}
+
+int json_int(const nlohmann::json& v, const std::string& field) {
+  if (!v.is_number_integer()) throw ConfigError(field, "must be an integer, got " + json_snippet(v));
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<long long>::max()))
+    throw ConfigError(field, "is out of range: " + v.dump());
+  return checked_narrow<int>(v.get<long long>(), field);
+}
+
+}  // namespace remat

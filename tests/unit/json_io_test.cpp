@@ -1,0 +1,157 @@
+// What every reader of user files shares: regular files only, bounded size and JSON depth,
+// no trailing bytes, checked narrowing, short quotations in messages.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/model/model_config.h"
+#include "core/model/model_source.h"
+#include "core/schedule/schedule.h"
+#include "core/util/json_io.h"
+
+namespace remat {
+namespace {
+
+namespace fs = std::filesystem;
+
+class JsonIo : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("remat_json_io_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    std::string p = (dir_ / name).string();
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+  }
+  fs::path dir_;
+};
+
+std::string nested(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+template <class F>
+std::string message_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST_F(JsonIo, DeepNestingIsALimitErrorNotACrash) {
+  EXPECT_NO_THROW(parse_json(nested(limits::kJsonDepth), "x"));
+  EXPECT_THROW(parse_json(nested(limits::kJsonDepth + 1), "x"), LimitError);
+  // What crashed every reader: 100,000 nested arrays in a field that is quoted in the message.
+  std::string p = write("deep.json", "{\"architecture\": \"gpt2\", \"name\": " + nested(100000) + "}");
+  std::string m = message_of([&] { load_model_file(p); });
+  EXPECT_NE(m.find("nested deeper than 64"), std::string::npos) << m;
+  EXPECT_NE(m.find("deep.json"), std::string::npos) << m;
+  std::string s = write("deep_schedule.json", "{\"blocks\": 1, \"actions\": [" + nested(100000) + "]}");
+  EXPECT_THROW(load_schedule_file(s), LimitError);
+}
+
+TEST_F(JsonIo, TrailingBytesAfterTheDocumentAreRefused) {
+  std::string p = write("m.json", "{\"architecture\":\"gpt2\",\"layers\":2,\"hidden\":64,\"heads\":4,"
+                                  "\"seq\":16,\"batch\":1,\"vocab\":100} trailing");
+  std::string m = message_of([&] { load_model_file(p); });
+  EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
+  EXPECT_NO_THROW(parse_json("{}\n  \n", "x"));
+}
+
+TEST_F(JsonIo, OnlyRegularFilesAreRead) {
+  std::string fifo = (dir_ / "fifo.json").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // A plain open of a FIFO would block here forever.
+  std::string m = message_of([&] { read_json_file(fifo); });
+  EXPECT_NE(m.find("is a FIFO"), std::string::npos) << m;
+  m = message_of([&] { read_json_file(dir_.string()); });
+  EXPECT_NE(m.find("is a directory"), std::string::npos) << m;
+  m = message_of([&] { read_json_file((dir_ / "absent.json").string()); });
+  EXPECT_NE(m.find("missing"), std::string::npos) << m;
+  m = message_of([&] { load_schedule_file(fifo); });
+  EXPECT_NE(m.find("is a FIFO"), std::string::npos) << m;
+}
+
+TEST_F(JsonIo, FilesLargerThanTheLimitAreRefusedBeforeReading) {
+  std::string p = write("big.txt", std::string(1000, 'x'));
+  EXPECT_EQ(read_regular_file(p, 1000).size(), 1000u);
+  EXPECT_THROW(read_regular_file(p, 999), LimitError);
+}
+
+TEST_F(JsonIo, IntegersAreNarrowedWithACheck) {
+  // 4294967298 = 2^32 + 2 ran 2 layers before.
+  nlohmann::json j = {{"architecture", "gpt2"}, {"layers", 4294967298LL}, {"hidden", 64}, {"heads", 4},
+                      {"seq", 16}, {"batch", 1}, {"vocab", 100}};
+  std::string m = message_of([&] { model_from_json(j); });
+  EXPECT_NE(m.find("layers"), std::string::npos) << m;
+  EXPECT_NE(m.find("4294967298"), std::string::npos) << m;
+  EXPECT_THROW(json_int(nlohmann::json(18446744073709551615ULL), "f"), ConfigError);
+  EXPECT_THROW(json_int(nlohmann::json(-2147483649LL), "f"), ConfigError);
+  EXPECT_EQ(json_int(nlohmann::json(-2147483648LL), "f"), -2147483647 - 1);
+  nlohmann::json s = {{"blocks", 2}, {"actions", {{{"action", "forward"}, {"block", 4294967297LL}}}}};
+  m = message_of([&] { schedule_from_json(s); });
+  EXPECT_NE(m.find("4294967297"), std::string::npos) << m;
+}
+
+TEST_F(JsonIo, LayersPastTheLimitAreANamedLimit) {
+  nlohmann::json j = {{"architecture", "gpt2"}, {"layers", limits::kLayers + 1}, {"hidden", 64},
+                      {"heads", 4}, {"seq", 16}, {"batch", 1}, {"vocab", 100}};
+  EXPECT_THROW(model_from_json(j), LimitError);
+  j["layers"] = limits::kLayers;
+  EXPECT_NO_THROW(model_from_json(j));
+}
+
+TEST_F(JsonIo, SchedulesOfAnotherFormatOrANewerVersionAreRefused) {
+  nlohmann::json s = {{"format", "rematlab-schedule"}, {"version", 1}, {"blocks", 1},
+                      {"actions", {{{"action", "forward"}, {"block", 0}}}}};
+  EXPECT_NO_THROW(schedule_from_json(s));
+  s["version"] = 2;
+  std::string m = message_of([&] { schedule_from_json(s); });
+  EXPECT_NE(m.find("version 2"), std::string::npos) << m;
+  s["version"] = 1;
+  s["format"] = "something-else";
+  EXPECT_THROW(schedule_from_json(s), Error);
+}
+
+TEST_F(JsonIo, SnippetsAreShort) {
+  nlohmann::json big = nlohmann::json::array();
+  for (int i = 0; i < 10000; ++i) big.push_back(i);
+  std::string s = json_snippet(big);
+  EXPECT_LT(s.size(), 140u) << s;
+  EXPECT_NE(s.find("10000 elements"), std::string::npos) << s;
+  EXPECT_EQ(json_snippet(nlohmann::json("abc")), "\"abc\"");
+}
+
+TEST_F(JsonIo, AFileInTheCurrentDirectoryNeverShadowsAPreset) {
+  fs::path old = fs::current_path();
+  fs::current_path(dir_);
+  write("tiny", "{\"architecture\": \"gpt2\", \"layers\": 7, \"hidden\": 64, \"heads\": 4, \"seq\": 16, "
+                "\"batch\": 1, \"vocab\": 100}");
+  ModelConfig m;
+  std::string err;
+  try {
+    m = resolve_model("tiny");
+    ModelConfig local = resolve_model("./tiny");
+    EXPECT_EQ(local.layers, 7);
+    err = message_of([&] { resolve_model("nosuchpreset"); });
+    write("mine", "{}");
+    std::string hint = message_of([&] { resolve_model("mine"); });
+    EXPECT_NE(hint.find("./mine"), std::string::npos) << hint;
+  } catch (...) {
+    fs::current_path(old);
+    throw;
+  }
+  fs::current_path(old);
+  EXPECT_NE(m.layers, 7);
+  EXPECT_EQ(m.name, "tiny");
+  EXPECT_NE(err.find("presets:"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace remat
