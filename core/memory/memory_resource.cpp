@@ -1,5 +1,6 @@
 #include "core/memory/memory_resource.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -8,19 +9,26 @@
 
 namespace remat {
 
+// 64-byte aligned blocks from plain malloc: the block is 64 bytes longer and the pointer malloc
+// gave sits just below the aligned address. aligned_alloc asks malloc for more than a freed block
+// of the same size holds, so with small allocations in between (the profiler's records) freed
+// blocks were never reused and a long step's heap grew far past its live bytes.
 void* HeapMemory::allocate(std::size_t bytes) {
   std::size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
-  void* p = std::aligned_alloc(64, rounded);
-  if (!p)
+  void* raw = rounded <= SIZE_MAX - 64 ? std::malloc(rounded + 64) : nullptr;
+  if (!raw)
     throw OutOfMemoryError("host allocation of " + std::to_string(bytes) + " bytes failed", bytes,
                            0);
+  auto base = reinterpret_cast<std::uintptr_t>(raw);
+  auto aligned = (base + 64) & ~std::uintptr_t{63};  // at least 8 bytes above base: malloc aligns to 16
+  reinterpret_cast<void**>(aligned)[-1] = raw;
   reserved_ += bytes;
-  return p;
+  return reinterpret_cast<void*>(aligned);
 }
 
 void HeapMemory::deallocate(void* p, std::size_t bytes) {
-  std::free(p);
+  if (p) std::free(static_cast<void**>(p)[-1]);
   reserved_ -= bytes;
 }
 
