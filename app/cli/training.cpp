@@ -1,5 +1,6 @@
 #include "training.h"
 
+#include <cmath>
 #include <csignal>
 #include <ctime>
 #include <sys/utsname.h>
@@ -27,7 +28,19 @@ void TrainOptions::add(CLI::App& app) {
       ->check(CLI::Range(1, 256));
   app.add_option("--memory-limit", memory_limit,
                  "refuse runs predicted to need more device memory (default: what is available)");
-  app.add_option("--lr", lr, "AdamW learning rate")->capture_default_str();
+  app.add_option("--lr", lr, "AdamW learning rate")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            double x = 0;
+            try {
+              x = std::stod(v);
+            } catch (const std::exception&) {
+              return std::string("not a number: ") + v;
+            }
+            return std::isfinite(x) && x > 0 ? std::string() : "must be a positive finite number, got " + v;
+          },
+          "POSITIVE", "positive finite"));
   app.add_option("--corpus", corpus, "training text (default: the shipped corpus)");
   app.add_flag("--poison", poison, "fill freed memory with NaN bytes to catch use after free");
   app.add_flag("--no-profile", no_profile, "run without the op profiler");

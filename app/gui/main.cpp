@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "core/plugin/registry.h"
+#include "guarded_application.h"
 #include "core/trace/summary.h"
 #include "main_window.h"
 #include "run_panel.h"
@@ -25,7 +26,7 @@ int fail(const QString& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  QApplication app(argc, argv);
+  GuardedApplication app(argc, argv);
   QApplication::setOrganizationName("RematLab");
   QApplication::setApplicationName("rematlab");
   QApplication::setApplicationVersion(QString::fromStdString(remat::program_version()));
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
   wo.save_runs = !cl.isSet(no_save);
   wo.restore_settings = !batch;
   wo.error_dialogs = !batch;
+  app.setErrorDialogs(!batch);
   if (!batch || cl.isSet(theme)) apply_theme(app, theme_from_string(cl.value(theme)));
   if (batch && !cl.isSet(theme)) apply_theme(app, ThemeChoice::Light);
   MainWindow w(wo);

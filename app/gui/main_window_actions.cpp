@@ -121,8 +121,12 @@ void MainWindow::openRunDir(const QString& dir) {
   watcher->setFuture(QtConcurrent::run([dir]() -> std::pair<std::shared_ptr<const Trace>, QString> {
     try {
       return {std::make_shared<const Trace>(read_run_dir(dir.toStdString())), QString()};
+    } catch (const std::bad_alloc&) {
+      return {nullptr, QStringLiteral("out of memory while reading the run directory")};
     } catch (const std::exception& e) {
       return {nullptr, QString::fromStdString(e.what())};
+    } catch (...) {
+      return {nullptr, QStringLiteral("an unknown error while reading the run directory")};
     }
   }));
 }

@@ -102,8 +102,12 @@ void RunWorker::run(const RunRequest& req) {
       }
     }
     emit finished(trace, dir, save_error);
+  } catch (const std::bad_alloc&) {
+    emit failed(QStringLiteral("out of memory: the run needed more memory than this machine has"));
   } catch (const std::exception& e) {
     emit failed(QString::fromStdString(e.what()));
+  } catch (...) {
+    emit failed(QStringLiteral("the run failed with an unknown error"));
   }
 }
 

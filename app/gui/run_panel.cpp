@@ -381,8 +381,12 @@ void RunPanel::startPrediction() {
       o.actions = s.actions.size();
       o.prediction = simulate(r.model, s, mirror);
       o.ok = true;
+    } catch (const std::bad_alloc&) {
+      o.error = QStringLiteral("out of memory while predicting this run");
     } catch (const std::exception& e) {
       o.error = QString::fromStdString(e.what());
+    } catch (...) {
+      o.error = QStringLiteral("an unknown error while predicting this run");
     }
     return o;
   }));

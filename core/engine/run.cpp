@@ -1,6 +1,7 @@
 #include "core/engine/run.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -144,6 +145,9 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
   tr.steps = spec.steps;
   tr.provenance = backend.describe();
 
+  if (!(std::isfinite(spec.adam.lr) && spec.adam.lr > 0.0f))
+    throw ConfigError("lr", "the learning rate must be a positive finite number, got " +
+                                std::to_string(spec.adam.lr));
   Prediction pred = simulate(spec.model, spec.schedule, &backend);  // validates the schedule
   tr.plan = pred.plan;
   tr.predicted_peak_bytes = pred.peak_bytes;
@@ -226,6 +230,10 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
         tr.activation_peak_bytes = activation_peak(alloc.events(), out.first_event);
         tr.grad_checksum = state.grad_checksum();
       }
+      if (!std::isfinite(out.loss))
+        throw Error("training diverged: the loss of step " + std::to_string(cur) + " is " +
+                    (std::isnan(out.loss) ? "NaN" : "infinite") +
+                    " (a lower --lr, or weights without NaN or infinity, may help)");
     }
     if (profiler) tr.profiler_overhead_ns = profiler->overhead_ns();
     if (!spec.weights_out.empty()) save_safetensors(spec.weights_out, state);
