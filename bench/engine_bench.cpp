@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
       }
     }
     std::size_t events = 0;
-    const double walk = time_ms(reps, [&] { events = simulate(big, sched, nullptr).events.size(); });
+    const double walk = time_ms(reps, [&] { events = simulate(big, sched, nullptr).events; });
     std::printf("host walk of one gpt2-124m B%d T%d flash step, %s%s (null backend): %.2f ms, "
                 "%zu memory events\n",
                 big.batch, big.seq, name, std::string(name) == "none" ? "" : " segments=L", walk,

@@ -54,8 +54,7 @@ Prediction simulate(const ModelConfig& m, const Schedule& s, const Backend* mirr
       for (int c = 0; c < kNumCategories; ++c) p.peak_by_category[c] = static_cast<std::uint64_t>(cat[c]);
   }
   p.host_peak_bytes = static_cast<std::uint64_t>(host_peak);
-  p.events.assign(ev.begin() + static_cast<std::ptrdiff_t>(out.first_event), ev.end());
-  p.names = alloc.names();
+  p.events = ev.size() - out.first_event;
   return p;
 }
 

@@ -27,8 +27,7 @@ struct Prediction {
   ScheduleStats plan;
   std::vector<std::uint64_t> saved_bytes_per_block;
   std::vector<std::uint64_t> peak_by_category;  // device bytes per category at the peak
-  std::vector<MemoryEvent> events;              // the step's events (logical time)
-  std::vector<std::string> names;
+  std::size_t events = 0;                       // memory events the step records
 };
 
 // `mirror` is the backend the prediction is for (its workspace size); null means none.
