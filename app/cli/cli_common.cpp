@@ -81,6 +81,13 @@ int fail(const std::string& message) {
   return 1;
 }
 
+int fail(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e))
+    return fail("out of memory: the command needed more memory than this machine has (" +
+                std::string(e.what()) + ")");
+  return fail(std::string(e.what()));
+}
+
 Progress::Progress(bool enabled) : on_(enabled && isatty(STDERR_FILENO)) {}
 
 void Progress::update(double fraction, const std::string& what) {

@@ -40,6 +40,8 @@ void load_plugins(PolicyRegistry& reg, bool report);
 
 // Prints an error in one line and returns the exit code for it.
 int fail(const std::string& message);
+// The same for an exception a command let through; std::bad_alloc is said as running out of memory.
+int fail(const std::exception& e);
 
 // A progress bar on stderr when it is a terminal; silent otherwise.
 class Progress {

@@ -112,7 +112,7 @@ void add_compare_command(CLI::App& app, int& exit_code) {
     try {
       exit_code = compare(*o);
     } catch (const std::exception& e) {
-      exit_code = fail(e.what());
+      exit_code = fail(e);
     }
   });
 }
@@ -131,7 +131,7 @@ void add_export_command(CLI::App& app, int& exit_code) {
     try {
       exit_code = export_run(*o);
     } catch (const std::exception& e) {
-      exit_code = fail(e.what());
+      exit_code = fail(e);
     }
   });
 }

@@ -80,7 +80,7 @@ void add_list_command(CLI::App& app, int& exit_code) {
     try {
       exit_code = list_models(*json);
     } catch (const std::exception& e) {
-      exit_code = fail(e.what());
+      exit_code = fail(e);
     }
   });
 }

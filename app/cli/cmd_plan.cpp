@@ -74,7 +74,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
     try {
       exit_code = plan(*o);
     } catch (const std::exception& e) {
-      exit_code = fail(e.what());
+      exit_code = fail(e);
     }
   });
 }

@@ -90,7 +90,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
     try {
       exit_code = run(*o);
     } catch (const std::exception& e) {
-      exit_code = fail(e.what());
+      exit_code = fail(e);
     }
   });
 }

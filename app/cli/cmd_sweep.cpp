@@ -227,7 +227,7 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
     try {
       exit_code = sweep(*o);
     } catch (const std::exception& e) {
-      exit_code = fail(e.what());
+      exit_code = fail(e);
     }
   });
 }

@@ -5,6 +5,7 @@ only."""
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -22,8 +23,9 @@ def nested(depth):
 
 
 class Case:
-    def __init__(self, name, args, code, *words, cwd=None, timeout=120):
+    def __init__(self, name, args, code, *words, cwd=None, timeout=120, address_space=None):
         self.name, self.args, self.code, self.words, self.cwd, self.timeout = name, args, code, words, cwd, timeout
+        self.address_space = address_space  # bytes of virtual memory the process may map
 
 
 def write(path, text):
@@ -73,6 +75,7 @@ def catalogue(w, tiny_run):
     os.mkdir(shadow)
     j("shadow/tiny", dict(TINY, layers=7))
     out = os.path.join(w, "out")
+    many_layers = j("many_layers.json", dict(TINY, layers=100000))
     return [
         # Deeply nested JSON: every reader refuses it by name, none overflows its stack.
         Case("nested model file", ["plan", "--model", deep_model], 1, "nested deeper than 64", "deep_model.json"),
@@ -99,6 +102,9 @@ def catalogue(w, tiny_run):
         Case("a million layers", ["plan", "--model", huge_layers], 1, "layers a model may have", timeout=20),
         Case("--layers a million", ["plan", "--model", "tiny", "--layers", "1000000"], 1, "layers a model may have",
              timeout=20),
+        # Running out of memory is said as such, not as a bare std::bad_alloc.
+        Case("out of memory while planning", ["plan", "--model", many_layers], 1, "out of memory",
+             address_space=512 << 20),
         # Formats and versions.
         Case("trailing bytes after a model", ["plan", "--model", trailing], 1, "not valid JSON"),
         Case("schedule version 2", ["plan", "--model", "tiny", "--schedule", sched_v2], 1, "version 2"),
@@ -113,8 +119,11 @@ def catalogue(w, tiny_run):
 
 def run_case(binary, env, c):
     try:
+        limit = None
+        if c.address_space:
+            limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (c.address_space, c.address_space))  # noqa: E731
         p = subprocess.run([binary] + c.args, capture_output=True, text=True, env=env, cwd=c.cwd,
-                           timeout=c.timeout)
+                           timeout=c.timeout, preexec_fn=limit)
     except subprocess.TimeoutExpired:
         check(False, "%s: hung past %d s" % (c.name, c.timeout))
         return
