@@ -6,6 +6,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "core/trace/output_dir.h"
 #include "core/trace/run_dir.h"
 #include "core/trace/summary.h"
 #include "core/util/error.h"
@@ -82,8 +83,10 @@ void add_run_command(CLI::App& app, int& exit_code) {
   o->policy.add(*c, true);
   o->train.add(*c);
   c->add_option("--load-weights", o->weights_in, "start from a safetensors file (Hugging Face names)");
-  c->add_option("--save-weights", o->weights_out, "write the weights after the last step (safetensors)");
-  c->add_option("--out,-o", o->out, "write a run directory here (summary.json, CSV tables, trace.json)");
+  c->add_option("--save-weights", o->weights_out, "write the weights after the last step (safetensors)")
+      ->check(non_empty_path());
+  c->add_option("--out,-o", o->out, "write a run directory here (summary.json, CSV tables, trace.json)")
+      ->check(non_empty_path());
   c->add_flag("--force", o->force, "replace an existing run directory");
   c->add_flag("--json", o->json, "print the summary as JSON");
   c->callback([o, &exit_code] {
