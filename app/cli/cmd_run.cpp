@@ -66,7 +66,8 @@ int run(const RunOptions& o) {
                   &interrupt_flag(), o.weights_in, o.weights_out);
   bar.done();
   add_costs_provenance(t, costs);
-  if (!o.out.empty()) write_run_dir(t, o.out, o.force);
+  // Checked above: what appeared there during the run is not replaced, the result is kept.
+  if (!o.out.empty()) write_run_dir(t, o.out, o.force, true);
   if (o.json) std::cout << summary_json(t).dump(2) << "\n";
   else if (!t.step_stats.empty()) print_human(t);  // nothing to summarize when refused up front
   if (!o.out.empty() && !o.json) std::cout << "run directory    " << o.out << "\n";

@@ -174,9 +174,11 @@ fs::path make_hidden_dir(const fs::path& p, const char* what, const std::string&
 // The parent directory, open, so that every rename names entries of the same directory.
 class Parent {
  public:
+  // `p` as the user named it: empty for the current directory.
   explicit Parent(const fs::path& p) : path_(p) {
-    fd_ = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd_ < 0) throw Error("cannot open " + q(p) + ": " + std::strerror(errno));
+    const fs::path at = p.empty() ? fs::path(".") : p;
+    fd_ = ::open(at.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ < 0) throw Error("cannot open " + q(at) + ": " + std::strerror(errno));
   }
   ~Parent() { ::close(fd_); }
   Parent(const Parent&) = delete;
@@ -191,7 +193,7 @@ class Parent {
     struct stat st;
     return ::fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
   }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
+  fs::path operator/(const std::string& name) const { return path_.empty() ? fs::path(name) : path_ / name; }
 
  private:
   fs::path path_;
@@ -204,7 +206,7 @@ bool taken(int err) { return err == EEXIST || err == ENOTEMPTY || err == ENOTDIR
 class Commit {
  public:
   Commit(const fs::path& tmp, const fs::path& target, bool force, const CommitSeams& s)
-      : parent_(parent_of(target)), tmp_(tmp.filename().string()), name_(target.filename().string()),
+      : parent_(target.parent_path()), tmp_(tmp.filename().string()), name_(target.filename().string()),
         dir_(target.string()), force_(force), two_step_(s.two_step), hook_(s.before_rename) {
     if (parent_of(tmp).lexically_normal() != parent_of(target).lexically_normal())
       throw Error("'" + tmp.string() + "' is not next to '" + dir_ + "'");

@@ -500,8 +500,8 @@ std::vector<std::function<void()>> table_jobs(const Trace& t, const std::string&
 
 void write_csv_tables(const Trace& t, const std::string& dir) { in_parallel(table_jobs(t, dir)); }
 
-void write_run_dir(const Trace& t, const std::string& dir, bool force) {
-  check_output_dir(dir, force);
+void write_run_dir(const Trace& t, const std::string& dir, bool force, bool checked_before) {
+  if (!checked_before) check_output_dir(dir, force);
   std::string tmp = make_temp_dir(dir);
   try {
     nlohmann::json s = summary_json(t);

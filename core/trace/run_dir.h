@@ -11,8 +11,10 @@
 namespace remat {
 
 // Throws Error when `dir` exists and force is false, when it is not a directory of ours that
-// may be replaced (check_output_dir), or when it cannot be written.
-void write_run_dir(const Trace& t, const std::string& dir, bool force);
+// may be replaced (check_output_dir), or when it cannot be written. With `checked_before` the
+// caller ran check_output_dir before the work (a run that took a while): a `dir` that appeared
+// or changed since is not replaced, and the result is kept next to it (commit_temp_dir).
+void write_run_dir(const Trace& t, const std::string& dir, bool force, bool checked_before = false);
 // Throws Error naming the missing or corrupt file.
 Trace read_run_dir(const std::string& dir);
 

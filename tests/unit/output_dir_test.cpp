@@ -293,6 +293,20 @@ TEST_P(Commit, WithForceTheOldContentsAreCheckedAgainBeforeTheyAreDeleted) {
 INSTANTIATE_TEST_SUITE_P(NativeAndTwoStep, Commit, ::testing::Values(false, true),
                          [](const auto& i) { return i.param ? "TwoStep" : "Native"; });
 
+TEST(OutputDir, ARunWhoseTargetAppearedWhileItRanIsKeptNextToIt) {
+  TempDir d;
+  check_output_dir(d / "run", false);  // before the run
+  fs::create_directories(d / "run");   // during it
+  spit(d / "run/theirs.txt", "their data");
+  Trace t;
+  t.policy = "selective";
+  std::string err = error_of([&] { write_run_dir(t, d / "run", false, true); });
+  EXPECT_NE(err.find(d / "run-2"), std::string::npos) << err;
+  EXPECT_EQ(slurp(d / "run/theirs.txt"), "their data");
+  EXPECT_EQ(read_run_dir(d / "run-2").policy, "selective");
+  EXPECT_FALSE(has_leftover(d));
+}
+
 TEST(OutputDir, AWriteThatFailsBeforeItsCommitLeavesNothing) {
   TempDir d;
   fs::create_directories(d / "parent");
