@@ -76,6 +76,12 @@ void load_plugins(PolicyRegistry& reg, bool report) {
       std::cerr << "rematlab-batch: plugin " << r.file << " rejected: " << r.reason << "\n";
 }
 
+const CLI::Validator& non_empty_path() {
+  static const CLI::Validator v(
+      [](std::string& s) { return s.empty() ? std::string("the path is empty") : std::string(); }, "PATH");
+  return v;
+}
+
 int fail(const std::string& message) {
   std::cerr << "rematlab-batch: error: " << message << "\n";
   return 1;

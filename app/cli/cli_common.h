@@ -38,6 +38,10 @@ struct PolicyOptions {
 // Loads plugins from the default directories; prints rejected ones to stderr unless quiet.
 void load_plugins(PolicyRegistry& reg, bool report);
 
+// For options that name a file or directory: an empty one (`--out ''`) is refused when the
+// command line is parsed instead of quietly meaning "none".
+const CLI::Validator& non_empty_path();
+
 // Prints an error in one line and returns the exit code for it.
 int fail(const std::string& message);
 // The same for an exception a command let through; std::bad_alloc is said as running out of memory.

@@ -6,11 +6,14 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "cli_common.h"
 #include "commands.h"
 #include "comparison.h"
+#include "core/trace/export_target.h"
+#include "core/trace/output_dir.h"
 #include "core/trace/run_dir.h"
 #include "core/util/error.h"
 #include "core/util/json_io.h"
@@ -35,27 +38,36 @@ std::string label_of(const std::string& dir) {
 
 nlohmann::json read_sweep_json(const std::string& path) {
   nlohmann::json j = read_json_file(path);
-  if (!j.is_object() || j.value("format", "") != "rematlab-sweep" || !j.contains("runs") || !j["runs"].is_array())
+  if (!j.is_object() || j.value("format", "") != kSweepFormat || !j.contains("runs") || !j["runs"].is_array())
     throw Error(path + ": not a RematLab sweep file");
   return j;
 }
 
+// A line on stderr for each leftover of an interrupted write next to (or in) the directories.
+void note_leftovers(const std::vector<std::string>& dirs) {
+  std::set<std::string> seen;
+  for (const auto& dir : dirs)
+    for (const auto& l : leftovers_around(dir))
+      if (seen.insert(l.path).second) std::cerr << "rematlab-batch: note: " << describe(l) << "\n";
+}
+
 int compare(const CompareOptions& o) {
   std::vector<ComparisonRow> rows;
+  note_leftovers(o.dirs);
   for (const auto& dir : o.dirs) {
     std::error_code ec;
     if (!fs::exists(dir, ec)) throw Error("run directory '" + dir + "' does not exist");
     bool is_run = fs::exists(fs::path(dir) / kSummaryFile, ec);
-    bool is_sweep = !is_run && fs::exists(fs::path(dir) / "sweep.json", ec);
+    bool is_sweep = !is_run && fs::exists(fs::path(dir) / kSweepFile, ec);
     if (!is_sweep) {
       Trace t = read_run_dir(dir);
       rows.push_back(comparison_row(label_of(dir), dir, t));
       continue;
     }
-    nlohmann::json sj = read_sweep_json((fs::path(dir) / "sweep.json").string());
+    nlohmann::json sj = read_sweep_json((fs::path(dir) / kSweepFile).string());
     for (const auto& r : sj["runs"]) {
       if (!r.is_object() || !r.contains("run") || !r["run"].is_string() || !r.contains("dir") || !r["dir"].is_string())
-        throw Error((fs::path(dir) / "sweep.json").string() + ": a run without 'run' and 'dir'");
+        throw Error((fs::path(dir) / kSweepFile).string() + ": a run without 'run' and 'dir'");
       std::string sub = (fs::path(dir) / r["dir"].get<std::string>()).string();
       Trace t = read_run_dir(sub);
       rows.push_back(comparison_row(r["run"].get<std::string>(), sub, t));
@@ -74,7 +86,7 @@ int compare(const CompareOptions& o) {
 
 struct ExportOptions {
   std::string dir, format, out;
-  bool json = false;
+  bool json = false, force = false;
 };
 
 int export_run(const ExportOptions& o) {
@@ -82,10 +94,12 @@ int export_run(const ExportOptions& o) {
   std::vector<std::string> files;
   if (o.format == "chrome") {
     std::string path = o.out.empty() ? (fs::path(o.dir) / kChromeTraceFile).string() : o.out;
+    check_export_file(o.dir, path, o.force);
     write_chrome_trace(t, path);
     files.push_back(path);
   } else {
     std::string dir = o.out.empty() ? o.dir : o.out;
+    check_export_dir(o.dir, dir, o.force);
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) throw Error("cannot create '" + dir + "': " + ec.message());
@@ -125,7 +139,9 @@ void add_export_command(CLI::App& app, int& exit_code) {
       ->required()
       ->check(CLI::IsMember({"chrome", "csv"}));
   c->add_option("--out,-o", o->out,
-                "where to write: a file for chrome, a directory for csv (default: into the run directory)");
+                "where to write: a file for chrome, a directory for csv (default: into the run directory)")
+      ->check(non_empty_path());
+  c->add_flag("--force", o->force, "replace an earlier export (never anything else)");
   c->add_flag("--json", o->json, "print what was written as JSON");
   c->callback([o, &exit_code] {
     try {

@@ -6,6 +6,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "core/trace/output_dir.h"
 #include "core/trace/run_dir.h"
 #include "core/trace/summary.h"
 #include "core/util/error.h"
@@ -65,7 +66,8 @@ int run(const RunOptions& o) {
                   &interrupt_flag(), o.weights_in, o.weights_out);
   bar.done();
   add_costs_provenance(t, costs);
-  if (!o.out.empty()) write_run_dir(t, o.out, o.force);
+  // Checked above: what appeared there during the run is not replaced, the result is kept.
+  if (!o.out.empty()) write_run_dir(t, o.out, o.force, true);
   if (o.json) std::cout << summary_json(t).dump(2) << "\n";
   else if (!t.step_stats.empty()) print_human(t);  // nothing to summarize when refused up front
   if (!o.out.empty() && !o.json) std::cout << "run directory    " << o.out << "\n";
@@ -82,8 +84,10 @@ void add_run_command(CLI::App& app, int& exit_code) {
   o->policy.add(*c, true);
   o->train.add(*c);
   c->add_option("--load-weights", o->weights_in, "start from a safetensors file (Hugging Face names)");
-  c->add_option("--save-weights", o->weights_out, "write the weights after the last step (safetensors)");
-  c->add_option("--out,-o", o->out, "write a run directory here (summary.json, CSV tables, trace.json)");
+  c->add_option("--save-weights", o->weights_out, "write the weights after the last step (safetensors)")
+      ->check(non_empty_path());
+  c->add_option("--out,-o", o->out, "write a run directory here (summary.json, CSV tables, trace.json)")
+      ->check(non_empty_path());
   c->add_flag("--force", o->force, "replace an existing run directory");
   c->add_flag("--json", o->json, "print the summary as JSON");
   c->callback([o, &exit_code] {

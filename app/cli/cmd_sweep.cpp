@@ -12,6 +12,7 @@
 #include "comparison.h"
 #include "core/backend/backend_factory.h"
 #include "core/trace/csv.h"
+#include "core/trace/output_dir.h"
 #include "core/trace/run_dir.h"
 #include "core/trace/summary.h"
 #include "core/util/error.h"
@@ -130,7 +131,7 @@ int sweep(const SweepOptions& o) {
   std::string tmp;
   if (!o.out.empty()) {
     check_output_dir(o.out, o.force);
-    tmp = make_temp_dir(o.out);
+    tmp = make_temp_dir(o.out, OutputKind::Sweep);
   }
   std::vector<ComparisonRow> rows;
   nlohmann::json runs = nlohmann::json::array();
@@ -165,8 +166,8 @@ int sweep(const SweepOptions& o) {
     relate_rows(rows);
     if (!o.out.empty()) {
       write_comparison_csv(rows, (fs::path(tmp) / "comparison.csv").string());
-      nlohmann::json sj = {{"format", "rematlab-sweep"},
-                           {"format_version", 1},
+      nlohmann::json sj = {{"format", kSweepFormat},
+                           {"format_version", kSweepFormatVersion},
                            {"model", model_to_json(m)},
                            {"device", o.train.device},
                            {"seed", o.train.seed},
@@ -177,12 +178,14 @@ int sweep(const SweepOptions& o) {
                            {"provenance", {{"program", "rematlab"}, {"version", program_version()},
                                            {"git_commit", program_commit()}}}};
       if (costs) sj["provenance"][kPlannerCostsKey] = costs->unit;
-      csv::OutFile f((fs::path(tmp) / "sweep.json").string());
+      csv::OutFile f((fs::path(tmp) / kSweepFile).string());
       f.write(sj.dump(2));
       f.put('\n');
       f.commit();
-      commit_temp_dir(tmp, o.out);
+      // From here the result is commit_temp_dir's to keep: it is never deleted.
+      const std::string done = tmp;
       tmp.clear();
+      commit_temp_dir(done, o.out, o.force);
     }
   } catch (...) {
     std::error_code ec;
@@ -220,7 +223,8 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
                 "comma-separated activation budgets, e.g. 2MiB,4MiB: adds a run of the budget policy for each");
   add_costs_from_option(*c, o->costs_from);
   o->train.add(*c);
-  c->add_option("--out,-o", o->out, "write the sweep here: comparison.csv, sweep.json and a run directory per run");
+  c->add_option("--out,-o", o->out, "write the sweep here: comparison.csv, sweep.json and a run directory per run")
+      ->check(non_empty_path());
   c->add_flag("--force", o->force, "replace an existing sweep directory");
   c->add_flag("--json", o->json, "print the comparison as JSON");
   c->callback([o, &exit_code] {

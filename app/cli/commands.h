@@ -11,5 +11,6 @@ void add_list_command(CLI::App& app, int& exit_code);
 void add_sweep_command(CLI::App& app, int& exit_code);
 void add_compare_command(CLI::App& app, int& exit_code);
 void add_export_command(CLI::App& app, int& exit_code);
+void add_clean_command(CLI::App& app, int& exit_code);
 
 }  // namespace remat::cli

@@ -116,6 +116,10 @@ class MainWindow : public QMainWindow {
   QPointer<QCustomPlot> last_plot_;
   int current_ = -1;
   int pending_reads_ = 0;
+  // Leftovers of interrupted writes next to the directories opened (rematlab-batch clean).
+  QStringList leftovers_;
+  void noteLeftovers(const QString& dir);
+  void showLeftovers();
   ThemeChoice theme_ = ThemeChoice::System;
   QList<QAction*> theme_actions_;
 };

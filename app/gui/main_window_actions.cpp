@@ -14,6 +14,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 #include <qcustomplot.h>
 
+#include "core/trace/output_dir.h"
 #include "core/trace/run_dir.h"
 #include "export.h"
 #include "main_window.h"
@@ -76,7 +77,21 @@ void MainWindow::onRunFailed(const QString& error) {
   emit runFailed(error);
 }
 
+void MainWindow::noteLeftovers(const QString& dir) {
+  for (const auto& l : leftovers_around(dir.toStdString()))
+    if (!leftovers_.contains(QString::fromStdString(l.path))) leftovers_ << QString::fromStdString(l.path);
+}
+
+void MainWindow::showLeftovers() {
+  if (leftovers_.isEmpty()) return;
+  statusBar()->showMessage(tr("Left over from interrupted writes: %1 (`rematlab-batch clean` removes them)")
+                               .arg(leftovers_.join(", ")),
+                           20000);
+  leftovers_.clear();
+}
+
 void MainWindow::openRunDir(const QString& dir) {
+  noteLeftovers(dir);
   const QDir d(dir);
   if (d.exists() && !d.exists("summary.json")) {
     // A sweep directory, or any directory of run directories: open each.
@@ -94,6 +109,7 @@ void MainWindow::openRunDir(const QString& dir) {
   if (existing >= 0) {
     run_list_->setCurrentIndex(runs_->index(existing));
     showRun(existing);
+    if (pending_reads_ == 0) showLeftovers();
     return;
   }
   statusBar()->showMessage(tr("Reading %1…").arg(dir));
@@ -116,7 +132,10 @@ void MainWindow::openRunDir(const QString& dir) {
       emit runAdded(row);
       emit runOpened(row);
     }
-    if (last) emit readsDone();
+    if (last) {
+      showLeftovers();
+      emit readsDone();
+    }
   });
   watcher->setFuture(QtConcurrent::run([dir]() -> std::pair<std::shared_ptr<const Trace>, QString> {
     try {

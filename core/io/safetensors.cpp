@@ -1,10 +1,12 @@
 #include "core/io/safetensors.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "core/engine/model_state.h"
 #include "core/util/bf16.h"
@@ -101,22 +103,34 @@ void write_safetensors(const std::string& path, const std::map<std::string, Safe
   }
   std::string header = h.dump();
   while ((8 + header.size()) % 8) header.push_back(' ');
-  std::string tmp = path + ".partial";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("cannot write '" + path + "'");
-    std::uint64_t n = header.size();
-    unsigned char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
-    out.write(reinterpret_cast<const char*>(len), 8);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const auto& [name, t] : tensors)
-      out.write(reinterpret_cast<const char*>(t.values.data()), static_cast<std::streamsize>(t.values.size() * 4));
-    if (!out) throw Error("writing '" + path + "' failed");
+  // A name of our own next to the target, created exclusively (an existing file is never
+  // truncated), and removed again whatever goes wrong.
+  std::string tmp;
+  std::FILE* f = nullptr;
+  for (int k = 0; k < 100 && !f; ++k) {
+    tmp = path + ".partial-" + std::to_string(::getpid()) + (k ? "-" + std::to_string(k) : "");
+    f = std::fopen(tmp.c_str(), "wbx");
+    if (!f && errno != EEXIST) break;
+  }
+  if (!f) throw Error("cannot write '" + path + "': " + std::strerror(errno));
+  std::uint64_t n = header.size();
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+  bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(header.data(), 1, header.size(), f) == header.size();
+  for (const auto& [name, t] : tensors)
+    ok = ok && std::fwrite(t.values.data(), 4, t.values.size(), f) == t.values.size();
+  const int err = ok ? 0 : errno;
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    throw Error("writing '" + path + "' failed: " + std::strerror(err ? err : errno));
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error("cannot move '" + tmp + "' to '" + path + "': " + ec.message());
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw Error("cannot write '" + path + "': " + ec.message());
+  }
 }
 
 namespace {

@@ -96,7 +96,7 @@ class EventWriter {
 
 void write_chrome_trace(const Trace& t, const std::string& path) {
   csv::OutFile f(path);
-  f.write("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"format\":\"rematlab-chrome-trace\",\"format_version\":");
+  f.write(kChromeTraceHead);
   f.i64(t.format_version);
   f.write(",\"model\":");
   f.json_string(t.model.name);

@@ -5,18 +5,17 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <thread>
 #include <functional>
 #include <exception>
-#include <unistd.h>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
 #include "core/analysis/memory_timeline.h"
 #include "core/trace/csv.h"
+#include "core/trace/output_dir.h"
 #include "core/trace/summary.h"
 #include "core/util/error.h"
 #include "core/util/json_io.h"
@@ -455,19 +454,6 @@ void in_parallel(const std::vector<std::function<void()>>& jobs) {
     if (e) std::rethrow_exception(e);
 }
 
-bool is_dir_with(const fs::path& p, const char* file) {
-  std::error_code ec;
-  return fs::is_regular_file(p / file, ec);
-}
-
-fs::path normal_target(const std::string& dir) {
-  if (dir.empty()) throw Error("empty output directory name");
-  fs::path p = fs::path(dir).lexically_normal();
-  if (!p.has_filename()) p = p.parent_path();
-  if (p.empty() || p == "." || p == "..") throw Error("'" + dir + "' cannot be used as an output directory");
-  return p;
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------ public
@@ -501,66 +487,8 @@ std::vector<std::function<void()>> table_jobs(const Trace& t, const std::string&
 
 void write_csv_tables(const Trace& t, const std::string& dir) { in_parallel(table_jobs(t, dir)); }
 
-void check_output_dir(const std::string& dir, bool force) {
-  fs::path p = normal_target(dir);
-  std::error_code ec;
-  auto st = fs::symlink_status(p, ec);
-  if (fs::exists(st)) {
-    if (!fs::is_directory(st)) throw Error("'" + dir + "' exists and is not a directory");
-    if (!force) throw Error("'" + dir + "' exists; use --force to replace it");
-    bool empty = fs::is_empty(p, ec);
-    if (!empty && !is_dir_with(p, kSummaryFile) && !is_dir_with(p, "sweep.json"))
-      throw Error("'" + dir + "' exists and is not a RematLab run or sweep directory; refusing to replace it even with --force");
-  }
-  // The parent must exist (or be creatable) and take a new directory.
-  std::string tmp = make_temp_dir(dir);
-  fs::remove_all(tmp, ec);
-}
-
-std::string make_temp_dir(const std::string& dir) {
-  fs::path p = normal_target(dir);
-  fs::path parent = p.parent_path();
-  if (parent.empty()) parent = ".";
-  std::error_code ec;
-  fs::create_directories(parent, ec);
-  if (ec) throw Error("cannot write '" + dir + "': cannot create '" + parent.string() + "': " + ec.message());
-  std::random_device rd;
-  for (int attempt = 0; attempt < 16; ++attempt) {
-    fs::path tmp = parent / ("." + p.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(rd() % 1000000));
-    if (fs::create_directory(tmp, ec)) return tmp.string();
-    if (ec && ec != std::errc::file_exists)
-      throw Error("cannot write '" + dir + "': cannot create a directory in '" + parent.string() + "': " + ec.message());
-  }
-  throw Error("cannot make a temporary directory next to '" + dir + "'");
-}
-
-void commit_temp_dir(const std::string& tmp, const std::string& dir) {
-  fs::path p = normal_target(dir);
-  std::error_code ec;
-  fs::path old;
-  if (fs::exists(fs::symlink_status(p, ec))) {
-    old = p.parent_path() / ("." + p.filename().string() + ".old-" + std::to_string(::getpid()));
-    if (p.parent_path().empty()) old = old.filename();
-    fs::remove_all(old, ec);
-    fs::rename(p, old, ec);
-    if (ec) {
-      fs::remove_all(tmp, ec);
-      throw Error("cannot replace '" + dir + "': " + ec.message());
-    }
-  }
-  fs::rename(tmp, p, ec);
-  if (ec) {
-    std::string why = ec.message();
-    if (!old.empty()) fs::rename(old, p, ec);
-    fs::remove_all(tmp, ec);
-    throw Error("cannot write '" + dir + "': " + why);
-  }
-  if (!old.empty()) fs::remove_all(old, ec);
-}
-
-void write_run_dir(const Trace& t, const std::string& dir, bool force) {
-  check_output_dir(dir, force);
+void write_run_dir(const Trace& t, const std::string& dir, bool force, bool checked_before) {
+  if (!checked_before) check_output_dir(dir, force);
   std::string tmp = make_temp_dir(dir);
   try {
     nlohmann::json s = summary_json(t);
@@ -580,7 +508,7 @@ void write_run_dir(const Trace& t, const std::string& dir, bool force) {
     fs::remove_all(tmp, ec);
     throw;
   }
-  commit_temp_dir(tmp, dir);
+  commit_temp_dir(tmp, dir, force);
 }
 
 Trace read_run_dir(const std::string& dir) {

@@ -1,6 +1,7 @@
 // A run directory: summary.json, the CSV tables and trace.json (docs/trace-format.md).
-// Written to a temporary name and renamed at the end, so an interrupted write never leaves a
-// directory that looks complete. Read back by `compare`, `export` and the desktop app.
+// Written to a temporary name and moved into place at the end (output_dir.h), so an interrupted
+// write never leaves a directory that looks complete. Read back by `compare`, `export` and the
+// desktop app.
 #pragma once
 #include <string>
 #include <vector>
@@ -9,8 +10,11 @@
 
 namespace remat {
 
-// Throws Error when `dir` exists and force is false, or when it cannot be written.
-void write_run_dir(const Trace& t, const std::string& dir, bool force);
+// Throws Error when `dir` exists and force is false, when it is not a directory of ours that
+// may be replaced (check_output_dir), or when it cannot be written. With `checked_before` the
+// caller ran check_output_dir before the work (a run that took a while): a `dir` that appeared
+// or changed since is not replaced, and the result is kept next to it (commit_temp_dir).
+void write_run_dir(const Trace& t, const std::string& dir, bool force, bool checked_before = false);
 // Throws Error naming the missing or corrupt file.
 Trace read_run_dir(const std::string& dir);
 
@@ -23,22 +27,11 @@ void write_csv_tables(const Trace& t, const std::string& dir);
 inline constexpr const char* kSummaryFile = "summary.json";
 inline constexpr const char* kScheduleFile = "schedule.json";
 inline constexpr const char* kChromeTraceFile = "trace.json";
+// How a Chrome trace that RematLab writes begins (its format version follows).
+inline constexpr const char* kChromeTraceHead =
+    "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"format\":\"rematlab-chrome-trace\",\"format_version\":";
 const std::vector<std::string>& csv_table_files();  // memory_events.csv, ... loss.csv
 // Data rows each CSV table of `t` has, in the order of csv_table_files().
 std::vector<std::size_t> csv_table_rows(const Trace& t);
-
-// Output directories (run and sweep): checked before the work, built under a temporary name
-// next to the target and renamed into place at the end.
-//
-// check_output_dir throws Error when `dir` exists and force is false; when it exists and is not
-// a directory, or is a non-empty directory that is neither a run directory (summary.json) nor a
-// sweep directory (sweep.json), even with force; and when its parent cannot be created or
-// written. It leaves nothing behind but the parent directories it created.
-void check_output_dir(const std::string& dir, bool force);
-// Creates an empty temporary directory next to `dir` and returns its path.
-std::string make_temp_dir(const std::string& dir);
-// Renames `tmp` to `dir`, replacing what is there (checked by check_output_dir); on failure the
-// old directory stays and `tmp` is removed.
-void commit_temp_dir(const std::string& tmp, const std::string& dir);
 
 }  // namespace remat

@@ -8,6 +8,7 @@
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStatusBar>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <qcustomplot.h>
@@ -132,6 +133,17 @@ void GuiRunTest::everyPolicyOnTinyPlotsItsPeak() {
   QVERIFY(failed.wait(10000));
   QVERIFY(failed.front().at(1).toString().contains("does not exist"));
   QCOMPARE(w2.runs()->rowCount(), expected_rows);
+  // What an interrupted write left next to the runs is named in the status bar (no process has
+  // the pid).
+  const QString leftover = tmp_.filePath("runs/.lost.tmp-999999999-1");
+  QVERIFY(QDir().mkpath(leftover));
+  MainWindow w3(o);
+  QSignalSpy done3(&w3, &MainWindow::readsDone);
+  w3.openRunDir(tmp_.filePath("runs"));
+  QVERIFY(done3.wait(60000));
+  QVERIFY2(w3.statusBar()->currentMessage().contains(".lost.tmp-999999999-1"),
+           qPrintable(w3.statusBar()->currentMessage()));
+  QVERIFY(QDir(leftover).removeRecursively());
 }
 
 void GuiRunTest::cancelStopsALongRunBetweenOps() {

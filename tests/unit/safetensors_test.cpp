@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "core/backend/cpu/cpu_backend.h"
@@ -81,6 +82,28 @@ TEST(Safetensors, RefusesAMissingOrMisshapenTensor) {
     EXPECT_NE(std::string(e.what()).find("transformer.wte.weight"), std::string::npos) << e.what();
   }
   std::remove(path.c_str());
+}
+
+TEST(Safetensors, AFailedWriteLeavesNothingAndNeverTruncatesAnotherFile) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "safetensors_failed_write";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "weights");  // a directory where the file should go
+  const std::map<std::string, SafeTensor> t = {{"w", {"F32", {2}, {1.f, 2.f}}}};
+  EXPECT_THROW(write_safetensors((dir / "weights").string(), t), Error);
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"weights"});
+  EXPECT_TRUE(std::filesystem::is_empty(dir / "weights"));
+  // A file of the user's that happens to have the name of a temporary file stays as it was.
+  const std::string path = (dir / "w.safetensors").string();
+  { std::ofstream(path + ".partial") << "mine"; }
+  write_safetensors(path, t);
+  std::ifstream in(path + ".partial");
+  std::string mine;
+  in >> mine;
+  EXPECT_EQ(mine, "mine");
+  EXPECT_EQ(read_safetensors(path).at("w").values, (std::vector<float>{1.f, 2.f}));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

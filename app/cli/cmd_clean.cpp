@@ -1,0 +1,86 @@
+// rematlab-batch clean: delete what interrupted writes left behind (.NAME.tmp-PID-N and
+// .NAME.old-PID-N next to run and sweep directories), and only what is ours: a directory that
+// why_not_ours accepts, written by a process that is no longer running.
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "core/trace/output_dir.h"
+#include "core/util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace remat::cli {
+
+namespace {
+
+struct CleanOptions {
+  std::vector<std::string> paths;
+  bool dry_run = false, json = false;
+};
+
+int clean(const CleanOptions& o) {
+  std::vector<Leftover> found;
+  std::set<std::string> seen;
+  for (const auto& p : o.paths) {
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(p, ec))) throw Error("'" + p + "' does not exist");
+    std::vector<Leftover> here;
+    if (auto l = parse_leftover(p)) here.push_back(*l);
+    else if (fs::is_directory(fs::symlink_status(p, ec))) here = leftovers_around(p);
+    else throw Error("'" + p + "' is neither a directory nor a leftover of an interrupted write");
+    for (auto& l : here)
+      if (seen.insert(l.path).second) found.push_back(std::move(l));
+  }
+  nlohmann::json removed = nlohmann::json::array(), kept = nlohmann::json::array();
+  bool refused = false;
+  for (const auto& l : found) {
+    std::string why = why_keep(l);
+    if (why.empty() && !o.dry_run) {
+      remove_ours(l.path);
+      std::error_code ec;
+      if (fs::exists(fs::symlink_status(l.path, ec))) why = "cannot remove it (permissions?)";
+    }
+    if (why.empty()) {
+      removed.push_back(l.path);
+      if (!o.json) std::cout << (o.dry_run ? "would remove " : "removed ") << l.path << "\n";
+    } else {
+      // A running writer's directory is not refused, only not yet removable.
+      refused = refused || !process_alive(l.pid);
+      kept.push_back({{"path", l.path}, {"reason", why}});
+      if (!o.json) std::cout << "kept " << l.path << ": " << why << "\n";
+    }
+  }
+  if (o.json)
+    std::cout << nlohmann::json({{"dry_run", o.dry_run}, {"removed", removed}, {"kept", kept}}).dump(2) << "\n";
+  else if (found.empty())
+    std::cout << "no leftovers of interrupted writes\n";
+  if (refused) return fail("some leftovers are not RematLab's own or could not be removed (see above); they were kept");
+  return 0;
+}
+
+}  // namespace
+
+void add_clean_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<CleanOptions>();
+  CLI::App* c = app.add_subcommand(
+      "clean", "delete what interrupted writes left next to run and sweep directories (only RematLab's own)");
+  c->add_option("paths", o->paths,
+                "directories holding run or sweep directories (or those directories, or a leftover itself)")
+      ->required()
+      ->check(non_empty_path());
+  c->add_flag("--dry-run,-n", o->dry_run, "list what would be removed, remove nothing");
+  c->add_flag("--json", o->json, "print what was removed and what was kept as JSON");
+  c->callback([o, &exit_code] {
+    try {
+      exit_code = clean(*o);
+    } catch (const std::exception& e) {
+      exit_code = fail(e.what());
+    }
+  });
+}
+
+}  // namespace remat::cli

@@ -1,0 +1,446 @@
+// Ownership of output directories, and moving a finished one into place (output_dir.h).
+#include "core/trace/output_dir.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/trace/run_dir.h"
+#include "core/trace/trace.h"
+#include "core/util/error.h"
+#include "core/util/json_io.h"
+
+namespace fs = std::filesystem;
+
+namespace remat {
+
+namespace {
+
+std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The files each kind of directory holds (besides the marker and, for a sweep, its runs).
+const std::vector<std::string>& files_of(OutputKind kind) {
+  static const std::vector<std::string> run = [] {
+    std::vector<std::string> f = {kSummaryFile, kScheduleFile, kChromeTraceFile};
+    for (const auto& t : csv_table_files()) f.push_back(t);
+    return f;
+  }();
+  static const std::vector<std::string> sweep = {kSweepFile, kComparisonFile};
+  return kind == OutputKind::Run ? run : sweep;
+}
+
+// One of those files, or the temporary file of one being written (csv::OutFile: NAME.tmp-PID).
+bool holds_file(OutputKind kind, const std::string& name) {
+  if (name == kWritingMarkerFile) return true;
+  for (const auto& f : files_of(kind)) {
+    if (name == f) return true;
+    const std::string tmp = f + ".tmp-";
+    if (name.size() > tmp.size() && name.compare(0, tmp.size(), tmp) == 0 && all_digits(name.substr(tmp.size())))
+      return true;
+  }
+  return false;
+}
+
+const char* kind_name(OutputKind k) { return k == OutputKind::Run ? "run" : "sweep"; }
+const char* format_of(OutputKind k) { return k == OutputKind::Run ? kRunFormat : kSweepFormat; }
+int max_version(OutputKind k) { return k == OutputKind::Run ? kTraceFormatVersion : kSweepFormatVersion; }
+
+// Why `file` does not say it belongs to a RematLab directory of `kind`; empty when it does. The
+// summary and sweep files also say whether the run or sweep completed; the marker does not.
+std::string why_not_our_file(const fs::path& file, OutputKind kind, bool needs_complete) {
+  const std::string what = std::string("a RematLab ") + kind_name(kind) + " summary";
+  nlohmann::json j;
+  try {
+    j = read_json_file(file.string());  // a regular file, bounded: never waits on a FIFO
+  } catch (const Error& e) {
+    return std::string(e.what()) + ", so not " + what;
+  }
+  if (!j.is_object()) return q(file) + " is not a JSON object, so not " + what;
+  auto f = j.find("format");
+  if (f == j.end() || !f->is_string() || f->get<std::string>() != format_of(kind))
+    return q(file) + " is not " + what + " (its \"format\" is not \"" + format_of(kind) + "\")";
+  auto v = j.find("format_version");
+  if (v == j.end() || !v->is_number_integer()) return q(file) + " has no integer \"format_version\"";
+  const auto version = v->get<std::int64_t>();
+  if (version < 1 || version > max_version(kind))
+    return q(file) + " has format version " + std::to_string(version) + ", this program knows 1 to " +
+           std::to_string(max_version(kind)) + " (written by a newer RematLab?)";
+  if (needs_complete) {
+    auto c = j.find("complete");
+    if (c == j.end() || !c->is_boolean()) return q(file) + " has no \"complete\" flag, so not " + what;
+  }
+  return {};
+}
+
+bool is_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(fs::symlink_status(p, ec));
+}
+
+std::string why_not_ours(const fs::path& p, std::optional<OutputKind> must_be) {
+  std::error_code ec;
+  const auto st = fs::symlink_status(p, ec);
+  if (!fs::exists(st)) return q(p) + " does not exist";
+  if (fs::is_symlink(st)) return q(p) + " is a symbolic link";
+  if (!fs::is_directory(st)) return q(p) + " is not a directory";
+  const bool run = is_file(p / kSummaryFile), sweep = is_file(p / kSweepFile),
+             marker = is_file(p / kWritingMarkerFile);
+  if (run && sweep) return q(p) + " holds both " + kSummaryFile + " and " + kSweepFile;
+  std::optional<OutputKind> kind;
+  if (run) kind = OutputKind::Run;
+  else if (sweep) kind = OutputKind::Sweep;
+  else if (marker) {
+    // Being written: the marker says what.
+    for (OutputKind k : {OutputKind::Run, OutputKind::Sweep})
+      if (why_not_our_file(p / kWritingMarkerFile, k, false).empty()) kind = k;
+    if (!kind) return why_not_our_file(p / kWritingMarkerFile, must_be.value_or(OutputKind::Run), false);
+  }
+  if (kind && must_be && *kind != *must_be)
+    return q(p) + " is a " + kind_name(*kind) + " directory where a " + kind_name(*must_be) + " directory belongs";
+  fs::directory_iterator it(p, ec), end;
+  if (ec) return "cannot read " + q(p) + ": " + ec.message();
+  if (!kind) {
+    if (it == end) return {};  // empty: nothing to lose
+    return q(p) + " holds " + q(it->path().filename()) + " and neither " + kSummaryFile + " nor " + kSweepFile +
+           ", so it is not a RematLab run or sweep directory";
+  }
+  // First what it holds (a stray file is named even when the summary is not ours either)...
+  for (; it != end; it.increment(ec)) {
+    const fs::path e = it->path();
+    const std::string name = e.filename().string();
+    const auto est = it->symlink_status(ec);
+    if (fs::is_regular_file(est) && holds_file(*kind, name)) continue;
+    if (*kind == OutputKind::Sweep && !must_be && fs::is_directory(est)) {
+      std::string why = why_not_ours(e, OutputKind::Run);  // a run of the sweep, or one being written
+      if (!why.empty()) return why;
+      continue;
+    }
+    return q(p) + " holds " + q(name) + ", which a RematLab " + kind_name(*kind) + " directory does not hold";
+  }
+  if (ec) return "cannot read " + q(p) + ": " + ec.message();
+  // ...then that its files are ours, with a version this program knows.
+  if (run) return why_not_our_file(p / kSummaryFile, OutputKind::Run, true);
+  if (sweep) return why_not_our_file(p / kSweepFile, OutputKind::Sweep, true);
+  return {};
+}
+
+fs::path normal_target(const std::string& dir) {
+  if (dir.empty()) throw Error("the output directory name is empty");
+  fs::path p = fs::path(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  if (p.empty() || p == "." || p == ".." || p.filename() == "..")
+    throw Error("'" + dir + "' cannot be used as an output directory");
+  return p;
+}
+
+fs::path parent_of(const fs::path& p) { return p.parent_path().empty() ? fs::path(".") : p.parent_path(); }
+
+std::string random_suffix() {
+  static std::random_device rd;
+  return std::to_string(::getpid()) + "-" + std::to_string(rd() % 1000000);
+}
+
+// A new empty directory `.NAME.WHAT-PID-N` next to `p`.
+fs::path make_hidden_dir(const fs::path& p, const char* what, const std::string& dir) {
+  const fs::path parent = parent_of(p);
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) throw Error("cannot write '" + dir + "': cannot create " + q(parent) + ": " + ec.message());
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    fs::path tmp = parent / ("." + p.filename().string() + "." + what + "-" + random_suffix());
+    if (fs::create_directory(tmp, ec)) return tmp;
+    if (ec && ec != std::errc::file_exists)
+      throw Error("cannot write '" + dir + "': cannot create a directory in " + q(parent) + ": " + ec.message());
+  }
+  throw Error("cannot make a temporary directory next to '" + dir + "'");
+}
+
+// ------------------------------------------------------------------ moving into place
+
+// The parent directory, open, so that every rename names entries of the same directory.
+class Parent {
+ public:
+  // `p` as the user named it: empty for the current directory.
+  explicit Parent(const fs::path& p) : path_(p) {
+    const fs::path at = p.empty() ? fs::path(".") : p;
+    fd_ = ::open(at.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ < 0) throw Error("cannot open " + q(at) + ": " + std::strerror(errno));
+  }
+  ~Parent() { ::close(fd_); }
+  Parent(const Parent&) = delete;
+  Parent& operator=(const Parent&) = delete;
+  // 0 or the errno of renameat2 / renameat (flags 0: the plain rename).
+  int rename(const std::string& from, const std::string& to, unsigned flags) const {
+    int rc = flags ? ::renameat2(fd_, from.c_str(), fd_, to.c_str(), flags)
+                   : ::renameat(fd_, from.c_str(), fd_, to.c_str());
+    return rc == 0 ? 0 : errno;
+  }
+  bool exists(const std::string& name) const {
+    struct stat st;
+    return ::fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+  }
+  fs::path operator/(const std::string& name) const { return path_.empty() ? fs::path(name) : path_ / name; }
+
+ private:
+  fs::path path_;
+  int fd_ = -1;
+};
+
+bool unsupported(int err) { return err == EINVAL || err == ENOSYS || err == ENOTSUP; }
+bool taken(int err) { return err == EEXIST || err == ENOTEMPTY || err == ENOTDIR || err == EISDIR; }
+
+class Commit {
+ public:
+  Commit(const fs::path& tmp, const fs::path& target, bool force, const CommitSeams& s)
+      : parent_(target.parent_path()), tmp_(tmp.filename().string()), name_(target.filename().string()),
+        dir_(target.string()), force_(force), two_step_(s.two_step), hook_(s.before_rename) {
+    if (parent_of(tmp).lexically_normal() != parent_of(target).lexically_normal())
+      throw Error("'" + tmp.string() + "' is not next to '" + dir_ + "'");
+  }
+
+  void run() {
+    if (!parent_.exists(name_)) return place_new();
+    if (!force_) keep("'" + dir_ + "' appeared while this was being written and was not replaced");
+    if (std::string why = why_not_ours(parent_ / name_, std::nullopt); !why.empty())
+      keep("'" + dir_ + "' changed while this was being written and is not replaced: " + why);
+    if (two_step_) return replace_in_two_steps();
+    before_move();
+    int err = parent_.rename(tmp_, name_, RENAME_EXCHANGE);
+    if (err == ENOENT) return place_new();
+    if (unsupported(err)) {
+      two_step_ = true;
+      return replace_in_two_steps();
+    }
+    if (err) keep("cannot replace '" + dir_ + "': " + std::strerror(err));
+    // The old contents are at the temporary name now: delete them only if they are still ours.
+    if (std::string why = why_not_ours(parent_ / tmp_, std::nullopt); !why.empty()) {
+      if (int back = parent_.rename(tmp_, name_, RENAME_EXCHANGE))
+        throw Error("'" + dir_ + "' changed while it was being replaced (" + why + "); it is now at '" +
+                    (parent_ / tmp_).string() + "' and the result at '" + dir_ + "' (" + std::strerror(back) + ")");
+      keep("'" + dir_ + "' changed while it was being replaced and was put back: " + why);
+    }
+    remove_old(parent_ / tmp_);
+  }
+
+ private:
+  // The target is free: a rename that never replaces anything.
+  void place_new() {
+    before_move();
+    if (!two_step_) {
+      int err = parent_.rename(tmp_, name_, RENAME_NOREPLACE);
+      if (err == 0) return;
+      if (err == EEXIST) keep("'" + dir_ + "' appeared while this was being written and was not replaced");
+      if (!unsupported(err)) keep("cannot write '" + dir_ + "': " + std::strerror(err));
+      two_step_ = true;
+    }
+    // Without RENAME_NOREPLACE: checked first; a directory created between the check and the
+    // rename makes it fail unless it is empty (then it is replaced, with nothing in it lost).
+    if (int err = checked_rename(tmp_, name_)) {
+      if (taken(err)) keep("'" + dir_ + "' appeared while this was being written and was not replaced");
+      keep("cannot write '" + dir_ + "': " + std::strerror(err));
+    }
+  }
+
+  int checked_rename(const std::string& from, const std::string& to) const {
+    if (parent_.exists(to)) return EEXIST;
+    return parent_.rename(from, to, 0);
+  }
+
+  void replace_in_two_steps() {
+    std::string old;
+    for (int attempt = 0; attempt < 16 && old.empty(); ++attempt) {
+      std::string cand = "." + name_ + ".old-" + random_suffix();
+      if (!parent_.exists(cand)) old = cand;
+    }
+    if (old.empty()) keep("cannot find a free name next to '" + dir_ + "'");
+    before_move();
+    if (int err = checked_rename(name_, old)) {
+      if (err == ENOENT) return place_new();
+      keep("cannot move '" + dir_ + "' aside: " + std::strerror(err));
+    }
+    if (std::string why = why_not_ours(parent_ / old, std::nullopt); !why.empty()) {
+      int back = checked_rename(old, name_);
+      keep("'" + dir_ + "' changed while it was being replaced and was " +
+           (back ? "left at '" + (parent_ / old).string() + "'" : std::string("put back")) + ": " + why);
+    }
+    if (int err = checked_rename(tmp_, name_)) {
+      if (taken(err)) {
+        keep("'" + dir_ + "' appeared while it was being replaced; the old directory is at '" +
+             (parent_ / old).string() + "'");
+      }
+      int back = checked_rename(old, name_);
+      keep("cannot write '" + dir_ + "': " + std::strerror(err) +
+           (back ? "; the old directory is at '" + (parent_ / old).string() + "'" : std::string()));
+    }
+    remove_old(parent_ / old);
+  }
+
+  // The tests' seam: once, right before the first rename that moves anything.
+  void before_move() {
+    if (!hook_) return;
+    auto h = std::move(hook_);
+    hook_ = nullptr;
+    h();
+  }
+
+  static void remove_old(const fs::path& old) { remove_ours(old.string()); }
+
+  // The result stays, under a name of its own that nothing else has.
+  [[noreturn]] void keep(const std::string& why) {
+    for (int k = 2; k < 1000; ++k) {
+      const std::string cand = name_ + "-" + std::to_string(k);
+      int err = two_step_ ? checked_rename(tmp_, cand) : parent_.rename(tmp_, cand, RENAME_NOREPLACE);
+      if (unsupported(err) && !two_step_) err = checked_rename(tmp_, cand);
+      if (err == 0) throw Error(why + "; the result is kept in '" + (parent_ / cand).string() + "'");
+      if (!taken(err)) break;
+    }
+    throw Error(why + "; the result is left in '" + (parent_ / tmp_).string() + "'");
+  }
+
+  Parent parent_;
+  std::string tmp_, name_, dir_;
+  bool force_, two_step_;
+  std::function<void()> hook_;
+};
+
+}  // namespace
+
+std::string why_not_ours(const std::string& dir) { return why_not_ours(fs::path(dir), std::nullopt); }
+
+void remove_ours(const std::string& dir) {
+  const fs::path p(dir);
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(p, ec))) return;
+  // Marked first, so that what an interruption leaves half deleted is still recognisably ours.
+  std::optional<OutputKind> kind;
+  if (is_file(p / kSummaryFile)) kind = OutputKind::Run;
+  else if (is_file(p / kSweepFile)) kind = OutputKind::Sweep;
+  if (kind) {
+    std::ofstream out(p / kWritingMarkerFile, std::ios::binary | std::ios::trunc);
+    out << nlohmann::json({{"format", format_of(*kind)}, {"format_version", max_version(*kind)}}).dump() << "\n";
+  }
+  std::vector<fs::path> entries;
+  for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename() != kWritingMarkerFile) entries.push_back(it->path());
+  for (const auto& e : entries) {
+    if (fs::is_directory(fs::symlink_status(e, ec))) remove_ours(e.string());
+    else fs::remove(e, ec);
+  }
+  fs::remove(p / kWritingMarkerFile, ec);
+  fs::remove(p, ec);  // what fails stays as a leftover that `clean` recognises
+}
+
+void check_output_dir(const std::string& dir, bool force) {
+  fs::path p = normal_target(dir);
+  std::error_code ec;
+  auto st = fs::symlink_status(p, ec);
+  if (fs::exists(st)) {
+    if (!fs::is_directory(st))
+      throw Error("'" + dir + "' exists and is not a directory; refusing to replace it even with --force");
+    if (!force) throw Error("'" + dir + "' exists; use --force to replace it");
+    if (std::string why = why_not_ours(p, std::nullopt); !why.empty())
+      throw Error("'" + dir + "' is not a RematLab run or sweep directory (" + why +
+                  "); refusing to replace it even with --force");
+  }
+  // The parent must exist (or be creatable) and take a new directory.
+  fs::remove(make_hidden_dir(p, "tmp", dir), ec);
+}
+
+std::string make_temp_dir(const std::string& dir, OutputKind kind) {
+  fs::path tmp = make_hidden_dir(normal_target(dir), "tmp", dir);
+  const nlohmann::json marker = {{"format", format_of(kind)}, {"format_version", max_version(kind)}};
+  std::ofstream out(tmp / kWritingMarkerFile, std::ios::binary);
+  out << marker.dump() << "\n";
+  out.close();
+  if (!out) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw Error("cannot write '" + dir + "': cannot write in " + q(tmp));
+  }
+  return tmp.string();
+}
+
+void commit_temp_dir(const std::string& tmp, const std::string& dir, bool force, const CommitSeams& seams) {
+  fs::path p = normal_target(dir);
+  // Complete now: the marker goes, so that from here the directory speaks for itself.
+  if (::unlink((fs::path(tmp) / kWritingMarkerFile).c_str()) != 0 && errno != ENOENT)
+    throw Error("cannot write '" + dir + "': cannot remove the marker in '" + tmp + "': " + std::strerror(errno));
+  Commit(fs::path(tmp), p, force, seams).run();
+}
+
+// ------------------------------------------------------------------ leftovers
+
+std::optional<Leftover> parse_leftover(const std::string& path) {
+  fs::path p = fs::path(path).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  const std::string name = p.filename().string();
+  if (name.size() < 2 || name[0] != '.') return std::nullopt;
+  for (const char* what : {".tmp-", ".old-"}) {
+    const std::size_t at = name.rfind(what);
+    if (at == std::string::npos || at < 2) continue;
+    const std::string rest = name.substr(at + 5);
+    const std::size_t dash = rest.find('-');
+    if (dash == std::string::npos || !all_digits(rest.substr(0, dash)) || !all_digits(rest.substr(dash + 1)) ||
+        dash > 9)
+      continue;
+    Leftover l;
+    l.path = p.string();
+    l.target = (p.parent_path() / name.substr(1, at - 1)).string();
+    l.pid = std::stol(rest.substr(0, dash));
+    return l;
+  }
+  return std::nullopt;
+}
+
+std::vector<Leftover> leftovers_in(const std::string& dir) {
+  std::vector<Leftover> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (auto l = parse_leftover(it->path().string())) out.push_back(*l);
+  std::sort(out.begin(), out.end(), [](const Leftover& a, const Leftover& b) { return a.path < b.path; });
+  return out;
+}
+
+std::vector<Leftover> leftovers_around(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  std::vector<Leftover> out;
+  if (!p.empty() && p != "." && p != ".." && p.filename() != "..")
+    for (auto& l : leftovers_in(parent_of(p).string()))
+      if (fs::path(l.target).filename() == p.filename()) out.push_back(l);
+  for (auto& l : leftovers_in(dir)) out.push_back(l);
+  return out;
+}
+
+bool process_alive(long pid) {
+  if (pid <= 0 || pid > 0x3fffffff) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+std::string why_keep(const Leftover& l) {
+  if (process_alive(l.pid)) return "process " + std::to_string(l.pid) + ", which wrote it, is still running";
+  return why_not_ours(l.path);
+}
+
+std::string describe(const Leftover& l) {
+  return "'" + l.path + "' is left over from an interrupted write of '" + l.target + "' (process " +
+         std::to_string(l.pid) + (process_alive(l.pid) ? ", still running" : ", no longer running") +
+         "); `rematlab-batch clean` removes it";
+}
+
+}  // namespace remat
