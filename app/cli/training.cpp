@@ -41,7 +41,17 @@ void TrainOptions::add(CLI::App& app) {
             return std::isfinite(x) && x > 0 ? std::string() : "must be a positive finite number, got " + v;
           },
           "POSITIVE", "positive finite"));
-  app.add_option("--corpus", corpus, "training text (default: the shipped corpus)");
+  app.add_option("--beta1", beta1, "AdamW beta1, in [0, 1)")->capture_default_str()->check(CLI::Range(0.0, 0.999999999));
+  app.add_option("--beta2", beta2, "AdamW beta2, in [0, 1)")->capture_default_str()->check(CLI::Range(0.0, 0.999999999));
+  app.add_option("--eps", eps, "AdamW epsilon")->capture_default_str()->check(CLI::Range(1e-30, 1.0));
+  app.add_option("--weight-decay", weight_decay, "AdamW decoupled weight decay (matrices only: docs/batch.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  CLI::Option* corpus_opt = app.add_option("--corpus", corpus, "training text (default: the shipped corpus)");
+  app.add_option("--tokens", tokens, "train on these token ids: a .npy file or raw little-endian integers")
+      ->excludes(corpus_opt);
+  app.add_option("--tokens-dtype", tokens_dtype, "integer type of a raw --tokens file: u8 u16 i16 u32 i32 i64 u64 (default u16)");
+  app.add_option("--dump-batch", dump_batch, "write the tokens every step used to this .npy file: int32 [steps, batch, seq + 1]");
   app.add_flag("--poison", poison, "fill freed memory with NaN bytes to catch use after free");
   app.add_flag("--no-profile", no_profile, "run without the op profiler");
 }
@@ -59,7 +69,14 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
   spec.seed = o.seed;
   spec.poison = o.poison;
   spec.adam.lr = static_cast<float>(o.lr);
+  spec.adam.beta1 = static_cast<float>(o.beta1);
+  spec.adam.beta2 = static_cast<float>(o.beta2);
+  spec.adam.eps = static_cast<float>(o.eps);
+  spec.adam.weight_decay = static_cast<float>(o.weight_decay);
   spec.corpus_path = o.corpus;
+  spec.tokens_path = o.tokens;
+  spec.tokens_dtype = o.tokens_dtype;
+  spec.dump_batch_path = o.dump_batch;
   spec.weights_in = weights_in;
   spec.weights_out = weights_out;
   if (!o.memory_limit.empty()) spec.memory_limit = parse_bytes("memory-limit", o.memory_limit);

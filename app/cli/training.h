@@ -18,8 +18,8 @@ struct TrainOptions {
   std::string device = "cpu";
   int steps = 3, warmup = 1, threads = 2;
   std::uint64_t seed = 0;
-  std::string memory_limit, corpus;
-  double lr = 1e-3;
+  std::string memory_limit, corpus, tokens, tokens_dtype, dump_batch;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
   bool poison = false, no_profile = false;
   void add(CLI::App& app);
 };

@@ -109,6 +109,34 @@ std::vector<std::pair<std::string, std::uint64_t>> tensors_at(const TrackingAllo
   return v;
 }
 
+void check_adam(const AdamArgs& a) {
+  auto bad = [](const char* field, const std::string& what, double v) {
+    throw ConfigError(field, what + ", got " + std::to_string(v));
+  };
+  if (!(std::isfinite(a.lr) && a.lr > 0.0f)) bad("lr", "the learning rate must be a positive finite number", a.lr);
+  if (!(a.beta1 >= 0.0f && a.beta1 < 1.0f)) bad("beta1", "AdamW's beta1 must be in [0, 1)", a.beta1);
+  if (!(a.beta2 >= 0.0f && a.beta2 < 1.0f)) bad("beta2", "AdamW's beta2 must be in [0, 1)", a.beta2);
+  if (!(std::isfinite(a.eps) && a.eps > 0.0f)) bad("eps", "AdamW's epsilon must be a positive finite number", a.eps);
+  if (!(std::isfinite(a.weight_decay) && a.weight_decay >= 0.0f))
+    bad("weight_decay", "the weight decay must be a finite number >= 0", a.weight_decay);
+}
+
+// One row per sequence: its seq tokens and the last target (the window the step read).
+void append_window(std::vector<std::int32_t>& out, const std::vector<std::int32_t>& tok,
+                   const std::vector<std::int32_t>& tgt, int seq) {
+  const std::size_t S = static_cast<std::size_t>(seq);
+  for (std::size_t r = 0; r * S < tok.size(); ++r) {
+    out.insert(out.end(), tok.begin() + static_cast<std::ptrdiff_t>(r * S),
+               tok.begin() + static_cast<std::ptrdiff_t>((r + 1) * S));
+    out.push_back(tgt[(r + 1) * S - 1]);
+  }
+}
+
+void dump_batches(const std::string& path, const std::vector<std::int32_t>& rows, const ModelConfig& m) {
+  const std::int64_t per_step = static_cast<std::int64_t>(m.batch) * (m.seq + 1);
+  write_npy_i32(path, {static_cast<std::int64_t>(rows.size()) / per_step, m.batch, m.seq + 1}, rows);
+}
+
 }  // namespace
 
 Trace refused_run(const RunSpec& spec, const Backend& backend, const OutOfMemoryError& e) {
@@ -145,9 +173,7 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
   tr.steps = spec.steps;
   tr.provenance = backend.describe();
 
-  if (!(std::isfinite(spec.adam.lr) && spec.adam.lr > 0.0f))
-    throw ConfigError("lr", "the learning rate must be a positive finite number, got " +
-                                std::to_string(spec.adam.lr));
+  check_adam(spec.adam);
   Prediction pred = simulate(spec.model, spec.schedule, &backend);  // validates the schedule
   tr.plan = pred.plan;
   tr.predicted_peak_bytes = pred.peak_bytes;
@@ -158,7 +184,15 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
                                " bytes of device memory (predicted), but " + std::to_string(avail) +
                                " are available" + (spec.memory_limit ? " under --memory-limit" : ""),
                            pred.peak_bytes, avail);
-  Corpus corpus = Corpus::from_file(spec.corpus_path.empty() ? default_corpus_path() : spec.corpus_path);
+  if (!spec.tokens_path.empty() && !spec.corpus_path.empty())
+    throw Error("a run trains on a corpus or on a token file, not both");
+  const Corpus corpus = !spec.tokens_path.empty()
+                            ? Corpus::from_tokens(TokenFile::open(spec.tokens_path, spec.tokens_dtype))
+                            : Corpus::from_file(spec.corpus_path.empty() ? default_corpus_path() : spec.corpus_path);
+  tr.provenance.emplace_back("data", spec.tokens_path.empty()
+                                         ? "corpus " + (spec.corpus_path.empty() ? std::string("(shipped)") : spec.corpus_path)
+                                         : "tokens " + spec.tokens_path);
+  std::vector<std::int32_t> dumped;  // --dump-batch: each step's window, seq + 1 tokens a row
 
   TrackingAllocator alloc(backend.memory(Space::Device), backend.memory(Space::Host), clock);
   alloc.set_poison(spec.poison);
@@ -189,6 +223,7 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     for (cur = 0; cur < total; ++cur) {
       const bool counted = cur >= spec.warmup, last = cur == total - 1;
       corpus.batch(spec.seed, cur, spec.model.batch, spec.model.seq, spec.model.vocab, tok, tgt);
+      if (!spec.dump_batch_path.empty()) append_window(dumped, tok, tgt, spec.model.seq);
       std::int64_t t0 = clock.now_ns();
       StepOutput out = ex.run_step(spec.schedule, cur, tok, tgt);
       std::int64_t t1 = clock.now_ns();
@@ -254,6 +289,8 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     tr.status = "error";
     tr.error = e.what();
   }
+  // The batches of every step that ran, also when the run stopped early.
+  if (!spec.dump_batch_path.empty() && !dumped.empty()) dump_batches(spec.dump_batch_path, dumped, spec.model);
   tr.events = alloc.events();
   tr.names = alloc.names();
   return tr;

@@ -26,6 +26,9 @@ struct RunSpec {
   std::uint64_t memory_limit = 0;  // device bytes; 0 = what the device has available now
   AdamArgs adam;
   std::string corpus_path;         // empty: the shipped corpus
+  std::string tokens_path;         // token ids to train on instead of a corpus (TokenFile)
+  std::string tokens_dtype;        // of a raw token file ("" = u16; .npy files say their own)
+  std::string dump_batch_path;     // .npy of the tokens every step used: [steps, batch, seq + 1]
   std::string weights_in;          // safetensors to start from (empty: initialize from seed)
   std::string weights_out;         // safetensors to write after the last step
 };

@@ -33,6 +33,17 @@ class Batch:
                   % (shown, p.returncode, expect, p.stderr.strip()[-2000:]))
         return p
 
+    def refuses(self, args, *words):
+        """The command fails, and its message names every word."""
+        p = self.run(*args, expect="fail")
+        msg = p.stderr
+        for w in words:
+            check(w.lower() in msg.lower(),
+                  "`%s`: the message should name %r: %r" % (" ".join(map(str, args)), w, msg.strip()))
+        check("Traceback" not in msg and "terminate called" not in msg,
+              "`%s` crashed: %r" % (" ".join(map(str, args)), msg[-500:]))
+        return p
+
     def json(self, *args):
         """The JSON the command prints on stdout (None when it is not JSON)."""
         p = self.run(*args)
