@@ -21,7 +21,7 @@ struct RunOptions {
   ModelOptions model;
   PolicyOptions policy;
   TrainOptions train;
-  std::string weights_in, weights_out, out;
+  std::string weights_in, weights_out, grads_out, out;
   bool json = false, force = false;
 };
 
@@ -63,7 +63,7 @@ int run(const RunOptions& o) {
   if (!o.policy.memory_budget.empty()) budget = parse_bytes("memory-budget", o.policy.memory_budget);
   Progress bar(!o.json);
   Trace t = train(m, s, o.train, budget, [&](double f, const std::string& w) { bar.update(f, w); },
-                  &interrupt_flag(), o.weights_in, o.weights_out);
+                  &interrupt_flag(), o.weights_in, o.weights_out, o.grads_out);
   bar.done();
   add_costs_provenance(t, costs);
   // Checked above: what appeared there during the run is not replaced, the result is kept.
@@ -85,6 +85,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
   o->train.add(*c);
   c->add_option("--load-weights", o->weights_in, "start from a safetensors file (Hugging Face names)");
   c->add_option("--save-weights", o->weights_out, "write the weights after the last step (safetensors)")
+      ->check(non_empty_path());
+  c->add_option("--save-grads", o->grads_out,
+                "write the last step's gradients (safetensors, the weights' names and shapes, F32)")
       ->check(non_empty_path());
   c->add_option("--out,-o", o->out, "write a run directory here (summary.json, CSV tables, trace.json)")
       ->check(non_empty_path());

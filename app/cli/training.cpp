@@ -60,7 +60,7 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
             std::optional<std::uint64_t> memory_budget,
             const std::function<void(double, const std::string&)>& progress,
             const std::atomic<bool>* cancel, const std::string& weights_in,
-            const std::string& weights_out) {
+            const std::string& weights_out, const std::string& grads_out) {
   RunSpec spec;
   spec.model = m;
   spec.schedule = s;
@@ -79,6 +79,7 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
   spec.dump_batch_path = o.dump_batch;
   spec.weights_in = weights_in;
   spec.weights_out = weights_out;
+  spec.grads_out = grads_out;
   if (!o.memory_limit.empty()) spec.memory_limit = parse_bytes("memory-limit", o.memory_limit);
   SteadyClock clock;
   Device dev = make_device(o.device, o.threads, clock, !o.no_profile);

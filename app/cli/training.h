@@ -31,7 +31,7 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
             std::optional<std::uint64_t> memory_budget,
             const std::function<void(double, const std::string&)>& progress,
             const std::atomic<bool>* cancel, const std::string& weights_in = {},
-            const std::string& weights_out = {});
+            const std::string& weights_out = {}, const std::string& grads_out = {});
 
 // The command line, the time and the operating system, added to the trace's provenance.
 void set_command_line(int argc, char** argv);

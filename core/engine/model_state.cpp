@@ -95,6 +95,12 @@ std::vector<float> ModelState::read_params() const {
   return out;
 }
 
+std::vector<float> ModelState::read_grads() const {
+  std::vector<float> out;
+  backend_.read(grads, out);
+  return out;
+}
+
 std::uint64_t ModelState::grad_checksum() const {
   std::vector<unsigned char> bytes(grads.bytes());
   backend_.read_bytes(grads, bytes.data());

@@ -32,6 +32,7 @@ class ModelState {
   void init_weights(std::uint64_t seed);
   // Host copies of the parameters as fp32, in layout order (for saving and tests).
   std::vector<float> read_params() const;
+  std::vector<float> read_grads() const;  // as fp32, in the layout's order
   void write_params(const std::vector<float>& values);
   // FNV-1a over the bits of every gradient.
   std::uint64_t grad_checksum() const;

@@ -271,6 +271,7 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
                     " (a lower --lr, or weights without NaN or infinity, may help)");
     }
     if (profiler) tr.profiler_overhead_ns = profiler->overhead_ns();
+    if (!spec.grads_out.empty()) save_grads_safetensors(spec.grads_out, state);
     if (!spec.weights_out.empty()) save_safetensors(spec.weights_out, state);
     if (cb.progress) cb.progress(1.0, "done");
   } catch (const Cancelled& e) {

@@ -31,6 +31,7 @@ struct RunSpec {
   std::string dump_batch_path;     // .npy of the tokens every step used: [steps, batch, seq + 1]
   std::string weights_in;          // safetensors to start from (empty: initialize from seed)
   std::string weights_out;         // safetensors to write after the last step
+  std::string grads_out;           // safetensors of the last step's gradients (weights' names)
 };
 
 struct RunCallbacks {

@@ -198,10 +198,12 @@ void load_safetensors(const std::string& path, ModelState& state) {
   state.write_params(flat_from_hf(read_safetensors(path), state.layout(), state.config().arch, path));
 }
 
-void save_safetensors(const std::string& path, const ModelState& state) {
-  std::vector<float> host = state.read_params();
+namespace {
+
+// A flat buffer in the layout's order as tensors under the Hugging Face names and shapes.
+std::map<std::string, SafeTensor> hf_from_flat(const std::vector<float>& host, const ParamLayout& layout) {
   std::map<std::string, SafeTensor> out;
-  for (const auto& p : state.layout().params()) {
+  for (const auto& p : layout.params()) {
     const float* src = host.data() + p.offset;
     if (!p.hf_parts.empty()) {
       for (const auto& [name, rows] : p.hf_parts) {
@@ -227,7 +229,17 @@ void save_safetensors(const std::string& path, const ModelState& state) {
     }
     out[p.hf_name] = std::move(t);
   }
-  write_safetensors(path, out);
+  return out;
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const ModelState& state) {
+  write_safetensors(path, hf_from_flat(state.read_params(), state.layout()));
+}
+
+void save_grads_safetensors(const std::string& path, const ModelState& state) {
+  write_safetensors(path, hf_from_flat(state.read_grads(), state.layout()));
 }
 
 }  // namespace remat

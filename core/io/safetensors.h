@@ -31,5 +31,7 @@ std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& tensors
 
 void load_safetensors(const std::string& path, ModelState& state);
 void save_safetensors(const std::string& path, const ModelState& state);
+// The gradients of the last step, under the same names and shapes as the weights (F32).
+void save_grads_safetensors(const std::string& path, const ModelState& state);
 
 }  // namespace remat

@@ -37,6 +37,45 @@ def read_npy_i32(path):
     return shape, list(struct.unpack("<%di" % n, data[10 + hlen:10 + hlen + 4 * n]))
 
 
+def read_safetensors(path):
+    """{name: (shape, [float])} of an F32 safetensors file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, d in header.items():
+        if name == "__metadata__":
+            continue
+        check(d["dtype"] == "F32", "%s is F32" % name)
+        b, e = d["data_offsets"]
+        out[name] = (d["shape"], struct.unpack("<%df" % ((e - b) // 4), data[8 + n + b:8 + n + e]))
+    return out
+
+
+def check_saved_grads(b, w, npy):
+    """--save-grads writes the step's gradients under the weights' names: one AdamW step from w0
+    without decay moves each weight by lr * g / (|g| + eps) (bias-corrected moments at t = 1)."""
+    w0, w1, g = (os.path.join(w, n) for n in ("w0.safetensors", "w1.safetensors", "g.safetensors"))
+    one = ["run", "--model", "tiny", "--dtype", "fp32", "--steps", "1", "--warmup", "0", "--tokens", npy]
+    b.run(*one, "--save-weights", w0)
+    lr, eps = 1e-3, 1e-8
+    b.run(*one, "--load-weights", w0, "--save-weights", w1, "--save-grads", g, "--weight-decay", "0",
+          "--lr", str(lr), "--eps", str(eps))
+    before, after, grads = read_safetensors(w0), read_safetensors(w1), read_safetensors(g)
+    check(sorted(grads) == sorted(before), "the gradients carry the weights' names")
+    worst, nonzero = 0.0, 0
+    for name, (shape, gv) in grads.items():
+        check(shape == before[name][0], "%s: gradient shape %r = weight shape" % (name, shape))
+        for x0, x1, gx in zip(before[name][1], after[name][1], gv):
+            step = lr * gx / (abs(gx) + eps)
+            worst = max(worst, abs((x0 - x1) - step))
+            nonzero += gx != 0
+    check(nonzero > 0, "the gradients are not all zero")
+    # fp32 rounding of weights near 0.02 with steps near 1e-3.
+    check(worst < 1e-6, "one AdamW step moves each weight by lr g / (|g| + eps): worst deviation %g" % worst)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -75,6 +114,7 @@ def main():
         if s1 and d0 and d1:
             check(d0["warmup_loss"] == s1["warmup_loss"] == d1["warmup_loss"], "the first loss does not depend on AdamW")
             check(d0["loss"] != s1["loss"] and d1["loss"] != s1["loss"], "AdamW's options change later losses")
+        check_saved_grads(b, w, npy)
         b.refuses(["run", "--model", "tiny", "--tokens", npy, "--corpus", raw], "excludes")
         b.refuses(["run", "--model", "tiny", "--beta2", "1"], "beta2")
         b.refuses(["run", "--model", "tiny", "--tokens", raw, "--tokens-dtype", "f32"], "tokens-dtype", "u16")
