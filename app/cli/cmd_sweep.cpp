@@ -13,6 +13,7 @@
 #include "core/backend/backend_factory.h"
 #include "core/trace/csv.h"
 #include "core/trace/run_dir.h"
+#include "core/trace/schema.h"
 #include "core/trace/summary.h"
 #include "core/util/error.h"
 #include "step_costs.h"
@@ -166,7 +167,7 @@ int sweep(const SweepOptions& o) {
     if (!o.out.empty()) {
       write_comparison_csv(rows, (fs::path(tmp) / "comparison.csv").string());
       nlohmann::json sj = {{"format", "rematlab-sweep"},
-                           {"format_version", 1},
+                           {"format_version", schema::kSweepFormatVersion},
                            {"model", model_to_json(m)},
                            {"device", o.train.device},
                            {"seed", o.train.seed},

@@ -92,8 +92,10 @@ bool needs_quotes(std::string_view s);
 
 class Reader {
  public:
-  // Reads the whole file. Throws Error when it is missing, unreadable, empty, or does not end
-  // with a line break (a truncated file).
+  // Reads the whole file, which must be a regular file (read_regular_file: no FIFO or
+  // directory, at most limits::kTableFileBytes). Throws Error when it is missing, unreadable,
+  // empty, or does not end with a line break (a truncated file); rows past limits::kTableRows
+  // are a LimitError.
   explicit Reader(const std::string& path);
   Reader(std::string name, std::string contents);  // for tests
 
