@@ -221,6 +221,47 @@ TEST(MemoryTimeline, AnIncompleteRunCoversEveryEvent) {
   EXPECT_EQ(memory_timeline(empty).points.size(), 2u);
 }
 
+// ------------------------------------------------------------------ arithmetic on extreme values
+
+TEST(TraceArithmetic, ChromeTraceDurationsOfExtremeTimesDoNotWrap) {
+  Trace t = synthetic_trace(2, 10);
+  t.ops[0].start_ns = std::numeric_limits<std::int64_t>::min();
+  t.ops[0].end_ns = std::numeric_limits<std::int64_t>::max();
+  t.schedule_records[0].start_ns = -10;
+  t.schedule_records[0].end_ns = std::numeric_limits<std::int64_t>::max() - 5;
+  TempDir d;
+  write_chrome_trace(t, d / "trace.json");
+  auto j = nlohmann::json::parse(slurp(d / "trace.json"));
+  std::size_t checked = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X" || !e.contains("args")) continue;
+    const bool op0 = e["name"] == t.ops[0].name && e["args"]["op_id"] == t.ops[0].op_id;
+    const bool rec0 = e["tid"] == 10 && e["args"]["index"] == 0;
+    if (!op0 && !rec0) continue;
+    // The difference does not fit in 64 bits: the longest duration there is, never a wrapped one.
+    EXPECT_GT(e["dur"].get<double>(), 9.2e15) << e.dump();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2u);
+}
+
+TEST(TraceArithmetic, LiveBytesThatWouldOverflowAreAnErrorNotAWrappedFigure) {
+  Trace t = synthetic_trace(2, 10);
+  t.step_first_event = t.step_end_event = 0;
+  t.step_start_ns = t.step_end_ns = 0;
+  MemoryEvent e = t.events[0];
+  e.delta = std::numeric_limits<std::int64_t>::max();
+  e.id = 999;
+  t.events.insert(t.events.begin() + 1, e);
+  try {
+    memory_timeline(t);
+    FAIL() << "a sum past INT64_MAX was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("memory event 1 ("), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("overflow"), std::string::npos) << err.what();
+  }
+}
+
 // ------------------------------------------------------------------ run directories
 
 TEST(RunDir, SyntheticTraceReadsBackIdenticallyAndExportIsByteIdentical) {
