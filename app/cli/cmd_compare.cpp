@@ -12,7 +12,7 @@
 #include "commands.h"
 #include "comparison.h"
 #include "core/trace/run_dir.h"
-#include "core/trace/schema.h"
+#include "core/trace/sweep_json.h"
 #include "core/util/error.h"
 #include "core/util/json_io.h"
 
@@ -34,42 +34,19 @@ std::string label_of(const std::string& dir) {
   return l.empty() || l == "." ? dir : l;
 }
 
-// sweep.json, checked against its schema (core/trace/schema.h): its version, its fields, and
-// runs whose directories lie inside the sweep directory.
-nlohmann::json read_sweep_json(const std::string& path) {
-  nlohmann::json j = read_json_file(path);
-  if (!j.is_object() || !j.contains("format") || j["format"] != "rematlab-sweep")
-    throw Error(path + ": not a RematLab sweep file (format " +
-                (j.is_object() && j.contains("format") ? json_snippet(j["format"]) : std::string("missing")) + ")");
-  const int version = schema::check_format_version(j.contains("format_version") ? j["format_version"] : nlohmann::json(),
-                                                   schema::kSweepFormatVersion, path);
-  schema::check_fields(j, schema::sweep_fields(), version, path);
-  std::size_t i = 0;
-  for (const auto& r : j["runs"]) {
-    const std::string where = path + " 'runs' entry " + std::to_string(i++);
-    schema::check_fields(r, schema::sweep_run_fields(), version, where);
-    const fs::path dir(r["dir"].get<std::string>());
-    bool inside = !dir.empty() && dir.is_relative();
-    for (const auto& part : dir) inside = inside && part != "..";
-    if (!inside)
-      throw Error(where + ": field 'dir' " + json_snippet(r["dir"]) + " is not a directory inside the sweep directory");
-  }
-  return j;
-}
-
 int compare(const CompareOptions& o) {
   std::vector<ComparisonRow> rows;
   for (const auto& dir : o.dirs) {
     std::error_code ec;
     if (!fs::exists(dir, ec)) throw Error("run directory '" + dir + "' does not exist");
     bool is_run = fs::exists(fs::path(dir) / kSummaryFile, ec);
-    bool is_sweep = !is_run && fs::exists(fs::path(dir) / "sweep.json", ec);
+    bool is_sweep = !is_run && fs::exists(fs::path(dir) / kSweepFile, ec);
     if (!is_sweep) {
       Trace t = read_run_dir(dir);
       rows.push_back(comparison_row(label_of(dir), dir, t));
       continue;
     }
-    nlohmann::json sj = read_sweep_json((fs::path(dir) / "sweep.json").string());
+    nlohmann::json sj = read_sweep_json((fs::path(dir) / kSweepFile).string());
     for (const auto& r : sj["runs"]) {
       std::string sub = (fs::path(dir) / r["dir"].get<std::string>()).string();
       Trace t = read_run_dir(sub);
