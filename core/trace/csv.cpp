@@ -280,22 +280,8 @@ void Reader::fail(std::size_t c, const std::string& why) const {
   throw Error(name_ + " line " + std::to_string(line_) + ", column '" + col + "': " + why);
 }
 
-std::int64_t Reader::i64(std::size_t c) const {
-  std::string_view s = fields_[c];
-  std::int64_t v = 0;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || s.empty())
-    fail(c, "'" + std::string(s) + "' is not an integer");
-  return v;
-}
-
-std::uint64_t Reader::u64(std::size_t c) const {
-  std::string_view s = fields_[c];
-  std::uint64_t v = 0;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || s.empty())
-    fail(c, "'" + std::string(s) + "' is not a non-negative integer");
-  return v;
+void Reader::not_a(std::size_t c, const char* what) const {
+  fail(c, "'" + std::string(fields_[c]) + "' is not " + what);
 }
 
 std::int32_t Reader::i32(std::size_t c) const {

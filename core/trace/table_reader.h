@@ -55,15 +55,25 @@ class TableReader {
     double f;
     std::size_t e;
   };
-  void check(std::size_t k);
+  // What next() checks of one column the file has, in one place (the loop over a row).
+  struct Check {
+    std::size_t k, fc;  // schema column, file column
+    schema::Type type;
+    schema::Bound bound;
+    bool non_empty;
+    std::int64_t lo, hi;  // the range of an integer (Uint: hi only)
+    const std::vector<std::string_view>* values;
+  };
+  void check(const Check& c);
+  [[noreturn]] void out_of_range(const Check& c, std::int64_t v) const;
   csv::Reader csv_;
   const schema::Table& table_;
-  std::vector<std::size_t> file_col_;       // per schema column: its column in the file
-  std::vector<std::size_t> present_;        // schema columns the file has
-  std::vector<std::int64_t> lo_, hi_;       // per schema column: the range of an integer
-  std::vector<std::string> why_;            // ... and what it is, for the message
+  std::vector<std::size_t> file_col_;  // per schema column: its column in the file
+  std::vector<std::string> why_;       // per schema column: what its range is, for the message
+  std::vector<Check> checks_;
   std::vector<std::pair<std::size_t, std::size_t>> ordered_;
   std::vector<Cell> cells_;
+  bool nul_ = false;  // the file holds a NUL byte: look for it in each text field
 };
 
 // `s` quoted for a message: at most 80 characters, control bytes (NUL included) as \xNN.
