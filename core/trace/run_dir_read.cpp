@@ -427,7 +427,8 @@ std::vector<std::function<void()>> table_jobs(const std::string& dir, const nloh
       throw Error(join(dir, kSummaryFile) + ": 'timeline' points past the " + std::to_string(t.events.size()) +
                   " rows of memory_events.csv (truncated?)");
     std::error_code ec;
-    if (fs::exists(fs::symlink_status(join(dir, kTimelineFile), ec))) check_timeline(dir, t);
+    if (schema::table(kTimelineFile).required || fs::exists(fs::symlink_status(join(dir, kTimelineFile), ec)))
+      check_timeline(dir, t);
   };
   return {events_then_timeline, [&dir, &t] { read_ops(dir, t); },
           [&dir, &t] {

@@ -17,6 +17,7 @@
 #include "core/trace/schema.h"
 #include "core/trace/summary.h"
 #include "core/trace/sweep_json.h"
+#include "core/trace/table_reader.h"
 #include "trace_test_util.h"
 
 namespace fs = std::filesystem;
@@ -128,6 +129,45 @@ TEST(SweepJson, NewerVersionsMissingFieldsAndOutsideRunsAreRefusedByName) {
   EXPECT_TRUE(has(refusal([](nlohmann::json& j) { j["runs"][0]["dir"] = "/etc"; }), "is not a directory inside"));
   EXPECT_TRUE(has(refusal([](nlohmann::json& j) { j["format"] = "rematlab-run"; }), "not a RematLab sweep file"));
   EXPECT_EQ(refusal([](nlohmann::json&) {}), "no error");
+}
+
+// The mechanism a new version uses (core/trace/schema.h): a column is in the versions from its
+// `since`, a reader of an older file knows it lacks the column, and a file with a column its
+// version does not have is refused.
+TEST(SchemaVersions, AColumnIsReadOnlyInTheVersionsThatHaveIt) {
+  using schema::Bound;
+  using schema::Column;
+  using schema::Type;
+  schema::Table t{"x.csv", true, {Column{"a", Type::Int, Bound::None}, Column{"b", Type::Int, Bound::None}}, {}};
+  t.columns[1].since = 2;
+  EXPECT_EQ(t.header(1), std::vector<std::string>{"a"});
+  EXPECT_EQ(t.header(2), (std::vector<std::string>{"a", "b"}));
+  TempDir d;
+  testing::spit(d / "old.csv", "a\n7\n");
+  testing::spit(d / "new.csv", "a,b\n7,8\n");
+  auto ctx = [](int version) { return TableContext{version, 4, 1}; };
+  {
+    TableReader r(d / "old.csv", t, ctx(1));
+    EXPECT_FALSE(r.has(r.col("b")));
+    ASSERT_TRUE(r.next());
+    EXPECT_EQ(r.i64(r.col("a")), 7);
+  }
+  {
+    TableReader r(d / "new.csv", t, ctx(2));
+    EXPECT_TRUE(r.has(r.col("b")));
+    ASSERT_TRUE(r.next());
+    EXPECT_EQ(r.i64(r.col("b")), 8);
+  }
+  auto refusal = [&](const std::string& file, int version) {
+    try {
+      TableReader r(d / file, t, ctx(version));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(refusal("new.csv", 1).find("column 'b' is not in format version 1"), std::string::npos);
+  EXPECT_NE(refusal("old.csv", 2).find("missing column 'b'"), std::string::npos);
 }
 
 }  // namespace
