@@ -40,13 +40,13 @@ int compare(const CompareOptions& o) {
     std::error_code ec;
     if (!fs::exists(dir, ec)) throw Error("run directory '" + dir + "' does not exist");
     bool is_run = fs::exists(fs::path(dir) / kSummaryFile, ec);
-    bool is_sweep = !is_run && fs::exists(fs::path(dir) / kSweepFile, ec);
+    bool is_sweep = !is_run && fs::exists(fs::path(dir) / "sweep.json", ec);
     if (!is_sweep) {
       Trace t = read_run_dir(dir);
       rows.push_back(comparison_row(label_of(dir), dir, t));
       continue;
     }
-    nlohmann::json sj = read_sweep_json((fs::path(dir) / kSweepFile).string());
+    nlohmann::json sj = read_sweep_json((fs::path(dir) / "sweep.json").string());
     for (const auto& r : sj["runs"]) {
       std::string sub = (fs::path(dir) / r["dir"].get<std::string>()).string();
       Trace t = read_run_dir(sub);

@@ -7,8 +7,6 @@
 
 namespace remat {
 
-inline constexpr const char* kSweepFile = "sweep.json";
-
 // Reads `path` (a regular file) and checks its format and version (a newer one is refused by
 // name), every field of that version, and that each run's 'dir' lies inside the sweep
 // directory. Throws Error naming the file and the field.

@@ -87,7 +87,7 @@ TEST(RunDirFixtures, TheCurrentVersionIsWrittenByteForByte) {
 TEST(RunDirFixtures, EverySweepVersionReadsWithItsRuns) {
   for (const auto& [dir, version] : fixtures("sweep")) {
     SCOPED_TRACE(dir.string());
-    const nlohmann::json j = read_sweep_json((dir / kSweepFile).string());
+    const nlohmann::json j = read_sweep_json((dir / "sweep.json").string());
     EXPECT_EQ(j["format_version"], version);
     ASSERT_FALSE(j["runs"].empty());
     for (const auto& r : j["runs"]) {
@@ -100,7 +100,7 @@ TEST(RunDirFixtures, EverySweepVersionReadsWithItsRuns) {
 
 TEST(SweepJson, NewerVersionsMissingFieldsAndOutsideRunsAreRefusedByName) {
   const auto [dir, version] = fixtures("sweep").back();
-  const nlohmann::json good = nlohmann::json::parse(slurp((dir / kSweepFile).string()));
+  const nlohmann::json good = nlohmann::json::parse(slurp((dir / "sweep.json").string()));
   TempDir d;
   auto refusal = [&](const std::function<void(nlohmann::json&)>& edit) {
     nlohmann::json j = good;
