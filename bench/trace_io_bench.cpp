@@ -15,6 +15,8 @@
 #include <string>
 
 #include "core/analysis/memory_timeline.h"
+#include "core/graph/block_graph.h"
+#include "core/schedule/validator.h"
 #include "core/trace/run_dir.h"
 #include "core/trace/summary.h"
 
@@ -73,7 +75,12 @@ Trace big_trace(std::size_t nops, std::size_t nevents) {
   now += 2000;
   t.step_first_event = t.events.size();
   t.step_start_ns = now;
-  std::vector<std::pair<std::uint64_t, std::int64_t>> held;
+  struct Held {
+    std::uint64_t id;
+    std::int64_t bytes;
+    Category category;
+  };
+  std::vector<Held> held;
   std::int64_t live = p.delta, peak = live;
   const std::size_t per_op = nevents / std::max<std::size_t>(1, nops) + 1;
   std::size_t emitted = 0;
@@ -103,13 +110,13 @@ Trace big_trace(std::size_t nops, std::size_t nevents) {
         e.id = id++;
         e.category = o.phase == Phase::Forward ? Category::SavedActivations : Category::ActivationGrads;
         e.tensor = static_cast<std::uint32_t>(b * 8 + static_cast<int>(i % 8));
-        held.push_back({e.id, e.delta});
+        held.push_back({e.id, e.delta, e.category});
       } else {
-        auto [hid, bytes] = held.back();
+        const Held h = held.back();
         held.pop_back();
-        e.delta = -bytes;
-        e.id = hid;
-        e.category = Category::SavedActivations;
+        e.delta = -h.bytes;
+        e.id = h.id;
+        e.category = h.category;  // a free is booked where its allocation was
         e.tensor = static_cast<std::uint32_t>(b * 8);
       }
       e.phase = o.phase;
@@ -119,6 +126,7 @@ Trace big_trace(std::size_t nops, std::size_t nevents) {
       t.events.push_back(e);
     }
     now = o.end_ns + 1;
+    (o.phase == Phase::Forward ? t.flops.forward : t.flops.backward) += o.flops;
     t.ops.push_back(std::move(o));
   }
   t.step_end_event = t.events.size();
@@ -133,15 +141,27 @@ Trace big_trace(std::size_t nops, std::size_t nevents) {
   s.end_ns = now;
   t.step_stats.push_back(s);
   t.peak_bytes = s.peak_bytes;
-  for (int b = 0; b < t.model.layers; ++b) {
+  // A consistent run: the schedule's plan, and one record per action (the head before the
+  // first backward), as the reader checks.
+  t.plan = validate_schedule(t.schedule, BlockGraph(t.model));
+  for (std::size_t i = 0; i < t.schedule.actions.size(); ++i) {
+    const Action& a = t.schedule.actions[i];
     ScheduleRecord r;
-    r.index = static_cast<std::size_t>(b);
-    r.action = "forward";
-    r.block = b;
-    r.keep = "all";
-    r.start_ns = t.step_start_ns + b;
+    r.index = i;
+    r.action = to_string(a.kind);
+    r.block = a.block;
+    r.keep = a.kind == ActionKind::Forward ? "all" : "";
+    r.phase = a.kind == ActionKind::Forward ? Phase::Forward : Phase::Backward;
+    r.start_ns = t.step_start_ns + static_cast<std::int64_t>(i);
     r.end_ns = r.start_ns + 1;
     r.step = 1;
+    if (a.kind == ActionKind::Backward && a.block == t.model.layers - 1) {
+      ScheduleRecord h = r;
+      h.action = "head";
+      h.keep.clear();
+      h.phase = Phase::Forward;
+      t.schedule_records.push_back(h);
+    }
     t.schedule_records.push_back(r);
   }
   return t;

@@ -15,6 +15,7 @@
 #include "core/trace/export_target.h"
 #include "core/trace/output_dir.h"
 #include "core/trace/run_dir.h"
+#include "core/trace/sweep_json.h"
 #include "core/util/error.h"
 #include "core/util/json_io.h"
 
@@ -36,13 +37,6 @@ std::string label_of(const std::string& dir) {
   return l.empty() || l == "." ? dir : l;
 }
 
-nlohmann::json read_sweep_json(const std::string& path) {
-  nlohmann::json j = read_json_file(path);
-  if (!j.is_object() || j.value("format", "") != kSweepFormat || !j.contains("runs") || !j["runs"].is_array())
-    throw Error(path + ": not a RematLab sweep file");
-  return j;
-}
-
 // A line on stderr for each leftover of an interrupted write next to (or in) the directories.
 void note_leftovers(const std::vector<std::string>& dirs) {
   std::set<std::string> seen;
@@ -58,16 +52,14 @@ int compare(const CompareOptions& o) {
     std::error_code ec;
     if (!fs::exists(dir, ec)) throw Error("run directory '" + dir + "' does not exist");
     bool is_run = fs::exists(fs::path(dir) / kSummaryFile, ec);
-    bool is_sweep = !is_run && fs::exists(fs::path(dir) / kSweepFile, ec);
+    bool is_sweep = !is_run && fs::exists(fs::path(dir) / schema::kSweepFile, ec);
     if (!is_sweep) {
       Trace t = read_run_dir(dir);
       rows.push_back(comparison_row(label_of(dir), dir, t));
       continue;
     }
-    nlohmann::json sj = read_sweep_json((fs::path(dir) / kSweepFile).string());
+    nlohmann::json sj = read_sweep_json((fs::path(dir) / schema::kSweepFile).string());
     for (const auto& r : sj["runs"]) {
-      if (!r.is_object() || !r.contains("run") || !r["run"].is_string() || !r.contains("dir") || !r["dir"].is_string())
-        throw Error((fs::path(dir) / kSweepFile).string() + ": a run without 'run' and 'dir'");
       std::string sub = (fs::path(dir) / r["dir"].get<std::string>()).string();
       Trace t = read_run_dir(sub);
       rows.push_back(comparison_row(r["run"].get<std::string>(), sub, t));

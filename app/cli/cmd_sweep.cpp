@@ -14,6 +14,7 @@
 #include "core/trace/csv.h"
 #include "core/trace/output_dir.h"
 #include "core/trace/run_dir.h"
+#include "core/trace/schema.h"
 #include "core/trace/summary.h"
 #include "core/util/error.h"
 #include "step_costs.h"
@@ -166,8 +167,8 @@ int sweep(const SweepOptions& o) {
     relate_rows(rows);
     if (!o.out.empty()) {
       write_comparison_csv(rows, (fs::path(tmp) / "comparison.csv").string());
-      nlohmann::json sj = {{"format", kSweepFormat},
-                           {"format_version", kSweepFormatVersion},
+      nlohmann::json sj = {{"format", schema::kSweepFormat},
+                           {"format_version", schema::kSweepFormatVersion},
                            {"model", model_to_json(m)},
                            {"device", o.train.device},
                            {"seed", o.train.seed},
@@ -178,7 +179,7 @@ int sweep(const SweepOptions& o) {
                            {"provenance", {{"program", "rematlab"}, {"version", program_version()},
                                            {"git_commit", program_commit()}}}};
       if (costs) sj["provenance"][kPlannerCostsKey] = costs->unit;
-      csv::OutFile f((fs::path(tmp) / kSweepFile).string());
+      csv::OutFile f((fs::path(tmp) / schema::kSweepFile).string());
       f.write(sj.dump(2));
       f.put('\n');
       f.commit();

@@ -1,6 +1,9 @@
 #include "core/analysis/memory_timeline.h"
 
 #include <algorithm>
+#include <string>
+
+#include "core/util/error.h"
 
 namespace remat {
 
@@ -36,16 +39,23 @@ TimelineRange timeline_range(const Trace& t) {
 void for_each_timeline_point(const Trace& t, const std::function<void(const TimelinePoint&)>& f) {
   const TimelineRange r = timeline_range(t);
   TimelinePoint p;
-  auto apply = [&p](const MemoryEvent& e) {
-    p.live[static_cast<int>(e.category)] += e.delta;
-    (e.space == Space::Device ? p.device : p.host) += e.delta;
+  // A trace read from disk keeps every sum within limits::kMemoryBytes (run_dir_read.cpp); one
+  // built in memory is checked here, so a sum that would wrap is an error, not a wrong figure.
+  auto apply = [&p, &t](std::size_t i) {
+    const MemoryEvent& e = t.events[i];
+    std::int64_t& c = p.live[static_cast<int>(e.category)];
+    std::int64_t& s = e.space == Space::Device ? p.device : p.host;
+    if (__builtin_add_overflow(c, e.delta, &c) || __builtin_add_overflow(s, e.delta, &s))
+      throw Error("memory event " + std::to_string(i) + " (" + std::to_string(e.delta) +
+                  " bytes): the live bytes of " + to_string(e.category) + " or " + to_string(e.space) +
+                  " overflow");
   };
-  for (std::size_t i = 0; i < r.first; ++i) apply(t.events[i]);
+  for (std::size_t i = 0; i < r.first; ++i) apply(i);
   p.t_ns = r.start_ns;
   p.event = -1;
   f(p);
   for (std::size_t i = r.first; i < r.end; ++i) {
-    apply(t.events[i]);
+    apply(i);
     p.t_ns = t.events[i].t_ns;
     p.event = static_cast<std::int64_t>(i);
     f(p);

@@ -4,6 +4,7 @@
 // counters ("C") for live bytes per category, the device total and the host total, all on
 // the run's clock in microseconds. Written by hand for speed: a million ops is a few hundred MB.
 #include <algorithm>
+#include <cstdint>
 
 #include "core/analysis/memory_timeline.h"
 #include "core/trace/csv.h"
@@ -38,9 +39,13 @@ class EventWriter {
     f_.write(",\"ts\":");
     f_.ns_as_us(ns);
   }
-  void dur(std::int64_t ns) {
+  // The duration from start to end: 0 when end is before start, and no overflow for any two
+  // times (a trace read from disk has them in [0, limits::kClockNs] anyway).
+  void dur(std::int64_t start, std::int64_t end) {
+    std::int64_t d = 0;
+    if (end > start && __builtin_sub_overflow(end, start, &d)) d = INT64_MAX;
     f_.write(",\"dur\":");
-    f_.ns_as_us(std::max<std::int64_t>(0, ns));
+    f_.ns_as_us(d);
   }
   void cat(std::string_view c) {
     f_.write(",\"cat\":");
@@ -131,7 +136,7 @@ void write_chrome_trace(const Trace& t, const std::string& path) {
     w.begin("X", to_string(recs[i].phase), kPhaseTid);
     w.cat("phase");
     w.ts(recs[i].start_ns);
-    w.dur(end - recs[i].start_ns);
+    w.dur(recs[i].start_ns, end);
     w.end();
     i = k + 1;
   }
@@ -140,7 +145,7 @@ void write_chrome_trace(const Trace& t, const std::string& path) {
     w.begin("X", name, kScheduleTid);
     w.cat("schedule");
     w.ts(r.start_ns);
-    w.dur(r.end_ns - r.start_ns);
+    w.dur(r.start_ns, r.end_ns);
     w.args_begin();
     w.arg_u("index", r.index);
     w.arg("action", r.action);
@@ -154,7 +159,7 @@ void write_chrome_trace(const Trace& t, const std::string& path) {
     w.begin("X", o.name, stream_tid(o.stream));
     w.cat(to_string(o.phase));
     w.ts(o.start_ns);
-    w.dur(o.end_ns - o.start_ns);
+    w.dur(o.start_ns, o.end_ns);
     w.args_begin();
     w.arg("op", o.op);
     w.arg("block", std::int64_t{o.block});

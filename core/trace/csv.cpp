@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "core/util/error.h"
+#include "core/util/json_io.h"
+#include "core/util/limits.h"
 
 namespace remat::csv {
 
@@ -175,22 +177,8 @@ void Writer::end_row() {
 
 // ---------------------------------------------------------------- Reader
 
-Reader::Reader(const std::string& path) : name_(path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw Error(path + ": missing");
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw Error(path + ": cannot be read: " + sys_error());
-  std::fseek(f, 0, SEEK_END);
-  long n = std::ftell(f);
-  std::fseek(f, 0, SEEK_SET);
-  if (n < 0) {
-    std::fclose(f);
-    throw Error(path + ": cannot be read: " + sys_error());
-  }
-  data_.resize(static_cast<std::size_t>(n));
-  std::size_t got = n ? std::fread(data_.data(), 1, data_.size(), f) : 0;
-  std::fclose(f);
-  if (got != data_.size()) throw Error(path + ": cannot be read (short read)");
+Reader::Reader(const std::string& path)
+    : name_(path), data_(read_regular_file(path, limits::kTableFileBytes)) {
   init();
 }
 
@@ -277,6 +265,8 @@ bool Reader::parse_row(std::vector<std::string_view>& out) {
 
 bool Reader::next() {
   if (!parse_row(fields_)) return false;
+  if (rows_ >= limits::kTableRows)
+    throw LimitError(name_ + ": more than the " + std::to_string(limits::kTableRows) + " rows a table may have");
   if (fields_.size() != header_.size())
     throw Error(name_ + " line " + std::to_string(line_) + ": " + std::to_string(fields_.size()) +
                 " fields, the header has " + std::to_string(header_.size()) +
@@ -290,22 +280,8 @@ void Reader::fail(std::size_t c, const std::string& why) const {
   throw Error(name_ + " line " + std::to_string(line_) + ", column '" + col + "': " + why);
 }
 
-std::int64_t Reader::i64(std::size_t c) const {
-  std::string_view s = fields_[c];
-  std::int64_t v = 0;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || s.empty())
-    fail(c, "'" + std::string(s) + "' is not an integer");
-  return v;
-}
-
-std::uint64_t Reader::u64(std::size_t c) const {
-  std::string_view s = fields_[c];
-  std::uint64_t v = 0;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || s.empty())
-    fail(c, "'" + std::string(s) + "' is not a non-negative integer");
-  return v;
+void Reader::not_a(std::size_t c, const char* what) const {
+  fail(c, "'" + std::string(fields_[c]) + "' is not " + what);
 }
 
 std::int32_t Reader::i32(std::size_t c) const {

@@ -7,6 +7,7 @@
 // Reader loads a whole file, checks the header and that every row has as many fields as it, and
 // parses numbers with std::from_chars; every error names the file, the line and the column.
 #pragma once
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -92,8 +93,10 @@ bool needs_quotes(std::string_view s);
 
 class Reader {
  public:
-  // Reads the whole file. Throws Error when it is missing, unreadable, empty, or does not end
-  // with a line break (a truncated file).
+  // Reads the whole file, which must be a regular file (read_regular_file: no FIFO or
+  // directory, at most limits::kTableFileBytes). Throws Error when it is missing, unreadable,
+  // empty, or does not end with a line break (a truncated file); rows past limits::kTableRows
+  // are a LimitError.
   explicit Reader(const std::string& path);
   Reader(std::string name, std::string contents);  // for tests
 
@@ -106,17 +109,29 @@ class Reader {
   bool next();
 
   std::string_view str(std::size_t c) const { return fields_[c]; }
-  std::int64_t i64(std::size_t c) const;
-  std::uint64_t u64(std::size_t c) const;
+  // Inline: the hot path of reading a run directory (a few million fields).
+  std::int64_t i64(std::size_t c) const { return integer<std::int64_t>(c, "an integer"); }
+  std::uint64_t u64(std::size_t c) const { return integer<std::uint64_t>(c, "a non-negative integer"); }
   std::int32_t i32(std::size_t c) const;
   double f64(std::size_t c) const;
 
   std::size_t line() const { return line_; }  // 1-based line of the current row
   std::size_t rows() const { return rows_; }  // data rows read so far
   const std::string& name() const { return name_; }
+  // Whether the file holds a NUL byte anywhere (one scan; lets a caller skip checking each field).
+  bool holds_nul() const { return data_.find('\0') != std::string::npos; }
   [[noreturn]] void fail(std::size_t c, const std::string& why) const;
 
  private:
+  template <class T>
+  T integer(std::size_t c, const char* what) const {
+    const std::string_view s = fields_[c];
+    T v = 0;
+    auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (r.ec != std::errc() || r.ptr != s.data() + s.size() || s.empty()) not_a(c, what);
+    return v;
+  }
+  [[noreturn]] void not_a(std::size_t c, const char* what) const;
   void init();
   bool parse_row(std::vector<std::string_view>& out);
   std::string name_;

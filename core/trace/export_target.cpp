@@ -29,7 +29,7 @@ std::optional<fs::path> enclosing_output_dir(const fs::path& p) {
   fs::path at = fs::weakly_canonical(fs::absolute(p, ec), ec);
   if (ec) return std::nullopt;
   for (;;) {
-    if (fs::is_regular_file(at / kSummaryFile, ec) || fs::is_regular_file(at / kSweepFile, ec)) return at;
+    if (fs::is_regular_file(at / kSummaryFile, ec) || fs::is_regular_file(at / schema::kSweepFile, ec)) return at;
     if (!at.has_relative_path()) return std::nullopt;
     at = at.parent_path();
   }

@@ -40,7 +40,7 @@ const std::vector<std::string>& files_of(OutputKind kind) {
     for (const auto& t : csv_table_files()) f.push_back(t);
     return f;
   }();
-  static const std::vector<std::string> sweep = {kSweepFile, kComparisonFile};
+  static const std::vector<std::string> sweep = {schema::kSweepFile, kComparisonFile};
   return kind == OutputKind::Run ? run : sweep;
 }
 
@@ -57,8 +57,8 @@ bool holds_file(OutputKind kind, const std::string& name) {
 }
 
 const char* kind_name(OutputKind k) { return k == OutputKind::Run ? "run" : "sweep"; }
-const char* format_of(OutputKind k) { return k == OutputKind::Run ? kRunFormat : kSweepFormat; }
-int max_version(OutputKind k) { return k == OutputKind::Run ? kTraceFormatVersion : kSweepFormatVersion; }
+const char* format_of(OutputKind k) { return k == OutputKind::Run ? schema::kRunFormat : schema::kSweepFormat; }
+int max_version(OutputKind k) { return k == OutputKind::Run ? kTraceFormatVersion : schema::kSweepFormatVersion; }
 
 // Why `file` does not say it belongs to a RematLab directory of `kind`; empty when it does. The
 // summary and sweep files also say whether the run or sweep completed; the marker does not.
@@ -98,9 +98,9 @@ std::string why_not_ours(const fs::path& p, std::optional<OutputKind> must_be) {
   if (!fs::exists(st)) return q(p) + " does not exist";
   if (fs::is_symlink(st)) return q(p) + " is a symbolic link";
   if (!fs::is_directory(st)) return q(p) + " is not a directory";
-  const bool run = is_file(p / kSummaryFile), sweep = is_file(p / kSweepFile),
+  const bool run = is_file(p / kSummaryFile), sweep = is_file(p / schema::kSweepFile),
              marker = is_file(p / kWritingMarkerFile);
-  if (run && sweep) return q(p) + " holds both " + kSummaryFile + " and " + kSweepFile;
+  if (run && sweep) return q(p) + " holds both " + kSummaryFile + " and " + schema::kSweepFile;
   std::optional<OutputKind> kind;
   if (run) kind = OutputKind::Run;
   else if (sweep) kind = OutputKind::Sweep;
@@ -116,7 +116,7 @@ std::string why_not_ours(const fs::path& p, std::optional<OutputKind> must_be) {
   if (ec) return "cannot read " + q(p) + ": " + ec.message();
   if (!kind) {
     if (it == end) return {};  // empty: nothing to lose
-    return q(p) + " holds " + q(it->path().filename()) + " and neither " + kSummaryFile + " nor " + kSweepFile +
+    return q(p) + " holds " + q(it->path().filename()) + " and neither " + kSummaryFile + " nor " + schema::kSweepFile +
            ", so it is not a RematLab run or sweep directory";
   }
   // First what it holds (a stray file is named even when the summary is not ours either)...
@@ -135,7 +135,7 @@ std::string why_not_ours(const fs::path& p, std::optional<OutputKind> must_be) {
   if (ec) return "cannot read " + q(p) + ": " + ec.message();
   // ...then that its files are ours, with a version this program knows.
   if (run) return why_not_our_file(p / kSummaryFile, OutputKind::Run, true);
-  if (sweep) return why_not_our_file(p / kSweepFile, OutputKind::Sweep, true);
+  if (sweep) return why_not_our_file(p / schema::kSweepFile, OutputKind::Sweep, true);
   return {};
 }
 
@@ -329,7 +329,7 @@ void remove_ours(const std::string& dir) {
   // Marked first, so that what an interruption leaves half deleted is still recognisably ours.
   std::optional<OutputKind> kind;
   if (is_file(p / kSummaryFile)) kind = OutputKind::Run;
-  else if (is_file(p / kSweepFile)) kind = OutputKind::Sweep;
+  else if (is_file(p / schema::kSweepFile)) kind = OutputKind::Sweep;
   if (kind) {
     std::ofstream out(p / kWritingMarkerFile, std::ios::binary | std::ios::trunc);
     out << nlohmann::json({{"format", format_of(*kind)}, {"format_version", max_version(*kind)}}).dump() << "\n";

@@ -17,12 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "core/trace/schema.h"
+
 namespace remat {
 
-inline constexpr const char* kRunFormat = "rematlab-run";
-inline constexpr const char* kSweepFile = "sweep.json";
-inline constexpr const char* kSweepFormat = "rematlab-sweep";
-inline constexpr int kSweepFormatVersion = 1;
 inline constexpr const char* kComparisonFile = "comparison.csv";
 // In a temporary directory while it is being written: {"format": ..., "format_version": ...}.
 inline constexpr const char* kWritingMarkerFile = ".rematlab-writing";

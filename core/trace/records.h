@@ -1,5 +1,6 @@
 // Plain records a run produces: ops and kernels, schedule actions, ledger rows, step figures.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -34,6 +35,12 @@ struct StepStats {
   std::uint64_t reserved_bytes = 0;  // device bytes held from the system at the peak
   std::int64_t start_ns = 0, end_ns = 0;
 };
+
+// What became of a saved tensor (LedgerEntry::decision), every value the executor writes.
+inline constexpr std::array<const char*, 5> kLedgerDecisions = {"kept", "checkpoint", "offloaded",
+                                                                "discarded", "recomputed"};
+// The schedule record of the fused head (final norm, logits, loss and their backward).
+inline constexpr const char* kHeadAction = "head";
 
 struct LedgerEntry {
   int block = -1;

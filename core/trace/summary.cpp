@@ -1,4 +1,5 @@
 #include "core/trace/summary.h"
+#include "core/trace/schema.h"
 
 #include <algorithm>
 
@@ -19,7 +20,7 @@ std::string program_commit() { return REMAT_GIT_COMMIT; }
 
 nlohmann::json summary_json(const Trace& t) {
   nlohmann::json j;
-  j["format"] = "rematlab-run";
+  j["format"] = schema::kRunFormat;
   j["format_version"] = t.format_version;
   j["complete"] = t.complete;
   j["status"] = t.status;

@@ -1,6 +1,7 @@
 // Everything a run produced. Immutable once the run ends; written as a run directory and read
 // back by the CLI and the desktop app (docs/trace-format.md).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -14,7 +15,11 @@
 
 namespace remat {
 
+// summary.json "format_version": the newest this RematLab writes and reads (the rule for a new
+// version: core/trace/schema.h).
 constexpr int kTraceFormatVersion = 1;
+// Trace::status, every value a run ends with.
+inline constexpr std::array<const char*, 4> kRunStatuses = {"ok", "cancelled", "out_of_memory", "error"};
 
 struct FlopCounts {
   std::uint64_t forward = 0, recompute = 0, backward = 0, other = 0;

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "core/util/error.h"
 
@@ -76,7 +77,12 @@ std::string read_regular_file(const std::string& path, std::uint64_t max_bytes) 
   if (size > max_bytes)
     throw LimitError(path + ": " + human_bytes(size) + " is larger than the " + human_bytes(max_bytes) +
                      " this reader accepts");
-  std::string out(size, '\0');
+  std::string out;
+  try {
+    out.resize(size);
+  } catch (const std::bad_alloc&) {
+    throw LimitError(path + ": " + human_bytes(size) + " does not fit in memory");
+  }
   std::size_t got = 0;
   while (got < out.size()) {
     ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);

@@ -24,6 +24,12 @@ inline constexpr long long kLayers = 100'000;
 inline constexpr long long kScheduleActions = 10'000'000;
 // Rows of one run-directory table.
 inline constexpr std::uint64_t kTableRows = std::uint64_t{1} << 32;
+// Times on a run's clock (nanoseconds since it started): about 31 years. Differences and sums
+// of two such times cannot overflow.
+inline constexpr std::int64_t kClockNs = 1'000'000'000'000'000'000;
+// Bytes of memory: one allocation, and the live bytes of a category or a space at any point
+// (64 PiB). Running sums of events this size cannot overflow.
+inline constexpr std::int64_t kMemoryBytes = std::int64_t{1} << 56;
 }  // namespace limits
 
 // An input past one of the limits above.

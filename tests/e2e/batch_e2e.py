@@ -474,6 +474,93 @@ def test(b, work, source, installed_root):
     corrupt("timeline-edited", cut("memory_timeline.csv", lambda x: x.replace(b"\n", b"\n9", 2).replace(b"\n9", b"\n", 1)),
             "memory_timeline.csv")
 
+    # Validated against the schema and against each other (docs/trace-format.md "Reading").
+    def edit_json(f, fn):
+        def edit(d):
+            with open(os.path.join(d, f)) as fh:
+                j = json.load(fh)
+            fn(j)
+            with open(os.path.join(d, f), "w") as fh:
+                json.dump(j, fh)
+        return edit
+
+    def set_cell(f, row, col, value):
+        def edit(d):
+            with open(os.path.join(d, f), newline="") as fh:
+                rows = list(csv.reader(fh))
+            rows[row + 1][rows[0].index(col)] = value
+            with open(os.path.join(d, f), "w", newline="") as fh:
+                csv.writer(fh, lineterminator="\n").writerows(rows)
+        return edit
+
+    def cut_rows(f, keep):
+        def edit(d):
+            with open(os.path.join(d, f), "rb") as fh:
+                lines = fh.read().split(b"\n")
+            with open(os.path.join(d, f), "wb") as fh:
+                fh.write(b"\n".join(lines[:keep + 1]) + b"\n")
+        return edit
+
+    def both(*edits):
+        def edit(d):
+            for e in edits:
+                e(d)
+        return edit
+
+    def set_block(j):
+        j["actions"][1]["block"] = 99
+
+    corrupt("schedule-block99", edit_json("schedule.json", set_block), "schedule.json", "block 99")
+    corrupt("layers-5", edit_json("summary.json", lambda j: j["model"].update(layers=5)), "summary.json", "model.layers is 5")
+    corrupt("layers-1e9", edit_json("summary.json", lambda j: j["model"].update(layers=10**9)), "summary.json", "layers")
+    corrupt("block-past-layers", set_cell("ops.csv", 3, "block", "4"), "ops.csv line 5", "'block'", "model.layers is 4")
+    corrupt("action-text", set_cell("schedule.csv", 0, "action", "jump"), "schedule.csv line 2", "'action'", "jump")
+    corrupt("decision-nul", set_cell("ledger.csv", 0, "decision", "kept\0"), "ledger.csv line 2", "'decision'", "\\x00")
+    corrupt("no-files", edit_json("summary.json", lambda j: j.pop("files")), "summary.json", "'files'")
+    corrupt("ops-cut-counted", both(cut_rows("ops.csv", 19),
+                                    edit_json("summary.json", lambda j: j["files"]["ops.csv"].update(rows=19))),
+            "ops.csv", "flops")
+    corrupt("newer-version", edit_json("summary.json", lambda j: j.update(format_version=9)),
+            "summary.json", "format version 9 is newer than this RematLab reads (1); upgrade RematLab")
+    corrupt("time-min", set_cell("ops.csv", 0, "start_ns", str(-2**63)), "ops.csv line 2", "'start_ns'", str(-2**63))
+    corrupt("schedule-time-min", set_cell("schedule.csv", 0, "end_ns", str(-2**63)), "schedule.csv line 2", "'end_ns'")
+    corrupt("delta-max", set_cell("memory_events.csv", 0, "delta_bytes", str(2**63 - 1)),
+            "memory_events.csv line 2", "'delta_bytes'", str(2**63 - 1))
+    corrupt("table-is-dir", both(lambda d: os.remove(os.path.join(d, "ledger.csv")),
+                                 lambda d: os.mkdir(os.path.join(d, "ledger.csv"))), "ledger.csv", "is a directory")
+
+    # A FIFO in place of a file: refused at once, never waited on.
+    for f in ("summary.json", "ops.csv"):
+        d = w("corrupt-fifo-" + f)
+        shutil.copytree(w("run1"), d)
+        os.remove(os.path.join(d, f))
+        os.mkfifo(os.path.join(d, f))
+        for args in (["compare", d], ["export", d, "--format", "chrome"]):
+            try:
+                p = subprocess.run([b.binary] + args, capture_output=True, text=True, env=b.env, timeout=60)
+            except subprocess.TimeoutExpired:
+                check(False, "`%s` hangs on a FIFO as %s" % (" ".join(args), f))
+                os.close(os.open(os.path.join(d, f), os.O_RDWR))
+                continue
+            check(p.returncode != 0 and f in p.stderr and "FIFO" in p.stderr,
+                  "`%s` with a FIFO as %s: %d %r" % (" ".join(args), f, p.returncode, p.stderr.strip()))
+
+    # sweep.json is checked too.
+    sweep9 = w("sweep-v9")
+    shutil.copytree(w("sweep-json"), sweep9)
+    edit_json("sweep.json", lambda j: j.update(format_version=9))(sweep9)
+    b.refuses(["compare", sweep9], "sweep.json", "format version 9 is newer than this RematLab reads (1); upgrade RematLab")
+    edit_json("sweep.json", lambda j: j["runs"][0].update(dir="../run1"))(sweep9)
+    edit_json("sweep.json", lambda j: j.update(format_version=1))(sweep9)
+    b.refuses(["compare", sweep9], "sweep.json", "'dir'", "inside the sweep directory")
+
+    # The committed fixtures of every format version still read (tests/data/).
+    data = os.path.join(source, "tests", "data")
+    fixtures = sorted(os.path.join(data, f) for f in os.listdir(data) if f.startswith(("run-v", "sweep-v")))
+    check(bool(fixtures), "no run or sweep fixtures in tests/data")
+    cf = b.json("compare", *fixtures, "--json")
+    check(cf is not None and len(cf["runs"]) >= len(fixtures), "compare reads every fixture of tests/data")
+
     # A path without write permission.
     if os.geteuid() == 0:
         target = "/sys/rematlab-e2e-%d" % os.getpid()  # not writable even by root

@@ -3,6 +3,8 @@
 // editor refusing what the batch mode refuses.
 #include <QComboBox>
 #include <QElapsedTimer>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QListView>
 #include <QPushButton>
@@ -132,6 +134,26 @@ void GuiRunTest::everyPolicyOnTinyPlotsItsPeak() {
   w2.openRunDir(tmp_.filePath("no-such-run"));
   QVERIFY(failed.wait(10000));
   QVERIFY(failed.front().at(1).toString().contains("does not exist"));
+  QCOMPARE(w2.runs()->rowCount(), expected_rows);
+  // A run directory whose model has 10^9 layers (the app once ran out of memory on it): refused
+  // when read, naming the field, nothing added.
+  const QString huge = tmp_.filePath("huge-layers");
+  QVERIFY(QDir().mkpath(huge));
+  for (const QString& f : QDir(first).entryList(QDir::Files)) QVERIFY(QFile::copy(first + "/" + f, huge + "/" + f));
+  QFile summary(huge + "/summary.json");
+  QVERIFY(summary.open(QIODevice::ReadOnly));
+  QJsonObject s = QJsonDocument::fromJson(summary.readAll()).object();
+  summary.close();
+  QJsonObject model = s["model"].toObject();
+  model["layers"] = 1000000000;
+  s["model"] = model;
+  QVERIFY(summary.open(QIODevice::WriteOnly | QIODevice::Truncate));
+  summary.write(QJsonDocument(s).toJson());
+  summary.close();
+  failed.clear();
+  w2.openRunDir(huge);
+  QVERIFY(failed.wait(10000));
+  QVERIFY2(failed.front().at(1).toString().contains("layers"), qPrintable(failed.front().at(1).toString()));
   QCOMPARE(w2.runs()->rowCount(), expected_rows);
   // What an interrupted write left next to the runs is named in the status bar (no process has
   // the pid).
