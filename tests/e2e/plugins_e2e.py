@@ -47,7 +47,7 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--plugins", required=True, help="the broken plugins (build/test-plugins)")
     a = ap.parse_args()
-    b = Batch(a.bin, a.plugins)
+    b = Batch(a.bin, os.path.abspath(a.plugins))  # REMAT_PLUGIN_PATH takes absolute paths only
 
     p = b.run("list", "policies")
     for name in ("none", "uniform", "plan_crash"):
