@@ -43,7 +43,7 @@ PolicyRegistry& registry() {
   return *r;
 }
 
-PlanContext context(const Policy& p, const ModelConfig& m, const BlockGraph& g,
+PlanContext context(const LoadedPolicy& p, const ModelConfig& m, const BlockGraph& g,
                     const std::map<std::string, std::string>& params) {
   PlanContext ctx;
   ctx.model = &m;
@@ -54,8 +54,8 @@ PlanContext context(const Policy& p, const ModelConfig& m, const BlockGraph& g,
   return ctx;
 }
 
-const Policy& policy(const std::string& name) {
-  const Policy* p = registry().find(name);
+const LoadedPolicy& loaded(const std::string& name) {
+  const LoadedPolicy* p = registry().find(name);
   if (!p) throw std::runtime_error("plugin '" + name + "' not found next to the benchmark");
   return *p;
 }
@@ -80,10 +80,11 @@ void BM_RevolvePlugin(benchmark::State& st) {
   const int L = static_cast<int>(st.range(0));
   ModelConfig m = gpt2_small_blocks(L);
   BlockGraph g(m);
-  const Policy& p = policy("revolve");
-  PlanContext ctx = context(p, m, g, {{"snapshots", std::to_string(st.range(1))}});
+  // plan() itself, in this process: without the registry's child process and JSON round trip.
+  const auto p = create_policy_in_process(loaded("revolve"));
+  PlanContext ctx = context(loaded("revolve"), m, g, {{"snapshots", std::to_string(st.range(1))}});
   for (auto _ : st) {
-    Schedule s = p.plan(ctx);
+    Schedule s = p->plan(ctx);
     benchmark::DoNotOptimize(s.actions.data());
   }
 }
@@ -128,13 +129,13 @@ void BM_BudgetPlugin(benchmark::State& st) {
   const bool check = st.range(1) != 0;
   ModelConfig m = gpt2_small_blocks(L);
   BlockGraph g(m);
-  const Policy& p = policy("budget");
-  PlanContext ctx = context(p, m, g, {});
+  const auto p = create_policy_in_process(loaded("budget"));
+  PlanContext ctx = context(loaded("budget"), m, g, {});
   ctx.memory_budget = middle_budget(chain(g, L).chain);
   if (check)
     ctx.activation_peak = [&m](const Schedule& s) { return simulate(m, s, nullptr).activation_peak_bytes; };
   for (auto _ : st) {
-    Schedule s = p.plan(ctx);
+    Schedule s = p->plan(ctx);
     benchmark::DoNotOptimize(s.actions.data());
   }
   st.SetLabel(check ? "with the simulator check" : "planning only");

@@ -73,7 +73,7 @@ void load_plugins(PolicyRegistry& reg, bool report) {
   reg.load_dirs(PolicyRegistry::default_dirs());
   if (report)
     for (const auto& r : reg.rejected())
-      std::cerr << "rematlab-batch: plugin " << r.file << " rejected: " << r.reason << "\n";
+      std::cerr << "rematlab-batch: warning: plugin " << r.file << " skipped: " << r.reason << "\n";
 }
 
 const CLI::Validator& non_empty_path() {

@@ -13,13 +13,13 @@ namespace {
 
 int list_policies(bool json) {
   PolicyRegistry reg;
-  load_plugins(reg, false);
+  load_plugins(reg, true);  // a plugin that cannot be used is a warning on stderr
   if (json) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& l : reg.policies()) {
-      nlohmann::json p = {{"name", l.policy->name()}, {"description", l.policy->description()}, {"file", l.file}};
+      nlohmann::json p = {{"name", l.name}, {"description", l.description}, {"file", l.file}};
       p["params"] = nlohmann::json::array();
-      for (const auto& d : l.policy->params()) {
+      for (const auto& d : l.params) {
         nlohmann::json dj = {{"name", d.name}, {"type", to_string(d.type)}, {"default", d.default_value}, {"help", d.help}};
         if (d.min < d.max) dj["range"] = {d.min, d.max};
         if (!d.choices.empty()) dj["choices"] = d.choices;
@@ -33,8 +33,8 @@ int list_policies(bool json) {
     return 0;
   }
   for (const auto& l : reg.policies()) {
-    std::cout << l.policy->name() << "  " << l.policy->description() << "\n";
-    for (const auto& d : l.policy->params()) {
+    std::cout << l.name << "  " << l.description << "\n";
+    for (const auto& d : l.params) {
       std::cout << "    " << d.name << " (" << to_string(d.type);
       if (!d.default_value.empty()) std::cout << ", default " << d.default_value;
       if (d.min < d.max) std::cout << ", range " << d.min << ".." << d.max;
@@ -45,7 +45,6 @@ int list_policies(bool json) {
       std::cout << ")  " << d.help << "\n";
     }
   }
-  for (const auto& r : reg.rejected()) std::cout << "rejected: " << r.file << ": " << r.reason << "\n";
   return 0;
 }
 

@@ -91,8 +91,9 @@ RunPanel::RunPanel(const PolicyRegistry& registry, QWidget* parent)
 
   // Policy.
   for (const auto& lp : registry_.policies()) {
-    policies_->addItem(QString::fromStdString(lp.policy->name()), QString::fromStdString(lp.policy->name()));
-    policies_->setItemData(policies_->count() - 1, QString::fromStdString(lp.policy->description()), Qt::ToolTipRole);
+    // Declarations read when the plugin was probed: listing never calls into a plugin.
+    policies_->addItem(QString::fromStdString(lp.name), QString::fromStdString(lp.name));
+    policies_->setItemData(policies_->count() - 1, QString::fromStdString(lp.description), Qt::ToolTipRole);
   }
   budget_->setPlaceholderText(tr("optional, e.g. 2MiB"));
   budget_->setToolTip(tr("Activation bytes the policy may use (--memory-budget): 4096, 512KiB, 2MiB, 1.5GiB"));
@@ -272,11 +273,11 @@ bool RunPanel::loadModelFile(const QString& path, QString* error) {
 }
 
 void RunPanel::onPolicyChosen() {
-  const Policy* p = registry_.find(policyName().toStdString());
+  const LoadedPolicy* p = registry_.find(policyName().toStdString());
   params_->setTensorNames({});
   if (p) {
-    policy_help_->setText(QString::fromStdString(p->description()));
-    params_->setParams(p->params());
+    policy_help_->setText(QString::fromStdString(p->description));
+    params_->setParams(p->params);
   } else {
     policy_help_->setText(tr("No policy plugins were found: check the plugin directory or REMAT_PLUGIN_PATH."));
     params_->setParams({});

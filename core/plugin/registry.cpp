@@ -3,11 +3,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cerrno>
+#include <cstring>
 #include <dlfcn.h>
 #include <filesystem>
 #include <sstream>
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
 
 #include "core/engine/simulator.h"
+#include "core/plugin/child_process.h"
+#include "core/plugin/plugin_probe.h"
 #include "core/schedule/validator.h"
 #include "core/util/error.h"
 #include "core/util/paths.h"
@@ -15,6 +22,13 @@
 namespace fs = std::filesystem;
 
 namespace remat {
+
+namespace {
+constexpr const char* kPlanTimeoutVar = "REMAT_PLAN_TIMEOUT_S";
+constexpr double kDefaultPlanTimeoutS = 60;
+// A schedule of a million blocks is about 100 MB of JSON.
+constexpr std::size_t kMaxPlanReplyBytes = std::size_t(256) << 20;
+}  // namespace
 
 PolicyChoice parse_policy_choice(const std::string& text) {
   PolicyChoice c;
@@ -35,7 +49,6 @@ PolicyChoice parse_policy_choice(const std::string& text) {
 }
 
 PolicyRegistry::~PolicyRegistry() {
-  for (auto& l : loaded_) l.policy.reset();
   for (auto& l : loaded_)
     if (l.handle) dlclose(l.handle);
 }
@@ -55,6 +68,25 @@ std::vector<std::string> PolicyRegistry::default_dirs() {
   return dirs;
 }
 
+namespace {
+
+// "" for a regular file (or a symbolic link to one), else what it is. Never opens it: opening a
+// FIFO blocks, opening a device may do anything.
+std::string not_a_regular_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::string("cannot be examined: ") + std::strerror(errno);
+  if (S_ISREG(st.st_mode)) return "";
+  const char* what = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                     : S_ISDIR(st.st_mode)  ? "a directory"
+                     : S_ISCHR(st.st_mode)  ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "of an unknown kind";
+  return std::string("not a regular file (it is ") + what + "); skipped without opening it";
+}
+
+}  // namespace
+
 void PolicyRegistry::load_dirs(const std::vector<std::string>& dirs) {
   std::vector<std::string> seen;
   for (const auto& d : dirs) {
@@ -72,6 +104,24 @@ void PolicyRegistry::load_dirs(const std::vector<std::string>& dirs) {
 }
 
 void PolicyRegistry::load_file(const std::string& path) {
+  if (std::string why = not_a_regular_file(path); !why.empty()) {
+    rejected_.push_back({path, why});
+    return;
+  }
+  PolicyDeclaration decl;
+  try {
+    decl = probe_plugin(path);
+    check_declaration(decl);
+  } catch (const std::exception& e) {
+    rejected_.push_back({path, e.what()});
+    return;
+  }
+  for (const auto& l : loaded_)
+    if (l.name == decl.name) {
+      rejected_.push_back({path, "duplicates policy '" + decl.name + "' already loaded from " + l.file});
+      return;
+    }
+  // It passed the probe: loading it here runs the same static initializers again.
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
@@ -84,55 +134,37 @@ void PolicyRegistry::load_file(const std::string& path) {
     dlclose(h);
     return;
   }
-  const RematPolicyPlugin* info = nullptr;
-  std::unique_ptr<Policy> pol;
-  std::string failure;
-  // The library stays loaded until the exception it threw is gone: the exception object (and
-  // its destructor) may live in the library, so it is closed only after the catch block.
-  try {
-    info = entry();
-    if (!info) throw Error("the entry point returned nothing");
-    if (info->abi_version != REMAT_POLICY_ABI_VERSION) {
-      failure = "built for policy ABI version " + std::to_string(info->abi_version) +
-                ", this program needs version " + std::to_string(REMAT_POLICY_ABI_VERSION);
-    } else {
-      if (!info->create) throw Error("no factory");
-      pol.reset(info->create());
-      if (!pol) throw Error("the factory returned nothing");
-      if (pol->name().empty()) throw Error("the policy has an empty name");
-      (void)pol->params();  // a policy that cannot describe its parameters cannot be chosen
-    }
-  } catch (const std::exception& e) {
-    failure = std::string("its factory failed: ") + e.what();
-  } catch (...) {
-    failure = "its factory threw a non-standard exception";
-  }
-  if (!failure.empty()) {
-    pol.reset();
-    rejected_.push_back({path, failure});
-    dlclose(h);
-    return;
-  }
-  for (const auto& l : loaded_)
-    if (l.policy->name() == pol->name()) {
-      rejected_.push_back({path, "duplicates policy '" + pol->name() + "' already loaded from " + l.file});
-      pol.reset();
-      dlclose(h);
-      return;
-    }
-  loaded_.push_back({path, std::move(pol), h});
+  loaded_.push_back({path, decl.name, decl.description, decl.params, entry, h});
 }
 
-const Policy* PolicyRegistry::find(const std::string& name) const {
+const LoadedPolicy* PolicyRegistry::find(const std::string& name) const {
   for (const auto& l : loaded_)
-    if (l.policy->name() == name) return l.policy.get();
+    if (l.name == name) return &l;
   return nullptr;
 }
 
 std::vector<std::string> PolicyRegistry::names() const {
   std::vector<std::string> n;
-  for (const auto& l : loaded_) n.push_back(l.policy->name());
+  for (const auto& l : loaded_) n.push_back(l.name);
   return n;
+}
+
+std::unique_ptr<Policy> create_policy_in_process(const LoadedPolicy& p) {
+  std::unique_ptr<Policy> pol;
+  try {
+    const RematPolicyPlugin* info = p.entry();
+    if (info && info->create) pol.reset(info->create());
+  } catch (const std::exception& e) {
+    throw Error("policy '" + p.name + "' (" + p.file + "): its factory failed: " + e.what());
+  } catch (...) {
+    throw Error("policy '" + p.name + "' (" + p.file + "): its factory threw a non-standard exception");
+  }
+  if (!pol) throw Error("policy '" + p.name + "' (" + p.file + "): its factory returned nothing");
+  return pol;
+}
+
+double PolicyRegistry::plan_timeout_s() const {
+  return plan_timeout_s_ > 0 ? plan_timeout_s_ : timeout_from_env(kPlanTimeoutVar, kDefaultPlanTimeoutS);
 }
 
 namespace {
@@ -152,22 +184,22 @@ bool parse_number(const std::string& s, double& out, bool integer) {
 
 }  // namespace
 
-ParamValues PolicyRegistry::check_params(const Policy& p, const std::map<std::string, std::string>& given,
+ParamValues PolicyRegistry::check_params(const LoadedPolicy& p, const std::map<std::string, std::string>& given,
                                          const BlockGraph* graph) const {
   ParamValues v;
-  auto decls = p.params();
+  const auto& decls = p.params;
   for (const auto& [k, val] : given) {
     bool known = false;
     for (const auto& d : decls) known = known || d.name == k;
     if (!known) {
       std::string names;
       for (const auto& d : decls) names += (names.empty() ? "" : ", ") + d.name;
-      throw ConfigError(p.name() + ":" + k, "unknown parameter of policy '" + p.name() + "'" +
+      throw ConfigError(p.name + ":" + k, "unknown parameter of policy '" + p.name + "'" +
                                                  (names.empty() ? " (it has none)" : " (parameters: " + names + ")"));
     }
   }
   for (const auto& d : decls) {
-    std::string field = p.name() + ":" + d.name;
+    std::string field = p.name + ":" + d.name;
     auto it = given.find(d.name);
     std::string val = it != given.end() ? it->second : d.default_value;
     if (val.empty() && d.type != ParamType::Names && d.type != ParamType::String) continue;
@@ -216,9 +248,7 @@ ParamValues PolicyRegistry::check_params(const Policy& p, const std::map<std::st
 Schedule PolicyRegistry::plan(const PolicyChoice& choice, const ModelConfig& m,
                               std::optional<std::uint64_t> memory_budget,
                               const StepCosts* costs) const {
-  const LoadedPolicy* lp = nullptr;
-  for (const auto& l : loaded_)
-    if (l.policy->name() == choice.name) lp = &l;
+  const LoadedPolicy* lp = find(choice.name);
   if (!lp) {
     std::string known;
     for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
@@ -230,7 +260,8 @@ Schedule PolicyRegistry::plan(const PolicyChoice& choice, const ModelConfig& m,
   ctx.model = &m;
   ctx.graph = &g;
   ctx.blocks = m.layers;
-  ctx.params = check_params(*lp->policy, choice.params, &g);
+  ctx.params = check_params(*lp, choice.params, &g);
+  const double timeout_s = plan_timeout_s();
   if (costs) {
     if (costs->cost.size() != g.steps().size())
       throw Error("step costs (" + costs->unit + "): " + std::to_string(costs->cost.size()) +
@@ -246,13 +277,32 @@ Schedule PolicyRegistry::plan(const PolicyChoice& choice, const ModelConfig& m,
   }
   ctx.memory_budget = memory_budget;
   ctx.activation_peak = [&m](const Schedule& s) { return simulate(m, s, nullptr).activation_peak_bytes; };
+  const std::string who = "policy '" + choice.name + "' (" + lp->file + ")";
+  ChildLimits limits;
+  limits.timeout_s = timeout_s;
+  limits.max_reply_bytes = kMaxPlanReplyBytes;
+  limits.reply_name = "plan reply";
+  limits.timeout_hint = std::string(kPlanTimeoutVar) + " sets the limit in seconds";
+  nlohmann::json reply;
+  try {
+    // In the child: the policy is created, plans, and is never destroyed (the child _exits).
+    reply = run_in_child(
+        [&] {
+          const RematPolicyPlugin* info = lp->entry();
+          if (!info || !info->create) throw Error("its entry point gives no factory");
+          const Policy* p = info->create();
+          if (!p) throw Error("its factory returned nothing");
+          return schedule_to_json(p->plan(ctx));
+        },
+        limits);
+  } catch (const Error& e) {
+    throw Error(who + " could not plan: " + e.what());
+  }
   Schedule s;
   try {
-    s = lp->policy->plan(ctx);
-  } catch (const std::exception& e) {
-    throw Error("policy '" + choice.name + "' (" + lp->file + ") could not plan: " + e.what());
-  } catch (...) {
-    throw Error("policy '" + choice.name + "' (" + lp->file + ") threw a non-standard exception");
+    s = schedule_from_json(reply);
+  } catch (const Error& e) {
+    throw Error(who + " sent a schedule that cannot be read: " + e.what());
   }
   if (s.policy.empty()) s.policy = choice.name;
   if (s.params.empty()) s.params = ctx.params.to_string();
@@ -260,8 +310,7 @@ Schedule PolicyRegistry::plan(const PolicyChoice& choice, const ModelConfig& m,
   try {
     validate_schedule(s, g);
   } catch (const ScheduleError& e) {
-    throw Error("policy '" + choice.name + "' (" + lp->file +
-                ") returned a schedule the validator refuses: " + e.what());
+    throw Error(who + " returned a schedule the validator refuses: " + e.what());
   }
   return s;
 }

@@ -291,8 +291,8 @@ void GuiRunTest::parameterEditorsFollowTheDeclarations() {
   RunPanel* p = w.runPanel();
   QVERIFY(p->selectModel("tiny"));
   for (const auto& lp : w.registry().policies()) {
-    QVERIFY(p->selectPolicy(QString::fromStdString(lp.policy->name())));
-    const auto decls = lp.policy->params();
+    QVERIFY(p->selectPolicy(QString::fromStdString(lp.name)));
+    const auto decls = lp.params;
     QCOMPARE(p->paramEditor()->count(), static_cast<int>(decls.size()));
     for (const auto& d : decls) {
       QWidget* ed = p->paramEditor()->editor(QString::fromStdString(d.name));

@@ -9,6 +9,7 @@
 
 #include "core/backend/cpu/cpu_common.h"
 #include "core/graph/block_graph.h"
+#include "core/util/fork_guard.h"
 
 namespace remat {
 namespace cpu {
@@ -56,6 +57,7 @@ void check_dims(const AttnDims& a, const char* op) {
 }
 
 void ensure_blas_threads(int threads) {
+  std::shared_lock lock(fork_guard());  // OpenBLAS restarts its threads (core/util/fork_guard.h)
   if (openblas_get_num_threads() != threads) openblas_set_num_threads(threads);
 }
 
@@ -128,7 +130,10 @@ using cpu::FV;
 
 CpuBackend::CpuBackend(int threads) : threads_(threads == 0 ? 2 : threads) {
   if (threads_ < 1) throw Error("cpu backend: threads must be >= 0, got " + std::to_string(threads));
-  openblas_set_num_threads(threads_);
+  {
+    std::shared_lock lock(fork_guard());
+    openblas_set_num_threads(threads_);
+  }
   pool_ = std::make_unique<cpu::ThreadPool>(threads_);
 }
 

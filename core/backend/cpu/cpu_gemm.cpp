@@ -9,12 +9,20 @@
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
+#include "core/util/fork_guard.h"
 
 namespace remat {
 
 using cpu::FV;
 
 namespace {
+
+// cblas_sgemm, never while a plugin child process is being forked (core/util/fork_guard.h).
+void sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+           const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  std::shared_lock lock(fork_guard());
+  cblas_sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
 
 struct LinearFwdWs {
   float *xs = nullptr, *ws = nullptr, *ys = nullptr;
@@ -98,7 +106,7 @@ void CpuBackend::linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, c
   if (xbf) cpu::to_f32(*pool_, FV(x), w.xs, M * K), xs = w.xs;
   if (wbf) cpu::to_f32(*pool_, FV(W), w.ws, static_cast<std::int64_t>(N) * K), Ws = w.ws;
   float* ys = ybf ? w.ys : y.as<float>();
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), N, K, 1.0f, xs, K,
+  sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), N, K, 1.0f, xs, K,
               Ws, K, 0.0f, ys, N);
   if (!has_b && !ybf) return;
   FV bv = has_b ? FV(*b) : FV(), yv(y);
@@ -156,11 +164,11 @@ void CpuBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, 
   if (xbf) cpu::to_f32(*pool_, FV(x), w.X, M * K), xs = w.X;
   if (dwbf) {
     cpu::to_f32(*pool_, FV(dW), w.Wb, NK);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, static_cast<int>(M), 1.0f, dys, N,
+    sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, static_cast<int>(M), 1.0f, dys, N,
                 xs, K, 1.0f, w.Wb, K);
     cpu::from_f32(*pool_, w.Wb, FV(dW), NK, false);
   } else {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, static_cast<int>(M), 1.0f, dys, N,
+    sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, static_cast<int>(M), 1.0f, dys, N,
                 xs, K, 1.0f, dW.as<float>(), K);
   }
 
@@ -169,11 +177,11 @@ void CpuBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, 
   const float* Ws = f32_or_null(W);
   if (wbf) cpu::to_f32(*pool_, FV(W), w.Wb, NK), Ws = w.Wb;
   if (dxbf) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), K, N, 1.0f, dys,
+    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), K, N, 1.0f, dys,
                 N, Ws, K, 0.0f, w.X, K);
     cpu::from_f32(*pool_, w.X, FV(*dx), M * K, acc);
   } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), K, N, 1.0f, dys,
+    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), K, N, 1.0f, dys,
                 N, Ws, K, acc ? 1.0f : 0.0f, dx->as<float>(), K);
   }
 }
@@ -213,7 +221,7 @@ void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targe
     const float* xs = xbf ? w.Xs : x.as<const float>() + r0 * H;
     if (xbf) cpu::to_f32(*pool_, xv.offset(r0 * H), w.Xs, static_cast<std::int64_t>(c) * H);
     float* L = w.L;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c, V, H, 1.0f, xs, H, Ws, H, 0.0f, L,
+    sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c, V, H, 1.0f, xs, H, Ws, H, 0.0f, L,
                 V);
     // Per row: loss = logsumexp - logit[target]; the row becomes dlogits.
     cpu::parallel_for(*pool_, c, 4, [&](std::int64_t i0, std::int64_t i1, int) {
@@ -235,12 +243,12 @@ void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targe
     });
     // dx = dlogits W (overwritten)
     float* dxs = dxbf ? w.DX : dx.as<float>() + r0 * H;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c, H, V, 1.0f, L, V, Ws, H, 0.0f, dxs,
+    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c, H, V, 1.0f, L, V, Ws, H, 0.0f, dxs,
                 H);
     if (dxbf) cpu::from_f32(*pool_, w.DX, dxv.offset(r0 * H), static_cast<std::int64_t>(c) * H,
                             false);
     // dW += dlogits^T x
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, H, c, 1.0f, L, V, xs, H, 1.0f, dWs,
+    sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, H, c, 1.0f, L, V, xs, H, 1.0f, dWs,
                 H);
   }
   if (dwbf) cpu::from_f32(*pool_, w.dWs, FV(dW), VH, false);
