@@ -278,6 +278,7 @@ void RunPanel::onPolicyChosen() {
   if (p) {
     policy_help_->setText(QString::fromStdString(p->description));
     params_->setParams(p->params);
+    budget_->setEnabled(p->takes_memory_budget);
   } else {
     policy_help_->setText(tr("No policy plugins were found: check the plugin directory or REMAT_PLUGIN_PATH."));
     params_->setParams({});
@@ -320,8 +321,9 @@ std::optional<RunRequest> RunPanel::request(QString* why) const {
   r.model = editor_->config();
   r.policy.name = policyName().toStdString();
   r.policy.params = params_->values();
+  const LoadedPolicy* chosen = registry_.find(r.policy.name);
   const QString b = budget_->text().trimmed();
-  if (!b.isEmpty()) {
+  if (!b.isEmpty() && chosen && chosen->takes_memory_budget) {  // only the policies that plan to it
     try {
       r.memory_budget = parse_bytes("memory-budget", b.toStdString());
     } catch (const std::exception& e) {

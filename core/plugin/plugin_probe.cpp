@@ -70,6 +70,7 @@ nlohmann::json declare(const std::string& path) {
   nlohmann::json j;
   j["name"] = guarded("its name()", [&] { return p->name(); });
   j["description"] = guarded("its description()", [&] { return p->description(); });
+  j["takes_memory_budget"] = guarded("its takes_memory_budget()", [&] { return p->takes_memory_budget(); });
   j["params"] = nlohmann::json::array();
   // A policy that cannot describe its parameters cannot be chosen.
   for (const auto& d : guarded("its params()", [&] { return p->params(); })) j["params"].push_back(param_to_json(d));
@@ -99,6 +100,7 @@ PolicyDeclaration probe_plugin(const std::string& path, double timeout_s) {
     PolicyDeclaration d;
     d.name = j.at("name").get<std::string>();
     d.description = j.at("description").get<std::string>();
+    d.takes_memory_budget = j.at("takes_memory_budget").get<bool>();
     for (const auto& p : j.at("params")) d.params.push_back(param_from_json(p));
     return d;
   } catch (const std::exception& e) {

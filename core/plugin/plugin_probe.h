@@ -15,6 +15,7 @@ struct PolicyDeclaration {
   std::string name;
   std::string description;
   std::vector<ParamDecl> params;
+  bool takes_memory_budget = false;
 };
 
 // How long a probe may take (loading, static initializers, factory, declarations).

@@ -16,7 +16,7 @@
 #include "core/model/model_config.h"
 #include "core/schedule/schedule.h"
 
-#define REMAT_POLICY_ABI_VERSION 1
+#define REMAT_POLICY_ABI_VERSION 2
 
 namespace remat {
 
@@ -69,6 +69,9 @@ class Policy {
   virtual std::string name() const = 0;
   virtual std::string description() const = 0;
   virtual std::vector<ParamDecl> params() const = 0;
+  // Whether plan() reads PlanContext::memory_budget; a budget given to any other policy is
+  // refused, never silently ignored or recorded.
+  virtual bool takes_memory_budget() const { return false; }
   // Throws Error when the parameters cannot be honoured (e.g. a budget below the minimum).
   virtual Schedule plan(const PlanContext& ctx) const = 0;
 };

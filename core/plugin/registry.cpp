@@ -43,7 +43,10 @@ PolicyChoice parse_policy_choice(const std::string& text) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)
       throw ConfigError("policy", "parameter '" + kv + "' of '" + c.name + "' is not name=value");
-    c.params[kv.substr(0, eq)] = kv.substr(eq + 1);
+    const std::string key = kv.substr(0, eq);
+    if (!c.params.emplace(key, kv.substr(eq + 1)).second)
+      throw ConfigError("policy", "parameter '" + key + "' of '" + c.name + "' is given twice in '" +
+                                      text + "'");
   }
   return c;
 }
@@ -134,7 +137,7 @@ void PolicyRegistry::load_file(const std::string& path) {
     dlclose(h);
     return;
   }
-  loaded_.push_back({path, decl.name, decl.description, decl.params, entry, h});
+  loaded_.push_back({path, decl.name, decl.description, decl.params, decl.takes_memory_budget, entry, h});
 }
 
 const LoadedPolicy* PolicyRegistry::find(const std::string& name) const {
@@ -254,6 +257,14 @@ Schedule PolicyRegistry::plan(const PolicyChoice& choice, const ModelConfig& m,
     for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
     throw ConfigError("policy", "unknown policy '" + choice.name + "' (loaded: " +
                                     (known.empty() ? "none; check the plugin directory" : known) + ")");
+  }
+  if (memory_budget && !lp->takes_memory_budget) {
+    std::string takers;
+    for (const auto& l : loaded_)
+      if (l.takes_memory_budget) takers += (takers.empty() ? "" : ", ") + l.name;
+    throw ConfigError("memory-budget", "policy '" + choice.name + "' takes no memory budget (" +
+                                           (takers.empty() ? std::string("no loaded policy does")
+                                                           : "policies that do: " + takers) + ")");
   }
   BlockGraph g(m);
   PlanContext ctx;

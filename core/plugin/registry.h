@@ -26,6 +26,7 @@ struct LoadedPolicy {
   std::string name;
   std::string description;
   std::vector<ParamDecl> params;
+  bool takes_memory_budget = false;  // the policy plans to --memory-budget
   RematPolicyEntry entry = nullptr;
   void* handle = nullptr;
 };

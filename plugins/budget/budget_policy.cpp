@@ -18,6 +18,7 @@ class BudgetPolicy final : public remat::Policy {
     return "cheapest per-block mix of store / selective / checkpoint whose activation peak fits "
            "--memory-budget (optimal dynamic program)";
   }
+  bool takes_memory_budget() const override { return true; }
   std::vector<remat::ParamDecl> params() const override {
     remat::ParamDecl d;
     d.name = "recompute";

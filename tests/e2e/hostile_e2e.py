@@ -105,6 +105,11 @@ def catalogue(w, tiny_run):
         # Running out of memory is said as such, not as a bare std::bad_alloc.
         Case("out of memory while planning", ["plan", "--model", many_layers], 1, "out of memory",
              address_space=512 << 20),
+        # Settings that would be recorded without acting, or silently overridden.
+        Case("--memory-budget with a policy that ignores it", ["plan", "--model", "tiny", "--policy", "selective",
+                                                               "--memory-budget", "2MiB"], 1, "takes no memory budget"),
+        Case("a policy parameter given twice", ["plan", "--model", "tiny", "--policy",
+                                                "uniform:segments=2,segments=3"], 1, "twice"),
         # Formats and versions.
         Case("trailing bytes after a model", ["plan", "--model", trailing], 1, "not valid JSON"),
         Case("schedule version 2", ["plan", "--model", "tiny", "--schedule", sched_v2], 1, "version 2"),

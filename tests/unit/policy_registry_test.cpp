@@ -125,3 +125,33 @@ TEST(PolicyRegistry, UnknownParametersAndPoliciesAreNamed) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+TEST(PolicyRegistry, AMemoryBudgetIsRefusedForAPolicyThatDoesNotPlanToIt) {
+  PolicyRegistry r;
+  r.load_dirs({test::kPlugins});
+  ASSERT_NE(r.find("budget"), nullptr);
+  EXPECT_TRUE(r.find("budget")->takes_memory_budget);
+  EXPECT_FALSE(r.find("selective")->takes_memory_budget);
+  const ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive);
+  std::string e = test::error_of([&] { r.plan(parse_policy_choice("selective"), m, 1u << 20); });
+  EXPECT_NE(e.find("memory-budget"), std::string::npos) << e;
+  EXPECT_NE(e.find("policies that do: budget"), std::string::npos) << e;
+  EXPECT_NO_THROW(r.plan(parse_policy_choice("selective"), m));
+}
+
+TEST(PolicyChoiceParsing, AParameterGivenTwiceIsRefused) {
+  EXPECT_NO_THROW(parse_policy_choice("uniform:segments=2"));
+  try {
+    parse_policy_choice("uniform:segments=2,segments=3");
+    FAIL() << "accepted a parameter given twice";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'segments'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("twice"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace remat
