@@ -13,6 +13,7 @@
 #include "core/model/model_source.h"
 #include "core/schedule/schedule.h"
 #include "core/util/json_io.h"
+#include "test_files.h"
 
 namespace remat {
 namespace {
@@ -21,30 +22,18 @@ namespace fs = std::filesystem;
 
 class JsonIo : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("remat_json_io_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& text) {
     std::string p = (dir_ / name).string();
     std::ofstream(p, std::ios::binary) << text;
     return p;
   }
-  fs::path dir_;
+  testing::TempDir tmp_;
+  const fs::path& dir_ = tmp_.path();
 };
 
 std::string nested(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
-template <class F>
-std::string message_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
+using testing::message_of;
 
 TEST_F(JsonIo, DeepNestingIsALimitErrorNotACrash) {
   EXPECT_NO_THROW(parse_json(nested(limits::kJsonDepth), "x"));

@@ -20,48 +20,16 @@
 #include "core/trace/run_dir.h"
 #include "core/util/error.h"
 #include "core/util/json_io.h"
+#include "test_files.h"
 
 namespace fs = std::filesystem;
 
 namespace remat {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("remat_output_dir_" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& s) const { return (path_ / s).string(); }
-  const fs::path& path() const { return path_; }
-  // Every entry, sorted by name.
-  std::vector<std::string> entries() const {
-    std::vector<std::string> v;
-    for (const auto& e : fs::directory_iterator(path_)) v.push_back(e.path().filename().string());
-    std::sort(v.begin(), v.end());
-    return v;
-  }
-
- private:
-  fs::path path_;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void spit(const std::string& path, const std::string& s) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << s;
-}
+using testing::slurp;
+using testing::spit;
+using testing::TempDir;
 
 // A run directory as RematLab writes it (a run with no steps, as a refused run is written).
 void write_run(const std::string& dir, const std::string& policy = "none") {
@@ -70,14 +38,7 @@ void write_run(const std::string& dir, const std::string& policy = "none") {
   write_run_dir(t, dir, false);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+
 
 // A pid that no process has now: a child that has exited and been reaped.
 long dead_pid() {
@@ -108,7 +69,7 @@ TEST(OutputDir, ForceNeverReplacesAForeignSummaryWithAUserFileAndNamesTheFile) {
   fs::create_directories(d / "proj");
   spit(d / "proj/summary.json", "{}\n");
   spit(d / "proj/thesis.tex", "work");
-  std::string err = error_of([&] { write_run_dir(Trace{}, d / "proj", true); });
+  std::string err = testing::message_of([&] { write_run_dir(Trace{}, d / "proj", true); });
   EXPECT_NE(err.find("thesis.tex"), std::string::npos) << err;
   EXPECT_NE(err.find("even with --force"), std::string::npos) << err;
   EXPECT_EQ(slurp(d / "proj/thesis.tex"), "work");
@@ -120,17 +81,17 @@ TEST(OutputDir, ForceRefusesASummaryOrSweepFileThatIsNotOurs) {
   TempDir d;
   fs::create_directories(d / "a");
   spit(d / "a/summary.json", "{}");
-  std::string err = error_of([&] { check_output_dir(d / "a", true); });
+  std::string err = testing::message_of([&] { check_output_dir(d / "a", true); });
   EXPECT_NE(err.find("summary.json"), std::string::npos) << err;
   EXPECT_NE(err.find("rematlab-run"), std::string::npos) << err;
   fs::create_directories(d / "s");
   spit(d / "s/sweep.json", R"({"format": "someone-else", "format_version": 1, "complete": true})");
   spit(d / "s/comparison.csv", "run\n");
-  err = error_of([&] { check_output_dir(d / "s", true); });
+  err = testing::message_of([&] { check_output_dir(d / "s", true); });
   EXPECT_NE(err.find("rematlab-sweep"), std::string::npos) << err;
   fs::create_directories(d / "g");
   spit(d / "g/summary.json", "not json at all");
-  EXPECT_NE(error_of([&] { check_output_dir(d / "g", true); }).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(testing::message_of([&] { check_output_dir(d / "g", true); }).find("not valid JSON"), std::string::npos);
   // Nothing was touched.
   EXPECT_EQ(slurp(d / "a/summary.json"), "{}");
   EXPECT_EQ(slurp(d / "s/comparison.csv"), "run\n");
@@ -156,7 +117,7 @@ TEST(OutputDir, OurRunWithAStrayFileOrSubdirectoryIsNotOurs) {
   TempDir d;
   write_run(d / "run");
   spit(d / "run/notes.txt", "mine");
-  std::string err = error_of([&] { write_run_dir(Trace{}, d / "run", true); });
+  std::string err = testing::message_of([&] { write_run_dir(Trace{}, d / "run", true); });
   EXPECT_NE(err.find("notes.txt"), std::string::npos) << err;
   EXPECT_EQ(slurp(d / "run/notes.txt"), "mine");
   fs::remove(d / "run/notes.txt");
@@ -191,7 +152,7 @@ TEST(OutputDir, ASweepIsOursOnlyWithOurSweepFileAndRunsOfOurs) {
 TEST(OutputDir, AnEmptyDirectoryMayBeReplacedWithForceOnly) {
   TempDir d;
   fs::create_directories(d / "empty");
-  EXPECT_NE(error_of([&] { check_output_dir(d / "empty", false); }).find("--force"), std::string::npos);
+  EXPECT_NE(testing::message_of([&] { check_output_dir(d / "empty", false); }).find("--force"), std::string::npos);
   EXPECT_NO_THROW(check_output_dir(d / "empty", true));
   write_run_dir(Trace{}, d / "empty", true);
   EXPECT_EQ(why_not_ours(d / "empty"), "");
@@ -199,7 +160,7 @@ TEST(OutputDir, AnEmptyDirectoryMayBeReplacedWithForceOnly) {
 }
 
 TEST(OutputDir, AnEmptyNameIsRefused) {
-  EXPECT_NE(error_of([] { check_output_dir("", false); }).find("empty"), std::string::npos);
+  EXPECT_NE(testing::message_of([] { check_output_dir("", false); }).find("empty"), std::string::npos);
   EXPECT_THROW(write_run_dir(Trace{}, "", false), Error);
 }
 
@@ -234,7 +195,7 @@ TEST_P(Commit, WithoutForceATargetCreatedMeanwhileIsNeverReplacedAndTheResultIsK
   // Something else creates the target between the check and the commit.
   fs::create_directories(d / "victim");
   spit(d / "victim/theirs.txt", "their data");
-  std::string err = error_of([&] { commit_temp_dir(tmp, d / "victim", false, seams()); });
+  std::string err = testing::message_of([&] { commit_temp_dir(tmp, d / "victim", false, seams()); });
   EXPECT_EQ(slurp(d / "victim/theirs.txt"), "their data");
   EXPECT_NE(err.find("appeared"), std::string::npos) << err;
   EXPECT_NE(err.find(d / "victim-2"), std::string::npos) << err;
@@ -250,7 +211,7 @@ TEST_P(Commit, ATargetCreatedRightBeforeTheRenameIsNeverReplaced) {
     fs::create_directories(d / "victim");
     spit(d / "victim/theirs.txt", "their data");
   };
-  std::string err = error_of([&] { commit_temp_dir(tmp, d / "victim", false, s); });
+  std::string err = testing::message_of([&] { commit_temp_dir(tmp, d / "victim", false, s); });
   EXPECT_EQ(slurp(d / "victim/theirs.txt"), "their data");
   EXPECT_NE(err.find("victim-2"), std::string::npos) << err;
   EXPECT_EQ(slurp(d / "victim-2/summary.json"), "ours");
@@ -265,7 +226,7 @@ TEST_P(Commit, WithForceATargetThatIsNoLongerOursIsNotReplaced) {
   fs::remove_all(d / "victim");
   fs::create_directories(d / "victim");
   spit(d / "victim/thesis.tex", "work");
-  std::string err = error_of([&] { commit_temp_dir(tmp, d / "victim", true, seams()); });
+  std::string err = testing::message_of([&] { commit_temp_dir(tmp, d / "victim", true, seams()); });
   EXPECT_NE(err.find("thesis.tex"), std::string::npos) << err;
   EXPECT_EQ(slurp(d / "victim/thesis.tex"), "work");
   EXPECT_EQ(slurp(d / "victim-2/summary.json"), "ours");
@@ -283,7 +244,7 @@ TEST_P(Commit, WithForceTheOldContentsAreCheckedAgainBeforeTheyAreDeleted) {
     fs::create_directories(d / "victim");
     spit(d / "victim/thesis.tex", "work");
   };
-  std::string err = error_of([&] { commit_temp_dir(tmp, d / "victim", true, s); });
+  std::string err = testing::message_of([&] { commit_temp_dir(tmp, d / "victim", true, s); });
   EXPECT_NE(err.find("thesis.tex"), std::string::npos) << err;
   EXPECT_NE(err.find("put back"), std::string::npos) << err;
   EXPECT_EQ(slurp(d / "victim/thesis.tex"), "work");
@@ -301,7 +262,7 @@ TEST(OutputDir, ARunWhoseTargetAppearedWhileItRanIsKeptNextToIt) {
   spit(d / "run/theirs.txt", "their data");
   Trace t;
   t.policy = "selective";
-  std::string err = error_of([&] { write_run_dir(t, d / "run", false, true); });
+  std::string err = testing::message_of([&] { write_run_dir(t, d / "run", false, true); });
   EXPECT_NE(err.find(d / "run-2"), std::string::npos) << err;
   EXPECT_EQ(slurp(d / "run/theirs.txt"), "their data");
   // The kept result is this run's (an empty trace, so its summary is read, not the whole run).
@@ -408,16 +369,16 @@ TEST(ExportTarget, AnExistingFileIsReplacedOnlyWithForceAndOnlyWhenItIsOurTrace)
   write_chrome_trace(Trace{}, d / "old.json");
   EXPECT_TRUE(is_our_chrome_trace(d / "old.json"));
   EXPECT_NO_THROW(check_export_file(d / "run", d / "new.json", false));
-  EXPECT_NE(error_of([&] { check_export_file(d / "run", d / "old.json", false); }).find("--force"), std::string::npos);
+  EXPECT_NE(testing::message_of([&] { check_export_file(d / "run", d / "old.json", false); }).find("--force"), std::string::npos);
   EXPECT_NO_THROW(check_export_file(d / "run", d / "old.json", true));
   spit(d / "notes.json", "{\"mine\": 1}");
-  EXPECT_NE(error_of([&] { check_export_file(d / "run", d / "notes.json", true); }).find("not a Chrome trace"),
+  EXPECT_NE(testing::message_of([&] { check_export_file(d / "run", d / "notes.json", true); }).find("not a Chrome trace"),
             std::string::npos);
   // Its own trace.json always; anything else in a run directory never.
   EXPECT_NO_THROW(check_export_file(d / "run", d / "run/trace.json", false));
   EXPECT_THROW(check_export_file(d / "run", d / "run/other.json", true), Error);
   write_run(d / "another");
-  std::string err = error_of([&] { check_export_file(d / "run", d / "another/trace.json", true); });
+  std::string err = testing::message_of([&] { check_export_file(d / "run", d / "another/trace.json", true); });
   EXPECT_NE(err.find("another"), std::string::npos) << err;
   EXPECT_THROW(check_export_file(d / "run", d / "another/summary.json", true), Error);
   EXPECT_THROW(check_export_file(d / "run", "", true), Error);
@@ -430,14 +391,14 @@ TEST(ExportTarget, CsvGoesIntoANewDirectoryOrOverAnEarlierExportOnly) {
   EXPECT_NO_THROW(check_export_dir(d / "run", d / "fresh", false));
   fs::create_directories(d / "tables");
   write_csv_tables(Trace{}, d / "tables");
-  EXPECT_NE(error_of([&] { check_export_dir(d / "run", d / "tables", false); }).find("--force"), std::string::npos);
+  EXPECT_NE(testing::message_of([&] { check_export_dir(d / "run", d / "tables", false); }).find("--force"), std::string::npos);
   EXPECT_NO_THROW(check_export_dir(d / "run", d / "tables", true));
   spit(d / "tables/thesis.tex", "work");
-  std::string err = error_of([&] { check_export_dir(d / "run", d / "tables", true); });
+  std::string err = testing::message_of([&] { check_export_dir(d / "run", d / "tables", true); });
   EXPECT_NE(err.find("thesis.tex"), std::string::npos) << err;
   // Never into another run directory (its CSVs would no longer match its summary), nor below one.
   write_run(d / "another");
-  EXPECT_NE(error_of([&] { check_export_dir(d / "run", d / "another", true); }).find("another"), std::string::npos);
+  EXPECT_NE(testing::message_of([&] { check_export_dir(d / "run", d / "another", true); }).find("another"), std::string::npos);
   EXPECT_THROW(check_export_dir(d / "run", d / "another/sub", true), Error);
   EXPECT_THROW(check_export_dir(d / "run", d / "run/sub", true), Error);
   spit(d / "file.csv", "x");

@@ -12,6 +12,7 @@
 #include "core/data/corpus.h"
 #include "core/data/token_file.h"
 #include "core/util/error.h"
+#include "test_files.h"
 
 namespace remat {
 namespace {
@@ -20,11 +21,6 @@ namespace fs = std::filesystem;
 
 class TokenFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("remat_tokens_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& n) const { return (dir_ / n).string(); }
   template <class T>
   std::string raw(const std::string& name, const std::vector<T>& v) {
@@ -44,18 +40,11 @@ class TokenFileTest : public ::testing::Test {
     f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
     return path(name);
   }
-  fs::path dir_;
+  testing::TempDir tmp_;
+  const fs::path& dir_ = tmp_.path();
 };
 
-template <class F>
-std::string message_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
+using testing::message_of;
 
 TEST_F(TokenFileTest, ReadsNpyAndRawFilesOfEveryIntegerType) {
   std::vector<std::uint16_t> ids(100);

@@ -12,40 +12,11 @@
 #include "core/schedule/validator.h"
 #include "core/trace/run_dir.h"
 #include "core/util/error.h"
+#include "test_files.h"
 
 namespace remat::testing {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("remat_trace_io_" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& s) const { return (path_ / s).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-inline std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-inline void spit(const std::string& path, const std::string& s) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << s;
-}
 
 // ------------------------------------------------------------------ synthetic traces
 
