@@ -3,15 +3,14 @@
 // rematlab-batch export: regenerate trace.json or the CSV tables of a run directory from what it
 // holds.
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 
 #include "cli_common.h"
 #include "commands.h"
 #include "comparison.h"
 #include "core/trace/run_dir.h"
+#include "core/trace/sweep_file.h"
 #include "core/util/error.h"
 
 namespace fs = std::filesystem;
@@ -32,41 +31,22 @@ std::string label_of(const std::string& dir) {
   return l.empty() || l == "." ? dir : l;
 }
 
-nlohmann::json read_sweep_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(path + ": not valid JSON (truncated or corrupt): " + e.what());
-  }
-  if (!j.is_object() || j.value("format", "") != "rematlab-sweep" || !j.contains("runs") || !j["runs"].is_array())
-    throw Error(path + ": not a RematLab sweep file");
-  return j;
-}
-
 int compare(const CompareOptions& o) {
   std::vector<ComparisonRow> rows;
   for (const auto& dir : o.dirs) {
     std::error_code ec;
     if (!fs::exists(dir, ec)) throw Error("run directory '" + dir + "' does not exist");
     bool is_run = fs::exists(fs::path(dir) / kSummaryFile, ec);
-    bool is_sweep = !is_run && fs::exists(fs::path(dir) / "sweep.json", ec);
+    bool is_sweep = !is_run && fs::exists(fs::path(dir) / kSweepFile, ec);
     if (!is_sweep) {
       Trace t = read_run_dir(dir);
       rows.push_back(comparison_row(label_of(dir), dir, t));
       continue;
     }
-    nlohmann::json sj = read_sweep_json((fs::path(dir) / "sweep.json").string());
-    for (const auto& r : sj["runs"]) {
-      if (!r.is_object() || !r.contains("run") || !r["run"].is_string() || !r.contains("dir") || !r["dir"].is_string())
-        throw Error((fs::path(dir) / "sweep.json").string() + ": a run without 'run' and 'dir'");
-      std::string sub = (fs::path(dir) / r["dir"].get<std::string>()).string();
+    for (const auto& r : read_sweep_file((fs::path(dir) / kSweepFile).string())) {
+      std::string sub = (fs::path(dir) / r.dir).string();
       Trace t = read_run_dir(sub);
-      rows.push_back(comparison_row(r["run"].get<std::string>(), sub, t));
+      rows.push_back(comparison_row(r.run, sub, t));
     }
   }
   relate_rows(rows);

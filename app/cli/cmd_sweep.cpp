@@ -13,6 +13,7 @@
 #include "core/backend/backend_factory.h"
 #include "core/trace/csv.h"
 #include "core/trace/run_dir.h"
+#include "core/trace/sweep_file.h"
 #include "core/trace/summary.h"
 #include "core/util/error.h"
 #include "step_costs.h"
@@ -177,7 +178,7 @@ int sweep(const SweepOptions& o) {
                            {"provenance", {{"program", "rematlab"}, {"version", program_version()},
                                            {"git_commit", program_commit()}}}};
       if (costs) sj["provenance"][kPlannerCostsKey] = costs->unit;
-      csv::OutFile f((fs::path(tmp) / "sweep.json").string());
+      csv::OutFile f((fs::path(tmp) / kSweepFile).string());
       f.write(sj.dump(2));
       f.put('\n');
       f.commit();

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/trace/run_dir.h"
+#include "core/trace/sweep_file.h"
 #include "core/util/error.h"
 
 namespace remat {
@@ -87,7 +88,7 @@ std::vector<double> measured_step_costs(const Trace& t, const BlockGraph& g) {
 StepCosts step_costs_from_run_dir(const std::string& dir, const ModelConfig& m) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::exists(fs::path(dir) / "sweep.json", ec))
+  if (fs::exists(fs::path(dir) / kSweepFile, ec))
     throw Error("a sweep directory, not a run directory; name one of its runs, e.g. " +
                 (fs::path(dir) / "none").string());
   const Trace t = read_run_dir(dir);

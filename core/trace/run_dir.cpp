@@ -18,6 +18,7 @@
 #include "core/analysis/memory_timeline.h"
 #include "core/trace/csv.h"
 #include "core/trace/summary.h"
+#include "core/trace/sweep_file.h"
 #include "core/util/error.h"
 
 namespace fs = std::filesystem;
@@ -328,20 +329,6 @@ class JsonFields {
   std::string file_;
 };
 
-nlohmann::json read_json_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw Error(path + ": missing");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(path + ": not valid JSON (truncated or corrupt): " + e.what());
-  }
-}
-
 void trace_from_summary(const nlohmann::json& j, const std::string& file, Trace& t) {
   if (!j.is_object()) throw Error(file + ": not a JSON object");
   JsonFields f(j, file);
@@ -485,6 +472,20 @@ fs::path normal_target(const std::string& dir) {
 
 // ------------------------------------------------------------------ public
 
+nlohmann::json read_json_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw Error(path + ": missing");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(path + ": not valid JSON (truncated or corrupt): " + e.what());
+  }
+}
+
 const std::vector<std::string>& csv_table_files() {
   static const std::vector<std::string> f = {kEventsFile, kTimelineFile, kOpsFile,
                                              kScheduleCsv, kLedgerFile, kLossFile};
@@ -522,7 +523,7 @@ void check_output_dir(const std::string& dir, bool force) {
     if (!fs::is_directory(st)) throw Error("'" + dir + "' exists and is not a directory");
     if (!force) throw Error("'" + dir + "' exists; use --force to replace it");
     bool empty = fs::is_empty(p, ec);
-    if (!empty && !is_dir_with(p, kSummaryFile) && !is_dir_with(p, "sweep.json"))
+    if (!empty && !is_dir_with(p, kSummaryFile) && !is_dir_with(p, kSweepFile))
       throw Error("'" + dir + "' exists and is not a RematLab run or sweep directory; refusing to replace it even with --force");
   }
   // The parent must exist (or be creatable) and take a new directory.

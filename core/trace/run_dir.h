@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/trace/trace.h"
 
 namespace remat {
@@ -13,6 +15,10 @@ namespace remat {
 void write_run_dir(const Trace& t, const std::string& dir, bool force);
 // Throws Error naming the missing or corrupt file.
 Trace read_run_dir(const std::string& dir);
+
+// A JSON file of a run or sweep directory. Throws Error naming the file when it is missing,
+// unreadable or not valid JSON.
+nlohmann::json read_json_file(const std::string& path);
 
 // Chrome trace JSON (opens in Perfetto): ops and kernels per stream, memory counters, phases.
 void write_chrome_trace(const Trace& t, const std::string& path);
