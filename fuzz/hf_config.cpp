@@ -1,0 +1,17 @@
+// Hugging Face config.json import on its own: any JSON object with a model_type, as
+// load_model_file hands it over, without the file around it.
+#include <nlohmann/json.hpp>
+
+#include "core/model/model_config.h"
+#include "fuzz/fuzz_util.h"
+#include "fuzz/targets.h"
+
+namespace remat::fuzz {
+
+void hf_config(const std::uint8_t* data, std::size_t size) {
+  nlohmann::json j = nlohmann::json::parse(data, data + size, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("model_type")) return;
+  refused_or_accepted([&] { model_from_hf_json(j, "fuzz"); });
+}
+
+}  // namespace remat::fuzz
