@@ -481,7 +481,7 @@ nlohmann::json read_json_file(const std::string& path) {
   ss << in.rdbuf();
   try {
     return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number out of range
     throw Error(path + ": not valid JSON (truncated or corrupt): " + e.what());
   }
 }

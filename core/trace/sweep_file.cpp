@@ -9,7 +9,8 @@ namespace remat {
 
 std::vector<SweepRun> read_sweep_file(const std::string& path) {
   nlohmann::json j = read_json_file(path);
-  if (!j.is_object() || j.value("format", "") != "rematlab-sweep" || !j.contains("runs") || !j["runs"].is_array())
+  if (!j.is_object() || !j.contains("format") || j["format"] != "rematlab-sweep" || !j.contains("runs") ||
+      !j["runs"].is_array())
     throw Error(path + ": not a RematLab sweep file");
   std::vector<SweepRun> runs;
   for (const auto& r : j["runs"]) {
