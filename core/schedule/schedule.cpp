@@ -64,6 +64,10 @@ Schedule schedule_from_json(const nlohmann::json& in) {
     throw Error("schedule: missing the 'actions' array");
   if (!j.contains("blocks") || !j["blocks"].is_number_integer())
     throw Error("schedule: missing the integer 'blocks'");
+  for (const char* k : {"policy", "params"})
+    if (j.contains(k) && !j[k].is_string()) throw Error(std::string("schedule: '") + k + "' must be a string");
+  if (j.contains("checkpoint_slots") && !j["checkpoint_slots"].is_number_integer())
+    throw Error("schedule: 'checkpoint_slots' must be an integer");
   Schedule s;
   s.policy = j.value("policy", std::string("file"));
   s.params = j.value("params", std::string());
