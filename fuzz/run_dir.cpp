@@ -1,5 +1,6 @@
 // Run directories as `compare`, `export`, `--costs-from` and the desktop app read them: one
-// file of a real run directory replaced by the input, the directory read back.
+// file of a real run directory replaced by the input, the directory read back, and its Chrome
+// trace written as `export` does.
 #include <filesystem>
 
 #include "core/trace/run_dir.h"
@@ -30,7 +31,8 @@ void run_dir(const std::uint8_t* data, std::size_t size) {
   const std::size_t tag = data[0] % run_dir_files().size();
   const std::string path = (fs::path(base.dir) / run_dir_files()[tag]).string();
   write_file(path, data + 1, size - 1);
-  refused_or_accepted([] { read_run_dir(base.dir); });
+  // What `export --format chrome` does with a directory it read.
+  refused_or_accepted([] { write_chrome_trace(read_run_dir(base.dir), scratch_path(kChromeTraceFile)); });
   write_file(path, base.contents[tag]);
 }
 

@@ -14,7 +14,7 @@ void model_config(const std::uint8_t* data, std::size_t size);  // load_model_fi
 void hf_config(const std::uint8_t* data, std::size_t size);     // model_from_hf_json
 void schedule(const std::uint8_t* data, std::size_t size);      // load_schedule_file + validator
 void safetensors(const std::uint8_t* data, std::size_t size);   // read_safetensors
-void run_dir(const std::uint8_t* data, std::size_t size);       // read_run_dir, one file replaced
+void run_dir(const std::uint8_t* data, std::size_t size);       // read_run_dir (one file replaced), export
 void sweep(const std::uint8_t* data, std::size_t size);         // read_sweep_file
 
 struct Target {
