@@ -17,6 +17,7 @@ jobs="${REMAT_BUILD_JOBS:-$(nproc)}"
 out=build-fuzz
 bin=$out/bin
 limits=(-rss_limit_mb=2048 -timeout=10)
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
 
 if ! { cmake --preset fuzz >/dev/null && cmake --build $out -j "$jobs"; }; then
   echo "fuzz: the fuzz build failed"
