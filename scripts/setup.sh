@@ -9,7 +9,8 @@ packages=(build-essential cmake ninja-build pkg-config git libopenblas-dev nlohm
           libcli11-dev libgtest-dev libbenchmark-dev qt6-base-dev libqcustomplot-dev
           libgl1-mesa-dev)
 if [ "$profile" = test ]; then
-  packages+=(python3 python3-torch python3-numpy xvfb xauth imagemagick)
+  # clang and its runtimes: libFuzzer and the sanitizers of the fuzz stage (scripts/fuzz.sh).
+  packages+=(python3 python3-torch python3-numpy xvfb xauth imagemagick clang libclang-rt-14-dev)
 fi
 
 missing=()

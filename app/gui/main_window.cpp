@@ -93,7 +93,12 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent)
   if (options_.restore_settings) restoreSettings();
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() {
+  // The panel's prediction worker and the controller's run thread use registry_, a member that
+  // is destroyed before QObject deletes the children: end them here, while it still exists.
+  delete panel_;
+  delete controller_;
+}
 
 void MainWindow::buildDocks() {
   auto* setup = new QDockWidget(tr("Setup"), this);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -53,24 +54,27 @@ std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
     const auto& d = it.value();
     if (!d.is_object() || !d.contains("dtype") || !d.contains("shape") || !d.contains("data_offsets"))
       throw bad("tensor '" + it.key() + "' lacks dtype, shape or data_offsets");
-    const auto& offs = d["data_offsets"];
-    if (!d["dtype"].is_string() || !d["shape"].is_array() || !offs.is_array() || offs.size() != 2 ||
-        !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
-      throw bad("tensor '" + it.key() + "': dtype must be a string, shape an array and data_offsets two "
-                "non-negative integers");
     SafeTensor t;
+    if (!d["dtype"].is_string()) throw bad("tensor '" + it.key() + "' has a dtype that is not a string");
     t.dtype = d["dtype"].get<std::string>();
+    std::size_t esz = t.dtype == "F32" ? 4 : (t.dtype == "BF16" || t.dtype == "F16") ? 2 : 0;
+    if (esz == 0) throw bad("tensor '" + it.key() + "' has unsupported dtype " + t.dtype);
+    // The element count; its bytes must not overflow, they are compared with the offsets below.
     std::uint64_t numel = 1;
+    if (!d["shape"].is_array()) throw bad("tensor '" + it.key() + "' has a bad shape");
     for (const auto& s : d["shape"]) {
       if (!s.is_number_integer() || s.get<std::int64_t>() < 0) throw bad("tensor '" + it.key() + "' has a bad shape");
       t.shape.push_back(s.get<std::int64_t>());
-      auto dim = static_cast<std::uint64_t>(t.shape.back());
-      if (dim != 0 && numel > data_size / dim) throw bad("tensor '" + it.key() + "' has a shape larger than the file");
+      const auto dim = static_cast<std::uint64_t>(t.shape.back());
+      if (dim != 0 && numel > std::numeric_limits<std::uint64_t>::max() / esz / dim)
+        throw bad("tensor '" + it.key() + "' has a bad shape: its byte count overflows 64 bits");
       numel *= dim;
     }
-    std::uint64_t b = d["data_offsets"][0].get<std::uint64_t>(), e = d["data_offsets"][1].get<std::uint64_t>();
-    std::size_t esz = t.dtype == "F32" ? 4 : (t.dtype == "BF16" || t.dtype == "F16") ? 2 : 0;
-    if (esz == 0) throw bad("tensor '" + it.key() + "' has unsupported dtype " + t.dtype);
+    const auto& offsets = d["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned())
+      throw bad("tensor '" + it.key() + "' has bad data_offsets (two non-negative integers expected)");
+    std::uint64_t b = offsets[0].get<std::uint64_t>(), e = offsets[1].get<std::uint64_t>();
     if (e < b || e > data_size || e - b != numel * esz)
       throw bad("tensor '" + it.key() + "' has data offsets outside the file or not matching its shape");
     std::vector<unsigned char> raw(e - b);

@@ -62,11 +62,15 @@ ModelConfig gpt2_from_hf(const nlohmann::json& j) {
   m.ffn = (j.contains("n_inner") && !j.at("n_inner").is_null()) ? int_field(j, "n_inner")
                                                                  : 4 * m.hidden;
   if (j.contains("activation_function")) {
+    if (!j.at("activation_function").is_string())
+      throw ConfigError("activation_function", "must be a string, got " + j.at("activation_function").dump());
     std::string act = j.at("activation_function").get<std::string>();
     if (act != "gelu_new" && act != "gelu_pytorch_tanh")
       throw ConfigError("activation_function",
                         "'" + act + "' is not modelled (tanh GELU: gelu_new)");
   }
+  if (j.contains("tie_word_embeddings") && !j.at("tie_word_embeddings").is_boolean())
+    throw ConfigError("tie_word_embeddings", "must be true or false, got " + j.at("tie_word_embeddings").dump());
   if (j.contains("tie_word_embeddings") && !j.at("tie_word_embeddings").get<bool>())
     throw ConfigError("tie_word_embeddings", "gpt2 is modelled with a tied head; got false");
   double pr = num_field(j, "resid_pdrop", 0.1), pe = num_field(j, "embd_pdrop", 0.1),

@@ -82,11 +82,11 @@ Schedule schedule_from_json(const nlohmann::json& in) {
   Schedule s;
   s.policy = str_field("policy", "file");
   s.params = str_field("params", "");
-  s.blocks = json_int(j["blocks"], "schedule: blocks");
+  s.blocks = json_int(j["blocks"], "schedule: 'blocks'");
   if (s.blocks > limits::kLayers)
     throw LimitError("schedule: blocks " + std::to_string(s.blocks) + " is more than the " +
                      std::to_string(limits::kLayers) + " layers a model may have");
-  s.checkpoint_slots = j.contains("checkpoint_slots") ? json_int(j["checkpoint_slots"], "schedule: checkpoint_slots") : 0;
+  s.checkpoint_slots = j.contains("checkpoint_slots") ? json_int(j["checkpoint_slots"], "schedule: 'checkpoint_slots'") : 0;
   std::size_t i = 0;
   for (const auto& e : j["actions"]) {
     auto bad = [&](const std::string& why) {

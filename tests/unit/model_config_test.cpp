@@ -3,6 +3,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <utility>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "core/model/model_config.h"
@@ -116,6 +118,23 @@ TEST(ModelConfig, ImportsHuggingFaceConfigsAndRefusesWhatItDoesNotModel) {
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.field(), "sliding_window");
+  }
+}
+
+TEST(ModelConfig, HuggingFaceFieldsOfTheWrongTypeAreRefusedByName) {
+  nlohmann::json gpt2 = {{"model_type", "gpt2"}, {"n_layer", 2}, {"n_embd", 64}, {"n_head", 4},
+                         {"n_positions", 32}, {"vocab_size", 256}};
+  for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"activation_function", 7}, {"activation_function", nullptr}, {"tie_word_embeddings", "no"},
+           {"tie_word_embeddings", 0}}) {
+    nlohmann::json j = gpt2;
+    j[field] = value;
+    try {
+      model_from_hf_json(j, "gpt2");
+      ADD_FAILURE() << field << " = " << value.dump() << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.field(), field) << e.what();
+    }
   }
 }
 

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/engine/model_state.h"
@@ -60,6 +62,17 @@ TEST(Safetensors, RefusesCorruptFilesNamingTheProblem) {
   std::string len(8, '\0');
   len[0] = static_cast<char>(hdr.size());
   expect_error(len + hdr + std::string(8, '\0'), "data offsets");
+  // Headers of the wrong types and shapes whose element count overflows.
+  for (const auto& [h, what] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"w": {"dtype": 4, "shape": [2], "data_offsets": [0, 8]}})", "'w' has a dtype that is not a string"},
+           {R"({"w": {"dtype": "F32", "shape": "2", "data_offsets": [0, 8]}})", "'w' has a bad shape"},
+           {R"({"w": {"dtype": "F32", "shape": [4611686018427387905], "data_offsets": [0, 4]}})", "'w' has a bad shape"},
+           {R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": []}})", "'w' has bad data_offsets"},
+           {R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": 8}})", "'w' has bad data_offsets"},
+           {R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [-8, 0]}})", "'w' has bad data_offsets"}}) {
+    len[0] = static_cast<char>(h.size());
+    expect_error(len + h + std::string(8, '\0'), what);
+  }
   std::string junk = "{not json";
   len[0] = static_cast<char>(junk.size());
   expect_error(len + junk, "malformed header");

@@ -372,6 +372,11 @@ TEST(RunDir, CorruptOrTruncatedFilesAreRefusedByName) {
   spit(dir + "/summary.json", s.substr(0, s.size() / 2));
   EXPECT_NE(read_error(dir).find("summary.json: not valid JSON"), std::string::npos) << read_error(dir);
 
+  // Valid JSON syntax, but a number no double holds.
+  dir = fresh("hugenumber");
+  spit(dir + "/summary.json", s.substr(0, s.rfind('}')) + ", \"x\": 1e400}");
+  EXPECT_NE(read_error(dir).find("summary.json: not valid JSON"), std::string::npos) << read_error(dir);
+
   dir = fresh("badfield");
   auto j = nlohmann::json::parse(s);
   j["peak_bytes"] = "lots";

@@ -85,6 +85,21 @@ TEST(Validator, ScheduleJsonRoundTripsAndBadFilesAreRefused) {
   EXPECT_EQ(schedule_to_json(back), schedule_to_json(s));
   EXPECT_THROW(schedule_from_json(nlohmann::json::parse(R"({"blocks": 2})")), Error);
   EXPECT_THROW(schedule_from_json(nlohmann::json::parse(R"({"blocks": 2, "actions": [{"action": "fly", "block": 0}]})")), Error);
+  // Optional fields of the wrong type are refused by name.
+  for (const char* field : {"policy", "params", "checkpoint_slots"}) {
+    for (const char* value : {"3", "[1]", "1e300", "\"2\""}) {
+      nlohmann::json j = {{"blocks", 2}, {"actions", nlohmann::json::array()}};
+      j[field] = nlohmann::json::parse(value);
+      bool is_string = j[field].is_string();
+      if (is_string == (std::string(field) != "checkpoint_slots")) continue;  // the right type
+      try {
+        schedule_from_json(j);
+        ADD_FAILURE() << field << " = " << value << " accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string("'") + field + "'"), std::string::npos) << e.what();
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,30 @@
+// The fuzz targets: one reader of untrusted input each (docs/testing.md). Each function takes
+// one input, feeds it to the reader the way a user's file reaches it, and returns when the input
+// was accepted or refused with remat::Error. fuzz_main.cpp makes a libFuzzer binary of one;
+// tests/unit/fuzz_regressions_test.cpp replays tests/fuzz-regressions/<name>/ through all.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace remat::fuzz {
+
+using Entry = void (*)(const std::uint8_t* data, std::size_t size);
+
+void model_config(const std::uint8_t* data, std::size_t size);  // load_model_file: our JSON or HF
+void hf_config(const std::uint8_t* data, std::size_t size);     // model_from_hf_json
+void schedule(const std::uint8_t* data, std::size_t size);      // load_schedule_file + validator
+void safetensors(const std::uint8_t* data, std::size_t size);   // read_safetensors
+void run_dir(const std::uint8_t* data, std::size_t size);       // read_run_dir (one file replaced), export
+void sweep(const std::uint8_t* data, std::size_t size);         // read_sweep_json
+
+struct Target {
+  const char* name;  // the directory name under fuzz/corpus and tests/fuzz-regressions
+  Entry entry;
+};
+
+inline constexpr Target kTargets[] = {
+    {"model_config", model_config}, {"hf_config", hf_config}, {"schedule", schedule},
+    {"safetensors", safetensors},   {"run_dir", run_dir},     {"sweep", sweep},
+};
+
+}  // namespace remat::fuzz
