@@ -23,8 +23,10 @@ def nested(depth):
 
 
 class Case:
-    def __init__(self, name, args, code, *words, cwd=None, timeout=120, address_space=None):
+    def __init__(self, name, args, code, *words, cwd=None, timeout=120, address_space=None, env=None, after=None):
         self.name, self.args, self.code, self.words, self.cwd, self.timeout = name, args, code, words, cwd, timeout
+        self.env = env  # variables added to the environment
+        self.after = after  # a check of what the command left behind: returns (ok, what)
         self.address_space = address_space  # bytes of virtual memory the process may map
 
 
@@ -76,7 +78,51 @@ def catalogue(w, tiny_run):
     j("shadow/tiny", dict(TINY, layers=7))
     out = os.path.join(w, "out")
     many_layers = j("many_layers.json", dict(TINY, layers=100000))
+    # A directory of someone else's that happens to hold a summary.json.
+    proj = os.path.join(w, "proj")
+    os.mkdir(proj)
+    write(os.path.join(proj, "summary.json"), "{}")
+    thesis = write(os.path.join(proj, "thesis.tex"), "work")
+    other = write(os.path.join(w, "notes.txt"), "mine")
+    # A plugin directory with a FIFO named like a plugin.
+    plugdir = os.path.join(w, "plugins")
+    os.mkdir(plugdir)
+    os.mkfifo(os.path.join(plugdir, "x.so"))
+    # Corrupt run directories: a schedule action on a block the model lacks; a time of INT64_MIN.
+    bad_block = os.path.join(w, "bad_block")
+    shutil.copytree(tiny_run, bad_block)
+    with open(os.path.join(bad_block, "schedule.json")) as f:
+        sj = json.load(f)
+    sj["actions"][0]["block"] = 99
+    write(os.path.join(bad_block, "schedule.json"), json.dumps(sj))
+    bad_time = os.path.join(w, "bad_time")
+    shutil.copytree(tiny_run, bad_time)
+    with open(os.path.join(bad_time, "ops.csv")) as f:
+        rows = f.read().split("\n")
+    rows[1] = "-9223372036854775808" + rows[1][rows[1].index(","):]
+    write(os.path.join(bad_time, "ops.csv"), "\n".join(rows))
+    # What an interrupted write leaves: a temporary directory of a process that is gone.
+    leftover_parent = os.path.join(w, "with_leftover")
+    os.mkdir(leftover_parent)
+    shutil.copytree(tiny_run, os.path.join(leftover_parent, "run"))
+    os.mkdir(os.path.join(leftover_parent, ".run.tmp-999999999-1"))
+    survives = lambda path, text: lambda: (os.path.isfile(path) and open(path).read() == text,  # noqa: E731
+                                           "%s was deleted or changed" % path)
     return [
+        # Nothing outside our own run directories is deleted or overwritten.
+        Case("--force on a directory that is not a run", ["run", "--model", "tiny", "--steps", "1", "--out", proj,
+                                                          "--force"], 1, "thesis.tex", after=survives(thesis, "work")),
+        Case("export --out onto an existing file", ["export", tiny_run, "--format", "chrome", "--out", other], 1,
+             "exists", after=survives(other, "mine")),
+        Case("a leftover of an interrupted write is reported", ["compare", os.path.join(leftover_parent, "run")], 0,
+             ".run.tmp-999999999-1"),
+        # Plugins: a FIFO named like one never hangs a command.
+        Case("a FIFO named x.so among the plugins", ["list", "policies"], 0, "x.so", "skipped",
+             env={"REMAT_PLUGIN_PATH": plugdir}, timeout=60),
+        # Corrupt run directories are refused naming what is wrong.
+        Case("schedule.json on block 99", ["compare", bad_block], 1, "schedule.json", "99"),
+        Case("ops.csv time INT64_MIN", ["export", bad_time, "--format", "chrome", "--out", os.path.join(w, "t.json")],
+             1, "ops.csv", "-9223372036854775808"),
         # Deeply nested JSON: every reader refuses it by name, none overflows its stack.
         Case("nested model file", ["plan", "--model", deep_model], 1, "nested deeper than 64", "deep_model.json"),
         Case("nested schedule", ["plan", "--model", "tiny", "--schedule", deep_sched], 1, "nested deeper than 64"),
@@ -127,8 +173,8 @@ def run_case(binary, env, c):
         limit = None
         if c.address_space:
             limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (c.address_space, c.address_space))  # noqa: E731
-        p = subprocess.run([binary] + c.args, capture_output=True, text=True, env=env, cwd=c.cwd,
-                           timeout=c.timeout, preexec_fn=limit)
+        p = subprocess.run([binary] + c.args, capture_output=True, text=True, env=dict(env, **(c.env or {})),
+                           cwd=c.cwd, timeout=c.timeout, preexec_fn=limit)
     except subprocess.TimeoutExpired:
         check(False, "%s: hung past %d s" % (c.name, c.timeout))
         return
@@ -139,6 +185,9 @@ def run_case(binary, env, c):
     for word in c.words:
         ok = check(word.lower() in text.lower(), "%s: the output should contain %r: %r"
                    % (c.name, word, text.strip()[-600:])) and ok
+    if c.after:
+        good, what = c.after()
+        ok = check(good, "%s: %s" % (c.name, what)) and ok
     check("terminate called" not in text and "Segmentation" not in text, "%s crashed: %r" % (c.name, text[-400:]))
     print("%s %s" % ("ok  " if ok else "FAIL", c.name), flush=True)
 
