@@ -13,19 +13,10 @@
 #include "core/io/safetensors.h"
 #include "core/util/error.h"
 #include "core/util/hash.h"
+#include "core/util/host_memory.h"
 #include "core/util/paths.h"
 
 namespace remat {
-
-std::uint64_t host_memory_available() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  std::uint64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
-}
 
 namespace {
 

@@ -48,7 +48,5 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
 // ends can save and show it like any other run.
 Trace refused_run(const RunSpec& spec, const Backend& backend, const OutOfMemoryError& e);
 
-// Free host memory from /proc/meminfo (MemAvailable), 0 when unknown.
-std::uint64_t host_memory_available();
 
 }  // namespace remat

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "core/util/error.h"
+#include "core/util/host_memory.h"
 
 namespace remat {
 
@@ -77,6 +78,12 @@ std::string read_regular_file(const std::string& path, std::uint64_t max_bytes) 
   if (size > max_bytes)
     throw LimitError(path + ": " + human_bytes(size) + " is larger than the " + human_bytes(max_bytes) +
                      " this reader accepts");
+  // Refused before allocating when the host cannot hold it (an allocation past that may be
+  // granted by overcommit and then kill the process as it fills).
+  const std::uint64_t avail = host_memory_available();
+  if (avail > 0 && size > avail)
+    throw LimitError(path + ": " + human_bytes(size) + " does not fit in memory (" + human_bytes(avail) +
+                     " available)");
   std::string out;
   try {
     out.resize(size);

@@ -1,5 +1,6 @@
 // The CPU backend's setup, memory ops, workspace sizing and the shared internals.
 #include "core/backend/cpu/cpu_backend.h"
+#include "core/util/host_memory.h"
 
 #include <cblas.h>
 
@@ -145,12 +146,7 @@ MemoryResource& CpuBackend::memory(Space s) { return s == Space::Device ? device
 
 void CpuBackend::set_workspace(const Tensor& ws) { ws_ = ws; }
 
-std::uint64_t CpuBackend::available_memory() const {
-  std::ifstream in("/proc/meminfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("MemAvailable:", 0) == 0) return std::stoull(line.substr(13)) * 1024;
-  return 0;
-}
+std::uint64_t CpuBackend::available_memory() const { return host_memory_available(); }
 
 std::vector<std::pair<std::string, std::string>> CpuBackend::describe() const {
   std::vector<std::pair<std::string, std::string>> d;
