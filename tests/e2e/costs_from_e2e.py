@@ -15,7 +15,7 @@ import sys
 import tempfile
 
 import e2e_common
-from e2e_common import check, failures
+from e2e_common import check
 
 # The fields measured costs must agree on, in the order the check reports them.
 FIELDS = ["architecture", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "batch",
@@ -131,11 +131,7 @@ def main():
             print("kept " + work)
         else:
             shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        print("%d failure(s)" % len(failures))
-        return 1
-    print("ok")
-    return 0
+    return e2e_common.exit_code()
 
 
 if __name__ == "__main__":

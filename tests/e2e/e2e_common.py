@@ -15,6 +15,15 @@ def check(cond, what):
     return cond
 
 
+def exit_code(ok_message="ok"):
+    """The script's exit code: 1 after printing the failure count, 0 after `ok_message`."""
+    if failures:
+        print("%d failure(s)" % len(failures))
+        return 1
+    print(ok_message)
+    return 0
+
+
 class Batch:
     def __init__(self, binary):
         self.binary = binary

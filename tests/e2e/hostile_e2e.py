@@ -241,9 +241,7 @@ def main():
             check("diverged" in s.get("error", ""), "the diverged run's error says so")
     finally:
         shutil.rmtree(w, ignore_errors=True)
-    n = len(e2e_common.failures)
-    print("%d failure(s)" % n if n else "all hostile inputs refused as they should be")
-    return 1 if n else 0
+    return e2e_common.exit_code("all hostile inputs refused as they should be")
 
 
 if __name__ == "__main__":

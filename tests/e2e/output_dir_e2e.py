@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 import e2e_common
-from e2e_common import check, failures
+from e2e_common import check
 
 RUN = ["--model", "tiny", "--steps", "1", "--warmup", "0"]
 
@@ -208,11 +208,7 @@ def main():
         test_save_weights(b, w)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        print("%d failure(s)" % len(failures))
-        return 1
-    print("ok")
-    return 0
+    return e2e_common.exit_code()
 
 
 if __name__ == "__main__":

@@ -120,9 +120,7 @@ def main():
         b.refuses(["run", "--model", "tiny", "--tokens", raw, "--tokens-dtype", "f32"], "tokens-dtype", "u16")
     finally:
         shutil.rmtree(w, ignore_errors=True)
-    n = len(e2e_common.failures)
-    print("%d failure(s)" % n if n else "runs are reproducible from outside")
-    return 1 if n else 0
+    return e2e_common.exit_code("runs are reproducible from outside")
 
 
 if __name__ == "__main__":
