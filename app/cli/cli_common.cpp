@@ -82,6 +82,12 @@ const CLI::Validator& non_empty_path() {
   return v;
 }
 
+std::string ignored_list(const ModelConfig& m) {
+  std::string s;
+  for (const auto& f : m.ignored_fields) s += (s.empty() ? "" : ", ") + f;
+  return s;
+}
+
 int fail(const std::string& message) {
   std::cerr << "rematlab-batch: error: " << message << "\n";
   return 1;

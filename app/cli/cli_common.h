@@ -44,6 +44,8 @@ const CLI::Validator& non_empty_path();
 
 // Prints an error in one line and returns the exit code for it.
 int fail(const std::string& message);
+// The fields of an imported config that were accepted and ignored, comma-separated.
+std::string ignored_list(const ModelConfig& m);
 // The same for an exception a command let through; std::bad_alloc is said as running out of memory.
 int fail(const std::exception& e);
 

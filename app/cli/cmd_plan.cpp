@@ -45,6 +45,7 @@ int plan(const PlanOptions& o) {
                   {"backward", p.flops.backward}, {"other", p.flops.other}};
     j["saved_bytes_per_block"] = p.saved_bytes_per_block;
     j["max_checkpoints"] = p.plan.max_checkpoints;
+    j["ignored_config_fields"] = m.ignored_fields;
     j["schedule"] = schedule_to_json(s);
     j["actions"] = j["schedule"]["actions"];
     std::cout << j.dump(2) << "\n";
@@ -59,6 +60,7 @@ int plan(const PlanOptions& o) {
             << "recompute FLOPs       " << p.flops.recompute << "\n"
             << "actions               " << s.actions.size() << "\n";
   if (o.policy.schedule_file.empty()) std::cout << "step costs            " << cost_unit << "\n";
+  if (!m.ignored_fields.empty()) std::cout << "ignored config fields " << ignored_list(m) << "\n";
   return 0;
 }
 

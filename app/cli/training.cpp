@@ -1,5 +1,7 @@
 #include "training.h"
 
+#include "cli_common.h"
+
 #include <cmath>
 #include <csignal>
 #include <ctime>
@@ -93,6 +95,7 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
     t = refused_run(spec, *dev.backend, e);  // refused before the first step
   }
   t.memory_budget = memory_budget.value_or(0);
+  if (!m.ignored_fields.empty()) t.provenance.emplace_back("config_ignored", ignored_list(m));
   add_cli_provenance(t);
   return t;
 }

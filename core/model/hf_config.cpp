@@ -2,6 +2,9 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/model/model_config.h"
 #include "core/util/error.h"
@@ -18,9 +21,47 @@ const std::set<std::string> kMetadata = {
     "initializer_range", "task_specific_params", "summary_type",     "summary_use_proj",
     "summary_activation", "summary_proj_to_labels", "summary_first_dropout", "_name_or_path",
     "id2label",        "label2id",          "tokenizer_class",       "pretraining_tp",
-    "scale_attn_weights", "reorder_and_upcast_attn", "scale_attn_by_inverse_layer_idx",
     "n_ctx",           "output_hidden_states", "output_attentions", "return_dict",
-    "dtype"};
+    "dtype",           "n_special",         "predict_special_tokens", "output_past",
+    "gradient_checkpointing", "torchscript", "use_return_dict"};
+
+// Every problem of a config, so one run reports them all: each check runs, what it throws is
+// kept with its field, and the import fails at the end with the whole list.
+class Problems {
+ public:
+  // f() or, when it throws a ConfigError, `fallback` with the problem kept.
+  template <class T, class F>
+  T take(F f, T fallback) {
+    try {
+      return f();
+    } catch (const ConfigError& e) {
+      keep(e);
+      return fallback;
+    }
+  }
+  template <class F>
+  void check(F f) {
+    take([&] { f(); return 0; }, 0);
+  }
+  void add(const std::string& field, const std::string& message) { list_.emplace_back(field, message); }
+  bool empty() const { return list_.empty(); }
+  // Throws one ConfigError naming the first field, its message saying every problem.
+  void throw_if_any() const {
+    if (list_.empty()) return;
+    std::string msg = list_[0].second;
+    for (std::size_t i = 1; i < list_.size(); ++i) msg += "; also " + list_[i].first + ": " + list_[i].second;
+    if (list_.size() > 1) msg += " (" + std::to_string(list_.size()) + " problems)";
+    throw ConfigError(list_[0].first, msg);
+  }
+
+ private:
+  void keep(const ConfigError& e) {
+    std::string what = e.what();
+    const std::string prefix = e.field() + ": ";
+    add(e.field(), what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
+  }
+  std::vector<std::pair<std::string, std::string>> list_;
+};
 
 const nlohmann::json& field(const nlohmann::json& j, const char* key) {
   if (!j.contains(key)) throw ConfigError(key, "missing from the Hugging Face config");
@@ -39,82 +80,109 @@ double num_field(const nlohmann::json& j, const char* key, double fallback) {
   return v.get<double>();
 }
 
-void refuse_unknown(const nlohmann::json& j, const std::set<std::string>& modelled) {
+// A boolean field that must have `modelled` (its Hugging Face default) for the step we run.
+void require_flag(const nlohmann::json& j, const char* key, bool modelled, const std::string& why) {
+  if (!j.contains(key) || j.at(key).is_null()) return;
+  const auto& v = j.at(key);
+  if (!v.is_boolean()) throw ConfigError(key, "must be true or false, got " + json_snippet(v));
+  if (v.get<bool>() != modelled)
+    throw ConfigError(key, std::string(v.get<bool>() ? "true" : "false") + " is not modelled: " + why);
+}
+
+// Fields neither modelled nor packaging are problems; packaging fields are listed as ignored.
+void sort_fields(const nlohmann::json& j, const std::set<std::string>& modelled, Problems& p,
+                 std::vector<std::string>& ignored) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
-    if (modelled.count(k) || kMetadata.count(k)) continue;
-    throw ConfigError(k, "Hugging Face field not modelled by RematLab (value " + json_snippet(*it) + ")");
+    if (modelled.count(k)) continue;
+    if (kMetadata.count(k)) {
+      if (k != "model_type") ignored.push_back(k);
+      continue;
+    }
+    p.add(k, "Hugging Face field not modelled by RematLab (value " + json_snippet(*it) +
+                 "); remove it only if it does not change the training step");
   }
 }
 
-ModelConfig gpt2_from_hf(const nlohmann::json& j) {
-  refuse_unknown(j, {"n_layer", "n_embd", "n_head", "n_positions", "vocab_size", "n_inner",
-                     "activation_function", "resid_pdrop", "embd_pdrop", "attn_pdrop",
-                     "layer_norm_epsilon", "tie_word_embeddings"});
+ModelConfig gpt2_from_hf(const nlohmann::json& j, Problems& p, std::vector<std::string>& ignored) {
+  sort_fields(j, {"n_layer", "n_embd", "n_head", "n_positions", "vocab_size", "n_inner",
+                  "activation_function", "resid_pdrop", "embd_pdrop", "attn_pdrop",
+                  "layer_norm_epsilon", "tie_word_embeddings", "scale_attn_weights",
+                  "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"},
+              p, ignored);
   ModelConfig m;
   m.arch = Architecture::Gpt2;
-  m.layers = int_field(j, "n_layer");
-  m.hidden = int_field(j, "n_embd");
-  m.heads = int_field(j, "n_head");
+  m.layers = p.take([&] { return int_field(j, "n_layer"); }, 1);
+  m.hidden = p.take([&] { return int_field(j, "n_embd"); }, 1);
+  m.heads = p.take([&] { return int_field(j, "n_head"); }, 1);
   m.kv_heads = m.heads;
-  m.positions = int_field(j, "n_positions");
-  m.vocab = int_field(j, "vocab_size");
-  m.ffn = (j.contains("n_inner") && !j.at("n_inner").is_null()) ? int_field(j, "n_inner")
-                                                                 : 4 * m.hidden;
-  if (j.contains("activation_function")) {
+  m.positions = p.take([&] { return int_field(j, "n_positions"); }, 1);
+  m.vocab = p.take([&] { return int_field(j, "vocab_size"); }, 1);
+  m.ffn = p.take([&] { return (j.contains("n_inner") && !j.at("n_inner").is_null()) ? int_field(j, "n_inner")
+                                                                                    : 4 * m.hidden; }, 4);
+  p.check([&] {
+    if (!j.contains("activation_function")) return;
     if (!j.at("activation_function").is_string())
-      throw ConfigError("activation_function", "must be a string, got " + j.at("activation_function").dump());
+      throw ConfigError("activation_function", "must be a string, got " + json_snippet(j.at("activation_function")));
     std::string act = j.at("activation_function").get<std::string>();
     if (act != "gelu_new" && act != "gelu_pytorch_tanh")
-      throw ConfigError("activation_function",
-                        "'" + act + "' is not modelled (tanh GELU: gelu_new)");
-  }
-  if (j.contains("tie_word_embeddings") && !j.at("tie_word_embeddings").is_boolean())
-    throw ConfigError("tie_word_embeddings", "must be true or false, got " + j.at("tie_word_embeddings").dump());
-  if (j.contains("tie_word_embeddings") && !j.at("tie_word_embeddings").get<bool>())
-    throw ConfigError("tie_word_embeddings", "gpt2 is modelled with a tied head; got false");
-  double pr = num_field(j, "resid_pdrop", 0.1), pe = num_field(j, "embd_pdrop", 0.1),
-         pa = num_field(j, "attn_pdrop", 0.1);
+      throw ConfigError("activation_function", "'" + act + "' is not modelled (tanh GELU: gelu_new)");
+  });
+  p.check([&] { require_flag(j, "tie_word_embeddings", true, "gpt2 is modelled with a tied head"); });
+  p.check([&] { require_flag(j, "scale_attn_weights", true, "attention scores are scaled by 1/sqrt(head_dim)"); });
+  p.check([&] {
+    require_flag(j, "scale_attn_by_inverse_layer_idx", false, "scores are not scaled by 1/(layer + 1)");
+  });
+  p.check([&] {
+    require_flag(j, "reorder_and_upcast_attn", false, "the attention product is not upcast to fp32 separately");
+  });
+  const double pr = p.take([&] { return num_field(j, "resid_pdrop", 0.1); }, 0.1),
+               pe = p.take([&] { return num_field(j, "embd_pdrop", 0.1); }, 0.1),
+               pa = p.take([&] { return num_field(j, "attn_pdrop", 0.1); }, 0.1);
   if (pr != pe || pr != pa)
-    throw ConfigError("attn_pdrop", "RematLab uses one dropout probability for every site; "
-                                    "resid_pdrop, embd_pdrop and attn_pdrop differ");
+    p.add("attn_pdrop", "RematLab uses one dropout probability for every site; "
+                        "resid_pdrop, embd_pdrop and attn_pdrop differ");
   m.dropout = pr;
-  m.norm_eps = num_field(j, "layer_norm_epsilon", 1e-5);
+  m.norm_eps = p.take([&] { return num_field(j, "layer_norm_epsilon", 1e-5); }, 1e-5);
   m.seq = std::min(m.positions, 1024);
   m.batch = 1;
   return m;
 }
 
-ModelConfig llama_from_hf(const nlohmann::json& j) {
-  refuse_unknown(j, {"hidden_size", "intermediate_size", "num_hidden_layers",
-                     "num_attention_heads", "num_key_value_heads", "max_position_embeddings",
-                     "vocab_size", "rms_norm_eps", "rope_theta", "hidden_act", "attention_bias",
-                     "mlp_bias", "attention_dropout", "tie_word_embeddings", "rope_scaling",
-                     "head_dim"});
+ModelConfig llama_from_hf(const nlohmann::json& j, Problems& p, std::vector<std::string>& ignored) {
+  sort_fields(j, {"hidden_size", "intermediate_size", "num_hidden_layers",
+                  "num_attention_heads", "num_key_value_heads", "max_position_embeddings",
+                  "vocab_size", "rms_norm_eps", "rope_theta", "hidden_act", "attention_bias",
+                  "mlp_bias", "attention_dropout", "tie_word_embeddings", "rope_scaling",
+                  "head_dim"},
+              p, ignored);
   ModelConfig m;
   m.arch = Architecture::Llama;
-  m.layers = int_field(j, "num_hidden_layers");
-  m.hidden = int_field(j, "hidden_size");
-  m.heads = int_field(j, "num_attention_heads");
-  m.kv_heads = j.contains("num_key_value_heads") ? int_field(j, "num_key_value_heads") : m.heads;
-  m.ffn = int_field(j, "intermediate_size");
-  m.vocab = int_field(j, "vocab_size");
-  m.positions = int_field(j, "max_position_embeddings");
+  m.layers = p.take([&] { return int_field(j, "num_hidden_layers"); }, 1);
+  m.hidden = p.take([&] { return int_field(j, "hidden_size"); }, 1);
+  m.heads = p.take([&] { return int_field(j, "num_attention_heads"); }, 1);
+  m.kv_heads = p.take([&] { return j.contains("num_key_value_heads") ? int_field(j, "num_key_value_heads") : m.heads; }, 1);
+  m.ffn = p.take([&] { return int_field(j, "intermediate_size"); }, 1);
+  m.vocab = p.take([&] { return int_field(j, "vocab_size"); }, 1);
+  m.positions = p.take([&] { return int_field(j, "max_position_embeddings"); }, 1);
   if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null())
-    throw ConfigError("rope_scaling", "RoPE scaling is not modelled (value " +
-                                          json_snippet(j.at("rope_scaling")) + ")");
+    p.add("rope_scaling", "RoPE scaling is not modelled yet (value " + json_snippet(j.at("rope_scaling")) +
+                              "); without it the config would train with unscaled RoPE frequencies");
   if (j.contains("hidden_act") && j.at("hidden_act") != "silu")
-    throw ConfigError("hidden_act", "only silu (SwiGLU) is modelled, got " +
-                                        json_snippet(j.at("hidden_act")));
-  for (const char* k : {"attention_bias", "mlp_bias", "tie_word_embeddings"})
-    if (j.contains(k) && j.at(k).is_boolean() && j.at(k).get<bool>())
-      throw ConfigError(k, "true is not modelled for llama (biases off, untied head)");
-  if (j.contains("head_dim") && !j.at("head_dim").is_null() && m.heads > 0 &&
-      int_field(j, "head_dim") * m.heads != m.hidden)
-    throw ConfigError("head_dim", "must equal hidden_size / num_attention_heads");
-  m.dropout = num_field(j, "attention_dropout", 0.0);
-  m.norm_eps = num_field(j, "rms_norm_eps", 1e-6);
-  m.rope_theta = num_field(j, "rope_theta", 10000.0);
+    p.add("hidden_act", "only silu (SwiGLU) is modelled, got " + json_snippet(j.at("hidden_act")));
+  p.check([&] { require_flag(j, "attention_bias", false, "llama is modelled without q/k/v/o biases"); });
+  p.check([&] { require_flag(j, "mlp_bias", false, "llama is modelled without MLP biases"); });
+  p.check([&] { require_flag(j, "tie_word_embeddings", false, "llama is modelled with an untied head"); });
+  p.check([&] {
+    if (j.contains("head_dim") && !j.at("head_dim").is_null() && int_field(j, "head_dim") * m.heads != m.hidden)
+      throw ConfigError("head_dim", "must equal hidden_size / num_attention_heads");
+  });
+  const double ad = p.take([&] { return num_field(j, "attention_dropout", 0.0); }, 0.0);
+  if (ad != 0.0)
+    p.add("attention_dropout", "Hugging Face Llama drops out the attention probabilities only; RematLab "
+                               "would apply it at every site (set it to 0, or use our model JSON's dropout)");
+  m.norm_eps = p.take([&] { return num_field(j, "rms_norm_eps", 1e-6); }, 1e-6);
+  m.rope_theta = p.take([&] { return num_field(j, "rope_theta", 10000.0); }, 10000.0);
   m.seq = std::min(m.positions, 1024);
   m.batch = 1;
   return m;
@@ -124,12 +192,16 @@ ModelConfig llama_from_hf(const nlohmann::json& j) {
 
 ModelConfig model_from_hf_json(const nlohmann::json& j, const std::string& name) {
   std::string type = j.at("model_type").is_string() ? j.at("model_type").get<std::string>() : "";
+  Problems p;
+  std::vector<std::string> ignored;
   ModelConfig m;
-  if (type == "gpt2") m = gpt2_from_hf(j);
-  else if (type == "llama") m = llama_from_hf(j);
+  if (type == "gpt2") m = gpt2_from_hf(j, p, ignored);
+  else if (type == "llama") m = llama_from_hf(j, p, ignored);
   else throw ConfigError("model_type", "unsupported Hugging Face model_type " +
-                                          json_snippet(j.at("model_type")) + " (gpt2 | llama)");
+                                          json_snippet(j.at("model_type")) + " (known: gpt2, llama)");
+  p.throw_if_any();
   m.name = name;
+  m.ignored_fields = std::move(ignored);
   m.validate();
   return m;
 }

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -33,6 +34,9 @@ struct ModelConfig {
   DType dtype = DType::BF16;  // activations, parameters and their gradients
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
+  // Fields of an imported config that do not change a training step (tokenizer ids, packaging,
+  // inference settings): accepted, and listed by plan and run. Not part of the model's JSON.
+  std::vector<std::string> ignored_fields;
 
   int head_dim() const { return hidden / heads; }
   // Width of the fused Q|K|V projection.

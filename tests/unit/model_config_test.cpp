@@ -1,6 +1,7 @@
 // Bad model configs are refused before anything runs, naming the field and the value.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <utility>
@@ -118,6 +119,54 @@ TEST(ModelConfig, ImportsHuggingFaceConfigsAndRefusesWhatItDoesNotModel) {
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.field(), "sliding_window");
+  }
+}
+
+TEST(ModelConfig, HuggingFaceImportReportsEveryProblemAtOnceAndListsWhatItIgnores) {
+  // gpt2-medium's packaging fields are accepted and listed.
+  nlohmann::json medium = {{"model_type", "gpt2"}, {"n_layer", 24}, {"n_embd", 1024}, {"n_head", 16},
+                           {"n_positions", 1024}, {"vocab_size", 50257}, {"n_special", 0},
+                           {"predict_special_tokens", true}, {"n_ctx", 1024}, {"scale_attn_weights", true}};
+  ModelConfig m = model_from_hf_json(medium, "gpt2-medium");
+  EXPECT_EQ(m.layers, 24);
+  EXPECT_NE(std::find(m.ignored_fields.begin(), m.ignored_fields.end(), "n_special"), m.ignored_fields.end());
+  EXPECT_NE(std::find(m.ignored_fields.begin(), m.ignored_fields.end(), "predict_special_tokens"),
+            m.ignored_fields.end());
+  EXPECT_EQ(std::find(m.ignored_fields.begin(), m.ignored_fields.end(), "scale_attn_weights"),
+            m.ignored_fields.end());  // modelled, not ignored
+  // Fields that change the arithmetic are refused, all of them in one message.
+  nlohmann::json bad = medium;
+  bad["scale_attn_weights"] = false;
+  bad["scale_attn_by_inverse_layer_idx"] = true;
+  bad["reorder_and_upcast_attn"] = true;
+  bad["sliding_window"] = 8;
+  bad.erase("n_head");
+  try {
+    model_from_hf_json(bad, "x");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    const std::string w = e.what();
+    for (const char* f : {"scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
+                          "sliding_window", "n_head"})
+      EXPECT_NE(w.find(f), std::string::npos) << f << " missing from: " << w;
+    EXPECT_NE(w.find("(5 problems)"), std::string::npos) << w;
+  }
+  // Llama's attention_dropout is applied to the probabilities only: refused rather than spread.
+  nlohmann::json llama = {{"model_type", "llama"}, {"hidden_size", 64}, {"intermediate_size", 128},
+                          {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"max_position_embeddings", 64},
+                          {"vocab_size", 100}, {"attention_dropout", 0.1}};
+  try {
+    model_from_hf_json(llama, "x");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "attention_dropout");
+  }
+  nlohmann::json other = {{"model_type", "mamba"}};
+  try {
+    model_from_hf_json(other, "x");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("known: gpt2, llama"), std::string::npos) << e.what();
   }
 }
 
