@@ -82,14 +82,8 @@ TokenDType token_dtype_from_string(const std::string& s) {
 const char* to_string(TokenDType t) { return info(t).name; }
 
 std::shared_ptr<const TokenFile> TokenFile::open(const std::string& path, const std::string& dtype) {
-  require_regular_file(path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw Error(path + ": cannot be read (" + std::strerror(errno) + ")");
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(path + ": cannot be read");
-  }
+  const int fd = open_regular_file(path, st);
   std::shared_ptr<TokenFile> f(new TokenFile);
   f->path_ = path;
   f->map_bytes_ = static_cast<std::size_t>(st.st_size);

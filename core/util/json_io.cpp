@@ -38,8 +38,17 @@ class Fd {
   int fd_;
 };
 
+
+std::string human_bytes(std::uint64_t b) {
+  if (b >= (std::uint64_t{1} << 30)) return std::to_string(b >> 30) + " GiB";
+  if (b >= (std::uint64_t{1} << 20)) return std::to_string(b >> 20) + " MiB";
+  return std::to_string(b) + " bytes";
+}
+
+}  // namespace
+
 // Opens without blocking (a FIFO would block a plain open) and checks the type on the open file.
-int open_regular(const std::string& path, struct stat& st) {
+int open_regular_file(const std::string& path, struct stat& st) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
     int e = errno;
@@ -58,22 +67,14 @@ int open_regular(const std::string& path, struct stat& st) {
   return fd;
 }
 
-std::string human_bytes(std::uint64_t b) {
-  if (b >= (std::uint64_t{1} << 30)) return std::to_string(b >> 30) + " GiB";
-  if (b >= (std::uint64_t{1} << 20)) return std::to_string(b >> 20) + " MiB";
-  return std::to_string(b) + " bytes";
-}
-
-}  // namespace
-
 void require_regular_file(const std::string& path) {
   struct stat st {};
-  Fd fd(open_regular(path, st));
+  Fd fd(open_regular_file(path, st));
 }
 
 std::string read_regular_file(const std::string& path, std::uint64_t max_bytes) {
   struct stat st {};
-  Fd fd(open_regular(path, st));
+  Fd fd(open_regular_file(path, st));
   auto size = static_cast<std::uint64_t>(st.st_size);
   if (size > max_bytes)
     throw LimitError(path + ": " + human_bytes(size) + " is larger than the " + human_bytes(max_bytes) +

@@ -1,6 +1,8 @@
 // Reading what a user hands us: only regular files, bounded in size; JSON bounded in nesting
 // depth and refused with trailing bytes; values quoted in messages without dumping a whole tree.
 #pragma once
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,6 +16,8 @@ namespace remat {
 std::string read_regular_file(const std::string& path, std::uint64_t max_bytes);
 // Throws Error unless `path` names a regular file (following symlinks); never blocks.
 void require_regular_file(const std::string& path);
+// The same check, keeping the file open: a read-only descriptor the caller closes, and its stat.
+int open_regular_file(const std::string& path, struct stat& st);
 
 // Parses `text` as one JSON document: nesting deeper than limits::kJsonDepth is a LimitError,
 // bad syntax or bytes after the document an Error; both start with `where`.
