@@ -13,7 +13,7 @@ void safetensors(const std::uint8_t* data, std::size_t size) {
   static const ModelConfig model = tiny_model();
   static const ParamLayout layout(model);
   write_file(path, data, size);
-  refused_or_accepted([] { flat_from_hf(read_safetensors(path), layout, model.arch, path); });
+  refused_or_accepted([] { flat_from_hf(read_safetensors(path), layout, model.family, path); });
 }
 
 }  // namespace remat::fuzz

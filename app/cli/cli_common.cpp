@@ -28,7 +28,7 @@ ModelConfig ModelOptions::resolve() const {
   ModelConfig m = resolve_model(model);
   if (seq) {
     m.seq = *seq;
-    if (m.arch == Architecture::Gpt2 && m.positions < m.seq) m.positions = m.seq;
+    if (m.position == PositionKind::Learned && m.positions < m.seq) m.positions = m.seq;
   }
   if (batch) m.batch = *batch;
   if (layers) m.layers = *layers;

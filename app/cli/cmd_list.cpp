@@ -55,7 +55,7 @@ int list_models(bool json) {
     if (json) {
       j.push_back(model_to_json(m));
     } else {
-      std::cout << n << "  " << to_string(m.arch) << " L=" << m.layers << " h=" << m.hidden
+      std::cout << n << "  " << to_string(m.family) << " L=" << m.layers << " h=" << m.hidden
                 << " heads=" << m.heads << "/" << m.kv_heads << " s=" << m.seq << " b=" << m.batch
                 << " V=" << m.vocab << " dropout=" << m.dropout << " " << to_string(m.attention) << "\n";
     }

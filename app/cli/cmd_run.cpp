@@ -33,7 +33,7 @@ double spread_ms(const Trace& t) {
 }
 
 void print_human(const Trace& t) {
-  std::cout << "model " << t.model.name << " (" << to_string(t.model.arch) << ", " << t.model.layers
+  std::cout << "model " << t.model.name << " (" << to_string(t.model.family) << ", " << t.model.layers
             << " blocks, h=" << t.model.hidden << ", s=" << t.model.seq << ", b=" << t.model.batch
             << ", " << to_string(t.model.attention) << " attention, " << to_string(t.model.dtype)
             << ")\npolicy " << t.policy << (t.policy_params.empty() ? "" : ":" + t.policy_params)

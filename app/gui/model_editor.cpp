@@ -1,5 +1,6 @@
 #include "model_editor.h"
 
+#include <algorithm>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -56,13 +57,14 @@ ModelEditor::ModelEditor(QWidget* parent)
   l->addWidget(general_error_);
   setLayout(l);
 
-  arch_->addItem("gpt2");
-  arch_->addItem("llama");
+  for (const auto& f : family_names()) arch_->addItem(QString::fromStdString(f));
   attention_->addItem("naive");
   attention_->addItem("flash");
   dtype_->addItem("bf16");
   dtype_->addItem("fp32");
-  addRow("architecture", tr("Architecture"), arch_, tr("gpt2: LayerNorm, GELU, biases, learned positions; llama: RMSNorm, SwiGLU, RoPE, GQA"));
+  addRow("architecture", tr("Architecture"), arch_, tr("The model family: its norms, MLP, positions, biases and Hugging Face names "
+                                                    "(gpt2: LayerNorm, GELU, learned positions; llama and the others: RMSNorm, "
+                                                    "gated MLP, RoPE, GQA)"));
   for (const auto& f : kIntFields) {
     auto* sb = new QSpinBox(this);
     sb->setRange(0, std::numeric_limits<int>::max());
@@ -114,7 +116,8 @@ QSpinBox* ModelEditor::intField(const QString& name) const { return qobject_cast
 void ModelEditor::setConfig(const ModelConfig& m) {
   filling_ = true;
   name_ = QString::fromStdString(m.name);
-  arch_->setCurrentIndex(m.arch == Architecture::Gpt2 ? 0 : 1);
+  base_ = m;
+  arch_->setCurrentIndex(static_cast<int>(m.family));
   intField("layers")->setValue(m.layers);
   intField("hidden")->setValue(m.hidden);
   intField("heads")->setValue(m.heads);
@@ -136,13 +139,16 @@ void ModelEditor::setConfig(const ModelConfig& m) {
 }
 
 ModelConfig ModelEditor::config() const {
-  ModelConfig m;
+  // Features the editor does not show are kept from the config it was given.
+  ModelConfig m = base_;
+  const auto family = static_cast<Family>(std::max(0, arch_->currentIndex()));
+  if (family != m.family) set_family(m, family);
+  m.ignored_fields.clear();
   m.name = name_.toStdString();
-  m.arch = arch_->currentIndex() == 0 ? Architecture::Gpt2 : Architecture::Llama;
   m.layers = intField("layers")->value();
   m.hidden = intField("hidden")->value();
   m.heads = intField("heads")->value();
-  m.kv_heads = m.arch == Architecture::Gpt2 ? m.heads : intField("kv_heads")->value();
+  m.kv_heads = m.family == Family::Gpt2 ? m.heads : intField("kv_heads")->value();
   m.ffn = intField("ffn")->value();
   m.seq = intField("seq")->value();
   m.batch = intField("batch")->value();

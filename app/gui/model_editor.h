@@ -44,6 +44,7 @@ class ModelEditor : public QWidget {
   QMap<QString, QLabel*> errors_;
   QLabel* general_error_;
   QComboBox* arch_;
+  ModelConfig base_;  // the config last set: features the editor does not show
   QComboBox* attention_;
   QComboBox* dtype_;
   QDoubleSpinBox* dropout_;

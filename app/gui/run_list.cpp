@@ -94,7 +94,7 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const {
       return {};
     case Qt::ToolTipRole: {
       QString s = QString("<b>%1</b><br>model %2 (%3, %4 blocks, h=%5, s=%6, b=%7)<br>policy %8%9 on %10<br>seed %11, %12 steps after %13 warmup")
-                      .arg(e.label.toHtmlEscaped(), QString::fromStdString(t.model.name), to_string(t.model.arch))
+                      .arg(e.label.toHtmlEscaped(), QString::fromStdString(t.model.name), to_string(t.model.family))
                       .arg(t.model.layers).arg(t.model.hidden).arg(t.model.seq).arg(t.model.batch)
                       .arg(QString::fromStdString(t.policy),
                            t.policy_params.empty() ? QString() : ":" + QString::fromStdString(t.policy_params),

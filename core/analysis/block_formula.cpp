@@ -12,7 +12,8 @@ BlockFormula block_formula(const ModelConfig& m) {
     f.terms.push_back({t.name, t.formula, t.bytes});
     f.total += t.bytes;
   }
-  const bool korthikanti = m.arch == Architecture::Gpt2 && m.attention == AttentionImpl::Naive &&
+  const bool korthikanti = m.family == Family::Gpt2 && m.mlp == MlpKind::GeluTanh && m.qkv_bias &&
+                           m.out_bias && m.mlp_bias && m.dropout_sites == kDropAll && m.attention == AttentionImpl::Naive &&
                            m.ffn == 4 * m.hidden && dtype_size(m.dtype) == 2 && m.kv_heads == m.heads;
   if (korthikanti) {
     const std::uint64_t s = static_cast<std::uint64_t>(m.seq), b = static_cast<std::uint64_t>(m.batch),
@@ -24,7 +25,7 @@ BlockFormula block_formula(const ModelConfig& m) {
     f.source = drop ? "Korthikanti et al. 2022, §4.1 (GPT block, dropout, naive attention)"
                     : "Korthikanti et al. 2022, §4.1 without the dropout terms";
   } else {
-    f.source = std::string("exact breakdown of the ") + to_string(m.arch) + " block table (" +
+    f.source = std::string("exact breakdown of the ") + to_string(m.family) + " block table (" +
                to_string(m.attention) + " attention, " + to_string(m.dtype) + ")";
   }
   return f;

@@ -2,6 +2,7 @@
 #include "core/trace/schema.h"
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <map>
 #include <sstream>
 
@@ -29,7 +30,7 @@ void check_same_blocks(const ModelConfig& run, const ModelConfig& plan) {
   auto same = [&](const char* field, auto r, auto p) {
     if (r != p) differs(field, text(r), text(p));
   };
-  if (run.arch != plan.arch) differs("architecture", to_string(run.arch), to_string(plan.arch));
+  if (run.family != plan.family) differs("architecture", to_string(run.family), to_string(plan.family));
   same("layers", run.layers, plan.layers);
   same("hidden", run.hidden, plan.hidden);
   same("heads", run.heads, plan.heads);
@@ -38,6 +39,16 @@ void check_same_blocks(const ModelConfig& run, const ModelConfig& plan) {
   same("vocab", run.vocab, plan.vocab);
   same("seq", run.seq, plan.seq);
   same("batch", run.batch, plan.batch);
+  same("head_dim", run.head_dim(), plan.head_dim());
+  // The block's features (norms, biases, MLP, ...): whatever else of the model JSON differs.
+  auto features = [](const ModelConfig& m) {
+    nlohmann::json j = model_to_json(m);
+    for (const char* k : {"name", "seq", "batch", "dropout", "norm_eps", "rope_theta", "positions",
+                          "attention", "dtype"})
+      j.erase(k);
+    return j.dump();
+  };
+  if (features(run) != features(plan)) differs("block features", features(run), features(plan));
   if (run.attention != plan.attention)
     differs("attention", to_string(run.attention), to_string(plan.attention));
   if (run.dtype != plan.dtype) differs("dtype", to_string(run.dtype), to_string(plan.dtype));

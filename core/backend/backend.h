@@ -23,17 +23,12 @@
 #include <vector>
 
 #include "core/backend/tensor.h"
+#include "core/graph/op_table.h"
 #include "core/memory/memory_resource.h"
 #include "core/model/model_config.h"
 #include "core/util/philox.h"
 
 namespace remat {
-
-struct AttnDims {
-  int B = 0, S = 0, heads = 0, kv_heads = 0, d = 0;
-  float scale = 0.0f;  // 1/sqrt(d)
-  int group() const { return heads / kv_heads; }
-};
 
 struct AdamSegment {
   std::int64_t offset = 0, numel = 0;
@@ -86,8 +81,15 @@ class Backend {
                              const Tensor& out, int B, int S, int H) = 0;
   virtual void embedding_bwd(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
                              const Tensor* dwpe, int B, int S, int H) = 0;
-
-  // --- norms over rows of width H (statistics recomputed from x in backward) ---
+  // --- dropout outside the blocks (the embedding's): mask then apply, as DropoutMask and
+  // AttnDropout do ---
+  virtual void dropout_mask(const Tensor& mask, const DropoutKey& key, float p,
+                            std::int64_t n) = 0;
+  virtual void dropout_fwd(const Tensor& x, const Tensor& mask, const Tensor& y, float p,
+                           std::int64_t n) = 0;
+  virtual void dropout_bwd(const Tensor& dy, const Tensor& mask, const Tensor& dx, float p,
+                           std::int64_t n, bool acc) = 0;
+  // --- the final norm (LayerNorm or RMSNorm, as the blocks' norms) ---
   virtual void layernorm_fwd(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
                              std::int64_t rows, int H, float eps) = 0;
   virtual void layernorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy,
@@ -98,68 +100,27 @@ class Backend {
   virtual void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
                            const Tensor& dw, std::int64_t rows, int H, float eps, bool acc) = 0;
 
-  // --- linear: y = x W^T + b (b may be empty) ---
-  virtual void linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, const Tensor& y,
-                          std::int64_t M, int K, int N) = 0;
-  // dx = dy W (acc: +=), dW += dy^T x, db += colsum(dy). dx may be empty (not needed).
-  virtual void linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, const Tensor* dx,
-                          const Tensor& dW, const Tensor* db, std::int64_t M, int K, int N,
-                          bool acc) = 0;
-
-  // --- naive attention ---
-  // probs = softmax(causal(Q K^T * scale)), written in full (masked entries are 0).
-  virtual void attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a) = 0;
-  // Always accumulates dQ and dK into the q and k parts of dqkv.
-  virtual void attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
-                                const Tensor& dqkv, const AttnDims& a) = 0;
-  // ctx = P V (P: [B, heads, S, S]).
-  virtual void attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& ctx,
-                           const AttnDims& a) = 0;
-  // dp = dctx V^T (acc_dp: +=); always accumulates dV = P^T dctx into the v part of dqkv.
-  virtual void attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& dctx,
-                           const Tensor& dp, const Tensor& dqkv, const AttnDims& a,
-                           bool acc_dp) = 0;
-
-  // --- flash attention: tiled, online softmax, keeps only ctx and lse [B, heads, S] fp32 ---
-  // Attention dropout (p > 0) uses the same mask bits as the naive path: index
-  // ((b * heads + head) * S + i) * S + j of the probabilities.
-  virtual void flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
-                         const AttnDims& a, const DropoutKey& key, float p) = 0;
-  // Always accumulates into dqkv.
-  virtual void flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
-                         const Tensor& dctx, const Tensor& dqkv, const AttnDims& a,
-                         const DropoutKey& key, float p) = 0;
-
-  // --- dropout: masks are made from their Philox key alone, then applied ---
-  // mask[i] = philox_bits(key, i) >= dropout_threshold(p)  (1 = kept)
-  virtual void dropout_mask(const Tensor& mask, const DropoutKey& key, float p,
-                            std::int64_t n) = 0;
-  // y = x * mask / (1 - p)
-  virtual void dropout_fwd(const Tensor& x, const Tensor& mask, const Tensor& y, float p,
-                           std::int64_t n) = 0;
-  virtual void dropout_bwd(const Tensor& dy, const Tensor& mask, const Tensor& dx, float p,
-                           std::int64_t n, bool acc) = 0;
-  // out = res + x * mask / (1 - p); mask is empty when p == 0 (out = res + x).
-  virtual void residual_fwd(const Tensor& res, const Tensor& x, const Tensor* mask,
-                            const Tensor& out, float p, std::int64_t n) = 0;
-  // dres (acc_res: +=) = dout; dx (acc_x: +=) = dout * mask / (1 - p).
-  virtual void residual_bwd(const Tensor& dout, const Tensor* mask, const Tensor& dres,
-                            const Tensor& dx, float p, std::int64_t n, bool acc_res,
-                            bool acc_x) = 0;
-
-  // --- activations ---
-  virtual void gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n) = 0;  // tanh form
-  virtual void gelu_bwd(const Tensor& x, const Tensor& dy, const Tensor& dx, std::int64_t n,
-                        bool acc) = 0;
-  // gu: [rows, 2F] (gate | up); y: [rows, F] = silu(gate) * up.
-  virtual void swiglu_fwd(const Tensor& gu, const Tensor& y, std::int64_t rows, int F) = 0;
-  virtual void swiglu_bwd(const Tensor& gu, const Tensor& dy, const Tensor& dgu,
-                          std::int64_t rows, int F, bool acc) = 0;
-  // RoPE (Hugging Face rotate_half layout) on the q and k parts; v is copied unchanged.
-  virtual void rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a,
-                        float theta) = 0;
-  virtual void rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a, float theta,
-                        bool acc) = 0;
+  // --- the block ops of the op table (core/graph/ops.def): one entry point, dispatched by each
+  // backend to its bodies of that op. The arguments' meaning per op:
+  // - LayerNorm / RmsNorm: in[0] x [M, K] -> out[0] y; w, b (LayerNorm); weight (w_offset + w);
+  //   statistics are recomputed from x in backward.
+  // - Linear: y = x W^T + b (b may be absent), M rows, K in, N out; backward dx = dy W (acc:
+  //   +=), dW += dy^T x, db += colsum(dy).
+  // - Rope: Hugging Face rotate_half on the first rope.rotary_dim dims of every q and k head
+  //   of in[0] (qkv), the rest copied; cos and sin scaled by rope.attention_scaling.
+  // - AttnSoftmax: probs = softmax(mask(softcap(Q K^T * scale))), written in full (masked
+  //   entries 0); backward always accumulates dQ and dK into the q and k parts of din[0].
+  // - AttnDropout: y = x * mask / (1 - p) (in[0] x, in[1] mask).
+  // - AttnPV: ctx = P V (in[0] P [B, heads, S, S], in[1] qkv); backward dP = dctx V^T (acc[0]),
+  //   always accumulates dV into din[1].
+  // - FlashAttn: tiled, online softmax, out[0] ctx and out[1] lse [B, heads, S] fp32; attention
+  //   dropout (p > 0) uses the naive path's mask bits, index ((b * heads + head) * S + i) * S + j;
+  //   backward always accumulates into din[0].
+  // - Residual: out = in[0] + in[1] * in[2] / (1 - p) (in[2], the mask, absent when p == 0);
+  //   backward din[0] = dout (acc[0]), din[1] = dout * mask / (1 - p) (acc[1]).
+  // - Gelu (tanh form) over M elements; SwiGlu: in[0] [M, 2K] (gate | up) -> [M, K] silu(gate) * up.
+  // - DropoutMask: out[0][i] = philox_bits(key, i) >= dropout_threshold(p) (1 = kept), M elements.
+  virtual void run(OpKind op, Pass pass, const OpArgs& args) = 0;
 
   // --- head and loss, fused: for rows of x, logits = x W^T (W: [V, H]) in chunks that never
   // exist whole; losses[r] = logsumexp - logit[target] (fp32); with dlogits = (softmax -

@@ -18,6 +18,8 @@ Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc
       cfg_(state.config()),
       graph_(state.config()),
       segments_(state.adam_segments()) {
+  if (cfg_.position == PositionKind::Rope)
+    rope_ = rope_frequencies(cfg_.rope_scaling, cfg_.rope_theta, cfg_.rotary_dim(), cfg_.positions, cfg_.seq);
   const auto& T = graph_.tensors();
   last_need_.assign(T.size(), -1);
   for (std::size_t i = 0; i < T.size(); ++i)
@@ -60,15 +62,28 @@ DropoutKey Executor::key(int block, DropoutSite site) const {
                     static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(site)};
 }
 
-AttnDims Executor::attn() const {
+AttnDims Executor::attn(int block) const {
   AttnDims a;
   a.B = cfg_.batch;
   a.S = cfg_.seq;
   a.heads = cfg_.heads;
   a.kv_heads = cfg_.kv_heads;
   a.d = cfg_.head_dim();
-  a.scale = 1.0f / std::sqrt(static_cast<float>(a.d));
+  a.scale = cfg_.attn_scale > 0.0 ? static_cast<float>(cfg_.attn_scale)
+                                  : 1.0f / std::sqrt(static_cast<float>(a.d));
+  if (cfg_.attn_scale_inverse_layer) a.scale /= static_cast<float>(block + 1);
+  a.window = cfg_.window_of(block);
+  a.softcap = static_cast<float>(cfg_.attn_softcap);
   return a;
+}
+
+RopeTable Executor::rope_table() const {
+  RopeTable r;
+  if (rope_.inv_freq.empty()) return r;
+  r.inv_freq = rope_.inv_freq.data();
+  r.rotary_dim = 2 * static_cast<int>(rope_.inv_freq.size());
+  r.attention_scaling = rope_.attention_scaling;
+  return r;
 }
 
 Tensor Executor::alloc_outer(DType dt, std::int64_t n, Category c, const std::string& name,
@@ -212,7 +227,7 @@ void Executor::embedding_forward() {
   ledger_.push_back({0, graph_.input(), in0.t.bytes(), in0.t.id, in0.t.id, Phase::Forward,
                      Category::SavedActivations});
   in0.ledger = static_cast<int>(ledger_.size()) - 1;
-  if (!cfg_.has_dropout()) {
+  if (!cfg_.drops(kDropEmbedding)) {
     op("embedding", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * in0.t.bytes(),
        Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, in0.t, B, S, H); });
     return;
@@ -242,7 +257,7 @@ void Executor::head() {
   Tensor db = L.lnf_b >= 0 ? st_.grad(L.lnf_b, H) : Tensor{};
   Tensor W = st_.param(L.head_weight(), static_cast<std::int64_t>(V) * H);
   Tensor dW = st_.grad(L.head_weight(), static_cast<std::int64_t>(V) * H);
-  const bool ln = cfg_.arch == Architecture::Gpt2;
+  const bool ln = cfg_.norm == NormKind::LayerNorm;
   phase_ = Phase::Forward;
   alloc_.set_phase(phase_);
   Tensor lnf = alloc_outer(cfg_.dtype, n, Category::SavedActivations, "lnf.out");
@@ -285,7 +300,7 @@ void Executor::embedding_backward() {
   Tensor dwpe = L.wpe >= 0 ? st_.grad(L.wpe, static_cast<std::int64_t>(cfg_.positions) * H) : Tensor{};
   Tensor d = dnext_;
   Tensor tmp;
-  if (cfg_.has_dropout()) {
+  if (cfg_.drops(kDropEmbedding)) {
     tmp = alloc_outer(cfg_.dtype, n, Category::ActivationGrads, "grad:embed.sum");
     op("embedding.dropout.backward", "dropout", -1, 2ull * n, 2 * tmp.bytes(), Stream::Compute,
        [&] { be_.dropout_bwd(dnext_, embed_mask_, tmp, static_cast<float>(cfg_.dropout), n, false); });

@@ -91,8 +91,12 @@ class Executor {
   void run_forward_step(int b, const StepDef& s, const std::vector<Tensor>& t);
   void run_backward_step(int b, const StepDef& s, const std::vector<Tensor>& t,
                          const std::vector<Tensor>& g, const std::vector<bool>& acc);
+  OpArgs op_args(int b, const StepDef& s, const std::vector<Tensor>& t,
+                 std::vector<Tensor>& params) const;
+  double dropout_at(DropoutSite site) const;
   DropoutKey key(int block, DropoutSite site) const;
-  AttnDims attn() const;
+  AttnDims attn(int block) const;
+  RopeTable rope_table() const;
   std::uint64_t step_bytes(const StepDef& s) const;
 
   // memory
@@ -112,6 +116,7 @@ class Executor {
   ModelConfig cfg_;
   BlockGraph graph_;
   std::vector<AdamSegment> segments_;
+  RopeFrequencies rope_;  // the model's RoPE frequencies (empty without RoPE)
   std::uint64_t saved_mask_ = 0;
   std::vector<int> last_need_;  // per tensor: the lowest step index whose backward reads it
 

@@ -85,7 +85,7 @@ void Executor::forward(int b, const Keep& keep, bool recompute_only) {
     tg[t] = (targets >> t) & 1u;
   }
   std::vector<int> run;
-  if (!graph_.recompute_flops(lv, tg, &run)) throw Error("block " + std::to_string(b) + " cannot run");
+  if (!graph_.recompute_flops(lv, tg, &run, b)) throw Error("block " + std::to_string(b) + " cannot run");
   ++out_->block_forwards;
 
   // Which tensors the block holds when this action ends.
@@ -192,8 +192,7 @@ void Executor::backward(int b) {
     for (std::size_t k = 0; k < sd.in.size(); ++k) {
       int t = sd.in[k];
       if (T[t].dtype == DType::U8) continue;  // masks carry no gradient
-      bool always = (sd.op == OpKind::AttnSoftmax && k == 0) ||
-                    (sd.op == OpKind::AttnPV && k == 1) || (sd.op == OpKind::FlashAttn && k == 0);
+      const bool always = (op_traits(sd.op).always_acc >> k) & 1u;
       if (!grad[t]) {
         grad[t] = alloc_.allocate(T[t].dtype, T[t].numel,
                                   {Category::ActivationGrads, b,
@@ -208,7 +207,7 @@ void Executor::backward(int b) {
       acc[k] = !fresh[t];
       fresh[t] = false;
     }
-    op("h" + std::to_string(b) + "." + sd.name + ".backward", sd.name, b, sd.flops_bwd,
+    op("h" + std::to_string(b) + "." + sd.name + ".backward", sd.name, b, sd.bwd_flops(graph_.windowed(b)),
        step_bytes(sd) * 2, Stream::Compute, [&] { run_backward_step(b, sd, cur, grad, acc); });
     for (int t : sd.out)
       if (grad[t]) release(grad[t]);

@@ -7,19 +7,6 @@
 
 namespace remat {
 
-const char* to_string(OpKind k) {
-  static const char* n[] = {"layernorm", "rmsnorm",  "linear",   "rope", "attn_softmax",
-                            "attn_dropout", "attn_pv", "flash_attn", "residual", "gelu",
-                            "swiglu", "dropout_mask"};
-  return n[static_cast<int>(k)];
-}
-
-const char* to_string(StepKind k) {
-  static const char* n[] = {"gemm", "norm", "softmax", "dropout", "activation", "attention",
-                            "elementwise"};
-  return n[static_cast<int>(k)];
-}
-
 namespace {
 
 std::string formula(std::uint64_t bytes_per_elem, std::int64_t mult, const std::string& base) {
@@ -33,15 +20,14 @@ OuterSizes::OuterSizes(const ModelConfig& m) {
   std::int64_t bs = m.tokens(), bsh = bs * m.hidden;
   tokens = bs;
   embed_out = bsh;
-  embed_mask = m.has_dropout() ? bsh : 0;
+  embed_mask = m.drops(kDropEmbedding) ? bsh : 0;
   final_in = bsh;
   lnf_out = bsh;
   losses = bs;
 }
 
 BlockGraph::BlockGraph(const ModelConfig& m) : cfg_(m) {
-  if (m.arch == Architecture::Gpt2) build_gpt2();
-  else build_llama();
+  build();
   finish();
 }
 
@@ -62,198 +48,199 @@ int BlockGraph::add_step(StepDef s) {
   return static_cast<int>(steps_.size()) - 1;
 }
 
-void BlockGraph::build_attention(int qkv, int& ctx) {
-  const ModelConfig& m = cfg_;
-  const DType act = m.dtype;
-  const std::uint64_t e = dtype_size(act);
-  const std::int64_t B = m.batch, S = m.seq, a = m.heads, d = m.head_dim(), bs = B * S;
-  const std::int64_t probs_n = B * a * S * S;
-  const std::uint64_t mm = 2ull * B * a * S * S * d;  // one S x S x d product, all heads
-  ctx = add_tensor("attn.ctx", act, bs * m.hidden, formula(e, 1, "s·b·h"));
-  if (m.attention == AttentionImpl::Naive) {
-    int probs = add_tensor("attn.probs", act, probs_n, formula(e, 1, "a·s²·b"));
-    StepDef sm{"attn.softmax", OpKind::AttnSoftmax, StepKind::Softmax, {qkv}, {probs},
-               {qkv, probs}};
-    sm.flops_fwd = mm + 5ull * probs_n;
-    sm.flops_bwd = 2 * mm + 4ull * probs_n;
-    add_step(sm);
-    int p = probs;
-    if (m.has_dropout()) {
-      int mask = add_tensor("attn.drop_mask", DType::U8, probs_n, "a·s²·b");
-      add_step(mask_step("attn.drop_mask", mask, kSiteAttentionProbs, probs_n));
-      int out = add_tensor("attn.drop_out", act, probs_n, formula(e, 1, "a·s²·b"));
-      StepDef dr{"attn.dropout", OpKind::AttnDropout, StepKind::Dropout, {probs, mask}, {out},
-                 {mask}};
-      dr.site = kSiteAttentionProbs;
-      dr.M = probs_n;
-      dr.flops_fwd = 2ull * probs_n;
-      dr.flops_bwd = 1ull * probs_n;
-      add_step(dr);
-      p = out;
-    }
-    StepDef pv{"attn.pv", OpKind::AttnPV, StepKind::Attention, {p, qkv}, {ctx}, {p, qkv}};
-    pv.flops_fwd = mm;
-    pv.flops_bwd = 2 * mm;
-    add_step(pv);
-  } else {
-    int lse = add_tensor("attn.lse", DType::F32, B * a * S, "4·a·s·b");
-    StepDef fa{"attn.flash", OpKind::FlashAttn, StepKind::Attention, {qkv}, {ctx, lse},
-               {qkv, ctx, lse}};
-    fa.site = kSiteAttentionProbs;
-    fa.flops_fwd = mm;            // causal: half of the two S x S x d products
-    fa.flops_bwd = 5 * mm / 2;    // recomputed scores, dV, dP, dQ, dK
-    add_step(fa);
-  }
-}
-
-namespace {
-
-}  // namespace
-
 // A dropout mask depends only on its Philox key, so rebuilding it never needs other tensors.
 StepDef mask_step(const std::string& name, int mask, DropoutSite site, std::int64_t n) {
   StepDef s{name, OpKind::DropoutMask, StepKind::Dropout, {}, {mask}, {}};
   s.site = site;
   s.M = n;
-  s.flops_fwd = static_cast<std::uint64_t>(n);
   return s;
 }
 
 namespace {
 
-StepDef linear(const std::string& name, int in, int out, ParamSlot w, ParamSlot b,
+StepDef step(const std::string& name, OpKind op, std::vector<int> in, std::vector<int> out) {
+  StepDef s;
+  s.name = name;
+  s.op = op;
+  s.in = std::move(in);
+  s.out = std::move(out);
+  return s;
+}
+
+StepDef linear(const std::string& name, int in, int out, ParamSlot w, ParamSlot b, bool bias,
                std::int64_t M, int K, int N) {
-  StepDef s{name, OpKind::Linear, StepKind::Gemm, {in}, {out}, {in}};
+  StepDef s = step(name, OpKind::Linear, {in}, {out});
   s.w = w;
-  s.b = b;
+  s.b = bias ? b : ParamSlot::Count;
   s.M = M;
   s.K = K;
   s.N = N;
-  std::uint64_t mkn = static_cast<std::uint64_t>(M) * K * N;
-  s.flops_fwd = 2 * mkn + (b != ParamSlot::Count ? static_cast<std::uint64_t>(M) * N : 0);
-  s.flops_bwd = 4 * mkn + (b != ParamSlot::Count ? static_cast<std::uint64_t>(M) * N : 0);
   return s;
 }
 
-StepDef norm(const std::string& name, OpKind op, int in, int out, ParamSlot w, ParamSlot b,
-             std::int64_t M, int H) {
-  StepDef s{name, op, StepKind::Norm, {in}, {out}, {in}};
-  s.w = w;
-  s.b = b;
-  s.M = M;
-  s.K = H;
-  std::uint64_t n = static_cast<std::uint64_t>(M) * H;
-  s.flops_fwd = (op == OpKind::LayerNorm ? 8 : 5) * n;
-  s.flops_bwd = (op == OpKind::LayerNorm ? 14 : 10) * n;
-  return s;
-}
-
-StepDef residual(const std::string& name, int res, int x, int out, int mask, DropoutSite site,
-                 std::int64_t n) {
-  StepDef s{name, OpKind::Residual, StepKind::Elementwise, {res, x}, {out}, {}};
-  if (mask >= 0) {
-    s.in.push_back(mask);
-    s.needs.push_back(mask);
-  }
-  s.site = site;
-  s.M = n;
-  s.flops_fwd = 2ull * n;
-  s.flops_bwd = 2ull * n;
-  return s;
+// 2·(query-key pairs a causal mask with window W leaves) − S: S² without a window.
+std::uint64_t visible_sq(std::int64_t S, int W) {
+  if (W <= 0 || W >= S) return static_cast<std::uint64_t>(S) * static_cast<std::uint64_t>(S);
+  const std::uint64_t w = static_cast<std::uint64_t>(W), s = static_cast<std::uint64_t>(S);
+  const std::uint64_t pairs = w * (w + 1) / 2 + (s - w) * w;
+  return 2 * pairs - s;
 }
 
 }  // namespace
 
-void BlockGraph::build_gpt2() {
-  const ModelConfig& m = cfg_;
-  const DType act = m.dtype;
-  const std::uint64_t e = dtype_size(act);
-  const std::int64_t bs = m.tokens(), h = m.hidden, f = m.ffn, n = bs * h;
-  const bool drop = m.has_dropout();
-  input_ = add_tensor("block.in", act, n, formula(e, 1, "s·b·h"));
-  int ln1 = add_tensor("ln1.out", act, n, formula(e, 1, "s·b·h"));
-  int qkv = add_tensor("attn.qkv", act, bs * m.qkv_width(), formula(e, 3, "s·b·h"));
-  add_step(norm("ln1", OpKind::LayerNorm, input_, ln1, ParamSlot::Ln1W, ParamSlot::Ln1B, bs, m.hidden));
-  add_step(linear("attn.qkv", ln1, qkv, ParamSlot::QkvW, ParamSlot::QkvB, bs, m.hidden, m.qkv_width()));
-  int ctx = -1;
-  build_attention(qkv, ctx);
-  int proj = add_tensor("attn.proj_out", act, n, formula(e, 1, "s·b·h"));
-  add_step(linear("attn.proj", ctx, proj, ParamSlot::ProjW, ParamSlot::ProjB, bs, m.hidden, m.hidden));
-  int ln2in = add_tensor("ln2.in", act, n, formula(e, 1, "s·b·h"));
-  int rmask1 = drop ? add_tensor("attn.res_mask", DType::U8, n, "s·b·h") : -1;
-  if (drop) add_step(mask_step("attn.res_mask", rmask1, kSiteAttentionResidual, n));
-  add_step(residual("attn.residual", input_, proj, ln2in, rmask1, kSiteAttentionResidual, n));
-  int ln2 = add_tensor("ln2.out", act, n, formula(e, 1, "s·b·h"));
-  add_step(norm("ln2", OpKind::LayerNorm, ln2in, ln2, ParamSlot::Ln2W, ParamSlot::Ln2B, bs, m.hidden));
-  std::string fb = f == 4 * h ? "s·b·h" : "s·b·f";
-  std::int64_t fm = f == 4 * h ? 4 : 1;
-  int gin = add_tensor("mlp.gelu_in", act, bs * f, formula(e, fm, fb));
-  add_step(linear("mlp.fc", ln2, gin, ParamSlot::FcW, ParamSlot::FcB, bs, m.hidden, m.ffn));
-  int gout = add_tensor("mlp.gelu_out", act, bs * f, formula(e, fm, fb));
-  StepDef g{"mlp.gelu", OpKind::Gelu, StepKind::Activation, {gin}, {gout}, {gin}};
-  g.M = bs * f;
-  g.flops_fwd = 8ull * bs * f;
-  g.flops_bwd = 16ull * bs * f;
-  add_step(g);
-  int fc2 = add_tensor("mlp.fc2_out", act, n, formula(e, 1, "s·b·h"));
-  add_step(linear("mlp.fc2", gout, fc2, ParamSlot::Fc2W, ParamSlot::Fc2B, bs, m.ffn, m.hidden));
-  output_ = add_tensor("block.out", act, n, formula(e, 1, "s·b·h"));
-  int rmask2 = drop ? add_tensor("mlp.res_mask", DType::U8, n, "s·b·h") : -1;
-  if (drop) add_step(mask_step("mlp.res_mask", rmask2, kSiteMlpResidual, n));
-  add_step(residual("mlp.residual", ln2in, fc2, output_, rmask2, kSiteMlpResidual, n));
+// Symbolic size of a [s, b, width] activation in bytes per element e.
+std::string BlockGraph::width_formula(std::int64_t width) const {
+  const std::uint64_t e = dtype_size(cfg_.dtype);
+  const std::int64_t h = cfg_.hidden, f = cfg_.ffn, q = cfg_.q_width(), kv = cfg_.kv_width();
+  if (width == h) return formula(e, 1, "s·b·h");
+  if (width == 3 * h && q == h && kv == h) return formula(e, 3, "s·b·h");
+  if (width == f) return cfg_.gated_mlp() || f != 4 * h ? formula(e, 1, "s·b·f") : formula(e, 4, "s·b·h");
+  if (width == 2 * f) return formula(e, 2, "s·b·f");
+  if (width == q) return formula(e, 1, "s·b·a·d");
+  if (width == q + 2 * kv) return q == h ? formula(e, 1, "s·b·(h+2·kv·d)") : formula(e, 1, "s·b·(a+2·kv)·d");
+  return formula(e, width, "s·b");
 }
 
-void BlockGraph::build_llama() {
+int BlockGraph::norm_step(const std::string& name, const std::string& out, int in, ParamSlot w) {
+  const ModelConfig& m = cfg_;
+  int o = add_tensor(out, m.dtype, m.tokens() * m.hidden, width_formula(m.hidden));
+  const bool ln = m.norm == NormKind::LayerNorm;
+  StepDef s = step(name, ln ? OpKind::LayerNorm : OpKind::RmsNorm, {in}, {o});
+  s.w = w;
+  s.b = ln ? static_cast<ParamSlot>(static_cast<int>(w) + 1) : ParamSlot::Count;
+  s.M = m.tokens();
+  s.K = m.hidden;
+  s.w_offset = m.norm_unit_offset ? 1.0f : 0.0f;
+  add_step(s);
+  return o;
+}
+
+int BlockGraph::residual_step(const std::string& name, int res, int x, const std::string& out,
+                              DropoutSite site) {
+  const ModelConfig& m = cfg_;
+  const std::int64_t n = m.tokens() * m.hidden;
+  int o = add_tensor(out, m.dtype, n, width_formula(m.hidden));
+  StepDef s = step(name, OpKind::Residual, {res, x}, {o});
+  if (m.drops(kDropResidual)) {
+    const std::string mn = site == kSiteAttentionResidual ? "attn.res_mask" : "mlp.res_mask";
+    int mask = add_tensor(mn, DType::U8, n, "s·b·h");
+    add_step(mask_step(mn, mask, site, n));
+    s.in.push_back(mask);
+  }
+  s.site = site;
+  s.M = n;
+  add_step(s);
+  return o;
+}
+
+int BlockGraph::build_attention(int qkv) {
   const ModelConfig& m = cfg_;
   const DType act = m.dtype;
   const std::uint64_t e = dtype_size(act);
-  const std::int64_t bs = m.tokens(), n = bs * m.hidden, f = m.ffn;
-  const bool drop = m.has_dropout();
-  std::string qkv_f = m.kv_heads == m.heads ? formula(e, 3, "s·b·h")
-                                            : formula(e, 1, "s·b·(h+2·kv·d)");
-  input_ = add_tensor("block.in", act, n, formula(e, 1, "s·b·h"));
-  int ln1 = add_tensor("ln1.out", act, n, formula(e, 1, "s·b·h"));
-  add_step(norm("ln1", OpKind::RmsNorm, input_, ln1, ParamSlot::Ln1W, ParamSlot::Count, bs, m.hidden));
-  int raw = add_tensor("attn.qkv_raw", act, bs * m.qkv_width(), qkv_f);
-  add_step(linear("attn.qkv", ln1, raw, ParamSlot::QkvW, ParamSlot::Count, bs, m.hidden, m.qkv_width()));
-  int qkv = add_tensor("attn.qkv", act, bs * m.qkv_width(), qkv_f);
-  StepDef r{"attn.rope", OpKind::Rope, StepKind::Elementwise, {raw}, {qkv}, {}};
-  r.M = bs * m.qkv_width();
-  r.flops_fwd = 6ull * bs * (m.heads + m.kv_heads) * m.head_dim();
-  r.flops_bwd = r.flops_fwd;
-  add_step(r);
-  int ctx = -1;
-  build_attention(qkv, ctx);
-  int proj = add_tensor("attn.proj_out", act, n, formula(e, 1, "s·b·h"));
-  add_step(linear("attn.proj", ctx, proj, ParamSlot::ProjW, ParamSlot::Count, bs, m.hidden, m.hidden));
-  int ln2in = add_tensor("ln2.in", act, n, formula(e, 1, "s·b·h"));
-  int rmask1 = drop ? add_tensor("attn.res_mask", DType::U8, n, "s·b·h") : -1;
-  if (drop) add_step(mask_step("attn.res_mask", rmask1, kSiteAttentionResidual, n));
-  add_step(residual("attn.residual", input_, proj, ln2in, rmask1, kSiteAttentionResidual, n));
-  int ln2 = add_tensor("ln2.out", act, n, formula(e, 1, "s·b·h"));
-  add_step(norm("ln2", OpKind::RmsNorm, ln2in, ln2, ParamSlot::Ln2W, ParamSlot::Count, bs, m.hidden));
-  int gu = add_tensor("mlp.gate_up", act, bs * 2 * f, formula(e, 2, "s·b·f"));
-  add_step(linear("mlp.gate_up", ln2, gu, ParamSlot::FcW, ParamSlot::Count, bs, m.hidden, 2 * m.ffn));
-  int sw = add_tensor("mlp.act", act, bs * f, formula(e, 1, "s·b·f"));
-  StepDef s{"mlp.swiglu", OpKind::SwiGlu, StepKind::Activation, {gu}, {sw}, {gu}};
-  s.M = bs;
-  s.K = m.ffn;
-  s.flops_fwd = 6ull * bs * f;
-  s.flops_bwd = 12ull * bs * f;
+  const std::int64_t B = m.batch, S = m.seq, a = m.heads, bs = B * S;
+  const std::int64_t probs_n = B * a * S * S;
+  auto attn = [&](StepDef s) {
+    s.rows = static_cast<std::uint64_t>(B * a);
+    s.K = m.head_dim();
+    s.N = static_cast<int>(S);
+    s.sq = visible_sq(S, m.sliding_window);
+    s.sq_full = visible_sq(S, 0);
+    return s;
+  };
+  int ctx = add_tensor("attn.ctx", act, bs * m.q_width(), width_formula(m.q_width()));
+  if (m.attention == AttentionImpl::Naive) {
+    int probs = add_tensor("attn.probs", act, probs_n, formula(e, 1, "a·s²·b"));
+    add_step(attn(step("attn.softmax", OpKind::AttnSoftmax, {qkv}, {probs})));
+    int p = probs;
+    if (m.drops(kDropAttention)) {
+      int mask = add_tensor("attn.drop_mask", DType::U8, probs_n, "a·s²·b");
+      add_step(mask_step("attn.drop_mask", mask, kSiteAttentionProbs, probs_n));
+      int out = add_tensor("attn.drop_out", act, probs_n, formula(e, 1, "a·s²·b"));
+      StepDef dr = step("attn.dropout", OpKind::AttnDropout, {probs, mask}, {out});
+      dr.site = kSiteAttentionProbs;
+      dr.M = probs_n;
+      add_step(dr);
+      p = out;
+    }
+    add_step(attn(step("attn.pv", OpKind::AttnPV, {p, qkv}, {ctx})));
+  } else {
+    int lse = add_tensor("attn.lse", DType::F32, B * a * S, "4·a·s·b");
+    StepDef fa = attn(step("attn.flash", OpKind::FlashAttn, {qkv}, {ctx, lse}));
+    fa.site = kSiteAttentionProbs;
+    add_step(fa);
+  }
+  return ctx;
+}
+
+int BlockGraph::build_mlp(int in) {
+  const ModelConfig& m = cfg_;
+  const std::int64_t bs = m.tokens(), f = m.ffn;
+  const bool gated = m.gated_mlp();
+  const int up = gated ? 2 * m.ffn : m.ffn;
+  int fc = add_tensor(gated ? "mlp.gate_up" : "mlp.gelu_in", m.dtype, bs * up, width_formula(up));
+  add_step(linear(gated ? "mlp.gate_up" : "mlp.fc", in, fc, ParamSlot::FcW, ParamSlot::FcB,
+                  m.mlp_bias, bs, m.hidden, up));
+  int act = add_tensor(gated ? "mlp.act" : "mlp.gelu_out", m.dtype, bs * f, width_formula(m.ffn));
+  StepDef s = step(gated ? "mlp.swiglu" : "mlp.gelu", gated ? OpKind::SwiGlu : OpKind::Gelu, {fc}, {act});
+  s.M = gated ? bs : bs * f;
+  s.K = gated ? m.ffn : 1;
   add_step(s);
-  int down = add_tensor("mlp.down_out", act, n, formula(e, 1, "s·b·h"));
-  add_step(linear("mlp.down", sw, down, ParamSlot::Fc2W, ParamSlot::Count, bs, m.ffn, m.hidden));
-  output_ = add_tensor("block.out", act, n, formula(e, 1, "s·b·h"));
-  int rmask2 = drop ? add_tensor("mlp.res_mask", DType::U8, n, "s·b·h") : -1;
-  if (drop) add_step(mask_step("mlp.res_mask", rmask2, kSiteMlpResidual, n));
-  add_step(residual("mlp.residual", ln2in, down, output_, rmask2, kSiteMlpResidual, n));
+  int down = add_tensor(gated ? "mlp.down_out" : "mlp.fc2_out", m.dtype, bs * m.hidden,
+                        width_formula(m.hidden));
+  add_step(linear(gated ? "mlp.down" : "mlp.fc2", act, down, ParamSlot::Fc2W, ParamSlot::Fc2B,
+                  m.mlp_bias, bs, m.ffn, m.hidden));
+  return down;
+}
+
+void BlockGraph::build() {
+  const ModelConfig& m = cfg_;
+  const std::int64_t bs = m.tokens(), n = bs * m.hidden;
+  const bool pre = m.placement != NormPlacement::Post, post = m.placement != NormPlacement::Pre;
+  const bool rope = m.position == PositionKind::Rope;
+  input_ = add_tensor("block.in", m.dtype, n, width_formula(m.hidden));
+  int x = pre ? norm_step("ln1", "ln1.out", input_, ParamSlot::Ln1W) : input_;
+  const int w = m.qkv_width();
+  int qkv = add_tensor(rope ? "attn.qkv_raw" : "attn.qkv", m.dtype, bs * w, width_formula(w));
+  add_step(linear("attn.qkv", x, qkv, ParamSlot::QkvW, ParamSlot::QkvB, m.qkv_bias, bs, m.hidden, w));
+  if (rope) {
+    int r = add_tensor("attn.qkv", m.dtype, bs * w, width_formula(w));
+    StepDef s = step("attn.rope", OpKind::Rope, {qkv}, {r});
+    s.M = bs;
+    s.K = (m.heads + m.kv_heads) * m.rotary_dim();
+    add_step(s);
+    qkv = r;
+  }
+  int ctx = build_attention(qkv);
+  int proj = add_tensor("attn.proj_out", m.dtype, n, width_formula(m.hidden));
+  add_step(linear("attn.proj", ctx, proj, ParamSlot::ProjW, ParamSlot::ProjB, m.out_bias, bs,
+                  m.q_width(), m.hidden));
+  if (post) proj = norm_step("attn.post_norm", "attn.post_norm_out", proj, ParamSlot::PostAttnW);
+  int mid = residual_step("attn.residual", input_, proj, "ln2.in", kSiteAttentionResidual);
+  x = pre ? norm_step("ln2", "ln2.out", mid, ParamSlot::Ln2W) : mid;
+  int down = build_mlp(x);
+  if (post) down = norm_step("mlp.post_norm", "mlp.post_norm_out", down, ParamSlot::PostMlpW);
+  output_ = residual_step("mlp.residual", mid, down, "block.out", kSiteMlpResidual);
 }
 
 void BlockGraph::finish() {
   for (int s = 0; s < static_cast<int>(steps_.size()); ++s) {
-    for (int t : steps_[s].out) tensors_[t].producer = s;
-    for (int t : steps_[s].in) tensors_[t].consumers.push_back(s);
-    for (int t : steps_[s].needs) tensors_[t].saved = true;
+    StepDef& st = steps_[s];
+    const OpTraits& info = op_traits(st.op);
+    st.kind = info.kind;
+    st.needs.clear();
+    for (std::size_t k = 0; k < st.in.size(); ++k)
+      if ((info.reads_in >> k) & 1u) st.needs.push_back(st.in[k]);
+    for (std::size_t k = 0; k < st.out.size(); ++k)
+      if ((info.reads_out >> k) & 1u) st.needs.push_back(st.out[k]);
+    st.flops_fwd = info.flops_fwd(st);
+    st.flops_bwd = info.flops_bwd(st);
+    StepDef full = st;
+    full.sq = st.sq_full;
+    st.flops_fwd_full = info.flops_fwd(full);
+    st.flops_bwd_full = info.flops_bwd(full);
+    for (int t : st.out) tensors_[t].producer = s;
+    for (int t : st.in) tensors_[t].consumers.push_back(s);
+    for (int t : st.needs) tensors_[t].saved = true;
   }
   tensors_[output_].saved = false;  // it is the next block's input
 }
@@ -274,21 +261,22 @@ std::uint64_t BlockGraph::saved_bytes_without(const std::vector<std::string>& re
   return total;
 }
 
-std::uint64_t BlockGraph::flops_forward() const {
+std::uint64_t BlockGraph::flops_forward(int block) const {
   std::uint64_t f = 0;
-  for (const auto& s : steps_) f += s.flops_fwd;
+  for (const auto& s : steps_) f += s.fwd_flops(windowed(block));
   return f;
 }
 
-std::uint64_t BlockGraph::flops_backward() const {
+std::uint64_t BlockGraph::flops_backward(int block) const {
   std::uint64_t f = 0;
-  for (const auto& s : steps_) f += s.flops_bwd;
+  for (const auto& s : steps_) f += s.bwd_flops(windowed(block));
   return f;
 }
 
 std::optional<std::uint64_t> BlockGraph::recompute_flops(const std::vector<bool>& live,
                                                          const std::vector<bool>& targets,
-                                                         std::vector<int>* steps) const {
+                                                         std::vector<int>* steps,
+                                                         int block) const {
   std::vector<bool> needed(tensors_.size(), false);
   for (std::size_t t = 0; t < tensors_.size(); ++t) needed[t] = targets[t] && !live[t];
   std::vector<bool> run(steps_.size(), false);
@@ -305,7 +293,7 @@ std::optional<std::uint64_t> BlockGraph::recompute_flops(const std::vector<bool>
   if (steps) steps->clear();
   for (std::size_t s = 0; s < steps_.size(); ++s)
     if (run[s]) {
-      flops += steps_[s].flops_fwd;
+      flops += steps_[s].fwd_flops(windowed(block));
       if (steps) steps->push_back(static_cast<int>(s));
     }
   return flops;
@@ -323,10 +311,9 @@ std::vector<std::string> BlockGraph::default_selective() const {
   if (cfg_.attention == AttentionImpl::Naive) {
     for (const char* t : {"attn.probs", "attn.drop_mask", "attn.drop_out"})
       if (find(t)) names.push_back(t);
-  } else if (cfg_.arch == Architecture::Gpt2) {
-    names = {"ln1.out", "ln2.out", "mlp.gelu_out"};
   } else {
-    names = {"ln1.out", "ln2.out", "mlp.act"};
+    for (const char* t : {"ln1.out", "ln2.out", "mlp.gelu_out", "mlp.act"})
+      if (find(t) && tensors_[*find(t)].saved) names.push_back(t);
   }
   return names;
 }

@@ -8,19 +8,11 @@
 #include <vector>
 
 #include "core/model/model_config.h"
+#include "core/graph/op_table.h"
 #include "core/model/param_layout.h"
 #include "core/util/philox.h"
 
 namespace remat {
-
-enum class OpKind : std::uint8_t {
-  LayerNorm, RmsNorm, Linear, Rope, AttnSoftmax, AttnDropout, AttnPV, FlashAttn, Residual, Gelu,
-  SwiGlu, DropoutMask
-};
-// The coarse kind shown in views: GEMM, norm, softmax, dropout, activation, attention, elementwise.
-enum class StepKind : std::uint8_t { Gemm, Norm, Softmax, Dropout, Activation, Attention, Elementwise };
-const char* to_string(OpKind k);
-const char* to_string(StepKind k);
 
 struct TensorDef {
   std::string name;      // stable: "attn.qkv", "attn.probs", "mlp.gelu_in", ...
@@ -42,9 +34,24 @@ struct StepDef {
   ParamSlot w = ParamSlot::Count, b = ParamSlot::Count;
   std::int64_t M = 0;        // rows for linear / norms / elementwise
   int K = 0, N = 0;          // linear: in and out features; norms: width
+  float w_offset = 0.0f;     // norms: weight applied as (w_offset + w)
   DropoutSite site = kSiteEmbedding;  // for dropout-bearing steps
-  std::uint64_t flops_fwd = 0, flops_bwd = 0;
+  // Attention: rows = B·heads, S, d in K, and sq = 2·(visible query-key pairs) − S of a block
+  // with the model's window (sq_full: of a block without one; both S² when there is none).
+  std::uint64_t rows = 0, sq = 0, sq_full = 0;
+  std::uint64_t flops_fwd = 0, flops_bwd = 0;            // blocks with the window (or all)
+  std::uint64_t flops_fwd_full = 0, flops_bwd_full = 0;  // blocks without it
   bool has(ParamSlot s) const { return w == s || b == s; }
+  std::uint64_t fwd_flops(bool windowed) const { return windowed ? flops_fwd : flops_fwd_full; }
+  std::uint64_t bwd_flops(bool windowed) const { return windowed ? flops_bwd : flops_bwd_full; }
+
+  // Terms of the FLOP formulas in ops.def.
+  std::uint64_t m() const { return static_cast<std::uint64_t>(M); }
+  std::uint64_t mk() const { return m() * static_cast<std::uint64_t>(K); }
+  std::uint64_t mkn() const { return mk() * static_cast<std::uint64_t>(N); }
+  std::uint64_t bias_mn() const { return b != ParamSlot::Count ? m() * static_cast<std::uint64_t>(N) : 0; }
+  std::uint64_t attn_sq() const { return rows * sq; }
+  std::uint64_t attn_mm() const { return 2 * rows * sq * static_cast<std::uint64_t>(K); }
 };
 
 StepDef mask_step(const std::string& name, int mask, DropoutSite site, std::int64_t n);
@@ -64,26 +71,32 @@ class BlockGraph {
   std::uint64_t saved_bytes() const;
   // Saved bytes when the named tensors are dropped and recomputed.
   std::uint64_t saved_bytes_without(const std::vector<std::string>& recompute) const;
-  std::uint64_t flops_forward() const;
-  std::uint64_t flops_backward() const;
-  // Forward FLOPs of the steps needed to rebuild `targets` from `live` (indices), or nullopt if
-  // impossible. Also returns the step list through `steps` when given.
+  // FLOPs of one block (blocks differ only where some have a sliding window and some not).
+  std::uint64_t flops_forward(int block = 0) const;
+  std::uint64_t flops_backward(int block = 0) const;
+  // Forward FLOPs of the steps needed to rebuild `targets` from `live` (indices) in `block`, or
+  // nullopt if impossible. Also returns the step list through `steps` when given.
   std::optional<std::uint64_t> recompute_flops(const std::vector<bool>& live,
                                                const std::vector<bool>& targets,
-                                               std::vector<int>* steps = nullptr) const;
+                                               std::vector<int>* steps = nullptr,
+                                               int block = 0) const;
+  bool windowed(int block) const { return cfg_.window_of(block) > 0; }
   // Names of the tensors in the saved set, in table order.
   std::vector<std::string> saved_names() const;
-  // Default selective set: the attention core with naive attention, else norm outputs and the
-  // activation-function output.
+  // Default selective set: the attention core with naive attention, else the pre-norm outputs
+  // and the activation-function output.
   std::vector<std::string> default_selective() const;
 
  private:
   int add_tensor(const std::string& name, DType dt, std::int64_t numel, std::string formula);
   int add_step(StepDef s);
   void finish();
-  void build_gpt2();
-  void build_llama();
-  void build_attention(int qkv, int& ctx);
+  void build();
+  std::string width_formula(std::int64_t width) const;
+  int build_attention(int qkv);
+  int build_mlp(int in);
+  int norm_step(const std::string& name, const std::string& out, int in, ParamSlot w);
+  int residual_step(const std::string& name, int res, int x, const std::string& out, DropoutSite site);
 
   ModelConfig cfg_;
   std::vector<TensorDef> tensors_;
@@ -96,7 +109,7 @@ class BlockGraph {
 struct OuterSizes {
   std::int64_t tokens = 0;        // i32 tokens and targets, each B*S
   std::int64_t embed_out = 0;     // act, B*S*H (block 0's input)
-  std::int64_t embed_mask = 0;    // u8, B*S*H when dropout > 0, else 0
+  std::int64_t embed_mask = 0;    // u8, B*S*H when the embedding has dropout, else 0
   std::int64_t final_in = 0;      // act, B*S*H (the last block's output)
   std::int64_t lnf_out = 0;       // act, B*S*H
   std::int64_t losses = 0;        // fp32, B*S

@@ -139,21 +139,23 @@ void write_safetensors(const std::string& path, const std::map<std::string, Safe
 
 namespace {
 
-bool is_gpt2_buffer(const std::string& n) {
+// GPT-2 files carry the causal masks as buffers; a tied head's file may carry the embedding
+// again as lm_head.weight (Hugging Face ties them on load).
+bool is_buffer(const std::string& n, bool gpt2, bool tied) {
   auto ends = [&](const char* s) { return n.size() >= std::strlen(s) && n.compare(n.size() - std::strlen(s), std::strlen(s), s) == 0; };
-  return ends(".attn.bias") || ends(".attn.masked_bias") || n == "lm_head.weight";
+  return (gpt2 && (ends(".attn.bias") || ends(".attn.masked_bias"))) || (tied && n == "lm_head.weight");
 }
 
 }  // namespace
 
 std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& file, const ParamLayout& L,
-                                Architecture arch, const std::string& path) {
-  const bool gpt2 = arch == Architecture::Gpt2;
+                                Family family, const std::string& path) {
+  const bool gpt2 = family == Family::Gpt2, tied = L.lm_head < 0;
   // Accept GPT-2 names with or without the "transformer." prefix.
   std::map<std::string, const SafeTensor*> by_name;
   for (auto& [n, t] : file) {
     std::string key = n;
-    if (gpt2 && key.rfind("transformer.", 0) != 0 && !is_gpt2_buffer(key)) key = "transformer." + key;
+    if (gpt2 && key.rfind("transformer.", 0) != 0 && !is_buffer(key, gpt2, tied)) key = "transformer." + key;
     by_name[key] = &t;
   }
   std::vector<float> host(static_cast<std::size_t>(L.total()));
@@ -189,7 +191,7 @@ std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& file, c
     }
   }
   for (const auto& [n, t] : by_name)
-    if (!(gpt2 && is_gpt2_buffer(n)) && !L.find(n)) {
+    if (!is_buffer(n, gpt2, tied) && !L.find(n)) {
       bool part = false;
       for (const auto& p : L.params())
         for (const auto& hp : p.hf_parts) part = part || hp.first == n;
@@ -199,7 +201,7 @@ std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& file, c
 }
 
 void load_safetensors(const std::string& path, ModelState& state) {
-  state.write_params(flat_from_hf(read_safetensors(path), state.layout(), state.config().arch, path));
+  state.write_params(flat_from_hf(read_safetensors(path), state.layout(), state.config().family, path));
 }
 
 namespace {

@@ -24,9 +24,9 @@ void write_safetensors(const std::string& path, const std::map<std::string, Safe
 // Lays out tensors with Hugging Face names as the flat parameter vector of `layout` (fp32).
 // Throws Error naming a missing, misshapen or unknown tensor; `path` is used in messages.
 class ParamLayout;
-enum class Architecture;
+enum class Family : std::uint8_t;
 std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& tensors,
-                                const ParamLayout& layout, Architecture arch,
+                                const ParamLayout& layout, Family family,
                                 const std::string& path);
 
 void load_safetensors(const std::string& path, ModelState& state);

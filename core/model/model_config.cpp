@@ -1,14 +1,10 @@
 #include "core/model/model_config.h"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
-#include <nlohmann/json.hpp>
-#include <set>
-#include <sstream>
 
 #include "core/util/error.h"
-#include "core/util/json_io.h"
+#include "core/util/limits.h"
 
 namespace remat {
 
@@ -22,7 +18,11 @@ std::size_t dtype_size(DType t) {
   return 0;
 }
 
-const char* to_string(Architecture a) { return a == Architecture::Gpt2 ? "gpt2" : "llama"; }
+namespace {
+const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2"};
+}  // namespace
+
+const char* to_string(Family f) { return kFamilies[static_cast<int>(f)]; }
 const char* to_string(AttentionImpl a) { return a == AttentionImpl::Naive ? "naive" : "flash"; }
 const char* to_string(DType t) {
   switch (t) {
@@ -32,6 +32,87 @@ const char* to_string(DType t) {
     case DType::I32: return "i32";
   }
   return "?";
+}
+const char* to_string(NormKind k) { return k == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }
+const char* to_string(NormPlacement p) {
+  return p == NormPlacement::Pre ? "pre" : p == NormPlacement::Post ? "post" : "sandwich";
+}
+const char* to_string(PositionKind k) { return k == PositionKind::Learned ? "learned" : "rope"; }
+const char* to_string(MlpKind k) {
+  static const char* n[] = {"gelu_tanh", "gelu", "swiglu", "geglu"};
+  return n[static_cast<int>(k)];
+}
+const char* to_string(WindowLayers w) { return w == WindowLayers::All ? "all" : "even"; }
+
+std::vector<std::string> family_names() { return {std::begin(kFamilies), std::end(kFamilies)}; }
+
+Family parse_family(const std::string& s, const char* field) {
+  std::string known;
+  for (int i = 0; i < static_cast<int>(std::size(kFamilies)); ++i) {
+    if (s == kFamilies[i]) return static_cast<Family>(i);
+    known += (i ? " | " : "") + std::string(kFamilies[i]);
+  }
+  throw ConfigError(field, "unknown family '" + s + "' (" + known + ")");
+}
+
+void set_family(ModelConfig& m, Family f) {
+  m.family = f;
+  const bool gpt2 = f == Family::Gpt2;
+  m.norm = gpt2 ? NormKind::LayerNorm : NormKind::RmsNorm;
+  m.norm_unit_offset = f == Family::Gemma || f == Family::Gemma2;
+  m.placement = f == Family::Olmo2    ? NormPlacement::Post
+                : f == Family::Gemma2 ? NormPlacement::Sandwich
+                                      : NormPlacement::Pre;
+  m.position = gpt2 ? PositionKind::Learned : PositionKind::Rope;
+  m.qkv_bias = gpt2 || f == Family::Qwen2;
+  m.out_bias = gpt2;
+  m.mlp_bias = gpt2;
+  m.qk_norm = f == Family::Olmo2;
+  m.mlp = gpt2 ? MlpKind::GeluTanh
+               : (f == Family::Gemma || f == Family::Gemma2) ? MlpKind::GeGlu : MlpKind::SwiGlu;
+  m.tied_embeddings = gpt2 || f == Family::Gemma || f == Family::Gemma2;
+  m.embed_scale = f == Family::Gemma || f == Family::Gemma2;
+  m.window_layers = f == Family::Gemma2 ? WindowLayers::Even : WindowLayers::All;
+  if (gpt2) m.kv_heads = m.heads;
+}
+
+int ModelConfig::rotary_dim() const {
+  if (position != PositionKind::Rope) return 0;
+  int r = static_cast<int>(std::floor(head_dim() * partial_rotary + 1e-9));
+  return r - r % 2;
+}
+
+int ModelConfig::window_of(int block) const {
+  if (sliding_window <= 0) return 0;
+  if (window_layers == WindowLayers::Even && block % 2 != 0) return 0;
+  return sliding_window;
+}
+
+double ModelConfig::score_scale(int block) const {
+  double s = attn_scale > 0.0 ? attn_scale : 1.0 / std::sqrt(static_cast<double>(head_dim()));
+  if (attn_scale_inverse_layer) s /= static_cast<double>(block + 1);
+  return s;
+}
+
+std::vector<std::pair<std::string, std::string>> ModelConfig::unsupported() const {
+  std::vector<std::pair<std::string, std::string>> v;
+  auto add = [&](const char* field, const std::string& what) {
+    v.emplace_back(field, what + " is not run by the engine yet");
+  };
+  if (qk_norm) add("qk_norm", "QK-norm");
+  if (mlp == MlpKind::Gelu) add("mlp", "the exact (erf) GELU");
+  if (mlp == MlpKind::GeGlu) add("mlp", "GeGLU");
+  if (norm_unit_offset) add("norm_unit_offset", "the (1 + w) RMSNorm weight");
+  if (embed_scale) add("embed_scale", "scaling the embeddings by sqrt(hidden)");
+  if (attn_softcap > 0.0) add("attn_softcap", "attention logit soft-capping");
+  if (final_softcap > 0.0) add("final_softcap", "final logit soft-capping");
+  if (sliding_window > 0 && sliding_window < seq)
+    add("sliding_window", "a window of " + std::to_string(sliding_window) + " tokens shorter than seq = " +
+                              std::to_string(seq) + " (banded attention; a window >= seq is exact)");
+  if (position == PositionKind::Rope && rope_scaling.type != RopeType::Default)
+    add("rope_scaling", "RoPE scaling");
+  if (position == PositionKind::Rope && partial_rotary != 1.0) add("partial_rotary_factor", "partial rotary embeddings");
+  return v;
 }
 
 namespace {
@@ -47,6 +128,12 @@ bool mul_overflows(std::initializer_list<long double> factors) {
   return p > static_cast<long double>(std::numeric_limits<std::int64_t>::max() / 64);
 }
 
+void require_number(const char* field, double v, bool allow_zero) {
+  if (!std::isfinite(v) || v < 0.0 || (!allow_zero && v == 0.0))
+    throw ConfigError(field, std::string("must be a ") + (allow_zero ? "non-negative" : "positive") +
+                                 " number, got " + std::to_string(v));
+}
+
 }  // namespace
 
 void ModelConfig::validate() const {
@@ -59,153 +146,59 @@ void ModelConfig::validate() const {
   require_positive("batch", batch);
   require_positive("vocab", vocab);
   require_positive("positions", positions);
+  if (head_size < 0) throw ConfigError("head_dim", "must be a positive integer, got " + std::to_string(head_size));
   if (layers > limits::kLayers)
     throw LimitError("layers: " + std::to_string(layers) + " is more than the " +
                      std::to_string(limits::kLayers) + " layers a model may have");
-  if (hidden % heads != 0)
+  if (head_size == 0 && hidden % heads != 0)
     throw ConfigError("hidden", std::to_string(hidden) + " is not divisible by heads = " +
-                                    std::to_string(heads));
+                                    std::to_string(heads) + " (or give head_dim)");
   if (heads % kv_heads != 0)
     throw ConfigError("kv_heads", std::to_string(kv_heads) + " does not divide heads = " +
                                       std::to_string(heads));
-  if (arch == Architecture::Gpt2 && kv_heads != heads)
+  if (family == Family::Gpt2 && kv_heads != heads)
     throw ConfigError("kv_heads", "gpt2 has no grouped-query attention: kv_heads (" +
                                       std::to_string(kv_heads) + ") must equal heads (" +
                                       std::to_string(heads) + ")");
-  if (arch == Architecture::Llama && head_dim() % 2 != 0)
-    throw ConfigError("hidden", "llama needs an even head dimension for RoPE, got hidden/heads = " +
-                                    std::to_string(head_dim()));
-  if (arch == Architecture::Gpt2 && seq > positions)
+  if (position == PositionKind::Rope) {
+    if (!(partial_rotary > 0.0 && partial_rotary <= 1.0))
+      throw ConfigError("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(partial_rotary));
+    if (rotary_dim() < 2 || (partial_rotary == 1.0 && head_dim() % 2 != 0))
+      throw ConfigError("head_dim", "RoPE needs an even head dimension, got " + std::to_string(head_dim()));
+  }
+  if (position == PositionKind::Learned && seq > positions)
     throw ConfigError("seq", std::to_string(seq) + " exceeds the position table (positions = " +
                                  std::to_string(positions) + ")");
   if (!(dropout >= 0.0 && dropout < 1.0))
     throw ConfigError("dropout", "must be in [0, 1), got " + std::to_string(dropout));
-  if (!(norm_eps > 0.0 && std::isfinite(norm_eps)))
-    throw ConfigError("norm_eps", "must be a positive number, got " + std::to_string(norm_eps));
-  if (!(rope_theta > 0.0 && std::isfinite(rope_theta)))
-    throw ConfigError("rope_theta", "must be a positive number, got " + std::to_string(rope_theta));
+  if (dropout_sites & ~static_cast<unsigned>(kDropAll))
+    throw ConfigError("dropout_sites", "unknown site bits " + std::to_string(dropout_sites));
+  require_number("norm_eps", norm_eps, false);
+  require_number("rope_theta", rope_theta, false);
+  require_number("attn_scale", attn_scale, true);
+  require_number("attn_softcap", attn_softcap, true);
+  require_number("final_softcap", final_softcap, true);
+  if (sliding_window < 0)
+    throw ConfigError("sliding_window", "must be 0 (none) or a positive window, got " +
+                                            std::to_string(sliding_window));
+  if (norm_unit_offset && norm != NormKind::RmsNorm)
+    throw ConfigError("norm_unit_offset", "applies to rmsnorm only");
   if (dtype != DType::BF16 && dtype != DType::F32)
     throw ConfigError("dtype", std::string("must be bf16 or fp32, got ") + to_string(dtype));
+  for (const auto& [field, why] : unsupported()) throw ConfigError(field, why);
   // Byte counts: the s^2 attention tensor, the widest activation, the parameter count x 16.
-  long double s = seq, b = batch, a = heads, h = hidden, f = ffn, V = vocab, L = layers;
+  long double s = seq, b = batch, a = heads, h = hidden, f = ffn, V = vocab, L = layers,
+              q = q_width(), kv = kv_width();
   if (mul_overflows({b, a, s, s, 4}))
     throw ConfigError("seq", "batch x heads x seq^2 overflows 64-bit byte counts (seq = " +
                                  std::to_string(seq) + ")");
-  if (mul_overflows({b, s, V, 4}) || mul_overflows({b, s, f, 8}) || mul_overflows({b, s, h, 8}))
+  if (mul_overflows({b, s, V, 4}) || mul_overflows({b, s, f, 8}) || mul_overflows({b, s, h, 8}) ||
+      mul_overflows({b, s, q + 2 * kv, 8}))
     throw ConfigError("batch", "activation byte counts overflow 64 bits");
-  long double params = L * (12 * h * h + 13 * h) + V * h + positions * h;
-  if (arch == Architecture::Llama) params = L * (4 * h * h + 3 * h * f) + 2 * V * h;
+  long double params = L * (2 * h * q + 2 * h * kv + (gated_mlp() ? 3 : 2) * h * f + 8 * h + 2 * q) +
+                       V * h * (tied_embeddings ? 1 : 2) + positions * h;
   if (mul_overflows({params, 16}))
     throw ConfigError("layers", "parameter byte counts overflow 64 bits");
-}
-
-namespace {
-
-const std::set<std::string> kOwnKeys = {"name",    "architecture", "layers",   "hidden",
-                                        "heads",   "kv_heads",     "ffn",      "seq",
-                                        "batch",   "vocab",        "positions", "dropout",
-                                        "attention", "dtype",      "norm_eps", "rope_theta",
-                                        "description"};
-
-int get_int(const nlohmann::json& j, const char* key) { return json_int(j.at(key), key); }
-
-double get_number(const nlohmann::json& j, const char* key) {
-  const auto& v = j.at(key);
-  if (!v.is_number()) throw ConfigError(key, "must be a number, got " + json_snippet(v));
-  return v.get<double>();
-}
-
-std::string get_string(const nlohmann::json& j, const char* key) {
-  const auto& v = j.at(key);
-  if (!v.is_string()) throw ConfigError(key, "must be a string, got " + json_snippet(v));
-  return v.get<std::string>();
-}
-
-}  // namespace
-
-ModelConfig model_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) throw ConfigError("model", "must be a JSON object");
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (!kOwnKeys.count(it.key())) throw ConfigError(it.key(), "unknown field");
-  ModelConfig m;
-  if (j.contains("name")) m.name = get_string(j, "name");
-  if (!j.contains("architecture")) throw ConfigError("architecture", "missing");
-  std::string arch = get_string(j, "architecture");
-  if (arch == "gpt2") m.arch = Architecture::Gpt2;
-  else if (arch == "llama") m.arch = Architecture::Llama;
-  else throw ConfigError("architecture", "unknown architecture '" + arch + "' (gpt2 | llama)");
-  for (const char* k : {"layers", "hidden", "heads", "seq", "batch", "vocab"})
-    if (!j.contains(k)) throw ConfigError(k, "missing");
-  m.layers = get_int(j, "layers");
-  m.hidden = get_int(j, "hidden");
-  m.heads = get_int(j, "heads");
-  m.kv_heads = j.contains("kv_heads") ? get_int(j, "kv_heads") : m.heads;
-  m.seq = get_int(j, "seq");
-  m.batch = get_int(j, "batch");
-  m.vocab = get_int(j, "vocab");
-  if (j.contains("ffn")) {
-    m.ffn = get_int(j, "ffn");
-  } else if (m.arch == Architecture::Gpt2) {
-    m.ffn = 4 * m.hidden;
-  } else {
-    throw ConfigError("ffn", "missing (llama needs an explicit ffn size)");
-  }
-  m.positions = j.contains("positions") ? get_int(j, "positions") : m.seq;
-  m.dropout = j.contains("dropout") ? get_number(j, "dropout") : 0.0;
-  if (j.contains("attention")) {
-    std::string a = get_string(j, "attention");
-    if (a == "naive") m.attention = AttentionImpl::Naive;
-    else if (a == "flash") m.attention = AttentionImpl::Flash;
-    else throw ConfigError("attention", "unknown attention '" + a + "' (naive | flash)");
-  }
-  if (j.contains("dtype")) {
-    std::string d = get_string(j, "dtype");
-    if (d == "bf16") m.dtype = DType::BF16;
-    else if (d == "fp32") m.dtype = DType::F32;
-    else throw ConfigError("dtype", "unknown dtype '" + d + "' (bf16 | fp32)");
-  }
-  if (j.contains("norm_eps")) m.norm_eps = get_number(j, "norm_eps");
-  if (j.contains("rope_theta")) m.rope_theta = get_number(j, "rope_theta");
-  m.validate();
-  return m;
-}
-
-nlohmann::json model_to_json(const ModelConfig& m) {
-  nlohmann::json j;
-  j["name"] = m.name;
-  j["architecture"] = to_string(m.arch);
-  j["layers"] = m.layers;
-  j["hidden"] = m.hidden;
-  j["heads"] = m.heads;
-  j["kv_heads"] = m.kv_heads;
-  j["ffn"] = m.ffn;
-  j["seq"] = m.seq;
-  j["batch"] = m.batch;
-  j["vocab"] = m.vocab;
-  j["positions"] = m.positions;
-  j["dropout"] = m.dropout;
-  j["attention"] = to_string(m.attention);
-  j["dtype"] = to_string(m.dtype);
-  j["norm_eps"] = m.norm_eps;
-  j["rope_theta"] = m.rope_theta;
-  return j;
-}
-
-ModelConfig load_model_file(const std::string& path) {
-  nlohmann::json j = read_json_file(path);
-  std::string stem = path;
-  auto slash = stem.find_last_of('/');
-  if (slash != std::string::npos) stem = stem.substr(slash + 1);
-  auto dot = stem.rfind(".json");
-  if (dot != std::string::npos) stem = stem.substr(0, dot);
-  try {
-    if (j.is_object() && j.contains("model_type")) return model_from_hf_json(j, stem);
-    ModelConfig m = model_from_json(j);
-    if (!j.contains("name")) m.name = stem;
-    return m;
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("model file '" + path + "': " + e.what());
-  }
 }
 
 }  // namespace remat

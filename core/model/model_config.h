@@ -1,59 +1,119 @@
-// The model a run trains: architecture, sizes, attention implementation, dtype.
+// The model a run trains: its family, the features of its block, sizes, attention
+// implementation and dtype. A family (gpt2, llama, ...) is a preset of features plus its
+// Hugging Face tensor names; every feature can be set on its own (docs/model-config.md).
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/model/rope_scaling.h"
+
 namespace remat {
 
-enum class Architecture { Gpt2, Llama };
+enum class Family : std::uint8_t { Gpt2, Llama, Mistral, Qwen2, Gemma, Gemma2, Phi3, Olmo2 };
 enum class AttentionImpl { Naive, Flash };
 enum class DType : std::uint8_t { F32, BF16, U8, I32 };
+enum class NormKind : std::uint8_t { LayerNorm, RmsNorm };
+// pre: x + f(norm(x)); post (OLMo 2): x + norm(f(x)); sandwich (Gemma 2): x + norm(f(norm(x))).
+enum class NormPlacement : std::uint8_t { Pre, Post, Sandwich };
+enum class PositionKind : std::uint8_t { Learned, Rope };
+// gelu_tanh / gelu: fc, activation, fc2. swiglu: silu(gate) * up. geglu: gelu_tanh(gate) * up.
+enum class MlpKind : std::uint8_t { GeluTanh, Gelu, SwiGlu, GeGlu };
+enum class WindowLayers : std::uint8_t { All, Even };
+
+// Where dropout applies (bits).
+enum DropoutSites : unsigned { kDropEmbedding = 1, kDropAttention = 2, kDropResidual = 4,
+                               kDropAll = 7 };
 
 std::size_t dtype_size(DType t);
-const char* to_string(Architecture a);
+const char* to_string(Family f);
 const char* to_string(AttentionImpl a);
 const char* to_string(DType t);
+const char* to_string(NormKind k);
+const char* to_string(NormPlacement p);
+const char* to_string(PositionKind k);
+const char* to_string(MlpKind k);
+const char* to_string(WindowLayers w);
+// Throws ConfigError(field, ...) naming the known values.
+Family parse_family(const std::string& s, const char* field);
+std::vector<std::string> family_names();
 
 struct ModelConfig {
   std::string name = "custom";
-  Architecture arch = Architecture::Gpt2;
+  Family family = Family::Gpt2;
   int layers = 2;
   int hidden = 64;
   int heads = 4;
   int kv_heads = 4;
+  int head_size = 0;  // 0: hidden / heads
   int ffn = 256;
   int seq = 32;
   int batch = 2;
   int vocab = 256;
-  int positions = 32;  // rows of the learned position table (gpt2); >= seq
+  int positions = 32;  // rows of the learned position table; the RoPE context (max positions)
   double dropout = 0.0;
+  unsigned dropout_sites = kDropAll;
   AttentionImpl attention = AttentionImpl::Naive;
   DType dtype = DType::BF16;  // activations, parameters and their gradients
   double norm_eps = 1e-5;
+
+  // --- features (set together by a family, each may be changed) ---
+  NormKind norm = NormKind::LayerNorm;
+  bool norm_unit_offset = false;  // RMSNorm weight applied as (1 + w)
+  NormPlacement placement = NormPlacement::Pre;
+  PositionKind position = PositionKind::Learned;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  double partial_rotary = 1.0;  // fraction of head_dim rotated
+  bool qkv_bias = true, out_bias = true, mlp_bias = true;
+  bool qk_norm = false;         // RMSNorm over the whole q and k projections (OLMo 2)
+  int sliding_window = 0;       // 0: none
+  WindowLayers window_layers = WindowLayers::All;
+  double attn_scale = 0.0;      // 0: 1/sqrt(head_dim)
+  bool attn_scale_inverse_layer = false;  // scores also / (layer + 1)
+  double attn_softcap = 0.0, final_softcap = 0.0;  // 0: none
+  MlpKind mlp = MlpKind::GeluTanh;
+  bool tied_embeddings = true;
+  bool embed_scale = false;     // embeddings * sqrt(hidden), the factor in the model's dtype
+
   // Fields of an imported config that do not change a training step (tokenizer ids, packaging,
   // inference settings): accepted, and listed by plan and run. Not part of the model's JSON.
   std::vector<std::string> ignored_fields;
 
-  int head_dim() const { return hidden / heads; }
+  int head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
+  int q_width() const { return heads * head_dim(); }
+  int kv_width() const { return kv_heads * head_dim(); }
   // Width of the fused Q|K|V projection.
-  int qkv_width() const { return (heads + 2 * kv_heads) * head_dim(); }
+  int qkv_width() const { return q_width() + 2 * kv_width(); }
+  int rotary_dim() const;  // even, <= head_dim; 0 without RoPE
+  bool gated_mlp() const { return mlp == MlpKind::SwiGlu || mlp == MlpKind::GeGlu; }
   std::int64_t tokens() const { return static_cast<std::int64_t>(batch) * seq; }
   std::size_t act_size() const { return dtype_size(dtype); }
-  bool has_dropout() const { return dropout > 0.0; }
+  bool has_dropout() const { return dropout > 0.0 && dropout_sites != 0; }
+  bool drops(DropoutSites site) const { return dropout > 0.0 && (dropout_sites & site); }
+  // The window of a block (0: none).
+  int window_of(int block) const;
+  // Score scale of a block.
+  double score_scale(int block) const;
 
   // Throws ConfigError naming the first bad field and its value.
   void validate() const;
+  // Features this config asks for that the engine's kernels do not run yet: (field, reason).
+  std::vector<std::pair<std::string, std::string>> unsupported() const;
 };
+
+// The features of a family, with this config's sizes kept.
+void set_family(ModelConfig& m, Family f);
 
 // Our own JSON keys (see docs/model-config.md). Unknown keys are refused by name.
 ModelConfig model_from_json(const nlohmann::json& j);
 nlohmann::json model_to_json(const ModelConfig& m);
 
-// A Hugging Face config.json (GPT-2 or Llama field names). Fields we do not model are refused.
+// A Hugging Face config.json (model_type gpt2, llama, mistral, qwen2, gemma, gemma2, phi3,
+// olmo2). Fields we do not model are refused, all of them at once.
 ModelConfig model_from_hf_json(const nlohmann::json& j, const std::string& name);
 
 // Reads a file: our format, or a Hugging Face config.json (detected by `model_type`).

@@ -5,7 +5,9 @@ namespace remat {
 const char* to_string(ParamSlot s) {
   static const char* names[] = {"ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w",
                                 "attn.proj.b", "ln2.w", "ln2.b", "mlp.fc.w", "mlp.fc.b",
-                                "mlp.fc2.w", "mlp.fc2.b"};
+                                "mlp.fc2.w", "mlp.fc2.b", "attn.q_norm.w", "attn.k_norm.w",
+                                "attn.post_norm.w", "attn.post_norm.b", "mlp.post_norm.w",
+                                "mlp.post_norm.b"};
   return names[static_cast<int>(s)];
 }
 
@@ -16,8 +18,45 @@ std::int64_t ParamLayout::add(ParamSpec p) {
   return params_.back().offset;
 }
 
+namespace {
+
+ParamSpec vec(const std::string& name, const std::string& hf, std::int64_t n) {
+  ParamSpec p;
+  p.name = name;
+  p.hf_name = hf;
+  p.rows = n;
+  p.cols = 1;
+  return p;
+}
+
+ParamSpec mat(const std::string& name, const std::string& hf, std::int64_t rows, std::int64_t cols,
+              bool transposed = false) {
+  ParamSpec p;
+  p.name = name;
+  p.hf_name = hf;
+  p.rows = rows;
+  p.cols = cols;
+  p.decay = true;
+  p.hf_transposed = transposed;
+  return p;
+}
+
+// A fused tensor stored by Hugging Face as separate parts (each with the suffix).
+ParamSpec fused(ParamSpec p, const std::vector<std::pair<std::string, std::int64_t>>& parts,
+                const std::string& suffix) {
+  p.hf_parts.clear();
+  for (const auto& [n, rows] : parts) p.hf_parts.emplace_back(n + suffix, rows);
+  p.hf_name = p.hf_parts.front().first;
+  return p;
+}
+
+}  // namespace
+
 ParamLayout::ParamLayout(const ModelConfig& m) {
-  const std::int64_t h = m.hidden, f = m.ffn, V = m.vocab, d = m.head_dim();
+  const std::int64_t h = m.hidden, f = m.ffn, V = m.vocab, q = m.q_width(), kv = m.kv_width();
+  const std::int64_t up = m.gated_mlp() ? 2 * f : f;
+  const bool gpt2 = m.family == Family::Gpt2, phi3 = m.family == Family::Phi3;
+  const bool ln = m.norm == NormKind::LayerNorm;
   const int kSlots = static_cast<int>(ParamSlot::Count);
   slots_.assign(static_cast<std::size_t>(m.layers) * kSlots, -1);
   sizes_.assign(static_cast<std::size_t>(m.layers) * kSlots, 0);
@@ -27,49 +66,68 @@ ParamLayout::ParamLayout(const ModelConfig& m) {
     sizes_[i] = p.numel();
     slots_[i] = add(std::move(p));
   };
-  if (m.arch == Architecture::Gpt2) {
-    wte = add({"wte", "transformer.wte.weight", V, h, 0, -1, true});
-    wpe = add({"wpe", "transformer.wpe.weight", m.positions, h, 0, -1, true});
-    for (int b = 0; b < m.layers; ++b) {
-      std::string p = "h." + std::to_string(b) + ".";
-      std::string hf = "transformer.h." + std::to_string(b) + ".";
-      slot(b, ParamSlot::Ln1W, {p + "ln1.w", hf + "ln_1.weight", h, 1});
-      slot(b, ParamSlot::Ln1B, {p + "ln1.b", hf + "ln_1.bias", h, 1});
-      slot(b, ParamSlot::QkvW, {p + "attn.qkv.w", hf + "attn.c_attn.weight", 3 * h, h, 0, b, true, true});
-      slot(b, ParamSlot::QkvB, {p + "attn.qkv.b", hf + "attn.c_attn.bias", 3 * h, 1});
-      slot(b, ParamSlot::ProjW, {p + "attn.proj.w", hf + "attn.c_proj.weight", h, h, 0, b, true, true});
-      slot(b, ParamSlot::ProjB, {p + "attn.proj.b", hf + "attn.c_proj.bias", h, 1});
-      slot(b, ParamSlot::Ln2W, {p + "ln2.w", hf + "ln_2.weight", h, 1});
-      slot(b, ParamSlot::Ln2B, {p + "ln2.b", hf + "ln_2.bias", h, 1});
-      slot(b, ParamSlot::FcW, {p + "mlp.fc.w", hf + "mlp.c_fc.weight", f, h, 0, b, true, true});
-      slot(b, ParamSlot::FcB, {p + "mlp.fc.b", hf + "mlp.c_fc.bias", f, 1});
-      slot(b, ParamSlot::Fc2W, {p + "mlp.fc2.w", hf + "mlp.c_proj.weight", h, f, 0, b, true, true});
-      slot(b, ParamSlot::Fc2B, {p + "mlp.fc2.b", hf + "mlp.c_proj.bias", h, 1});
+  // A norm's weight (and LayerNorm's bias) under its Hugging Face module name.
+  auto norm = [&](int b, ParamSlot w, const std::string& ours, const std::string& hf) {
+    slot(b, w, vec(ours + ".w", hf + ".weight", h));
+    if (ln) slot(b, static_cast<ParamSlot>(static_cast<int>(w) + 1), vec(ours + ".b", hf + ".bias", h));
+  };
+  const std::string root = gpt2 ? "transformer." : "model.";
+  wte = add(mat("wte", root + (gpt2 ? "wte.weight" : "embed_tokens.weight"), V, h));
+  if (m.position == PositionKind::Learned)
+    wpe = add(mat("wpe", root + (gpt2 ? "wpe.weight" : "embed_positions.weight"), m.positions, h));
+  for (int b = 0; b < m.layers; ++b) {
+    const std::string p = "h." + std::to_string(b) + ".";
+    const std::string hf = root + (gpt2 ? "h." : "layers.") + std::to_string(b) + ".";
+    const bool pre = m.placement != NormPlacement::Post, post = m.placement != NormPlacement::Pre;
+    if (gpt2) {
+      if (pre) norm(b, ParamSlot::Ln1W, p + "ln1", hf + "ln_1");
+      slot(b, ParamSlot::QkvW, mat(p + "attn.qkv.w", hf + "attn.c_attn.weight", q + 2 * kv, h, true));
+      if (m.qkv_bias) slot(b, ParamSlot::QkvB, vec(p + "attn.qkv.b", hf + "attn.c_attn.bias", q + 2 * kv));
+      slot(b, ParamSlot::ProjW, mat(p + "attn.proj.w", hf + "attn.c_proj.weight", h, q, true));
+      if (m.out_bias) slot(b, ParamSlot::ProjB, vec(p + "attn.proj.b", hf + "attn.c_proj.bias", h));
+      if (pre) norm(b, ParamSlot::Ln2W, p + "ln2", hf + "ln_2");
+      slot(b, ParamSlot::FcW, mat(p + "mlp.fc.w", hf + "mlp.c_fc.weight", up, h, true));
+      if (m.mlp_bias) slot(b, ParamSlot::FcB, vec(p + "mlp.fc.b", hf + "mlp.c_fc.bias", up));
+      slot(b, ParamSlot::Fc2W, mat(p + "mlp.fc2.w", hf + "mlp.c_proj.weight", h, f, true));
+      if (m.mlp_bias) slot(b, ParamSlot::Fc2B, vec(p + "mlp.fc2.b", hf + "mlp.c_proj.bias", h));
+      continue;
     }
-    lnf_w = add({"lnf.w", "transformer.ln_f.weight", h, 1});
-    lnf_b = add({"lnf.b", "transformer.ln_f.bias", h, 1});
-  } else {
-    const std::int64_t q = m.heads * d, kv = m.kv_heads * d;
-    wte = add({"wte", "model.embed_tokens.weight", V, h, 0, -1, true});
-    for (int b = 0; b < m.layers; ++b) {
-      std::string p = "h." + std::to_string(b) + ".";
-      std::string hf = "model.layers." + std::to_string(b) + ".";
-      slot(b, ParamSlot::Ln1W, {p + "ln1.w", hf + "input_layernorm.weight", h, 1});
-      ParamSpec qkv{p + "attn.qkv.w", hf + "self_attn.q_proj.weight", q + 2 * kv, h, 0, b, true};
-      qkv.hf_parts = {{hf + "self_attn.q_proj.weight", q},
-                      {hf + "self_attn.k_proj.weight", kv},
-                      {hf + "self_attn.v_proj.weight", kv}};
-      slot(b, ParamSlot::QkvW, qkv);
-      slot(b, ParamSlot::ProjW, {p + "attn.proj.w", hf + "self_attn.o_proj.weight", h, q, 0, b, true});
-      slot(b, ParamSlot::Ln2W, {p + "ln2.w", hf + "post_attention_layernorm.weight", h, 1});
-      ParamSpec gu{p + "mlp.fc.w", hf + "mlp.gate_proj.weight", 2 * f, h, 0, b, true};
-      gu.hf_parts = {{hf + "mlp.gate_proj.weight", f}, {hf + "mlp.up_proj.weight", f}};
-      slot(b, ParamSlot::FcW, gu);
-      slot(b, ParamSlot::Fc2W, {p + "mlp.fc2.w", hf + "mlp.down_proj.weight", h, f, 0, b, true});
+    const std::string at = hf + "self_attn.", ml = hf + "mlp.";
+    if (pre) norm(b, ParamSlot::Ln1W, p + "ln1", hf + "input_layernorm");
+    const std::vector<std::pair<std::string, std::int64_t>> qkv_parts = {
+        {at + "q_proj", q}, {at + "k_proj", kv}, {at + "v_proj", kv}};
+    ParamSpec qkv = mat(p + "attn.qkv.w", at + "qkv_proj.weight", q + 2 * kv, h);
+    slot(b, ParamSlot::QkvW, phi3 ? qkv : fused(qkv, qkv_parts, ".weight"));
+    if (m.qkv_bias) {
+      ParamSpec qb = vec(p + "attn.qkv.b", at + "qkv_proj.bias", q + 2 * kv);
+      slot(b, ParamSlot::QkvB, phi3 ? qb : fused(qb, qkv_parts, ".bias"));
     }
-    lnf_w = add({"lnf.w", "model.norm.weight", h, 1});
-    lm_head = add({"lm_head", "lm_head.weight", V, h, 0, -1, true});
+    if (m.qk_norm) {
+      slot(b, ParamSlot::QNormW, vec(p + "attn.q_norm.w", at + "q_norm.weight", q));
+      slot(b, ParamSlot::KNormW, vec(p + "attn.k_norm.w", at + "k_norm.weight", kv));
+    }
+    slot(b, ParamSlot::ProjW, mat(p + "attn.proj.w", at + "o_proj.weight", h, q));
+    if (m.out_bias) slot(b, ParamSlot::ProjB, vec(p + "attn.proj.b", at + "o_proj.bias", h));
+    if (post) norm(b, ParamSlot::PostAttnW, p + "attn.post_norm", hf + "post_attention_layernorm");
+    if (pre)
+      norm(b, ParamSlot::Ln2W, p + "ln2",
+           hf + (m.placement == NormPlacement::Sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm"));
+    const std::vector<std::pair<std::string, std::int64_t>> gu_parts = {{ml + "gate_proj", f}, {ml + "up_proj", f}};
+    ParamSpec fc = mat(p + "mlp.fc.w", m.gated_mlp() ? ml + "gate_up_proj.weight" : ml + "up_proj.weight", up, h);
+    if (m.gated_mlp() && !phi3) fc = fused(fc, gu_parts, ".weight");
+    slot(b, ParamSlot::FcW, fc);
+    if (m.mlp_bias) {
+      ParamSpec fb = vec(p + "mlp.fc.b", m.gated_mlp() ? ml + "gate_up_proj.bias" : ml + "up_proj.bias", up);
+      if (m.gated_mlp() && !phi3) fb = fused(fb, gu_parts, ".bias");
+      slot(b, ParamSlot::FcB, fb);
+    }
+    slot(b, ParamSlot::Fc2W, mat(p + "mlp.fc2.w", ml + "down_proj.weight", h, f));
+    if (m.mlp_bias) slot(b, ParamSlot::Fc2B, vec(p + "mlp.fc2.b", ml + "down_proj.bias", h));
+    if (post) norm(b, ParamSlot::PostMlpW, p + "mlp.post_norm", hf + "post_feedforward_layernorm");
   }
+  lnf_w = add(vec("lnf.w", root + (gpt2 ? "ln_f.weight" : "norm.weight"), h));
+  if (ln) lnf_b = add(vec("lnf.b", root + (gpt2 ? "ln_f.bias" : "norm.bias"), h));
+  if (!m.tied_embeddings) lm_head = add(mat("lm_head", "lm_head.weight", V, h));
 }
 
 std::int64_t ParamLayout::offset(int block, ParamSlot slot) const {

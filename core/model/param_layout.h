@@ -11,7 +11,10 @@ namespace remat {
 
 // Parameters a block step can refer to. Not every architecture has all of them.
 enum class ParamSlot : std::uint8_t {
-  Ln1W, Ln1B, QkvW, QkvB, ProjW, ProjB, Ln2W, Ln2B, FcW, FcB, Fc2W, Fc2B, Count
+  Ln1W, Ln1B, QkvW, QkvB, ProjW, ProjB, Ln2W, Ln2B, FcW, FcB, Fc2W, Fc2B,
+  QNormW, KNormW,      // qk_norm (OLMo 2)
+  PostAttnW, PostAttnB, PostMlpW, PostMlpB,  // norms after a sublayer (post, sandwich)
+  Count
 };
 const char* to_string(ParamSlot s);
 
@@ -24,7 +27,8 @@ struct ParamSpec {
   int block = -1;            // -1 outside the blocks
   bool decay = false;        // AdamW weight decay applies (matrices, not norms or biases)
   bool hf_transposed = false;  // stored [in, out] by Hugging Face (GPT-2 Conv1D)
-  // A fused tensor (Llama's q|k|v and gate|up) is several Hugging Face tensors stacked by rows.
+  // A fused tensor (q|k|v and gate|up) is several Hugging Face tensors stacked by rows, except
+  // where the family stores it fused (GPT-2's c_attn, Phi-3's qkv_proj and gate_up_proj).
   std::vector<std::pair<std::string, std::int64_t>> hf_parts;  // (name, rows); empty if one
   std::int64_t numel() const { return rows * cols; }
 };
@@ -42,7 +46,7 @@ class ParamLayout {
 
   // Outside the blocks.
   std::int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1, lm_head = -1;
-  // The head's weight: wte when tied (gpt2), lm_head otherwise.
+  // The head's weight: wte when tied, lm_head otherwise.
   std::int64_t head_weight() const { return lm_head >= 0 ? lm_head : wte; }
 
  private:

@@ -49,8 +49,9 @@ class GpuAttention : public ::testing::TestWithParam<Case> {
   }
   template <class F>
   void both(F&& f) {
-    f(static_cast<Backend&>(d->cpu), true);
-    f(static_cast<Backend&>(*d->gpu), false);
+    // The concrete backends: block ops are their members (Backend has only run()).
+    f(d->cpu, true);
+    f(*d->gpu, false);
   }
   double tl() const { return tol(c.dt); }
 
@@ -66,21 +67,21 @@ class GpuAttention : public ::testing::TestWithParam<Case> {
 TEST_P(GpuAttention, NaiveOpsMatchCpu) {
   Both qkv = d->random(c.dt, nqkv, -1.0f, 1.0f, 1);
   Both probs = d->poisoned(c.dt, nprobs);
-  both([&](Backend& b, bool cc) { b.attn_softmax_fwd(T(qkv, cc), T(probs, cc), a); });
+  both([&](auto& b, bool cc) { b.attn_softmax_fwd(T(qkv, cc), T(probs, cc), a); });
   EXPECT_LE(d->rel(probs), tl()) << "attn_softmax_fwd";
   Both ctx = d->poisoned(c.dt, nctx);
-  both([&](Backend& b, bool cc) { b.attn_pv_fwd(T(probs, cc), T(qkv, cc), T(ctx, cc), a); });
+  both([&](auto& b, bool cc) { b.attn_pv_fwd(T(probs, cc), T(qkv, cc), T(ctx, cc), a); });
   EXPECT_LE(d->rel(ctx), tl()) << "attn_pv_fwd";
   Both dctx = d->random(c.dt, nctx, -1.0f, 1.0f, 2);
   for (int acc = 0; acc < 2; ++acc) {
     Both dp = acc ? d->random(c.dt, nprobs, -0.5f, 0.5f, 3) : d->poisoned(c.dt, nprobs);
     Both dqkv = d->random(c.dt, nqkv, -0.1f, 0.1f, 4);
-    both([&](Backend& b, bool cc) {
+    both([&](auto& b, bool cc) {
       b.attn_pv_bwd(T(probs, cc), T(qkv, cc), T(dctx, cc), T(dp, cc), T(dqkv, cc), a, acc);
     });
     EXPECT_LE(d->rel(dp), tl()) << "attn_pv_bwd dp acc=" << acc;
     EXPECT_LE(d->rel(dqkv), tl()) << "attn_pv_bwd dV acc=" << acc;
-    both([&](Backend& b, bool cc) {
+    both([&](auto& b, bool cc) {
       b.attn_softmax_bwd(T(qkv, cc), T(probs, cc), T(dp, cc), T(dqkv, cc), a);
     });
     EXPECT_LE(d->rel(dqkv), tl()) << "attn_softmax_bwd dQ dK acc=" << acc;
@@ -123,7 +124,7 @@ TEST_P(GpuAttention, FlashMatchesCpu) {
   Both qkv = d->random(c.dt, nqkv, -1.0f, 1.0f, 5);
   Both ctx = d->poisoned(c.dt, nctx);
   Both lse = d->poisoned(DType::F32, nlse);
-  both([&](Backend& b, bool cc) { b.flash_fwd(T(qkv, cc), T(ctx, cc), T(lse, cc), a, key, c.p); });
+  both([&](auto& b, bool cc) { b.flash_fwd(T(qkv, cc), T(ctx, cc), T(lse, cc), a, key, c.p); });
   EXPECT_LE(d->rel(ctx), tl()) << "flash_fwd ctx";
   EXPECT_LE(d->rel(lse), c.dt == DType::BF16 ? 1e-3 : 1e-5) << "flash_fwd lse";
   Both dctx = d->random(c.dt, nctx, -1.0f, 1.0f, 6);
@@ -134,7 +135,7 @@ TEST_P(GpuAttention, FlashMatchesCpu) {
   d->cpu.read_bytes(lse.c, lb.data());
   d->gpu->write_bytes(ctx.g, cb.data());
   d->gpu->write_bytes(lse.g, lb.data());
-  both([&](Backend& b, bool cc) {
+  both([&](auto& b, bool cc) {
     b.flash_bwd(T(qkv, cc), T(ctx, cc), T(lse, cc), T(dctx, cc), T(dqkv, cc), a, key, c.p);
   });
   EXPECT_LE(d->rel(dqkv), tl()) << "flash_bwd dqkv";

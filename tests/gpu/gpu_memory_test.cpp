@@ -145,7 +145,7 @@ TEST(GpuWorkspace, CoversAGpt2Model) {
   REMAT_REQUIRE_GPU();
   Dual d(std::size_t{64} << 20);
   ModelConfig m;
-  m.arch = Architecture::Gpt2;
+  set_family(m, Family::Gpt2);
   m.layers = 12;
   m.hidden = 768;
   m.heads = 12;

@@ -3,6 +3,8 @@
 // NaN, relative L2 error <= 1e-2 (bf16) or 1e-5 (fp32). Dropout masks must be bit-equal.
 #include <gtest/gtest.h>
 
+#include "core/model/rope_scaling.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -21,8 +23,9 @@ class GpuOps : public ::testing::TestWithParam<DType> {
   // Runs the same call on both backends.
   template <class F>
   void both(F&& f) {
-    f(static_cast<Backend&>(d->cpu), true);
-    f(static_cast<Backend&>(*d->gpu), false);
+    // The concrete backends: block ops are their members (Backend has only run()).
+    f(d->cpu, true);
+    f(*d->gpu, false);
   }
   std::unique_ptr<Dual> d;
   DType dt = DType::F32;
@@ -38,21 +41,21 @@ TEST_P(GpuOps, GeluForwardBackward) {
   for (std::int64_t n : {std::int64_t{10007}, std::int64_t{4096}}) {
     Both x = d->random(dt, n, -4.0f, 4.0f, 1);
     Both y = d->poisoned(dt, n);
-    both([&](Backend& b, bool c) { b.gelu_fwd(T(x, c), T(y, c), n); });
+    both([&](auto& b, bool c) { b.gelu_fwd(T(x, c), T(y, c), n); });
     EXPECT_LE(d->rel(y), tol(dt)) << "gelu_fwd n=" << n;
     Both dy = d->random(dt, n, -1.0f, 1.0f, 2);
     Both dx = d->poisoned(dt, n);
-    both([&](Backend& b, bool c) { b.gelu_bwd(T(x, c), T(dy, c), T(dx, c), n, false); });
+    both([&](auto& b, bool c) { b.gelu_bwd(T(x, c), T(dy, c), T(dx, c), n, false); });
     EXPECT_LE(d->rel(dx), tol(dt)) << "gelu_bwd n=" << n;
     Both dx2 = d->random(dt, n, -1.0f, 1.0f, 3);
-    both([&](Backend& b, bool c) { b.gelu_bwd(T(x, c), T(dy, c), T(dx2, c), n, true); });
+    both([&](auto& b, bool c) { b.gelu_bwd(T(x, c), T(dy, c), T(dx2, c), n, true); });
     EXPECT_LE(d->rel(dx2), tol(dt)) << "gelu_bwd acc n=" << n;
   }
   // Unaligned views take the scalar path.
   const std::int64_t n = 999;
   Both x = d->random(dt, n + 1, -3.0f, 3.0f, 4);
   Both y = d->poisoned(dt, n + 1);
-  both([&](Backend& b, bool c) { b.gelu_fwd(T(x, c).slice(1, n), T(y, c).slice(1, n), n); });
+  both([&](auto& b, bool c) { b.gelu_fwd(T(x, c).slice(1, n), T(y, c).slice(1, n), n); });
   std::vector<float> g = d->gpu_read(y), r = d->cpu_read(y);
   g.erase(g.begin());
   r.erase(r.begin());
@@ -64,14 +67,14 @@ TEST_P(GpuOps, SwigluForwardBackward) {
     const std::int64_t rows = 37;
     Both gu = d->random(dt, rows * 2 * F, -3.0f, 3.0f, 5);
     Both y = d->poisoned(dt, rows * F);
-    both([&](Backend& b, bool c) { b.swiglu_fwd(T(gu, c), T(y, c), rows, F); });
+    both([&](auto& b, bool c) { b.swiglu_fwd(T(gu, c), T(y, c), rows, F); });
     EXPECT_LE(d->rel(y), tol(dt)) << "swiglu_fwd F=" << F;
     Both dy = d->random(dt, rows * F, -1.0f, 1.0f, 6);
     Both dgu = d->poisoned(dt, rows * 2 * F);
-    both([&](Backend& b, bool c) { b.swiglu_bwd(T(gu, c), T(dy, c), T(dgu, c), rows, F, false); });
+    both([&](auto& b, bool c) { b.swiglu_bwd(T(gu, c), T(dy, c), T(dgu, c), rows, F, false); });
     EXPECT_LE(d->rel(dgu), tol(dt)) << "swiglu_bwd F=" << F;
     Both dgu2 = d->random(dt, rows * 2 * F, -1.0f, 1.0f, 7);
-    both([&](Backend& b, bool c) { b.swiglu_bwd(T(gu, c), T(dy, c), T(dgu2, c), rows, F, true); });
+    both([&](auto& b, bool c) { b.swiglu_bwd(T(gu, c), T(dy, c), T(dgu2, c), rows, F, true); });
     EXPECT_LE(d->rel(dgu2), tol(dt)) << "swiglu_bwd acc F=" << F;
   }
 }
@@ -86,7 +89,7 @@ TEST_P(GpuOps, DropoutMasksAreBitEqualToCpu) {
     for (std::int64_t n : {std::int64_t{1}, std::int64_t{3}, std::int64_t{4}, std::int64_t{1001},
                            std::int64_t{(1 << 16) + 3}}) {
       Both m = d->poisoned(DType::U8, n);
-      both([&](Backend& b, bool c) { b.dropout_mask(T(m, c), key, p, n); });
+      both([&](auto& b, bool c) { b.dropout_mask(T(m, c), key, p, n); });
       std::vector<std::uint8_t> cm(static_cast<std::size_t>(n)), gm(static_cast<std::size_t>(n));
       d->cpu.read_bytes(m.c, cm.data());
       d->gpu->read_bytes(m.g, gm.data());
@@ -99,7 +102,7 @@ TEST_P(GpuOps, DropoutMasksAreBitEqualToCpu) {
   // An unaligned view of a mask (offset 1) is element-for-element the same formula.
   const std::int64_t n = 777;
   Both m = d->poisoned(DType::U8, n + 1);
-  both([&](Backend& b, bool c) { b.dropout_mask(T(m, c).slice(1, n), key, 0.3f, n); });
+  both([&](auto& b, bool c) { b.dropout_mask(T(m, c).slice(1, n), key, 0.3f, n); });
   EXPECT_EQ(d->gpu_bytes(m.g), [&] {
     std::vector<std::uint8_t> v(static_cast<std::size_t>(n + 1));
     d->cpu.read_bytes(m.c, v.data());
@@ -114,16 +117,16 @@ TEST_P(GpuOps, DropoutApply) {
   key.seed = 42;
   key.site = kSiteAttentionProbs;
   Both m = d->alloc(DType::U8, n);
-  both([&](Backend& b, bool c) { b.dropout_mask(T(m, c), key, p, n); });
+  both([&](auto& b, bool c) { b.dropout_mask(T(m, c), key, p, n); });
   Both x = d->random(dt, n, -2.0f, 2.0f, 8);
   Both y = d->poisoned(dt, n);
-  both([&](Backend& b, bool c) { b.dropout_fwd(T(x, c), T(m, c), T(y, c), p, n); });
+  both([&](auto& b, bool c) { b.dropout_fwd(T(x, c), T(m, c), T(y, c), p, n); });
   EXPECT_LE(d->rel(y), tol(dt));
   Both dx = d->poisoned(dt, n);
-  both([&](Backend& b, bool c) { b.dropout_bwd(T(x, c), T(m, c), T(dx, c), p, n, false); });
+  both([&](auto& b, bool c) { b.dropout_bwd(T(x, c), T(m, c), T(dx, c), p, n, false); });
   EXPECT_LE(d->rel(dx), tol(dt));
   Both dx2 = d->random(dt, n, -1.0f, 1.0f, 9);
-  both([&](Backend& b, bool c) { b.dropout_bwd(T(x, c), T(m, c), T(dx2, c), p, n, true); });
+  both([&](auto& b, bool c) { b.dropout_bwd(T(x, c), T(m, c), T(dx2, c), p, n, true); });
   EXPECT_LE(d->rel(dx2), tol(dt));
 }
 
@@ -134,12 +137,12 @@ TEST_P(GpuOps, ResidualWithAndWithoutDropout) {
   key.site = kSiteAttentionResidual;
   for (float p : {0.0f, 0.3f}) {
     Both m = d->alloc(DType::U8, n);
-    both([&](Backend& b, bool c) { b.dropout_mask(T(m, c), key, p, n); });
+    both([&](auto& b, bool c) { b.dropout_mask(T(m, c), key, p, n); });
     const bool use_mask = p > 0.0f;
     Both res = d->random(dt, n, -1.0f, 1.0f, 10);
     Both x = d->random(dt, n, -1.0f, 1.0f, 11);
     Both out = d->poisoned(dt, n);
-    both([&](Backend& b, bool c) {
+    both([&](auto& b, bool c) {
       Tensor mk = T(m, c);
       b.residual_fwd(T(res, c), T(x, c), use_mask ? &mk : nullptr, T(out, c), p, n);
     });
@@ -147,7 +150,7 @@ TEST_P(GpuOps, ResidualWithAndWithoutDropout) {
     for (int acc = 0; acc < 2; ++acc) {
       Both dres = acc ? d->random(dt, n, -1.0f, 1.0f, 12) : d->poisoned(dt, n);
       Both dxx = acc ? d->random(dt, n, -1.0f, 1.0f, 13) : d->poisoned(dt, n);
-      both([&](Backend& b, bool c) {
+      both([&](auto& b, bool c) {
         Tensor mk = T(m, c);
         b.residual_bwd(T(out, c), use_mask ? &mk : nullptr, T(dres, c), T(dxx, c), p, n, acc,
                        acc);
@@ -162,17 +165,17 @@ TEST_P(GpuOps, CastAndAddInto) {
   const std::int64_t n = 3333;
   Both master = d->random(DType::F32, n, -5.0f, 5.0f, 14);
   Both p = d->poisoned(dt, n);
-  both([&](Backend& b, bool c) { b.cast(T(p, c), T(master, c)); });
+  both([&](auto& b, bool c) { b.cast(T(p, c), T(master, c)); });
   EXPECT_LE(d->rel(p), dt == DType::BF16 ? 0.0 : 0.0) << "cast must round exactly like the CPU";
   Both back = d->poisoned(DType::F32, n);
-  both([&](Backend& b, bool c) { b.cast(T(back, c), T(p, c)); });
+  both([&](auto& b, bool c) { b.cast(T(back, c), T(p, c)); });
   EXPECT_EQ(d->rel(back), 0.0);
   Both a = d->random(dt, n, -1.0f, 1.0f, 15);
   Both s = d->random(dt, n, -1.0f, 1.0f, 16);
-  both([&](Backend& b, bool c) { b.add_into(T(a, c), T(s, c)); });
+  both([&](auto& b, bool c) { b.add_into(T(a, c), T(s, c)); });
   EXPECT_LE(d->rel(a), tol(dt));
   Both f = d->random(DType::F32, n, -1.0f, 1.0f, 17);
-  both([&](Backend& b, bool c) { b.add_into(T(f, c), T(s, c)); });  // fp32 += model dtype
+  both([&](auto& b, bool c) { b.add_into(T(f, c), T(s, c)); });  // fp32 += model dtype
   EXPECT_LE(d->rel(f), 1e-6);
 }
 
@@ -187,7 +190,7 @@ TEST_P(GpuOps, Embedding) {
       Both wte = d->random(dt, static_cast<std::int64_t>(V) * H, -1.0f, 1.0f, 21);
       Both wpe = d->random(dt, static_cast<std::int64_t>(S) * H, -1.0f, 1.0f, 22);
       Both out = d->poisoned(dt, static_cast<std::int64_t>(B) * S * H);
-      both([&](Backend& b, bool c) {
+      both([&](auto& b, bool c) {
         Tensor pe = T(wpe, c);
         b.embedding_fwd(T(tokens, c), T(wte, c), with_pe ? &pe : nullptr, T(out, c), B, S, H);
       });
@@ -195,7 +198,7 @@ TEST_P(GpuOps, Embedding) {
       Both dout = d->random(dt, static_cast<std::int64_t>(B) * S * H, -1.0f, 1.0f, 23);
       Both dwte = d->random(dt, static_cast<std::int64_t>(V) * H, -0.1f, 0.1f, 24);
       Both dwpe = d->random(dt, static_cast<std::int64_t>(S) * H, -0.1f, 0.1f, 25);
-      both([&](Backend& b, bool c) {
+      both([&](auto& b, bool c) {
         Tensor pe = T(dwpe, c);
         b.embedding_bwd(T(tokens, c), T(dout, c), T(dwte, c), with_pe ? &pe : nullptr, B, S, H);
       });
@@ -212,14 +215,14 @@ TEST_P(GpuOps, LayerNorm) {
     Both w = d->random(dt, H, 0.5f, 1.5f, 31);
     Both bias = d->random(dt, H, -0.5f, 0.5f, 32);
     Both y = d->poisoned(dt, rows * H);
-    both([&](Backend& b, bool c) { b.layernorm_fwd(T(x, c), T(w, c), T(bias, c), T(y, c), rows, H, 1e-5f); });
+    both([&](auto& b, bool c) { b.layernorm_fwd(T(x, c), T(w, c), T(bias, c), T(y, c), rows, H, 1e-5f); });
     EXPECT_LE(d->rel(y), tol(dt)) << "layernorm_fwd H=" << H;
     Both dy = d->random(dt, rows * H, -1.0f, 1.0f, 33);
     for (int acc = 0; acc < 2; ++acc) {
       Both dx = acc ? d->random(dt, rows * H, -1.0f, 1.0f, 34) : d->poisoned(dt, rows * H);
       Both dw = d->random(dt, H, -0.1f, 0.1f, 35);
       Both db = d->random(dt, H, -0.1f, 0.1f, 36);
-      both([&](Backend& b, bool c) {
+      both([&](auto& b, bool c) {
         b.layernorm_bwd(T(x, c), T(w, c), T(dy, c), T(dx, c), T(dw, c), T(db, c), rows, H, 1e-5f,
                         acc);
       });
@@ -236,13 +239,13 @@ TEST_P(GpuOps, RmsNorm) {
     Both x = d->random(dt, rows * H, -2.0f, 2.0f, 40 + H);
     Both w = d->random(dt, H, 0.5f, 1.5f, 41);
     Both y = d->poisoned(dt, rows * H);
-    both([&](Backend& b, bool c) { b.rmsnorm_fwd(T(x, c), T(w, c), T(y, c), rows, H, 1e-6f); });
+    both([&](auto& b, bool c) { b.rmsnorm_fwd(T(x, c), T(w, c), T(y, c), rows, H, 1e-6f); });
     EXPECT_LE(d->rel(y), tol(dt)) << "rmsnorm_fwd H=" << H;
     Both dy = d->random(dt, rows * H, -1.0f, 1.0f, 43);
     for (int acc = 0; acc < 2; ++acc) {
       Both dx = acc ? d->random(dt, rows * H, -1.0f, 1.0f, 44) : d->poisoned(dt, rows * H);
       Both dw = d->random(dt, H, -0.1f, 0.1f, 45);
-      both([&](Backend& b, bool c) {
+      both([&](auto& b, bool c) {
         b.rmsnorm_bwd(T(x, c), T(w, c), T(dy, c), T(dx, c), T(dw, c), rows, H, 1e-6f, acc);
       });
       EXPECT_LE(d->rel(dx), tol(dt)) << "rmsnorm_bwd dx H=" << H << " acc=" << acc;
@@ -264,7 +267,7 @@ TEST_P(GpuOps, Linear) {
     Both bias = d->random(dt, N, -0.5f, 0.5f, 52);
     for (int with_b = 0; with_b < 2; ++with_b) {
       Both y = d->poisoned(dt, M * N);
-      both([&](Backend& b, bool c) {
+      both([&](auto& b, bool c) {
         Tensor bb = T(bias, c);
         b.linear_fwd(T(x, c), T(W, c), with_b ? &bb : nullptr, T(y, c), M, K, N);
       });
@@ -276,7 +279,7 @@ TEST_P(GpuOps, Linear) {
       Both dx = acc ? d->random(dt, M * K, -1.0f, 1.0f, 54) : d->poisoned(dt, M * K);
       Both dW = d->random(dt, static_cast<std::int64_t>(N) * K, -0.1f, 0.1f, 55);
       Both db = d->random(dt, N, -0.1f, 0.1f, 56);
-      both([&](Backend& b, bool c) {
+      both([&](auto& b, bool c) {
         Tensor xdx = T(dx, c), xdb = T(db, c);
         b.linear_bwd(T(x, c), T(W, c), T(dy, c), &xdx, T(dW, c), &xdb, M, K, N, acc);
       });
@@ -358,11 +361,13 @@ TEST_P(GpuOps, Rope) {
   const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
   Both in = d->random(dt, n, -1.0f, 1.0f, 70);
   Both out = d->poisoned(dt, n);
-  both([&](Backend& b, bool c) { b.rope_fwd(T(in, c), T(out, c), a, 10000.0f); });
+  RopeFrequencies freqs = rope_frequencies(RopeScaling{}, 10000.0f, a.d, 0, 0);
+  const RopeTable rope{freqs.inv_freq.data(), a.d, 1.0f};
+  both([&](auto& b, bool c) { b.rope_fwd(T(in, c), T(out, c), a, rope); });
   EXPECT_LE(d->rel(out), tol(dt)) << "rope_fwd";
   for (int acc = 0; acc < 2; ++acc) {
     Both din = acc ? d->random(dt, n, -1.0f, 1.0f, 71) : d->poisoned(dt, n);
-    both([&](Backend& b, bool c) { b.rope_bwd(T(out, c), T(din, c), a, 10000.0f, acc); });
+    both([&](auto& b, bool c) { b.rope_bwd(T(out, c), T(din, c), a, rope, acc); });
     EXPECT_LE(d->rel(din), tol(dt)) << "rope_bwd acc=" << acc;
   }
 }
@@ -380,8 +385,8 @@ TEST_P(GpuOps, AdamWOverSegments) {
   if (dt == DType::BF16) {
     Both master = d->random(DType::F32, n, -1.0f, 1.0f, 83);
     Both params = d->poisoned(dt, n);
-    both([&](Backend& b, bool c) { b.cast(T(params, c), T(master, c)); });
-    both([&](Backend& b, bool c) {
+    both([&](auto& b, bool c) { b.cast(T(params, c), T(master, c)); });
+    both([&](auto& b, bool c) {
       Tensor ms = T(master, c);
       b.adamw(T(params, c), T(grads, c), &ms, T(m, c), T(v, c), segs, args);
     });
@@ -389,7 +394,7 @@ TEST_P(GpuOps, AdamWOverSegments) {
     EXPECT_LE(d->rel(params), tol(dt)) << "params";
   } else {
     Both params = d->random(dt, n, -1.0f, 1.0f, 84);
-    both([&](Backend& b, bool c) {
+    both([&](auto& b, bool c) {
       b.adamw(T(params, c), T(grads, c), nullptr, T(m, c), T(v, c), segs, args);
     });
     EXPECT_LE(d->rel(params), 1e-6) << "params";
@@ -402,10 +407,10 @@ TEST_P(GpuOps, FillZeroAndDeviceCopy) {
   const std::int64_t n = 1234;
   Both a = d->random(dt, n, -1.0f, 1.0f, 90);
   Both z = d->poisoned(dt, n);
-  both([&](Backend& b, bool c) { b.fill_zero(T(z, c)); });
+  both([&](auto& b, bool c) { b.fill_zero(T(z, c)); });
   for (float v : d->gpu_read(z)) ASSERT_EQ(v, 0.0f);
   Both cpy = d->poisoned(dt, n);
-  both([&](Backend& b, bool c) { b.copy(T(cpy, c), T(a, c)); });
+  both([&](auto& b, bool c) { b.copy(T(cpy, c), T(a, c)); });
   EXPECT_EQ(d->rel(cpy), 0.0);
 }
 

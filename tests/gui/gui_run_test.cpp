@@ -270,7 +270,7 @@ void GuiRunTest::huggingFaceConfigFillsTheEditor() {
   QString err;
   QVERIFY2(p->loadModelFile(path, &err), qPrintable(err));
   const ModelConfig m = p->modelEditor()->config();
-  QCOMPARE(m.arch, Architecture::Llama);
+  QCOMPARE(m.family, Family::Llama);
   QCOMPARE(m.layers, 3);
   QCOMPARE(m.kv_heads, 2);
   QCOMPARE(m.ffn, 352);

@@ -9,7 +9,7 @@ namespace {
 
 ModelConfig gpt2(double dropout, AttentionImpl attn = AttentionImpl::Naive) {
   ModelConfig m;
-  m.arch = Architecture::Gpt2;
+  set_family(m, Family::Gpt2);
   m.layers = 2;
   m.hidden = 96;
   m.heads = 6;
@@ -62,7 +62,7 @@ TEST(BlockGraph, Fp32DoublesActivationBytesButNotMasks) {
 
 TEST(BlockGraph, LlamaGqaBreakdown) {
   ModelConfig m;
-  m.arch = Architecture::Llama;
+  set_family(m, Family::Llama);
   m.layers = 2;
   m.hidden = 128;
   m.heads = 8;

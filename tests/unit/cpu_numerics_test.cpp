@@ -101,7 +101,8 @@ TEST(CpuNumerics, Bf16OutputsAreRoundedFp32Results) {
   expect_rounded_once("attention", [&](Env& e, DType dt) {
     Tensor q = e.from(bf16v(randv(nq, 13, -2, 2)), dt), rq = e.make(dt, nq), p = e.make(dt, np),
            c = e.make(dt, nc), fc = e.make(dt, nc), lse = e.make(DType::F32, 2 * 4 * 70);
-    e.be.rope_fwd(q, rq, a, 10000.0f);
+    RopeFrequencies freqs;
+    e.be.rope_fwd(q, rq, a, cputest::default_rope(freqs, a.d, 10000.0f));
     e.be.attn_softmax_fwd(q, p, a);
     // pv on the fp32/bf16 probabilities would differ by their rounding, so feed bf16-exact P.
     Tensor pe = e.from(bf16v(randv(np, 14, 0, 1)), dt);
@@ -203,33 +204,32 @@ std::vector<std::vector<std::uint8_t>> run_model_ops(Env& e, const ModelConfig& 
   for (std::int64_t r = 0; r < rows; ++r) tok[r] = static_cast<std::int32_t>((r * 31 + 7) % m.vocab);
   Tensor tokens = e.ints(tok), wte = rnd(m.vocab * H, 0.5f), dwte = e.make(dt, m.vocab * H);
   Tensor wpe = rnd(m.positions * H, 0.1f), dwpe = e.make(dt, m.positions * H);
-  const bool gpt2 = m.arch == Architecture::Gpt2;
+  const bool gpt2 = m.family == Family::Gpt2;
   e.be.embedding_fwd(tokens, wte, gpt2 ? &wpe : nullptr, t[g.input()], m.batch, m.seq,
                      static_cast<int>(H));
   auto key = [&](const StepDef& s) { return DropoutKey{42, 1, 0, s.site}; };
-  for (int si = 0; si < static_cast<int>(g.steps().size()); ++si) {
+  const RopeFrequencies freqs = rope_frequencies(m.rope_scaling, m.rope_theta, m.rotary_dim(), m.positions, m.seq);
+  // Each step's arguments as the executor gives them (fixed test weights instead of the model's).
+  auto args = [&](int si) {
     const StepDef& s = g.steps()[si];
-    auto in = [&](int k) -> const Tensor& { return t[s.in[k]]; };
-    auto out = [&](int k) -> const Tensor& { return t[s.out[k]]; };
-    switch (s.op) {
-      case OpKind::LayerNorm: e.be.layernorm_fwd(in(0), w[si].first, w[si].second, out(0), s.M, s.K, eps); break;
-      case OpKind::RmsNorm: e.be.rmsnorm_fwd(in(0), w[si].first, out(0), s.M, s.K, eps); break;
-      case OpKind::Linear:
-        e.be.linear_fwd(in(0), w[si].first, w[si].second ? &w[si].second : nullptr, out(0), s.M, s.K, s.N);
-        break;
-      case OpKind::Rope: e.be.rope_fwd(in(0), out(0), a, 10000.0f); break;
-      case OpKind::AttnSoftmax: e.be.attn_softmax_fwd(in(0), out(0), a); break;
-      case OpKind::DropoutMask: e.be.dropout_mask(out(0), key(s), p, s.M); break;
-      case OpKind::AttnDropout: e.be.dropout_fwd(in(0), in(1), out(0), p, s.M); break;
-      case OpKind::AttnPV: e.be.attn_pv_fwd(in(0), in(1), out(0), a); break;
-      case OpKind::FlashAttn: e.be.flash_fwd(in(0), out(0), out(1), a, key(s), p); break;
-      case OpKind::Residual:
-        e.be.residual_fwd(in(0), in(1), s.in.size() > 2 ? &in(2) : nullptr, out(0), p, s.M);
-        break;
-      case OpKind::Gelu: e.be.gelu_fwd(in(0), out(0), s.M); break;
-      case OpKind::SwiGlu: e.be.swiglu_fwd(in(0), out(0), s.M, s.K); break;
+    OpArgs o;
+    for (std::size_t k = 0; k < s.in.size(); ++k) o.in[k] = &t[s.in[k]];
+    for (std::size_t k = 0; k < s.out.size(); ++k) o.out[k] = &t[s.out[k]];
+    for (std::size_t k = 0; k < s.in.size(); ++k) o.din[k] = gr[s.in[k]] ? &gr[s.in[k]] : nullptr;
+    for (std::size_t k = 0; k < s.out.size(); ++k) o.dout[k] = gr[s.out[k]] ? &gr[s.out[k]] : nullptr;
+    for (bool& acc : o.acc) acc = true;
+    if (w.count(si)) {
+      o.w = &w[si].first;
+      o.b = w[si].second ? &w[si].second : nullptr;
+      o.dw = &dw[si].first;
+      o.db = dw[si].second ? &dw[si].second : nullptr;
     }
-  }
+    o.M = s.M, o.K = s.K, o.N = s.N, o.eps = eps, o.p = p, o.key = key(s), o.attn = a;
+    o.rope.inv_freq = freqs.inv_freq.data();
+    o.rope.rotary_dim = m.rotary_dim();
+    return o;
+  };
+  for (int si = 0; si < static_cast<int>(g.steps().size()); ++si) e.be.run(g.steps()[si].op, Pass::Forward, args(si));
   Tensor lnw = rnd(H, 1.0f), lnb = rnd(H, 0.1f), lnf = e.make(dt, rows * H), dlnf = e.make(dt, rows * H);
   Tensor dlnw = e.make(dt, H), dlnb = e.make(dt, H), losses = e.make(DType::F32, rows);
   std::vector<std::int32_t> tgt(tok.rbegin(), tok.rend());
@@ -241,38 +241,8 @@ std::vector<std::vector<std::uint8_t>> run_model_ops(Env& e, const ModelConfig& 
                      static_cast<int>(H), eps, false);
   for (std::size_t k = 0; k < gr.size(); ++k)
     if (static_cast<int>(k) != g.output() && gr[k]) e.be.fill_zero(gr[k]);
-  for (int si = static_cast<int>(g.steps().size()) - 1; si >= 0; --si) {
-    const StepDef& s = g.steps()[si];
-    auto in = [&](int k) -> const Tensor& { return t[s.in[k]]; };
-    auto out = [&](int k) -> const Tensor& { return t[s.out[k]]; };
-    auto gin = [&](int k) -> const Tensor& { return gr[s.in[k]]; };
-    auto gout = [&](int k) -> const Tensor& { return gr[s.out[k]]; };
-    Tensor* dB = dw[si].second ? &dw[si].second : nullptr;
-    switch (s.op) {
-      case OpKind::LayerNorm:
-        e.be.layernorm_bwd(in(0), w[si].first, gout(0), gin(0), dw[si].first, dw[si].second, s.M, s.K, eps, true);
-        break;
-      case OpKind::RmsNorm:
-        e.be.rmsnorm_bwd(in(0), w[si].first, gout(0), gin(0), dw[si].first, s.M, s.K, eps, true);
-        break;
-      case OpKind::Linear:
-        e.be.linear_bwd(in(0), w[si].first, gout(0), &gin(0), dw[si].first, dB, s.M, s.K, s.N, true);
-        break;
-      case OpKind::Rope: e.be.rope_bwd(gout(0), gin(0), a, 10000.0f, true); break;
-      case OpKind::AttnSoftmax: e.be.attn_softmax_bwd(in(0), out(0), gout(0), gin(0), a); break;
-      case OpKind::DropoutMask: break;
-      case OpKind::AttnDropout: e.be.dropout_bwd(gout(0), in(1), gin(0), p, s.M, true); break;
-      case OpKind::AttnPV: e.be.attn_pv_bwd(in(0), in(1), gout(0), gin(0), gin(1), a, true); break;
-      case OpKind::FlashAttn:
-        e.be.flash_bwd(in(0), out(0), out(1), gout(0), gin(0), a, key(s), p);
-        break;
-      case OpKind::Residual:
-        e.be.residual_bwd(gout(0), s.in.size() > 2 ? &in(2) : nullptr, gin(0), gin(1), p, s.M, true, true);
-        break;
-      case OpKind::Gelu: e.be.gelu_bwd(in(0), gout(0), gin(0), s.M, true); break;
-      case OpKind::SwiGlu: e.be.swiglu_bwd(in(0), gout(0), gin(0), s.M, s.K, true); break;
-    }
-  }
+  for (int si = static_cast<int>(g.steps().size()) - 1; si >= 0; --si)
+    e.be.run(g.steps()[si].op, Pass::Backward, args(si));
   e.be.embedding_bwd(tokens, gr[g.input()], dwte, gpt2 ? &dwpe : nullptr, m.batch, m.seq,
                      static_cast<int>(H));
   std::vector<std::vector<std::uint8_t>> outs;
@@ -289,7 +259,7 @@ std::vector<std::vector<std::uint8_t>> run_model_ops(Env& e, const ModelConfig& 
 
 ModelConfig gpt2_model() {
   ModelConfig m;
-  m.arch = Architecture::Gpt2;
+  set_family(m, Family::Gpt2);
   m.hidden = 64, m.heads = 4, m.kv_heads = 4, m.ffn = 256, m.seq = 64, m.positions = 64;
   m.batch = 4, m.vocab = 160, m.dropout = 0.1, m.attention = AttentionImpl::Naive;
   return m;
@@ -297,7 +267,7 @@ ModelConfig gpt2_model() {
 
 ModelConfig llama_model() {
   ModelConfig m;
-  m.arch = Architecture::Llama;
+  set_family(m, Family::Llama);
   m.hidden = 32, m.heads = 4, m.kv_heads = 2, m.ffn = 48, m.seq = 70, m.positions = 70;
   m.batch = 2, m.vocab = 96, m.dropout = 0.1, m.attention = AttentionImpl::Flash;
   return m;
@@ -310,8 +280,8 @@ TEST(CpuNumerics, StepIsBitwiseDeterministicWithTwoThreads) {
     auto r3 = run_model_ops(e1, m);  // recomputation in the same backend, new buffers
     ASSERT_EQ(r1.size(), r2.size());
     for (std::size_t k = 0; k < r1.size(); ++k) {
-      EXPECT_EQ(r1[k], r2[k]) << to_string(m.arch) << " output " << k << " differs between runs";
-      EXPECT_EQ(r1[k], r3[k]) << to_string(m.arch) << " output " << k << " differs on recompute";
+      EXPECT_EQ(r1[k], r2[k]) << to_string(m.family) << " output " << k << " differs between runs";
+      EXPECT_EQ(r1[k], r3[k]) << to_string(m.family) << " output " << k << " differs on recompute";
     }
     // Not trivially equal: the step produced finite, nonzero gradients.
     std::vector<float> dw;
@@ -332,8 +302,8 @@ TEST(CpuNumerics, WorkspaceBytesIsExactlyEnough) {
     for (DType dt : {DType::BF16, DType::F32}) {
       m.dtype = dt;
       Env e(2, 0);
-      EXPECT_NO_THROW(run_model_ops(e, m)) << to_string(m.arch) << " " << to_string(dt);
-      EXPECT_THROW(run_model_ops(e, m, -1), Error) << to_string(m.arch) << " " << to_string(dt);
+      EXPECT_NO_THROW(run_model_ops(e, m)) << to_string(m.family) << " " << to_string(dt);
+      EXPECT_THROW(run_model_ops(e, m, -1), Error) << to_string(m.family) << " " << to_string(dt);
     }
   // bf16 needs GEMM staging that fp32 does not.
   ModelConfig m = gpt2_model();

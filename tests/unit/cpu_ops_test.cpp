@@ -181,11 +181,13 @@ TEST(CpuOps, RopeRotateHalfForwardAndBackward) {
   a.B = 2, a.S = 5, a.heads = 4, a.kv_heads = 2, a.d = 8;
   const int width = (a.heads + 2 * a.kv_heads) * a.d, n = a.B * a.S * width;
   const float theta = 100.0f;
+  RopeFrequencies freqs;
+  const RopeTable rope = cputest::default_rope(freqs, a.d, theta);
   auto x = randv(n, 51), R = randv(n, 52);
   Tensor tx = e.from(x), ty = e.make(DType::F32, n);
   auto loss = [&] {
     e.set(tx, x);
-    e.be.rope_fwd(tx, ty, a, theta);
+    e.be.rope_fwd(tx, ty, a, rope);
     return dotd(e.get(ty), R);
   };
   loss();
@@ -209,7 +211,7 @@ TEST(CpuOps, RopeRotateHalfForwardAndBackward) {
       }
   expect_near_all("y", e.get(ty), want, 1e-5, 1e-5);
   Tensor tdy = e.from(R), tdx = e.from(randv(n, 53));
-  e.be.rope_bwd(tdy, tdx, a, theta, false);
+  e.be.rope_bwd(tdy, tdx, a, rope, false);
   auto dx = e.get(tdx);
   expect_grad("dx", x, dx, loss, 1e-2f, 1e-4, 1e-3, 48);
 }

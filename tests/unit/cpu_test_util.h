@@ -2,6 +2,9 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include "core/graph/op_table.h"
+#include "core/model/rope_scaling.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -137,6 +140,13 @@ inline void expect_near_all(const char* what, const std::vector<float>& got,
 inline void expect_near_all(const char* what, const std::vector<float>& got,
                             const std::vector<float>& want, double atol, double rtol) {
   expect_near_all(what, got, std::vector<double>(want.begin(), want.end()), atol, rtol);
+}
+
+
+// The default RoPE table (no scaling, whole head rotated) for op tests; `freqs` owns the values.
+inline RopeTable default_rope(RopeFrequencies& freqs, int d, float theta) {
+  freqs = rope_frequencies(RopeScaling{}, theta, d, 0, 0);
+  return RopeTable{freqs.inv_freq.data(), d, 1.0f};
 }
 
 }  // namespace remat::cputest

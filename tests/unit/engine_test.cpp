@@ -17,7 +17,7 @@ using testing::small_model;
 using testing::train;
 
 TEST(Engine, SameSeedIsBitwiseIdenticalOtherSeedDiffers) {
-  ModelConfig m = small_model(Architecture::Gpt2, AttentionImpl::Naive, 0.1);
+  ModelConfig m = small_model(Family::Gpt2, AttentionImpl::Naive, 0.1);
   Schedule s = store_all_schedule(m.layers);
   Trace a = train(m, s, 3, 7), b = train(m, s, 3, 7), c = train(m, s, 3, 8);
   ASSERT_TRUE(a.complete) << a.error;
@@ -29,7 +29,7 @@ TEST(Engine, SameSeedIsBitwiseIdenticalOtherSeedDiffers) {
 
 TEST(Engine, Gpt2NaiveSavesKorthikantiBytesPerBlockMeasured) {
   for (double p : {0.1, 0.0}) {
-    ModelConfig m = small_model(Architecture::Gpt2, AttentionImpl::Naive, p);
+    ModelConfig m = small_model(Family::Gpt2, AttentionImpl::Naive, p);
     Trace t = train(m, store_all_schedule(m.layers), 1, 1);
     ASSERT_TRUE(t.complete) << t.error;
     const std::uint64_t s = m.seq, b = m.batch, h = m.hidden, a = m.heads;
@@ -40,7 +40,7 @@ TEST(Engine, Gpt2NaiveSavesKorthikantiBytesPerBlockMeasured) {
 }
 
 TEST(Engine, LlamaGqaSavesItsExactBreakdownMeasured) {
-  ModelConfig m = small_model(Architecture::Llama, AttentionImpl::Naive, 0.1);
+  ModelConfig m = small_model(Family::Llama, AttentionImpl::Naive, 0.1);
   Trace t = train(m, store_all_schedule(m.layers), 1, 1);
   ASSERT_TRUE(t.complete) << t.error;
   const std::uint64_t s = m.seq, b = m.batch, h = m.hidden, a = m.heads, f = m.ffn,
@@ -54,7 +54,7 @@ TEST(Engine, LlamaGqaSavesItsExactBreakdownMeasured) {
 }
 
 TEST(Engine, SimulatorPredictsTheMeasuredPeakToTheByte) {
-  for (Architecture arch : {Architecture::Gpt2, Architecture::Llama})
+  for (Family arch : {Family::Gpt2, Family::Llama})
     for (AttentionImpl attn : {AttentionImpl::Naive, AttentionImpl::Flash})
       for (DType dt : {DType::BF16, DType::F32}) {
         ModelConfig m = small_model(arch, attn, 0.1, dt);
@@ -68,7 +68,7 @@ TEST(Engine, SimulatorPredictsTheMeasuredPeakToTheByte) {
 
 TEST(Engine, StaticMemoryIsSixteenBytesPerParameter) {
   for (DType dt : {DType::BF16, DType::F32}) {
-    ModelConfig m = small_model(Architecture::Gpt2, AttentionImpl::Naive, 0.0, dt);
+    ModelConfig m = small_model(Family::Gpt2, AttentionImpl::Naive, 0.0, dt);
     Prediction p = simulate(m, store_all_schedule(m.layers), nullptr);
     EXPECT_EQ(p.static_bytes, 16u * static_cast<std::uint64_t>(ParamLayout(m).total()));
   }
@@ -78,7 +78,7 @@ TEST(Engine, PoisonedFreesChangeNothing) {
   // Backward runs after every tensor outside the saved set was freed and filled with NaN
   // bytes: if anything read freed memory, the loss or a gradient would change.
   for (AttentionImpl attn : {AttentionImpl::Naive, AttentionImpl::Flash}) {
-    ModelConfig m = small_model(Architecture::Llama, attn, 0.1);
+    ModelConfig m = small_model(Family::Llama, attn, 0.1);
     Schedule s = store_all_schedule(m.layers);
     Trace clean = train(m, s, 2, 5, false), poisoned = train(m, s, 2, 5, true);
     ASSERT_TRUE(poisoned.complete) << poisoned.error;
@@ -108,7 +108,7 @@ TEST(Engine, PoisonFillsFreedMemoryWithNaN) {
 
 TEST(Engine, TinyLearnsWithinFiftySteps) {
   ModelConfig m;
-  m.arch = Architecture::Gpt2;
+  set_family(m, Family::Gpt2);
   m.layers = 4;
   m.hidden = 128;
   m.heads = 4;
@@ -127,7 +127,7 @@ TEST(Engine, TinyLearnsWithinFiftySteps) {
 }
 
 TEST(Engine, RefusesARunAboveTheMemoryLimitWithPredictedAndAvailable) {
-  ModelConfig m = small_model(Architecture::Gpt2, AttentionImpl::Naive, 0.1);
+  ModelConfig m = small_model(Family::Gpt2, AttentionImpl::Naive, 0.1);
   Schedule s = store_all_schedule(m.layers);
   std::uint64_t need = simulate(m, s, nullptr).peak_bytes;
   CpuBackend be(2);
@@ -148,7 +148,7 @@ TEST(Engine, RefusesARunAboveTheMemoryLimitWithPredictedAndAvailable) {
 }
 
 TEST(Engine, CountsWhatRan) {
-  ModelConfig m = small_model(Architecture::Gpt2, AttentionImpl::Flash, 0.0);
+  ModelConfig m = small_model(Family::Gpt2, AttentionImpl::Flash, 0.0);
   Trace t = train(m, store_all_schedule(m.layers), 1, 0);
   BlockGraph g(m);
   EXPECT_EQ(t.block_forwards, static_cast<std::uint64_t>(m.layers));

@@ -7,16 +7,16 @@
 
 namespace remat::testing {
 
-inline ModelConfig small_model(Architecture arch, AttentionImpl attn, double dropout,
+inline ModelConfig small_model(Family arch, AttentionImpl attn, double dropout,
                                DType dtype = DType::BF16) {
   ModelConfig m;
   m.name = "test";
-  m.arch = arch;
+  set_family(m, arch);
   m.layers = 3;
   m.hidden = 64;
   m.heads = 4;
-  m.kv_heads = arch == Architecture::Llama ? 2 : 4;
-  m.ffn = arch == Architecture::Llama ? 176 : 256;
+  m.kv_heads = arch == Family::Llama ? 2 : 4;
+  m.ffn = arch == Family::Llama ? 176 : 256;
   m.seq = 32;
   m.positions = 32;
   m.batch = 2;

@@ -72,7 +72,7 @@ TEST(SpanRows, MergesSubPixelSpansAndKeepsWideOnes) {
 
 TEST(BlockFormula, KorthikantiForGpt2AndTheExactTableOtherwise) {
   ModelConfig m;
-  m.arch = Architecture::Gpt2;
+  set_family(m, Family::Gpt2);
   m.hidden = 96;
   m.heads = 6;
   m.kv_heads = 6;
@@ -95,7 +95,7 @@ TEST(BlockFormula, KorthikantiForGpt2AndTheExactTableOtherwise) {
   f = block_formula(m);
   EXPECT_FALSE(f.closed_form);
   EXPECT_EQ(f.total, BlockGraph(m).saved_bytes());
-  m.arch = Architecture::Llama;
+  set_family(m, Family::Llama);
   m.kv_heads = 2;
   f = block_formula(m);
   EXPECT_FALSE(f.closed_form);

@@ -55,7 +55,7 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 TEST(MeasuredCosts, SumsKernelsPerBlockAndAveragesOverBlocksInTheForwardOnly) {
-  const ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 2);
+  const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 2);
   BlockGraph g(m);
   std::vector<double> c = measured_step_costs(synthetic(m), g);
   ASSERT_EQ(c.size(), g.steps().size());
@@ -64,7 +64,7 @@ TEST(MeasuredCosts, SumsKernelsPerBlockAndAveragesOverBlocksInTheForwardOnly) {
 }
 
 TEST(MeasuredCosts, AStepWithoutRecordsCostsZeroOnlyWithoutFlops) {
-  const ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 2);
+  const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 2);
   BlockGraph g(m);
   Trace t = synthetic(m);
   std::vector<StepDef> steps = g.steps();
@@ -81,7 +81,7 @@ TEST(MeasuredCosts, AStepWithoutRecordsCostsZeroOnlyWithoutFlops) {
 }
 
 TEST(MeasuredCosts, EveryMissingStepIsNamed) {
-  const ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 2);
+  const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 2);
   BlockGraph g(m);
   Trace t = synthetic(m);
   const std::string a = g.steps()[0].name, b = g.steps().back().name;
@@ -94,13 +94,13 @@ TEST(MeasuredCosts, EveryMissingStepIsNamed) {
 }
 
 TEST(MeasuredCosts, RefusesAnotherModelNamingTheFieldAndBothValues) {
-  const ModelConfig run = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 2);
+  const ModelConfig run = test::tiny(Family::Gpt2, AttentionImpl::Naive, 2);
   struct Case {
     std::string field, in_run, in_plan;
     std::function<void(ModelConfig&)> change;
   };
   const std::vector<Case> cases = {
-      {"architecture", "gpt2", "llama", [](ModelConfig& m) { m.arch = Architecture::Llama; }},
+      {"architecture", "gpt2", "llama", [](ModelConfig& m) { set_family(m, Family::Llama); }},
       {"layers", "2", "3", [](ModelConfig& m) { m.layers = 3; }},
       {"hidden", "64", "128", [](ModelConfig& m) { m.hidden = 128; }},
       {"heads", "4", "8", [](ModelConfig& m) { m.heads = 8; }},
@@ -122,7 +122,7 @@ TEST(MeasuredCosts, RefusesAnotherModelNamingTheFieldAndBothValues) {
         << msg;
   }
   // Through the costs: a run of 2 blocks does not plan 4.
-  const ModelConfig four = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 4);
+  const ModelConfig four = test::tiny(Family::Gpt2, AttentionImpl::Naive, 4);
   const std::string msg = error_of([&] { measured_step_costs(synthetic(run), BlockGraph(four)); });
   EXPECT_NE(msg.find("layers: 2 in the run, 4 in the plan"), std::string::npos) << msg;
   // What changes neither the table nor the sizes is accepted.
@@ -135,7 +135,7 @@ TEST(MeasuredCosts, RefusesAnotherModelNamingTheFieldAndBothValues) {
 }
 
 TEST(MeasuredCosts, RefusesAnIncompleteRunAndOneWithoutOps) {
-  const ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 2);
+  const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 2);
   BlockGraph g(m);
   Trace t = synthetic(m);
   t.complete = false;
@@ -151,7 +151,7 @@ TEST(MeasuredCosts, RefusesAnIncompleteRunAndOneWithoutOps) {
 
 TEST(MeasuredCosts, ARealCpuRunGivesEveryStepATime) {
   for (AttentionImpl attn : {AttentionImpl::Naive, AttentionImpl::Flash}) {
-    const ModelConfig m = test::tiny(Architecture::Llama, attn, 2);
+    const ModelConfig m = test::tiny(Family::Llama, attn, 2);
     Trace t = test::run(m, test::plan("none", m), 1, 0);
     BlockGraph g(m);
     std::vector<double> c = measured_step_costs(t, g);

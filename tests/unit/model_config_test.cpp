@@ -1,6 +1,8 @@
 // Bad model configs are refused before anything runs, naming the field and the value.
 #include <gtest/gtest.h>
 
+#include "core/graph/block_graph.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -134,11 +136,20 @@ TEST(ModelConfig, HuggingFaceImportReportsEveryProblemAtOnceAndListsWhatItIgnore
             m.ignored_fields.end());
   EXPECT_EQ(std::find(m.ignored_fields.begin(), m.ignored_fields.end(), "scale_attn_weights"),
             m.ignored_fields.end());  // modelled, not ignored
-  // Fields that change the arithmetic are refused, all of them in one message.
+  // GPT-2's attention flags are modelled: unscaled scores, the inverse-layer scale; the fp32
+  // upcast is what the engine always does.
+  nlohmann::json flags = medium;
+  flags["scale_attn_weights"] = false;
+  flags["scale_attn_by_inverse_layer_idx"] = true;
+  flags["reorder_and_upcast_attn"] = true;
+  ModelConfig f = model_from_hf_json(flags, "x");
+  EXPECT_DOUBLE_EQ(f.score_scale(0), 1.0);
+  EXPECT_DOUBLE_EQ(f.score_scale(3), 0.25);
+  // Fields that change the arithmetic and are not modelled are refused, all of them in one message.
   nlohmann::json bad = medium;
-  bad["scale_attn_weights"] = false;
-  bad["scale_attn_by_inverse_layer_idx"] = true;
-  bad["reorder_and_upcast_attn"] = true;
+  bad["activation_function"] = "relu";
+  bad["resid_pdrop"] = 0.2;
+  bad["attn_pdrop"] = 0.1;
   bad["sliding_window"] = 8;
   bad.erase("n_head");
   try {
@@ -146,27 +157,26 @@ TEST(ModelConfig, HuggingFaceImportReportsEveryProblemAtOnceAndListsWhatItIgnore
     FAIL() << "accepted";
   } catch (const ConfigError& e) {
     const std::string w = e.what();
-    for (const char* f : {"scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
-                          "sliding_window", "n_head"})
+    for (const char* f : {"activation_function", "resid_pdrop", "sliding_window", "n_head"})
       EXPECT_NE(w.find(f), std::string::npos) << f << " missing from: " << w;
-    EXPECT_NE(w.find("(5 problems)"), std::string::npos) << w;
+    EXPECT_NE(w.find("(4 problems)"), std::string::npos) << w;
   }
-  // Llama's attention_dropout is applied to the probabilities only: refused rather than spread.
+  // Llama's attention_dropout is applied to the attention probabilities only, as Hugging Face does.
   nlohmann::json llama = {{"model_type", "llama"}, {"hidden_size", 64}, {"intermediate_size", 128},
                           {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"max_position_embeddings", 64},
                           {"vocab_size", 100}, {"attention_dropout", 0.1}};
-  try {
-    model_from_hf_json(llama, "x");
-    FAIL() << "accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.field(), "attention_dropout");
-  }
+  ModelConfig l = model_from_hf_json(llama, "x");
+  EXPECT_DOUBLE_EQ(l.dropout, 0.1);
+  EXPECT_EQ(l.dropout_sites, static_cast<unsigned>(kDropAttention));
+  EXPECT_TRUE(BlockGraph(l).find("attn.drop_mask").has_value());
+  EXPECT_FALSE(BlockGraph(l).find("attn.res_mask").has_value());
   nlohmann::json other = {{"model_type", "mamba"}};
   try {
     model_from_hf_json(other, "x");
     FAIL() << "accepted";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("known: gpt2, llama"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("known: gpt2, llama, mistral, qwen2, gemma, gemma2, phi3, olmo2"),
+              std::string::npos) << e.what();
   }
 }
 

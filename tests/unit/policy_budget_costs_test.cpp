@@ -40,7 +40,7 @@ std::vector<double> softmax_heavy(const BlockGraph& g) {
 }
 
 TEST(PolicyBudgetCosts, GivenCostsChangeThePlanAndItStillFitsTheBudget) {
-  const ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 4);
+  const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 4);
   BlockGraph g(m);
   const std::vector<std::string> sel = g.default_selective();
   const ChainSpec by_flops = chain_from_graph(g, flops_cost(g), m.layers, sel);
@@ -77,7 +77,7 @@ TEST(PolicyBudgetCosts, GivenCostsChangeThePlanAndItStillFitsTheBudget) {
 }
 
 TEST(PolicyBudgetCosts, FlopsAsGivenCostsPlanAsWithout) {
-  const ModelConfig m = test::tiny(Architecture::Llama, AttentionImpl::Flash, 4);
+  const ModelConfig m = test::tiny(Family::Llama, AttentionImpl::Flash, 4);
   BlockGraph g(m);
   const StepCosts flops{flops_cost(g), "flops"};
   const std::uint64_t hi = simulate(m, test::plan("none", m), nullptr).activation_peak_bytes;
@@ -89,7 +89,7 @@ TEST(PolicyBudgetCosts, FlopsAsGivenCostsPlanAsWithout) {
 }
 
 TEST(PolicyBudgetCosts, CostsThatDoNotFitTheTableAreRefused) {
-  const ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 2);
+  const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 2);
   BlockGraph g(m);
   const PolicyChoice choice{"none", {}};
   StepCosts c{std::vector<double>(g.steps().size() - 1, 1.0), "ns (test)"};

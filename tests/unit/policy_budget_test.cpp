@@ -116,7 +116,7 @@ TEST(PolicyBudget, DynamicProgramMatchesBruteForceOnRandomChains) {
 }
 
 struct Config {
-  Architecture arch;
+  Family arch;
   AttentionImpl attn;
   double dropout;
 };
@@ -196,19 +196,19 @@ TEST_P(PolicyBudgetModel, RefusesBelowTheSmallestFeasibleBudgetAndFitsIt) {
 
 INSTANTIATE_TEST_SUITE_P(
     PolicyBudgetConfigs, PolicyBudgetModel,
-    ::testing::Values(Config{Architecture::Gpt2, AttentionImpl::Naive, 0.1},
-                      Config{Architecture::Gpt2, AttentionImpl::Flash, 0.1},
-                      Config{Architecture::Llama, AttentionImpl::Naive, 0.1},
-                      Config{Architecture::Llama, AttentionImpl::Flash, 0.1},
-                      Config{Architecture::Gpt2, AttentionImpl::Naive, 0.0},
-                      Config{Architecture::Llama, AttentionImpl::Flash, 0.0}),
+    ::testing::Values(Config{Family::Gpt2, AttentionImpl::Naive, 0.1},
+                      Config{Family::Gpt2, AttentionImpl::Flash, 0.1},
+                      Config{Family::Llama, AttentionImpl::Naive, 0.1},
+                      Config{Family::Llama, AttentionImpl::Flash, 0.1},
+                      Config{Family::Gpt2, AttentionImpl::Naive, 0.0},
+                      Config{Family::Llama, AttentionImpl::Flash, 0.0}),
     [](const ::testing::TestParamInfo<Config>& i) {
       return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn) +
              (i.param.dropout > 0 ? "_dropout" : "");
     });
 
 TEST(PolicyBudget, ExecutedAtEveryBudgetStepIsBitwiseNone) {
-  const ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 3);
+  const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 3);
   Trace base = test::run(m, test::plan("none", m), 1, 0);
   BlockGraph g(m);
   ChainSpec spec = chain_from_graph(g, flops_cost(g), m.layers, g.default_selective());
@@ -223,7 +223,7 @@ TEST(PolicyBudget, ExecutedAtEveryBudgetStepIsBitwiseNone) {
 }
 
 TEST(PolicyBudget, PlansAThousandBlocks) {
-  ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 1000);
+  ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 1000);
   BlockGraph g(m);
   ChainSpec spec = chain_from_graph(g, flops_cost(g), m.layers, g.default_selective());
   const std::uint64_t lo = min_budget(spec.chain);

@@ -17,7 +17,7 @@ using test::run;
 using test::tiny;
 
 struct Config {
-  Architecture arch;
+  Family arch;
   AttentionImpl attn;
 };
 
@@ -93,10 +93,10 @@ TEST_P(PolicyEquivalence, BitwiseEqualToNoneAndCountedFromTheRun) {
 
 INSTANTIATE_TEST_SUITE_P(
     PolicyConfigs, PolicyEquivalence,
-    ::testing::Values(Config{Architecture::Gpt2, AttentionImpl::Naive},
-                      Config{Architecture::Gpt2, AttentionImpl::Flash},
-                      Config{Architecture::Llama, AttentionImpl::Naive},
-                      Config{Architecture::Llama, AttentionImpl::Flash}),
+    ::testing::Values(Config{Family::Gpt2, AttentionImpl::Naive},
+                      Config{Family::Gpt2, AttentionImpl::Flash},
+                      Config{Family::Llama, AttentionImpl::Naive},
+                      Config{Family::Llama, AttentionImpl::Flash}),
     [](const ::testing::TestParamInfo<Config>& i) {
       return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn);
     });

@@ -33,7 +33,7 @@ bool contains(const std::string& text, const std::string& part) {
 
 // Plans `name` on a tiny model; the error message, or "" when it planned.
 std::string plan_error(const PolicyRegistry& r, const std::string& name) {
-  ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 2);
+  ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 2);
   return error_of([&] { r.plan(parse_policy_choice(name), m); });
 }
 
@@ -188,7 +188,7 @@ TEST(PolicyIsolation, APlanThatWritesGarbageIsReportedAndNeverReachesStdout) {
 // OpenBLAS's fork handler stops its threads; a GEMM running meanwhile on another thread used to
 // wait for them forever (the desktop app plans predictions while a run trains).
 TEST(PolicyIsolation, PlansWhileAnotherThreadRunsGemmsDoNotHangTheGemms) {
-  ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 2);
+  ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 2);
   std::atomic<bool> done{false};
   std::thread trainer([&] {
     for (int i = 0; i < 10; ++i) test::run(m, store_all_schedule(m.layers), 2, 0);

@@ -25,13 +25,13 @@ void expect_every_block(const Trace& t, std::uint64_t bytes) {
 }
 
 TEST(PolicySelective, Gpt2NaiveDefaultLeaves34sbhPerBlock) {
-  ModelConfig m = tiny(Architecture::Gpt2, AttentionImpl::Naive);
+  ModelConfig m = tiny(Family::Gpt2, AttentionImpl::Naive);
   Trace t = run(m, plan("selective", m), 1, 0);
   expect_every_block(t, 34 * Dims(m).sbh());
 }
 
 TEST(PolicySelective, Gpt2FlashDefaultLeaves22sbhPlusLse) {
-  ModelConfig m = tiny(Architecture::Gpt2, AttentionImpl::Flash);
+  ModelConfig m = tiny(Family::Gpt2, AttentionImpl::Flash);
   Dims x(m);
   Trace t = run(m, plan("selective", m), 1, 0);
   // 34·s·b·h + 4·a·s·b without ln1.out (2), ln2.out (2) and mlp.gelu_out (8, f = 4h).
@@ -39,7 +39,7 @@ TEST(PolicySelective, Gpt2FlashDefaultLeaves22sbhPlusLse) {
 }
 
 TEST(PolicySelective, LlamaNaiveDefault) {
-  ModelConfig m = tiny(Architecture::Llama, AttentionImpl::Naive);
+  ModelConfig m = tiny(Family::Llama, AttentionImpl::Naive);
   Dims x(m);
   Trace t = run(m, plan("selective", m), 1, 0);
   // block.in, ln1.out, ctx, ln2.in, ln2.out (2 each), two masks (1 each), rotated q|k|v,
@@ -48,7 +48,7 @@ TEST(PolicySelective, LlamaNaiveDefault) {
 }
 
 TEST(PolicySelective, LlamaFlashDefault) {
-  ModelConfig m = tiny(Architecture::Llama, AttentionImpl::Flash);
+  ModelConfig m = tiny(Family::Llama, AttentionImpl::Flash);
   Dims x(m);
   Trace t = run(m, plan("selective", m), 1, 0);
   // block.in, ctx, ln2.in (2 each), two masks, q|k|v, lse (4·a·s·b) and gate|up.
@@ -57,7 +57,7 @@ TEST(PolicySelective, LlamaFlashDefault) {
 }
 
 TEST(PolicySelective, AnySubsetWorksBitwise) {
-  ModelConfig m = tiny(Architecture::Gpt2, AttentionImpl::Naive, 2);
+  ModelConfig m = tiny(Family::Gpt2, AttentionImpl::Naive, 2);
   BlockGraph g(m);
   Trace base = run(m, plan("none", m), 1, 0);
   std::vector<std::string> everything;
@@ -79,7 +79,7 @@ TEST(PolicySelective, AnySubsetWorksBitwise) {
 
 TEST(PolicySelective, FlashSubsetsRebuildNextToKeptOutputs) {
   // Dropping attn.ctx but keeping attn.lse recomputes both (one into a temporary).
-  ModelConfig m = tiny(Architecture::Llama, AttentionImpl::Flash, 2);
+  ModelConfig m = tiny(Family::Llama, AttentionImpl::Flash, 2);
   BlockGraph g(m);
   Trace base = run(m, plan("none", m), 1, 0);
   for (const std::vector<std::string>& sub :
@@ -96,14 +96,14 @@ TEST(PolicySelective, FlashSubsetsRebuildNextToKeptOutputs) {
 }
 
 TEST(PolicySelective, RefusesTheBlockInputAndUnknownNames) {
-  ModelConfig m = tiny(Architecture::Gpt2, AttentionImpl::Naive);
+  ModelConfig m = tiny(Family::Gpt2, AttentionImpl::Naive);
   EXPECT_THROW(plan("selective:recompute=block.in", m), Error);
   EXPECT_THROW(plan("selective:recompute=attn.proj_out", m), Error);  // not saved
   EXPECT_THROW(plan("selective:recompute=no.such", m), Error);
 }
 
 TEST(PolicyUniform, SavedBytesPerBlock) {
-  ModelConfig m = tiny(Architecture::Gpt2, AttentionImpl::Naive, 5);
+  ModelConfig m = tiny(Family::Gpt2, AttentionImpl::Naive, 5);
   BlockGraph g(m);
   const std::uint64_t in = g.tensors()[g.input()].bytes, all = g.saved_bytes();
   {
@@ -127,7 +127,7 @@ TEST(PolicyUniform, SavedBytesPerBlock) {
 }
 
 TEST(PolicyUniform, RecomputedSegmentDoesNotRerunItsLastOutputGemm) {
-  ModelConfig m = tiny(Architecture::Gpt2, AttentionImpl::Naive, 4);
+  ModelConfig m = tiny(Family::Gpt2, AttentionImpl::Naive, 4);
   Trace t = run(m, plan("uniform:segments=2", m), 1, 0);
   // Segment [0, 2) is recomputed: block 0 runs whole (its output is block 1's input), block 1
   // stops before its MLP down projection.
@@ -142,7 +142,7 @@ TEST(PolicyUniform, RecomputedSegmentDoesNotRerunItsLastOutputGemm) {
 }
 
 TEST(PolicyMemory, PeaksOrderOnNaiveAttention) {
-  ModelConfig m = tiny(Architecture::Gpt2, AttentionImpl::Naive, 4);
+  ModelConfig m = tiny(Family::Gpt2, AttentionImpl::Naive, 4);
   auto peak = [&](const std::string& p) {
     Trace t = run(m, plan(p, m), 1, 0);
     EXPECT_EQ(t.peak_bytes, t.predicted_peak_bytes) << p;
@@ -156,7 +156,7 @@ TEST(PolicyMemory, PeaksOrderOnNaiveAttention) {
 }
 
 TEST(PolicyOffload, HostBytesInTheirOwnCategoryAndSpace) {
-  ModelConfig m = tiny(Architecture::Gpt2, AttentionImpl::Naive, 4);
+  ModelConfig m = tiny(Family::Gpt2, AttentionImpl::Naive, 4);
   BlockGraph g(m);
   Trace t = run(m, plan("offload", m), 1, 0);
   // prefetch = 1: blocks 0..2 go to the host, block 3 stays.

@@ -56,7 +56,7 @@ TEST(PolicyRegistry, RejectsBrokenLibrariesWithFileAndReason) {
   EXPECT_EQ(r.find("factory_throws"), nullptr);
 
   // Plugins that load but fail to plan are reported with their file at plan time.
-  ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 2);
+  ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 2);
   std::string e = error_of([&] { r.plan(parse_policy_choice("plan_throws"), m); });
   EXPECT_NE(e.find("plan_throws.so"), std::string::npos) << e;
   EXPECT_NE(e.find("out of ideas"), std::string::npos) << e;
@@ -114,7 +114,7 @@ TEST(PolicyRegistry, PluginPathFromTheEnvironmentLoadsAndReports) {
 }
 
 TEST(PolicyRegistry, UnknownParametersAndPoliciesAreNamed) {
-  ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive, 2);
+  ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 2);
   std::string e = error_of([&] { test::plan("uniform:segmnts=2", m); });
   EXPECT_NE(e.find("segments"), std::string::npos) << e;
   e = error_of([&] { test::plan("offload:what=weights", m); });
@@ -135,7 +135,7 @@ TEST(PolicyRegistry, AMemoryBudgetIsRefusedForAPolicyThatDoesNotPlanToIt) {
   ASSERT_NE(r.find("budget"), nullptr);
   EXPECT_TRUE(r.find("budget")->takes_memory_budget);
   EXPECT_FALSE(r.find("selective")->takes_memory_budget);
-  const ModelConfig m = test::tiny(Architecture::Gpt2, AttentionImpl::Naive);
+  const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive);
   std::string e = test::error_of([&] { r.plan(parse_policy_choice("selective"), m, 1u << 20); });
   EXPECT_NE(e.find("memory-budget"), std::string::npos) << e;
   EXPECT_NE(e.find("policies that do: budget"), std::string::npos) << e;

@@ -32,15 +32,15 @@ inline Schedule plan(const std::string& policy, const ModelConfig& m,
 }
 
 // 4 blocks, h=64, 4 heads, s=32, b=2, vocab 256, dropout 0.1; llama with 2 KV heads.
-inline ModelConfig tiny(Architecture arch, AttentionImpl attn, int layers = 4) {
+inline ModelConfig tiny(Family arch, AttentionImpl attn, int layers = 4) {
   ModelConfig m;
   m.name = "policy-test";
-  m.arch = arch;
+  set_family(m, arch);
   m.layers = layers;
   m.hidden = 64;
   m.heads = 4;
-  m.kv_heads = arch == Architecture::Llama ? 2 : 4;
-  m.ffn = arch == Architecture::Llama ? 176 : 256;
+  m.kv_heads = arch == Family::Llama ? 2 : 4;
+  m.ffn = arch == Family::Llama ? 176 : 256;
   m.seq = 32;
   m.positions = 32;
   m.batch = 2;

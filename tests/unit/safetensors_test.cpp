@@ -17,7 +17,7 @@ namespace remat {
 namespace {
 
 TEST(Safetensors, RoundTripKeepsEveryWeightBitExactWithHuggingFaceNames) {
-  for (Architecture arch : {Architecture::Gpt2, Architecture::Llama}) {
+  for (Family arch : {Family::Gpt2, Family::Llama}) {
     ModelConfig m = testing::small_model(arch, AttentionImpl::Naive, 0.0, DType::F32);
     CpuBackend be(1);
     LogicalClock clock;
@@ -31,7 +31,7 @@ TEST(Safetensors, RoundTripKeepsEveryWeightBitExactWithHuggingFaceNames) {
       save_safetensors(path, a);
     }
     auto file = read_safetensors(path);
-    if (arch == Architecture::Gpt2) {
+    if (arch == Family::Gpt2) {
       ASSERT_TRUE(file.count("transformer.h.0.attn.c_attn.weight"));
       EXPECT_EQ(file["transformer.h.0.attn.c_attn.weight"].shape, (std::vector<std::int64_t>{64, 192}));
     } else {
@@ -81,7 +81,7 @@ TEST(Safetensors, RefusesCorruptFilesNamingTheProblem) {
 }
 
 TEST(Safetensors, RefusesAMissingOrMisshapenTensor) {
-  ModelConfig m = testing::small_model(Architecture::Gpt2, AttentionImpl::Naive, 0.0, DType::F32);
+  ModelConfig m = testing::small_model(Family::Gpt2, AttentionImpl::Naive, 0.0, DType::F32);
   CpuBackend be(1);
   LogicalClock clock;
   TrackingAllocator alloc(be.memory(Space::Device), be.memory(Space::Host), clock);

@@ -51,7 +51,7 @@ TEST_P(TorchReference, LossAndEveryGradientMatch) {
   std::ifstream(base + ".json") >> meta;
   ModelConfig m;
   m.name = c.name;
-  m.arch = meta["architecture"] == "gpt2" ? Architecture::Gpt2 : Architecture::Llama;
+  set_family(m, meta["architecture"] == "gpt2" ? Family::Gpt2 : Family::Llama);
   m.layers = meta["layers"];
   m.hidden = meta["hidden"];
   m.heads = meta["heads"];
@@ -84,7 +84,7 @@ TEST_P(TorchReference, LossAndEveryGradientMatch) {
   EXPECT_NEAR(out.loss, ref_loss, loss_tol * std::abs(ref_loss)) << "loss";
 
   std::vector<float> ref = flat_from_hf(read_safetensors(base + ".grads.safetensors"), st.layout(),
-                                        m.arch, base + ".grads.safetensors");
+                                        m.family, base + ".grads.safetensors");
   std::vector<float> got;
   be.read(st.grads, got);
   ASSERT_EQ(got.size(), ref.size());

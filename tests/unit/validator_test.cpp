@@ -22,7 +22,7 @@ void expect_bad(const Schedule& s, const BlockGraph& g, std::size_t index, const
 }
 
 TEST(Validator, AcceptsStoreAllAndCountsIt) {
-  BlockGraph g(testing::small_model(Architecture::Gpt2, AttentionImpl::Naive, 0.1));
+  BlockGraph g(testing::small_model(Family::Gpt2, AttentionImpl::Naive, 0.1));
   ScheduleStats st = validate_schedule(store_all_schedule(3), g);
   EXPECT_EQ(st.block_forwards, 3u);
   EXPECT_EQ(st.flops_recompute, 0u);
@@ -30,7 +30,7 @@ TEST(Validator, AcceptsStoreAllAndCountsIt) {
 }
 
 TEST(Validator, RefusesIllegalActions) {
-  BlockGraph g(testing::small_model(Architecture::Gpt2, AttentionImpl::Naive, 0.1));
+  BlockGraph g(testing::small_model(Family::Gpt2, AttentionImpl::Naive, 0.1));
   Schedule s;
   s.blocks = 3;
   s.forward(1);

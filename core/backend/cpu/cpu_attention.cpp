@@ -254,3 +254,16 @@ void CpuBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& d
 }
 
 }  // namespace remat
+
+namespace remat {
+
+void CpuBackend::fwd_AttnSoftmax(const OpArgs& a) { attn_softmax_fwd(*a.in[0], *a.out[0], a.attn); }
+void CpuBackend::bwd_AttnSoftmax(const OpArgs& a) {
+  attn_softmax_bwd(*a.in[0], *a.out[0], *a.dout[0], *a.din[0], a.attn);
+}
+void CpuBackend::fwd_AttnPV(const OpArgs& a) { attn_pv_fwd(*a.in[0], *a.in[1], *a.out[0], a.attn); }
+void CpuBackend::bwd_AttnPV(const OpArgs& a) {
+  attn_pv_bwd(*a.in[0], *a.in[1], *a.dout[0], *a.din[0], *a.din[1], a.attn, a.acc[0]);
+}
+
+}  // namespace remat

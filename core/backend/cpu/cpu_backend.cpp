@@ -55,6 +55,9 @@ void check_dims(const AttnDims& a, const char* op) {
     throw Error(std::string("cpu ") + op + ": bad attention dims B=" + std::to_string(a.B) +
                 " S=" + std::to_string(a.S) + " heads=" + std::to_string(a.heads) +
                 " kv_heads=" + std::to_string(a.kv_heads) + " d=" + std::to_string(a.d));
+  if ((a.window > 0 && a.window < a.S) || a.softcap > 0.0f)
+    throw Error(std::string("cpu ") + op + ": sliding windows shorter than the sequence and "
+                "soft-capped scores are not run yet");
 }
 
 void ensure_blas_threads(int threads) {
@@ -197,7 +200,7 @@ std::uint64_t CpuBackend::workspace_bytes(const ModelConfig& m) const {
   a.heads = m.heads;
   a.kv_heads = m.kv_heads;
   a.d = m.head_dim();
-  if (m.arch == Architecture::Llama) take(ws_rope(a));
+  if (m.position == PositionKind::Rope) take(ws_rope(a));
   take(m.attention == AttentionImpl::Flash ? ws_flash(a) : ws_attention(a));
   take(ws_norm_bwd(tokens));  // the final norm
   take(ws_embedding_bwd(m.batch, m.seq, m.hidden, m.vocab));
@@ -245,6 +248,22 @@ void CpuBackend::read_bytes(const Tensor& src, void* out) {
 
 void CpuBackend::write_bytes(const Tensor& dst, const void* in) {
   if (dst.numel > 0) std::memcpy(dst.data, in, dst.bytes());
+}
+
+}  // namespace remat
+
+namespace remat {
+
+void CpuBackend::run(OpKind op, Pass pass, const OpArgs& args) {
+  switch (op) {
+#define OP(id, ...)                                                   \
+  case OpKind::id:                                                    \
+    if (pass == Pass::Forward) fwd_##id(args); else bwd_##id(args); \
+    return;
+#include "core/graph/ops.def"
+#undef OP
+  }
+  throw Error("cpu: unknown op " + std::to_string(static_cast<int>(op)));
 }
 
 }  // namespace remat

@@ -23,6 +23,8 @@ class CpuBackend final : public Backend {
   int threads() const;
 
   std::string name() const override { return "cpu"; }
+  // The block ops of the op table, dispatched to fwd_<Op> / bwd_<Op> below.
+  void run(OpKind op, Pass pass, const OpArgs& args) override;
   MemoryResource& memory(Space s) override;
   std::uint64_t workspace_bytes(const ModelConfig& m) const override;
   void set_workspace(const Tensor& ws) override;
@@ -48,18 +50,18 @@ class CpuBackend final : public Backend {
   void dropout_bwd(const Tensor& dy, const Tensor& mask, const Tensor& dx, float p,
                    std::int64_t n, bool acc) override;
   void residual_fwd(const Tensor& res, const Tensor& x, const Tensor* mask, const Tensor& out,
-                    float p, std::int64_t n) override;
+                    float p, std::int64_t n);
   void residual_bwd(const Tensor& dout, const Tensor* mask, const Tensor& dres, const Tensor& dx,
-                    float p, std::int64_t n, bool acc_res, bool acc_x) override;
-  void gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n) override;
+                    float p, std::int64_t n, bool acc_res, bool acc_x);
+  void gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n);
   void gelu_bwd(const Tensor& x, const Tensor& dy, const Tensor& dx, std::int64_t n,
-                bool acc) override;
-  void swiglu_fwd(const Tensor& gu, const Tensor& y, std::int64_t rows, int F) override;
+                bool acc);
+  void swiglu_fwd(const Tensor& gu, const Tensor& y, std::int64_t rows, int F);
   void swiglu_bwd(const Tensor& gu, const Tensor& dy, const Tensor& dgu, std::int64_t rows,
-                  int F, bool acc) override;
-  void rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, float theta) override;
-  void rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a, float theta,
-                bool acc) override;
+                  int F, bool acc);
+  void rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r);
+  void rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a, const RopeTable& r,
+                bool acc);
   void cast(const Tensor& dst, const Tensor& src) override;
 
   // cpu_norms.cpp
@@ -75,29 +77,29 @@ class CpuBackend final : public Backend {
 
   // cpu_gemm.cpp
   void linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, const Tensor& y,
-                  std::int64_t M, int K, int N) override;
+                  std::int64_t M, int K, int N);
   void linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, const Tensor* dx,
                   const Tensor& dW, const Tensor* db, std::int64_t M, int K, int N,
-                  bool acc) override;
+                  bool acc);
   void head_loss(const Tensor& x, const Tensor& W, const Tensor& targets, const Tensor& losses,
                  const Tensor& dx, const Tensor& dW, std::int64_t rows, int H, int V,
                  float scale) override;
 
   // cpu_attention.cpp
-  void attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a) override;
+  void attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a);
   void attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
-                        const Tensor& dqkv, const AttnDims& a) override;
+                        const Tensor& dqkv, const AttnDims& a);
   void attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& ctx,
-                   const AttnDims& a) override;
+                   const AttnDims& a);
   void attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& dctx, const Tensor& dp,
-                   const Tensor& dqkv, const AttnDims& a, bool acc_dp) override;
+                   const Tensor& dqkv, const AttnDims& a, bool acc_dp);
 
   // cpu_flash.cpp
   void flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const AttnDims& a,
-                 const DropoutKey& key, float p) override;
+                 const DropoutKey& key, float p);
   void flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const Tensor& dctx,
                  const Tensor& dqkv, const AttnDims& a, const DropoutKey& key,
-                 float p) override;
+                 float p);
 
   // cpu_adamw.cpp
   void adamw(const Tensor& params, const Tensor& grads, const Tensor* master, const Tensor& m,
@@ -116,6 +118,11 @@ class CpuBackend final : public Backend {
   std::uint64_t ws_flash(const AttnDims& a) const;      // forward and backward
 
  private:
+  // One pair per op of core/graph/ops.def, defined in the file of that op's kernels.
+#define OP(id, ...) void fwd_##id(const OpArgs& a); void bwd_##id(const OpArgs& a);
+#include "core/graph/ops.def"
+#undef OP
+
   int threads_;
   std::unique_ptr<cpu::ThreadPool> pool_;
   HeapMemory device_, host_;

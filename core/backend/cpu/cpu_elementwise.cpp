@@ -335,24 +335,23 @@ void CpuBackend::swiglu_bwd(const Tensor& gu, const Tensor& dy, const Tensor& dg
 
 namespace {
 
-void rope_table(cpu::ThreadPool& pool, const RopeWs& t, int S, int d, float theta) {
-  const int half = d / 2;
+void rope_table(cpu::ThreadPool& pool, const RopeWs& t, int S, const RopeTable& r) {
+  const int half = r.rotary_dim / 2;
   cpu::parallel_for(pool, S, 64, [&](std::int64_t s0, std::int64_t s1, int) {
     for (std::int64_t s = s0; s < s1; ++s)
       for (int i = 0; i < half; ++i) {
-        // As Hugging Face: inv_freq and the angle in fp32.
-        const float inv = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(d));
-        const float ang = static_cast<float>(s) * inv;
-        t.cos[s * half + i] = std::cos(ang);
-        t.sin[s * half + i] = std::sin(ang);
+        // As Hugging Face: the angle in fp32, cos and sin scaled after.
+        const float ang = static_cast<float>(s) * r.inv_freq[i];
+        t.cos[s * half + i] = std::cos(ang) * r.attention_scaling;
+        t.sin[s * half + i] = std::sin(ang) * r.attention_scaling;
       }
   });
 }
 
 // sign = +1: forward rotation; -1: its transpose (backward).
 void rope_apply(cpu::ThreadPool& pool, const RopeWs& t, FV in, FV out, const AttnDims& a,
-                float sign, bool acc) {
-  const int half = a.d / 2, rotated = a.heads + a.kv_heads;
+                int rotary_dim, float sign, bool acc) {
+  const int half = rotary_dim / 2, rotated = a.heads + a.kv_heads;
   const std::int64_t width = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * a.d;
   const std::int64_t rows = static_cast<std::int64_t>(a.B) * a.S;
   cpu::parallel_for(pool, rows, std::max<std::int64_t>(1, kGrain / width),
@@ -369,6 +368,7 @@ void rope_apply(cpu::ThreadPool& pool, const RopeWs& t, FV in, FV out, const Att
           out.put(col + i, x1 * c - x2 * sv, acc);
           out.put(col + i + half, x2 * c + x1 * sv, acc);
         }
+        for (int c = rotary_dim; c < a.d; ++c) out.put(col + c, in[col + c], acc);
       }
       for (std::int64_t c = static_cast<std::int64_t>(rotated) * a.d; c < width; ++c)
         out.put(base + c, in[base + c], acc);
@@ -376,36 +376,59 @@ void rope_apply(cpu::ThreadPool& pool, const RopeWs& t, FV in, FV out, const Att
   });
 }
 
-void check_rope(const AttnDims& a, const char* op) {
+void check_rope(const AttnDims& a, const RopeTable& r, const char* op) {
   cpu::check_dims(a, op);
-  if (a.d % 2 != 0) throw Error(std::string("cpu ") + op + ": head dim must be even for RoPE");
+  if (r.rotary_dim <= 0 || r.rotary_dim % 2 != 0 || r.rotary_dim > a.d || !r.inv_freq)
+    throw Error(std::string("cpu ") + op + ": rotary dim " + std::to_string(r.rotary_dim) +
+                " must be even, positive and at most the head dim " + std::to_string(a.d));
 }
 
 }  // namespace
 
-void CpuBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, float theta) {
+void CpuBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r) {
   const char* op = "rope_fwd";
-  check_rope(a, op);
+  check_rope(a, r, op);
   const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
   cpu::check_float(in, op, "in", n);
   cpu::check_float(out, op, "out", n);
   cpu::Arena arena(ws_, op);
   RopeWs t(arena, a.S, a.d);
-  rope_table(*pool_, t, a.S, a.d, theta);
-  rope_apply(*pool_, t, FV(in), FV(out), a, 1.0f, false);
+  rope_table(*pool_, t, a.S, r);
+  rope_apply(*pool_, t, FV(in), FV(out), a, r.rotary_dim, 1.0f, false);
 }
 
-void CpuBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a, float theta,
-                          bool acc) {
+void CpuBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a,
+                          const RopeTable& r, bool acc) {
   const char* op = "rope_bwd";
-  check_rope(a, op);
+  check_rope(a, r, op);
   const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
   cpu::check_float(dout, op, "dout", n);
   cpu::check_float(din, op, "din", n);
   cpu::Arena arena(ws_, op);
   RopeWs t(arena, a.S, a.d);
-  rope_table(*pool_, t, a.S, a.d, theta);
-  rope_apply(*pool_, t, FV(dout), FV(din), a, -1.0f, acc);
+  rope_table(*pool_, t, a.S, r);
+  rope_apply(*pool_, t, FV(dout), FV(din), a, r.rotary_dim, -1.0f, acc);
 }
+
+}  // namespace remat
+
+namespace remat {
+
+void CpuBackend::fwd_Rope(const OpArgs& a) { rope_fwd(*a.in[0], *a.out[0], a.attn, a.rope); }
+void CpuBackend::bwd_Rope(const OpArgs& a) { rope_bwd(*a.dout[0], *a.din[0], a.attn, a.rope, a.acc[0]); }
+void CpuBackend::fwd_AttnDropout(const OpArgs& a) { dropout_fwd(*a.in[0], *a.in[1], *a.out[0], a.p, a.M); }
+void CpuBackend::bwd_AttnDropout(const OpArgs& a) {
+  dropout_bwd(*a.dout[0], *a.in[1], *a.din[0], a.p, a.M, a.acc[0]);
+}
+void CpuBackend::fwd_Residual(const OpArgs& a) { residual_fwd(*a.in[0], *a.in[1], a.in[2], *a.out[0], a.p, a.M); }
+void CpuBackend::bwd_Residual(const OpArgs& a) {
+  residual_bwd(*a.dout[0], a.in[2], *a.din[0], *a.din[1], a.p, a.M, a.acc[0], a.acc[1]);
+}
+void CpuBackend::fwd_Gelu(const OpArgs& a) { gelu_fwd(*a.in[0], *a.out[0], a.M); }
+void CpuBackend::bwd_Gelu(const OpArgs& a) { gelu_bwd(*a.in[0], *a.dout[0], *a.din[0], a.M, a.acc[0]); }
+void CpuBackend::fwd_SwiGlu(const OpArgs& a) { swiglu_fwd(*a.in[0], *a.out[0], a.M, a.K); }
+void CpuBackend::bwd_SwiGlu(const OpArgs& a) { swiglu_bwd(*a.in[0], *a.dout[0], *a.din[0], a.M, a.K, a.acc[0]); }
+void CpuBackend::fwd_DropoutMask(const OpArgs& a) { dropout_mask(*a.out[0], a.key, a.p, a.M); }
+void CpuBackend::bwd_DropoutMask(const OpArgs&) {}  // masks carry no gradient
 
 }  // namespace remat

@@ -229,3 +229,14 @@ void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
 }
 
 }  // namespace remat
+
+namespace remat {
+
+void CpuBackend::fwd_FlashAttn(const OpArgs& a) {
+  flash_fwd(*a.in[0], *a.out[0], *a.out[1], a.attn, a.key, a.p);
+}
+void CpuBackend::bwd_FlashAttn(const OpArgs& a) {
+  flash_bwd(*a.in[0], *a.out[0], *a.out[1], *a.dout[0], *a.din[0], a.attn, a.key, a.p);
+}
+
+}  // namespace remat

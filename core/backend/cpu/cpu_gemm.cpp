@@ -255,3 +255,12 @@ void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targe
 }
 
 }  // namespace remat
+
+namespace remat {
+
+void CpuBackend::fwd_Linear(const OpArgs& a) { linear_fwd(*a.in[0], *a.w, a.b, *a.out[0], a.M, a.K, a.N); }
+void CpuBackend::bwd_Linear(const OpArgs& a) {
+  linear_bwd(*a.in[0], *a.w, *a.dout[0], a.din[0], *a.dw, a.db, a.M, a.K, a.N, a.acc[0]);
+}
+
+}  // namespace remat

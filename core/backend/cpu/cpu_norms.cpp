@@ -198,3 +198,28 @@ void CpuBackend::rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy,
 }
 
 }  // namespace remat
+
+namespace remat {
+
+namespace {
+void no_offset(const OpArgs& a, const char* op) {
+  if (a.w_offset != 0.0f) throw Error(std::string("cpu ") + op + ": a (w_offset + w) weight is not supported");
+}
+}  // namespace
+
+void CpuBackend::fwd_LayerNorm(const OpArgs& a) {
+  no_offset(a, "layernorm_fwd");
+  layernorm_fwd(*a.in[0], *a.w, *a.b, *a.out[0], a.M, a.K, a.eps);
+}
+void CpuBackend::bwd_LayerNorm(const OpArgs& a) {
+  layernorm_bwd(*a.in[0], *a.w, *a.dout[0], *a.din[0], *a.dw, *a.db, a.M, a.K, a.eps, a.acc[0]);
+}
+void CpuBackend::fwd_RmsNorm(const OpArgs& a) {
+  no_offset(a, "rmsnorm_fwd");
+  rmsnorm_fwd(*a.in[0], *a.w, *a.out[0], a.M, a.K, a.eps);
+}
+void CpuBackend::bwd_RmsNorm(const OpArgs& a) {
+  rmsnorm_bwd(*a.in[0], *a.w, *a.dout[0], *a.din[0], *a.dw, a.M, a.K, a.eps, a.acc[0]);
+}
+
+}  // namespace remat

@@ -59,6 +59,8 @@ class CudaBackend final : public Backend {
   void read_bytes(const Tensor& src, void* out) override;
   void write_bytes(const Tensor& dst, const void* in) override;
 
+  // The block ops of the op table, dispatched to fwd_<Op> / bwd_<Op> (cuda_op_dispatch.cpp).
+  void run(OpKind op, Pass pass, const OpArgs& args) override;
   void embedding_fwd(const Tensor& tokens, const Tensor& wte, const Tensor* wpe,
                      const Tensor& out, int B, int S, int H) override;
   void embedding_bwd(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
@@ -73,40 +75,40 @@ class CudaBackend final : public Backend {
   void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
                    const Tensor& dw, std::int64_t rows, int H, float eps, bool acc) override;
   void linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, const Tensor& y,
-                  std::int64_t M, int K, int N) override;
+                  std::int64_t M, int K, int N);
   void linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, const Tensor* dx,
                   const Tensor& dW, const Tensor* db, std::int64_t M, int K, int N,
-                  bool acc) override;
-  void attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a) override;
+                  bool acc);
+  void attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a);
   void attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
-                        const Tensor& dqkv, const AttnDims& a) override;
+                        const Tensor& dqkv, const AttnDims& a);
   void attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& ctx,
-                   const AttnDims& a) override;
+                   const AttnDims& a);
   void attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& dctx, const Tensor& dp,
-                   const Tensor& dqkv, const AttnDims& a, bool acc_dp) override;
+                   const Tensor& dqkv, const AttnDims& a, bool acc_dp);
   void flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const AttnDims& a,
-                 const DropoutKey& key, float p) override;
+                 const DropoutKey& key, float p);
   void flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const Tensor& dctx,
                  const Tensor& dqkv, const AttnDims& a, const DropoutKey& key,
-                 float p) override;
+                 float p);
   void dropout_mask(const Tensor& mask, const DropoutKey& key, float p, std::int64_t n) override;
   void dropout_fwd(const Tensor& x, const Tensor& mask, const Tensor& y, float p,
                    std::int64_t n) override;
   void dropout_bwd(const Tensor& dy, const Tensor& mask, const Tensor& dx, float p,
                    std::int64_t n, bool acc) override;
   void residual_fwd(const Tensor& res, const Tensor& x, const Tensor* mask, const Tensor& out,
-                    float p, std::int64_t n) override;
+                    float p, std::int64_t n);
   void residual_bwd(const Tensor& dout, const Tensor* mask, const Tensor& dres, const Tensor& dx,
-                    float p, std::int64_t n, bool acc_res, bool acc_x) override;
-  void gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n) override;
+                    float p, std::int64_t n, bool acc_res, bool acc_x);
+  void gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n);
   void gelu_bwd(const Tensor& x, const Tensor& dy, const Tensor& dx, std::int64_t n,
-                bool acc) override;
-  void swiglu_fwd(const Tensor& gu, const Tensor& y, std::int64_t rows, int F) override;
+                bool acc);
+  void swiglu_fwd(const Tensor& gu, const Tensor& y, std::int64_t rows, int F);
   void swiglu_bwd(const Tensor& gu, const Tensor& dy, const Tensor& dgu, std::int64_t rows,
-                  int F, bool acc) override;
-  void rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, float theta) override;
-  void rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a, float theta,
-                bool acc) override;
+                  int F, bool acc);
+  void rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r);
+  void rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a, const RopeTable& r,
+                bool acc);
   void head_loss(const Tensor& x, const Tensor& W, const Tensor& targets, const Tensor& losses,
                  const Tensor& dx, const Tensor& dW, std::int64_t rows, int H, int V,
                  float scale) override;
@@ -143,6 +145,11 @@ class CudaBackend final : public Backend {
   static constexpr std::size_t kGemmWorkspace = std::size_t{32} << 20;
 
  private:
+  // One pair per op of core/graph/ops.def.
+#define OP(id, ...) void fwd_##id(const OpArgs& a); void bwd_##id(const OpArgs& a);
+#include "core/graph/ops.def"
+#undef OP
+
   void activate() const;  // cudaSetDevice when the calling thread is on another device
   char* scratch(std::size_t bytes, const char* op) const;
   void check_stream_error(const char* op) const;

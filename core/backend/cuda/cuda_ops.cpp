@@ -75,6 +75,9 @@ void check_dims(const AttnDims& a, const char* op) {
     throw Error(std::string("cuda ") + op + ": bad attention dims B=" + std::to_string(a.B) +
                 " S=" + std::to_string(a.S) + " heads=" + std::to_string(a.heads) +
                 " kv_heads=" + std::to_string(a.kv_heads) + " d=" + std::to_string(a.d));
+  if ((a.window > 0 && a.window < a.S) || a.softcap > 0.0f)
+    throw Error(std::string("cuda ") + op + ": sliding windows shorter than the sequence and "
+                "soft-capped scores are not run yet");
 }
 
 void check_p(float p, const char* op) {
@@ -251,42 +254,40 @@ void CudaBackend::swiglu_bwd(const Tensor& gu, const Tensor& dy, const Tensor& d
 
 namespace {
 
-// As Hugging Face and the CPU backend: inv_freq[i] = 1 / theta^(2i/d) in fp32.
-std::vector<float> inv_freq(int d, float theta) {
-  std::vector<float> f(static_cast<std::size_t>(d / 2));
-  for (int i = 0; i < d / 2; ++i)
-    f[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(d));
-  return f;
+// The frequencies come from the model (core/model/rope_scaling.h), as on the CPU.
+
+void check_rope_table(const AttnDims& a, const RopeTable& r, const char* op) {
+  if (a.d % 2 != 0) throw Error(std::string("cuda ") + op + ": head dim must be even for RoPE");
+  if (r.rotary_dim != a.d || r.attention_scaling != 1.0f || !r.inv_freq)
+    throw Error(std::string("cuda ") + op + ": partial or scaled rotary embeddings are not run on CUDA yet");
 }
 
 }  // namespace
 
-void CudaBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, float theta) {
+void CudaBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r) {
   const char* op = "rope_fwd";
   check_dims(a, op);
-  if (a.d % 2 != 0) throw Error("cuda rope_fwd: head dim must be even for RoPE");
+  check_rope_table(a, r, op);
   check_float(in, op, "in", qkv_numel(a));
   check_float(out, op, "out", qkv_numel(a));
   check_same(in, {&out}, op);
   activate();
-  const std::vector<float> f = inv_freq(a.d, theta);
   float* tab = reinterpret_cast<float*>(scratch(kernels::rope_scratch_bytes(a.S, a.d), op));
-  kernels::rope_apply(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d, f.data(),
+  kernels::rope_apply(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d, r.inv_freq,
                       1.0f, false, tab, compute_);
 }
 
-void CudaBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a, float theta,
-                           bool acc) {
+void CudaBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a,
+                           const RopeTable& r, bool acc) {
   const char* op = "rope_bwd";
   check_dims(a, op);
-  if (a.d % 2 != 0) throw Error("cuda rope_bwd: head dim must be even for RoPE");
+  check_rope_table(a, r, op);
   check_float(dout, op, "dout", qkv_numel(a));
   check_float(din, op, "din", qkv_numel(a));
   check_same(dout, {&din}, op);
   activate();
-  const std::vector<float> f = inv_freq(a.d, theta);
   float* tab = reinterpret_cast<float*>(scratch(kernels::rope_scratch_bytes(a.S, a.d), op));
-  kernels::rope_apply(ft(dout), dout.data, din.data, a.B, a.S, a.heads, a.kv_heads, a.d, f.data(),
+  kernels::rope_apply(ft(dout), dout.data, din.data, a.B, a.S, a.heads, a.kv_heads, a.d, r.inv_freq,
                       -1.0f, acc, tab, compute_);
 }
 

@@ -17,6 +17,7 @@ class NullBackend final : public Backend {
   }
   void set_workspace(const Tensor&) override {}
 
+  void run(OpKind, Pass, const OpArgs&) override {}  // every block op: nothing to compute
   void fill_zero(const Tensor&) override {}
   void copy(const Tensor&, const Tensor&) override {}
   void add_into(const Tensor&, const Tensor&) override {}
@@ -33,30 +34,9 @@ class NullBackend final : public Backend {
   void rmsnorm_fwd(const Tensor&, const Tensor&, const Tensor&, std::int64_t, int, float) override {}
   void rmsnorm_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                    std::int64_t, int, float, bool) override {}
-  void linear_fwd(const Tensor&, const Tensor&, const Tensor*, const Tensor&, std::int64_t, int, int) override {}
-  void linear_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor*, const Tensor&,
-                  const Tensor*, std::int64_t, int, int, bool) override {}
-  void attn_softmax_fwd(const Tensor&, const Tensor&, const AttnDims&) override {}
-  void attn_softmax_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AttnDims&) override {}
-  void attn_pv_fwd(const Tensor&, const Tensor&, const Tensor&, const AttnDims&) override {}
-  void attn_pv_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                   const AttnDims&, bool) override {}
-  void flash_fwd(const Tensor&, const Tensor&, const Tensor&, const AttnDims&, const DropoutKey&, float) override {}
-  void flash_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                 const AttnDims&, const DropoutKey&, float) override {}
   void dropout_mask(const Tensor&, const DropoutKey&, float, std::int64_t) override {}
   void dropout_fwd(const Tensor&, const Tensor&, const Tensor&, float, std::int64_t) override {}
   void dropout_bwd(const Tensor&, const Tensor&, const Tensor&, float, std::int64_t, bool) override {}
-  void residual_fwd(const Tensor&, const Tensor&, const Tensor*, const Tensor&, float,
-                    std::int64_t) override {}
-  void residual_bwd(const Tensor&, const Tensor*, const Tensor&, const Tensor&, float, std::int64_t,
-                    bool, bool) override {}
-  void gelu_fwd(const Tensor&, const Tensor&, std::int64_t) override {}
-  void gelu_bwd(const Tensor&, const Tensor&, const Tensor&, std::int64_t, bool) override {}
-  void swiglu_fwd(const Tensor&, const Tensor&, std::int64_t, int) override {}
-  void swiglu_bwd(const Tensor&, const Tensor&, const Tensor&, std::int64_t, int, bool) override {}
-  void rope_fwd(const Tensor&, const Tensor&, const AttnDims&, float) override {}
-  void rope_bwd(const Tensor&, const Tensor&, const AttnDims&, float, bool) override {}
   void head_loss(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                  const Tensor&, std::int64_t, int, int, float) override {}
   void adamw(const Tensor&, const Tensor&, const Tensor*, const Tensor&, const Tensor&,

@@ -1,0 +1,78 @@
+// The table of block ops (ops.def): each op's name, coarse kind, what its backward reads, which
+// input gradients it accumulates into, and its FLOPs. The block graph, the executor's dispatch,
+// the backends' interface and the null backend all come from it.
+#pragma once
+#include <cstdint>
+
+#include "core/backend/tensor.h"
+#include "core/util/philox.h"
+
+namespace remat {
+
+enum class OpKind : std::uint8_t {
+#define OP(id, ...) id,
+#include "core/graph/ops.def"
+#undef OP
+};
+constexpr int kOpCount = 0
+#define OP(id, ...) +1
+#include "core/graph/ops.def"
+#undef OP
+    ;
+
+// The coarse kind shown in views: GEMM, norm, softmax, dropout, activation, attention, elementwise.
+enum class StepKind : std::uint8_t { Gemm, Norm, Softmax, Dropout, Activation, Attention, Elementwise };
+const char* to_string(OpKind k);
+const char* to_string(StepKind k);
+
+struct StepDef;
+struct OpTraits {
+  const char* name;
+  StepKind kind;
+  std::uint32_t reads_in, reads_out, always_acc;  // bit k: input / output k
+  std::uint64_t (*flops_fwd)(const StepDef&);
+  std::uint64_t (*flops_bwd)(const StepDef&);
+};
+const OpTraits& op_traits(OpKind k);
+
+// Attention shapes of one block (they may differ between blocks: windows, scales).
+struct AttnDims {
+  int B = 0, S = 0, heads = 0, kv_heads = 0, d = 0;
+  float scale = 0.0f;    // scores = q·k * scale
+  int window = 0;        // > 0: query i sees keys i - window < j <= i
+  float softcap = 0.0f;  // > 0: scores = softcap * tanh(scores / softcap), before the mask
+  int group() const { return heads / kv_heads; }
+  // First key query i sees.
+  int first_key(int i) const { return window > 0 && i >= window ? i - window + 1 : 0; }
+};
+
+// RoPE rotation of one model: inverse frequencies of the rotated pairs and the factor cos and
+// sin are scaled by (1 outside YaRN and LongRoPE). rotary_dim = 2 * inv_freq count <= d.
+struct RopeTable {
+  const float* inv_freq = nullptr;
+  int rotary_dim = 0;
+  float attention_scaling = 1.0f;
+};
+
+enum class Pass : std::uint8_t { Forward, Backward };
+
+// The arguments of one op call. Pointers are null where the op or the step has none.
+struct OpArgs {
+  static constexpr int kMaxIn = 4, kMaxOut = 2;
+  const Tensor* in[kMaxIn] = {};     // forward inputs, in the step's order
+  const Tensor* out[kMaxOut] = {};   // forward outputs
+  const Tensor* din[kMaxIn] = {};    // backward: gradients of the inputs (written)
+  const Tensor* dout[kMaxOut] = {};  // backward: gradients of the outputs (read)
+  bool acc[kMaxIn] = {};             // backward: add into din[k] instead of overwriting
+  const Tensor *w = nullptr, *b = nullptr, *dw = nullptr, *db = nullptr;  // parameters
+  std::int64_t M = 0;
+  int K = 0, N = 0;
+  float eps = 0.0f;         // norms
+  float w_offset = 0.0f;    // norms: the weight is applied as (w_offset + w)
+  float p = 0.0f;           // dropout probability at this step's site (0: none)
+  DropoutKey key;           // this step's dropout site in this block and step
+  AttnDims attn;
+  RopeTable rope;
+};
+
+}  // namespace remat

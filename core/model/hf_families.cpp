@@ -1,0 +1,153 @@
+// Import of the Llama-like Hugging Face configs: llama, mistral, qwen2, gemma, gemma2, phi3,
+// olmo2. One reader of the fields they share; each family adds or fixes its own.
+#include <algorithm>
+#include <cmath>
+
+#include "core/model/hf_fields.h"
+#include "core/util/json_io.h"
+
+namespace remat::hf {
+
+namespace {
+
+struct FamilyType {
+  const char* model_type;
+  Family family;
+};
+const FamilyType kTypes[] = {{"llama", Family::Llama},   {"mistral", Family::Mistral},
+                             {"qwen2", Family::Qwen2},   {"gemma", Family::Gemma},
+                             {"gemma2", Family::Gemma2}, {"phi3", Family::Phi3},
+                             {"olmo2", Family::Olmo2}};
+
+// Fields every family here reads.
+const std::set<std::string> kShared = {
+    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "max_position_embeddings", "vocab_size", "rms_norm_eps",
+    "rope_theta", "hidden_act", "attention_bias", "mlp_bias", "attention_dropout",
+    "tie_word_embeddings", "rope_scaling", "head_dim", "partial_rotary_factor"};
+
+// Per family: the fields it adds to kShared.
+std::set<std::string> extra_fields(Family f) {
+  switch (f) {
+    case Family::Mistral: return {"sliding_window"};
+    case Family::Qwen2: return {"sliding_window", "use_sliding_window", "max_window_layers"};
+    case Family::Gemma: return {"hidden_activation"};
+    case Family::Gemma2:
+      return {"hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
+              "final_logit_softcapping", "sliding_window"};
+    case Family::Phi3:
+      return {"sliding_window", "resid_pdrop", "embd_pdrop", "original_max_position_embeddings"};
+    default: return {};
+  }
+}
+
+MlpKind activation(const nlohmann::json& j, Family f) {
+  const bool gemma = f == Family::Gemma || f == Family::Gemma2;
+  if (gemma) {
+    // Gemma's MLP uses hidden_activation; when it is unset, the tanh approximation (Hugging Face
+    // replaces the exact "gelu" of the original hidden_act with it).
+    std::string act = string_field(j, "hidden_activation", "gelu_pytorch_tanh");
+    if (act == "gelu_pytorch_tanh") return MlpKind::GeGlu;
+    throw ConfigError("hidden_activation", "'" + act + "' is not modelled (gelu_pytorch_tanh: GeGLU with the tanh GELU)");
+  }
+  std::string act = string_field(j, "hidden_act", "silu");
+  if (act != "silu") throw ConfigError("hidden_act", "'" + act + "' is not modelled (silu: SwiGLU)");
+  return MlpKind::SwiGlu;
+}
+
+}  // namespace
+
+std::optional<Family> hf_family(const std::string& model_type) {
+  for (const auto& t : kTypes)
+    if (model_type == t.model_type) return t.family;
+  return std::nullopt;
+}
+
+std::vector<std::string> hf_family_types() {
+  std::vector<std::string> v;
+  for (const auto& t : kTypes) v.push_back(t.model_type);
+  return v;
+}
+
+ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
+                            std::vector<std::string>& ignored) {
+  std::set<std::string> modelled = kShared;
+  for (const auto& e : extra_fields(f)) modelled.insert(e);
+  // Qwen2 reads its window only when use_sliding_window is true.
+  const bool qwen_window = f == Family::Qwen2 && p.take([&] { return bool_field(j, "use_sliding_window", false); }, false);
+  if (f == Family::Qwen2 && !qwen_window) {
+    for (const char* k : {"sliding_window", "max_window_layers"})
+      if (j.contains(k)) {
+        modelled.erase(k);
+        ignored.push_back(k);
+      }
+  }
+  std::set<std::string> sorted = modelled;
+  for (const auto& k : ignored) sorted.insert(k);
+  sort_fields(j, sorted, p, ignored);
+
+  ModelConfig m;
+  set_family(m, f);
+  const bool gemma = f == Family::Gemma || f == Family::Gemma2;
+  m.layers = p.take([&] { return int_field(j, "num_hidden_layers"); }, 1);
+  m.hidden = p.take([&] { return int_field(j, "hidden_size"); }, 1);
+  m.heads = p.take([&] { return int_field(j, "num_attention_heads"); }, 1);
+  m.kv_heads = p.take([&] { return int_field(j, "num_key_value_heads", m.heads); }, 1);
+  m.head_size = p.take([&] { return int_field(j, "head_dim", 0); }, 0);
+  if (m.head_size > 0 && m.heads > 0 && m.hidden % m.heads == 0 && m.head_size == m.hidden / m.heads)
+    m.head_size = 0;  // the default
+  m.ffn = p.take([&] { return int_field(j, "intermediate_size"); }, 1);
+  m.vocab = p.take([&] { return int_field(j, "vocab_size"); }, 1);
+  m.positions = p.take([&] { return int_field(j, "max_position_embeddings"); }, 1);
+  m.mlp = p.take([&] { return activation(j, f); }, m.mlp);
+  m.norm_eps = p.take([&] { return num_field(j, "rms_norm_eps", 1e-6); }, 1e-6);
+  m.rope_theta = p.take([&] { return num_field(j, "rope_theta", 10000.0); }, 10000.0);
+  m.partial_rotary = p.take([&] { return num_field(j, "partial_rotary_factor", 1.0); }, 1.0);
+  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) {
+    std::vector<std::pair<std::string, std::string>> problems;
+    nlohmann::json rs = j.at("rope_scaling");
+    // Phi-3 keeps LongRoPE's original context at the top level.
+    if (f == Family::Phi3 && rs.is_object() && !rs.contains("original_max_position_embeddings") &&
+        j.contains("original_max_position_embeddings"))
+      rs["original_max_position_embeddings"] = j.at("original_max_position_embeddings");
+    m.rope_scaling = rope_scaling_from_json(rs, problems);
+    for (auto& [field, msg] : problems) p.add(field, msg);
+  }
+  m.tied_embeddings = p.take([&] { return bool_field(j, "tie_word_embeddings", gemma); }, gemma);
+  const bool attn_bias = p.take([&] { return bool_field(j, "attention_bias", false); }, false);
+  if (f == Family::Qwen2) {
+    p.check([&] { require_flag(j, "attention_bias", false, "Qwen2 has q/k/v biases and no o_proj bias"); });
+  } else {
+    m.qkv_bias = attn_bias;
+    m.out_bias = attn_bias;
+  }
+  m.mlp_bias = p.take([&] { return bool_field(j, "mlp_bias", false); }, false);
+  if (f == Family::Mistral || f == Family::Gemma2 || f == Family::Phi3 || qwen_window)
+    m.sliding_window = p.take([&] { return int_field(j, "sliding_window", 0); }, 0);
+  if (qwen_window) {
+    const int from = p.take([&] { return int_field(j, "max_window_layers", m.layers); }, m.layers);
+    if (from < m.layers)
+      p.add("max_window_layers", "a window on some layers only (from layer " + std::to_string(from) +
+                                     ") is not modelled; set use_sliding_window to false");
+  }
+  if (f == Family::Gemma2) {
+    const double q = p.take([&] { return num_field(j, "query_pre_attn_scalar", 0.0); }, 0.0);
+    if (q > 0.0) m.attn_scale = 1.0 / std::sqrt(q);
+    m.attn_softcap = p.take([&] { return num_field(j, "attn_logit_softcapping", 0.0); }, 0.0);
+    m.final_softcap = p.take([&] { return num_field(j, "final_logit_softcapping", 0.0); }, 0.0);
+  }
+  // Dropout: the attention probabilities (attention_dropout); Phi-3 also its embedding
+  // (embd_pdrop) and both residual branches (resid_pdrop).
+  std::vector<DropoutField> drops;
+  drops.push_back({"attention_dropout", p.take([&] { return num_field(j, "attention_dropout", 0.0); }, 0.0), kDropAttention});
+  if (f == Family::Phi3) {
+    drops.push_back({"embd_pdrop", p.take([&] { return num_field(j, "embd_pdrop", 0.0); }, 0.0), kDropEmbedding});
+    drops.push_back({"resid_pdrop", p.take([&] { return num_field(j, "resid_pdrop", 0.0); }, 0.0), kDropResidual});
+  }
+  set_dropout(m, p, drops);
+  m.seq = std::min(m.positions, 1024);
+  m.batch = 1;
+  return m;
+}
+
+}  // namespace remat::hf

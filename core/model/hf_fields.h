@@ -1,0 +1,83 @@
+// Internal to the Hugging Face import (hf_config.cpp, hf_families.cpp): the problem collector
+// and the field readers. Readers throw ConfigError naming the field.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/model/model_config.h"
+#include "core/util/error.h"
+
+namespace remat::hf {
+
+// Every problem of a config, so one run reports them all: each check runs, what it throws is
+// kept with its field, and the import fails at the end with the whole list.
+class Problems {
+ public:
+  // f() or, when it throws a ConfigError, `fallback` with the problem kept.
+  template <class T, class F>
+  T take(F f, T fallback) {
+    try {
+      return f();
+    } catch (const ConfigError& e) {
+      keep(e);
+      return fallback;
+    }
+  }
+  template <class F>
+  void check(F f) {
+    take([&] { f(); return 0; }, 0);
+  }
+  void add(const std::string& field, const std::string& message) { list_.emplace_back(field, message); }
+  bool empty() const { return list_.empty(); }
+  // Throws one ConfigError naming the first field, its message saying every problem.
+  void throw_if_any() const {
+    if (list_.empty()) return;
+    std::string msg = list_[0].second;
+    for (std::size_t i = 1; i < list_.size(); ++i) msg += "; also " + list_[i].first + ": " + list_[i].second;
+    if (list_.size() > 1) msg += " (" + std::to_string(list_.size()) + " problems)";
+    throw ConfigError(list_[0].first, msg);
+  }
+
+ private:
+  void keep(const ConfigError& e) {
+    std::string what = e.what();
+    const std::string prefix = e.field() + ": ";
+    add(e.field(), what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
+  }
+  std::vector<std::pair<std::string, std::string>> list_;
+};
+
+const nlohmann::json& field(const nlohmann::json& j, const char* key);
+int int_field(const nlohmann::json& j, const char* key);  // required, > 0
+int int_field(const nlohmann::json& j, const char* key, int fallback);  // absent or null: fallback
+double num_field(const nlohmann::json& j, const char* key, double fallback);
+bool bool_field(const nlohmann::json& j, const char* key, bool fallback);
+std::string string_field(const nlohmann::json& j, const char* key, const std::string& fallback);
+// A boolean field that must have `modelled` (its Hugging Face default) for the step we run.
+void require_flag(const nlohmann::json& j, const char* key, bool modelled, const std::string& why);
+// Fields neither modelled nor packaging are problems; packaging fields are listed as ignored.
+void sort_fields(const nlohmann::json& j, const std::set<std::string>& modelled, Problems& p,
+                 std::vector<std::string>& ignored);
+
+// A dropout probability read from a config field, and the sites it covers.
+struct DropoutField {
+  const char* field;
+  double p;
+  unsigned sites;
+};
+// One probability for the sites whose fields are non-zero; differing non-zero values are a problem.
+void set_dropout(ModelConfig& m, Problems& p, const std::vector<DropoutField>& fields);
+
+// The Llama-like families (hf_families.cpp).
+std::optional<Family> hf_family(const std::string& model_type);
+std::vector<std::string> hf_family_types();
+void check_sizes(const ModelConfig& m, Problems& p);
+ModelConfig gpt2_from_hf(const nlohmann::json& j, Problems& p, std::vector<std::string>& ignored);
+ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
+                            std::vector<std::string>& ignored);
+
+}  // namespace remat::hf
