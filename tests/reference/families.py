@@ -94,6 +94,11 @@ FAMILIES = {
                   max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=500000.0, rope_scaling=None,
                   attention_bias=False, pad_token_id=0, tie_word_embeddings=False),
 }
+# Features no family above has by default, in configs of the same model types: GPT-2 without
+# the 1/sqrt(d) scale, with the inverse-layer scale and exact GELU; Llama with every bias.
+FAMILIES["gpt2_flags"] = dict(FAMILIES["gpt2"], activation_function="gelu", scale_attn_weights=False,
+                              scale_attn_by_inverse_layer_idx=True)
+FAMILIES["llama_bias"] = dict(FAMILIES["llama"], attention_bias=True, mlp_bias=True)
 
 # The step's shape for every family (the run's --seq/--batch overrides).
 SEQ, BATCH = 16, 2
@@ -119,7 +124,8 @@ def features_from_hf(c):
                     sliding_window=0, sliding_window_layers="all",
                     attn_scale=0.0 if _get(c, "scale_attn_weights", True) else 1.0,
                     attn_scale_inverse_layer=_get(c, "scale_attn_by_inverse_layer_idx", False),
-                    attn_softcap=0.0, final_softcap=0.0, mlp="gelu_tanh",
+                    attn_softcap=0.0, final_softcap=0.0,
+                    mlp="gelu" if c.get("activation_function") == "gelu" else "gelu_tanh",
                     tied_embeddings=True, embed_scale=False)
     h, a = c["hidden_size"], c["num_attention_heads"]
     f = dict(names=t if t in ("phi3", "olmo2", "gemma2") else "llama", layers=c["num_hidden_layers"],

@@ -108,6 +108,47 @@ def self_checks():
           not close(loss(dict(gp, attn_scale_inverse_layer=True), wgp), loss(gp, wgp)))
 
     out.extend(rope_checks())
+    out.extend(feature_effects())
+    return out
+
+
+# Per family, each feature it has against the plain Llama step, turned off, with the weights it
+# then lacks: each must move the loss ten times past the end-to-end tolerance (1e-6), so that
+# an engine that ignored the feature would fail there.
+_EFFECTS = [
+    ("gpt2_flags", dict(attn_scale=0.0), None),
+    ("gpt2_flags", dict(attn_scale_inverse_layer=False), None),
+    ("gpt2_flags", dict(mlp="gelu_tanh"), None),
+    ("llama_bias", dict(qkv_bias=False), "self_attn.q_proj.bias self_attn.k_proj.bias self_attn.v_proj.bias"),
+    ("llama_bias", dict(out_bias=False), "o_proj.bias"),
+    ("llama_bias", dict(mlp_bias=False), "gate_proj.bias up_proj.bias down_proj.bias"),
+    ("llama3", dict(rope_scaling=None), None),
+    ("mistral", dict(sliding_window=0), None),
+    ("qwen2", dict(rope_scaling=None), None),
+    ("qwen2", dict(qkv_bias=False), "_proj.bias"),
+    ("gemma", dict(norm_unit_offset=False), None),
+    ("gemma", dict(embed_scale=False), None),
+    ("gemma", dict(mlp="swiglu"), None),
+    ("gemma2", dict(attn_softcap=0.0), None),
+    ("gemma2", dict(final_softcap=0.0), None),
+    ("gemma2", dict(attn_scale=0.0), None),
+    ("gemma2", dict(sliding_window=0), None),
+    ("phi3", dict(rope_scaling=None), None),
+    ("phi3", dict(partial_rotary_factor=1.0, rope_scaling=None), None),  # (the factors fit rotary_dim)
+    ("olmo2", dict(qk_norm=False), "q_norm.weight k_norm.weight"),
+]
+
+
+def feature_effects():
+    out = []
+    win = torch.randint(0, 64, (BATCH, SEQ + 1), generator=torch.Generator().manual_seed(3))
+    for name, change, drop in _EFFECTS:
+        f = features_from_hf(FAMILIES[name])
+        w = {n: t.to(torch.float64) for n, t in make_weights(f, 12).items()}
+        kept = {n: t for n, t in w.items() if not (drop and any(n.endswith(d) for d in drop.split()))}
+        d = abs(loss_of(w, f, win).item() - loss_of(kept, dict(f, **change), win).item())
+        out.append(("%s: %s moves the loss by %.1e > 1e-5" % (name, ", ".join("%s=%s" % kv for kv in change.items()), d),
+                    d > 1e-5, ""))
     return out
 
 
