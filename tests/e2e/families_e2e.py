@@ -6,8 +6,9 @@ on them (--load-weights, --tokens, --dump-batch, --save-weights, --out); the ref
 on the windows the run dumped, in float64 and in float32. The run's losses (loss.csv) must be
 within 1e-6 of float64's at every step, and each tensor it saved within
 max(1e-4, 4 x the float32-float64 gap of that tensor) of float64's. The comparison is shown to
-fail for a reference trained with another learning rate and for one started from a perturbed
-weight. The reference is also checked against itself (families_checks.py).
+fail for references that differ from the step in one thing each (learning rate, beta2, no
+decay, decay on norms and biases, one weight moved by 1e-3).
+The reference is also checked against itself (families_checks.py).
 
 Families in ENABLED are checked; REMAT_FAMILIES=all (or a comma-separated list) checks others.
 Needs Debian's python3-torch; without it the test skips (exit 77).
