@@ -1,0 +1,559 @@
+#!/usr/bin/python3
+"""A PyTorch reference of every model family's training step, written from the published
+architectures (no transformers library), to check RematLab from outside.
+
+One generic decoder-only transformer, parameterised by the model features of
+docs/model-config.md (norm kind and placement, positions, head_dim, GQA, biases, qk_norm, sliding
+window, attention scale and softcaps, MLP kind, tied embeddings, embed_scale), reading its
+weights under each family's Hugging Face tensor names. `FAMILIES` holds a tiny Hugging Face
+config.json per family; `features_from_hf` reads one the way Hugging Face's model classes do;
+`rope_parameters` computes the RoPE inverse frequencies and attention factor from Hugging Face's
+formulas (default, linear, dynamic, llama3, yarn, longrope); `train` runs AdamW steps
+(torch.optim.AdamW, decay on matrices only, as docs/batch.md) in a chosen dtype.
+
+Debian's python3-torch and python3-numpy only. tests/e2e/families_e2e.py drives it against
+rematlab-batch; families_checks.py checks it against itself.
+
+Usage: /usr/bin/python3 families.py OUT_DIR   (writes each family's config.json,
+weights.safetensors and tokens.npy under OUT_DIR/FAMILY)
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_reference import write_safetensors  # noqa: E402
+
+# Tiny sizes shared by every family: 2 layers, hidden 32, 4 heads, vocab 64. Each config is a
+# Hugging Face config.json as the family's published configs write it (field names and kinds
+# of values), shrunk; sizes that make a feature visible at seq 16 are noted.
+_LLAMA_LIKE = {"hidden_size": 32, "intermediate_size": 56, "num_hidden_layers": 2,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 64,
+               "hidden_act": "silu", "attention_dropout": 0.0, "initializer_range": 0.02,
+               "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32", "use_cache": True,
+               "transformers_version": "4.46.0"}
+
+FAMILIES = {
+    "gpt2": {
+        "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 2, "n_embd": 32,
+        "n_head": 4, "n_positions": 24, "n_ctx": 24, "n_inner": None, "vocab_size": 64,
+        "activation_function": "gelu_new", "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+        "layer_norm_epsilon": 1e-5, "scale_attn_weights": True,
+        "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
+        "initializer_range": 0.02, "bos_token_id": 63, "eos_token_id": 63, "use_cache": True},
+    "llama": dict(_LLAMA_LIKE, model_type="llama", architectures=["LlamaForCausalLM"], head_dim=8,
+                  max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=10000.0, rope_scaling=None,
+                  attention_bias=False, mlp_bias=False, pretraining_tp=1, tie_word_embeddings=False),
+    # Llama 3.2's rope_scaling and tied head; original_max_position_embeddings 256 with theta
+    # 500000 and head_dim 8 puts one frequency in each band (kept, smoothed, divided by factor).
+    "llama3": dict(_LLAMA_LIKE, model_type="llama", architectures=["LlamaForCausalLM"], head_dim=8,
+                   max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=500000.0,
+                   rope_scaling={"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                 "original_max_position_embeddings": 256, "rope_type": "llama3"},
+                   attention_bias=False, mlp_bias=False, pretraining_tp=1, tie_word_embeddings=True),
+    "mistral": dict(_LLAMA_LIKE, model_type="mistral", architectures=["MistralForCausalLM"], head_dim=8,
+                    max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=1000000.0,
+                    sliding_window=6, tie_word_embeddings=False),
+    # Qwen2.5's long-context recipe (yarn under the legacy "type" key); the window fields are
+    # present and off, as published. original 4096 with theta 1e6 gives a fractional ramp.
+    "qwen2": dict(_LLAMA_LIKE, model_type="qwen2", architectures=["Qwen2ForCausalLM"],
+                  intermediate_size=48, max_position_embeddings=16384, rms_norm_eps=1e-6,
+                  rope_theta=1000000.0,
+                  rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096},
+                  use_sliding_window=False, sliding_window=131072, max_window_layers=2,
+                  tie_word_embeddings=True),
+    # head_dim 16 against hidden/heads = 8, multi-query (one kv head) as Gemma 2B.
+    "gemma": dict(_LLAMA_LIKE, model_type="gemma", architectures=["GemmaForCausalLM"],
+                  intermediate_size=64, num_key_value_heads=1, head_dim=16, max_position_embeddings=64,
+                  rms_norm_eps=1e-6, rope_theta=10000.0, rope_scaling=None, hidden_act="gelu",
+                  hidden_activation="gelu_pytorch_tanh", attention_bias=False, pad_token_id=0,
+                  tie_word_embeddings=True),
+    # Softcaps small enough to bend scores and logits of this size; query_pre_attn_scalar != head_dim.
+    "gemma2": dict(_LLAMA_LIKE, model_type="gemma2", architectures=["Gemma2ForCausalLM"],
+                   intermediate_size=64, head_dim=16, max_position_embeddings=64, rms_norm_eps=1e-6,
+                   rope_theta=10000.0, hidden_act="gelu_pytorch_tanh",
+                   hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=24, sliding_window=6,
+                   attn_logit_softcapping=4.0, final_logit_softcapping=3.0, attention_bias=False,
+                   cache_implementation="hybrid", pad_token_id=0, tie_word_embeddings=True),
+    # Phi-4-mini's shape of config: partial rotary, longrope under "type", the pretrained length
+    # as a top-level original_max_position_embeddings (seq 16 <= 32: short_factor applies, and
+    # the attention factor comes from 128 / 32).
+    "phi3": dict(_LLAMA_LIKE, model_type="phi3", architectures=["Phi3ForCausalLM"],
+                 intermediate_size=48, max_position_embeddings=128, original_max_position_embeddings=32,
+                 partial_rotary_factor=0.5, rms_norm_eps=1e-5, rope_theta=10000.0,
+                 rope_scaling={"type": "longrope", "short_factor": [1.0, 1.5], "long_factor": [2.0, 6.0]},
+                 sliding_window=2047, resid_pdrop=0.0, embd_pdrop=0.0, attention_bias=False,
+                 pad_token_id=0, tie_word_embeddings=False),
+    "olmo2": dict(_LLAMA_LIKE, model_type="olmo2", architectures=["Olmo2ForCausalLM"],
+                  max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=500000.0, rope_scaling=None,
+                  attention_bias=False, pad_token_id=0, tie_word_embeddings=False),
+}
+# Features no family above has by default, in configs of the same model types: GPT-2 without
+# the 1/sqrt(d) scale, with the inverse-layer scale and exact GELU; Llama with every bias.
+FAMILIES["gpt2_flags"] = dict(FAMILIES["gpt2"], activation_function="gelu", scale_attn_weights=False,
+                              scale_attn_by_inverse_layer_idx=True)
+FAMILIES["llama_bias"] = dict(FAMILIES["llama"], attention_bias=True, mlp_bias=True)
+
+# The step's shape for every family (the run's --seq/--batch overrides).
+SEQ, BATCH = 16, 2
+
+
+def _get(c, key, default=None):
+    v = c.get(key, default)
+    return default if v is None else v
+
+
+def features_from_hf(c):
+    """The features (docs/model-config.md names) of a Hugging Face config, as its model class
+    reads it; `names` is the family whose tensor names the weights carry."""
+    t = c["model_type"]
+    if t == "gpt2":
+        h, a = c["n_embd"], c["n_head"]
+        return dict(names="gpt2", layers=c["n_layer"], hidden=h, heads=a, kv_heads=a, head_dim=h // a,
+                    ffn=_get(c, "n_inner", 4 * h), vocab=c["vocab_size"], positions=c["n_positions"],
+                    norm="layernorm", norm_eps=c["layer_norm_epsilon"], norm_unit_offset=False,
+                    norm_placement="pre", position="learned", rope_theta=0.0, rope_scaling=None,
+                    partial_rotary_factor=1.0, original_max_position_embeddings=None,
+                    qkv_bias=True, out_bias=True, mlp_bias=True, qk_norm=False,
+                    sliding_window=0, sliding_window_layers="all",
+                    attn_scale=0.0 if _get(c, "scale_attn_weights", True) else 1.0,
+                    attn_scale_inverse_layer=_get(c, "scale_attn_by_inverse_layer_idx", False),
+                    attn_softcap=0.0, final_softcap=0.0,
+                    mlp="gelu" if c.get("activation_function") == "gelu" else "gelu_tanh",
+                    tied_embeddings=True, embed_scale=False)
+    h, a = c["hidden_size"], c["num_attention_heads"]
+    f = dict(names=t if t in ("phi3", "olmo2", "gemma2") else "llama", layers=c["num_hidden_layers"],
+             hidden=h, heads=a, kv_heads=_get(c, "num_key_value_heads", a),
+             head_dim=_get(c, "head_dim", h // a), ffn=c["intermediate_size"], vocab=c["vocab_size"],
+             positions=c["max_position_embeddings"], norm="rmsnorm", norm_eps=_get(c, "rms_norm_eps", 1e-6),
+             norm_unit_offset=False, norm_placement="pre", position="rope",
+             rope_theta=_get(c, "rope_theta", 10000.0), rope_scaling=c.get("rope_scaling"),
+             partial_rotary_factor=_get(c, "partial_rotary_factor", 1.0),
+             original_max_position_embeddings=c.get("original_max_position_embeddings"),
+             qkv_bias=_get(c, "attention_bias", False), out_bias=_get(c, "attention_bias", False),
+             mlp_bias=_get(c, "mlp_bias", False), qk_norm=False, sliding_window=0,
+             sliding_window_layers="all", attn_scale=0.0, attn_scale_inverse_layer=False,
+             attn_softcap=0.0, final_softcap=0.0, mlp="swiglu",
+             tied_embeddings=_get(c, "tie_word_embeddings", False), embed_scale=False)
+    if t in ("mistral", "phi3"):
+        f["sliding_window"] = _get(c, "sliding_window", 0)
+    elif t == "qwen2":
+        f["qkv_bias"], f["out_bias"] = True, False
+        if _get(c, "use_sliding_window", False):
+            f["sliding_window"] = _get(c, "sliding_window", 0)  # (max_window_layers not modelled)
+    elif t in ("gemma", "gemma2"):
+        f.update(norm_unit_offset=True, mlp="geglu", embed_scale=True,
+                 tied_embeddings=_get(c, "tie_word_embeddings", True))
+        if t == "gemma2":
+            f.update(norm_placement="sandwich", sliding_window=_get(c, "sliding_window", 0),
+                     sliding_window_layers="even", attn_scale=c["query_pre_attn_scalar"] ** -0.5,
+                     attn_softcap=_get(c, "attn_logit_softcapping", 0.0),
+                     final_softcap=_get(c, "final_logit_softcapping", 0.0))
+    elif t == "olmo2":
+        f.update(norm_placement="post", qk_norm=True)
+    return f
+
+
+# ---------------------------------------------------------------------------------------------
+# RoPE: inverse frequencies and attention factor (Hugging Face modeling_rope_utils formulas).
+
+def rope_parameters(rope_scaling, theta, rotary_dim, max_position_embeddings, seq_len,
+                    original_max_position_embeddings=None):
+    """(inv_freq float64 [rotary_dim / 2], attention_factor) for a `rope_scaling` object (None
+    or Hugging Face's dict, `rope_type` or legacy `type`). `seq_len` is the longest sequence
+    the step sees (dynamic and longrope depend on it); `original_max_position_embeddings` is
+    Phi-3's top-level field, used by longrope when rope_scaling does not have it."""
+    dim = rotary_dim
+    exps = torch.arange(0, dim, 2, dtype=torch.int64).to(torch.float64) / dim
+
+    def default(base):
+        return 1.0 / (base ** exps)
+
+    rs = rope_scaling or {}
+    kind = rs.get("rope_type", rs.get("type", "default"))
+    if kind == "default":
+        return default(theta), 1.0
+    if kind == "linear":
+        return default(theta) / rs["factor"], 1.0
+    if kind == "dynamic":
+        factor = rs["factor"]
+        n = seq_len if seq_len > max_position_embeddings else max_position_embeddings
+        base = theta * ((factor * n / max_position_embeddings) - (factor - 1)) ** (dim / (dim - 2))
+        return default(base), 1.0
+    if kind == "llama3":
+        inv = default(theta)
+        factor, lo, hi = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+        old = rs["original_max_position_embeddings"]
+        low_wavelen, high_wavelen = old / lo, old / hi
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > low_wavelen, inv / factor, inv)
+        smooth = (old / wavelen - lo) / (hi - lo)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+        return torch.where(medium, smoothed, scaled), 1.0
+    if kind == "yarn":
+        factor = rs["factor"]
+        original = rs.get("original_max_position_embeddings") or max_position_embeddings
+        if rs.get("original_max_position_embeddings"):
+            # Newer Hugging Face releases take the factor from the two lengths; configs whose
+            # factor is that ratio read the same under every release.
+            factor = max_position_embeddings / original
+
+        def mscale(scale, m=1.0):
+            return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+        attention = rs.get("attention_factor")
+        if attention is None:
+            if rs.get("mscale") and rs.get("mscale_all_dim"):
+                attention = mscale(factor, rs["mscale"]) / mscale(factor, rs["mscale_all_dim"])
+            else:
+                attention = mscale(factor)
+        beta_fast, beta_slow = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
+
+        def correction_dim(rotations):
+            return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+        low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+        if rs.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        extrapolation = 1 - ramp  # share of the unscaled frequency
+        inv = default(theta)
+        return inv / factor * (1 - extrapolation) + inv * extrapolation, attention
+    if kind == "longrope":
+        original = original_max_position_embeddings or rs.get("original_max_position_embeddings")
+        factor = rs.get("factor")
+        if original:
+            factor = max_position_embeddings / original
+        else:
+            original = max_position_embeddings
+        attention = rs.get("attention_factor")
+        if attention is None:
+            attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+        ext = torch.tensor(rs["long_factor"] if seq_len > original else rs["short_factor"], dtype=torch.float64)
+        return 1.0 / (ext * theta ** exps), attention
+    raise ValueError("unknown rope_type %r" % kind)
+
+
+def rope_tables(f, S, dtype):
+    rd = int(f["head_dim"] * f["partial_rotary_factor"])
+    inv, attention = rope_parameters(f["rope_scaling"], f["rope_theta"], rd, f["positions"], S,
+                                     f["original_max_position_embeddings"])
+    ang = torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]
+    emb = torch.cat((ang, ang), dim=-1)
+    return (emb.cos() * attention).to(dtype), (emb.sin() * attention).to(dtype), rd
+
+
+def rotate_half(x):
+    d = x.shape[-1]
+    return torch.cat((-x[..., d // 2:], x[..., : d // 2]), dim=-1)
+
+
+def apply_rope(x, cos, sin, rd):
+    rot, keep = x[..., :rd], x[..., rd:]
+    return torch.cat((rot * cos + rotate_half(rot) * sin, keep), dim=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensor names and the layer's pieces under them.
+
+def _norm_names(f):
+    """Per layer: the HF norm under each slot (attn_in, attn_out, mlp_in, mlp_out), None where the
+    placement has none."""
+    if f["names"] == "gpt2":
+        return {"attn_in": "ln_1", "attn_out": None, "mlp_in": "ln_2", "mlp_out": None}
+    place = f["norm_placement"]
+    if place == "pre":
+        return {"attn_in": "input_layernorm", "attn_out": None,
+                "mlp_in": "post_attention_layernorm", "mlp_out": None}
+    if place == "post":
+        return {"attn_in": None, "attn_out": "post_attention_layernorm",
+                "mlp_in": None, "mlp_out": "post_feedforward_layernorm"}
+    return {"attn_in": "input_layernorm", "attn_out": "post_attention_layernorm",
+            "mlp_in": "pre_feedforward_layernorm", "mlp_out": "post_feedforward_layernorm"}
+
+
+def tensor_shapes(f):
+    """{Hugging Face name: shape} of the family's weights (GPT-2's Conv1D stored [in, out])."""
+    h, ff, V = f["hidden"], f["ffn"], f["vocab"]
+    q, kv = f["heads"] * f["head_dim"], f["kv_heads"] * f["head_dim"]
+    ln = f["norm"] == "layernorm"
+    s = {}
+    if f["names"] == "gpt2":
+        s["transformer.wte.weight"] = (V, h)
+        s["transformer.wpe.weight"] = (f["positions"], h)
+        for l in range(f["layers"]):
+            p = "transformer.h.%d." % l
+            for n in ("ln_1", "ln_2"):
+                s[p + n + ".weight"], s[p + n + ".bias"] = (h,), (h,)
+            s[p + "attn.c_attn.weight"], s[p + "attn.c_attn.bias"] = (h, q + 2 * kv), (q + 2 * kv,)
+            s[p + "attn.c_proj.weight"], s[p + "attn.c_proj.bias"] = (q, h), (h,)
+            s[p + "mlp.c_fc.weight"], s[p + "mlp.c_fc.bias"] = (h, ff), (ff,)
+            s[p + "mlp.c_proj.weight"], s[p + "mlp.c_proj.bias"] = (ff, h), (h,)
+        s["transformer.ln_f.weight"], s["transformer.ln_f.bias"] = (h,), (h,)
+        return s
+    s["model.embed_tokens.weight"] = (V, h)
+    for l in range(f["layers"]):
+        p = "model.layers.%d." % l
+        for n in _norm_names(f).values():
+            if n:
+                s[p + n + ".weight"] = (h,)
+                if ln:
+                    s[p + n + ".bias"] = (h,)
+        a = p + "self_attn."
+        if f["names"] == "phi3":
+            s[a + "qkv_proj.weight"] = (q + 2 * kv, h)
+        else:
+            s[a + "q_proj.weight"], s[a + "k_proj.weight"], s[a + "v_proj.weight"] = (q, h), (kv, h), (kv, h)
+            if f["qkv_bias"]:
+                s[a + "q_proj.bias"], s[a + "k_proj.bias"], s[a + "v_proj.bias"] = (q,), (kv,), (kv,)
+        s[a + "o_proj.weight"] = (h, q)
+        if f["out_bias"]:
+            s[a + "o_proj.bias"] = (h,)
+        if f["qk_norm"]:
+            s[a + "q_norm.weight"], s[a + "k_norm.weight"] = (q,), (kv,)
+        m = p + "mlp."
+        if f["names"] == "phi3":
+            s[m + "gate_up_proj.weight"] = (2 * ff, h)
+        else:
+            s[m + "gate_proj.weight"], s[m + "up_proj.weight"] = (ff, h), (ff, h)
+        s[m + "down_proj.weight"] = (h, ff)
+        if f["mlp_bias"]:
+            for n, r in (("gate_proj", ff), ("up_proj", ff), ("down_proj", h)):
+                s[m + n + ".bias"] = (r,)
+    s["model.norm.weight"] = (h,)
+    if ln:
+        s["model.norm.bias"] = (h,)
+    if not f["tied_embeddings"]:
+        s["lm_head.weight"] = (V, h)
+    return s
+
+
+def is_norm_weight(name):
+    return name.endswith("norm.weight") or name.endswith("layernorm.weight") or ".ln_" in name
+
+
+def make_weights(f, seed):
+    """Random weights under the family's names: matrices N(0, 0.2²), biases N(0, 0.1²), norm
+    weights near their identity (1, or 0 under a unit offset). float32, as they are stored."""
+    gen = torch.Generator().manual_seed(seed)
+    w = {}
+    for name, shape in tensor_shapes(f).items():
+        r = torch.randn(*shape, generator=gen)
+        if len(shape) == 2:
+            w[name] = r * 0.2
+        elif is_norm_weight(name) and name.endswith(".weight"):
+            w[name] = r * 0.1 + (0.0 if f["norm_unit_offset"] else 1.0)
+        else:
+            w[name] = r * 0.1
+    return w
+
+
+def _layer(w, f, l):
+    """The layer's q, k, v, o (and biases), MLP matrices and norms, as [out, in] views of `w`."""
+    q, kv, h = f["heads"] * f["head_dim"], f["kv_heads"] * f["head_dim"], f["hidden"]
+    P = {}
+    if f["names"] == "gpt2":
+        p = "transformer.h.%d." % l
+        cw, cb = w[p + "attn.c_attn.weight"].t(), w[p + "attn.c_attn.bias"]
+        P["q"], P["k"], P["v"] = cw[:q], cw[q:q + kv], cw[q + kv:]
+        P["q_b"], P["k_b"], P["v_b"] = cb[:q], cb[q:q + kv], cb[q + kv:]
+        P["o"], P["o_b"] = w[p + "attn.c_proj.weight"].t(), w[p + "attn.c_proj.bias"]
+        P["fc"], P["fc_b"] = w[p + "mlp.c_fc.weight"].t(), w[p + "mlp.c_fc.bias"]
+        P["down"], P["down_b"] = w[p + "mlp.c_proj.weight"].t(), w[p + "mlp.c_proj.bias"]
+    else:
+        p = "model.layers.%d." % l
+        a, m = p + "self_attn.", p + "mlp."
+        if f["names"] == "phi3":
+            qkv = w[a + "qkv_proj.weight"]
+            P["q"], P["k"], P["v"] = qkv[:q], qkv[q:q + kv], qkv[q + kv:]
+            gu = w[m + "gate_up_proj.weight"]
+            P["gate"], P["up"] = gu[:f["ffn"]], gu[f["ffn"]:]
+        else:
+            for n in ("q", "k", "v"):
+                P[n] = w[a + n + "_proj.weight"]
+                P[n + "_b"] = w.get(a + n + "_proj.bias")
+            P["gate"], P["up"] = w[m + "gate_proj.weight"], w[m + "up_proj.weight"]
+            P["gate_b"], P["up_b"] = w.get(m + "gate_proj.bias"), w.get(m + "up_proj.bias")
+        P["o"], P["o_b"] = w[a + "o_proj.weight"], w.get(a + "o_proj.bias")
+        P["down"], P["down_b"] = w[m + "down_proj.weight"], w.get(m + "down_proj.bias")
+        P["q_norm"], P["k_norm"] = w.get(a + "q_norm.weight"), w.get(a + "k_norm.weight")
+    for slot, n in _norm_names(f).items():
+        P[slot] = None if n is None else (w[p + n + ".weight"], w.get(p + n + ".bias"))
+    assert h == P["o"].shape[0]
+    return P
+
+
+# ---------------------------------------------------------------------------------------------
+# The forward pass.
+
+def norm(f, x, weight, bias=None):
+    if f["norm"] == "layernorm":
+        return F.layer_norm(x, (x.shape[-1],), weight, bias, f["norm_eps"])
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + f["norm_eps"])
+    return y * (1.0 + weight if f["norm_unit_offset"] else weight)
+
+
+def linear(x, weight, bias=None):
+    y = x @ weight.t()
+    return y if bias is None else y + bias
+
+
+def softcap(x, cap):
+    return cap * torch.tanh(x / cap) if cap else x
+
+
+def attention(f, P, l, y, rope):
+    B, S, _ = y.shape
+    a, kv, d = f["heads"], f["kv_heads"], f["head_dim"]
+    q, k, v = linear(y, P["q"], P.get("q_b")), linear(y, P["k"], P.get("k_b")), linear(y, P["v"], P.get("v_b"))
+    if f["qk_norm"]:
+        q, k = norm(f, q, P["q_norm"]), norm(f, k, P["k_norm"])
+    q = q.view(B, S, a, d).transpose(1, 2)
+    k = k.view(B, S, kv, d).transpose(1, 2)
+    v = v.view(B, S, kv, d).transpose(1, 2)
+    if rope is not None:
+        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+    k, v = k.repeat_interleave(a // kv, dim=1), v.repeat_interleave(a // kv, dim=1)
+    scale = f["attn_scale"] or 1.0 / math.sqrt(d)
+    if f["attn_scale_inverse_layer"]:
+        scale = scale / (l + 1)
+    scores = softcap((q @ k.transpose(-2, -1)) * scale, f["attn_softcap"])
+    i = torch.arange(S)[:, None]
+    j = torch.arange(S)[None, :]
+    allowed = j <= i
+    W = f["sliding_window"]
+    if W and (f["sliding_window_layers"] == "all" or l % 2 == 0):
+        allowed = allowed & (i - j < W)
+    probs = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
+    ctx = (probs @ v).transpose(1, 2).reshape(B, S, a * d)
+    return linear(ctx, P["o"], P.get("o_b"))
+
+
+def mlp(f, P, y):
+    if f["mlp"] in ("gelu_tanh", "gelu"):
+        act = linear(y, P["fc"], P.get("fc_b"))
+        act = F.gelu(act, approximate="tanh" if f["mlp"] == "gelu_tanh" else "none")
+    else:
+        g, u = linear(y, P["gate"], P.get("gate_b")), linear(y, P["up"], P.get("up_b"))
+        act = (F.silu(g) if f["mlp"] == "swiglu" else F.gelu(g, approximate="tanh")) * u
+    return linear(act, P["down"], P.get("down_b"))
+
+
+def embed_factor(f, dtype):
+    """Gemma's sqrt(hidden), rounded to the run's dtype (float32 here) first."""
+    return torch.tensor(math.sqrt(f["hidden"]), dtype=torch.float32).to(dtype)
+
+
+def forward(w, f, idx):
+    """Logits [B, S, vocab] of token ids idx [B, S]."""
+    B, S = idx.shape
+    dtype = next(iter(w.values())).dtype
+    gpt2 = f["names"] == "gpt2"
+    wte = w["transformer.wte.weight" if gpt2 else "model.embed_tokens.weight"]
+    x = wte[idx]
+    if f["embed_scale"]:
+        x = x * embed_factor(f, dtype)
+    if f["position"] == "learned":
+        x = x + w["transformer.wpe.weight"][:S]
+    rope = rope_tables(f, S, dtype) if f["position"] == "rope" else None
+
+    def maybe_norm(slot_norm, t):
+        return t if slot_norm is None else norm(f, t, *slot_norm)
+
+    for l in range(f["layers"]):
+        P = _layer(w, f, l)
+        x = x + maybe_norm(P["attn_out"], attention(f, P, l, maybe_norm(P["attn_in"], x), rope))
+        x = x + maybe_norm(P["mlp_out"], mlp(f, P, maybe_norm(P["mlp_in"], x)))
+    if gpt2:
+        x = norm(f, x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"])
+    else:
+        x = norm(f, x, w["model.norm.weight"], w.get("model.norm.bias"))
+    head = wte if f["tied_embeddings"] else w["lm_head.weight"]
+    return softcap(x @ head.t(), f["final_softcap"])
+
+
+def loss_of(w, f, window):
+    """Mean cross-entropy of a [B, S + 1] window: the first S tokens in, the last S targets."""
+    logits = forward(w, f, window[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, f["vocab"]), window[:, 1:].reshape(-1))
+
+
+def decays(shape):
+    """docs/batch.md: decay on every weight matrix (embeddings included), no norm weight or bias."""
+    return len(shape) == 2
+
+
+def train(weights, f, windows, lr, beta1, beta2, eps, weight_decay, dtype, decay_rule=decays):
+    """AdamW steps on each window [steps, B, S + 1] from `weights`; (losses, weights after)."""
+    w = {n: t.detach().to(dtype).clone().requires_grad_(True) for n, t in weights.items()}
+    groups = [{"params": [t for t in w.values() if decay_rule(t.shape)], "weight_decay": weight_decay},
+              {"params": [t for t in w.values() if not decay_rule(t.shape)], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=lr, betas=(beta1, beta2), eps=eps)
+    losses = []
+    for window in windows:
+        opt.zero_grad()
+        loss = loss_of(w, f, window)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, {n: t.detach() for n, t in w.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Files.
+
+def read_safetensors(path):
+    """{name: float32 tensor} of an F32 safetensors file."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, d in header.items():
+        if name == "__metadata__":
+            continue
+        if d["dtype"] != "F32":
+            raise ValueError("%s: tensor %s is %s, not F32" % (path, name, d["dtype"]))
+        b, e = d["data_offsets"]
+        arr = np.frombuffer(data, dtype="<f4", count=(e - b) // 4, offset=8 + n + b)
+        out[name] = torch.from_numpy(arr.copy()).reshape(d["shape"])
+    return out
+
+
+def write_family(name, out_dir, seed, n_tokens=4096):
+    """config.json, weights.safetensors and tokens.npy of a family under out_dir/name; returns
+    (dir, features, weights)."""
+    d = os.path.join(out_dir, name)
+    os.makedirs(d, exist_ok=True)
+    cfg = FAMILIES[name]
+    with open(os.path.join(d, "config.json"), "w") as fh:
+        json.dump(cfg, fh, indent=2)
+    f = features_from_hf(cfg)
+    w = make_weights(f, seed)
+    write_safetensors(os.path.join(d, "weights.safetensors"), w)
+    rng = np.random.default_rng(seed)
+    np.save(os.path.join(d, "tokens.npy"), rng.integers(0, f["vocab"], n_tokens).astype("<i4"))
+    return d, f, w
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    for i, name in enumerate(FAMILIES):
+        print(write_family(name, sys.argv[1], 100 + i)[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
