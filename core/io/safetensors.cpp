@@ -213,7 +213,8 @@ std::map<std::string, SafeTensor> hf_from_flat(const std::vector<float>& host, c
     const float* src = host.data() + p.offset;
     if (!p.hf_parts.empty()) {
       for (const auto& [name, rows] : p.hf_parts) {
-        SafeTensor t{"F32", {rows, p.cols}, std::vector<float>(src, src + rows * p.cols)};
+        SafeTensor t{"F32", p.cols == 1 ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.cols},
+                     std::vector<float>(src, src + rows * p.cols)};
         out[name] = std::move(t);
         src += rows * p.cols;
       }

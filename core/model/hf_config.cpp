@@ -124,10 +124,6 @@ void check_sizes_impl(const ModelConfig& m, Problems& p) {
   if (m.head_size == 0 && m.heads > 0 && m.hidden % m.heads != 0)
     p.add("num_attention_heads", "hidden size " + std::to_string(m.hidden) + " is not divisible by " +
                                      std::to_string(m.heads) + " heads; give head_dim");
-  if (m.sliding_window > m.positions)
-    p.add("sliding_window", std::to_string(m.sliding_window) + " is larger than the " +
-                                std::to_string(m.positions) + " positions of the model: it never applies; "
-                                "set it to null");
 }
 
 }  // namespace

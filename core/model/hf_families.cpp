@@ -111,6 +111,8 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
         j.contains("original_max_position_embeddings"))
       rs["original_max_position_embeddings"] = j.at("original_max_position_embeddings");
     m.rope_scaling = rope_scaling_from_json(rs, problems);
+    if (problems.empty() && m.heads > 0 && m.rotary_dim() > 0)
+      validate_rope_scaling(m.rope_scaling, m.rotary_dim(), m.positions, problems);
     for (auto& [field, msg] : problems) p.add(field, msg);
   }
   m.tied_embeddings = p.take([&] { return bool_field(j, "tie_word_embeddings", gemma); }, gemma);

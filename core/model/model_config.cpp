@@ -109,9 +109,6 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::unsupported() cons
   if (sliding_window > 0 && sliding_window < seq)
     add("sliding_window", "a window of " + std::to_string(sliding_window) + " tokens shorter than seq = " +
                               std::to_string(seq) + " (banded attention; a window >= seq is exact)");
-  if (position == PositionKind::Rope && rope_scaling.type != RopeType::Default)
-    add("rope_scaling", "RoPE scaling");
-  if (position == PositionKind::Rope && partial_rotary != 1.0) add("partial_rotary_factor", "partial rotary embeddings");
   return v;
 }
 
@@ -165,6 +162,11 @@ void ModelConfig::validate() const {
       throw ConfigError("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(partial_rotary));
     if (rotary_dim() < 2 || (partial_rotary == 1.0 && head_dim() % 2 != 0))
       throw ConfigError("head_dim", "RoPE needs an even head dimension, got " + std::to_string(head_dim()));
+  }
+  if (position == PositionKind::Rope) {
+    RopeProblems problems;
+    validate_rope_scaling(rope_scaling, rotary_dim(), positions, problems);
+    if (!problems.empty()) throw ConfigError(problems[0].first, problems[0].second);
   }
   if (position == PositionKind::Learned && seq > positions)
     throw ConfigError("seq", std::to_string(seq) + " exceeds the position table (positions = " +

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_common  # noqa: E402
 from e2e_common import check  # noqa: E402
 
-ENABLED = ["gpt2", "llama"]
+ENABLED = ["gpt2", "llama", "llama3", "qwen2", "phi3", "llama_bias"]
 
 STEPS = 3
 # Not the defaults, so that each option visibly reaches the optimizer. A large eps keeps Adam's
@@ -102,7 +102,7 @@ def check_controls(name, families, torch, w0, f, windows, run, ref32):
     first = sorted(n for n in moved if moved[n].dim() == 2)[0]
     moved[first].view(-1)[0] += 1e-3
     controls = [("lr x 1.1", train(lr=OPT["lr"] * 1.1)),
-                ("beta2 0.95", train(beta2=0.95)),
+                ("beta2 0.5", train(beta2=0.5)),
                 ("no weight decay", train(weight_decay=0.0)),
                 ("decay on norm weights and biases too", train(decay_rule=lambda shape: True)),
                 ("%s[0] moved by 1e-3" % first, train(weights=moved))]

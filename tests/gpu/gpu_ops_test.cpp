@@ -361,7 +361,7 @@ TEST_P(GpuOps, Rope) {
   const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
   Both in = d->random(dt, n, -1.0f, 1.0f, 70);
   Both out = d->poisoned(dt, n);
-  RopeFrequencies freqs = rope_frequencies(RopeScaling{}, 10000.0f, a.d, 0, 0);
+  RopeFrequencies freqs = rope_frequencies(RopeScaling{}, 10000.0f, a.d, a.S, a.S);
   const RopeTable rope{freqs.inv_freq.data(), a.d, 1.0f};
   both([&](auto& b, bool c) { b.rope_fwd(T(in, c), T(out, c), a, rope); });
   EXPECT_LE(d->rel(out), tol(dt)) << "rope_fwd";

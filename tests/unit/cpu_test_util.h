@@ -145,7 +145,7 @@ inline void expect_near_all(const char* what, const std::vector<float>& got,
 
 // The default RoPE table (no scaling, whole head rotated) for op tests; `freqs` owns the values.
 inline RopeTable default_rope(RopeFrequencies& freqs, int d, float theta) {
-  freqs = rope_frequencies(RopeScaling{}, theta, d, 0, 0);
+  freqs = rope_frequencies(RopeScaling{}, theta, d, 1, 1);
   return RopeTable{freqs.inv_freq.data(), d, 1.0f};
 }
 

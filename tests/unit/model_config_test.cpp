@@ -107,12 +107,16 @@ TEST(ModelConfig, ImportsHuggingFaceConfigsAndRefusesWhatItDoesNotModel) {
   ModelConfig l = model_from_hf_json(llama, "llama");
   EXPECT_EQ(l.kv_heads, 8);
   EXPECT_DOUBLE_EQ(l.rope_theta, 500000.0);
-  llama["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}};
+  // Llama 3.2's rope_scaling is modelled; an incomplete one is refused by its field.
+  llama["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
+                           {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  EXPECT_EQ(model_from_hf_json(llama, "llama").rope_scaling.type, RopeType::Llama3);
+  llama["rope_scaling"].erase("original_max_position_embeddings");
   try {
     model_from_hf_json(llama, "llama");
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_EQ(e.field(), "rope_scaling");
+    EXPECT_EQ(e.field(), "rope_scaling.original_max_position_embeddings");
   }
   llama["rope_scaling"] = nullptr;
   llama["sliding_window"] = 4096;
