@@ -159,7 +159,7 @@ void MainWindow::buildMenus() {
   add(file, tr("Open &model config…"), QKeySequence(tr("Ctrl+Shift+O")), [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open a model"), QString(),
                                                       tr("Model or Hugging Face config (*.json);;All files (*)"));
-    if (!path.isEmpty()) panel_->loadModelFile(path);
+    if (!path.isEmpty()) panel_->openModelFile(path);
   });
   file->addSeparator();
   add(file, tr("&Save run as…"), QKeySequence::Save, &MainWindow::saveRunAs);

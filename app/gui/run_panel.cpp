@@ -1,6 +1,7 @@
 #include "run_panel.h"
 
 #include <QComboBox>
+#include <QEvent>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QGroupBox>
@@ -10,6 +11,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QThread>
 #include <QTimer>
 #include <QToolButton>
@@ -23,11 +25,15 @@
 #include "core/util/paths.h"
 #include "format.h"
 #include "model_editor.h"
+#include "model_import_dialog.h"
+#include "model_info.h"
 #include "param_editor.h"
 
 namespace remat::gui {
 
 namespace {
+
+constexpr int kFamilyHeaderRole = Qt::UserRole + 1;
 
 QLabel* small_label(QWidget* parent) {
   auto* l = new QLabel(parent);
@@ -68,9 +74,8 @@ RunPanel::RunPanel(const PolicyRegistry& registry, QWidget* parent)
       error_(small_label(this)),
       debounce_(new QTimer(this)) {
   // Model.
-  for (const auto& n : preset_names()) models_->addItem(QString::fromStdString(n), "preset:" + QString::fromStdString(n));
-  models_->addItem(tr("custom"), "custom");
-  models_->setToolTip(tr("A preset from share/rematlab/presets, or your own fields"));
+  fillModelBox();
+  models_->setToolTip(tr("A preset from share/rematlab/presets (grouped by family), or your own fields"));
   open_model_->setText(tr("Open…"));
   open_model_->setToolTip(tr("Open a model JSON or a Hugging Face config.json"));
   fields_toggle_->setText(tr("Fields"));
@@ -189,7 +194,7 @@ RunPanel::RunPanel(const PolicyRegistry& registry, QWidget* parent)
   connect(open_model_, &QToolButton::clicked, this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open a model"), QString(),
                                                       tr("Model or Hugging Face config (*.json);;All files (*)"));
-    if (!path.isEmpty()) loadModelFile(path);
+    if (!path.isEmpty()) openModelFile(path);
   });
   connect(editor_, &ModelEditor::edited, this, [this] {
     filling_ = true;
@@ -210,8 +215,10 @@ RunPanel::RunPanel(const PolicyRegistry& registry, QWidget* parent)
   connect(run_, &QPushButton::clicked, this, &RunPanel::runRequested);
   connect(cancel_, &QPushButton::clicked, this, &RunPanel::cancelRequested);
 
-  const int tiny = models_->findData("preset:tiny");
-  models_->setCurrentIndex(tiny >= 0 ? tiny : 0);
+  int first = models_->findData("preset:tiny");
+  for (int i = 0; first < 0 && i < models_->count(); ++i)
+    if (models_->itemData(i).toString().startsWith("preset:")) first = i;
+  models_->setCurrentIndex(first >= 0 ? first : models_->findData("custom"));
   onModelChosen(models_->currentIndex());
   const int none = policies_->findData("none");
   if (none >= 0 && policies_->currentIndex() != none) policies_->setCurrentIndex(none);
@@ -219,6 +226,48 @@ RunPanel::RunPanel(const PolicyRegistry& registry, QWidget* parent)
 }
 
 RunPanel::~RunPanel() { watcher_.waitForFinished(); }
+
+void RunPanel::fillModelBox() {
+  // A header per family (not selectable), its presets under it; then custom and opened files.
+  auto* model = qobject_cast<QStandardItemModel*>(models_->model());
+  QString family;
+  for (const PresetInfo& p : preset_catalogue()) {
+    if (p.family != family) {
+      family = p.family;
+      auto* header = new QStandardItem(family);
+      header->setFlags(Qt::NoItemFlags);
+      QFont f = models_->font();
+      f.setBold(true);
+      header->setFont(f);
+      header->setToolTip(tr("Presets of the %1 family").arg(family));
+      header->setData(true, kFamilyHeaderRole);
+      model->appendRow(header);
+    }
+    models_->addItem(p.name, "preset:" + p.name);
+    const QString tip = p.error.isEmpty() ? (p.description.isEmpty() ? QString() : p.description + "\n") +
+                                                p.family + " · " + p.sizes
+                                          : tr("Cannot be read: %1").arg(p.error);
+    models_->setItemData(models_->count() - 1, tip, Qt::ToolTipRole);
+  }
+  models_->insertSeparator(models_->count());
+  models_->addItem(tr("custom"), "custom");
+  models_->setItemData(models_->count() - 1, tr("The fields as you edit them"), Qt::ToolTipRole);
+  colourFamilyHeaders();
+}
+
+void RunPanel::colourFamilyHeaders() {
+  // Headers are disabled items, which the style greys out: drawn in the text colour instead,
+  // and again when the theme changes the palette.
+  auto* model = qobject_cast<QStandardItemModel*>(models_->model());
+  for (int i = 0; i < model->rowCount(); ++i)
+    if (QStandardItem* it = model->item(i); it && it->data(kFamilyHeaderRole).toBool())
+      it->setForeground(palette().brush(QPalette::Active, QPalette::Text));
+}
+
+void RunPanel::changeEvent(QEvent* e) {
+  if (e->type() == QEvent::PaletteChange) colourFamilyHeaders();
+  QWidget::changeEvent(e);
+}
 
 void RunPanel::onModelChosen(int index) {
   if (filling_ || index < 0) return;
@@ -247,20 +296,24 @@ bool RunPanel::selectModel(const QString& preset) {
   return true;
 }
 
+void RunPanel::useModelFile(const QString& path, const ModelConfig& m) {
+  const QString key = "file:" + path;
+  int i = models_->findData(key);
+  filling_ = true;
+  if (i < 0) {
+    models_->addItem(QString::fromStdString(m.name) + " (" + QFileInfo(path).fileName() + ")", key);
+    i = models_->count() - 1;
+    models_->setItemData(i, model_family(m) + " · " + model_sizes(m) + "\n" + path, Qt::ToolTipRole);
+  }
+  models_->setCurrentIndex(i);
+  filling_ = false;
+  model_error_->setVisible(false);
+  editor_->setConfig(m);
+}
+
 bool RunPanel::loadModelFile(const QString& path, QString* error) {
   try {
-    ModelConfig m = load_model_file(path.toStdString());
-    const QString key = "file:" + path;
-    int i = models_->findData(key);
-    filling_ = true;
-    if (i < 0) {
-      models_->addItem(QString::fromStdString(m.name) + " (" + QFileInfo(path).fileName() + ")", key);
-      i = models_->count() - 1;
-    }
-    models_->setCurrentIndex(i);
-    filling_ = false;
-    model_error_->setVisible(false);
-    editor_->setConfig(m);
+    useModelFile(path, load_model_file(path.toStdString()));
     return true;
   } catch (const std::exception& e) {
     filling_ = false;
@@ -270,6 +323,24 @@ bool RunPanel::loadModelFile(const QString& path, QString* error) {
     if (error) *error = msg;
     return false;
   }
+}
+
+ModelImportDialog* RunPanel::openModelFile(const QString& path) {
+  const ModelImport imported = import_model_file(path);
+  auto* d = new ModelImportDialog(imported, this);
+  d->setAttribute(Qt::WA_DeleteOnClose);
+  d->setWindowModality(Qt::WindowModal);
+  if (imported.ok) {
+    connect(d, &QDialog::accepted, this, [this, path, m = imported.config] { useModelFile(path, m); });
+  } else {
+    model_error_->setText(tr("Cannot use %1: %2 (listed in the dialog)")
+                              .arg(QFileInfo(path).fileName(),
+                                   imported.problems.size() == 1 ? tr("1 problem")
+                                                                 : tr("%1 problems").arg(imported.problems.size())));
+    model_error_->setVisible(true);
+  }
+  d->open();
+  return d;
 }
 
 void RunPanel::onPolicyChosen() {

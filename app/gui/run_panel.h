@@ -1,8 +1,9 @@
-// The setup panel: pick a model (a preset, edited fields, or a model / Hugging Face config.json
-// from disk), a policy (every loaded plugin, with editors generated from its parameters), the
-// device (CUDA only where it works), steps, warmup and seed; the simulator's predicted peak
-// memory and FLOPs update as the choice changes, before anything runs. Run and Cancel, the
-// progress of the running step and the last error live here too.
+// The setup panel: pick a model (a preset, listed under its family; edited fields; or a model /
+// Hugging Face config.json from disk, shown in the import dialog first), a policy (every loaded
+// plugin, with editors generated from its parameters), the device (CUDA only where it works),
+// steps, warmup and seed; the simulator's predicted peak memory and FLOPs update as the choice
+// changes, before anything runs. Run and Cancel, the progress of the running step and the last
+// error live here too.
 #pragma once
 #include <QFutureWatcher>
 #include <QWidget>
@@ -28,6 +29,7 @@ class Backend;
 namespace remat::gui {
 
 class ModelEditor;
+class ModelImportDialog;
 class ParamEditor;
 
 struct PredictionOutcome {
@@ -47,6 +49,9 @@ class RunPanel : public QWidget {
   bool selectModel(const QString& preset);
   // Our model JSON or a Hugging Face config.json; the error is also shown in the panel.
   bool loadModelFile(const QString& path, QString* error = nullptr);
+  // What Open… does: imports the file and opens (window-modal, not blocking) the dialog that says
+  // what was imported or every problem; the model is used only when the dialog is accepted.
+  ModelImportDialog* openModelFile(const QString& path);
   bool selectPolicy(const QString& name);
   bool setPolicyParam(const QString& name, const QString& value);
   void setMemoryBudget(const QString& text);
@@ -86,6 +91,10 @@ class RunPanel : public QWidget {
   void choiceChanged();
 
  private:
+  void changeEvent(QEvent* e) override;
+  void fillModelBox();
+  void colourFamilyHeaders();
+  void useModelFile(const QString& path, const ModelConfig& m);
   void onModelChosen(int index);
   void onPolicyChosen();
   void onChoiceChanged();

@@ -33,13 +33,14 @@ class Problems {
   }
   void add(const std::string& field, const std::string& message) { list_.emplace_back(field, message); }
   bool empty() const { return list_.empty(); }
-  // Throws one ConfigError naming the first field, its message saying every problem.
+  // Throws ConfigProblems: a ConfigError naming the first field, its message saying every
+  // problem, and the list itself.
   void throw_if_any() const {
     if (list_.empty()) return;
     std::string msg = list_[0].second;
     for (std::size_t i = 1; i < list_.size(); ++i) msg += "; also " + list_[i].first + ": " + list_[i].second;
     if (list_.size() > 1) msg += " (" + std::to_string(list_.size()) + " problems)";
-    throw ConfigError(list_[0].first, msg);
+    throw ConfigProblems(list_, msg);
   }
 
  private:

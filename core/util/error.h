@@ -2,6 +2,8 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace remat {
 
@@ -20,6 +22,19 @@ class ConfigError : public Error {
 
  private:
   std::string field_;
+};
+
+// Several bad fields found at once (a Hugging Face import): field() and what() are those of a
+// ConfigError naming the first and saying every problem; problems() lists each (field, message).
+class ConfigProblems : public ConfigError {
+ public:
+  using List = std::vector<std::pair<std::string, std::string>>;
+  ConfigProblems(List problems, const std::string& message)
+      : ConfigError(problems.at(0).first, message), problems_(std::move(problems)) {}
+  const List& problems() const { return problems_; }
+
+ private:
+  List problems_;
 };
 
 // The run needs more memory than is available or allowed.
