@@ -86,10 +86,11 @@ void GuiModelImportTest::refusedConfigListsEveryProblemAndKeepsTheModel() {
   RunPanel p(testing::registry());
   QVERIFY(p.selectModel("tiny"));
   const ModelConfig before = p.modelEditor()->config();
-  // Four refused fields at once: two flags that change the arithmetic, an unknown field, a missing one.
+  // Four refused fields at once: an activation that is not modelled, dropout rates that differ, an
+  // unknown field, a missing one.
   const QString path = write("config.json", R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64,
-      "n_positions": 32, "vocab_size": 256, "scale_attn_weights": false,
-      "reorder_and_upcast_attn": true, "sliding_window": 8})");
+      "n_positions": 32, "vocab_size": 256, "activation_function": "relu",
+      "resid_pdrop": 0.2, "sliding_window": 8})");
   ModelImportDialog* d = p.openModelFile(path);
   QVERIFY(d);
   QPointer<ModelImportDialog> alive(d);
@@ -101,12 +102,12 @@ void GuiModelImportTest::refusedConfigListsEveryProblemAndKeepsTheModel() {
   QMap<QString, int> row;
   for (int r = 0; r < t->rowCount(); ++r) row[t->item(r, 0)->text()] = r;
   QCOMPARE(t->rowCount(), 4);
-  for (const char* f : {"scale_attn_weights", "reorder_and_upcast_attn", "sliding_window", "n_head"})
+  for (const char* f : {"activation_function", "resid_pdrop", "sliding_window", "n_head"})
     QVERIFY2(row.contains(f), f);
   QVERIFY(t->item(row["n_head"], 1)->text().contains("missing"));
   QVERIFY(t->item(row["n_head"], 2)->text().contains("Add n_head"));
   QVERIFY(t->item(row["sliding_window"], 1)->text().contains("8"));  // the value
-  QVERIFY(t->item(row["scale_attn_weights"], 1)->text().contains("not modelled"));
+  QVERIFY(t->item(row["activation_function"], 1)->text().contains("not modelled"));
   // Each row tall enough for its wrapped text: nothing clipped.
   for (int r = 0; r < t->rowCount(); ++r)
     for (int c = 0; c < 3; ++c) {

@@ -21,8 +21,8 @@ nlohmann::json gpt2() {
 
 TEST(ConfigProblems, EveryProblemOfAnImportIsListedWithItsField) {
   nlohmann::json bad = gpt2();
-  bad["scale_attn_weights"] = false;
-  bad["reorder_and_upcast_attn"] = true;
+  bad["activation_function"] = "relu";
+  bad["tie_word_embeddings"] = "no";
   bad["sliding_window"] = 8;
   bad.erase("n_head");
   try {
@@ -36,8 +36,8 @@ TEST(ConfigProblems, EveryProblemOfAnImportIsListedWithItsField) {
       EXPECT_NE(m.rfind(f + ": ", 0), 0u) << "the message repeats its field: " << m;
     }
     std::sort(fields.begin(), fields.end());
-    EXPECT_EQ(fields, (std::vector<std::string>{"n_head", "reorder_and_upcast_attn", "scale_attn_weights",
-                                                "sliding_window"}));
+    EXPECT_EQ(fields, (std::vector<std::string>{"activation_function", "n_head", "sliding_window",
+                                                "tie_word_embeddings"}));
     // The ConfigError it also is: the first field, and one message saying every problem.
     const auto& list = e.problems();
     EXPECT_EQ(e.field(), list.front().first);
@@ -49,7 +49,7 @@ TEST(ConfigProblems, EveryProblemOfAnImportIsListedWithItsField) {
 
 TEST(ConfigProblems, OneProblemIsAListOfOne) {
   nlohmann::json bad = gpt2();
-  bad["scale_attn_by_inverse_layer_idx"] = true;
+  bad["scale_attn_by_inverse_layer_idx"] = "yes";
   try {
     model_from_hf_json(bad, "x");
     FAIL() << "accepted";

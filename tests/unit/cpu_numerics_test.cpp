@@ -208,7 +208,9 @@ std::vector<std::vector<std::uint8_t>> run_model_ops(Env& e, const ModelConfig& 
   e.be.embedding_fwd(tokens, wte, gpt2 ? &wpe : nullptr, t[g.input()], m.batch, m.seq,
                      static_cast<int>(H));
   auto key = [&](const StepDef& s) { return DropoutKey{42, 1, 0, s.site}; };
-  const RopeFrequencies freqs = rope_frequencies(m.rope_scaling, m.rope_theta, m.rotary_dim(), m.positions, m.seq);
+  const RopeFrequencies freqs = m.position == PositionKind::Rope
+                                    ? rope_frequencies(m.rope_scaling, m.rope_theta, m.rotary_dim(), m.positions, m.seq)
+                                    : RopeFrequencies{};
   // Each step's arguments as the executor gives them (fixed test weights instead of the model's).
   auto args = [&](int si) {
     const StepDef& s = g.steps()[si];
