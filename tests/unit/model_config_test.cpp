@@ -235,3 +235,26 @@ TEST(ModelConfig, PresetsResolveAndUnknownNamesAreListed) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+// Parameter counts of the family presets, equal to the published models' (Hugging Face model
+// cards): tied embeddings, head_dim, GQA, biases and fused names all count.
+TEST(ModelConfig, FamilyPresetsHaveThePublishedParameterCounts) {
+  const std::pair<const char*, std::int64_t> kPublished[] = {
+      {"llama-3.2-1b", 1'235'814'400},  {"llama-3.1-8b", 8'030'261'248},
+      {"mistral-7b", 7'241'732'096},    {"qwen2.5-0.5b", 494'032'768},
+      {"phi-3-mini", 3'821'079'552}};
+  for (const auto& [name, count] : kPublished) {
+    const ModelConfig m = resolve_model(name);
+    EXPECT_EQ(ParamLayout(m).total(), count) << name;
+  }
+  // Untying Llama 3.2 1B adds the V·h head back.
+  ModelConfig untied = resolve_model("llama-3.2-1b");
+  untied.tied_embeddings = false;
+  EXPECT_EQ(ParamLayout(untied).total(), 1'235'814'400 + 128'256ll * 2048);
+}
+
+}  // namespace
+}  // namespace remat
