@@ -211,6 +211,38 @@ void expect_agreement(const ModelConfig& m, int schedules) {
   EXPECT_GT(replays, schedules / 10);
 }
 
+// A forward that keeps nothing of a block holding only its input, while the next block has its
+// input already, runs no step: the input is not read, and the block holds nothing afterwards.
+// So the next replay of the block before makes that input again, counted as the validator does.
+TEST(ScheduleAgreement, AnInputNoStepReadsIsLetGoAndMadeAgain) {
+  const ModelConfig m = tiny(Architecture::Gpt2, AttentionImpl::Naive, 0.1);
+  BlockGraph g(m);
+  Schedule s;
+  s.blocks = m.layers;
+  s.forward(0, Keep::input());
+  s.forward(1, Keep::named({"block.in"}));
+  s.forward(1, Keep::none());   // runs nothing; block 1 lets its input go
+  s.forward(0, Keep::input());  // replays block 0 to make block 1's input again
+  for (int b = 1; b < m.layers; ++b) s.forward(b, Keep::all());
+  for (int b = m.layers - 1; b >= 0; --b) {
+    if (b == 0) s.recompute(0, Keep::all());
+    s.backward(b);
+  }
+  const ScheduleStats plan = validate_schedule(s, g);
+  // Replaying block 0 runs it whole (for block 1's input); block 1's second forward and block
+  // 0's recompute each rebuild the saved set from the input.
+  std::vector<bool> input_only(g.tensors().size()), saved(g.tensors().size());
+  input_only[static_cast<std::size_t>(g.input())] = true;
+  for (std::size_t t = 0; t < saved.size(); ++t) saved[t] = g.tensors()[t].saved;
+  const std::uint64_t rebuild = *g.recompute_flops(input_only, saved);
+  EXPECT_EQ(plan.flops_recompute, g.flops_forward() + 2 * rebuild);
+  const Ran r = run_on_null_backend(m, s);
+  ASSERT_FALSE(r.refused_at);
+  EXPECT_EQ(r.out.flops_recompute, plan.flops_recompute);
+  EXPECT_EQ(r.out.block_forwards, plan.block_forwards);
+  EXPECT_EQ(r.activations_left, 0u);
+}
+
 TEST(ScheduleAgreement, Gpt2NaiveWithDropout) {
   expect_agreement(tiny(Architecture::Gpt2, AttentionImpl::Naive, 0.1), 400);
 }
