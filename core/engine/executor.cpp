@@ -10,20 +10,24 @@ namespace remat {
 
 Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc,
                    Profiler* profiler, ExecOptions options)
+    : Executor(state, backend, alloc, profiler, std::move(options), BlockGraph(state.config())) {}
+
+Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc,
+                   Profiler* profiler, ExecOptions options, BlockGraph graph)
     : st_(state),
       be_(backend),
       alloc_(alloc),
       prof_(profiler),
       opt_(std::move(options)),
       cfg_(state.config()),
-      graph_(state.config()),
+      graph_(std::move(graph)),
       segments_(state.adam_segments()) {
+  if (graph_.config().layers != cfg_.layers)
+    throw Error("the block table is for " + std::to_string(graph_.config().layers) +
+                " blocks, the model has " + std::to_string(cfg_.layers));
   if (cfg_.position == PositionKind::Rope)
     rope_ = rope_frequencies(cfg_.rope_scaling, cfg_.rope_theta, cfg_.rotary_dim(), cfg_.positions, cfg_.seq);
-  const auto& T = graph_.tensors();
-  last_need_.assign(T.size(), -1);
-  for (std::size_t i = 0; i < T.size(); ++i)
-    if (T[i].saved) saved_mask_ |= std::uint64_t{1} << i;
+  last_need_.assign(graph_.tensors().size(), -1);
   for (int s = static_cast<int>(graph_.steps().size()) - 1; s >= 0; --s)
     for (int t : graph_.steps()[s].needs) last_need_[t] = s;  // ends at the lowest index
 }
@@ -97,7 +101,9 @@ void Executor::release(Tensor& t) {
 
 StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std::int32_t>& tokens,
                               const std::vector<std::int32_t>& targets) {
-  validate_schedule(s, graph_);
+  validate_schedule(s, graph_);  // nothing runs for an illegal schedule
+  // The schedule's rules as the actions run: what each action does comes from here.
+  ScheduleState state(graph_, s);
   if (static_cast<std::int64_t>(tokens.size()) != cfg_.tokens() ||
       static_cast<std::int64_t>(targets.size()) != cfg_.tokens())
     throw Error("batch has " + std::to_string(tokens.size()) + " tokens, the model needs " +
@@ -106,10 +112,9 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
   out_ = &out;
   step_ = step;
   phase_ = Phase::Forward;
-  head_done_ = false;
   saw_backward_ = false;
   ledger_.clear();
-  blocks_.assign(static_cast<std::size_t>(cfg_.layers), BlockState{});
+  blocks_.assign(static_cast<std::size_t>(cfg_.layers), BlockMemory{});
   for (auto& b : blocks_) b.held.resize(graph_.tensors().size());
   alloc_.set_step(step);
   alloc_.set_phase(Phase::Forward);
@@ -125,6 +130,7 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
     embedding_forward();
     for (std::size_t i = 0; i < s.actions.size(); ++i) {
       const Action& a = s.actions[i];
+      const ActionEffect e = state.apply(i, a);
       ScheduleRecord rec;
       rec.index = i;
       rec.action = to_string(a.kind);
@@ -139,13 +145,13 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
       const bool sweep_over =
           a.kind == ActionKind::Backward || a.kind == ActionKind::Recompute ||
           a.kind == ActionKind::Prefetch ||
-          (a.kind == ActionKind::Forward && blocks_[static_cast<std::size_t>(a.block)].forwarded);
+          (a.kind == ActionKind::Forward && e.recompute);
       if (sweep_over && !saw_backward_) {
         saw_backward_ = true;
         backward_event_ = alloc_.events().size();
         measure_saved_bytes(out);
       }
-      if (a.kind == ActionKind::Backward && a.block == cfg_.layers - 1 && !head_done_) {
+      if (e.head_first) {
         std::uint64_t head_first = next_op_;
         head();
         ScheduleRecord h = rec;
@@ -157,15 +163,11 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
         out.schedule.push_back(h);
         first_op = next_op_;
       }
-      BlockState& bs = blocks_[static_cast<std::size_t>(a.block)];
       switch (a.kind) {
         case ActionKind::Forward:
-          rec.phase = bs.forwarded ? Phase::Recompute : Phase::Forward;
-          forward(a.block, a.keep, false);
-          break;
         case ActionKind::Recompute:
-          rec.phase = Phase::Recompute;
-          forward(a.block, a.keep, true);
+          rec.phase = e.recompute ? Phase::Recompute : Phase::Forward;
+          forward(a.block, e);
           break;
         case ActionKind::Backward:
           rec.phase = Phase::Backward;
@@ -184,6 +186,8 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
           drop(a.block);
           break;
       }
+      check_memory(state, i, a.block);
+      if (e.produces && a.block + 1 < cfg_.layers) check_memory(state, i, a.block + 1);
       // Op ids for now; the trace turns them into times once the ops are timed.
       rec.start_ns = static_cast<std::int64_t>(first_op);
       rec.end_ns = static_cast<std::int64_t>(next_op_ - 1);
@@ -287,7 +291,6 @@ void Executor::head() {
      });
   release(dlnf);
   release(final_in_);
-  head_done_ = true;
 }
 
 void Executor::embedding_backward() {

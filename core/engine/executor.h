@@ -13,6 +13,7 @@
 #include "core/graph/block_graph.h"
 #include "core/memory/tracking_allocator.h"
 #include "core/profiler/profiler.h"
+#include "core/schedule/block_state.h"
 #include "core/schedule/schedule.h"
 #include "core/schedule/validator.h"
 #include "core/trace/records.h"
@@ -45,6 +46,9 @@ class Executor {
  public:
   Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc, Profiler* profiler,
            ExecOptions options);
+  // Interprets `graph` instead of the model's own block table; its model must be the state's.
+  Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc, Profiler* profiler,
+           ExecOptions options, BlockGraph graph);
   ~Executor();
 
   const BlockGraph& graph() const { return graph_; }
@@ -59,9 +63,11 @@ class Executor {
     Category category = Category::SavedActivations;  // on the device
     int ledger = -1;
   };
-  struct BlockState {
+  // A block's tensors in memory; what the block holds by the schedule's rules is the
+  // ScheduleState's, and the two are checked against each other after every action.
+  struct BlockMemory {
     std::vector<Held> held;  // by tensor index
-    bool ckpt = false, forwarded = false, reversed = false, pending_copy = false;
+    bool pending_copy = false;
   };
   struct Ledger {
     int block;
@@ -75,7 +81,7 @@ class Executor {
   };
 
   // actions
-  void forward(int b, const Keep& keep, bool recompute_only);
+  void forward(int b, const ActionEffect& e);  // forward or recompute, as the state decided
   void backward(int b);
   void offload(int b);
   void prefetch(int b);
@@ -104,7 +110,7 @@ class Executor {
   Tensor alloc_outer(DType dt, std::int64_t n, Category c, const std::string& name, int block = -1);
   void release(Tensor& t);
   void release_held(int b, int tensor, const char* decision);
-  std::uint64_t keep_mask(const Keep& k) const;
+  void check_memory(const ScheduleState& state, std::size_t index, int b) const;
   void measure_saved_bytes(StepOutput& out) const;
   void finish_ledger(StepOutput& out);
 
@@ -117,15 +123,13 @@ class Executor {
   BlockGraph graph_;
   std::vector<AdamSegment> segments_;
   RopeFrequencies rope_;  // the model's RoPE frequencies (empty without RoPE)
-  std::uint64_t saved_mask_ = 0;
   std::vector<int> last_need_;  // per tensor: the lowest step index whose backward reads it
 
   // per step
   int step_ = 0;
   Phase phase_ = Phase::Forward;
-  std::vector<BlockState> blocks_;
+  std::vector<BlockMemory> blocks_;
   Tensor final_in_, embed_mask_, losses_, dnext_;
-  bool head_done_ = false;
   std::size_t backward_event_ = 0;  // allocator event count when the first backward began
   bool saw_backward_ = false;
   std::uint64_t next_op_ = 1;

@@ -6,10 +6,6 @@
 
 namespace remat {
 
-namespace {
-constexpr std::uint64_t bit(int i) { return std::uint64_t{1} << i; }
-}  // namespace
-
 Tensor Executor::alloc(int tensor, int block, Category c) {
   const TensorDef& d = graph_.tensors()[tensor];
   // A block's output is the next block's input (or the final norm's input after the last).
@@ -18,20 +14,6 @@ Tensor Executor::alloc(int tensor, int block, Category c) {
     return alloc_.allocate(d.dtype, d.numel, {c, -1, "final.in"});
   }
   return alloc_.allocate(d.dtype, d.numel, {c, block, d.name});
-}
-
-std::uint64_t Executor::keep_mask(const Keep& k) const {
-  switch (k.kind) {
-    case KeepKind::All: return saved_mask_;
-    case KeepKind::Input: return bit(graph_.input());
-    case KeepKind::None: return 0;
-    case KeepKind::Named: {
-      std::uint64_t m = 0;
-      for (const auto& n : *k.names) m |= bit(*graph_.find(n));
-      return m;
-    }
-  }
-  return 0;
 }
 
 std::uint64_t Executor::step_bytes(const StepDef& s) const {
@@ -52,12 +34,12 @@ void Executor::release_held(int b, int tensor, const char* decision) {
   h = Held{};
 }
 
-void Executor::forward(int b, const Keep& keep, bool recompute_only) {
-  BlockState& bs = blocks_[static_cast<std::size_t>(b)];
+void Executor::forward(int b, const ActionEffect& e) {
+  BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
   const auto& T = graph_.tensors();
   const auto& S = graph_.steps();
   const int in = graph_.input(), outp = graph_.output();
-  phase_ = (bs.forwarded || recompute_only) ? Phase::Recompute : Phase::Forward;
+  phase_ = e.recompute ? Phase::Recompute : Phase::Forward;
   alloc_.set_phase(phase_);
   if (bs.pending_copy) {
     be_.join_copies();
@@ -65,32 +47,11 @@ void Executor::forward(int b, const Keep& keep, bool recompute_only) {
   }
   const Category made = phase_ == Phase::Forward ? Category::SavedActivations : Category::RecomputeTemps;
 
-  std::uint64_t live = 0;
-  for (std::size_t t = 0; t < T.size(); ++t)
-    if (bs.held[t].t) live |= bit(static_cast<int>(t));
-  std::uint64_t keep_m = keep_mask(keep);
-  bool produce = false;
-  if (!recompute_only) {
-    if (b + 1 < cfg_.layers) {
-      const BlockState& n = blocks_[static_cast<std::size_t>(b + 1)];
-      produce = !n.reversed && !n.held[in].t;
-    } else {
-      produce = !head_done_ && !final_in_;
-    }
-  }
-  std::uint64_t targets = (recompute_only ? (keep_m & ~bit(in)) : keep_m) | (produce ? bit(outp) : 0);
-  std::vector<bool> lv(T.size()), tg(T.size());
-  for (std::size_t t = 0; t < T.size(); ++t) {
-    lv[t] = (live >> t) & 1u;
-    tg[t] = (targets >> t) & 1u;
-  }
-  std::vector<int> run;
-  if (!graph_.recompute_flops(lv, tg, &run, b)) throw Error("block " + std::to_string(b) + " cannot run");
   ++out_->block_forwards;
 
-  // Which tensors the block holds when this action ends.
-  std::uint64_t stays = recompute_only ? (live | targets) : (keep_m & saved_mask_);
-  if (!recompute_only && (bs.ckpt || keep.kind == KeepKind::Input)) stays |= bit(in);
+  // The steps to run and what the block holds when this action ends are the state's.
+  const std::vector<int>& run = e.steps;
+  const TensorSet& stays = e.after;
   // Last step of this action that reads each tensor.
   std::vector<int> last_use(T.size(), -1);
   for (int s : run)
@@ -123,7 +84,7 @@ void Executor::forward(int b, const Keep& keep, bool recompute_only) {
     run_forward_step(b, sd, cur);
     // Free what this action no longer needs.
     auto done = [&](int t) {
-      if (t == outp || ((stays >> t) & 1u)) return;
+      if (t == outp || stays.has(t)) return;
       for (auto& tmp : temps)
         if (tmp.id && tmp.id == cur[t].id) {
           release(tmp);
@@ -141,7 +102,7 @@ void Executor::forward(int b, const Keep& keep, bool recompute_only) {
   for (auto& tmp : temps)
     if (tmp.id) release(tmp);
 
-  if (produce) {
+  if (e.produces) {
     Held& o = bs.held[outp];
     if (b + 1 < cfg_.layers) {
       Held& nin = blocks_[static_cast<std::size_t>(b + 1)].held[in];
@@ -156,9 +117,11 @@ void Executor::forward(int b, const Keep& keep, bool recompute_only) {
     }
     o = Held{};
   }
-  if (!recompute_only && keep.kind == KeepKind::Input && !bs.ckpt) bs.ckpt = true;
-  if (bs.ckpt && bs.held[in].t && bs.held[in].category != Category::Checkpoints &&
-      keep.kind == KeepKind::Input) {
+  // What the block held before, keeps no longer, and no step read (an unread input).
+  for (std::size_t t = 0; t < T.size(); ++t)
+    if (bs.held[t].t && !stays.has(static_cast<int>(t)))
+      release_held(b, static_cast<int>(t), "discarded");
+  if (e.checkpoint && bs.held[in].t && bs.held[in].category != Category::Checkpoints) {
     alloc_.retag(bs.held[in].t, Category::Checkpoints);
     bs.held[in].category = Category::Checkpoints;
     if (bs.held[in].ledger >= 0) {
@@ -166,11 +129,10 @@ void Executor::forward(int b, const Keep& keep, bool recompute_only) {
       ledger_[static_cast<std::size_t>(bs.held[in].ledger)].decision = "checkpoint";
     }
   }
-  bs.forwarded = true;
 }
 
 void Executor::backward(int b) {
-  BlockState& bs = blocks_[static_cast<std::size_t>(b)];
+  BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
   const auto& T = graph_.tensors();
   const auto& S = graph_.steps();
   phase_ = Phase::Backward;
@@ -220,12 +182,10 @@ void Executor::backward(int b) {
   for (std::size_t t = 0; t < T.size(); ++t)
     if (bs.held[t].t) release_held(b, static_cast<int>(t), "kept");
   dnext_ = grad[in];
-  bs.reversed = true;
-  bs.ckpt = false;
 }
 
 void Executor::offload(int b) {
-  BlockState& bs = blocks_[static_cast<std::size_t>(b)];
+  BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
   for (std::size_t t = 0; t < bs.held.size(); ++t) {
     Held& h = bs.held[t];
     if (!h.t || h.on_host) continue;
@@ -241,7 +201,7 @@ void Executor::offload(int b) {
 }
 
 void Executor::prefetch(int b) {
-  BlockState& bs = blocks_[static_cast<std::size_t>(b)];
+  BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
   for (std::size_t t = 0; t < bs.held.size(); ++t) {
     Held& h = bs.held[t];
     if (!h.t || !h.on_host) continue;
@@ -262,10 +222,28 @@ void Executor::prefetch(int b) {
 }
 
 void Executor::drop(int b) {
-  BlockState& bs = blocks_[static_cast<std::size_t>(b)];
+  BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
   for (std::size_t t = 0; t < bs.held.size(); ++t)
     if (bs.held[t].t) release_held(b, static_cast<int>(t), "discarded");
-  bs.ckpt = false;
+}
+
+void Executor::check_memory(const ScheduleState& state, std::size_t index, int b) const {
+  const BlockStatus& want = state.block(b);
+  const auto& held = blocks_[static_cast<std::size_t>(b)].held;
+  for (std::size_t t = 0; t < held.size(); ++t) {
+    const int ti = static_cast<int>(t);
+    const bool dev = held[t].t && !held[t].on_host, host = held[t].t && held[t].on_host;
+    if (dev == want.device.has(ti) && host == want.host.has(ti)) continue;
+    throw Error("internal: after schedule action " + std::to_string(index) + " block " +
+                std::to_string(b) + (dev || host ? " holds '" : " lacks '") +
+                graph_.tensors()[t].name + "' on the " +
+                (host || want.host.has(ti) ? "host" : "device") +
+                ", which the schedule's rules say it " + (dev || host ? "does not" : "does"));
+  }
+  if (static_cast<bool>(final_in_) != state.final_live())
+    throw Error("internal: after schedule action " + std::to_string(index) +
+                " the last block's output is " + (final_in_ ? "held" : "missing") +
+                " against the schedule's rules");
 }
 
 }  // namespace remat

@@ -21,8 +21,12 @@ std::uint64_t activation_peak(const std::vector<MemoryEvent>& events, std::size_
 }
 
 Prediction simulate(const ModelConfig& m, const Schedule& s, const Backend* mirror) {
+  return simulate(BlockGraph(m), s, mirror);
+}
+
+Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirror) {
+  const ModelConfig& m = g.config();
   Prediction p;
-  BlockGraph g(m);
   p.plan = validate_schedule(s, g);
   NullBackend be(mirror);
   LogicalClock clock;
@@ -30,7 +34,7 @@ Prediction simulate(const ModelConfig& m, const Schedule& s, const Backend* mirr
   ModelState state(m, be, alloc);
   p.static_bytes = state.static_bytes();
   p.workspace_bytes = state.workspace.bytes();
-  Executor ex(state, be, alloc, nullptr, ExecOptions{});
+  Executor ex(state, be, alloc, nullptr, ExecOptions{}, g);
   std::vector<std::int32_t> tok(static_cast<std::size_t>(m.tokens()), 0), tgt(tok);
   StepOutput out = ex.run_step(s, 0, tok, tgt);
   p.peak_bytes = alloc.peak_device();

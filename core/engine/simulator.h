@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/graph/block_graph.h"
 #include "core/memory/tracking_allocator.h"
 #include "core/model/model_config.h"
 #include "core/schedule/schedule.h"
@@ -33,6 +34,8 @@ struct Prediction {
 // `mirror` is the backend the prediction is for (its workspace size); null means none.
 // Throws ScheduleError for an illegal schedule.
 Prediction simulate(const ModelConfig& m, const Schedule& s, const Backend* mirror);
+// The same over a given block table (`graph.config()` is the model).
+Prediction simulate(const BlockGraph& graph, const Schedule& s, const Backend* mirror);
 
 // Replays events and returns the highest total of the activation categories on the device.
 std::uint64_t activation_peak(const std::vector<MemoryEvent>& events, std::size_t from = 0);

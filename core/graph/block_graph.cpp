@@ -318,4 +318,29 @@ std::vector<std::string> BlockGraph::default_selective() const {
   return names;
 }
 
+BlockGraph BlockGraph::from_table(const ModelConfig& m, std::vector<TensorDef> tensors,
+                                  std::vector<StepDef> steps, int input, int output) {
+  BlockGraph g(m);
+  g.tensors_.clear();
+  g.steps_.clear();
+  const int n = static_cast<int>(tensors.size());
+  auto check = [n](int t, const std::string& what) {
+    if (t < 0 || t >= n)
+      throw Error("block table: " + what + " refers to tensor " + std::to_string(t) +
+                  ", the table has " + std::to_string(n));
+  };
+  check(input, "the block input");
+  check(output, "the block output");
+  for (auto& t : tensors) g.add_tensor(t.name, t.dtype, t.numel, std::move(t.formula));
+  for (auto& s : steps) {
+    for (const auto* list : {&s.in, &s.out, &s.needs})
+      for (int t : *list) check(t, "step '" + s.name + "'");
+    g.add_step(std::move(s));
+  }
+  g.input_ = input;
+  g.output_ = output;
+  g.finish();
+  return g;
+}
+
 }  // namespace remat

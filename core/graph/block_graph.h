@@ -102,6 +102,14 @@ class BlockGraph {
   std::vector<TensorDef> tensors_;
   std::vector<StepDef> steps_;
   int input_ = -1, output_ = -1;
+
+ public:
+  // A table given tensor by tensor and step by step instead of built from the model (for tests
+  // of what walks tables). Of each tensor only name, dtype, numel and formula are read; bytes,
+  // producers, consumers and the saved set are derived as for a model's table. Throws Error
+  // for an index out of range.
+  static BlockGraph from_table(const ModelConfig& m, std::vector<TensorDef> tensors,
+                               std::vector<StepDef> steps, int input, int output);
 };
 
 // Sizes of the tensors outside the blocks, so nothing is allocated that the model of memory
