@@ -170,7 +170,7 @@ ActionEffect ScheduleState::recompute(std::size_t index, const Action& a) {
   e.recompute = true;
   e.live = x.device;
   e.targets = keep_set(index, a.keep) - input_;
-  auto f = g_.recompute_flops(e.live.bits(), e.targets.bits(), &e.steps, b);
+  auto f = g_.recompute_flops(e.live.bits(), e.targets.bits(), &e.steps, a.block);
   if (!f)
     fail("cannot rebuild '" + first_name(e.targets - x.device) + "' of " + bn +
          ": it needs the block input, which the block no longer holds");

@@ -29,7 +29,7 @@ TEST(TensorSet, HoldsIndicesPastSixtyFour) {
 }
 
 TEST(ScheduleState, StoreAllPassesEachOutputOnAndRunsTheHeadBeforeTheFirstBackward) {
-  const ModelConfig m = testing::small_model(Architecture::Gpt2, AttentionImpl::Naive, 0.1);
+  const ModelConfig m = testing::small_model(Family::Gpt2, AttentionImpl::Naive, 0.1);
   BlockGraph g(m);
   const Schedule s = store_all_schedule(m.layers);
   ScheduleState st(g, s);
@@ -65,7 +65,7 @@ TEST(ScheduleState, StoreAllPassesEachOutputOnAndRunsTheHeadBeforeTheFirstBackwa
 }
 
 TEST(ScheduleState, ACheckpointIsHeldUntilItsBackwardAndCounted) {
-  const ModelConfig m = testing::small_model(Architecture::Llama, AttentionImpl::Flash, 0.0);
+  const ModelConfig m = testing::small_model(Family::Llama, AttentionImpl::Flash, 0.0);
   BlockGraph g(m);
   Schedule s;
   s.blocks = m.layers;

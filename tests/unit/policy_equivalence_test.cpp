@@ -96,7 +96,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Config{Family::Gpt2, AttentionImpl::Naive},
                       Config{Family::Gpt2, AttentionImpl::Flash},
                       Config{Family::Llama, AttentionImpl::Naive},
-                      Config{Family::Llama, AttentionImpl::Flash}),
+                      Config{Family::Llama, AttentionImpl::Flash},
+                      Config{Family::Qwen2, AttentionImpl::Naive},
+                      Config{Family::Qwen2, AttentionImpl::Flash},
+                      Config{Family::Phi3, AttentionImpl::Flash}),
     [](const ::testing::TestParamInfo<Config>& i) {
       return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn);
     });

@@ -31,7 +31,7 @@ inline Schedule plan(const std::string& policy, const ModelConfig& m,
   return plugins().plan(parse_policy_choice(policy), m, budget);
 }
 
-// 4 blocks, h=64, 4 heads, s=32, b=2, vocab 256, dropout 0.1; llama with 2 KV heads.
+// 4 blocks, h=64, 4 heads, s=32, b=2, vocab 256, dropout 0.1; the RoPE families with 2 KV heads.
 inline ModelConfig tiny(Family arch, AttentionImpl attn, int layers = 4) {
   ModelConfig m;
   m.name = "policy-test";
@@ -39,8 +39,12 @@ inline ModelConfig tiny(Family arch, AttentionImpl attn, int layers = 4) {
   m.layers = layers;
   m.hidden = 64;
   m.heads = 4;
-  m.kv_heads = arch == Family::Llama ? 2 : 4;
-  m.ffn = arch == Family::Llama ? 176 : 256;
+  m.kv_heads = arch == Family::Gpt2 ? 4 : 2;
+  m.ffn = arch == Family::Gpt2 ? 256 : 176;
+  if (arch == Family::Qwen2) {  // as Qwen2.5's small models: tied, dropout on the probabilities only
+    m.tied_embeddings = true;
+    m.dropout_sites = kDropAttention;
+  }
   m.seq = 32;
   m.positions = 32;
   m.batch = 2;

@@ -20,14 +20,14 @@
 namespace remat {
 namespace {
 
-ModelConfig tiny(Architecture arch, AttentionImpl attn, double dropout) {
+ModelConfig tiny(Family arch, AttentionImpl attn, double dropout) {
   ModelConfig m;
   m.name = "agreement";
-  m.arch = arch;
+  set_family(m, arch);
   m.layers = 4;
   m.hidden = 16;
   m.heads = 2;
-  m.kv_heads = arch == Architecture::Llama ? 1 : 2;
+  m.kv_heads = arch == Family::Llama ? 1 : 2;
   m.ffn = 32;
   m.seq = 4;
   m.positions = 4;
@@ -215,7 +215,7 @@ void expect_agreement(const ModelConfig& m, int schedules) {
 // input already, runs no step: the input is not read, and the block holds nothing afterwards.
 // So the next replay of the block before makes that input again, counted as the validator does.
 TEST(ScheduleAgreement, AnInputNoStepReadsIsLetGoAndMadeAgain) {
-  const ModelConfig m = tiny(Architecture::Gpt2, AttentionImpl::Naive, 0.1);
+  const ModelConfig m = tiny(Family::Gpt2, AttentionImpl::Naive, 0.1);
   BlockGraph g(m);
   Schedule s;
   s.blocks = m.layers;
@@ -244,11 +244,11 @@ TEST(ScheduleAgreement, AnInputNoStepReadsIsLetGoAndMadeAgain) {
 }
 
 TEST(ScheduleAgreement, Gpt2NaiveWithDropout) {
-  expect_agreement(tiny(Architecture::Gpt2, AttentionImpl::Naive, 0.1), 250);
+  expect_agreement(tiny(Family::Gpt2, AttentionImpl::Naive, 0.1), 250);
 }
 
 TEST(ScheduleAgreement, LlamaFlash) {
-  expect_agreement(tiny(Architecture::Llama, AttentionImpl::Flash, 0.0), 250);
+  expect_agreement(tiny(Family::Llama, AttentionImpl::Flash, 0.0), 250);
 }
 
 }  // namespace
