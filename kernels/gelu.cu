@@ -1,14 +1,12 @@
 #include "kernels/gelu.cuh"
 
+#include "core/util/gelu.h"
 #include "kernels/detail/device_utils.cuh"
 
 namespace remat::kernels {
 namespace {
 
 using namespace detail;
-
-constexpr float kK0 = 0.7978845608028654f;  // sqrt(2 / pi)
-constexpr float kK1 = 0.044715f;
 
 template <class T>
 struct GeluFwd {
@@ -19,11 +17,7 @@ struct GeluFwd {
     float a[V], o[V];
     load_vec<V>(x + i, a);
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const float v = a[k];
-      const float t = tanhf(kK0 * (v + kK1 * v * v * v));
-      o[k] = 0.5f * v * (1.0f + t);
-    }
+    for (int k = 0; k < V; ++k) o[k] = gelu_tanh(a[k]);
     store_vec<V>(y + i, o);
   }
 };
@@ -42,10 +36,7 @@ struct GeluBwd {
     if (acc) load_vec<V>(dx + i, old);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const float v = a[k];
-      const float t = tanhf(kK0 * (v + kK1 * v * v * v));
-      const float dt = (1.0f - t * t) * kK0 * (1.0f + 3.0f * kK1 * v * v);
-      const float r = g[k] * (0.5f * (1.0f + t) + 0.5f * v * dt);
+      const float r = g[k] * gelu_tanh_grad(a[k]);
       o[k] = acc ? old[k] + r : r;
     }
     store_vec<V>(dx + i, o);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "core/util/error.h"
 
@@ -84,6 +85,17 @@ std::uint64_t visible_sq(std::int64_t S, int W) {
   const std::uint64_t w = static_cast<std::uint64_t>(W), s = static_cast<std::uint64_t>(S);
   const std::uint64_t pairs = w * (w + 1) / 2 + (s - w) * w;
   return 2 * pairs - s;
+}
+
+// The MLP activation's step name and op.
+std::pair<const char*, OpKind> mlp_activation(MlpKind k) {
+  switch (k) {
+    case MlpKind::GeluTanh:
+    case MlpKind::Gelu: return {"mlp.gelu", OpKind::Gelu};
+    case MlpKind::SwiGlu: return {"mlp.swiglu", OpKind::SwiGlu};
+    case MlpKind::GeGlu: return {"mlp.geglu", OpKind::GeGlu};
+  }
+  throw Error("block graph: unknown MLP kind " + std::to_string(static_cast<int>(k)));
 }
 
 }  // namespace
@@ -181,7 +193,8 @@ int BlockGraph::build_mlp(int in) {
   add_step(linear(gated ? "mlp.gate_up" : "mlp.fc", in, fc, ParamSlot::FcW, ParamSlot::FcB,
                   m.mlp_bias, bs, m.hidden, up));
   int act = add_tensor(gated ? "mlp.act" : "mlp.gelu_out", m.dtype, bs * f, width_formula(m.ffn));
-  StepDef s = step(gated ? "mlp.swiglu" : "mlp.gelu", gated ? OpKind::SwiGlu : OpKind::Gelu, {fc}, {act});
+  const auto [act_name, act_op] = mlp_activation(m.mlp);
+  StepDef s = step(act_name, act_op, {fc}, {act});
   s.M = gated ? bs : bs * f;
   s.K = gated ? m.ffn : 1;
   add_step(s);

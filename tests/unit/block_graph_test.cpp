@@ -2,6 +2,8 @@
 // exact Llama breakdown.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/graph/block_graph.h"
 
 namespace remat {
@@ -80,6 +82,40 @@ TEST(BlockGraph, LlamaGqaBreakdown) {
                          4 * s * b * f + 2 * s * b * f;
   EXPECT_EQ(g.saved_bytes(), expect);
   EXPECT_FALSE(g.tensors()[*g.find("attn.qkv_raw")].saved);
+}
+
+// Each gated MLP kind runs its own activation op; SwiGLU and GeGLU save the same tensors (both
+// backwards read only their input).
+TEST(BlockGraph, MlpActivationOfEveryKind) {
+  struct Case {
+    MlpKind mlp;
+    const char* step;
+    OpKind op;
+    const char* input;
+  };
+  const Case cases[] = {{MlpKind::GeluTanh, "mlp.gelu", OpKind::Gelu, "mlp.gelu_in"},
+                        {MlpKind::SwiGlu, "mlp.swiglu", OpKind::SwiGlu, "mlp.gate_up"},
+                        {MlpKind::GeGlu, "mlp.geglu", OpKind::GeGlu, "mlp.gate_up"}};
+  std::map<bool, std::uint64_t> saved;  // by gated
+  for (const Case& c : cases) {
+    SCOPED_TRACE(to_string(c.mlp));
+    ModelConfig m = gpt2(0.1);
+    m.mlp = c.mlp;
+    BlockGraph g(m);
+    int found = 0;
+    for (const StepDef& s : g.steps())
+      if (s.name == c.step) {
+        ++found;
+        EXPECT_EQ(s.op, c.op);
+        ASSERT_EQ(s.in.size(), 1u);
+        EXPECT_EQ(g.tensors()[s.in[0]].name, c.input);
+        EXPECT_TRUE(g.tensors()[s.in[0]].saved);
+        EXPECT_EQ(g.tensors()[s.out[0]].name, m.gated_mlp() ? "mlp.act" : "mlp.gelu_out");
+      }
+    EXPECT_EQ(found, 1);
+    auto [it, fresh] = saved.emplace(m.gated_mlp(), g.saved_bytes());
+    if (!fresh) EXPECT_EQ(g.saved_bytes(), it->second);
+  }
 }
 
 TEST(BlockGraph, RecomputeFromInputRunsTheWholeBlockButNotItsOutput) {

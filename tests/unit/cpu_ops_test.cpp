@@ -175,6 +175,52 @@ TEST(CpuOps, SwiGluForwardAndBackward) {
   expect_grad("dgu", gu, dgu, loss, 1e-2f, 1e-3, 1e-2, 64);
 }
 
+// Runs the op's backward with acc = false, then with acc = true into the same buffer, and
+// checks the second adds the first result again; returns the first.
+std::vector<float> backward_and_acc(Env& e, OpKind op, const Tensor& x, const Tensor& dy,
+                                    const Tensor& dx, std::int64_t M, int K) {
+  e.be.run(op, Pass::Backward, cputest::act_bwd_args(x, dy, dx, M, K, false));
+  auto once = e.get(dx);
+  e.be.run(op, Pass::Backward, cputest::act_bwd_args(x, dy, dx, M, K, true));
+  std::vector<double> twice(once.size());
+  for (std::size_t i = 0; i < once.size(); ++i) twice[i] = 2.0 * once[i];
+  expect_near_all("dx acc", e.get(dx), twice, 1e-6, 1e-5);
+  return once;
+}
+
+double gelu_tanh_ref(double v) {
+  return 0.5 * v * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+}
+
+TEST(CpuOps, GeGluForwardAndBackward) {
+  Env e;
+  const int rows = 5, F = 12;
+  auto gu = randv(rows * 2 * F, 44, -4, 4), R = randv(rows * F, 45);
+  Tensor tgu = e.from(gu), ty = e.make(DType::F32, rows * F);
+  auto loss = [&] {
+    e.set(tgu, gu);
+    e.be.run(OpKind::GeGlu, Pass::Forward, cputest::act_args(tgu, ty, rows, F));
+    return dotd(e.get(ty), R);
+  };
+  loss();
+  std::vector<double> want(rows * F);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < F; ++c)
+      want[r * F + c] = gelu_tanh_ref(gu[r * 2 * F + c]) * gu[r * 2 * F + F + c];
+  expect_near_all("y", e.get(ty), want, 1e-6, 1e-5);
+  Tensor tdy = e.from(R), tdgu = e.from(randv(rows * 2 * F, 46));
+  auto dgu = backward_and_acc(e, OpKind::GeGlu, tgu, tdy, tdgu, rows, F);
+  expect_grad("dgu", gu, dgu, loss, 1e-2f, 1e-3, 1e-2, 2 * rows * F);
+  // A gate_up tensor shorter than [M, 2K] is refused by name.
+  Tensor small = e.make(DType::F32, rows * F);
+  try {
+    e.be.run(OpKind::GeGlu, Pass::Forward, cputest::act_args(small, ty, rows, F));
+    ADD_FAILURE() << "a short gate_up was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("gate_up"), std::string::npos) << err.what();
+  }
+}
+
 TEST(CpuOps, RopeRotateHalfForwardAndBackward) {
   Env e;
   AttnDims a;
