@@ -8,7 +8,17 @@ namespace {
 
 using namespace detail;
 
-template <class T>
+// The two forms: y(x) and y'(x) (core/util/gelu.h, shared with the CPU backend).
+struct Tanh {
+  __device__ static float y(float v) { return gelu_tanh(v); }
+  __device__ static float grad(float v) { return gelu_tanh_grad(v); }
+};
+struct Erf {
+  __device__ static float y(float v) { return gelu_erf(v); }
+  __device__ static float grad(float v) { return gelu_erf_grad(v); }
+};
+
+template <class T, class Form>
 struct GeluFwd {
   const T* x;
   T* y;
@@ -17,12 +27,12 @@ struct GeluFwd {
     float a[V], o[V];
     load_vec<V>(x + i, a);
 #pragma unroll
-    for (int k = 0; k < V; ++k) o[k] = gelu_tanh(a[k]);
+    for (int k = 0; k < V; ++k) o[k] = Form::y(a[k]);
     store_vec<V>(y + i, o);
   }
 };
 
-template <class T>
+template <class T, class Form>
 struct GeluBwd {
   const T* x;
   const T* dy;
@@ -36,7 +46,7 @@ struct GeluBwd {
     if (acc) load_vec<V>(dx + i, old);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const float r = g[k] * gelu_tanh_grad(a[k]);
+      const float r = g[k] * Form::grad(a[k]);
       o[k] = acc ? old[k] + r : r;
     }
     store_vec<V>(dx + i, o);
@@ -49,29 +59,49 @@ void launch(const F& f, bool vec, std::int64_t n, cudaStream_t s, const char* na
   else ew_launch<1>(f, n, s, name);
 }
 
+template <class Form>
+void fwd(FType t, const void* x, void* y, std::int64_t n, cudaStream_t s, const char* name) {
+  const bool vec = aligned_to(x, 16) && aligned_to(y, 16);
+  if (t == FType::BF16)
+    launch<bf16>(GeluFwd<bf16, Form>{static_cast<const bf16*>(x), static_cast<bf16*>(y)}, vec, n,
+                 s, name);
+  else
+    launch<float>(GeluFwd<float, Form>{static_cast<const float*>(x), static_cast<float*>(y)}, vec,
+                  n, s, name);
+}
+
+template <class Form>
+void bwd(FType t, const void* x, const void* dy, void* dx, std::int64_t n, bool acc,
+         cudaStream_t s, const char* name) {
+  const bool vec = aligned_to(x, 16) && aligned_to(dy, 16) && aligned_to(dx, 16);
+  if (t == FType::BF16)
+    launch<bf16>(GeluBwd<bf16, Form>{static_cast<const bf16*>(x), static_cast<const bf16*>(dy),
+                                     static_cast<bf16*>(dx), acc},
+                 vec, n, s, name);
+  else
+    launch<float>(GeluBwd<float, Form>{static_cast<const float*>(x),
+                                       static_cast<const float*>(dy), static_cast<float*>(dx), acc},
+                  vec, n, s, name);
+}
+
 }  // namespace
 
 void gelu_fwd(FType t, const void* x, void* y, std::int64_t n, cudaStream_t s) {
-  const bool vec = aligned_to(x, 16) && aligned_to(y, 16);
-  if (t == FType::BF16)
-    launch<bf16>(GeluFwd<bf16>{static_cast<const bf16*>(x), static_cast<bf16*>(y)}, vec, n, s,
-                 "gelu_fwd");
-  else
-    launch<float>(GeluFwd<float>{static_cast<const float*>(x), static_cast<float*>(y)}, vec, n, s,
-                  "gelu_fwd");
+  fwd<Tanh>(t, x, y, n, s, "gelu_fwd");
 }
 
 void gelu_bwd(FType t, const void* x, const void* dy, void* dx, std::int64_t n, bool acc,
               cudaStream_t s) {
-  const bool vec = aligned_to(x, 16) && aligned_to(dy, 16) && aligned_to(dx, 16);
-  if (t == FType::BF16)
-    launch<bf16>(GeluBwd<bf16>{static_cast<const bf16*>(x), static_cast<const bf16*>(dy),
-                               static_cast<bf16*>(dx), acc},
-                 vec, n, s, "gelu_bwd");
-  else
-    launch<float>(GeluBwd<float>{static_cast<const float*>(x), static_cast<const float*>(dy),
-                                 static_cast<float*>(dx), acc},
-                  vec, n, s, "gelu_bwd");
+  bwd<Tanh>(t, x, dy, dx, n, acc, s, "gelu_bwd");
+}
+
+void gelu_erf_fwd(FType t, const void* x, void* y, std::int64_t n, cudaStream_t s) {
+  fwd<Erf>(t, x, y, n, s, "gelu_erf_fwd");
+}
+
+void gelu_erf_bwd(FType t, const void* x, const void* dy, void* dx, std::int64_t n, bool acc,
+                  cudaStream_t s) {
+  bwd<Erf>(t, x, dy, dx, n, acc, s, "gelu_erf_bwd");
 }
 
 }  // namespace remat::kernels

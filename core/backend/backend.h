@@ -118,7 +118,7 @@ class Backend {
   //   backward always accumulates into din[0].
   // - Residual: out = in[0] + in[1] * in[2] / (1 - p) (in[2], the mask, absent when p == 0);
   //   backward din[0] = dout (acc[0]), din[1] = dout * mask / (1 - p) (acc[1]).
-  // - Gelu (tanh form) over M elements.
+  // - Gelu (tanh form) and GeluErf (exact, x * Phi(x)) over M elements.
   // - SwiGlu: in[0] [M, 2K] (gate | up) -> [M, K] silu(gate) * up; GeGlu: gelu_tanh(gate) * up.
   // - DropoutMask: out[0][i] = philox_bits(key, i) >= dropout_threshold(p) (1 = kept), M elements.
   virtual void run(OpKind op, Pass pass, const OpArgs& args) = 0;

@@ -90,8 +90,8 @@ std::uint64_t visible_sq(std::int64_t S, int W) {
 // The MLP activation's step name and op.
 std::pair<const char*, OpKind> mlp_activation(MlpKind k) {
   switch (k) {
-    case MlpKind::GeluTanh:
-    case MlpKind::Gelu: return {"mlp.gelu", OpKind::Gelu};
+    case MlpKind::GeluTanh: return {"mlp.gelu", OpKind::Gelu};
+    case MlpKind::Gelu: return {"mlp.gelu", OpKind::GeluErf};
     case MlpKind::SwiGlu: return {"mlp.swiglu", OpKind::SwiGlu};
     case MlpKind::GeGlu: return {"mlp.geglu", OpKind::GeGlu};
   }

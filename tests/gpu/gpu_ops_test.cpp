@@ -62,6 +62,29 @@ TEST_P(GpuOps, GeluForwardBackward) {
   EXPECT_LE(rel_l2(g, r), tol(dt)) << "gelu_fwd on an unaligned view";
 }
 
+TEST_P(GpuOps, GeluErfForwardBackward) {
+  for (std::int64_t n : {std::int64_t{10007}, std::int64_t{4096}}) {
+    Both x = d->random(dt, n, -5.0f, 5.0f, 11);
+    Both y = d->poisoned(dt, n);
+    both([&](auto& b, bool c) {
+      OpArgs a;
+      a.in[0] = &T(x, c), a.out[0] = &T(y, c), a.M = n;
+      b.run(OpKind::GeluErf, Pass::Forward, a);
+    });
+    EXPECT_LE(d->rel(y), tol(dt)) << "gelu_erf_fwd n=" << n;
+    Both dy = d->random(dt, n, -1.0f, 1.0f, 12);
+    for (bool acc : {false, true}) {
+      Both dx = acc ? d->random(dt, n, -1.0f, 1.0f, 13) : d->poisoned(dt, n);
+      both([&](auto& b, bool c) {
+        OpArgs a;
+        a.in[0] = &T(x, c), a.dout[0] = &T(dy, c), a.din[0] = &T(dx, c), a.acc[0] = acc, a.M = n;
+        b.run(OpKind::GeluErf, Pass::Backward, a);
+      });
+      EXPECT_LE(d->rel(dx), tol(dt)) << "gelu_erf_bwd n=" << n << " acc=" << acc;
+    }
+  }
+}
+
 TEST_P(GpuOps, SwigluForwardBackward) {
   for (int F : {96, 13}) {
     const std::int64_t rows = 37;

@@ -84,8 +84,8 @@ TEST(BlockGraph, LlamaGqaBreakdown) {
   EXPECT_FALSE(g.tensors()[*g.find("attn.qkv_raw")].saved);
 }
 
-// Each gated MLP kind runs its own activation op; SwiGLU and GeGLU save the same tensors (both
-// backwards read only their input).
+// Each MLP kind runs its own activation op; the tanh and exact GELU save the same tensors, as
+// do SwiGLU and GeGLU (all four backwards read only their input).
 TEST(BlockGraph, MlpActivationOfEveryKind) {
   struct Case {
     MlpKind mlp;
@@ -94,6 +94,7 @@ TEST(BlockGraph, MlpActivationOfEveryKind) {
     const char* input;
   };
   const Case cases[] = {{MlpKind::GeluTanh, "mlp.gelu", OpKind::Gelu, "mlp.gelu_in"},
+                        {MlpKind::Gelu, "mlp.gelu", OpKind::GeluErf, "mlp.gelu_in"},
                         {MlpKind::SwiGlu, "mlp.swiglu", OpKind::SwiGlu, "mlp.gate_up"},
                         {MlpKind::GeGlu, "mlp.geglu", OpKind::GeGlu, "mlp.gate_up"}};
   std::map<bool, std::uint64_t> saved;  // by gated

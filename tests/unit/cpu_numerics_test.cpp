@@ -89,14 +89,17 @@ TEST(CpuNumerics, Bf16OutputsAreRoundedFp32Results) {
     Tensor x = e.from(bf16v(randv(M * 2 * N, 11, -4, 4)), dt), g = e.make(dt, M * 2 * N),
            s = e.make(dt, M * N), res = e.from(bf16v(randv(M * 2 * N, 12)), dt),
            mask = e.make(DType::U8, M * 2 * N), r = e.make(dt, M * 2 * N), gg = e.make(dt, M * N),
-           dy = e.from(bf16v(randv(M * N, 18)), dt), dgg = e.make(dt, M * 2 * N);
+           dy = e.from(bf16v(randv(M * N, 18)), dt), dgg = e.make(dt, M * 2 * N),
+           ge = e.make(dt, M * 2 * N), dge = e.make(dt, M * 2 * N);
     e.be.gelu_fwd(x, g, M * 2 * N);
     e.be.swiglu_fwd(x, s, M, N);
     e.be.run(OpKind::GeGlu, Pass::Forward, cputest::act_args(x, gg, M, N));
     e.be.run(OpKind::GeGlu, Pass::Backward, cputest::act_bwd_args(x, dy, dgg, M, N));
+    e.be.run(OpKind::GeluErf, Pass::Forward, cputest::act_args(x, ge, M * 2 * N));
+    e.be.run(OpKind::GeluErf, Pass::Backward, cputest::act_bwd_args(x, res, dge, M * 2 * N));
     e.be.dropout_mask(mask, DropoutKey{1, 2, 3, 4}, 0.3f, M * 2 * N);
     e.be.residual_fwd(res, x, &mask, r, 0.3f, M * 2 * N);
-    return std::vector<Tensor>{g, s, gg, dgg, r};
+    return std::vector<Tensor>{g, s, gg, dgg, ge, dge, r};
   });
   AttnDims a;
   a.B = 2, a.S = 70, a.heads = 4, a.kv_heads = 2, a.d = 8, a.scale = 1.0f / std::sqrt(8.0f);

@@ -221,6 +221,33 @@ TEST(CpuOps, GeGluForwardAndBackward) {
   }
 }
 
+TEST(CpuOps, GeluErfForwardAndBackward) {
+  Env e;
+  const int n = 300;
+  auto x = randv(n, 34, -5, 5), R = randv(n, 35);
+  Tensor tx = e.from(x), ty = e.make(DType::F32, n);
+  auto loss = [&] {
+    e.set(tx, x);
+    e.be.run(OpKind::GeluErf, Pass::Forward, cputest::act_args(tx, ty, n));
+    return dotd(e.get(ty), R);
+  };
+  loss();
+  std::vector<double> want(n), tanh_form(n);
+  for (int i = 0; i < n; ++i) {
+    want[i] = 0.5 * x[i] * (1 + std::erf(x[i] / std::sqrt(2.0)));
+    tanh_form[i] = gelu_tanh_ref(x[i]);
+  }
+  expect_near_all("y", e.get(ty), want, 1e-6, 1e-5);
+  // The two forms differ by more than the tolerance somewhere: this is not the tanh form.
+  auto y = e.get(ty);
+  double gap = 0;
+  for (int i = 0; i < n; ++i) gap = std::max(gap, std::fabs(y[i] - tanh_form[i]));
+  EXPECT_GT(gap, 1e-4);
+  Tensor tdy = e.from(R), tdx = e.from(randv(n, 36));
+  auto dx = backward_and_acc(e, OpKind::GeluErf, tx, tdy, tdx, n, 1);
+  expect_grad("dx", x, dx, loss, 1e-2f, 1e-3, 1e-2, 64);
+}
+
 TEST(CpuOps, RopeRotateHalfForwardAndBackward) {
   Env e;
   AttnDims a;

@@ -1,8 +1,8 @@
 // Every policy, executed on the CPU backend (2 BLAS threads, dropout on), gives the same losses
 // and gradients as `none` to the bit, for both architectures and both attention
-// implementations, and for a Llama whose MLP is GeGLU; what the run itself recorded (block
-// forwards, recompute FLOPs, the peak) equals the plan and the simulator; recomputation reruns
-// exactly the first forward's ops.
+// implementations, for a Llama whose MLP is GeGLU and for a GPT-2 with the exact GELU; what
+// the run itself recorded (block forwards, recompute FLOPs, the peak) equals the plan and the
+// simulator; recomputation reruns exactly the first forward's ops.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -52,7 +52,7 @@ TEST_P(PolicyEquivalence, BitwiseEqualToNoneAndCountedFromTheRun) {
   ASSERT_GT(base.losses()[0], 0.0);
   ASSERT_NE(base.grad_checksum, 0u);
   if (GetParam().mlp) {  // the blocks ran that MLP's activation op
-    const OpKind want = OpKind::GeGlu;
+    const OpKind want = *GetParam().mlp == MlpKind::GeGlu ? OpKind::GeGlu : OpKind::GeluErf;
     std::string step;
     for (const auto& sd : BlockGraph(m).steps())
       if (sd.op == want) step = sd.name;
@@ -114,7 +114,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Config{Family::Gpt2, AttentionImpl::Flash},
                       Config{Family::Llama, AttentionImpl::Naive},
                       Config{Family::Llama, AttentionImpl::Flash},
-                      Config{Family::Llama, AttentionImpl::Flash, MlpKind::GeGlu}),
+                      Config{Family::Llama, AttentionImpl::Flash, MlpKind::GeGlu},
+                      Config{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu}),
     [](const ::testing::TestParamInfo<Config>& i) {
       return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn) +
              (i.param.mlp ? std::string("_") + to_string(*i.param.mlp) : "");

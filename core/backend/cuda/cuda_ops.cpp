@@ -208,26 +208,44 @@ void CudaBackend::residual_bwd(const Tensor& dout, const Tensor* mask, const Ten
                         acc_x, compute_);
 }
 
-void CudaBackend::gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n) {
-  const char* op = "gelu_fwd";
+namespace {
+
+// An elementwise activation's operands: x, y (forward) or dy, and dx (backward), n elements.
+void check_act(const char* op, const Tensor& x, const Tensor& y, const Tensor* dx, std::int64_t n) {
   check_n(n, op);
   check_float(x, op, "x", n);
-  check_float(y, op, "y", n);
-  check_same(x, {&y}, op);
+  check_float(y, op, dx ? "dy" : "y", n);
+  if (dx) check_float(*dx, op, "dx", n);
+  check_same(x, {&y, dx}, op);
+}
+
+}  // namespace
+
+void CudaBackend::gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n) {
+  check_act("gelu_fwd", x, y, nullptr, n);
   activate();
   kernels::gelu_fwd(ft(x), x.data, y.data, n, compute_);
 }
 
 void CudaBackend::gelu_bwd(const Tensor& x, const Tensor& dy, const Tensor& dx, std::int64_t n,
                            bool acc) {
-  const char* op = "gelu_bwd";
-  check_n(n, op);
-  check_float(x, op, "x", n);
-  check_float(dy, op, "dy", n);
-  check_float(dx, op, "dx", n);
-  check_same(x, {&dy, &dx}, op);
+  check_act("gelu_bwd", x, dy, &dx, n);
   activate();
   kernels::gelu_bwd(ft(x), x.data, dy.data, dx.data, n, acc, compute_);
+}
+
+// The exact GELU: the op table's entry points.
+void CudaBackend::fwd_GeluErf(const OpArgs& a) {
+  check_act("gelu_erf_fwd", *a.in[0], *a.out[0], nullptr, a.M);
+  activate();
+  kernels::gelu_erf_fwd(ft(*a.in[0]), a.in[0]->data, a.out[0]->data, a.M, compute_);
+}
+
+void CudaBackend::bwd_GeluErf(const OpArgs& a) {
+  check_act("gelu_erf_bwd", *a.in[0], *a.dout[0], a.din[0], a.M);
+  activate();
+  kernels::gelu_erf_bwd(ft(*a.in[0]), a.in[0]->data, a.dout[0]->data, a.din[0]->data, a.M,
+                        a.acc[0], compute_);
 }
 
 namespace {
