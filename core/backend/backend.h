@@ -104,6 +104,8 @@ class Backend {
   // backend to its bodies of that op. The arguments' meaning per op:
   // - LayerNorm / RmsNorm: in[0] x [M, K] -> out[0] y; w, b (LayerNorm); weight (w_offset + w);
   //   statistics are recomputed from x in backward.
+  // - QkNorm: in[0] qkv rows [M, K + 2N] -> out[0]: RMSNorm of the q part (K wide) with w, of
+  //   the k part (N wide) with b, v copied; backward dw and db (the k weight's) accumulate.
   // - Linear: y = x W^T + b (b may be absent), M rows, K in, N out; backward dx = dy W (acc:
   //   +=), dW += dy^T x, db += colsum(dy).
   // - Rope: Hugging Face rotate_half on the first rope.rotary_dim dims of every q and k head

@@ -209,12 +209,23 @@ void BlockGraph::build() {
   const ModelConfig& m = cfg_;
   const std::int64_t bs = m.tokens(), n = bs * m.hidden;
   const bool pre = m.placement != NormPlacement::Post, post = m.placement != NormPlacement::Pre;
-  const bool rope = m.position == PositionKind::Rope;
+  const bool rope = m.position == PositionKind::Rope, qkn = m.qk_norm;
   input_ = add_tensor("block.in", m.dtype, n, width_formula(m.hidden));
   int x = pre ? norm_step("ln1", "ln1.out", input_, ParamSlot::Ln1W) : input_;
   const int w = m.qkv_width();
-  int qkv = add_tensor(rope ? "attn.qkv_raw" : "attn.qkv", m.dtype, bs * w, width_formula(w));
+  int qkv = add_tensor(rope || qkn ? "attn.qkv_raw" : "attn.qkv", m.dtype, bs * w, width_formula(w));
   add_step(linear("attn.qkv", x, qkv, ParamSlot::QkvW, ParamSlot::QkvB, m.qkv_bias, bs, m.hidden, w));
+  if (qkn) {
+    int o = add_tensor(rope ? "attn.qkv_normed" : "attn.qkv", m.dtype, bs * w, width_formula(w));
+    StepDef s = step("attn.qk_norm", OpKind::QkNorm, {qkv}, {o});
+    s.w = ParamSlot::QNormW;
+    s.b = ParamSlot::KNormW;
+    s.M = bs;
+    s.K = m.q_width();
+    s.N = m.kv_width();
+    add_step(s);
+    qkv = o;
+  }
   if (rope) {
     int r = add_tensor("attn.qkv", m.dtype, bs * w, width_formula(w));
     StepDef s = step("attn.rope", OpKind::Rope, {qkv}, {r});

@@ -303,6 +303,39 @@ TEST_P(GpuOps, RmsNorm) {
   }
 }
 
+// QK-norm over rows q (K) | k (N) | v (N): K, N multiples of the vector width and not.
+TEST_P(GpuOps, QkNorm) {
+  const std::int64_t rows = 45;
+  for (auto [K, N] : {std::pair{128, 64}, std::pair{50, 26}}) {
+    const std::int64_t n = rows * (K + 2 * N);
+    Both x = d->random(dt, n, -2.0f, 2.0f, 50 + K);
+    Both wq = d->random(dt, K, 0.5f, 1.5f, 51), wk = d->random(dt, N, 0.5f, 1.5f, 52);
+    Both y = d->poisoned(dt, n);
+    both([&](auto& b, bool c) {
+      OpArgs a;
+      a.in[0] = &T(x, c), a.out[0] = &T(y, c), a.w = &T(wq, c), a.b = &T(wk, c);
+      a.M = rows, a.K = K, a.N = N, a.eps = 1e-6f;
+      b.run(OpKind::QkNorm, Pass::Forward, a);
+    });
+    EXPECT_LE(d->rel(y), tol(dt)) << "qk_norm_fwd K=" << K;
+    Both dy = d->random(dt, n, -1.0f, 1.0f, 53);
+    for (bool acc : {false, true}) {
+      Both dx = acc ? d->random(dt, n, -1.0f, 1.0f, 54) : d->poisoned(dt, n);
+      Both dwq = d->random(dt, K, -0.1f, 0.1f, 55), dwk = d->random(dt, N, -0.1f, 0.1f, 56);
+      both([&](auto& b, bool c) {
+        OpArgs a;
+        a.in[0] = &T(x, c), a.dout[0] = &T(dy, c), a.din[0] = &T(dx, c), a.acc[0] = acc;
+        a.w = &T(wq, c), a.b = &T(wk, c), a.dw = &T(dwq, c), a.db = &T(dwk, c);
+        a.M = rows, a.K = K, a.N = N, a.eps = 1e-6f;
+        b.run(OpKind::QkNorm, Pass::Backward, a);
+      });
+      EXPECT_LE(d->rel(dx), tol(dt)) << "qk_norm_bwd dx K=" << K << " acc=" << acc;
+      EXPECT_LE(d->rel(dwq), tol(dt)) << "qk_norm_bwd dwq K=" << K;
+      EXPECT_LE(d->rel(dwk), tol(dt)) << "qk_norm_bwd dwk K=" << K;
+    }
+  }
+}
+
 TEST_P(GpuOps, Linear) {
   struct Dims {
     std::int64_t M;

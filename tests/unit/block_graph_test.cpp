@@ -119,6 +119,38 @@ TEST(BlockGraph, MlpActivationOfEveryKind) {
   }
 }
 
+// QK-norm follows the qkv projection and reads its raw output; RoPE reads nothing, so the
+// normalized qkv is not saved (with RoPE) and the block saves raw and rotated qkv.
+TEST(BlockGraph, QkNormAfterTheQkvProjection) {
+  for (bool rope : {true, false}) {
+    SCOPED_TRACE(rope ? "rope" : "learned positions");
+    ModelConfig m = gpt2(0.0);
+    set_family(m, Family::Olmo2);
+    m.kv_heads = 2;
+    m.ffn = 256;
+    if (!rope) m.position = PositionKind::Learned;
+    BlockGraph g(m);
+    const StepDef* qk = nullptr;
+    for (const StepDef& s : g.steps())
+      if (s.op == OpKind::QkNorm) qk = &s;
+    ASSERT_NE(qk, nullptr);
+    EXPECT_EQ(qk->name, "attn.qk_norm");
+    EXPECT_EQ(qk->w, ParamSlot::QNormW);
+    EXPECT_EQ(qk->b, ParamSlot::KNormW);
+    EXPECT_EQ(qk->K, m.q_width());
+    EXPECT_EQ(qk->N, m.kv_width());
+    EXPECT_EQ(g.tensors()[qk->in[0]].name, "attn.qkv_raw");
+    EXPECT_TRUE(g.tensors()[qk->in[0]].saved);
+    const std::string out = g.tensors()[qk->out[0]].name;
+    EXPECT_EQ(out, rope ? "attn.qkv_normed" : "attn.qkv");
+    EXPECT_EQ(g.tensors()[qk->out[0]].saved, !rope);  // attention reads it when no RoPE follows
+    const auto qkv = g.find("attn.qkv");  // what attention reads: rotated, or the norm's output
+    ASSERT_TRUE(qkv.has_value());
+    const int qk_step = static_cast<int>(qk - g.steps().data());
+    EXPECT_EQ(g.tensors()[*qkv].producer, rope ? qk_step + 1 : qk_step);
+  }
+}
+
 TEST(BlockGraph, RecomputeFromInputRunsTheWholeBlockButNotItsOutput) {
   BlockGraph g(gpt2(0.1));
   std::vector<bool> live(g.tensors().size(), false), targets(g.tensors().size(), false);

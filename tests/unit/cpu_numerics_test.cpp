@@ -83,7 +83,15 @@ TEST(CpuNumerics, Bf16OutputsAreRoundedFp32Results) {
     e.be.layernorm_fwd(x, w, b, y1, M, K, 1e-5f);
     e.be.rmsnorm_fwd(x, w, y2, M, K, 1e-5f);
     e.be.layernorm_bwd(x, w, dy, dx, dw, db, M, K, 1e-5f, false);
-    return std::vector<Tensor>{y1, y2, dx, dw, db};
+    // QK-norm over rows of K = 24 | N = 8 | 8.
+    Tensor wq = e.from(bf16v(randv(24, 19)), dt), wk = e.from(bf16v(randv(8, 20)), dt),
+           qy = e.make(dt, M * K), qdx = e.make(dt, M * K), qdw = e.make(dt, 24), qdb = e.make(dt, 8);
+    OpArgs a;
+    a.in[0] = &x, a.out[0] = &qy, a.w = &wq, a.b = &wk, a.M = M, a.K = 24, a.N = 8, a.eps = 1e-5f;
+    e.be.run(OpKind::QkNorm, Pass::Forward, a);
+    a.dout[0] = &dy, a.din[0] = &qdx, a.dw = &qdw, a.db = &qdb;
+    e.be.run(OpKind::QkNorm, Pass::Backward, a);
+    return std::vector<Tensor>{y1, y2, dx, dw, db, qy, qdx, qdw, qdb};
   });
   expect_rounded_once("activations", [&](Env& e, DType dt) {
     Tensor x = e.from(bf16v(randv(M * 2 * N, 11, -4, 4)), dt), g = e.make(dt, M * 2 * N),

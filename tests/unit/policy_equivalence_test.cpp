@@ -1,7 +1,7 @@
 // Every policy, executed on the CPU backend (2 BLAS threads, dropout on), gives the same losses
 // and gradients as `none` to the bit, for both architectures and both attention
-// implementations, for a Llama whose MLP is GeGLU and for a GPT-2 with the exact GELU; what
-// the run itself recorded (block forwards, recompute FLOPs, the peak) equals the plan and the
+// implementations, for a Llama whose MLP is GeGLU, a GPT-2 with the exact GELU and OLMo 2
+// (QK-norm, norms after the sublayers); what the run itself recorded (block forwards, recompute FLOPs, the peak) equals the plan and the
 // simulator; recomputation reruns exactly the first forward's ops.
 #include <gtest/gtest.h>
 
@@ -23,6 +23,7 @@ struct Config {
   Family arch;
   AttentionImpl attn;
   std::optional<MlpKind> mlp = std::nullopt;  // the family's MLP when absent
+  std::optional<OpKind> runs = std::nullopt;   // the op this configuration is here for
 };
 
 class PolicyEquivalence : public ::testing::TestWithParam<Config> {};
@@ -51,8 +52,8 @@ TEST_P(PolicyEquivalence, BitwiseEqualToNoneAndCountedFromTheRun) {
   ASSERT_EQ(base.losses().size(), 2u);
   ASSERT_GT(base.losses()[0], 0.0);
   ASSERT_NE(base.grad_checksum, 0u);
-  if (GetParam().mlp) {  // the blocks ran that MLP's activation op
-    const OpKind want = *GetParam().mlp == MlpKind::GeGlu ? OpKind::GeGlu : OpKind::GeluErf;
+  if (GetParam().runs) {  // the blocks ran that op, forward and backward
+    const OpKind want = *GetParam().runs;
     std::string step;
     for (const auto& sd : BlockGraph(m).steps())
       if (sd.op == want) step = sd.name;
@@ -114,8 +115,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Config{Family::Gpt2, AttentionImpl::Flash},
                       Config{Family::Llama, AttentionImpl::Naive},
                       Config{Family::Llama, AttentionImpl::Flash},
-                      Config{Family::Llama, AttentionImpl::Flash, MlpKind::GeGlu},
-                      Config{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu}),
+                      Config{Family::Llama, AttentionImpl::Flash, MlpKind::GeGlu, OpKind::GeGlu},
+                      Config{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu, OpKind::GeluErf},
+                      Config{Family::Olmo2, AttentionImpl::Naive, std::nullopt, OpKind::QkNorm}),
     [](const ::testing::TestParamInfo<Config>& i) {
       return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn) +
              (i.param.mlp ? std::string("_") + to_string(*i.param.mlp) : "");

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/backend/cuda/cuda_args.h"
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/backend/cuda/cuda_check.h"
 #include "core/backend/cuda/gemm.h"
@@ -31,44 +32,6 @@ using kernels::FType;
 
 namespace {
 
-std::string describe(const Tensor& t) {
-  return std::string(to_string(t.dtype)) + "[" + std::to_string(t.numel) + "] in " +
-         to_string(t.space) + " space";
-}
-
-void check_common(const Tensor& t, const char* op, const char* name, std::int64_t need) {
-  if (t.space != Space::Device)
-    throw Error(std::string("cuda ") + op + ": " + name + " is " + describe(t) +
-                "; compute ops take device tensors");
-  if (need < 0 || t.numel < need)
-    throw Error(std::string("cuda ") + op + ": " + name + " is " + describe(t) + ", needs " +
-                std::to_string(need) + " elements");
-  if (need > 0 && t.data == nullptr)
-    throw Error(std::string("cuda ") + op + ": " + name + " has no data");
-}
-
-void check_float(const Tensor& t, const char* op, const char* name, std::int64_t need) {
-  if (t.dtype != DType::F32 && t.dtype != DType::BF16)
-    throw Error(std::string("cuda ") + op + ": " + name + " is " + describe(t) +
-                ", expected f32 or bf16");
-  check_common(t, op, name, need);
-}
-
-void check_dtype(const Tensor& t, DType dt, const char* op, const char* name, std::int64_t need) {
-  if (t.dtype != dt)
-    throw Error(std::string("cuda ") + op + ": " + name + " is " + describe(t) + ", expected " +
-                to_string(dt));
-  check_common(t, op, name, need);
-}
-
-// All float operands of an op share one storage type.
-void check_same(const Tensor& ref, std::initializer_list<const Tensor*> others, const char* op) {
-  for (const Tensor* t : others)
-    if (t && *t && t->dtype != ref.dtype)
-      throw Error(std::string("cuda ") + op + ": mixed dtypes (" + to_string(ref.dtype) +
-                  " and " + to_string(t->dtype) + "); the CUDA ops take one model dtype");
-}
-
 void check_dims(const AttnDims& a, const char* op) {
   if (a.B <= 0 || a.S <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.d <= 0 ||
       a.heads % a.kv_heads != 0)
@@ -86,11 +49,6 @@ void check_p(float p, const char* op) {
                 std::to_string(p));
 }
 
-void check_n(std::int64_t n, const char* op) {
-  if (n < 0) throw Error(std::string("cuda ") + op + ": negative element count");
-}
-
-FType ft(const Tensor& t) { return t.dtype == DType::BF16 ? FType::BF16 : FType::F32; }
 cudaDataType cdt(const Tensor& t) { return t.dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 cudaDataType cdt(FType t) { return t == FType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
