@@ -1,5 +1,6 @@
 #include "kernels/gelu.cuh"
 
+#include "core/util/gelu.h"
 #include "kernels/detail/device_utils.cuh"
 
 namespace remat::kernels {
@@ -7,10 +8,17 @@ namespace {
 
 using namespace detail;
 
-constexpr float kK0 = 0.7978845608028654f;  // sqrt(2 / pi)
-constexpr float kK1 = 0.044715f;
+// The two forms: y(x) and y'(x) (core/util/gelu.h, shared with the CPU backend).
+struct Tanh {
+  __device__ static float y(float v) { return gelu_tanh(v); }
+  __device__ static float grad(float v) { return gelu_tanh_grad(v); }
+};
+struct Erf {
+  __device__ static float y(float v) { return gelu_erf(v); }
+  __device__ static float grad(float v) { return gelu_erf_grad(v); }
+};
 
-template <class T>
+template <class T, class Form>
 struct GeluFwd {
   const T* x;
   T* y;
@@ -19,16 +27,12 @@ struct GeluFwd {
     float a[V], o[V];
     load_vec<V>(x + i, a);
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const float v = a[k];
-      const float t = tanhf(kK0 * (v + kK1 * v * v * v));
-      o[k] = 0.5f * v * (1.0f + t);
-    }
+    for (int k = 0; k < V; ++k) o[k] = Form::y(a[k]);
     store_vec<V>(y + i, o);
   }
 };
 
-template <class T>
+template <class T, class Form>
 struct GeluBwd {
   const T* x;
   const T* dy;
@@ -42,10 +46,7 @@ struct GeluBwd {
     if (acc) load_vec<V>(dx + i, old);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const float v = a[k];
-      const float t = tanhf(kK0 * (v + kK1 * v * v * v));
-      const float dt = (1.0f - t * t) * kK0 * (1.0f + 3.0f * kK1 * v * v);
-      const float r = g[k] * (0.5f * (1.0f + t) + 0.5f * v * dt);
+      const float r = g[k] * Form::grad(a[k]);
       o[k] = acc ? old[k] + r : r;
     }
     store_vec<V>(dx + i, o);
@@ -58,29 +59,49 @@ void launch(const F& f, bool vec, std::int64_t n, cudaStream_t s, const char* na
   else ew_launch<1>(f, n, s, name);
 }
 
+template <class Form>
+void fwd(FType t, const void* x, void* y, std::int64_t n, cudaStream_t s, const char* name) {
+  const bool vec = aligned_to(x, 16) && aligned_to(y, 16);
+  if (t == FType::BF16)
+    launch<bf16>(GeluFwd<bf16, Form>{static_cast<const bf16*>(x), static_cast<bf16*>(y)}, vec, n,
+                 s, name);
+  else
+    launch<float>(GeluFwd<float, Form>{static_cast<const float*>(x), static_cast<float*>(y)}, vec,
+                  n, s, name);
+}
+
+template <class Form>
+void bwd(FType t, const void* x, const void* dy, void* dx, std::int64_t n, bool acc,
+         cudaStream_t s, const char* name) {
+  const bool vec = aligned_to(x, 16) && aligned_to(dy, 16) && aligned_to(dx, 16);
+  if (t == FType::BF16)
+    launch<bf16>(GeluBwd<bf16, Form>{static_cast<const bf16*>(x), static_cast<const bf16*>(dy),
+                                     static_cast<bf16*>(dx), acc},
+                 vec, n, s, name);
+  else
+    launch<float>(GeluBwd<float, Form>{static_cast<const float*>(x),
+                                       static_cast<const float*>(dy), static_cast<float*>(dx), acc},
+                  vec, n, s, name);
+}
+
 }  // namespace
 
 void gelu_fwd(FType t, const void* x, void* y, std::int64_t n, cudaStream_t s) {
-  const bool vec = aligned_to(x, 16) && aligned_to(y, 16);
-  if (t == FType::BF16)
-    launch<bf16>(GeluFwd<bf16>{static_cast<const bf16*>(x), static_cast<bf16*>(y)}, vec, n, s,
-                 "gelu_fwd");
-  else
-    launch<float>(GeluFwd<float>{static_cast<const float*>(x), static_cast<float*>(y)}, vec, n, s,
-                  "gelu_fwd");
+  fwd<Tanh>(t, x, y, n, s, "gelu_fwd");
 }
 
 void gelu_bwd(FType t, const void* x, const void* dy, void* dx, std::int64_t n, bool acc,
               cudaStream_t s) {
-  const bool vec = aligned_to(x, 16) && aligned_to(dy, 16) && aligned_to(dx, 16);
-  if (t == FType::BF16)
-    launch<bf16>(GeluBwd<bf16>{static_cast<const bf16*>(x), static_cast<const bf16*>(dy),
-                               static_cast<bf16*>(dx), acc},
-                 vec, n, s, "gelu_bwd");
-  else
-    launch<float>(GeluBwd<float>{static_cast<const float*>(x), static_cast<const float*>(dy),
-                                 static_cast<float*>(dx), acc},
-                  vec, n, s, "gelu_bwd");
+  bwd<Tanh>(t, x, dy, dx, n, acc, s, "gelu_bwd");
+}
+
+void gelu_erf_fwd(FType t, const void* x, void* y, std::int64_t n, cudaStream_t s) {
+  fwd<Erf>(t, x, y, n, s, "gelu_erf_fwd");
+}
+
+void gelu_erf_bwd(FType t, const void* x, const void* dy, void* dx, std::int64_t n, bool acc,
+                  cudaStream_t s) {
+  bwd<Erf>(t, x, dy, dx, n, acc, s, "gelu_erf_bwd");
 }
 
 }  // namespace remat::kernels

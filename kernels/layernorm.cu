@@ -16,11 +16,11 @@ void layernorm_fwd(FType t, const void* x, const void* w, const void* b, void* y
   const bool bf = t == FType::BF16;
   const bool vec = norm_vec_ok(H, bf ? 8 : 4, x, w, y, b ? b : x);
   if (bf) {
-    if (vec) norm_fwd_launch<bf16, 8, false>(x, w, b, y, rows, H, eps, s, "layernorm_fwd");
-    else norm_fwd_launch<bf16, 1, false>(x, w, b, y, rows, H, eps, s, "layernorm_fwd");
+    if (vec) norm_fwd_launch<bf16, 8, false>(x, w, b, y, rows, H, H, eps, s, "layernorm_fwd");
+    else norm_fwd_launch<bf16, 1, false>(x, w, b, y, rows, H, H, eps, s, "layernorm_fwd");
   } else {
-    if (vec) norm_fwd_launch<float, 4, false>(x, w, b, y, rows, H, eps, s, "layernorm_fwd");
-    else norm_fwd_launch<float, 1, false>(x, w, b, y, rows, H, eps, s, "layernorm_fwd");
+    if (vec) norm_fwd_launch<float, 4, false>(x, w, b, y, rows, H, H, eps, s, "layernorm_fwd");
+    else norm_fwd_launch<float, 1, false>(x, w, b, y, rows, H, H, eps, s, "layernorm_fwd");
   }
 }
 
@@ -32,17 +32,17 @@ void layernorm_bwd(FType t, const void* x, const void* w, const void* dy, void* 
   const bool vec = norm_vec_ok(H, bf ? 8 : 4, x, w, dy, dx);
   if (bf) {
     if (vec)
-      norm_bwd_launch<bf16, 8, false>(x, w, dy, dx, dw, db, rows, H, eps, acc, scratch, s,
+      norm_bwd_launch<bf16, 8, false>(x, w, dy, dx, dw, db, rows, H, H, eps, acc, scratch, s,
                                       "layernorm_bwd");
     else
-      norm_bwd_launch<bf16, 1, false>(x, w, dy, dx, dw, db, rows, H, eps, acc, scratch, s,
+      norm_bwd_launch<bf16, 1, false>(x, w, dy, dx, dw, db, rows, H, H, eps, acc, scratch, s,
                                       "layernorm_bwd");
   } else {
     if (vec)
-      norm_bwd_launch<float, 4, false>(x, w, dy, dx, dw, db, rows, H, eps, acc, scratch, s,
+      norm_bwd_launch<float, 4, false>(x, w, dy, dx, dw, db, rows, H, H, eps, acc, scratch, s,
                                        "layernorm_bwd");
     else
-      norm_bwd_launch<float, 1, false>(x, w, dy, dx, dw, db, rows, H, eps, acc, scratch, s,
+      norm_bwd_launch<float, 1, false>(x, w, dy, dx, dw, db, rows, H, H, eps, acc, scratch, s,
                                        "layernorm_bwd");
   }
 }

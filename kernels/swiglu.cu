@@ -1,5 +1,6 @@
 #include "kernels/swiglu.cuh"
 
+#include "core/util/gelu.h"
 #include "kernels/detail/device_utils.cuh"
 
 namespace remat::kernels {
@@ -7,8 +8,26 @@ namespace {
 
 using namespace detail;
 
-template <class T>
-struct SwigluFwd {
+// The gate functions: y(g), and the gradients of y(g) * u given dy = d.
+struct Silu {
+  __device__ static float y(float g) { return g * (1.0f / (1.0f + expf(-g))); }
+  __device__ static void grad(float g, float u, float d, float& dg, float& du) {
+    const float sig = 1.0f / (1.0f + expf(-g));
+    dg = d * u * sig * (1.0f + g * (1.0f - sig));
+    du = d * (g * sig);
+  }
+};
+
+struct GeluTanh {
+  __device__ static float y(float g) { return gelu_tanh(g); }
+  __device__ static void grad(float g, float u, float d, float& dg, float& du) {
+    dg = d * u * gelu_tanh_grad(g);
+    du = d * gelu_tanh(g);
+  }
+};
+
+template <class T, class Act>
+struct GatedFwd {
   const T* gu;
   T* y;
   int F;
@@ -20,16 +39,13 @@ struct SwigluFwd {
     load_vec<V>(g, a);
     load_vec<V>(g + F, u);
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const float sig = 1.0f / (1.0f + expf(-a[k]));
-      o[k] = a[k] * sig * u[k];
-    }
+    for (int k = 0; k < V; ++k) o[k] = Act::y(a[k]) * u[k];
     store_vec<V>(y + i, o);
   }
 };
 
-template <class T>
-struct SwigluBwd {
+template <class T, class Act>
+struct GatedBwd {
   const T* gu;
   const T* dy;
   T* dgu;
@@ -49,10 +65,8 @@ struct SwigluBwd {
     }
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const float sig = 1.0f / (1.0f + expf(-a[k]));
-      const float silu = a[k] * sig;
-      const float dg = d[k] * u[k] * sig * (1.0f + a[k] * (1.0f - sig));
-      const float du = d[k] * silu;
+      float dg, du;
+      Act::grad(a[k], u[k], d[k], dg, du);
       og[k] = acc ? pg[k] + dg : dg;
       ou[k] = acc ? pu[k] + du : du;
     }
@@ -67,33 +81,55 @@ void launch(const F& f, bool vec, std::int64_t n, cudaStream_t s, const char* na
   else ew_launch<1>(f, n, s, name);
 }
 
-}  // namespace
-
-void swiglu_fwd(FType t, const void* gu, void* y, std::int64_t rows, int F, cudaStream_t s) {
+template <class Act>
+void gated_fwd(FType t, const void* gu, void* y, std::int64_t rows, int F, cudaStream_t s,
+               const char* name) {
   const std::int64_t n = rows * F;
   const int V = t == FType::BF16 ? 8 : 4;
   const bool vec = F % V == 0 && aligned_to(gu, 16) && aligned_to(y, 16);
   if (t == FType::BF16)
-    launch<bf16>(SwigluFwd<bf16>{static_cast<const bf16*>(gu), static_cast<bf16*>(y), F}, vec, n,
-                 s, "swiglu_fwd");
+    launch<bf16>(GatedFwd<bf16, Act>{static_cast<const bf16*>(gu), static_cast<bf16*>(y), F}, vec,
+                 n, s, name);
   else
-    launch<float>(SwigluFwd<float>{static_cast<const float*>(gu), static_cast<float*>(y), F}, vec,
-                  n, s, "swiglu_fwd");
+    launch<float>(GatedFwd<float, Act>{static_cast<const float*>(gu), static_cast<float*>(y), F},
+                  vec, n, s, name);
 }
 
-void swiglu_bwd(FType t, const void* gu, const void* dy, void* dgu, std::int64_t rows, int F,
-                bool acc, cudaStream_t s) {
+template <class Act>
+void gated_bwd(FType t, const void* gu, const void* dy, void* dgu, std::int64_t rows, int F,
+               bool acc, cudaStream_t s, const char* name) {
   const std::int64_t n = rows * F;
   const int V = t == FType::BF16 ? 8 : 4;
   const bool vec = F % V == 0 && aligned_to(gu, 16) && aligned_to(dy, 16) && aligned_to(dgu, 16);
   if (t == FType::BF16)
-    launch<bf16>(SwigluBwd<bf16>{static_cast<const bf16*>(gu), static_cast<const bf16*>(dy),
-                                 static_cast<bf16*>(dgu), F, acc},
-                 vec, n, s, "swiglu_bwd");
+    launch<bf16>(GatedBwd<bf16, Act>{static_cast<const bf16*>(gu), static_cast<const bf16*>(dy),
+                                     static_cast<bf16*>(dgu), F, acc},
+                 vec, n, s, name);
   else
-    launch<float>(SwigluBwd<float>{static_cast<const float*>(gu), static_cast<const float*>(dy),
-                                   static_cast<float*>(dgu), F, acc},
-                  vec, n, s, "swiglu_bwd");
+    launch<float>(GatedBwd<float, Act>{static_cast<const float*>(gu),
+                                       static_cast<const float*>(dy), static_cast<float*>(dgu), F,
+                                       acc},
+                  vec, n, s, name);
+}
+
+}  // namespace
+
+void swiglu_fwd(FType t, const void* gu, void* y, std::int64_t rows, int F, cudaStream_t s) {
+  gated_fwd<Silu>(t, gu, y, rows, F, s, "swiglu_fwd");
+}
+
+void swiglu_bwd(FType t, const void* gu, const void* dy, void* dgu, std::int64_t rows, int F,
+                bool acc, cudaStream_t s) {
+  gated_bwd<Silu>(t, gu, dy, dgu, rows, F, acc, s, "swiglu_bwd");
+}
+
+void geglu_fwd(FType t, const void* gu, void* y, std::int64_t rows, int F, cudaStream_t s) {
+  gated_fwd<GeluTanh>(t, gu, y, rows, F, s, "geglu_fwd");
+}
+
+void geglu_bwd(FType t, const void* gu, const void* dy, void* dgu, std::int64_t rows, int F,
+               bool acc, cudaStream_t s) {
+  gated_bwd<GeluTanh>(t, gu, dy, dgu, rows, F, acc, s, "geglu_bwd");
 }
 
 }  // namespace remat::kernels

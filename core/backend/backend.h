@@ -104,6 +104,8 @@ class Backend {
   // backend to its bodies of that op. The arguments' meaning per op:
   // - LayerNorm / RmsNorm: in[0] x [M, K] -> out[0] y; w, b (LayerNorm); weight (w_offset + w);
   //   statistics are recomputed from x in backward.
+  // - QkNorm: in[0] qkv rows [M, K + 2N] -> out[0]: RMSNorm of the q part (K wide) with w, of
+  //   the k part (N wide) with b, v copied; backward dw and db (the k weight's) accumulate.
   // - Linear: y = x W^T + b (b may be absent), M rows, K in, N out; backward dx = dy W (acc:
   //   +=), dW += dy^T x, db += colsum(dy).
   // - Rope: Hugging Face rotate_half on the first rope.rotary_dim dims of every q and k head
@@ -118,7 +120,8 @@ class Backend {
   //   backward always accumulates into din[0].
   // - Residual: out = in[0] + in[1] * in[2] / (1 - p) (in[2], the mask, absent when p == 0);
   //   backward din[0] = dout (acc[0]), din[1] = dout * mask / (1 - p) (acc[1]).
-  // - Gelu (tanh form) over M elements; SwiGlu: in[0] [M, 2K] (gate | up) -> [M, K] silu(gate) * up.
+  // - Gelu (tanh form) and GeluErf (exact, x * Phi(x)) over M elements.
+  // - SwiGlu: in[0] [M, 2K] (gate | up) -> [M, K] silu(gate) * up; GeGlu: gelu_tanh(gate) * up.
   // - DropoutMask: out[0][i] = philox_bits(key, i) >= dropout_threshold(p) (1 = kept), M elements.
   virtual void run(OpKind op, Pass pass, const OpArgs& args) = 0;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "core/util/error.h"
 
@@ -84,6 +85,17 @@ std::uint64_t visible_sq(std::int64_t S, int W) {
   const std::uint64_t w = static_cast<std::uint64_t>(W), s = static_cast<std::uint64_t>(S);
   const std::uint64_t pairs = w * (w + 1) / 2 + (s - w) * w;
   return 2 * pairs - s;
+}
+
+// The MLP activation's step name and op.
+std::pair<const char*, OpKind> mlp_activation(MlpKind k) {
+  switch (k) {
+    case MlpKind::GeluTanh: return {"mlp.gelu", OpKind::Gelu};
+    case MlpKind::Gelu: return {"mlp.gelu", OpKind::GeluErf};
+    case MlpKind::SwiGlu: return {"mlp.swiglu", OpKind::SwiGlu};
+    case MlpKind::GeGlu: return {"mlp.geglu", OpKind::GeGlu};
+  }
+  throw Error("block graph: unknown MLP kind " + std::to_string(static_cast<int>(k)));
 }
 
 }  // namespace
@@ -181,7 +193,8 @@ int BlockGraph::build_mlp(int in) {
   add_step(linear(gated ? "mlp.gate_up" : "mlp.fc", in, fc, ParamSlot::FcW, ParamSlot::FcB,
                   m.mlp_bias, bs, m.hidden, up));
   int act = add_tensor(gated ? "mlp.act" : "mlp.gelu_out", m.dtype, bs * f, width_formula(m.ffn));
-  StepDef s = step(gated ? "mlp.swiglu" : "mlp.gelu", gated ? OpKind::SwiGlu : OpKind::Gelu, {fc}, {act});
+  const auto [act_name, act_op] = mlp_activation(m.mlp);
+  StepDef s = step(act_name, act_op, {fc}, {act});
   s.M = gated ? bs : bs * f;
   s.K = gated ? m.ffn : 1;
   add_step(s);
@@ -196,12 +209,23 @@ void BlockGraph::build() {
   const ModelConfig& m = cfg_;
   const std::int64_t bs = m.tokens(), n = bs * m.hidden;
   const bool pre = m.placement != NormPlacement::Post, post = m.placement != NormPlacement::Pre;
-  const bool rope = m.position == PositionKind::Rope;
+  const bool rope = m.position == PositionKind::Rope, qkn = m.qk_norm;
   input_ = add_tensor("block.in", m.dtype, n, width_formula(m.hidden));
   int x = pre ? norm_step("ln1", "ln1.out", input_, ParamSlot::Ln1W) : input_;
   const int w = m.qkv_width();
-  int qkv = add_tensor(rope ? "attn.qkv_raw" : "attn.qkv", m.dtype, bs * w, width_formula(w));
+  int qkv = add_tensor(rope || qkn ? "attn.qkv_raw" : "attn.qkv", m.dtype, bs * w, width_formula(w));
   add_step(linear("attn.qkv", x, qkv, ParamSlot::QkvW, ParamSlot::QkvB, m.qkv_bias, bs, m.hidden, w));
+  if (qkn) {
+    int o = add_tensor(rope ? "attn.qkv_normed" : "attn.qkv", m.dtype, bs * w, width_formula(w));
+    StepDef s = step("attn.qk_norm", OpKind::QkNorm, {qkv}, {o});
+    s.w = ParamSlot::QNormW;
+    s.b = ParamSlot::KNormW;
+    s.M = bs;
+    s.K = m.q_width();
+    s.N = m.kv_width();
+    add_step(s);
+    qkv = o;
+  }
   if (rope) {
     int r = add_tensor("attn.qkv", m.dtype, bs * w, width_formula(w));
     StepDef s = step("attn.rope", OpKind::Rope, {qkv}, {r});

@@ -99,9 +99,6 @@ std::vector<std::pair<std::string, std::string>> ModelConfig::unsupported() cons
   auto add = [&](const char* field, const std::string& what) {
     v.emplace_back(field, what + " is not run by the engine yet");
   };
-  if (qk_norm) add("qk_norm", "QK-norm");
-  if (mlp == MlpKind::Gelu) add("mlp", "the exact (erf) GELU");
-  if (mlp == MlpKind::GeGlu) add("mlp", "GeGLU");
   if (norm_unit_offset) add("norm_unit_offset", "the (1 + w) RMSNorm weight");
   if (embed_scale) add("embed_scale", "scaling the embeddings by sqrt(hidden)");
   if (attn_softcap > 0.0) add("attn_softcap", "attention logit soft-capping");

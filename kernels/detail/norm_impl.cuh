@@ -1,4 +1,5 @@
-// LayerNorm and RMSNorm kernels (internal; instantiated by layernorm.cu and rmsnorm.cu).
+// LayerNorm and RMSNorm kernels (internal; instantiated by layernorm.cu and rmsnorm.cu) over H
+// columns of rows `ld` elements apart (ld = H for whole rows; QK-norm runs on parts of rows).
 // Forward: one warp per row. Backward: one warp per row recomputes the statistics and writes
 // dx; the parameter gradients are column sums over fixed row chunks (a function of the row
 // count only), added in chunk order by one warp per column. No atomics: the bits reproduce.
@@ -13,12 +14,12 @@ namespace remat::kernels::detail {
 template <class T, int V, bool RMS>
 __global__ void __launch_bounds__(256)
     norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
-                    T* __restrict__ y, std::int64_t rows, int H, float eps) {
+                    T* __restrict__ y, std::int64_t rows, int H, std::int64_t ld, float eps) {
   const int lane = threadIdx.x & 31;
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (row >= rows) return;
-  const T* xr = x + row * H;
-  T* yr = y + row * H;
+  const T* xr = x + row * ld;
+  T* yr = y + row * ld;
   const int nv = H / V;
   float mean = 0.0f, rstd;
   if constexpr (!RMS) {
@@ -71,14 +72,14 @@ __global__ void __launch_bounds__(256)
 template <class T, int V, bool RMS>
 __global__ void __launch_bounds__(256, 4)  // up to 64 registers (ptxas otherwise aims at 32)
     norm_bwd_dx_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ dy,
-                       T* dx, float2* __restrict__ stats, std::int64_t rows, int H, float eps,
-                       bool acc) {
+                       T* dx, float2* __restrict__ stats, std::int64_t rows, int H,
+                       std::int64_t ld, float eps, bool acc) {
   const int lane = threadIdx.x & 31;
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (row >= rows) return;
-  const T* xr = x + row * H;
-  const T* gr = dy + row * H;
-  T* dxr = dx + row * H;
+  const T* xr = x + row * ld;
+  const T* gr = dy + row * ld;
+  T* dxr = dx + row * ld;
   const int nv = H / V;
   const float invH = 1.0f / static_cast<float>(H);
   float mean = 0.0f, rstd;
@@ -152,7 +153,8 @@ template <class T>
 __global__ void __launch_bounds__(256)
     norm_bwd_params_partial(const T* __restrict__ x, const T* __restrict__ dy,
                             const float2* __restrict__ stats, float* __restrict__ part,
-                            std::int64_t rows, int H, std::int64_t rows_per_chunk) {
+                            std::int64_t rows, int H, std::int64_t ld,
+                            std::int64_t rows_per_chunk) {
   __shared__ float sw[8][64], sb[8][64];
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int c0 = blockIdx.x * 64 + tx * 2;
@@ -164,7 +166,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll 4
   for (std::int64_t r = r0 + ty; r < r1; r += 8) {
     const float2 st = stats[r];
-    const std::int64_t base = r * H + c0;
+    const std::int64_t base = r * ld + c0;
     if (ok0) {
       const float g = to_f(dy[base]);
       aw0 += g * ((to_f(x[base]) - st.x) * st.y);
@@ -233,30 +235,30 @@ inline std::size_t norm_bwd_scratch(std::int64_t rows, int H) {
 
 template <class T, int V, bool RMS>
 void norm_fwd_launch(const void* x, const void* w, const void* b, void* y, std::int64_t rows,
-                     int H, float eps, cudaStream_t s, const char* name) {
+                     int H, std::int64_t ld, float eps, cudaStream_t s, const char* name) {
   const unsigned blocks = static_cast<unsigned>((rows + 7) / 8);
   norm_fwd_kernel<T, V, RMS><<<blocks, 256, 0, s>>>(
       static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
-      static_cast<T*>(y), rows, H, eps);
+      static_cast<T*>(y), rows, H, ld, eps);
   check_launch(name);
 }
 
 template <class T, int V, bool RMS>
 void norm_bwd_launch(const void* x, const void* w, const void* dy, void* dx, void* dw, void* db,
-                     std::int64_t rows, int H, float eps, bool acc, float* scratch, cudaStream_t s,
-                     const char* name) {
+                     std::int64_t rows, int H, std::int64_t ld, float eps, bool acc,
+                     float* scratch, cudaStream_t s, const char* name) {
   float2* stats = reinterpret_cast<float2*>(scratch);
   float* part = scratch + (static_cast<std::size_t>(rows) * 8 + 255) / 256 * 256 / 4;
   norm_bwd_dx_kernel<T, V, RMS><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, s>>>(
       static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(dy),
-      static_cast<T*>(dx), stats, rows, H, eps, acc);
+      static_cast<T*>(dx), stats, rows, H, ld, eps, acc);
   check_launch(name);
   const int chunks = norm_bwd_chunks(rows);
   const std::int64_t rpc = (rows + chunks - 1) / chunks;
   dim3 grid(static_cast<unsigned>((H + 63) / 64), static_cast<unsigned>(chunks));
   norm_bwd_params_partial<T><<<grid, 256, 0, s>>>(static_cast<const T*>(x),
                                                   static_cast<const T*>(dy), stats, part, rows, H,
-                                                  rpc);
+                                                  ld, rpc);
   check_launch(name);
   norm_params_final<T><<<static_cast<unsigned>((H + 7) / 8), 256, 0, s>>>(
       part, static_cast<T*>(dw), static_cast<T*>(db), chunks, H);

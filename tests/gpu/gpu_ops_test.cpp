@@ -62,6 +62,29 @@ TEST_P(GpuOps, GeluForwardBackward) {
   EXPECT_LE(rel_l2(g, r), tol(dt)) << "gelu_fwd on an unaligned view";
 }
 
+TEST_P(GpuOps, GeluErfForwardBackward) {
+  for (std::int64_t n : {std::int64_t{10007}, std::int64_t{4096}}) {
+    Both x = d->random(dt, n, -5.0f, 5.0f, 11);
+    Both y = d->poisoned(dt, n);
+    both([&](auto& b, bool c) {
+      OpArgs a;
+      a.in[0] = &T(x, c), a.out[0] = &T(y, c), a.M = n;
+      b.run(OpKind::GeluErf, Pass::Forward, a);
+    });
+    EXPECT_LE(d->rel(y), tol(dt)) << "gelu_erf_fwd n=" << n;
+    Both dy = d->random(dt, n, -1.0f, 1.0f, 12);
+    for (bool acc : {false, true}) {
+      Both dx = acc ? d->random(dt, n, -1.0f, 1.0f, 13) : d->poisoned(dt, n);
+      both([&](auto& b, bool c) {
+        OpArgs a;
+        a.in[0] = &T(x, c), a.dout[0] = &T(dy, c), a.din[0] = &T(dx, c), a.acc[0] = acc, a.M = n;
+        b.run(OpKind::GeluErf, Pass::Backward, a);
+      });
+      EXPECT_LE(d->rel(dx), tol(dt)) << "gelu_erf_bwd n=" << n << " acc=" << acc;
+    }
+  }
+}
+
 TEST_P(GpuOps, SwigluForwardBackward) {
   for (int F : {96, 13}) {
     const std::int64_t rows = 37;
@@ -76,6 +99,32 @@ TEST_P(GpuOps, SwigluForwardBackward) {
     Both dgu2 = d->random(dt, rows * 2 * F, -1.0f, 1.0f, 7);
     both([&](auto& b, bool c) { b.swiglu_bwd(T(gu, c), T(dy, c), T(dgu2, c), rows, F, true); });
     EXPECT_LE(d->rel(dgu2), tol(dt)) << "swiglu_bwd acc F=" << F;
+  }
+}
+
+TEST_P(GpuOps, GegluForwardBackward) {
+  for (int F : {96, 13}) {
+    const std::int64_t rows = 37;
+    Both gu = d->random(dt, rows * 2 * F, -4.0f, 4.0f, 8);
+    Both y = d->poisoned(dt, rows * F);
+    auto fwd = [&](auto& b, bool c) {
+      OpArgs a;
+      a.in[0] = &T(gu, c), a.out[0] = &T(y, c), a.M = rows, a.K = F;
+      b.run(OpKind::GeGlu, Pass::Forward, a);
+    };
+    both(fwd);
+    EXPECT_LE(d->rel(y), tol(dt)) << "geglu_fwd F=" << F;
+    Both dy = d->random(dt, rows * F, -1.0f, 1.0f, 9);
+    for (bool acc : {false, true}) {
+      Both dgu = acc ? d->random(dt, rows * 2 * F, -1.0f, 1.0f, 10) : d->poisoned(dt, rows * 2 * F);
+      both([&](auto& b, bool c) {
+        OpArgs a;
+        a.in[0] = &T(gu, c), a.dout[0] = &T(dy, c), a.din[0] = &T(dgu, c), a.acc[0] = acc;
+        a.M = rows, a.K = F;
+        b.run(OpKind::GeGlu, Pass::Backward, a);
+      });
+      EXPECT_LE(d->rel(dgu), tol(dt)) << "geglu_bwd F=" << F << " acc=" << acc;
+    }
   }
 }
 
@@ -250,6 +299,39 @@ TEST_P(GpuOps, RmsNorm) {
       });
       EXPECT_LE(d->rel(dx), tol(dt)) << "rmsnorm_bwd dx H=" << H << " acc=" << acc;
       EXPECT_LE(d->rel(dw), tol(dt)) << "rmsnorm_bwd dw H=" << H;
+    }
+  }
+}
+
+// QK-norm over rows q (K) | k (N) | v (N): K, N multiples of the vector width and not.
+TEST_P(GpuOps, QkNorm) {
+  const std::int64_t rows = 45;
+  for (auto [K, N] : {std::pair{128, 64}, std::pair{50, 26}}) {
+    const std::int64_t n = rows * (K + 2 * N);
+    Both x = d->random(dt, n, -2.0f, 2.0f, 50 + K);
+    Both wq = d->random(dt, K, 0.5f, 1.5f, 51), wk = d->random(dt, N, 0.5f, 1.5f, 52);
+    Both y = d->poisoned(dt, n);
+    both([&](auto& b, bool c) {
+      OpArgs a;
+      a.in[0] = &T(x, c), a.out[0] = &T(y, c), a.w = &T(wq, c), a.b = &T(wk, c);
+      a.M = rows, a.K = K, a.N = N, a.eps = 1e-6f;
+      b.run(OpKind::QkNorm, Pass::Forward, a);
+    });
+    EXPECT_LE(d->rel(y), tol(dt)) << "qk_norm_fwd K=" << K;
+    Both dy = d->random(dt, n, -1.0f, 1.0f, 53);
+    for (bool acc : {false, true}) {
+      Both dx = acc ? d->random(dt, n, -1.0f, 1.0f, 54) : d->poisoned(dt, n);
+      Both dwq = d->random(dt, K, -0.1f, 0.1f, 55), dwk = d->random(dt, N, -0.1f, 0.1f, 56);
+      both([&](auto& b, bool c) {
+        OpArgs a;
+        a.in[0] = &T(x, c), a.dout[0] = &T(dy, c), a.din[0] = &T(dx, c), a.acc[0] = acc;
+        a.w = &T(wq, c), a.b = &T(wk, c), a.dw = &T(dwq, c), a.db = &T(dwk, c);
+        a.M = rows, a.K = K, a.N = N, a.eps = 1e-6f;
+        b.run(OpKind::QkNorm, Pass::Backward, a);
+      });
+      EXPECT_LE(d->rel(dx), tol(dt)) << "qk_norm_bwd dx K=" << K << " acc=" << acc;
+      EXPECT_LE(d->rel(dwq), tol(dt)) << "qk_norm_bwd dwq K=" << K;
+      EXPECT_LE(d->rel(dwk), tol(dt)) << "qk_norm_bwd dwk K=" << K;
     }
   }
 }

@@ -2,6 +2,8 @@
 // exact Llama breakdown.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/graph/block_graph.h"
 
 namespace remat {
@@ -80,6 +82,73 @@ TEST(BlockGraph, LlamaGqaBreakdown) {
                          4 * s * b * f + 2 * s * b * f;
   EXPECT_EQ(g.saved_bytes(), expect);
   EXPECT_FALSE(g.tensors()[*g.find("attn.qkv_raw")].saved);
+}
+
+// Each MLP kind runs its own activation op; the tanh and exact GELU save the same tensors, as
+// do SwiGLU and GeGLU (all four backwards read only their input).
+TEST(BlockGraph, MlpActivationOfEveryKind) {
+  struct Case {
+    MlpKind mlp;
+    const char* step;
+    OpKind op;
+    const char* input;
+  };
+  const Case cases[] = {{MlpKind::GeluTanh, "mlp.gelu", OpKind::Gelu, "mlp.gelu_in"},
+                        {MlpKind::Gelu, "mlp.gelu", OpKind::GeluErf, "mlp.gelu_in"},
+                        {MlpKind::SwiGlu, "mlp.swiglu", OpKind::SwiGlu, "mlp.gate_up"},
+                        {MlpKind::GeGlu, "mlp.geglu", OpKind::GeGlu, "mlp.gate_up"}};
+  std::map<bool, std::uint64_t> saved;  // by gated
+  for (const Case& c : cases) {
+    SCOPED_TRACE(to_string(c.mlp));
+    ModelConfig m = gpt2(0.1);
+    m.mlp = c.mlp;
+    BlockGraph g(m);
+    int found = 0;
+    for (const StepDef& s : g.steps())
+      if (s.name == c.step) {
+        ++found;
+        EXPECT_EQ(s.op, c.op);
+        ASSERT_EQ(s.in.size(), 1u);
+        EXPECT_EQ(g.tensors()[s.in[0]].name, c.input);
+        EXPECT_TRUE(g.tensors()[s.in[0]].saved);
+        EXPECT_EQ(g.tensors()[s.out[0]].name, m.gated_mlp() ? "mlp.act" : "mlp.gelu_out");
+      }
+    EXPECT_EQ(found, 1);
+    auto [it, fresh] = saved.emplace(m.gated_mlp(), g.saved_bytes());
+    if (!fresh) EXPECT_EQ(g.saved_bytes(), it->second);
+  }
+}
+
+// QK-norm follows the qkv projection and reads its raw output; RoPE reads nothing, so the
+// normalized qkv is not saved (with RoPE) and the block saves raw and rotated qkv.
+TEST(BlockGraph, QkNormAfterTheQkvProjection) {
+  for (bool rope : {true, false}) {
+    SCOPED_TRACE(rope ? "rope" : "learned positions");
+    ModelConfig m = gpt2(0.0);
+    set_family(m, Family::Olmo2);
+    m.kv_heads = 2;
+    m.ffn = 256;
+    if (!rope) m.position = PositionKind::Learned;
+    BlockGraph g(m);
+    const StepDef* qk = nullptr;
+    for (const StepDef& s : g.steps())
+      if (s.op == OpKind::QkNorm) qk = &s;
+    ASSERT_NE(qk, nullptr);
+    EXPECT_EQ(qk->name, "attn.qk_norm");
+    EXPECT_EQ(qk->w, ParamSlot::QNormW);
+    EXPECT_EQ(qk->b, ParamSlot::KNormW);
+    EXPECT_EQ(qk->K, m.q_width());
+    EXPECT_EQ(qk->N, m.kv_width());
+    EXPECT_EQ(g.tensors()[qk->in[0]].name, "attn.qkv_raw");
+    EXPECT_TRUE(g.tensors()[qk->in[0]].saved);
+    const std::string out = g.tensors()[qk->out[0]].name;
+    EXPECT_EQ(out, rope ? "attn.qkv_normed" : "attn.qkv");
+    EXPECT_EQ(g.tensors()[qk->out[0]].saved, !rope);  // attention reads it when no RoPE follows
+    const auto qkv = g.find("attn.qkv");  // what attention reads: rotated, or the norm's output
+    ASSERT_TRUE(qkv.has_value());
+    const int qk_step = static_cast<int>(qk - g.steps().data());
+    EXPECT_EQ(g.tensors()[*qkv].producer, rope ? qk_step + 1 : qk_step);
+  }
 }
 
 TEST(BlockGraph, RecomputeFromInputRunsTheWholeBlockButNotItsOutput) {

@@ -83,17 +83,31 @@ TEST(CpuNumerics, Bf16OutputsAreRoundedFp32Results) {
     e.be.layernorm_fwd(x, w, b, y1, M, K, 1e-5f);
     e.be.rmsnorm_fwd(x, w, y2, M, K, 1e-5f);
     e.be.layernorm_bwd(x, w, dy, dx, dw, db, M, K, 1e-5f, false);
-    return std::vector<Tensor>{y1, y2, dx, dw, db};
+    // QK-norm over rows of K = 24 | N = 8 | 8.
+    Tensor wq = e.from(bf16v(randv(24, 19)), dt), wk = e.from(bf16v(randv(8, 20)), dt),
+           qy = e.make(dt, M * K), qdx = e.make(dt, M * K), qdw = e.make(dt, 24), qdb = e.make(dt, 8);
+    OpArgs a;
+    a.in[0] = &x, a.out[0] = &qy, a.w = &wq, a.b = &wk, a.M = M, a.K = 24, a.N = 8, a.eps = 1e-5f;
+    e.be.run(OpKind::QkNorm, Pass::Forward, a);
+    a.dout[0] = &dy, a.din[0] = &qdx, a.dw = &qdw, a.db = &qdb;
+    e.be.run(OpKind::QkNorm, Pass::Backward, a);
+    return std::vector<Tensor>{y1, y2, dx, dw, db, qy, qdx, qdw, qdb};
   });
   expect_rounded_once("activations", [&](Env& e, DType dt) {
     Tensor x = e.from(bf16v(randv(M * 2 * N, 11, -4, 4)), dt), g = e.make(dt, M * 2 * N),
            s = e.make(dt, M * N), res = e.from(bf16v(randv(M * 2 * N, 12)), dt),
-           mask = e.make(DType::U8, M * 2 * N), r = e.make(dt, M * 2 * N);
+           mask = e.make(DType::U8, M * 2 * N), r = e.make(dt, M * 2 * N), gg = e.make(dt, M * N),
+           dy = e.from(bf16v(randv(M * N, 18)), dt), dgg = e.make(dt, M * 2 * N),
+           ge = e.make(dt, M * 2 * N), dge = e.make(dt, M * 2 * N);
     e.be.gelu_fwd(x, g, M * 2 * N);
     e.be.swiglu_fwd(x, s, M, N);
+    e.be.run(OpKind::GeGlu, Pass::Forward, cputest::act_args(x, gg, M, N));
+    e.be.run(OpKind::GeGlu, Pass::Backward, cputest::act_bwd_args(x, dy, dgg, M, N));
+    e.be.run(OpKind::GeluErf, Pass::Forward, cputest::act_args(x, ge, M * 2 * N));
+    e.be.run(OpKind::GeluErf, Pass::Backward, cputest::act_bwd_args(x, res, dge, M * 2 * N));
     e.be.dropout_mask(mask, DropoutKey{1, 2, 3, 4}, 0.3f, M * 2 * N);
     e.be.residual_fwd(res, x, &mask, r, 0.3f, M * 2 * N);
-    return std::vector<Tensor>{g, s, r};
+    return std::vector<Tensor>{g, s, gg, dgg, ge, dge, r};
   });
   AttnDims a;
   a.B = 2, a.S = 70, a.heads = 4, a.kv_heads = 2, a.d = 8, a.scale = 1.0f / std::sqrt(8.0f);

@@ -88,6 +88,73 @@ TEST(CpuOps, RmsNormForwardAndBackward) {
   expect_grad("dw", w, dw, loss);
 }
 
+// Rows q (K) | k (N) | v (N): q and k each RMS-normalized with their weight, v copied.
+TEST(CpuOps, QkNormForwardAndBackward) {
+  Env e;
+  const int rows = 5, K = 12, N = 6, W = K + 2 * N;
+  const float eps = 1e-6f;
+  auto x = randv(rows * W, 91, -2, 2), wq = randv(K, 92, 0.5f, 1.5f), wk = randv(N, 93, 0.5f, 1.5f);
+  auto R = randv(rows * W, 94);
+  Tensor tx = e.from(x), twq = e.from(wq), twk = e.from(wk), ty = e.make(DType::F32, rows * W);
+  auto args = [&] {
+    OpArgs a;
+    a.in[0] = &tx, a.w = &twq, a.b = &twk, a.M = rows, a.K = K, a.N = N, a.eps = eps;
+    return a;
+  };
+  auto loss = [&] {
+    e.set(tx, x), e.set(twq, wq), e.set(twk, wk);
+    OpArgs a = args();
+    a.out[0] = &ty;
+    e.be.run(OpKind::QkNorm, Pass::Forward, a);
+    return dotd(e.get(ty), R);
+  };
+  loss();
+  std::vector<double> want(rows * W);
+  for (int r = 0; r < rows; ++r) {
+    auto norm = [&](int off, int H, const std::vector<float>& w) {
+      double ms = 0;
+      for (int c = 0; c < H; ++c) ms += static_cast<double>(x[r * W + off + c]) * x[r * W + off + c];
+      ms /= H;
+      for (int c = 0; c < H; ++c) want[r * W + off + c] = x[r * W + off + c] / std::sqrt(ms + eps) * w[c];
+    };
+    norm(0, K, wq);
+    norm(K, N, wk);
+    for (int c = K + N; c < W; ++c) want[r * W + c] = x[r * W + c];
+  }
+  expect_near_all("y", e.get(ty), want, 1e-5, 1e-5);
+  auto y = e.get(ty);
+  for (int r = 0; r < rows; ++r)
+    for (int c = K + N; c < W; ++c) EXPECT_EQ(y[r * W + c], x[r * W + c]) << "v is copied";
+  auto dwq0 = randv(K, 95), dwk0 = randv(N, 96);
+  Tensor tdy = e.from(R), tdx = e.from(randv(rows * W, 97)), tdwq = e.from(dwq0), tdwk = e.from(dwk0);
+  auto backward = [&](bool acc) {
+    OpArgs a = args();
+    a.dout[0] = &tdy, a.din[0] = &tdx, a.dw = &tdwq, a.db = &tdwk, a.acc[0] = acc;
+    e.be.run(OpKind::QkNorm, Pass::Backward, a);
+  };
+  backward(false);
+  auto dx = e.get(tdx), dwq = minus(e.get(tdwq), dwq0), dwk = minus(e.get(tdwk), dwk0);
+  expect_grad("dx", x, dx, loss, 1e-2f, 2e-3, 2e-2, rows * W);
+  expect_grad("dwq", wq, dwq, loss);
+  expect_grad("dwk", wk, dwk, loss);
+  backward(true);  // adds into dx, and the weights' gradients accumulate again
+  std::vector<double> twice(dx.size());
+  for (std::size_t i = 0; i < dx.size(); ++i) twice[i] = 2.0 * dx[i];
+  expect_near_all("dx acc", e.get(tdx), twice, 1e-6, 1e-5);
+  auto dwk2 = minus(e.get(tdwk), dwk0);
+  for (int c = 0; c < N; ++c) EXPECT_NEAR(dwk2[c], 2 * dwk[c], 1e-5);
+  // A q weight shorter than K is refused by name.
+  Tensor small = e.make(DType::F32, K - 1);
+  OpArgs bad = args();
+  bad.out[0] = &ty, bad.w = &small;
+  try {
+    e.be.run(OpKind::QkNorm, Pass::Forward, bad);
+    ADD_FAILURE() << "a short q weight was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("q weight"), std::string::npos) << err.what();
+  }
+}
+
 TEST(CpuOps, LinearForwardAndBackward) {
   Env e;
   const int M = 7, K = 5, N = 6;
@@ -173,6 +240,79 @@ TEST(CpuOps, SwiGluForwardAndBackward) {
   e.be.swiglu_bwd(tgu, tdy, tdgu, rows, F, false);
   auto dgu = e.get(tdgu);
   expect_grad("dgu", gu, dgu, loss, 1e-2f, 1e-3, 1e-2, 64);
+}
+
+// Runs the op's backward with acc = false, then with acc = true into the same buffer, and
+// checks the second adds the first result again; returns the first.
+std::vector<float> backward_and_acc(Env& e, OpKind op, const Tensor& x, const Tensor& dy,
+                                    const Tensor& dx, std::int64_t M, int K) {
+  e.be.run(op, Pass::Backward, cputest::act_bwd_args(x, dy, dx, M, K, false));
+  auto once = e.get(dx);
+  e.be.run(op, Pass::Backward, cputest::act_bwd_args(x, dy, dx, M, K, true));
+  std::vector<double> twice(once.size());
+  for (std::size_t i = 0; i < once.size(); ++i) twice[i] = 2.0 * once[i];
+  expect_near_all("dx acc", e.get(dx), twice, 1e-6, 1e-5);
+  return once;
+}
+
+double gelu_tanh_ref(double v) {
+  return 0.5 * v * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+}
+
+TEST(CpuOps, GeGluForwardAndBackward) {
+  Env e;
+  const int rows = 5, F = 12;
+  auto gu = randv(rows * 2 * F, 44, -4, 4), R = randv(rows * F, 45);
+  Tensor tgu = e.from(gu), ty = e.make(DType::F32, rows * F);
+  auto loss = [&] {
+    e.set(tgu, gu);
+    e.be.run(OpKind::GeGlu, Pass::Forward, cputest::act_args(tgu, ty, rows, F));
+    return dotd(e.get(ty), R);
+  };
+  loss();
+  std::vector<double> want(rows * F);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < F; ++c)
+      want[r * F + c] = gelu_tanh_ref(gu[r * 2 * F + c]) * gu[r * 2 * F + F + c];
+  expect_near_all("y", e.get(ty), want, 1e-6, 1e-5);
+  Tensor tdy = e.from(R), tdgu = e.from(randv(rows * 2 * F, 46));
+  auto dgu = backward_and_acc(e, OpKind::GeGlu, tgu, tdy, tdgu, rows, F);
+  expect_grad("dgu", gu, dgu, loss, 1e-2f, 1e-3, 1e-2, 2 * rows * F);
+  // A gate_up tensor shorter than [M, 2K] is refused by name.
+  Tensor small = e.make(DType::F32, rows * F);
+  try {
+    e.be.run(OpKind::GeGlu, Pass::Forward, cputest::act_args(small, ty, rows, F));
+    ADD_FAILURE() << "a short gate_up was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("gate_up"), std::string::npos) << err.what();
+  }
+}
+
+TEST(CpuOps, GeluErfForwardAndBackward) {
+  Env e;
+  const int n = 300;
+  auto x = randv(n, 34, -5, 5), R = randv(n, 35);
+  Tensor tx = e.from(x), ty = e.make(DType::F32, n);
+  auto loss = [&] {
+    e.set(tx, x);
+    e.be.run(OpKind::GeluErf, Pass::Forward, cputest::act_args(tx, ty, n));
+    return dotd(e.get(ty), R);
+  };
+  loss();
+  std::vector<double> want(n), tanh_form(n);
+  for (int i = 0; i < n; ++i) {
+    want[i] = 0.5 * x[i] * (1 + std::erf(x[i] / std::sqrt(2.0)));
+    tanh_form[i] = gelu_tanh_ref(x[i]);
+  }
+  expect_near_all("y", e.get(ty), want, 1e-6, 1e-5);
+  // The two forms differ by more than the tolerance somewhere: this is not the tanh form.
+  auto y = e.get(ty);
+  double gap = 0;
+  for (int i = 0; i < n; ++i) gap = std::max(gap, std::fabs(y[i] - tanh_form[i]));
+  EXPECT_GT(gap, 1e-4);
+  Tensor tdy = e.from(R), tdx = e.from(randv(n, 36));
+  auto dx = backward_and_acc(e, OpKind::GeluErf, tx, tdy, tdx, n, 1);
+  expect_grad("dx", x, dx, loss, 1e-2f, 1e-3, 1e-2, 64);
 }
 
 TEST(CpuOps, RopeRotateHalfForwardAndBackward) {

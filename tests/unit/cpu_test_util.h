@@ -98,6 +98,28 @@ inline double dotd(const std::vector<float>& a, const std::vector<float>& b) {
   return s;
 }
 
+// The arguments of an activation op of the op table: in[0] x -> out[0] y over M rows of K
+// (elementwise ops: K = 1); backward dout[0] dy -> din[0] dx, added into when acc.
+inline OpArgs act_args(const Tensor& x, const Tensor& y, std::int64_t M, int K = 1) {
+  OpArgs a;
+  a.in[0] = &x;
+  a.out[0] = &y;
+  a.M = M;
+  a.K = K;
+  return a;
+}
+inline OpArgs act_bwd_args(const Tensor& x, const Tensor& dy, const Tensor& dx, std::int64_t M,
+                           int K = 1, bool acc = false) {
+  OpArgs a;
+  a.in[0] = &x;
+  a.dout[0] = &dy;
+  a.din[0] = &dx;
+  a.acc[0] = acc;
+  a.M = M;
+  a.K = K;
+  return a;
+}
+
 // Central differences of loss() with respect to x[i] for the sampled indices, compared with the
 // analytic gradient: |fd - an| <= atol + rtol * max(|fd|, |an|). x is changed and restored,
 // and loss() runs once more at the end so the tensors it sets hold x again.

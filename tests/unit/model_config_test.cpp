@@ -128,6 +128,38 @@ TEST(ModelConfig, ImportsHuggingFaceConfigsAndRefusesWhatItDoesNotModel) {
   }
 }
 
+// The exact GELU, GeGLU and QK-norm are run, so configs asking for them are accepted (ours and
+// Hugging Face's) and their blocks hold the op.
+TEST(ModelConfig, AcceptsTheExactGeluGegluAndQkNorm) {
+  auto runs = [](const ModelConfig& m, OpKind op) {
+    BlockGraph g(m);
+    return std::any_of(g.steps().begin(), g.steps().end(), [&](const StepDef& s) { return s.op == op; });
+  };
+  auto j = good();
+  j["mlp"] = "gelu";
+  EXPECT_TRUE(runs(model_from_json(j), OpKind::GeluErf));
+  j = good();
+  j["architecture"] = "llama";
+  j["ffn"] = 128;
+  j["mlp"] = "geglu";
+  EXPECT_TRUE(runs(model_from_json(j), OpKind::GeGlu));
+  j["mlp"] = "swiglu";
+  j["qk_norm"] = true;
+  EXPECT_TRUE(runs(model_from_json(j), OpKind::QkNorm));
+  nlohmann::json gpt2 = {{"model_type", "gpt2"}, {"n_layer", 2}, {"n_embd", 64}, {"n_head", 4},
+                         {"n_positions", 64}, {"vocab_size", 256}, {"activation_function", "gelu"}};
+  ModelConfig g = model_from_hf_json(gpt2, "gpt2");
+  EXPECT_EQ(g.mlp, MlpKind::Gelu);
+  EXPECT_TRUE(runs(g, OpKind::GeluErf));
+  nlohmann::json olmo2 = {{"model_type", "olmo2"}, {"hidden_size", 64}, {"intermediate_size", 128},
+                          {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+                          {"num_key_value_heads", 4}, {"max_position_embeddings", 64},
+                          {"vocab_size", 256}, {"rms_norm_eps", 1e-6}, {"hidden_act", "silu"}};
+  ModelConfig o = model_from_hf_json(olmo2, "olmo2");
+  EXPECT_TRUE(o.qk_norm);
+  EXPECT_TRUE(runs(o, OpKind::QkNorm));
+}
+
 TEST(ModelConfig, HuggingFaceImportReportsEveryProblemAtOnceAndListsWhatItIgnores) {
   // gpt2-medium's packaging fields are accepted and listed.
   nlohmann::json medium = {{"model_type", "gpt2"}, {"n_layer", 24}, {"n_embd", 1024}, {"n_head", 16},

@@ -1,12 +1,15 @@
 // Every policy, executed on the CPU backend (2 BLAS threads, dropout on), gives the same losses
 // and gradients as `none` to the bit, for both architectures and both attention
-// implementations; what the run itself recorded (block forwards, recompute FLOPs, the peak)
-// equals the plan and the simulator; recomputation reruns exactly the first forward's ops.
+// implementations, for a Llama whose MLP is GeGLU, a GPT-2 with the exact GELU and OLMo 2
+// (QK-norm, norms after the sublayers); what the run itself recorded (block forwards, recompute FLOPs, the peak) equals the plan and the
+// simulator; recomputation reruns exactly the first forward's ops.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 #include <tuple>
 
+#include "core/graph/block_graph.h"
 #include "policy_test_util.h"
 
 namespace remat {
@@ -19,6 +22,8 @@ using test::tiny;
 struct Config {
   Family arch;
   AttentionImpl attn;
+  std::optional<MlpKind> mlp = std::nullopt;  // the family's MLP when absent
+  std::optional<OpKind> runs = std::nullopt;   // the op this configuration is here for
 };
 
 class PolicyEquivalence : public ::testing::TestWithParam<Config> {};
@@ -40,11 +45,24 @@ std::uint64_t middle_budget(const ModelConfig& m) {
 }
 
 TEST_P(PolicyEquivalence, BitwiseEqualToNoneAndCountedFromTheRun) {
-  const ModelConfig m = tiny(GetParam().arch, GetParam().attn);
+  ModelConfig m = tiny(GetParam().arch, GetParam().attn);
+  if (GetParam().mlp) m.mlp = *GetParam().mlp;
+  m.validate();
   const Trace base = run(m, plan("none", m));
   ASSERT_EQ(base.losses().size(), 2u);
   ASSERT_GT(base.losses()[0], 0.0);
   ASSERT_NE(base.grad_checksum, 0u);
+  if (GetParam().runs) {  // the blocks ran that op, forward and backward
+    const OpKind want = *GetParam().runs;
+    std::string step;
+    for (const auto& sd : BlockGraph(m).steps())
+      if (sd.op == want) step = sd.name;
+    ASSERT_FALSE(step.empty()) << "no step runs " << to_string(want);
+    std::set<Phase> phases;
+    for (const auto& o : base.ops)
+      if (o.op == step) phases.insert(o.phase);
+    EXPECT_TRUE(phases.count(Phase::Forward) && phases.count(Phase::Backward)) << step;
+  }
   const std::uint64_t budget = middle_budget(m);
   const std::vector<std::string> policies = {
       "selective", "uniform", "uniform:segments=4", "uniform:segments=1", "revolve:snapshots=1",
@@ -99,9 +117,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Config{Family::Llama, AttentionImpl::Flash},
                       Config{Family::Qwen2, AttentionImpl::Naive},
                       Config{Family::Qwen2, AttentionImpl::Flash},
-                      Config{Family::Phi3, AttentionImpl::Flash}),
+                      Config{Family::Phi3, AttentionImpl::Flash},
+                      Config{Family::Llama, AttentionImpl::Flash, MlpKind::GeGlu, OpKind::GeGlu},
+                      Config{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu, OpKind::GeluErf},
+                      Config{Family::Olmo2, AttentionImpl::Naive, std::nullopt, OpKind::QkNorm}),
     [](const ::testing::TestParamInfo<Config>& i) {
-      return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn);
+      return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn) +
+             (i.param.mlp ? std::string("_") + to_string(*i.param.mlp) : "");
     });
 
 }  // namespace

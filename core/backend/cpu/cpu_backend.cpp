@@ -188,6 +188,7 @@ std::uint64_t CpuBackend::workspace_bytes(const ModelConfig& m) const {
         break;
       case OpKind::LayerNorm:
       case OpKind::RmsNorm:
+      case OpKind::QkNorm:
         take(ws_norm_bwd(s.M));
         break;
       default:

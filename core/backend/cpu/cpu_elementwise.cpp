@@ -6,6 +6,7 @@
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
+#include "core/util/gelu.h"
 
 namespace remat {
 
@@ -62,9 +63,6 @@ MaskScale mask_scale(const Tensor* mask, float p, std::int64_t n, const char* op
   }
   return ms;
 }
-
-constexpr float kGeluK0 = 0.7978845608028654f;  // sqrt(2 / pi)
-constexpr float kGeluK1 = 0.044715f;
 
 }  // namespace
 
@@ -265,11 +263,7 @@ void CpuBackend::gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n) {
   cpu::check_float(y, op, "y", n);
   FV xv(x), yv(y);
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
-    for (std::int64_t i = b; i < e; ++i) {
-      const float v = xv[i];
-      const float t = std::tanh(kGeluK0 * (v + kGeluK1 * v * v * v));
-      yv.set(i, 0.5f * v * (1.0f + t));
-    }
+    for (std::int64_t i = b; i < e; ++i) yv.set(i, gelu_tanh(xv[i]));
   });
 }
 
@@ -282,12 +276,7 @@ void CpuBackend::gelu_bwd(const Tensor& x, const Tensor& dy, const Tensor& dx, s
   cpu::check_float(dx, op, "dx", n);
   FV xv(x), g(dy), dxv(dx);
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
-    for (std::int64_t i = b; i < e; ++i) {
-      const float v = xv[i];
-      const float t = std::tanh(kGeluK0 * (v + kGeluK1 * v * v * v));
-      const float dt = (1.0f - t * t) * kGeluK0 * (1.0f + 3.0f * kGeluK1 * v * v);
-      dxv.put(i, g[i] * (0.5f * (1.0f + t) + 0.5f * v * dt), acc);
-    }
+    for (std::int64_t i = b; i < e; ++i) dxv.put(i, g[i] * gelu_tanh_grad(xv[i]), acc);
   });
 }
 

@@ -1,5 +1,6 @@
-// LayerNorm (biased variance, as PyTorch) and RMSNorm over rows of width H. Backward recomputes
-// the row statistics from x; parameter gradients are column sums over rows taken in row order.
+// LayerNorm (biased variance, as PyTorch) and RMSNorm over rows of width H, and QK-norm (RMSNorm
+// of the q part and of the k part of each qkv row). Backward recomputes the row statistics from
+// x; parameter gradients are column sums over rows taken in row order.
 #include <algorithm>
 #include <cmath>
 
@@ -15,6 +16,14 @@ namespace {
 struct NormBwdWs {
   float* stats = nullptr;  // per row: mean, rstd (rmsnorm: 0, rstd)
   NormBwdWs(cpu::Arena& a, std::int64_t rows) { stats = a.take<float>(2 * rows); }
+};
+
+// The rows a norm runs over: H columns from `off` of rows `ld` apart (whole rows: ld = H).
+struct Span {
+  std::int64_t rows;
+  int H;
+  std::int64_t ld, off;
+  std::int64_t at(std::int64_t r) const { return r * ld + off; }
 };
 
 std::int64_t row_grain(int H) { return std::max<std::int64_t>(1, 8192 / std::max(H, 1)); }
@@ -49,7 +58,9 @@ inline float rms_rstd(FV x, std::int64_t base, int H, float eps) {
 // dw[c] += sum_r dy[r,c] * xhat[r,c] and db[c] += sum_r dy[r,c], rows in order; xhat from the
 // stats. Parallel over blocks of columns.
 void param_grads(cpu::ThreadPool& pool, FV x, FV dy, const float* stats, FV dw, FV* db,
-                 std::int64_t rows, int H) {
+                 Span g) {
+  const std::int64_t rows = g.rows;
+  const int H = g.H;
   std::int64_t blocks = (H + cpu::kColBlock - 1) / cpu::kColBlock;
   cpu::parallel_for(pool, blocks, 1, [&](std::int64_t b0, std::int64_t b1, int) {
     for (std::int64_t blk = b0; blk < b1; ++blk) {
@@ -58,11 +69,11 @@ void param_grads(cpu::ThreadPool& pool, FV x, FV dy, const float* stats, FV dw, 
       float aw[cpu::kColBlock] = {}, ab[cpu::kColBlock] = {};
       for (std::int64_t r = 0; r < rows; ++r) {
         const float mean = stats[2 * r], rstd = stats[2 * r + 1];
-        const std::int64_t base = r * H + c0;
+        const std::int64_t base = g.at(r) + c0;
         for (int c = 0; c < nc; ++c) {
-          const float g = dy[base + c];
-          aw[c] += g * ((x[base + c] - mean) * rstd);
-          ab[c] += g;
+          const float d = dy[base + c];
+          aw[c] += d * ((x[base + c] - mean) * rstd);
+          ab[c] += d;
         }
       }
       for (int c = 0; c < nc; ++c) {
@@ -71,6 +82,39 @@ void param_grads(cpu::ThreadPool& pool, FV x, FV dy, const float* stats, FV dw, 
       }
     }
   });
+}
+
+void rms_fwd(cpu::ThreadPool& pool, FV x, FV w, FV y, Span g, float eps) {
+  cpu::parallel_for(pool, g.rows, row_grain(g.H), [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t base = g.at(r);
+      const float rstd = rms_rstd(x, base, g.H, eps);
+      for (int c = 0; c < g.H; ++c) y.set(base + c, x[base + c] * rstd * w[c]);
+    }
+  });
+}
+
+// dx (acc: +=) and the rows' rstd into stats; dw += sum dy * xhat.
+void rms_bwd(cpu::ThreadPool& pool, FV x, FV w, FV dy, FV dx, FV dw, float* stats, Span g,
+             float eps, bool acc) {
+  const int H = g.H;
+  const float invH = 1.0f / static_cast<float>(H);
+  cpu::parallel_for(pool, g.rows, row_grain(H), [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t base = g.at(r);
+      const float rstd = rms_rstd(x, base, H, eps);
+      stats[2 * r] = 0.0f;
+      stats[2 * r + 1] = rstd;
+      float sgx = 0.0f;
+      for (int c = 0; c < H; ++c) sgx += dy[base + c] * w[c] * (x[base + c] * rstd);
+      const float mgx = sgx * invH;
+      for (int c = 0; c < H; ++c) {
+        const float xhat = x[base + c] * rstd;
+        dx.put(base + c, rstd * (dy[base + c] * w[c] - xhat * mgx), acc);
+      }
+    }
+  });
+  param_grads(pool, x, dy, stats, dw, nullptr, g);
 }
 
 }  // namespace
@@ -144,7 +188,7 @@ void CpuBackend::layernorm_bwd(const Tensor& x, const Tensor& w, const Tensor& d
     }
   });
   FV dbv = has_db ? FV(db) : FV();
-  param_grads(*pool_, xv, dyv, stats, FV(dw), has_db ? &dbv : nullptr, rows, H);
+  param_grads(*pool_, xv, dyv, stats, FV(dw), has_db ? &dbv : nullptr, Span{rows, H, H, 0});
 }
 
 void CpuBackend::rmsnorm_fwd(const Tensor& x, const Tensor& w, const Tensor& y,
@@ -154,14 +198,7 @@ void CpuBackend::rmsnorm_fwd(const Tensor& x, const Tensor& w, const Tensor& y,
   cpu::check_float(x, op, "x", rows * H);
   cpu::check_float(w, op, "w", H);
   cpu::check_float(y, op, "y", rows * H);
-  FV xv(x), wv(w), yv(y);
-  cpu::parallel_for(*pool_, rows, row_grain(H), [&](std::int64_t r0, std::int64_t r1, int) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const std::int64_t base = r * H;
-      const float rstd = rms_rstd(xv, base, H, eps);
-      for (int c = 0; c < H; ++c) yv.set(base + c, xv[base + c] * rstd * wv[c]);
-    }
-  });
+  rms_fwd(*pool_, FV(x), FV(w), FV(y), Span{rows, H, H, 0}, eps);
 }
 
 void CpuBackend::rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy,
@@ -176,25 +213,7 @@ void CpuBackend::rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy,
   cpu::check_float(dw, op, "dw", H);
   cpu::Arena arena(ws_, op);
   NormBwdWs ws(arena, rows);
-  FV xv(x), wv(w), dyv(dy), dxv(dx);
-  float* stats = ws.stats;
-  const float invH = 1.0f / static_cast<float>(H);
-  cpu::parallel_for(*pool_, rows, row_grain(H), [&](std::int64_t r0, std::int64_t r1, int) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const std::int64_t base = r * H;
-      const float rstd = rms_rstd(xv, base, H, eps);
-      stats[2 * r] = 0.0f;
-      stats[2 * r + 1] = rstd;
-      float sgx = 0.0f;
-      for (int c = 0; c < H; ++c) sgx += dyv[base + c] * wv[c] * (xv[base + c] * rstd);
-      const float mgx = sgx * invH;
-      for (int c = 0; c < H; ++c) {
-        const float xhat = xv[base + c] * rstd;
-        dxv.put(base + c, rstd * (dyv[base + c] * wv[c] - xhat * mgx), acc);
-      }
-    }
-  });
-  param_grads(*pool_, xv, dyv, stats, FV(dw), nullptr, rows, H);
+  rms_bwd(*pool_, FV(x), FV(w), FV(dy), FV(dx), FV(dw), ws.stats, Span{rows, H, H, 0}, eps, acc);
 }
 
 }  // namespace remat
@@ -220,6 +239,63 @@ void CpuBackend::fwd_RmsNorm(const OpArgs& a) {
 }
 void CpuBackend::bwd_RmsNorm(const OpArgs& a) {
   rmsnorm_bwd(*a.in[0], *a.w, *a.dout[0], *a.din[0], *a.dw, a.M, a.K, a.eps, a.acc[0]);
+}
+
+// QK-norm: rows of in[0] are q (K wide) | k (N) | v (N); q is normalized with w, k with b, v
+// copied. Backward: dw and db (the k weight's gradient) accumulate, din[0] is added into
+// when acc[0].
+namespace {
+struct QkSpans {
+  Span q, k;
+  std::int64_t width;
+};
+QkSpans qk_spans(const OpArgs& a, const char* op) {
+  no_offset(a, op);
+  check_width(a.M, a.K, op);
+  check_width(a.M, a.N, op);
+  const std::int64_t w = static_cast<std::int64_t>(a.K) + 2 * static_cast<std::int64_t>(a.N);
+  return {Span{a.M, a.K, w, 0}, Span{a.M, a.N, w, a.K}, w};
+}
+}  // namespace
+
+void CpuBackend::fwd_QkNorm(const OpArgs& a) {
+  const char* op = "qk_norm_fwd";
+  const QkSpans sp = qk_spans(a, op);
+  cpu::check_float(*a.in[0], op, "qkv", a.M * sp.width);
+  cpu::check_float(*a.out[0], op, "out", a.M * sp.width);
+  cpu::check_float(*a.w, op, "q weight", a.K);
+  cpu::check_float(*a.b, op, "k weight", a.N);
+  FV x(*a.in[0]), y(*a.out[0]);
+  rms_fwd(*pool_, x, FV(*a.w), y, sp.q, a.eps);
+  rms_fwd(*pool_, x, FV(*a.b), y, sp.k, a.eps);
+  const std::int64_t v0 = a.K + a.N;
+  cpu::parallel_for(*pool_, a.M, row_grain(a.N), [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t c = v0; c < sp.width; ++c) y.set(r * sp.width + c, x[r * sp.width + c]);
+  });
+}
+
+void CpuBackend::bwd_QkNorm(const OpArgs& a) {
+  const char* op = "qk_norm_bwd";
+  const QkSpans sp = qk_spans(a, op);
+  cpu::check_float(*a.in[0], op, "qkv", a.M * sp.width);
+  cpu::check_float(*a.dout[0], op, "dout", a.M * sp.width);
+  cpu::check_float(*a.din[0], op, "dqkv", a.M * sp.width);
+  cpu::check_float(*a.w, op, "q weight", a.K);
+  cpu::check_float(*a.b, op, "k weight", a.N);
+  cpu::check_float(*a.dw, op, "q weight gradient", a.K);
+  cpu::check_float(*a.db, op, "k weight gradient", a.N);
+  cpu::Arena arena(ws_, op);
+  NormBwdWs ws(arena, a.M);
+  FV x(*a.in[0]), dy(*a.dout[0]), dx(*a.din[0]);
+  const bool acc = a.acc[0];
+  rms_bwd(*pool_, x, FV(*a.w), dy, dx, FV(*a.dw), ws.stats, sp.q, a.eps, acc);
+  rms_bwd(*pool_, x, FV(*a.b), dy, dx, FV(*a.db), ws.stats, sp.k, a.eps, acc);
+  const std::int64_t v0 = a.K + a.N;
+  cpu::parallel_for(*pool_, a.M, row_grain(a.N), [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t c = v0; c < sp.width; ++c) dx.put(r * sp.width + c, dy[r * sp.width + c], acc);
+  });
 }
 
 }  // namespace remat

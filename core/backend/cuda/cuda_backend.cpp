@@ -132,9 +132,11 @@ std::uint64_t CudaBackend::workspace_bytes(const ModelConfig& m) const {
   // Norm backward partials (blocks and the final norm), bias column sums.
   take(kernels::norm_bwd_scratch_bytes(tokens, m.hidden));
   BlockGraph g(m);
-  for (const StepDef& s : g.steps())
+  for (const StepDef& s : g.steps()) {
     if (s.op == OpKind::Linear && s.b != ParamSlot::Count)
       take(kernels::colsum_scratch_bytes(s.M, s.N));
+    if (s.op == OpKind::QkNorm) take(kernels::norm_bwd_scratch_bytes(s.M, std::max(s.K, s.N)));
+  }
   if (m.position == PositionKind::Rope) take(kernels::rope_scratch_bytes(m.seq, m.head_dim()));
   // Embedding backward: sorted tokens and CUB's temporary storage (asks CUB on this device).
   try {

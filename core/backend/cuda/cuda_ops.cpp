@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/backend/cuda/cuda_args.h"
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/backend/cuda/cuda_check.h"
 #include "core/backend/cuda/gemm.h"
@@ -31,44 +32,6 @@ using kernels::FType;
 
 namespace {
 
-std::string describe(const Tensor& t) {
-  return std::string(to_string(t.dtype)) + "[" + std::to_string(t.numel) + "] in " +
-         to_string(t.space) + " space";
-}
-
-void check_common(const Tensor& t, const char* op, const char* name, std::int64_t need) {
-  if (t.space != Space::Device)
-    throw Error(std::string("cuda ") + op + ": " + name + " is " + describe(t) +
-                "; compute ops take device tensors");
-  if (need < 0 || t.numel < need)
-    throw Error(std::string("cuda ") + op + ": " + name + " is " + describe(t) + ", needs " +
-                std::to_string(need) + " elements");
-  if (need > 0 && t.data == nullptr)
-    throw Error(std::string("cuda ") + op + ": " + name + " has no data");
-}
-
-void check_float(const Tensor& t, const char* op, const char* name, std::int64_t need) {
-  if (t.dtype != DType::F32 && t.dtype != DType::BF16)
-    throw Error(std::string("cuda ") + op + ": " + name + " is " + describe(t) +
-                ", expected f32 or bf16");
-  check_common(t, op, name, need);
-}
-
-void check_dtype(const Tensor& t, DType dt, const char* op, const char* name, std::int64_t need) {
-  if (t.dtype != dt)
-    throw Error(std::string("cuda ") + op + ": " + name + " is " + describe(t) + ", expected " +
-                to_string(dt));
-  check_common(t, op, name, need);
-}
-
-// All float operands of an op share one storage type.
-void check_same(const Tensor& ref, std::initializer_list<const Tensor*> others, const char* op) {
-  for (const Tensor* t : others)
-    if (t && *t && t->dtype != ref.dtype)
-      throw Error(std::string("cuda ") + op + ": mixed dtypes (" + to_string(ref.dtype) +
-                  " and " + to_string(t->dtype) + "); the CUDA ops take one model dtype");
-}
-
 void check_dims(const AttnDims& a, const char* op) {
   if (a.B <= 0 || a.S <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.d <= 0 ||
       a.heads % a.kv_heads != 0)
@@ -86,11 +49,6 @@ void check_p(float p, const char* op) {
                 std::to_string(p));
 }
 
-void check_n(std::int64_t n, const char* op) {
-  if (n < 0) throw Error(std::string("cuda ") + op + ": negative element count");
-}
-
-FType ft(const Tensor& t) { return t.dtype == DType::BF16 ? FType::BF16 : FType::F32; }
 cudaDataType cdt(const Tensor& t) { return t.dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 cudaDataType cdt(FType t) { return t == FType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
@@ -208,48 +166,87 @@ void CudaBackend::residual_bwd(const Tensor& dout, const Tensor* mask, const Ten
                         acc_x, compute_);
 }
 
-void CudaBackend::gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n) {
-  const char* op = "gelu_fwd";
+namespace {
+
+// An elementwise activation's operands: x, y (forward) or dy, and dx (backward), n elements.
+void check_act(const char* op, const Tensor& x, const Tensor& y, const Tensor* dx, std::int64_t n) {
   check_n(n, op);
   check_float(x, op, "x", n);
-  check_float(y, op, "y", n);
-  check_same(x, {&y}, op);
+  check_float(y, op, dx ? "dy" : "y", n);
+  if (dx) check_float(*dx, op, "dx", n);
+  check_same(x, {&y, dx}, op);
+}
+
+}  // namespace
+
+void CudaBackend::gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n) {
+  check_act("gelu_fwd", x, y, nullptr, n);
   activate();
   kernels::gelu_fwd(ft(x), x.data, y.data, n, compute_);
 }
 
 void CudaBackend::gelu_bwd(const Tensor& x, const Tensor& dy, const Tensor& dx, std::int64_t n,
                            bool acc) {
-  const char* op = "gelu_bwd";
-  check_n(n, op);
-  check_float(x, op, "x", n);
-  check_float(dy, op, "dy", n);
-  check_float(dx, op, "dx", n);
-  check_same(x, {&dy, &dx}, op);
+  check_act("gelu_bwd", x, dy, &dx, n);
   activate();
   kernels::gelu_bwd(ft(x), x.data, dy.data, dx.data, n, acc, compute_);
 }
 
-void CudaBackend::swiglu_fwd(const Tensor& gu, const Tensor& y, std::int64_t rows, int F) {
-  const char* op = "swiglu_fwd";
-  if (rows < 0 || F <= 0) throw Error("cuda swiglu_fwd: bad shape");
+// The exact GELU: the op table's entry points.
+void CudaBackend::fwd_GeluErf(const OpArgs& a) {
+  check_act("gelu_erf_fwd", *a.in[0], *a.out[0], nullptr, a.M);
+  activate();
+  kernels::gelu_erf_fwd(ft(*a.in[0]), a.in[0]->data, a.out[0]->data, a.M, compute_);
+}
+
+void CudaBackend::bwd_GeluErf(const OpArgs& a) {
+  check_act("gelu_erf_bwd", *a.in[0], *a.dout[0], a.din[0], a.M);
+  activate();
+  kernels::gelu_erf_bwd(ft(*a.in[0]), a.in[0]->data, a.dout[0]->data, a.din[0]->data, a.M,
+                        a.acc[0], compute_);
+}
+
+namespace {
+
+// A gated activation's operands: gu [rows, 2F], y (forward) or dy [rows, F], dgu [rows, 2F].
+void check_gated(const char* op, const Tensor& gu, const Tensor& y, const Tensor* dgu,
+                 std::int64_t rows, int F) {
+  if (rows < 0 || F <= 0)
+    throw Error(std::string("cuda ") + op + ": bad shape rows=" + std::to_string(rows) +
+                " F=" + std::to_string(F));
   check_float(gu, op, "gu", rows * 2 * F);
-  check_float(y, op, "y", rows * F);
-  check_same(gu, {&y}, op);
+  check_float(y, op, dgu ? "dy" : "y", rows * F);
+  if (dgu) check_float(*dgu, op, "dgu", rows * 2 * F);
+  check_same(gu, {&y, dgu}, op);
+}
+
+}  // namespace
+
+void CudaBackend::swiglu_fwd(const Tensor& gu, const Tensor& y, std::int64_t rows, int F) {
+  check_gated("swiglu_fwd", gu, y, nullptr, rows, F);
   activate();
   kernels::swiglu_fwd(ft(gu), gu.data, y.data, rows, F, compute_);
 }
 
 void CudaBackend::swiglu_bwd(const Tensor& gu, const Tensor& dy, const Tensor& dgu,
                              std::int64_t rows, int F, bool acc) {
-  const char* op = "swiglu_bwd";
-  if (rows < 0 || F <= 0) throw Error("cuda swiglu_bwd: bad shape");
-  check_float(gu, op, "gu", rows * 2 * F);
-  check_float(dy, op, "dy", rows * F);
-  check_float(dgu, op, "dgu", rows * 2 * F);
-  check_same(gu, {&dy, &dgu}, op);
+  check_gated("swiglu_bwd", gu, dy, &dgu, rows, F);
   activate();
   kernels::swiglu_bwd(ft(gu), gu.data, dy.data, dgu.data, rows, F, acc, compute_);
+}
+
+// GeGLU: the op table's entry points (no per-op member besides them).
+void CudaBackend::fwd_GeGlu(const OpArgs& a) {
+  check_gated("geglu_fwd", *a.in[0], *a.out[0], nullptr, a.M, a.K);
+  activate();
+  kernels::geglu_fwd(ft(*a.in[0]), a.in[0]->data, a.out[0]->data, a.M, a.K, compute_);
+}
+
+void CudaBackend::bwd_GeGlu(const OpArgs& a) {
+  check_gated("geglu_bwd", *a.in[0], *a.dout[0], a.din[0], a.M, a.K);
+  activate();
+  kernels::geglu_bwd(ft(*a.in[0]), a.in[0]->data, a.dout[0]->data, a.din[0]->data, a.M, a.K,
+                     a.acc[0], compute_);
 }
 
 namespace {

@@ -1,0 +1,65 @@
+// GeGLU (Gemma's MLP activation): in[0] [M, 2K] (gate | up) -> out[0] [M, K] =
+// gelu_tanh(gate) * up. Backward reads the input; din[0] = [dy * up * gelu_tanh'(gate) |
+// dy * gelu_tanh(gate)], added into when acc[0]. One thread per row range, so the split never
+// changes a bit.
+#include <algorithm>
+
+#include "core/backend/cpu/cpu_backend.h"
+#include "core/backend/cpu/cpu_common.h"
+#include "core/util/gelu.h"
+
+namespace remat {
+
+using cpu::FV;
+
+namespace {
+
+constexpr std::int64_t kGrain = 1 << 14;  // elements per part of a parallel loop
+
+void check_shape(const OpArgs& a, const char* op) {
+  if (a.M < 0 || a.K <= 0)
+    throw Error(std::string("cpu ") + op + ": bad shape M=" + std::to_string(a.M) +
+                " K=" + std::to_string(a.K));
+}
+
+}  // namespace
+
+void CpuBackend::fwd_GeGlu(const OpArgs& a) {
+  const char* op = "geglu_fwd";
+  check_shape(a, op);
+  const std::int64_t rows = a.M;
+  const int F = a.K;
+  cpu::check_float(*a.in[0], op, "gate_up", rows * 2 * F);
+  cpu::check_float(*a.out[0], op, "y", rows * F);
+  FV in(*a.in[0]), y(*a.out[0]);
+  cpu::parallel_for(*pool_, rows, std::max<std::int64_t>(1, kGrain / F),
+                    [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (int c = 0; c < F; ++c)
+        y.set(r * F + c, gelu_tanh(in[r * 2 * F + c]) * in[r * 2 * F + F + c]);
+  });
+}
+
+void CpuBackend::bwd_GeGlu(const OpArgs& a) {
+  const char* op = "geglu_bwd";
+  check_shape(a, op);
+  const std::int64_t rows = a.M;
+  const int F = a.K;
+  const bool acc = a.acc[0];
+  cpu::check_float(*a.in[0], op, "gate_up", rows * 2 * F);
+  cpu::check_float(*a.dout[0], op, "dy", rows * F);
+  cpu::check_float(*a.din[0], op, "dgate_up", rows * 2 * F);
+  FV in(*a.in[0]), dy(*a.dout[0]), out(*a.din[0]);
+  cpu::parallel_for(*pool_, rows, std::max<std::int64_t>(1, kGrain / F),
+                    [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (int c = 0; c < F; ++c) {
+        const std::int64_t ig = r * 2 * F + c, iu = ig + F;
+        const float gate = in[ig], up = in[iu], d = dy[r * F + c];
+        out.put(ig, d * up * gelu_tanh_grad(gate), acc);
+        out.put(iu, d * gelu_tanh(gate), acc);
+      }
+  });
+}
+
+}  // namespace remat
