@@ -16,7 +16,7 @@ template <class T, int V>
 __global__ void __launch_bounds__(128)
     embed_fwd_kernel(const std::int32_t* __restrict__ tokens, const T* __restrict__ wte,
                      const T* __restrict__ wpe, T* __restrict__ out, int S, int H,
-                     std::int64_t vocab) {
+                     std::int64_t vocab, float scale) {
   const std::int64_t r = blockIdx.x;
   const std::int32_t tok = tokens[r];
   const bool valid = tok >= 0 && tok < vocab;
@@ -29,7 +29,10 @@ __global__ void __launch_bounds__(128)
     load_vec<V>(te + p * V, a);
     if (pe) load_vec<V>(pe + p * V, b);
 #pragma unroll
-    for (int k = 0; k < V; ++k) y[k] = valid ? (pe ? a[k] + b[k] : a[k]) : 0.0f;
+    for (int k = 0; k < V; ++k) {
+      const float e = a[k] * scale;
+      y[k] = valid ? (pe ? e + b[k] : e) : 0.0f;
+    }
     store_vec<V>(o + p * V, y);
   }
 }
@@ -45,7 +48,7 @@ template <class T, int V>
 __global__ void __launch_bounds__(128)
     embed_bwd_runs(const std::int32_t* __restrict__ keys, const std::int32_t* __restrict__ pos,
                    const T* __restrict__ dout, T* __restrict__ dwte, std::int64_t n, int H,
-                   std::int64_t vocab) {
+                   std::int64_t vocab, float scale) {
   const std::int64_t i = blockIdx.x;
   const std::int32_t tok = keys[i];
   if (i > 0 && keys[i - 1] == tok) return;
@@ -85,7 +88,7 @@ __global__ void __launch_bounds__(128)
     float old[V];
     load_vec<V>(row, old);
 #pragma unroll
-    for (int k = 0; k < V; ++k) old[k] += acc[k];
+    for (int k = 0; k < V; ++k) old[k] += acc[k] * scale;
     store_vec<V>(row, old);
   }
 }
@@ -118,7 +121,7 @@ std::size_t cub_temp_bytes(std::int64_t n) {
 
 template <class T, int V>
 void run_bwd(const std::int32_t* tokens, const void* dout, void* dwte, void* dwpe, int B, int S,
-             int H, std::int64_t vocab, char* ws, std::size_t temp, cudaStream_t s) {
+             int H, std::int64_t vocab, float scale, char* ws, std::size_t temp, cudaStream_t s) {
   const std::int64_t n = static_cast<std::int64_t>(B) * S;
   std::int32_t* keys = reinterpret_cast<std::int32_t*>(ws);
   std::int32_t* pos_in = reinterpret_cast<std::int32_t*>(ws + align256(n * 4));
@@ -133,7 +136,7 @@ void run_bwd(const std::int32_t* tokens, const void* dout, void* dwte, void* dwp
     throw Error(std::string("embedding_bwd: cub::DeviceRadixSort::SortPairs: ") +
                 cudaGetErrorString(e));
   embed_bwd_runs<T, V><<<static_cast<unsigned>(n), 128, 0, s>>>(
-      keys, pos, static_cast<const T*>(dout), static_cast<T*>(dwte), n, H, vocab);
+      keys, pos, static_cast<const T*>(dout), static_cast<T*>(dwte), n, H, vocab, scale);
   check_launch("embedding_bwd_runs");
   if (dwpe) {
     const std::int64_t m = static_cast<std::int64_t>(S) * H;
@@ -146,7 +149,7 @@ void run_bwd(const std::int32_t* tokens, const void* dout, void* dwte, void* dwp
 }  // namespace
 
 void embedding_fwd(FType t, const std::int32_t* tokens, const void* wte, const void* wpe,
-                   void* out, int B, int S, int H, std::int64_t V, cudaStream_t s) {
+                   void* out, int B, int S, int H, std::int64_t V, float scale, cudaStream_t s) {
   const std::int64_t rows = static_cast<std::int64_t>(B) * S;
   if (rows <= 0) return;
   const unsigned g = static_cast<unsigned>(rows);
@@ -156,22 +159,22 @@ void embedding_fwd(FType t, const std::int32_t* tokens, const void* wte, const v
     if (vec)
       embed_fwd_kernel<bf16, 8><<<g, 128, 0, s>>>(tokens, static_cast<const bf16*>(wte),
                                                   static_cast<const bf16*>(wpe),
-                                                  static_cast<bf16*>(out), S, H, V);
+                                                  static_cast<bf16*>(out), S, H, V, scale);
     else
       embed_fwd_kernel<bf16, 1><<<g, 128, 0, s>>>(tokens, static_cast<const bf16*>(wte),
                                                   static_cast<const bf16*>(wpe),
-                                                  static_cast<bf16*>(out), S, H, V);
+                                                  static_cast<bf16*>(out), S, H, V, scale);
   } else {
     const bool vec = H % 4 == 0 && aligned_to(wte, 16) && aligned_to(out, 16) &&
                      (!wpe || aligned_to(wpe, 16));
     if (vec)
       embed_fwd_kernel<float, 4><<<g, 128, 0, s>>>(tokens, static_cast<const float*>(wte),
                                                    static_cast<const float*>(wpe),
-                                                   static_cast<float*>(out), S, H, V);
+                                                   static_cast<float*>(out), S, H, V, scale);
     else
       embed_fwd_kernel<float, 1><<<g, 128, 0, s>>>(tokens, static_cast<const float*>(wte),
                                                    static_cast<const float*>(wpe),
-                                                   static_cast<float*>(out), S, H, V);
+                                                   static_cast<float*>(out), S, H, V, scale);
   }
   check_launch("embedding_fwd");
 }
@@ -182,8 +185,8 @@ std::size_t embedding_bwd_scratch_bytes(std::int64_t n) {
 }
 
 void embedding_bwd(FType t, const std::int32_t* tokens, const void* dout, void* dwte, void* dwpe,
-                   int B, int S, int H, std::int64_t V, void* scratch, std::size_t scratch_bytes,
-                   cudaStream_t s) {
+                   int B, int S, int H, std::int64_t V, float scale, void* scratch,
+                   std::size_t scratch_bytes, cudaStream_t s) {
   const std::int64_t n = static_cast<std::int64_t>(B) * S;
   if (n <= 0) return;
   if (n > 0x7fffffff) throw Error("embedding_bwd: more than 2^31 tokens");
@@ -195,12 +198,12 @@ void embedding_bwd(FType t, const std::int32_t* tokens, const void* dout, void* 
   char* ws = static_cast<char*>(scratch);
   if (t == FType::BF16) {
     const bool vec = H % 8 == 0 && aligned_to(dout, 16) && aligned_to(dwte, 16);
-    if (vec) run_bwd<bf16, 8>(tokens, dout, dwte, dwpe, B, S, H, V, ws, temp, s);
-    else run_bwd<bf16, 1>(tokens, dout, dwte, dwpe, B, S, H, V, ws, temp, s);
+    if (vec) run_bwd<bf16, 8>(tokens, dout, dwte, dwpe, B, S, H, V, scale, ws, temp, s);
+    else run_bwd<bf16, 1>(tokens, dout, dwte, dwpe, B, S, H, V, scale, ws, temp, s);
   } else {
     const bool vec = H % 4 == 0 && aligned_to(dout, 16) && aligned_to(dwte, 16);
-    if (vec) run_bwd<float, 4>(tokens, dout, dwte, dwpe, B, S, H, V, ws, temp, s);
-    else run_bwd<float, 1>(tokens, dout, dwte, dwpe, B, S, H, V, ws, temp, s);
+    if (vec) run_bwd<float, 4>(tokens, dout, dwte, dwpe, B, S, H, V, scale, ws, temp, s);
+    else run_bwd<float, 1>(tokens, dout, dwte, dwpe, B, S, H, V, scale, ws, temp, s);
   }
 }
 

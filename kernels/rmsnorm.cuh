@@ -1,4 +1,5 @@
-// RMSNorm over rows of width H: y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps).
+// RMSNorm over rows of width H: y = x * rstd * (off + w), rstd = 1 / sqrt(mean(x^2) + eps), the
+// weight's offset added in fp32 (off = 1: Gemma's (1 + w) RMSNorm; 0 elsewhere).
 #pragma once
 #include <cstdint>
 
@@ -7,10 +8,11 @@
 namespace remat::kernels {
 
 void rmsnorm_fwd(FType t, const void* x, const void* w, void* y, std::int64_t rows, int H,
-                 float eps, cudaStream_t s);
+                 float eps, float off, cudaStream_t s);
 // dx (acc: +=); dw += sum dy * xhat. scratch: norm_bwd_scratch_bytes(rows, H) (layernorm.cuh).
 void rmsnorm_bwd(FType t, const void* x, const void* w, const void* dy, void* dx, void* dw,
-                 std::int64_t rows, int H, float eps, bool acc, float* scratch, cudaStream_t s);
+                 std::int64_t rows, int H, float eps, float off, bool acc, float* scratch,
+                 cudaStream_t s);
 
 // QK-norm: rows of qkv are q (K) | k (N) | v (N); y = [rmsnorm(q) * wq | rmsnorm(k) * wk | v].
 void qk_norm_fwd(FType t, const void* qkv, const void* wq, const void* wk, void* y,

@@ -76,11 +76,13 @@ class Backend {
   virtual void read_bytes(const Tensor& src, void* out) = 0;
   virtual void write_bytes(const Tensor& dst, const void* in) = 0;
 
-  // --- embedding: out[B*S, H] = wte[token] (+ wpe[position]) ---
+  // --- embedding: out[B*S, H] = wte[token] * scale (+ wpe[position]), the product in fp32;
+  // backward dwte[v] += scale * (sum of the dout rows of token v). scale is 1 but for the
+  // models that scale their embeddings (Gemma: sqrt(hidden) in the model's dtype) ---
   virtual void embedding_fwd(const Tensor& tokens, const Tensor& wte, const Tensor* wpe,
-                             const Tensor& out, int B, int S, int H) = 0;
+                             const Tensor& out, int B, int S, int H, float scale) = 0;
   virtual void embedding_bwd(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
-                             const Tensor* dwpe, int B, int S, int H) = 0;
+                             const Tensor* dwpe, int B, int S, int H, float scale) = 0;
   // --- dropout outside the blocks (the embedding's): mask then apply, as DropoutMask and
   // AttnDropout do ---
   virtual void dropout_mask(const Tensor& mask, const DropoutKey& key, float p,
@@ -95,10 +97,12 @@ class Backend {
   virtual void layernorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy,
                              const Tensor& dx, const Tensor& dw, const Tensor& db,
                              std::int64_t rows, int H, float eps, bool acc) = 0;
+  // RMSNorm's weight is applied as (w_offset + w) in fp32 (Gemma: 1; everyone else 0).
   virtual void rmsnorm_fwd(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t rows,
-                           int H, float eps) = 0;
+                           int H, float eps, float w_offset) = 0;
   virtual void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
-                           const Tensor& dw, std::int64_t rows, int H, float eps, bool acc) = 0;
+                           const Tensor& dw, std::int64_t rows, int H, float eps, bool acc,
+                           float w_offset) = 0;
 
   // --- the block ops of the op table (core/graph/ops.def): one entry point, dispatched by each
   // backend to its bodies of that op. The arguments' meaning per op:

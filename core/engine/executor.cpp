@@ -225,6 +225,7 @@ void Executor::embedding_forward() {
   const auto& L = st_.layout();
   Tensor wte = st_.param(L.wte, static_cast<std::int64_t>(cfg_.vocab) * H);
   Tensor wpe = L.wpe >= 0 ? st_.param(L.wpe, static_cast<std::int64_t>(cfg_.positions) * H) : Tensor{};
+  const float scale = cfg_.embed_multiplier();
   Held& in0 = blocks_[0].held[graph_.input()];
   in0.t = alloc(graph_.input(), 0, Category::SavedActivations);
   in0.category = Category::SavedActivations;
@@ -233,13 +234,13 @@ void Executor::embedding_forward() {
   in0.ledger = static_cast<int>(ledger_.size()) - 1;
   if (!cfg_.drops(kDropEmbedding)) {
     op("embedding", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * in0.t.bytes(),
-       Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, in0.t, B, S, H); });
+       Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, in0.t, B, S, H, scale); });
     return;
   }
   Tensor sum = alloc_outer(cfg_.dtype, n, Category::SavedActivations, "embed.sum");
   embed_mask_ = alloc_outer(DType::U8, n, Category::SavedActivations, "embed.mask");
   op("embedding", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * sum.bytes(),
-     Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, sum, B, S, H); });
+     Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, sum, B, S, H, scale); });
   op("embedding.mask", "dropout_mask", -1, static_cast<std::uint64_t>(n), embed_mask_.bytes(),
      Stream::Compute, [&] {
        be_.dropout_mask(embed_mask_, key(0xFFFF, kSiteEmbedding), static_cast<float>(cfg_.dropout), n);
@@ -256,6 +257,7 @@ void Executor::head() {
   const int H = cfg_.hidden, V = cfg_.vocab;
   const auto& L = st_.layout();
   const float eps = static_cast<float>(cfg_.norm_eps);
+  const float w_offset = cfg_.norm_unit_offset ? 1.0f : 0.0f;  // the final norm as the blocks'
   Tensor w = st_.param(L.lnf_w, H), dw = st_.grad(L.lnf_w, H);
   Tensor b = L.lnf_b >= 0 ? st_.param(L.lnf_b, H) : Tensor{};
   Tensor db = L.lnf_b >= 0 ? st_.grad(L.lnf_b, H) : Tensor{};
@@ -268,7 +270,7 @@ void Executor::head() {
   op("lnf", ln ? "layernorm" : "rmsnorm", -1, (ln ? 8ull : 5ull) * n, 2 * lnf.bytes(),
      Stream::Compute, [&] {
        if (ln) be_.layernorm_fwd(final_in_, w, b, lnf, rows, H, eps);
-       else be_.rmsnorm_fwd(final_in_, w, lnf, rows, H, eps);
+       else be_.rmsnorm_fwd(final_in_, w, lnf, rows, H, eps, w_offset);
      });
   losses_ = alloc_outer(DType::F32, rows, Category::LogitsLoss, "loss.rows");
   Tensor dlnf = alloc_outer(cfg_.dtype, n, Category::ActivationGrads, "grad:lnf.out");
@@ -287,7 +289,7 @@ void Executor::head() {
   op("lnf.backward", ln ? "layernorm" : "rmsnorm", -1, (ln ? 14ull : 10ull) * n,
      3 * dlnf.bytes(), Stream::Compute, [&] {
        if (ln) be_.layernorm_bwd(final_in_, w, dlnf, dnext_, dw, db, rows, H, eps, false);
-       else be_.rmsnorm_bwd(final_in_, w, dlnf, dnext_, dw, rows, H, eps, false);
+       else be_.rmsnorm_bwd(final_in_, w, dlnf, dnext_, dw, rows, H, eps, false, w_offset);
      });
   release(dlnf);
   release(final_in_);
@@ -312,7 +314,7 @@ void Executor::embedding_backward() {
     d = tmp;
   }
   op("embedding.backward", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * d.bytes(),
-     Stream::Compute, [&] { be_.embedding_bwd(st_.tokens, d, dwte, dwpe ? &dwpe : nullptr, B, S, H); });
+     Stream::Compute, [&] { be_.embedding_bwd(st_.tokens, d, dwte, dwpe ? &dwpe : nullptr, B, S, H, cfg_.embed_multiplier()); });
   if (tmp) release(tmp);
   else release(dnext_);
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/util/bf16.h"
 #include "core/util/error.h"
 #include "core/util/limits.h"
 
@@ -94,13 +95,17 @@ double ModelConfig::score_scale(int block) const {
   return s;
 }
 
+float ModelConfig::embed_multiplier() const {
+  if (!embed_scale) return 1.0f;
+  const float s = static_cast<float>(std::sqrt(static_cast<double>(hidden)));
+  return dtype == DType::BF16 ? round_bf16(s) : s;
+}
+
 std::vector<std::pair<std::string, std::string>> ModelConfig::unsupported() const {
   std::vector<std::pair<std::string, std::string>> v;
   auto add = [&](const char* field, const std::string& what) {
     v.emplace_back(field, what + " is not run by the engine yet");
   };
-  if (norm_unit_offset) add("norm_unit_offset", "the (1 + w) RMSNorm weight");
-  if (embed_scale) add("embed_scale", "scaling the embeddings by sqrt(hidden)");
   if (attn_softcap > 0.0) add("attn_softcap", "attention logit soft-capping");
   if (final_softcap > 0.0) add("final_softcap", "final logit soft-capping");
   if (sliding_window > 0 && sliding_window < seq)

@@ -98,6 +98,9 @@ struct ModelConfig {
   int window_of(int block) const;
   // Score scale of a block.
   double score_scale(int block) const;
+  // The embeddings' factor: sqrt(hidden) rounded to the model's dtype with embed_scale (as
+  // Hugging Face's Gemma), else 1.
+  float embed_multiplier() const;
 
   // Throws ConfigError naming the first bad field and its value.
   void validate() const;

@@ -14,7 +14,8 @@ namespace remat::kernels::detail {
 template <class T, int V, bool RMS>
 __global__ void __launch_bounds__(256)
     norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
-                    T* __restrict__ y, std::int64_t rows, int H, std::int64_t ld, float eps) {
+                    T* __restrict__ y, std::int64_t rows, int H, std::int64_t ld, float eps,
+                    float off) {
   const int lane = threadIdx.x & 31;
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (row >= rows) return;
@@ -59,7 +60,7 @@ __global__ void __launch_bounds__(256)
     if (!RMS && b) load_vec<V>(b + p * V, bv);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      float v = (a[k] - mean) * rstd * wv[k];
+      float v = (a[k] - mean) * rstd * (RMS ? off + wv[k] : wv[k]);
       if (!RMS && b) v += bv[k];
       o[k] = v;
     }
@@ -73,7 +74,7 @@ template <class T, int V, bool RMS>
 __global__ void __launch_bounds__(256, 4)  // up to 64 registers (ptxas otherwise aims at 32)
     norm_bwd_dx_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ dy,
                        T* dx, float2* __restrict__ stats, std::int64_t rows, int H,
-                       std::int64_t ld, float eps, bool acc) {
+                       std::int64_t ld, float eps, bool acc, float off) {
   const int lane = threadIdx.x & 31;
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (row >= rows) return;
@@ -121,7 +122,7 @@ __global__ void __launch_bounds__(256, 4)  // up to 64 registers (ptxas otherwis
     load_vec<V>(w + p * V, wv);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const float gw = g[k] * wv[k];
+      const float gw = g[k] * (RMS ? off + wv[k] : wv[k]);
       sg += gw;
       sgx += gw * ((a[k] - mean) * rstd);
     }
@@ -138,7 +139,7 @@ __global__ void __launch_bounds__(256, 4)  // up to 64 registers (ptxas otherwis
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const float xhat = (a[k] - mean) * rstd;
-      const float gw = g[k] * wv[k];
+      const float gw = g[k] * (RMS ? off + wv[k] : wv[k]);
       const float d = RMS ? rstd * (gw - xhat * mgx) : rstd * (gw - mg - xhat * mgx);
       o[k] = acc ? old[k] + d : d;
     }
@@ -235,23 +236,24 @@ inline std::size_t norm_bwd_scratch(std::int64_t rows, int H) {
 
 template <class T, int V, bool RMS>
 void norm_fwd_launch(const void* x, const void* w, const void* b, void* y, std::int64_t rows,
-                     int H, std::int64_t ld, float eps, cudaStream_t s, const char* name) {
+                     int H, std::int64_t ld, float eps, cudaStream_t s, const char* name,
+                     float off = 0.0f) {
   const unsigned blocks = static_cast<unsigned>((rows + 7) / 8);
   norm_fwd_kernel<T, V, RMS><<<blocks, 256, 0, s>>>(
       static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
-      static_cast<T*>(y), rows, H, ld, eps);
+      static_cast<T*>(y), rows, H, ld, eps, off);
   check_launch(name);
 }
 
 template <class T, int V, bool RMS>
 void norm_bwd_launch(const void* x, const void* w, const void* dy, void* dx, void* dw, void* db,
                      std::int64_t rows, int H, std::int64_t ld, float eps, bool acc,
-                     float* scratch, cudaStream_t s, const char* name) {
+                     float* scratch, cudaStream_t s, const char* name, float off = 0.0f) {
   float2* stats = reinterpret_cast<float2*>(scratch);
   float* part = scratch + (static_cast<std::size_t>(rows) * 8 + 255) / 256 * 256 / 4;
   norm_bwd_dx_kernel<T, V, RMS><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, s>>>(
       static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(dy),
-      static_cast<T*>(dx), stats, rows, H, ld, eps, acc);
+      static_cast<T*>(dx), stats, rows, H, ld, eps, acc, off);
   check_launch(name);
   const int chunks = norm_bwd_chunks(rows);
   const std::int64_t rpc = (rows + chunks - 1) / chunks;

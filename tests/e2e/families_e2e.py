@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_common  # noqa: E402
 from e2e_common import check  # noqa: E402
 
-ENABLED = ["gpt2", "llama", "llama3", "qwen2", "phi3", "olmo2", "gpt2_flags", "llama_bias"]
+ENABLED = ["gpt2", "llama", "llama3", "qwen2", "phi3", "olmo2", "gpt2_flags", "llama_bias", "gemma"]
 
 STEPS = 3
 # Not the defaults, so that each option visibly reaches the optimizer. A large eps keeps Adam's

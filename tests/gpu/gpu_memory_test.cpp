@@ -186,7 +186,7 @@ TEST(GpuDeterminism, SameInputsSameBits) {
   auto run = [&]() {
     std::vector<std::vector<std::uint8_t>> out;
     Both dwte = d.upload(dt, std::vector<float>(static_cast<std::size_t>(V) * H, 0.0f));
-    g.embedding_bwd(tokens.g, dy.g, dwte.g, nullptr, B, S, H);
+    g.embedding_bwd(tokens.g, dy.g, dwte.g, nullptr, B, S, H, 1.0f);
     out.push_back(d.gpu_bytes(dwte.g));
     Both dx = d.alloc(dt, rows * H), dw = d.upload(dt, std::vector<float>(H, 0.0f)),
          db = d.upload(dt, std::vector<float>(H, 0.0f));
@@ -194,7 +194,7 @@ TEST(GpuDeterminism, SameInputsSameBits) {
     out.push_back(d.gpu_bytes(dx.g));
     out.push_back(d.gpu_bytes(dw.g));
     out.push_back(d.gpu_bytes(db.g));
-    g.rmsnorm_bwd(x.g, w.g, dy.g, dx.g, dw.g, rows, H, 1e-5f, false);
+    g.rmsnorm_bwd(x.g, w.g, dy.g, dx.g, dw.g, rows, H, 1e-5f, false, 0.0f);
     out.push_back(d.gpu_bytes(dx.g));
     out.push_back(d.gpu_bytes(dw.g));
     Both dxl = d.alloc(dt, rows * H), dWl = d.upload(dt, std::vector<float>(static_cast<std::size_t>(H) * H, 0.0f)),

@@ -228,10 +228,12 @@ TEST_P(GpuOps, CastAndAddInto) {
   EXPECT_LE(d->rel(f), 1e-6);
 }
 
+// scale 1, and Gemma's sqrt(H) (wte * scale; dwte += scale * dout).
 TEST_P(GpuOps, Embedding) {
   const int B = 3, S = 17, V = 50;
   for (int H : {64, 36}) {
-    for (int with_pe = 0; with_pe < 2; ++with_pe) {
+    for (int with_pe = 0; with_pe < 2; ++with_pe)
+    for (float scale : {1.0f, std::sqrt(static_cast<float>(H))}) {
       std::vector<float> tok = uniform(B * S, 0.0f, static_cast<float>(V), 20 + H);
       for (auto& t : tok) t = std::floor(t);
       tok[0] = tok[5] = tok[9] = 7.0f;  // repeats in one token id
@@ -241,17 +243,20 @@ TEST_P(GpuOps, Embedding) {
       Both out = d->poisoned(dt, static_cast<std::int64_t>(B) * S * H);
       both([&](auto& b, bool c) {
         Tensor pe = T(wpe, c);
-        b.embedding_fwd(T(tokens, c), T(wte, c), with_pe ? &pe : nullptr, T(out, c), B, S, H);
+        b.embedding_fwd(T(tokens, c), T(wte, c), with_pe ? &pe : nullptr, T(out, c), B, S, H,
+                        scale);
       });
-      EXPECT_LE(d->rel(out), tol(dt)) << "embedding_fwd H=" << H << " pe=" << with_pe;
+      EXPECT_LE(d->rel(out), tol(dt)) << "embedding_fwd H=" << H << " pe=" << with_pe
+                                      << " scale=" << scale;
       Both dout = d->random(dt, static_cast<std::int64_t>(B) * S * H, -1.0f, 1.0f, 23);
       Both dwte = d->random(dt, static_cast<std::int64_t>(V) * H, -0.1f, 0.1f, 24);
       Both dwpe = d->random(dt, static_cast<std::int64_t>(S) * H, -0.1f, 0.1f, 25);
       both([&](auto& b, bool c) {
         Tensor pe = T(dwpe, c);
-        b.embedding_bwd(T(tokens, c), T(dout, c), T(dwte, c), with_pe ? &pe : nullptr, B, S, H);
+        b.embedding_bwd(T(tokens, c), T(dout, c), T(dwte, c), with_pe ? &pe : nullptr, B, S, H,
+                        scale);
       });
-      EXPECT_LE(d->rel(dwte), tol(dt)) << "embedding_bwd dwte H=" << H;
+      EXPECT_LE(d->rel(dwte), tol(dt)) << "embedding_bwd dwte H=" << H << " scale=" << scale;
       if (with_pe) EXPECT_LE(d->rel(dwpe), tol(dt)) << "embedding_bwd dwpe H=" << H;
     }
   }
@@ -282,23 +287,26 @@ TEST_P(GpuOps, LayerNorm) {
   }
 }
 
+// The weight as w (offset 0) and as Gemma's (1 + w) with w near 0 (offset 1).
 TEST_P(GpuOps, RmsNorm) {
   const std::int64_t rows = 45;
-  for (int H : {128, 50}) {
+  for (int H : {128, 50})
+  for (float off : {0.0f, 1.0f}) {
     Both x = d->random(dt, rows * H, -2.0f, 2.0f, 40 + H);
-    Both w = d->random(dt, H, 0.5f, 1.5f, 41);
+    Both w = off != 0.0f ? d->random(dt, H, -0.5f, 0.5f, 41) : d->random(dt, H, 0.5f, 1.5f, 41);
     Both y = d->poisoned(dt, rows * H);
-    both([&](auto& b, bool c) { b.rmsnorm_fwd(T(x, c), T(w, c), T(y, c), rows, H, 1e-6f); });
-    EXPECT_LE(d->rel(y), tol(dt)) << "rmsnorm_fwd H=" << H;
+    both([&](auto& b, bool c) { b.rmsnorm_fwd(T(x, c), T(w, c), T(y, c), rows, H, 1e-6f, off); });
+    EXPECT_LE(d->rel(y), tol(dt)) << "rmsnorm_fwd H=" << H << " offset=" << off;
     Both dy = d->random(dt, rows * H, -1.0f, 1.0f, 43);
     for (int acc = 0; acc < 2; ++acc) {
       Both dx = acc ? d->random(dt, rows * H, -1.0f, 1.0f, 44) : d->poisoned(dt, rows * H);
       Both dw = d->random(dt, H, -0.1f, 0.1f, 45);
       both([&](auto& b, bool c) {
-        b.rmsnorm_bwd(T(x, c), T(w, c), T(dy, c), T(dx, c), T(dw, c), rows, H, 1e-6f, acc);
+        b.rmsnorm_bwd(T(x, c), T(w, c), T(dy, c), T(dx, c), T(dw, c), rows, H, 1e-6f, acc, off);
       });
-      EXPECT_LE(d->rel(dx), tol(dt)) << "rmsnorm_bwd dx H=" << H << " acc=" << acc;
-      EXPECT_LE(d->rel(dw), tol(dt)) << "rmsnorm_bwd dw H=" << H;
+      EXPECT_LE(d->rel(dx), tol(dt)) << "rmsnorm_bwd dx H=" << H << " acc=" << acc
+                                     << " offset=" << off;
+      EXPECT_LE(d->rel(dw), tol(dt)) << "rmsnorm_bwd dw H=" << H << " offset=" << off;
     }
   }
 }

@@ -81,7 +81,7 @@ TEST(CpuNumerics, Bf16OutputsAreRoundedFp32Results) {
            dy = e.from(bf16v(randv(M * K, 10)), dt), dx = e.make(dt, M * K),
            dw = e.make(dt, K), db = e.make(dt, K);
     e.be.layernorm_fwd(x, w, b, y1, M, K, 1e-5f);
-    e.be.rmsnorm_fwd(x, w, y2, M, K, 1e-5f);
+    e.be.rmsnorm_fwd(x, w, y2, M, K, 1e-5f, 0.0f);
     e.be.layernorm_bwd(x, w, dy, dx, dw, db, M, K, 1e-5f, false);
     // QK-norm over rows of K = 24 | N = 8 | 8.
     Tensor wq = e.from(bf16v(randv(24, 19)), dt), wk = e.from(bf16v(randv(8, 20)), dt),
@@ -220,7 +220,7 @@ std::vector<std::vector<std::uint8_t>> run_model_ops(Env& e, const ModelConfig& 
   Tensor wpe = rnd(m.positions * H, 0.1f), dwpe = e.make(dt, m.positions * H);
   const bool gpt2 = m.family == Family::Gpt2;
   e.be.embedding_fwd(tokens, wte, gpt2 ? &wpe : nullptr, t[g.input()], m.batch, m.seq,
-                     static_cast<int>(H));
+                     static_cast<int>(H), m.embed_multiplier());
   auto key = [&](const StepDef& s) { return DropoutKey{42, 1, 0, s.site}; };
   const RopeFrequencies freqs = m.position == PositionKind::Rope
                                     ? rope_frequencies(m.rope_scaling, m.rope_theta, m.rotary_dim(), m.positions, m.seq)
@@ -260,7 +260,7 @@ std::vector<std::vector<std::uint8_t>> run_model_ops(Env& e, const ModelConfig& 
   for (int si = static_cast<int>(g.steps().size()) - 1; si >= 0; --si)
     e.be.run(g.steps()[si].op, Pass::Backward, args(si));
   e.be.embedding_bwd(tokens, gr[g.input()], dwte, gpt2 ? &dwpe : nullptr, m.batch, m.seq,
-                     static_cast<int>(H));
+                     static_cast<int>(H), m.embed_multiplier());
   std::vector<std::vector<std::uint8_t>> outs;
   for (const Tensor& x : t) outs.push_back(e.bytes(x));
   for (const Tensor& x : gr)

@@ -60,15 +60,19 @@ TEST(CpuOps, LayerNormForwardAndBackward) {
   expect_near_all("dx acc", e.get(tdx), twice, 1e-6, 1e-5);
 }
 
-TEST(CpuOps, RmsNormForwardAndBackward) {
+// The weight applied as (off + w): off = 0 for most models, 1 for Gemma's RMSNorm (whose
+// weights sit near 0, so the offset dominates).
+void rmsnorm_case(float off) {
+  SCOPED_TRACE("w_offset " + std::to_string(off));
   Env e;
   const int rows = 6, H = 20;
   const float eps = 1e-6f;
-  auto x = randv(rows * H, 11, -2, 2), w = randv(H, 12, 0.5f, 1.5f), R = randv(rows * H, 13);
+  auto x = randv(rows * H, 11, -2, 2), R = randv(rows * H, 13);
+  auto w = off != 0.0f ? randv(H, 12, -0.5f, 0.5f) : randv(H, 12, 0.5f, 1.5f);
   Tensor tx = e.from(x), tw = e.from(w), ty = e.make(DType::F32, rows * H);
   auto loss = [&] {
     e.set(tx, x), e.set(tw, w);
-    e.be.rmsnorm_fwd(tx, tw, ty, rows, H, eps);
+    e.be.rmsnorm_fwd(tx, tw, ty, rows, H, eps, off);
     return dotd(e.get(ty), R);
   };
   loss();
@@ -77,15 +81,41 @@ TEST(CpuOps, RmsNormForwardAndBackward) {
     double ms = 0;
     for (int c = 0; c < H; ++c) ms += static_cast<double>(x[r * H + c]) * x[r * H + c];
     ms /= H;
-    for (int c = 0; c < H; ++c) want[r * H + c] = x[r * H + c] / std::sqrt(ms + eps) * w[c];
+    for (int c = 0; c < H; ++c)
+      want[r * H + c] = x[r * H + c] / std::sqrt(ms + eps) * (static_cast<double>(off) + w[c]);
   }
   expect_near_all("y", e.get(ty), want, 1e-5, 1e-5);
   auto dw0 = randv(H, 14);
   Tensor tdy = e.from(R), tdx = e.from(randv(rows * H, 15)), tdw = e.from(dw0);
-  e.be.rmsnorm_bwd(tx, tw, tdy, tdx, tdw, rows, H, eps, false);
+  e.be.rmsnorm_bwd(tx, tw, tdy, tdx, tdw, rows, H, eps, false, off);
   auto dx = e.get(tdx), dw = minus(e.get(tdw), dw0);
   expect_grad("dx", x, dx, loss);
   expect_grad("dw", w, dw, loss);
+}
+
+TEST(CpuOps, RmsNormForwardAndBackward) { rmsnorm_case(0.0f); }
+
+TEST(CpuOps, RmsNormUnitOffsetForwardAndBackward) { rmsnorm_case(1.0f); }
+
+// The block op takes its offset from OpArgs::w_offset: the same values as the direct call.
+TEST(CpuOps, RmsNormOpPassesItsOffset) {
+  Env e;
+  const int rows = 4, H = 16;
+  auto x = randv(rows * H, 16, -2, 2), w = randv(H, 17, -0.5f, 0.5f), dy = randv(rows * H, 18);
+  Tensor tx = e.from(x), tw = e.from(w), tdy = e.from(dy);
+  Tensor y1 = e.make(DType::F32, rows * H), y2 = e.make(DType::F32, rows * H);
+  Tensor dx1 = e.make(DType::F32, rows * H), dx2 = e.make(DType::F32, rows * H);
+  Tensor dw1 = e.from(std::vector<float>(H, 0.0f)), dw2 = e.from(std::vector<float>(H, 0.0f));
+  e.be.rmsnorm_fwd(tx, tw, y1, rows, H, 1e-6f, 1.0f);
+  e.be.rmsnorm_bwd(tx, tw, tdy, dx1, dw1, rows, H, 1e-6f, false, 1.0f);
+  OpArgs a;
+  a.in[0] = &tx, a.w = &tw, a.out[0] = &y2, a.dout[0] = &tdy, a.din[0] = &dx2, a.dw = &dw2;
+  a.M = rows, a.K = H, a.eps = 1e-6f, a.w_offset = 1.0f;
+  e.be.run(OpKind::RmsNorm, Pass::Forward, a);
+  e.be.run(OpKind::RmsNorm, Pass::Backward, a);
+  EXPECT_EQ(e.get(y1), e.get(y2));
+  EXPECT_EQ(e.get(dx1), e.get(dx2));
+  EXPECT_EQ(e.get(dw1), e.get(dw2));
 }
 
 // Rows q (K) | k (N) | v (N): q and k each RMS-normalized with their weight, v copied.
@@ -434,32 +464,38 @@ TEST(CpuOps, HeadLossAcrossChunks) {
   EXPECT_THROW(e.be.head_loss(tx, tW, bad, tl, tdx, tdW, rows, H, V, scale), Error);
 }
 
-TEST(CpuOps, EmbeddingForwardAndScatterAdd) {
+// out = wte[token] * scale + wpe[position]; dwte += scale * dout (scale 1, or Gemma's sqrt(H)).
+void embedding_case(float scale) {
+  SCOPED_TRACE("scale " + std::to_string(scale));
   Env e;
   const int B = 2, S = 6, H = 4, V = 5, P = 8;
   std::vector<std::int32_t> tok = {0, 3, 3, 1, 4, 3, 2, 3, 0, 0, 1, 4};
   auto wte = randv(V * H, 81), wpe = randv(P * H, 82), dout = randv(B * S * H, 83);
   Tensor tt = e.ints(tok), twte = e.from(wte), twpe = e.from(wpe),
          out = e.make(DType::F32, B * S * H);
-  e.be.embedding_fwd(tt, twte, &twpe, out, B, S, H);
+  e.be.embedding_fwd(tt, twte, &twpe, out, B, S, H, scale);
   auto o = e.get(out);
   for (int r = 0; r < B * S; ++r)
     for (int c = 0; c < H; ++c)
-      EXPECT_EQ(o[r * H + c], wte[tok[r] * H + c] + wpe[(r % S) * H + c]);
+      EXPECT_EQ(o[r * H + c], wte[tok[r] * H + c] * scale + wpe[(r % S) * H + c]);
   auto dwte0 = randv(V * H, 84), dwpe0 = randv(P * H, 85);
   Tensor td = e.from(dout), tdwte = e.from(dwte0), tdwpe = e.from(dwpe0);
-  e.be.embedding_bwd(tt, td, tdwte, &tdwpe, B, S, H);
+  e.be.embedding_bwd(tt, td, tdwte, &tdwpe, B, S, H, scale);
   std::vector<double> wt(dwte0.begin(), dwte0.end()), wp(dwpe0.begin(), dwpe0.end());
   for (int r = 0; r < B * S; ++r)
     for (int c = 0; c < H; ++c) {
-      wt[tok[r] * H + c] += dout[r * H + c];
+      wt[tok[r] * H + c] += static_cast<double>(scale) * dout[r * H + c];
       wp[(r % S) * H + c] += dout[r * H + c];
     }
   expect_near_all("dwte", e.get(tdwte), wt, 1e-6, 1e-6);
   expect_near_all("dwpe", e.get(tdwpe), wp, 1e-6, 1e-6);
   Tensor bad = e.ints(std::vector<std::int32_t>(B * S, V));
-  EXPECT_THROW(e.be.embedding_fwd(bad, twte, &twpe, out, B, S, H), Error);
+  EXPECT_THROW(e.be.embedding_fwd(bad, twte, &twpe, out, B, S, H, scale), Error);
 }
+
+TEST(CpuOps, EmbeddingForwardAndScatterAdd) { embedding_case(1.0f); }
+
+TEST(CpuOps, EmbeddingScaledForwardAndScatterAdd) { embedding_case(std::sqrt(4.0f)); }
 
 }  // namespace
 }  // namespace remat

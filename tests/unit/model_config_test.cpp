@@ -4,6 +4,9 @@
 #include "core/graph/block_graph.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <utility>
@@ -158,6 +161,33 @@ TEST(ModelConfig, AcceptsTheExactGeluGegluAndQkNorm) {
   ModelConfig o = model_from_hf_json(olmo2, "olmo2");
   EXPECT_TRUE(o.qk_norm);
   EXPECT_TRUE(runs(o, OpKind::QkNorm));
+}
+
+// Gemma's (1 + w) norms and sqrt(hidden) embeddings are run: its config is accepted, and the
+// embeddings' factor is sqrt(hidden) in the model's dtype (bf16: the bf16 value next to it).
+TEST(ModelConfig, AcceptsGemmaAndScalesItsEmbeddingsInTheModelsDtype) {
+  nlohmann::json gemma = {{"model_type", "gemma"}, {"hidden_size", 2048}, {"intermediate_size", 4096},
+                          {"num_hidden_layers", 2}, {"num_attention_heads", 8},
+                          {"num_key_value_heads", 1}, {"head_dim", 256},
+                          {"max_position_embeddings", 64}, {"vocab_size", 256},
+                          {"rms_norm_eps", 1e-6}, {"hidden_activation", "gelu_pytorch_tanh"}};
+  ModelConfig g = model_from_hf_json(gemma, "gemma");
+  EXPECT_TRUE(g.norm_unit_offset);
+  EXPECT_TRUE(g.embed_scale);
+  EXPECT_TRUE(g.unsupported().empty());
+  EXPECT_NO_THROW(g.validate());
+  const float exact = std::sqrt(2048.0f);
+  g.dtype = DType::F32;
+  EXPECT_EQ(g.embed_multiplier(), exact);
+  g.dtype = DType::BF16;
+  const float b = g.embed_multiplier();
+  std::uint32_t bits;
+  std::memcpy(&bits, &b, sizeof bits);
+  EXPECT_EQ(bits & 0xffffu, 0u) << "a bf16 value";
+  EXPECT_NE(b, exact);
+  EXPECT_LE(std::fabs(b - exact), exact / 256.0f);  // within half a bf16 step (8 bits of mantissa)
+  g.embed_scale = false;
+  EXPECT_EQ(g.embed_multiplier(), 1.0f);
 }
 
 TEST(ModelConfig, HuggingFaceImportReportsEveryProblemAtOnceAndListsWhatItIgnores) {

@@ -55,7 +55,8 @@ TEST_P(PolicyEquivalence, BitwiseEqualToNoneAndCountedFromTheRun) {
   if (GetParam().runs) {  // the blocks ran that op, forward and backward
     const OpKind want = *GetParam().runs;
     std::string step;
-    for (const auto& sd : BlockGraph(m).steps())
+    const BlockGraph graph(m);  // named: a temporary's steps() would dangle in the loop
+    for (const auto& sd : graph.steps())
       if (sd.op == want) step = sd.name;
     ASSERT_FALSE(step.empty()) << "no step runs " << to_string(want);
     std::set<Phase> phases;
@@ -120,7 +121,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Config{Family::Phi3, AttentionImpl::Flash},
                       Config{Family::Llama, AttentionImpl::Flash, MlpKind::GeGlu, OpKind::GeGlu},
                       Config{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu, OpKind::GeluErf},
-                      Config{Family::Olmo2, AttentionImpl::Naive, std::nullopt, OpKind::QkNorm}),
+                      Config{Family::Olmo2, AttentionImpl::Naive, std::nullopt, OpKind::QkNorm},
+                      // (1 + w) RMSNorms, the final one too, and embeddings * sqrt(hidden)
+                      Config{Family::Gemma, AttentionImpl::Naive, std::nullopt, OpKind::RmsNorm}),
     [](const ::testing::TestParamInfo<Config>& i) {
       return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn) +
              (i.param.mlp ? std::string("_") + to_string(*i.param.mlp) : "");

@@ -41,9 +41,9 @@ class CpuBackend final : public Backend {
 
   // cpu_elementwise.cpp
   void embedding_fwd(const Tensor& tokens, const Tensor& wte, const Tensor* wpe,
-                     const Tensor& out, int B, int S, int H) override;
+                     const Tensor& out, int B, int S, int H, float scale) override;
   void embedding_bwd(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
-                     const Tensor* dwpe, int B, int S, int H) override;
+                     const Tensor* dwpe, int B, int S, int H, float scale) override;
   void dropout_mask(const Tensor& mask, const DropoutKey& key, float p, std::int64_t n) override;
   void dropout_fwd(const Tensor& x, const Tensor& mask, const Tensor& y, float p,
                    std::int64_t n) override;
@@ -71,9 +71,10 @@ class CpuBackend final : public Backend {
                      const Tensor& dw, const Tensor& db, std::int64_t rows, int H, float eps,
                      bool acc) override;
   void rmsnorm_fwd(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t rows, int H,
-                   float eps) override;
+                   float eps, float w_offset) override;
   void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
-                   const Tensor& dw, std::int64_t rows, int H, float eps, bool acc) override;
+                   const Tensor& dw, std::int64_t rows, int H, float eps, bool acc,
+                   float w_offset) override;
 
   // cpu_gemm.cpp
   void linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, const Tensor& y,

@@ -99,7 +99,7 @@ void CpuBackend::cast(const Tensor& dst, const Tensor& src) {
 // --- embedding ---
 
 void CpuBackend::embedding_fwd(const Tensor& tokens, const Tensor& wte, const Tensor* wpe,
-                               const Tensor& out, int B, int S, int H) {
+                               const Tensor& out, int B, int S, int H, float scale) {
   const char* op = "embedding_fwd";
   const std::int64_t rows = static_cast<std::int64_t>(B) * S;
   if (B <= 0 || S <= 0 || H <= 0) throw Error("cpu embedding_fwd: bad shape");
@@ -119,13 +119,16 @@ void CpuBackend::embedding_fwd(const Tensor& tokens, const Tensor& wte, const Te
                     [&](std::int64_t r0, std::int64_t r1, int) {
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t t = static_cast<std::int64_t>(tok[r]) * H, s = (r % S) * H;
-      for (int c = 0; c < H; ++c) o.set(r * H + c, has_pe ? te[t + c] + pe[s + c] : te[t + c]);
+      for (int c = 0; c < H; ++c) {
+        const float e = te[t + c] * scale;
+        o.set(r * H + c, has_pe ? e + pe[s + c] : e);
+      }
     }
   });
 }
 
 void CpuBackend::embedding_bwd(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
-                               const Tensor* dwpe, int B, int S, int H) {
+                               const Tensor* dwpe, int B, int S, int H, float scale) {
   const char* op = "embedding_bwd";
   const std::int64_t rows = static_cast<std::int64_t>(B) * S;
   if (B <= 0 || S <= 0 || H <= 0) throw Error("cpu embedding_bwd: bad shape");
@@ -143,7 +146,7 @@ void CpuBackend::embedding_bwd(const Tensor& tokens, const Tensor& dout, const T
   cpu::Arena arena(ws_, op);
   EmbeddingBwdWs ws(arena, rows, H, static_cast<int>(V), threads_);
   // Chain the rows of each token id in order; the row that starts a chain sums it and adds the
-  // total to the table once, so each row of dwte is rounded once.
+  // total (times scale) to the table once, so each row of dwte is rounded once.
   std::fill(ws.first, ws.first + V, -1);
   for (std::int64_t r = rows - 1; r >= 0; --r) {
     ws.next[r] = ws.first[tok[r]];
@@ -158,7 +161,7 @@ void CpuBackend::embedding_bwd(const Tensor& tokens, const Tensor& dout, const T
       for (std::int64_t q = r; q >= 0; q = ws.next[q])
         for (int c = 0; c < H; ++c) acc[c] += d[q * H + c];
       const std::int64_t t = static_cast<std::int64_t>(tok[r]) * H;
-      for (int c = 0; c < H; ++c) te.set(t + c, te[t + c] + acc[c]);
+      for (int c = 0; c < H; ++c) te.set(t + c, te[t + c] + acc[c] * scale);
     }
   });
   if (!has_pe) return;

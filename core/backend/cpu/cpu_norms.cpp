@@ -84,19 +84,20 @@ void param_grads(cpu::ThreadPool& pool, FV x, FV dy, const float* stats, FV dw, 
   });
 }
 
-void rms_fwd(cpu::ThreadPool& pool, FV x, FV w, FV y, Span g, float eps) {
+// The weight is applied as (off + w[c]) in fp32 (off = 1: Gemma's (1 + w) RMSNorm).
+void rms_fwd(cpu::ThreadPool& pool, FV x, FV w, FV y, Span g, float eps, float off) {
   cpu::parallel_for(pool, g.rows, row_grain(g.H), [&](std::int64_t r0, std::int64_t r1, int) {
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t base = g.at(r);
       const float rstd = rms_rstd(x, base, g.H, eps);
-      for (int c = 0; c < g.H; ++c) y.set(base + c, x[base + c] * rstd * w[c]);
+      for (int c = 0; c < g.H; ++c) y.set(base + c, x[base + c] * rstd * (off + w[c]));
     }
   });
 }
 
-// dx (acc: +=) and the rows' rstd into stats; dw += sum dy * xhat.
+// dx (acc: +=, with the weight (off + w)) and the rows' rstd into stats; dw += sum dy * xhat.
 void rms_bwd(cpu::ThreadPool& pool, FV x, FV w, FV dy, FV dx, FV dw, float* stats, Span g,
-             float eps, bool acc) {
+             float eps, bool acc, float off) {
   const int H = g.H;
   const float invH = 1.0f / static_cast<float>(H);
   cpu::parallel_for(pool, g.rows, row_grain(H), [&](std::int64_t r0, std::int64_t r1, int) {
@@ -106,11 +107,11 @@ void rms_bwd(cpu::ThreadPool& pool, FV x, FV w, FV dy, FV dx, FV dw, float* stat
       stats[2 * r] = 0.0f;
       stats[2 * r + 1] = rstd;
       float sgx = 0.0f;
-      for (int c = 0; c < H; ++c) sgx += dy[base + c] * w[c] * (x[base + c] * rstd);
+      for (int c = 0; c < H; ++c) sgx += dy[base + c] * (off + w[c]) * (x[base + c] * rstd);
       const float mgx = sgx * invH;
       for (int c = 0; c < H; ++c) {
         const float xhat = x[base + c] * rstd;
-        dx.put(base + c, rstd * (dy[base + c] * w[c] - xhat * mgx), acc);
+        dx.put(base + c, rstd * (dy[base + c] * (off + w[c]) - xhat * mgx), acc);
       }
     }
   });
@@ -192,18 +193,18 @@ void CpuBackend::layernorm_bwd(const Tensor& x, const Tensor& w, const Tensor& d
 }
 
 void CpuBackend::rmsnorm_fwd(const Tensor& x, const Tensor& w, const Tensor& y,
-                             std::int64_t rows, int H, float eps) {
+                             std::int64_t rows, int H, float eps, float w_offset) {
   const char* op = "rmsnorm_fwd";
   check_width(rows, H, op);
   cpu::check_float(x, op, "x", rows * H);
   cpu::check_float(w, op, "w", H);
   cpu::check_float(y, op, "y", rows * H);
-  rms_fwd(*pool_, FV(x), FV(w), FV(y), Span{rows, H, H, 0}, eps);
+  rms_fwd(*pool_, FV(x), FV(w), FV(y), Span{rows, H, H, 0}, eps, w_offset);
 }
 
 void CpuBackend::rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy,
                              const Tensor& dx, const Tensor& dw, std::int64_t rows, int H,
-                             float eps, bool acc) {
+                             float eps, bool acc, float w_offset) {
   const char* op = "rmsnorm_bwd";
   check_width(rows, H, op);
   cpu::check_float(x, op, "x", rows * H);
@@ -213,7 +214,8 @@ void CpuBackend::rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy,
   cpu::check_float(dw, op, "dw", H);
   cpu::Arena arena(ws_, op);
   NormBwdWs ws(arena, rows);
-  rms_bwd(*pool_, FV(x), FV(w), FV(dy), FV(dx), FV(dw), ws.stats, Span{rows, H, H, 0}, eps, acc);
+  rms_bwd(*pool_, FV(x), FV(w), FV(dy), FV(dx), FV(dw), ws.stats, Span{rows, H, H, 0}, eps, acc,
+          w_offset);
 }
 
 }  // namespace remat
@@ -234,11 +236,11 @@ void CpuBackend::bwd_LayerNorm(const OpArgs& a) {
   layernorm_bwd(*a.in[0], *a.w, *a.dout[0], *a.din[0], *a.dw, *a.db, a.M, a.K, a.eps, a.acc[0]);
 }
 void CpuBackend::fwd_RmsNorm(const OpArgs& a) {
-  no_offset(a, "rmsnorm_fwd");
-  rmsnorm_fwd(*a.in[0], *a.w, *a.out[0], a.M, a.K, a.eps);
+  rmsnorm_fwd(*a.in[0], *a.w, *a.out[0], a.M, a.K, a.eps, a.w_offset);
 }
 void CpuBackend::bwd_RmsNorm(const OpArgs& a) {
-  rmsnorm_bwd(*a.in[0], *a.w, *a.dout[0], *a.din[0], *a.dw, a.M, a.K, a.eps, a.acc[0]);
+  rmsnorm_bwd(*a.in[0], *a.w, *a.dout[0], *a.din[0], *a.dw, a.M, a.K, a.eps, a.acc[0],
+              a.w_offset);
 }
 
 // QK-norm: rows of in[0] are q (K wide) | k (N) | v (N); q is normalized with w, k with b, v
@@ -266,8 +268,8 @@ void CpuBackend::fwd_QkNorm(const OpArgs& a) {
   cpu::check_float(*a.w, op, "q weight", a.K);
   cpu::check_float(*a.b, op, "k weight", a.N);
   FV x(*a.in[0]), y(*a.out[0]);
-  rms_fwd(*pool_, x, FV(*a.w), y, sp.q, a.eps);
-  rms_fwd(*pool_, x, FV(*a.b), y, sp.k, a.eps);
+  rms_fwd(*pool_, x, FV(*a.w), y, sp.q, a.eps, 0.0f);
+  rms_fwd(*pool_, x, FV(*a.b), y, sp.k, a.eps, 0.0f);
   const std::int64_t v0 = a.K + a.N;
   cpu::parallel_for(*pool_, a.M, row_grain(a.N), [&](std::int64_t r0, std::int64_t r1, int) {
     for (std::int64_t r = r0; r < r1; ++r)
@@ -289,8 +291,8 @@ void CpuBackend::bwd_QkNorm(const OpArgs& a) {
   NormBwdWs ws(arena, a.M);
   FV x(*a.in[0]), dy(*a.dout[0]), dx(*a.din[0]);
   const bool acc = a.acc[0];
-  rms_bwd(*pool_, x, FV(*a.w), dy, dx, FV(*a.dw), ws.stats, sp.q, a.eps, acc);
-  rms_bwd(*pool_, x, FV(*a.b), dy, dx, FV(*a.db), ws.stats, sp.k, a.eps, acc);
+  rms_bwd(*pool_, x, FV(*a.w), dy, dx, FV(*a.dw), ws.stats, sp.q, a.eps, acc, 0.0f);
+  rms_bwd(*pool_, x, FV(*a.b), dy, dx, FV(*a.db), ws.stats, sp.k, a.eps, acc, 0.0f);
   const std::int64_t v0 = a.K + a.N;
   cpu::parallel_for(*pool_, a.M, row_grain(a.N), [&](std::int64_t r0, std::int64_t r1, int) {
     for (std::int64_t r = r0; r < r1; ++r)

@@ -62,18 +62,19 @@ class CudaBackend final : public Backend {
   // The block ops of the op table, dispatched to fwd_<Op> / bwd_<Op> (cuda_op_dispatch.cpp).
   void run(OpKind op, Pass pass, const OpArgs& args) override;
   void embedding_fwd(const Tensor& tokens, const Tensor& wte, const Tensor* wpe,
-                     const Tensor& out, int B, int S, int H) override;
+                     const Tensor& out, int B, int S, int H, float scale) override;
   void embedding_bwd(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
-                     const Tensor* dwpe, int B, int S, int H) override;
+                     const Tensor* dwpe, int B, int S, int H, float scale) override;
   void layernorm_fwd(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
                      std::int64_t rows, int H, float eps) override;
   void layernorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
                      const Tensor& dw, const Tensor& db, std::int64_t rows, int H, float eps,
                      bool acc) override;
   void rmsnorm_fwd(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t rows, int H,
-                   float eps) override;
+                   float eps, float w_offset) override;
   void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
-                   const Tensor& dw, std::int64_t rows, int H, float eps, bool acc) override;
+                   const Tensor& dw, std::int64_t rows, int H, float eps, bool acc,
+                   float w_offset) override;
   void linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, const Tensor& y,
                   std::int64_t M, int K, int N);
   void linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, const Tensor* dx,

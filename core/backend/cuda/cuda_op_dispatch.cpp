@@ -37,11 +37,11 @@ void CudaBackend::bwd_LayerNorm(const OpArgs& a) {
   layernorm_bwd(*a.in[0], *a.w, *a.dout[0], *a.din[0], *a.dw, *a.db, a.M, a.K, a.eps, a.acc[0]);
 }
 void CudaBackend::fwd_RmsNorm(const OpArgs& a) {
-  no_offset(a, "rmsnorm_fwd");
-  rmsnorm_fwd(*a.in[0], *a.w, *a.out[0], a.M, a.K, a.eps);
+  rmsnorm_fwd(*a.in[0], *a.w, *a.out[0], a.M, a.K, a.eps, a.w_offset);
 }
 void CudaBackend::bwd_RmsNorm(const OpArgs& a) {
-  rmsnorm_bwd(*a.in[0], *a.w, *a.dout[0], *a.din[0], *a.dw, a.M, a.K, a.eps, a.acc[0]);
+  rmsnorm_bwd(*a.in[0], *a.w, *a.dout[0], *a.din[0], *a.dw, a.M, a.K, a.eps, a.acc[0],
+              a.w_offset);
 }
 // QK-norm: in[0] rows q (K) | k (N) | v (N); w the q weight, b the k weight.
 namespace {

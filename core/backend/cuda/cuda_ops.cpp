@@ -291,7 +291,7 @@ void CudaBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims
 // --- embedding ---
 
 void CudaBackend::embedding_fwd(const Tensor& tokens, const Tensor& wte, const Tensor* wpe,
-                                const Tensor& out, int B, int S, int H) {
+                                const Tensor& out, int B, int S, int H, float scale) {
   const char* op = "embedding_fwd";
   if (B <= 0 || S <= 0 || H <= 0) throw Error("cuda embedding_fwd: bad shape");
   const std::int64_t rows = static_cast<std::int64_t>(B) * S;
@@ -303,11 +303,12 @@ void CudaBackend::embedding_fwd(const Tensor& tokens, const Tensor& wte, const T
   check_same(wte, {has_pe ? wpe : nullptr, &out}, op);
   activate();
   kernels::embedding_fwd(ft(wte), tokens.as<const std::int32_t>(), wte.data,
-                         has_pe ? wpe->data : nullptr, out.data, B, S, H, wte.numel / H, compute_);
+                         has_pe ? wpe->data : nullptr, out.data, B, S, H, wte.numel / H, scale,
+                         compute_);
 }
 
 void CudaBackend::embedding_bwd(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
-                                const Tensor* dwpe, int B, int S, int H) {
+                                const Tensor* dwpe, int B, int S, int H, float scale) {
   const char* op = "embedding_bwd";
   if (B <= 0 || S <= 0 || H <= 0) throw Error("cuda embedding_bwd: bad shape");
   const std::int64_t rows = static_cast<std::int64_t>(B) * S;
@@ -321,8 +322,8 @@ void CudaBackend::embedding_bwd(const Tensor& tokens, const Tensor& dout, const 
   const std::size_t need = kernels::embedding_bwd_scratch_bytes(rows);
   char* ws = scratch(need, op);
   kernels::embedding_bwd(ft(dout), tokens.as<const std::int32_t>(), dout.data, dwte.data,
-                         has_pe ? dwpe->data : nullptr, B, S, H, dwte.numel / H, ws, ws_bytes_,
-                         compute_);
+                         has_pe ? dwpe->data : nullptr, B, S, H, dwte.numel / H, scale, ws,
+                         ws_bytes_, compute_);
 }
 
 // --- norms ---
@@ -362,7 +363,7 @@ void CudaBackend::layernorm_bwd(const Tensor& x, const Tensor& w, const Tensor& 
 }
 
 void CudaBackend::rmsnorm_fwd(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t rows,
-                              int H, float eps) {
+                              int H, float eps, float w_offset) {
   const char* op = "rmsnorm_fwd";
   if (rows <= 0 || H <= 0) throw Error("cuda rmsnorm_fwd: bad shape");
   check_float(x, op, "x", rows * H);
@@ -370,11 +371,12 @@ void CudaBackend::rmsnorm_fwd(const Tensor& x, const Tensor& w, const Tensor& y,
   check_float(y, op, "y", rows * H);
   check_same(x, {&w, &y}, op);
   activate();
-  kernels::rmsnorm_fwd(ft(x), x.data, w.data, y.data, rows, H, eps, compute_);
+  kernels::rmsnorm_fwd(ft(x), x.data, w.data, y.data, rows, H, eps, w_offset, compute_);
 }
 
 void CudaBackend::rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
-                              const Tensor& dw, std::int64_t rows, int H, float eps, bool acc) {
+                              const Tensor& dw, std::int64_t rows, int H, float eps, bool acc,
+                              float w_offset) {
   const char* op = "rmsnorm_bwd";
   if (rows <= 0 || H <= 0) throw Error("cuda rmsnorm_bwd: bad shape");
   check_float(x, op, "x", rows * H);
@@ -385,8 +387,8 @@ void CudaBackend::rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy
   check_same(x, {&w, &dy, &dx, &dw}, op);
   activate();
   float* part = reinterpret_cast<float*>(scratch(kernels::norm_bwd_scratch_bytes(rows, H), op));
-  kernels::rmsnorm_bwd(ft(x), x.data, w.data, dy.data, dx.data, dw.data, rows, H, eps, acc, part,
-                       compute_);
+  kernels::rmsnorm_bwd(ft(x), x.data, w.data, dy.data, dx.data, dw.data, rows, H, eps, w_offset,
+                       acc, part, compute_);
 }
 
 // --- linear layers: row-major y[M,N] = x[M,K] W[N,K]^T is column-major y'[N,M] = W'^T x' ---

@@ -26,14 +26,17 @@ class NullBackend final : public Backend {
   }
   void read_bytes(const Tensor&, void*) override {}
   void write_bytes(const Tensor&, const void*) override {}
-  void embedding_fwd(const Tensor&, const Tensor&, const Tensor*, const Tensor&, int, int, int) override {}
-  void embedding_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor*, int, int, int) override {}
+  void embedding_fwd(const Tensor&, const Tensor&, const Tensor*, const Tensor&, int, int, int,
+                     float) override {}
+  void embedding_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor*, int, int, int,
+                     float) override {}
   void layernorm_fwd(const Tensor&, const Tensor&, const Tensor&, const Tensor&, std::int64_t, int, float) override {}
   void layernorm_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                      const Tensor&, std::int64_t, int, float, bool) override {}
-  void rmsnorm_fwd(const Tensor&, const Tensor&, const Tensor&, std::int64_t, int, float) override {}
+  void rmsnorm_fwd(const Tensor&, const Tensor&, const Tensor&, std::int64_t, int, float,
+                   float) override {}
   void rmsnorm_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                   std::int64_t, int, float, bool) override {}
+                   std::int64_t, int, float, bool, float) override {}
   void dropout_mask(const Tensor&, const DropoutKey&, float, std::int64_t) override {}
   void dropout_fwd(const Tensor&, const Tensor&, const Tensor&, float, std::int64_t) override {}
   void dropout_bwd(const Tensor&, const Tensor&, const Tensor&, float, std::int64_t, bool) override {}
