@@ -3,6 +3,7 @@
 // Every tensor comes from the tracking allocator, sized by the block table. With the null
 // backend the same walk is the simulator.
 #pragma once
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -98,7 +99,7 @@ class Executor {
   void run_backward_step(int b, const StepDef& s, const std::vector<Tensor>& t,
                          const std::vector<Tensor>& g, const std::vector<bool>& acc);
   OpArgs op_args(int b, const StepDef& s, const std::vector<Tensor>& t,
-                 std::vector<Tensor>& params) const;
+                 std::array<Tensor, 2>& params) const;
   double dropout_at(DropoutSite site) const;
   DropoutKey key(int block, DropoutSite site) const;
   AttnDims attn(int block) const;

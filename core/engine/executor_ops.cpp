@@ -6,13 +6,13 @@
 namespace remat {
 
 OpArgs Executor::op_args(int b, const StepDef& s, const std::vector<Tensor>& t,
-                         std::vector<Tensor>& params) const {
+                         std::array<Tensor, 2>& params) const {
   OpArgs a;
   if (s.in.size() > OpArgs::kMaxIn || s.out.size() > OpArgs::kMaxOut)
     throw Error("step " + s.name + " has more tensors than an op takes");
   for (std::size_t k = 0; k < s.in.size(); ++k) a.in[k] = t[s.in[k]] ? &t[s.in[k]] : nullptr;
   for (std::size_t k = 0; k < s.out.size(); ++k) a.out[k] = &t[s.out[k]];
-  params.assign(4, Tensor{});
+  params = {};
   if (s.w != ParamSlot::Count) params[0] = st_.param(b, s.w);
   if (s.b != ParamSlot::Count) params[1] = st_.param(b, s.b);
   a.w = params[0] ? &params[0] : nullptr;
@@ -40,7 +40,7 @@ double Executor::dropout_at(DropoutSite site) const {
 }
 
 void Executor::run_forward_step(int b, const StepDef& s, const std::vector<Tensor>& t) {
-  std::vector<Tensor> params;
+  std::array<Tensor, 2> params;
   const OpArgs a = op_args(b, s, t, params);
   op("h" + std::to_string(b) + "." + s.name, s.name, b, s.fwd_flops(graph_.windowed(b)),
      step_bytes(s), Stream::Compute, [&] { be_.run(s.op, Pass::Forward, a); });
@@ -48,7 +48,7 @@ void Executor::run_forward_step(int b, const StepDef& s, const std::vector<Tenso
 
 void Executor::run_backward_step(int b, const StepDef& s, const std::vector<Tensor>& t,
                                  const std::vector<Tensor>& g, const std::vector<bool>& acc) {
-  std::vector<Tensor> params;
+  std::array<Tensor, 2> params;
   OpArgs a = op_args(b, s, t, params);
   Tensor dW = s.w != ParamSlot::Count ? st_.grad(b, s.w) : Tensor{};
   Tensor dB = s.b != ParamSlot::Count ? st_.grad(b, s.b) : Tensor{};

@@ -188,6 +188,12 @@ TEST(PolicyIsolation, APlanThatWritesGarbageIsReportedAndNeverReachesStdout) {
 // OpenBLAS's fork handler stops its threads; a GEMM running meanwhile on another thread used to
 // wait for them forever (the desktop app plans predictions while a run trains).
 TEST(PolicyIsolation, PlansWhileAnotherThreadRunsGemmsDoNotHangTheGemms) {
+#if defined(__SANITIZE_ADDRESS__)
+  // Every plan forks a child while the other thread allocates; the AddressSanitizer runtime of
+  // this toolchain does not hold its allocator's lock across fork, so a child can inherit it
+  // taken and hang. The plain build runs this test.
+  GTEST_SKIP() << "fork while another thread allocates is not safe under this AddressSanitizer";
+#endif
   ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 2);
   std::atomic<bool> done{false};
   std::thread trainer([&] {
