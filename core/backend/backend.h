@@ -131,10 +131,12 @@ class Backend {
 
   // --- head and loss, fused: for rows of x, logits = x W^T (W: [V, H]) in chunks that never
   // exist whole; losses[r] = logsumexp - logit[target] (fp32); with dlogits = (softmax -
-  // onehot) * scale: dx = dlogits W (overwritten), dW += dlogits^T x.
+  // onehot) * scale: dx = dlogits W (overwritten), dW += dlogits^T x. softcap > 0 (Gemma 2's
+  // final_logit_softcapping): the logits are softcap * tanh(logits / softcap) before the loss,
+  // and dlogits is taken through the cap.
   virtual void head_loss(const Tensor& x, const Tensor& W, const Tensor& targets,
                          const Tensor& losses, const Tensor& dx, const Tensor& dW,
-                         std::int64_t rows, int H, int V, float scale) = 0;
+                         std::int64_t rows, int H, int V, float scale, float softcap) = 0;
 
   // --- AdamW over segments of the flat parameter buffer. master is empty for fp32 models
   // (the parameters are the master weights). ---

@@ -278,7 +278,7 @@ void Executor::head() {
   // The head's forward and backward run fused (the loss gradient is known), chunk by chunk.
   op("head", "head_loss", -1, 3 * mm, 2 * lnf.bytes() + 2 * W.bytes(), Stream::Compute, [&] {
     be_.head_loss(lnf, W, st_.targets, losses_, dlnf, dW, rows, H, V,
-                  1.0f / static_cast<float>(rows));
+                  1.0f / static_cast<float>(rows), static_cast<float>(cfg_.final_softcap));
   });
   out_->flops_forward -= 2 * mm;  // split the fused op's FLOPs: 1/3 forward, 2/3 backward
   out_->flops_backward += 2 * mm;

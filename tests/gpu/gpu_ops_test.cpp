@@ -396,7 +396,7 @@ std::vector<float> check_head_loss(Dual& d, DType dt, Both& x, Both& W, Both& lo
   for (bool c : {true, false}) {
     Backend& b = c ? static_cast<Backend&>(d.cpu) : static_cast<Backend&>(*d.gpu);
     b.head_loss(T(x, c), T(W, c), T(targets, c), T(losses, c), T(dx, c), T(dW, c), rows, H, V,
-                scale);
+                scale, 0.0f);
   }
   EXPECT_LE(d.rel(losses), dt == DType::BF16 ? 1e-3 : 1e-5) << "losses";
   EXPECT_LE(d.rel(dx), tol(dt)) << "head dx";
@@ -428,7 +428,7 @@ TEST_P(GpuOps, HeadLossOddVocabAndBadTargets) {
   tg[77] = static_cast<float>(V);
   Both bad = d->upload(DType::I32, tg);
   d->gpu->head_loss(T(x, false), T(W, false), T(bad, false), T(losses, false), T(dx, false),
-                    T(dW, false), rows, H, V, scale);
+                    T(dW, false), rows, H, V, scale, 0.0f);
   const std::vector<float> got = d->gpu_read(losses), gdx = d->gpu_read(dx);
   for (std::int64_t r = 0; r < rows; ++r) {
     if (r == 3 || r == 77) {

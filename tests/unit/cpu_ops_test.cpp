@@ -437,7 +437,7 @@ TEST(CpuOps, HeadLossAcrossChunks) {
   auto dW0 = randv(V * H, 74);
   auto loss = [&] {
     e.set(tx, x), e.set(tW, W), e.set(tdW, dW0);
-    e.be.head_loss(tx, tW, tt, tl, tdx, tdW, rows, H, V, scale);
+    e.be.head_loss(tx, tW, tt, tl, tdx, tdW, rows, H, V, scale, 0.0f);
     double s = 0;
     for (float l : e.get(tl)) s += l;
     return s * scale;
@@ -461,7 +461,7 @@ TEST(CpuOps, HeadLossAcrossChunks) {
   expect_grad("dW", W, dW, loss, 1e-2f, 1e-3, 1e-2, 32);
   // Targets outside the vocabulary are refused.
   Tensor bad = e.ints(std::vector<std::int32_t>(rows, V));
-  EXPECT_THROW(e.be.head_loss(tx, tW, bad, tl, tdx, tdW, rows, H, V, scale), Error);
+  EXPECT_THROW(e.be.head_loss(tx, tW, bad, tl, tdx, tdW, rows, H, V, scale, 0.0f), Error);
 }
 
 // out = wte[token] * scale + wpe[position]; dwte += scale * dout (scale 1, or Gemma's sqrt(H)).

@@ -84,7 +84,7 @@ class CpuBackend final : public Backend {
                   bool acc);
   void head_loss(const Tensor& x, const Tensor& W, const Tensor& targets, const Tensor& losses,
                  const Tensor& dx, const Tensor& dW, std::int64_t rows, int H, int V,
-                 float scale) override;
+                 float scale, float softcap) override;
 
   // cpu_attention.cpp
   void attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a);

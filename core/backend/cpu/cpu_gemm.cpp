@@ -186,9 +186,30 @@ void CpuBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, 
   }
 }
 
+namespace {
+
+// One row of soft-capped logits: raw logits in, dlogits (with respect to the raw ones) out.
+void soft_capped_row(float* l, int V, float cap, int target, float scale, float& loss) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < V; ++j) {
+    l[j] = std::tanh(l[j] / cap);
+    mx = std::max(mx, l[j] * cap);
+  }
+  float sum = 0.0f;
+  for (int j = 0; j < V; ++j) sum += std::exp(l[j] * cap - mx);
+  loss = mx + std::log(sum) - l[target] * cap;
+  const float inv = 1.0f / sum;
+  for (int j = 0; j < V; ++j) {
+    const float prob = std::exp(l[j] * cap - mx) * inv;
+    l[j] = (j == target ? prob - 1.0f : prob) * scale * (1.0f - l[j] * l[j]);
+  }
+}
+
+}  // namespace
+
 void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targets,
                            const Tensor& losses, const Tensor& dx, const Tensor& dW,
-                           std::int64_t rows, int H, int V, float scale) {
+                           std::int64_t rows, int H, int V, float scale, float softcap) {
   const char* op = "head_loss";
   cpu::ensure_blas_threads(threads_);
   check_gemm_dims(rows, H, V, op);
@@ -199,6 +220,8 @@ void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targe
   cpu::check_dtype(losses, DType::F32, op, "losses", rows);
   cpu::check_float(dx, op, "dx", rows * H);
   cpu::check_float(dW, op, "dW", VH);
+  if (!(softcap >= 0.0f) || !std::isfinite(softcap))
+    throw Error("cpu head_loss: softcap must be 0 (none) or positive, got " + std::to_string(softcap));
   const std::int32_t* tg = targets.as<const std::int32_t>();
   for (std::int64_t r = 0; r < rows; ++r)
     if (tg[r] < 0 || tg[r] >= V)
@@ -223,10 +246,15 @@ void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targe
     float* L = w.L;
     sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c, V, H, 1.0f, xs, H, Ws, H, 0.0f, L,
                 V);
-    // Per row: loss = logsumexp - logit[target]; the row becomes dlogits.
+    // Per row: loss = logsumexp - logit[target]; the row becomes dlogits. Soft-capped: the row
+    // holds t = tanh(raw / cap), the logit is t * cap, and d logit / d raw = 1 - t^2.
     cpu::parallel_for(*pool_, c, 4, [&](std::int64_t i0, std::int64_t i1, int) {
       for (std::int64_t i = i0; i < i1; ++i) {
         float* l = L + i * V;
+        if (softcap > 0.0f) {
+          soft_capped_row(l, V, softcap, tg[r0 + i], scale, loss[r0 + i]);
+          continue;
+        }
         float mx = -std::numeric_limits<float>::infinity();
         for (int j = 0; j < V; ++j) mx = std::max(mx, l[j]);
         float sum = 0.0f;

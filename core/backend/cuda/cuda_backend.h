@@ -112,7 +112,7 @@ class CudaBackend final : public Backend {
                 bool acc);
   void head_loss(const Tensor& x, const Tensor& W, const Tensor& targets, const Tensor& losses,
                  const Tensor& dx, const Tensor& dW, std::int64_t rows, int H, int V,
-                 float scale) override;
+                 float scale, float softcap) override;
   void adamw(const Tensor& params, const Tensor& grads, const Tensor* master, const Tensor& m,
              const Tensor& v, const std::vector<AdamSegment>& segs,
              const AdamArgs& args) override;

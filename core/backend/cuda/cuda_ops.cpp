@@ -647,8 +647,9 @@ void CudaBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& 
 
 void CudaBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targets,
                             const Tensor& losses, const Tensor& dx, const Tensor& dW,
-                            std::int64_t rows, int H, int V, float scale) {
+                            std::int64_t rows, int H, int V, float scale, float softcap) {
   const char* op = "head_loss";
+  if (softcap != 0.0f) throw Error("cuda head_loss: soft-capped logits are not run yet");
   check_gemm_dims(rows, H, V, op);
   const std::int64_t VH = static_cast<std::int64_t>(V) * H;
   check_float(x, op, "x", rows * H);
