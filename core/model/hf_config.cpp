@@ -189,7 +189,6 @@ ModelConfig model_from_hf_json(const nlohmann::json& j, const std::string& name)
                                         json_snippet(j.at("model_type")) + " (known: " + known + ")");
   }
   check_sizes(m, p);
-  for (const auto& [field, why] : m.unsupported()) p.add(field, why);
   p.throw_if_any();
   m.name = name;
   m.ignored_fields = std::move(ignored);

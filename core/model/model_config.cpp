@@ -101,19 +101,6 @@ float ModelConfig::embed_multiplier() const {
   return dtype == DType::BF16 ? round_bf16(s) : s;
 }
 
-std::vector<std::pair<std::string, std::string>> ModelConfig::unsupported() const {
-  std::vector<std::pair<std::string, std::string>> v;
-  auto add = [&](const char* field, const std::string& what) {
-    v.emplace_back(field, what + " is not run by the engine yet");
-  };
-  if (attn_softcap > 0.0) add("attn_softcap", "attention logit soft-capping");
-  if (final_softcap > 0.0) add("final_softcap", "final logit soft-capping");
-  if (sliding_window > 0 && sliding_window < seq)
-    add("sliding_window", "a window of " + std::to_string(sliding_window) + " tokens shorter than seq = " +
-                              std::to_string(seq) + " (banded attention; a window >= seq is exact)");
-  return v;
-}
-
 namespace {
 
 void require_positive(const char* field, long long v) {
@@ -189,7 +176,6 @@ void ModelConfig::validate() const {
     throw ConfigError("norm_unit_offset", "applies to rmsnorm only");
   if (dtype != DType::BF16 && dtype != DType::F32)
     throw ConfigError("dtype", std::string("must be bf16 or fp32, got ") + to_string(dtype));
-  for (const auto& [field, why] : unsupported()) throw ConfigError(field, why);
   // Byte counts: the s^2 attention tensor, the widest activation, the parameter count x 16.
   long double s = seq, b = batch, a = heads, h = hidden, f = ffn, V = vocab, L = layers,
               q = q_width(), kv = kv_width();

@@ -104,8 +104,6 @@ struct ModelConfig {
 
   // Throws ConfigError naming the first bad field and its value.
   void validate() const;
-  // Features this config asks for that the engine's kernels do not run yet: (field, reason).
-  std::vector<std::pair<std::string, std::string>> unsupported() const;
 };
 
 // The features of a family, with this config's sizes kept.

@@ -25,7 +25,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_common  # noqa: E402
 from e2e_common import check  # noqa: E402
 
-ENABLED = ["gpt2", "llama", "llama3", "qwen2", "phi3", "olmo2", "gpt2_flags", "llama_bias", "gemma"]
+ENABLED = ["gpt2", "llama", "llama3", "qwen2", "phi3", "olmo2", "gpt2_flags", "llama_bias", "gemma",
+           "mistral", "gemma2"]
+# Families whose windows are shorter than SEQ also run with flash attention (banded tiles).
+FLASH_TOO = ["mistral", "gemma2"]
 
 STEPS = 3
 # Not the defaults, so that each option visibly reaches the optimizer. A large eps keeps Adam's
@@ -94,8 +97,8 @@ def compare(fam, torch, losses, weights, ref64, ref32):
 def check_controls(name, families, torch, w0, f, windows, run, ref32):
     """The comparison can fail: references that differ from the step in one thing each must
     not match the run (each is a way the engine could be wrong)."""
-    def train(weights=w0, decay_rule=families.decays, **changes):
-        return families.train(weights, f, windows, dtype=torch.float64, decay_rule=decay_rule,
+    def train(weights=w0, decay_rule=families.decays, feat=f, **changes):
+        return families.train(weights, feat, windows, dtype=torch.float64, decay_rule=decay_rule,
                               **dict(OPT, **changes))
 
     moved = {n: t.clone() for n, t in w0.items()}
@@ -106,15 +109,25 @@ def check_controls(name, families, torch, w0, f, windows, run, ref32):
                 ("no weight decay", train(weight_decay=0.0)),
                 ("decay on norm weights and biases too", train(decay_rule=lambda shape: True)),
                 ("%s[0] moved by 1e-3" % first, train(weights=moved))]
+    # The family's own features must each matter: a window shorter than the sequence, its
+    # alternation over blocks, and the soft-caps.
+    if 0 < f["sliding_window"] < families.SEQ:
+        controls.append(("no sliding window", train(feat=dict(f, sliding_window=0))))
+        other = "all" if f["sliding_window_layers"] == "even" else "even"
+        controls.append(("the window on %s blocks" % other, train(feat=dict(f, sliding_window_layers=other))))
+    for cap in ("attn_softcap", "final_softcap"):
+        if f[cap]:
+            controls.append(("no %s" % cap, train(feat=dict(f, **{cap: 0.0}))))
     for what, ref in controls:
         check(compare(name, torch, run[0], run[1], ref, ref32)[0],
               "%s: a reference with %s should not match the run" % (name, what))
 
 
-def check_family(b, families, torch, name, work, seed):
+def check_family(b, families, torch, name, work, seed, attention="naive"):
     d, f, w0 = families.write_family(name, work, seed)
-    out, dump, run_dir = (os.path.join(d, n) for n in ("out.safetensors", "batch.npy", "run"))
-    args = ["run", "--model", os.path.join(d, "config.json"), "--dtype", "fp32",
+    label = name if attention == "naive" else "%s (%s)" % (name, attention)
+    out, dump, run_dir = (os.path.join(d, attention + "-" + n) for n in ("out.safetensors", "batch.npy", "run"))
+    args = ["run", "--model", os.path.join(d, "config.json"), "--dtype", "fp32", "--attention", attention,
             "--seq", families.SEQ, "--batch", families.BATCH, "--seed", seed,
             "--load-weights", os.path.join(d, "weights.safetensors"), "--tokens", os.path.join(d, "tokens.npy"),
             "--steps", STEPS, "--warmup", 0, "--lr", OPT["lr"], "--beta1", OPT["beta1"], "--beta2", OPT["beta2"],
@@ -124,25 +137,25 @@ def check_family(b, families, torch, name, work, seed):
     if p.returncode != 0:
         # A family the engine does not train yet must be refused with one line saying why.
         lines = p.stderr.strip().splitlines()
-        check(False, "%s: rematlab-batch exited %d: %s" % (name, p.returncode, " | ".join(lines)[-1000:]))
+        check(False, "%s: rematlab-batch exited %d: %s" % (label, p.returncode, " | ".join(lines)[-1000:]))
         check(p.returncode == 1 and len(lines) == 1 and "Traceback" not in p.stderr and "terminate" not in p.stderr,
-              "%s: the refusal is not one clean line with exit 1" % name)
+              "%s: the refusal is not one clean line with exit 1" % label)
         return
     windows = torch.from_numpy(families.np.load(dump).astype("int64"))
     if not check(tuple(windows.shape) == (STEPS, families.BATCH, families.SEQ + 1),
-                 "%s: dumped batch shape %s" % (name, tuple(windows.shape))):
+                 "%s: dumped batch shape %s" % (label, tuple(windows.shape))):
         return
     run = (run_losses(run_dir), families.read_safetensors(out))
     ref64 = families.train(w0, f, windows, dtype=torch.float64, **OPT)
     ref32 = families.train(w0, f, windows, dtype=torch.float32, **OPT)
-    problems, loss_gap, loss_floor, worst, floor = compare(name, torch, run[0], run[1], ref64, ref32)
+    problems, loss_gap, loss_floor, worst, floor = compare(label, torch, run[0], run[1], ref64, ref32)
     for msg in problems:
         check(False, msg)
-    print("%-8s losses %s  |d loss| %.1e (tol %.0e, float32 floor %.1e)  weights max |d| %.1e "
+    print("%-16s losses %s  |d loss| %.1e (tol %.0e, float32 floor %.1e)  weights max |d| %.1e "
           "(tol max(%.0e, 4 x floor), float32 floor %.1e)"
-          % (name, " ".join("%.6f" % x for x in run[0]), loss_gap, LOSS_TOL, loss_floor, worst, WEIGHT_TOL, floor),
+          % (label, " ".join("%.6f" % x for x in run[0]), loss_gap, LOSS_TOL, loss_floor, worst, WEIGHT_TOL, floor),
           flush=True)
-    check_controls(name, families, torch, w0, f, windows, run, ref32)
+    check_controls(label, families, torch, w0, f, windows, run, ref32)
 
 
 def main():
@@ -173,6 +186,8 @@ def main():
         order = list(families.FAMILIES)
         for name in names:  # each family's seed, whichever others run (as families.py DIR)
             check_family(b, families, torch, name, work, 100 + order.index(name))
+            if name in FLASH_TOO:
+                check_family(b, families, torch, name, work, 100 + order.index(name), "flash")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return e2e_common.exit_code("families match the float64 reference: " + ", ".join(names))

@@ -1,5 +1,6 @@
 // CPU attention: causal probabilities, naive and flash backward against finite differences, and
-// flash against naive (ctx and every part of dqkv) with and without dropout, with GQA.
+// flash against naive (ctx and every part of dqkv) with and without dropout, with GQA; the same
+// under sliding windows (banded masks) and soft-capped scores.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,11 +17,17 @@ using cputest::expect_grad;
 using cputest::expect_near_all;
 using cputest::randv;
 
-AttnDims dims(int B, int S, int heads, int kv, int d) {
+AttnDims dims(int B, int S, int heads, int kv, int d, int window = 0, float softcap = 0.0f) {
   AttnDims a;
   a.B = B, a.S = S, a.heads = heads, a.kv_heads = kv, a.d = d;
   a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  a.window = window;
+  a.softcap = softcap;
   return a;
+}
+
+std::string describe(const AttnDims& a) {
+  return "window " + std::to_string(a.window) + " softcap " + std::to_string(a.softcap);
 }
 
 std::int64_t qkv_n(const AttnDims& a) {
@@ -33,31 +40,35 @@ std::int64_t ctx_n(const AttnDims& a) {
   return static_cast<std::int64_t>(a.B) * a.S * a.heads * a.d;
 }
 
-// Double-precision causal softmax(Q K^T * scale) row, and its log-sum-exp.
+// Double-precision causal softmax(softcap(Q K^T * scale)) row over keys 0..i (0 outside the
+// window, which is written out here, not taken from AttnDims::first_key), and its log-sum-exp.
 std::vector<double> ref_probs(const std::vector<float>& qkv, const AttnDims& a, int b, int h,
                               int i, double* lse) {
   const int width = (a.heads + 2 * a.kv_heads) * a.d, g = h / a.group();
-  std::vector<double> s(i + 1);
+  std::vector<double> s(i + 1, 0.0);
+  const int j0 = a.window > 0 ? std::max(0, i - a.window + 1) : 0;
   double mx = -1e300;
-  for (int j = 0; j <= i; ++j) {
+  for (int j = j0; j <= i; ++j) {
     double dot = 0;
     for (int c = 0; c < a.d; ++c)
       dot += static_cast<double>(qkv[(b * a.S + i) * width + h * a.d + c]) *
              qkv[(b * a.S + j) * width + (a.heads + g) * a.d + c];
     s[j] = dot * a.scale;
+    if (a.softcap > 0) s[j] = a.softcap * std::tanh(s[j] / a.softcap);
     mx = std::max(mx, s[j]);
   }
   double sum = 0;
-  for (double& v : s) sum += (v = std::exp(v - mx));
-  for (double& v : s) v /= sum;
+  for (int j = j0; j <= i; ++j) sum += (s[j] = std::exp(s[j] - mx));
+  for (int j = j0; j <= i; ++j) s[j] /= sum;
   if (lse) *lse = mx + std::log(sum);
   return s;
 }
 
-TEST(CpuAttention, SoftmaxIsCausalAndMatchesReference) {
+void softmax_matches_reference(int window, float softcap) {
   for (DType dt : {DType::F32, DType::BF16}) {
     Env e;
-    AttnDims a = dims(2, 9, 4, 2, 8);
+    AttnDims a = dims(2, 9, 4, 2, 8, window, softcap);
+    SCOPED_TRACE(describe(a));
     auto qkv = cputest::bf16v(randv(qkv_n(a), 101, -2, 2));
     Tensor tq = e.from(qkv, dt), tp = e.make(dt, probs_n(a));
     std::memset(tp.data, 0xFF, tp.bytes());  // NaN everywhere: every entry must be written
@@ -69,8 +80,9 @@ TEST(CpuAttention, SoftmaxIsCausalAndMatchesReference) {
           const std::int64_t row = ((static_cast<std::int64_t>(b) * a.heads + h) * a.S + i) * a.S;
           auto want = ref_probs(qkv, a, b, h, i, nullptr);
           double sum = 0;
+          const int j0 = window > 0 ? std::max(0, i - window + 1) : 0;
           for (int j = 0; j < a.S; ++j) {
-            if (j > i) {
+            if (j > i || j < j0) {
               std::uint32_t bits;
               std::memcpy(&bits, &p[row + j], 4);
               EXPECT_EQ(bits, 0u) << "masked entry " << i << "," << j << " is not exactly 0";
@@ -84,10 +96,19 @@ TEST(CpuAttention, SoftmaxIsCausalAndMatchesReference) {
   }
 }
 
+TEST(CpuAttention, SoftmaxIsCausalAndMatchesReference) { softmax_matches_reference(0, 0.0f); }
+
+// Windows of one key, of a few keys, of S - 1 keys and of S (plain causal), with and without
+// soft-capping (a cap of 0.5 saturates tanh on these scores).
+TEST(CpuAttention, BandedAndSoftCappedSoftmaxMatchesReference) {
+  for (int w : {1, 3, 8, 9})
+    for (float cap : {0.0f, 0.5f, 50.0f}) softmax_matches_reference(w, cap);
+}
+
 // softmax -> P V chain: loss = sum(R * ctx); gradients for all of q, k and v.
-TEST(CpuAttention, NaiveBackwardMatchesFiniteDifferencesWithGqa) {
+void naive_backward_matches_finite_differences(const AttnDims& a) {
+  SCOPED_TRACE(describe(a));
   Env e;
-  AttnDims a = dims(2, 7, 4, 2, 4);
   auto qkv = randv(qkv_n(a), 111, -1.5f, 1.5f), R = randv(ctx_n(a), 112);
   Tensor tq = e.from(qkv), tp = e.make(DType::F32, probs_n(a)), tc = e.make(DType::F32, ctx_n(a));
   auto loss = [&] {
@@ -102,6 +123,16 @@ TEST(CpuAttention, NaiveBackwardMatchesFiniteDifferencesWithGqa) {
   e.be.attn_softmax_bwd(tq, tp, tdp, tdq, a);
   auto dq = e.get(tdq);
   expect_grad("dqkv", qkv, dq, loss, 1e-2f, 1e-3, 1e-2, 80);
+}
+
+TEST(CpuAttention, NaiveBackwardMatchesFiniteDifferencesWithGqa) {
+  naive_backward_matches_finite_differences(dims(2, 7, 4, 2, 4));
+}
+
+TEST(CpuAttention, BandedSoftCappedNaiveBackwardMatchesFiniteDifferences) {
+  for (int w : {1, 3})
+    for (float cap : {0.0f, 0.7f}) naive_backward_matches_finite_differences(dims(2, 7, 4, 2, 4, w, cap));
+  naive_backward_matches_finite_differences(dims(2, 7, 4, 2, 4, 0, 0.7f));
 }
 
 TEST(CpuAttention, PvBackwardMatchesFiniteDifferences) {
@@ -128,10 +159,10 @@ TEST(CpuAttention, PvBackwardMatchesFiniteDifferences) {
   for (std::size_t i = 0; i < dp2.size(); ++i) EXPECT_NEAR(dp2[i], dp0[i] + dp[i], 1e-6);
 }
 
-TEST(CpuAttention, FlashBackwardMatchesFiniteDifferences) {
+void flash_backward_matches_finite_differences(const AttnDims& a) {
+  SCOPED_TRACE(describe(a));
   for (float p : {0.0f, 0.25f}) {
     Env e;
-    AttnDims a = dims(2, 7, 4, 2, 4);
     DropoutKey key{5, 1, 0, kSiteAttentionProbs};
     auto qkv = randv(qkv_n(a), 131, -1.5f, 1.5f), R = randv(ctx_n(a), 132);
     Tensor tq = e.from(qkv), tc = e.make(DType::F32, ctx_n(a)),
@@ -156,6 +187,16 @@ TEST(CpuAttention, FlashBackwardMatchesFiniteDifferences) {
     auto dq = e.get(tdq);
     expect_grad(p > 0 ? "dqkv (dropout)" : "dqkv", qkv, dq, loss, 1e-2f, 1e-3, 1e-2, 80);
   }
+}
+
+TEST(CpuAttention, FlashBackwardMatchesFiniteDifferences) {
+  flash_backward_matches_finite_differences(dims(2, 7, 4, 2, 4));
+}
+
+TEST(CpuAttention, BandedSoftCappedFlashBackwardMatchesFiniteDifferences) {
+  for (int w : {1, 3})
+    for (float cap : {0.0f, 0.7f}) flash_backward_matches_finite_differences(dims(2, 7, 4, 2, 4, w, cap));
+  flash_backward_matches_finite_differences(dims(2, 7, 4, 2, 4, 0, 0.7f));
 }
 
 struct AttnRun {
@@ -192,12 +233,13 @@ AttnRun run_flash(Env& e, const AttnDims& a, const std::vector<float>& qkv,
   return {e.get(tc), e.get(tdq)};
 }
 
-TEST(CpuAttention, FlashAgreesWithNaive) {
+void flash_agrees_with_naive(int window, float softcap) {
   // S = 150 spans three key tiles; heads 4 over 2 kv heads (GQA) and plain multi-head.
   for (int kv : {2, 4})
     for (float p : {0.0f, 0.2f}) {
       Env e;
-      AttnDims a = dims(2, 150, 4, kv, 16);
+      AttnDims a = dims(2, 150, 4, kv, 16, window, softcap);
+      SCOPED_TRACE(describe(a));
       DropoutKey key{1234, 7, 3, kSiteAttentionProbs};
       auto qkv = randv(qkv_n(a), 141 + kv, -2, 2), dctx = randv(ctx_n(a), 142);
       AttnRun n = run_naive(e, a, qkv, dctx, key, p), f = run_flash(e, a, qkv, dctx, key, p);
@@ -212,6 +254,16 @@ TEST(CpuAttention, FlashAgreesWithNaive) {
         EXPECT_GT(diff, 1.0);
       }
     }
+}
+
+TEST(CpuAttention, FlashAgreesWithNaive) { flash_agrees_with_naive(0, 0.0f); }
+
+// Windows that end inside a key tile and that span more than one; a cap that bites.
+TEST(CpuAttention, BandedSoftCappedFlashAgreesWithNaive) {
+  flash_agrees_with_naive(70, 0.0f);
+  flash_agrees_with_naive(1, 0.0f);
+  flash_agrees_with_naive(0, 1.5f);
+  flash_agrees_with_naive(97, 1.5f);
 }
 
 }  // namespace

@@ -425,7 +425,9 @@ TEST(CpuOps, ResidualAndDropoutWithMask) {
   for (int i = 0; i < n; ++i) EXPECT_EQ(o[i], res[i] + x[i]);
 }
 
-TEST(CpuOps, HeadLossAcrossChunks) {
+// softcap > 0: the logits are softcap * tanh(raw / softcap) (Gemma 2's final soft-capping).
+void head_loss_case(float softcap) {
+  SCOPED_TRACE("softcap " + std::to_string(softcap));
   Env e;
   const int rows = 130, H = 8, V = 12;  // two chunks of rows
   const float scale = 0.5f;
@@ -437,7 +439,7 @@ TEST(CpuOps, HeadLossAcrossChunks) {
   auto dW0 = randv(V * H, 74);
   auto loss = [&] {
     e.set(tx, x), e.set(tW, W), e.set(tdW, dW0);
-    e.be.head_loss(tx, tW, tt, tl, tdx, tdW, rows, H, V, scale, 0.0f);
+    e.be.head_loss(tx, tW, tt, tl, tdx, tdW, rows, H, V, scale, softcap);
     double s = 0;
     for (float l : e.get(tl)) s += l;
     return s * scale;
@@ -450,6 +452,7 @@ TEST(CpuOps, HeadLossAcrossChunks) {
     for (int v = 0; v < V; ++v) {
       z[v] = 0;
       for (int h = 0; h < H; ++h) z[v] += static_cast<double>(x[r * H + h]) * W[v * H + h];
+      if (softcap > 0) z[v] = softcap * std::tanh(z[v] / softcap);
       mx = std::max(mx, z[v]);
     }
     for (int v = 0; v < V; ++v) se += std::exp(z[v] - mx);
@@ -461,8 +464,13 @@ TEST(CpuOps, HeadLossAcrossChunks) {
   expect_grad("dW", W, dW, loss, 1e-2f, 1e-3, 1e-2, 32);
   // Targets outside the vocabulary are refused.
   Tensor bad = e.ints(std::vector<std::int32_t>(rows, V));
-  EXPECT_THROW(e.be.head_loss(tx, tW, bad, tl, tdx, tdW, rows, H, V, scale, 0.0f), Error);
+  EXPECT_THROW(e.be.head_loss(tx, tW, bad, tl, tdx, tdW, rows, H, V, scale, softcap), Error);
+  EXPECT_THROW(e.be.head_loss(tx, tW, tt, tl, tdx, tdW, rows, H, V, scale, -1.0f), Error);
 }
+
+TEST(CpuOps, HeadLossAcrossChunks) { head_loss_case(0.0f); }
+// A cap of 0.8 on logits of about +-2: tanh saturates, so an uncapped loss would not match.
+TEST(CpuOps, HeadLossSoftCappedAcrossChunks) { head_loss_case(0.8f); }
 
 // out = wte[token] * scale + wpe[position]; dwte += scale * dout (scale 1, or Gemma's sqrt(H)).
 void embedding_case(float scale) {

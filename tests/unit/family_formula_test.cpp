@@ -40,6 +40,8 @@ ModelConfig family(Family f) {
   m.positions = 16;
   m.batch = 2;
   m.vocab = 40;
+  if (f == Family::Mistral || f == Family::Gemma2) m.sliding_window = 5;  // shorter than seq
+  if (f == Family::Gemma2) m.attn_softcap = 50.0, m.final_softcap = 30.0;
   return m;
 }
 
@@ -66,7 +68,8 @@ TEST(FamilyFormula, SavedBytesOfEveryFamilyAreTheFormulasToTheByte) {
 }
 
 TEST(FamilyFormula, TheSimulatedStepHoldsTheFormulasBytesPerBlock) {
-  for (Family f : {Family::Gpt2, Family::Llama, Family::Qwen2, Family::Phi3, Family::Olmo2}) {
+  for (Family f : {Family::Gpt2, Family::Llama, Family::Mistral, Family::Qwen2, Family::Gemma,
+                   Family::Gemma2, Family::Phi3, Family::Olmo2}) {
     ModelConfig m = family(f);
     m.dropout = 0.1;
     SCOPED_TRACE(to_string(f));

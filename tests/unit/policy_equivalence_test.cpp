@@ -123,7 +123,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Config{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu, OpKind::GeluErf},
                       Config{Family::Olmo2, AttentionImpl::Naive, std::nullopt, OpKind::QkNorm},
                       // (1 + w) RMSNorms, the final one too, and embeddings * sqrt(hidden)
-                      Config{Family::Gemma, AttentionImpl::Naive, std::nullopt, OpKind::RmsNorm}),
+                      Config{Family::Gemma, AttentionImpl::Naive, std::nullopt, OpKind::RmsNorm},
+                      // banded attention (window 12 of 32), and Gemma 2's alternating windows,
+                      // soft-caps and sandwich norms
+                      Config{Family::Mistral, AttentionImpl::Naive},
+                      Config{Family::Mistral, AttentionImpl::Flash},
+                      Config{Family::Gemma2, AttentionImpl::Naive},
+                      Config{Family::Gemma2, AttentionImpl::Flash}),
     [](const ::testing::TestParamInfo<Config>& i) {
       return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn) +
              (i.param.mlp ? std::string("_") + to_string(*i.param.mlp) : "");

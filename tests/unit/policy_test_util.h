@@ -45,6 +45,8 @@ inline ModelConfig tiny(Family arch, AttentionImpl attn, int layers = 4) {
     m.tied_embeddings = true;
     m.dropout_sites = kDropAttention;
   }
+  if (arch == Family::Mistral || arch == Family::Gemma2) m.sliding_window = 12;  // banded at seq 32
+  if (arch == Family::Gemma2) m.attn_softcap = 3.0, m.final_softcap = 4.0;       // caps that bite
   m.seq = 32;
   m.positions = 32;
   m.batch = 2;

@@ -1,6 +1,7 @@
 // Naive causal attention: full [B, heads, S, S] probabilities, then P V. Forward ops split the
 // work by (batch, head); backward ops by (batch, kv head), so the gradient of a shared K or V
-// head is summed over its q heads in a fixed order by one thread.
+// head is summed over its q heads in a fixed order by one thread. A sliding window keeps the
+// full S x S probabilities (entries outside the band are 0) and visits only the band.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -89,7 +90,7 @@ void CpuBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const 
   AttnWs ws(arena, a, threads_);
   const Layout L(a);
   FV in(qkv), out(probs);
-  const float scale = a.scale;
+  const float scale = a.scale, cap = a.softcap;
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
     float* K = ws.kv_of(lane);
@@ -101,18 +102,20 @@ void CpuBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const 
       for (int i = 0; i < L.S; ++i) {
         const std::int64_t qr = L.row(b, i) + L.q_col(h);
         for (int c = 0; c < L.d; ++c) q[c] = in[qr + c];
+        const int j0 = a.first_key(i);
         float mx = -std::numeric_limits<float>::infinity();
-        for (int j = 0; j <= i; ++j) {
-          s[j] = dot(q, K + static_cast<std::int64_t>(j) * L.d, L.d) * scale;
+        for (int j = j0; j <= i; ++j) {
+          s[j] = cpu::soft_cap(dot(q, K + static_cast<std::int64_t>(j) * L.d, L.d) * scale, cap);
           mx = std::max(mx, s[j]);
         }
         float sum = 0.0f;
-        for (int j = 0; j <= i; ++j) {
+        for (int j = j0; j <= i; ++j) {
           s[j] = std::exp(s[j] - mx);
           sum += s[j];
         }
         const std::int64_t pr = L.prob_row(b, h, i);
-        for (int j = 0; j <= i; ++j) out.set(pr + j, s[j] / sum);
+        for (int j = 0; j < j0; ++j) out.set(pr + j, 0.0f);
+        for (int j = j0; j <= i; ++j) out.set(pr + j, s[j] / sum);
         for (int j = i + 1; j < L.S; ++j) out.set(pr + j, 0.0f);
       }
     }
@@ -130,7 +133,7 @@ void CpuBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const 
   AttnWs ws(arena, a, threads_);
   const Layout L(a);
   FV in(qkv), P(probs), dP(dprobs), out(dqkv);
-  const float scale = a.scale;
+  const float scale = a.scale, cap = a.softcap;
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.kv_heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
     float* K = ws.kv_of(lane);
@@ -149,11 +152,13 @@ void CpuBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const 
             q[c] = in[qr + c];
             dq[c] = 0.0f;
           }
+          const int j0 = a.first_key(i);
           float rs = 0.0f;
-          for (int j = 0; j <= i; ++j) rs += P[pr + j] * dP[pr + j];
-          for (int j = 0; j <= i; ++j) {
-            const float ds = P[pr + j] * (dP[pr + j] - rs);
+          for (int j = j0; j <= i; ++j) rs += P[pr + j] * dP[pr + j];
+          for (int j = j0; j <= i; ++j) {
             const float* kj = K + static_cast<std::int64_t>(j) * L.d;
+            float ds = P[pr + j] * (dP[pr + j] - rs);
+            if (cap > 0.0f) ds *= cpu::soft_cap_slope(dot(q, kj, L.d) * scale, cap);
             float* dkj = dK + static_cast<std::int64_t>(j) * L.d;
             const float dss = ds * scale;
             for (int c = 0; c < L.d; ++c) {
@@ -193,8 +198,8 @@ void CpuBackend::attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& c
       for (int i = 0; i < L.S; ++i) {
         const std::int64_t pr = L.prob_row(b, h, i);
         std::fill(o, o + L.d, 0.0f);
-        // Causal: the upper triangle of P is zero and is not read.
-        for (int j = 0; j <= i; ++j) {
+        // Causal (and banded): P is zero outside the band, which is not read.
+        for (int j = a.first_key(i); j <= i; ++j) {
           const float pij = P[pr + j];
           const float* vj = V + static_cast<std::int64_t>(j) * L.d;
           for (int c = 0; c < L.d; ++c) o[c] += pij * vj[c];
@@ -233,7 +238,10 @@ void CpuBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& d
         for (int i = 0; i < L.S; ++i) {
           const std::int64_t cr = L.ctx(b, i, h), pr = L.prob_row(b, h, i);
           for (int c = 0; c < L.d; ++c) go[c] = dO[cr + c];
-          for (int j = 0; j <= i; ++j) {
+          const int j0 = a.first_key(i);
+          if (!acc_dp)
+            for (int j = 0; j < j0; ++j) dPv.set(pr + j, 0.0f);
+          for (int j = j0; j <= i; ++j) {
             const float* vj = V + static_cast<std::int64_t>(j) * L.d;
             dPv.put(pr + j, dot(go, vj, L.d), acc_dp);
             const float pij = P[pr + j];

@@ -55,9 +55,9 @@ void check_dims(const AttnDims& a, const char* op) {
     throw Error(std::string("cpu ") + op + ": bad attention dims B=" + std::to_string(a.B) +
                 " S=" + std::to_string(a.S) + " heads=" + std::to_string(a.heads) +
                 " kv_heads=" + std::to_string(a.kv_heads) + " d=" + std::to_string(a.d));
-  if ((a.window > 0 && a.window < a.S) || a.softcap > 0.0f)
-    throw Error(std::string("cpu ") + op + ": sliding windows shorter than the sequence and "
-                "soft-capped scores are not run yet");
+  if (a.window < 0 || !(a.softcap >= 0.0f) || !std::isfinite(a.softcap))
+    throw Error(std::string("cpu ") + op + ": window must be >= 0 and softcap finite and >= 0, got window=" +
+                std::to_string(a.window) + " softcap=" + std::to_string(a.softcap));
 }
 
 void ensure_blas_threads(int threads) {

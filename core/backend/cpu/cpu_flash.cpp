@@ -1,6 +1,8 @@
 // Flash attention on the CPU: causal online softmax over key tiles of a fixed width, keeping
 // only ctx and the log-sum-exp (fp32, natural log). Backward recomputes probabilities from lse.
-// Dropout uses the naive path's mask bits: index ((b * heads + h) * S + i) * S + j.
+// Dropout uses the naive path's mask bits: index ((b * heads + h) * S + i) * S + j. A sliding
+// window starts each query's tiles at its first key, so only the band is visited; soft-capped
+// scores are recomputed, capped, in backward.
 //
 // Forward work is split by (batch, head); backward by (batch, kv head), so one thread sums the
 // gradient of a shared K/V head over its q heads in a fixed order.
@@ -91,7 +93,7 @@ void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
   const FlashLayout L(a);
   FV in(qkv), out(ctx);
   float* lse_out = lse.as<float>();
-  const float scale = a.scale, keep_scale = cpu::dropout_scale(p);
+  const float scale = a.scale, cap = a.softcap, keep_scale = cpu::dropout_scale(p);
   const std::uint32_t thr = dropout_threshold(p);
   const bool drop = p > 0.0f;
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.heads, 1,
@@ -115,11 +117,11 @@ void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
         }
         float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
         const std::uint64_t prow = static_cast<std::uint64_t>(L.lse(b, h, i)) * L.S;
-        for (int k0 = 0; k0 <= i; k0 += kT) {
+        for (int k0 = a.first_key(i); k0 <= i; k0 += kT) {
           const int n = std::min(kT, i - k0 + 1);
           float tmx = -std::numeric_limits<float>::infinity();
           for (int c = 0; c < n; ++c) {
-            s[c] = dot(q, K + static_cast<std::int64_t>(k0 + c) * L.d, L.d) * scale;
+            s[c] = cpu::soft_cap(dot(q, K + static_cast<std::int64_t>(k0 + c) * L.d, L.d) * scale, cap);
             tmx = std::max(tmx, s[c]);
           }
           const float mnew = std::max(m, tmx);
@@ -160,7 +162,7 @@ void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
   const FlashLayout L(a);
   FV in(qkv), O(ctx), dO(dctx), out(dqkv);
   const float* lse_in = lse.as<const float>();
-  const float scale = a.scale, keep_scale = cpu::dropout_scale(p);
+  const float scale = a.scale, cap = a.softcap, keep_scale = cpu::dropout_scale(p);
   const std::uint32_t thr = dropout_threshold(p);
   const bool drop = p > 0.0f;
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.kv_heads, 1,
@@ -193,17 +195,19 @@ void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
           }
           const float lse_i = lse_in[L.lse(b, h, i)];
           const std::uint64_t prow = static_cast<std::uint64_t>(L.lse(b, h, i)) * L.S;
-          for (int k0 = 0; k0 <= i; k0 += kT) {
+          for (int k0 = a.first_key(i); k0 <= i; k0 += kT) {
             const int n = std::min(kT, i - k0 + 1);
             if (drop) cpu::philox_fill(key, prow + k0, n, bits);
             for (int c = 0; c < n; ++c) {
               const std::int64_t j = k0 + c;
               const float* kj = K + j * L.d;
               const float* vj = V + j * L.d;
-              const float pij = std::exp(dot(q, kj, L.d) * scale - lse_i);
+              const float raw = dot(q, kj, L.d) * scale;
+              const float pij = std::exp(cpu::soft_cap(raw, cap) - lse_i);
               const float z = drop ? (bits[c] >= thr ? keep_scale : 0.0f) : 1.0f;
               const float pz = pij * z;
-              const float ds = pij * (dot(go, vj, L.d) * z - D);
+              float ds = pij * (dot(go, vj, L.d) * z - D);
+              if (cap > 0.0f) ds *= cpu::soft_cap_slope(raw, cap);
               const float dss = ds * scale;
               float* dkj = dK + j * L.d;
               float* dvj = dV + j * L.d;
