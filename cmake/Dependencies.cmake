@@ -20,3 +20,10 @@ message(STATUS "RematLab: OpenBLAS ${OPENBLAS_LIBRARY}")
 if(REMAT_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
+
+# SLEEF: SIMD math (tanh of soft-capped scores and logits), 1-ulp functions.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(SLEEF REQUIRED IMPORTED_TARGET sleef)
+add_library(remat_sleef INTERFACE)
+target_link_libraries(remat_sleef INTERFACE PkgConfig::SLEEF)
+message(STATUS "RematLab: SLEEF ${SLEEF_VERSION}")

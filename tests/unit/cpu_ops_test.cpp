@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/backend/cpu/cpu_common.h"
 #include "tests/unit/cpu_test_util.h"
 
 namespace remat {
@@ -504,6 +505,30 @@ void embedding_case(float scale) {
 TEST(CpuOps, EmbeddingForwardAndScatterAdd) { embedding_case(1.0f); }
 
 TEST(CpuOps, EmbeddingScaledForwardAndScatterAdd) { embedding_case(std::sqrt(4.0f)); }
+
+}  // namespace
+}  // namespace remat
+
+namespace remat {
+namespace {
+
+// The soft-caps' SIMD tanh: every length (whole vectors and each tail), within 2 ulps of the
+// double-precision tanh of the float quotient, and the quotient is x / cap (not x * (1 / cap)).
+TEST(CpuOps, TanhOfQuotientIsTanhToTwoUlpsAtEveryLength) {
+  for (float cap : {0.7f, 3.0f, 50.0f})
+    for (int n = 0; n <= 11; ++n) {
+      std::vector<float> x(n + 1);
+      for (int k = 0; k <= n; ++k) x[k] = (k - 5) * 0.913f * cap / 4 + 1e-3f * k;
+      const std::vector<float> in = x;
+      cpu::tanh_of_quotient(x.data(), n, cap);
+      for (int k = 0; k < n; ++k) {
+        const float want = static_cast<float>(std::tanh(static_cast<double>(in[k] / cap)));
+        EXPECT_LE(std::fabs(x[k] - want), 2 * std::fabs(std::nextafter(want, 2.0f) - want) + 1e-30f)
+            << "n " << n << " k " << k << " cap " << cap;
+      }
+      EXPECT_EQ(x[n], in[n]) << "the value past n is left alone";
+    }
+}
 
 }  // namespace
 }  // namespace remat

@@ -118,12 +118,15 @@ INSTANTIATE_TEST_SUITE_P(
                       Config{Family::Llama, AttentionImpl::Flash},
                       Config{Family::Qwen2, AttentionImpl::Naive},
                       Config{Family::Qwen2, AttentionImpl::Flash},
+                      Config{Family::Phi3, AttentionImpl::Naive},
                       Config{Family::Phi3, AttentionImpl::Flash},
                       Config{Family::Llama, AttentionImpl::Flash, MlpKind::GeGlu, OpKind::GeGlu},
                       Config{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu, OpKind::GeluErf},
                       Config{Family::Olmo2, AttentionImpl::Naive, std::nullopt, OpKind::QkNorm},
+                      Config{Family::Olmo2, AttentionImpl::Flash, std::nullopt, OpKind::QkNorm},
                       // (1 + w) RMSNorms, the final one too, and embeddings * sqrt(hidden)
                       Config{Family::Gemma, AttentionImpl::Naive, std::nullopt, OpKind::RmsNorm},
+                      Config{Family::Gemma, AttentionImpl::Flash, std::nullopt, OpKind::RmsNorm},
                       // banded attention (window 12 of 32), and Gemma 2's alternating windows,
                       // soft-caps and sandwich norms
                       Config{Family::Mistral, AttentionImpl::Naive},

@@ -103,11 +103,13 @@ void CpuBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const 
         const std::int64_t qr = L.row(b, i) + L.q_col(h);
         for (int c = 0; c < L.d; ++c) q[c] = in[qr + c];
         const int j0 = a.first_key(i);
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int j = j0; j <= i; ++j) {
-          s[j] = cpu::soft_cap(dot(q, K + static_cast<std::int64_t>(j) * L.d, L.d) * scale, cap);
-          mx = std::max(mx, s[j]);
+        for (int j = j0; j <= i; ++j) s[j] = dot(q, K + static_cast<std::int64_t>(j) * L.d, L.d) * scale;
+        if (cap > 0.0f) {
+          cpu::tanh_of_quotient(s + j0, i - j0 + 1, cap);
+          for (int j = j0; j <= i; ++j) s[j] *= cap;
         }
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int j = j0; j <= i; ++j) mx = std::max(mx, s[j]);
         float sum = 0.0f;
         for (int j = j0; j <= i; ++j) {
           s[j] = std::exp(s[j] - mx);
@@ -140,12 +142,13 @@ void CpuBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const 
     float* dK = ws.acc_of(lane);
     float* q = ws.vec_of(lane);
     float* dq = q + L.d;
+    float* t = ws.row_of(lane);  // soft-capped: tanh(raw / cap) of the row's band
     for (std::int64_t u = u0; u < u1; ++u) {
       const int b = static_cast<int>(u / L.kv_heads), g = static_cast<int>(u % L.kv_heads);
       cpu::stage_kv_head(in, L.width, L.k_col(g), b, L.S, L.d, K);
       std::fill(dK, dK + static_cast<std::int64_t>(L.S) * L.d, 0.0f);
-      for (int t = 0; t < L.group; ++t) {
-        const int h = g * L.group + t;
+      for (int hg = 0; hg < L.group; ++hg) {
+        const int h = g * L.group + hg;
         for (int i = 0; i < L.S; ++i) {
           const std::int64_t qr = L.row(b, i) + L.q_col(h), pr = L.prob_row(b, h, i);
           for (int c = 0; c < L.d; ++c) {
@@ -153,12 +156,16 @@ void CpuBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const 
             dq[c] = 0.0f;
           }
           const int j0 = a.first_key(i);
+          if (cap > 0.0f) {
+            for (int j = j0; j <= i; ++j) t[j] = dot(q, K + static_cast<std::int64_t>(j) * L.d, L.d) * scale;
+            cpu::tanh_of_quotient(t + j0, i - j0 + 1, cap);
+          }
           float rs = 0.0f;
           for (int j = j0; j <= i; ++j) rs += P[pr + j] * dP[pr + j];
           for (int j = j0; j <= i; ++j) {
             const float* kj = K + static_cast<std::int64_t>(j) * L.d;
             float ds = P[pr + j] * (dP[pr + j] - rs);
-            if (cap > 0.0f) ds *= cpu::soft_cap_slope(dot(q, kj, L.d) * scale, cap);
+            if (cap > 0.0f) ds *= 1.0f - t[j] * t[j];
             float* dkj = dK + static_cast<std::int64_t>(j) * L.d;
             const float dss = ds * scale;
             for (int c = 0; c < L.d; ++c) {

@@ -1,7 +1,6 @@
 // Internals of the CPU backend shared by its op files: element access for bf16/fp32 tensors,
 // argument checks, the workspace arena, the thread pool and batched Philox bits.
 #pragma once
-#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -170,14 +169,12 @@ inline void philox_fill(const DropoutKey& key, std::uint64_t start, std::int64_t
 
 inline float dropout_scale(float p) { return p > 0.0f ? 1.0f / (1.0f - p) : 1.0f; }
 
-// Attention scores soft-capped as Gemma 2 caps them: cap * tanh(raw / cap); cap 0: raw.
-inline float soft_cap(float raw, float cap) { return cap > 0.0f ? std::tanh(raw / cap) * cap : raw; }
-// d soft_cap / d raw: 1 - tanh(raw / cap)^2.
-inline float soft_cap_slope(float raw, float cap) {
-  if (cap <= 0.0f) return 1.0f;
-  const float t = std::tanh(raw / cap);
-  return 1.0f - t * t;
-}
+// Soft-caps (Gemma 2) as cap * t with t = tanh(raw / cap), and d(cap * t) / d raw = 1 - t^2:
+// x[k] = tanh(x[k] / cap) for n values (cpu_tanh.cpp; SIMD, the same function for every value).
+void tanh_of_quotient(float* x, std::int64_t n, float cap);
+// The tanh GELU's t = tanh(gelu_tanh_arg(x[start + k])) for k < n <= kTanhChunk (core/util/gelu.h).
+constexpr int kTanhChunk = 256;
+void gelu_tanh_t(FV x, std::int64_t start, int n, float* t);
 
 // Rows of K and V for (batch b, kv head g) as fp32 [S, d].
 void stage_kv_head(FV qkv, std::int64_t row_width, std::int64_t col, int b, int S, int d,

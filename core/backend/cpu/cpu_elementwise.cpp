@@ -266,7 +266,12 @@ void CpuBackend::gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n) {
   cpu::check_float(y, op, "y", n);
   FV xv(x), yv(y);
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
-    for (std::int64_t i = b; i < e; ++i) yv.set(i, gelu_tanh(xv[i]));
+    float t[cpu::kTanhChunk];
+    for (std::int64_t i0 = b; i0 < e; i0 += cpu::kTanhChunk) {
+      const int c = static_cast<int>(std::min<std::int64_t>(cpu::kTanhChunk, e - i0));
+      cpu::gelu_tanh_t(xv, i0, c, t);
+      for (int k = 0; k < c; ++k) yv.set(i0 + k, gelu_tanh_of(xv[i0 + k], t[k]));
+    }
   });
 }
 
@@ -279,7 +284,12 @@ void CpuBackend::gelu_bwd(const Tensor& x, const Tensor& dy, const Tensor& dx, s
   cpu::check_float(dx, op, "dx", n);
   FV xv(x), g(dy), dxv(dx);
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
-    for (std::int64_t i = b; i < e; ++i) dxv.put(i, g[i] * gelu_tanh_grad(xv[i]), acc);
+    float t[cpu::kTanhChunk];
+    for (std::int64_t i0 = b; i0 < e; i0 += cpu::kTanhChunk) {
+      const int c = static_cast<int>(std::min<std::int64_t>(cpu::kTanhChunk, e - i0));
+      cpu::gelu_tanh_t(xv, i0, c, t);
+      for (int k = 0; k < c; ++k) dxv.put(i0 + k, g[i0 + k] * gelu_tanh_grad_of(xv[i0 + k], t[k]), acc);
+    }
   });
 }
 

@@ -119,11 +119,13 @@ void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
         const std::uint64_t prow = static_cast<std::uint64_t>(L.lse(b, h, i)) * L.S;
         for (int k0 = a.first_key(i); k0 <= i; k0 += kT) {
           const int n = std::min(kT, i - k0 + 1);
-          float tmx = -std::numeric_limits<float>::infinity();
-          for (int c = 0; c < n; ++c) {
-            s[c] = cpu::soft_cap(dot(q, K + static_cast<std::int64_t>(k0 + c) * L.d, L.d) * scale, cap);
-            tmx = std::max(tmx, s[c]);
+          for (int c = 0; c < n; ++c) s[c] = dot(q, K + static_cast<std::int64_t>(k0 + c) * L.d, L.d) * scale;
+          if (cap > 0.0f) {
+            cpu::tanh_of_quotient(s, n, cap);
+            for (int c = 0; c < n; ++c) s[c] *= cap;
           }
+          float tmx = -std::numeric_limits<float>::infinity();
+          for (int c = 0; c < n; ++c) tmx = std::max(tmx, s[c]);
           const float mnew = std::max(m, tmx);
           const float alpha = std::exp(m - mnew);
           if (drop) cpu::philox_fill(key, prow + k0, n, bits);
@@ -175,14 +177,15 @@ void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
     float* go = q + L.d;
     float* dq = go + L.d;
     std::uint32_t* bits = ws.bits + static_cast<std::int64_t>(lane) * kT;
+    float* t = ws.s + static_cast<std::int64_t>(lane) * kT;  // soft-capped: tanh(raw / cap) of a tile
     for (std::int64_t u = u0; u < u1; ++u) {
       const int b = static_cast<int>(u / L.kv_heads), g = static_cast<int>(u % L.kv_heads);
       cpu::stage_kv_head(in, L.width, L.k_col(g), b, L.S, L.d, K);
       cpu::stage_kv_head(in, L.width, L.v_col(g), b, L.S, L.d, V);
       std::fill(dK, dK + ws.sd, 0.0f);
       std::fill(dV, dV + ws.sd, 0.0f);
-      for (int t = 0; t < L.group; ++t) {
-        const int h = g * L.group + t;
+      for (int hg = 0; hg < L.group; ++hg) {
+        const int h = g * L.group + hg;
         for (int i = 0; i < L.S; ++i) {
           const std::int64_t qr = L.row(b, i) + static_cast<std::int64_t>(h) * L.d;
           const std::int64_t cr = L.ctx(b, i, h);
@@ -198,16 +201,20 @@ void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
           for (int k0 = a.first_key(i); k0 <= i; k0 += kT) {
             const int n = std::min(kT, i - k0 + 1);
             if (drop) cpu::philox_fill(key, prow + k0, n, bits);
+            if (cap > 0.0f) {
+              for (int c = 0; c < n; ++c) t[c] = dot(q, K + (k0 + c) * static_cast<std::int64_t>(L.d), L.d) * scale;
+              cpu::tanh_of_quotient(t, n, cap);
+            }
             for (int c = 0; c < n; ++c) {
               const std::int64_t j = k0 + c;
               const float* kj = K + j * L.d;
               const float* vj = V + j * L.d;
-              const float raw = dot(q, kj, L.d) * scale;
-              const float pij = std::exp(cpu::soft_cap(raw, cap) - lse_i);
+              const float score = cap > 0.0f ? t[c] * cap : dot(q, kj, L.d) * scale;
+              const float pij = std::exp(score - lse_i);
               const float z = drop ? (bits[c] >= thr ? keep_scale : 0.0f) : 1.0f;
               const float pz = pij * z;
               float ds = pij * (dot(go, vj, L.d) * z - D);
-              if (cap > 0.0f) ds *= cpu::soft_cap_slope(raw, cap);
+              if (cap > 0.0f) ds *= 1.0f - t[c] * t[c];
               const float dss = ds * scale;
               float* dkj = dK + j * L.d;
               float* dvj = dV + j * L.d;

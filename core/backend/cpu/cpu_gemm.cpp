@@ -190,11 +190,9 @@ namespace {
 
 // One row of soft-capped logits: raw logits in, dlogits (with respect to the raw ones) out.
 void soft_capped_row(float* l, int V, float cap, int target, float scale, float& loss) {
+  cpu::tanh_of_quotient(l, V, cap);
   float mx = -std::numeric_limits<float>::infinity();
-  for (int j = 0; j < V; ++j) {
-    l[j] = std::tanh(l[j] / cap);
-    mx = std::max(mx, l[j] * cap);
-  }
+  for (int j = 0; j < V; ++j) mx = std::max(mx, l[j] * cap);
   float sum = 0.0f;
   for (int j = 0; j < V; ++j) sum += std::exp(l[j] * cap - mx);
   loss = mx + std::log(sum) - l[target] * cap;
