@@ -5,7 +5,8 @@
 #
 # Every family gets llama-tiny's sizes (4 blocks, hidden 128, 8 heads over 2 kv heads, ffn 352,
 # batch 4, vocab 256) at SEQ tokens (default 256) with its own features; Mistral and Gemma 2 get
-# a window of SEQ / 2 (banded attention), Gemma 2 its soft-caps. Runs are interleaved
+# a window of SEQ / 2 (banded attention), Gemma 2 its soft-caps; `gemma2-full` is Gemma 2 with
+# its window at SEQ (every key seen, the most work a Gemma 2 block does). Runs are interleaved
 # (round 1: every family, round 2: every family, ...) so that a change in the machine's load
 # falls on all of them alike; each run's figure is its median counted step, and the table
 # gives each family's median over the rounds and its ratio to llama's.
@@ -14,20 +15,21 @@ BIN=${1:-build/bin/rematlab-batch}
 ROUNDS=${2:-5}
 SEQ=${3:-256}
 ATTN=${4:-naive}
-FAMILIES=(llama gpt2 mistral qwen2 gemma gemma2 phi3 olmo2)
+FAMILIES=(llama gpt2 mistral qwen2 gemma gemma2 gemma2-full phi3 olmo2)
 WORK=$(mktemp -d /tmp/rematlab-family-step.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
 model_json() {  # FAMILY -> a model file of our format
-  local f=$1 extra=""
+  local f=$1 arch=${1%-full} extra=""
   case $f in
     mistral) extra=", \"sliding_window\": $((SEQ / 2))" ;;
     gemma2) extra=", \"sliding_window\": $((SEQ / 2)), \"attn_softcap\": 50.0, \"final_softcap\": 30.0" ;;
+    gemma2-full) extra=", \"sliding_window\": $SEQ, \"attn_softcap\": 50.0, \"final_softcap\": 30.0" ;;
   esac
   local kv=2
   [ "$f" = gpt2 ] && kv=8
   cat > "$WORK/$f.json" <<EOF
-{"name": "$f-bench", "architecture": "$f", "layers": 4, "hidden": 128, "heads": 8, "kv_heads": $kv,
+{"name": "$f-bench", "architecture": "$arch", "layers": 4, "hidden": 128, "heads": 8, "kv_heads": $kv,
  "ffn": 352, "seq": $SEQ, "positions": $SEQ, "batch": 4, "vocab": 256, "dropout": 0.0,
  "attention": "$ATTN", "dtype": "bf16"$extra}
 EOF

@@ -129,10 +129,18 @@ TEST(CpuAttention, NaiveBackwardMatchesFiniteDifferencesWithGqa) {
   naive_backward_matches_finite_differences(dims(2, 7, 4, 2, 4));
 }
 
-TEST(CpuAttention, BandedSoftCappedNaiveBackwardMatchesFiniteDifferences) {
+// Windows of one and three keys, with and without a cap of 0.7 (which bends these scores), and
+// the cap alone.
+std::vector<AttnDims> banded_cases() {
+  std::vector<AttnDims> v;
   for (int w : {1, 3})
-    for (float cap : {0.0f, 0.7f}) naive_backward_matches_finite_differences(dims(2, 7, 4, 2, 4, w, cap));
-  naive_backward_matches_finite_differences(dims(2, 7, 4, 2, 4, 0, 0.7f));
+    for (float cap : {0.0f, 0.7f}) v.push_back(dims(2, 7, 4, 2, 4, w, cap));
+  v.push_back(dims(2, 7, 4, 2, 4, 0, 0.7f));
+  return v;
+}
+
+TEST(CpuAttention, BandedSoftCappedNaiveBackwardMatchesFiniteDifferences) {
+  for (const AttnDims& a : banded_cases()) naive_backward_matches_finite_differences(a);
 }
 
 TEST(CpuAttention, PvBackwardMatchesFiniteDifferences) {
@@ -194,9 +202,7 @@ TEST(CpuAttention, FlashBackwardMatchesFiniteDifferences) {
 }
 
 TEST(CpuAttention, BandedSoftCappedFlashBackwardMatchesFiniteDifferences) {
-  for (int w : {1, 3})
-    for (float cap : {0.0f, 0.7f}) flash_backward_matches_finite_differences(dims(2, 7, 4, 2, 4, w, cap));
-  flash_backward_matches_finite_differences(dims(2, 7, 4, 2, 4, 0, 0.7f));
+  for (const AttnDims& a : banded_cases()) flash_backward_matches_finite_differences(a);
 }
 
 struct AttnRun {
