@@ -3,6 +3,7 @@ that runs it as a user would (without the test environment's plugin or resource 
 without a display). Python standard library only."""
 import json
 import os
+import struct
 import subprocess
 
 failures = []
@@ -22,6 +23,22 @@ def exit_code(ok_message="ok"):
         return 1
     print(ok_message)
     return 0
+
+
+def read_safetensors(path):
+    """{name: (shape, (float, ...))} of an F32 safetensors file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, d in header.items():
+        if name == "__metadata__":
+            continue
+        check(d["dtype"] == "F32", "%s: %s is F32" % (path, name))
+        b, e = d["data_offsets"]
+        out[name] = (d["shape"], struct.unpack("<%df" % ((e - b) // 4), data[8 + n + b:8 + n + e]))
+    return out
 
 
 class Batch:

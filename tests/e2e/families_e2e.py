@@ -145,7 +145,8 @@ def check_family(b, families, torch, name, work, seed, attention="naive"):
     if not check(tuple(windows.shape) == (STEPS, families.BATCH, families.SEQ + 1),
                  "%s: dumped batch shape %s" % (label, tuple(windows.shape))):
         return
-    run = (run_losses(run_dir), families.read_safetensors(out))
+    run = (run_losses(run_dir), {n: torch.tensor(v, dtype=torch.float32).reshape(shape)
+                                 for n, (shape, v) in e2e_common.read_safetensors(out).items()})
     ref64 = families.train(w0, f, windows, dtype=torch.float64, **OPT)
     ref32 = families.train(w0, f, windows, dtype=torch.float32, **OPT)
     problems, loss_gap, loss_floor, worst, floor = compare(label, torch, run[0], run[1], ref64, ref32)

@@ -37,20 +37,7 @@ def read_npy_i32(path):
     return shape, list(struct.unpack("<%di" % n, data[10 + hlen:10 + hlen + 4 * n]))
 
 
-def read_safetensors(path):
-    """{name: (shape, [float])} of an F32 safetensors file."""
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, d in header.items():
-        if name == "__metadata__":
-            continue
-        check(d["dtype"] == "F32", "%s is F32" % name)
-        b, e = d["data_offsets"]
-        out[name] = (d["shape"], struct.unpack("<%df" % ((e - b) // 4), data[8 + n + b:8 + n + e]))
-    return out
+read_safetensors = e2e_common.read_safetensors
 
 
 def check_saved_grads(b, w, npy):

@@ -20,7 +20,6 @@ weights.safetensors and tokens.npy under OUT_DIR/FAMILY)
 import json
 import math
 import os
-import struct
 import sys
 
 import numpy as np
@@ -511,24 +510,6 @@ def train(weights, f, windows, lr, beta1, beta2, eps, weight_decay, dtype, decay
 
 # ---------------------------------------------------------------------------------------------
 # Files.
-
-def read_safetensors(path):
-    """{name: float32 tensor} of an F32 safetensors file."""
-    with open(path, "rb") as fh:
-        data = fh.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, d in header.items():
-        if name == "__metadata__":
-            continue
-        if d["dtype"] != "F32":
-            raise ValueError("%s: tensor %s is %s, not F32" % (path, name, d["dtype"]))
-        b, e = d["data_offsets"]
-        arr = np.frombuffer(data, dtype="<f4", count=(e - b) // 4, offset=8 + n + b)
-        out[name] = torch.from_numpy(arr.copy()).reshape(d["shape"])
-    return out
-
 
 def write_family(name, out_dir, seed, n_tokens=4096):
     """config.json, weights.safetensors and tokens.npy of a family under out_dir/name; returns
