@@ -54,11 +54,7 @@ struct Layout {
   }
 };
 
-inline float dot(const float* a, const float* b, int n) {
-  float s = 0.0f;
-  for (int c = 0; c < n; ++c) s += a[c] * b[c];
-  return s;
-}
+using cpu::dot;
 
 void check_attn(const AttnDims& a, const char* op, const Tensor& qkv, const char* qkv_name) {
   cpu::check_dims(a, op);

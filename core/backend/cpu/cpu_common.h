@@ -169,6 +169,17 @@ inline void philox_fill(const DropoutKey& key, std::uint64_t start, std::int64_t
 
 inline float dropout_scale(float p) { return p > 0.0f ? 1.0f / (1.0f - p) : 1.0f; }
 
+// a . b over n floats in eight interleaved partial sums (lanes c mod 8, added pairwise at the
+// end), so the products vectorize and no add waits for the one before it; the order is fixed.
+inline float dot(const float* a, const float* b, int n) {
+  float p[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  int c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int k = 0; k < 8; ++k) p[k] += a[c + k] * b[c + k];
+  for (int k = 0; c < n; ++c, ++k) p[k] += a[c] * b[c];
+  return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+}
+
 // Soft-caps (Gemma 2) as cap * t with t = tanh(raw / cap), and d(cap * t) / d raw = 1 - t^2:
 // x[k] = tanh(x[k] / cap) for n values (cpu_tanh.cpp; SIMD, the same function for every value).
 void tanh_of_quotient(float* x, std::int64_t n, float cap);

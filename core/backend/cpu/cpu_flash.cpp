@@ -40,11 +40,7 @@ struct FlashWs {
   }
 };
 
-inline float dot(const float* a, const float* b, int n) {
-  float s = 0.0f;
-  for (int c = 0; c < n; ++c) s += a[c] * b[c];
-  return s;
-}
+using cpu::dot;
 
 struct FlashLayout {
   std::int64_t width, ctx_width;
