@@ -38,9 +38,12 @@ void check_dims(const AttnDims& a, const char* op) {
     throw Error(std::string("cuda ") + op + ": bad attention dims B=" + std::to_string(a.B) +
                 " S=" + std::to_string(a.S) + " heads=" + std::to_string(a.heads) +
                 " kv_heads=" + std::to_string(a.kv_heads) + " d=" + std::to_string(a.d));
-  if ((a.window > 0 && a.window < a.S) || a.softcap > 0.0f)
-    throw Error(std::string("cuda ") + op + ": sliding windows shorter than the sequence and "
-                "soft-capped scores are not run yet");
+  if (a.window < 0)
+    throw Error(std::string("cuda ") + op + ": window must be 0 (none) or positive, got " +
+                std::to_string(a.window));
+  if (!(a.softcap >= 0.0f) || !std::isfinite(a.softcap))
+    throw Error(std::string("cuda ") + op + ": softcap must be 0 (none) or positive, got " +
+                std::to_string(a.softcap));
 }
 
 void check_p(float p, const char* op) {
@@ -449,6 +452,25 @@ void CudaBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy,
 // --- naive attention, one head at a time; batched over B with cublasGemmStridedBatchedEx ---
 // (the probabilities of bf16 models with d in {32, 64, 128}: one fused kernel for all heads)
 
+namespace {
+
+// Head h's raw scores [B, S, S] in fp32: sc[b, i, j] = (q_i . k_j) * scale.
+void head_scores(Gemm& gemm, const Tensor& qkv, const AttnDims& a, int h, float* sc,
+                 const char* op) {
+  const int S = a.S, d = a.d;
+  const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
+  const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
+  const char* base = static_cast<const char*>(qkv.data);
+  const char* Q = base + static_cast<std::size_t>(h) * d * esz;
+  const char* K = base + static_cast<std::size_t>(a.heads + h / a.group()) * d * esz;
+  // scores'[j, i] = K'^T Q' (scaled): m = S (keys), n = S (queries), k = d.
+  gemm.batched(true, false, S, S, d, K, cdt(qkv), W, static_cast<std::int64_t>(S) * W, Q,
+               cdt(qkv), W, static_cast<std::int64_t>(S) * W, sc, CUDA_R_32F, S,
+               static_cast<std::int64_t>(S) * S, a.B, a.scale, 0.0f, op);
+}
+
+}  // namespace
+
 void CudaBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a) {
   const char* op = "attn_softmax_fwd";
   check_dims(a, op);
@@ -458,23 +480,16 @@ void CudaBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const
   activate();
   if (fused_probs_ && kernels::attn_probs_supported(ft(qkv), a.d, qkv.data)) {
     kernels::attn_probs_fwd(ft(qkv), qkv.data, probs.data, a.B, a.S, a.heads, a.kv_heads, a.d,
-                            a.scale, compute_);
+                            a.scale, a.window, a.softcap, compute_);
     return;
   }
-  const int S = a.S, d = a.d, g = a.group();
-  const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
-  const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
+  const int S = a.S;
   float* sc = reinterpret_cast<float*>(
       scratch(static_cast<std::size_t>(a.B) * S * S * 4, op));
-  const char* base = static_cast<const char*>(qkv.data);
   for (int h = 0; h < a.heads; ++h) {
-    const char* Q = base + static_cast<std::size_t>(h) * d * esz;
-    const char* K = base + static_cast<std::size_t>(a.heads + h / g) * d * esz;
-    // scores'[j, i] = K'^T Q' (scaled): m = S (keys), n = S (queries), k = d.
-    gemm_->batched(true, false, S, S, d, K, cdt(qkv), W, static_cast<std::int64_t>(S) * W, Q,
-                   cdt(qkv), W, static_cast<std::int64_t>(S) * W, sc, CUDA_R_32F, S,
-                   static_cast<std::int64_t>(S) * S, a.B, a.scale, 0.0f, op);
-    kernels::attn_softmax_fwd_head(ft(probs), sc, probs.data, a.B, S, a.heads, h, compute_);
+    head_scores(*gemm_, qkv, a, h, sc, op);
+    kernels::attn_softmax_fwd_head(ft(probs), sc, probs.data, a.B, S, a.heads, h, a.window,
+                                   a.softcap, compute_);
   }
 }
 
@@ -491,13 +506,19 @@ void CudaBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const
   const int S = a.S, d = a.d, g = a.group();
   const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
   const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
-  char* ds = scratch(static_cast<std::size_t>(a.B) * S * S * esz, op);
+  // dS of one head in the model dtype, then (soft-capped scores) the head's raw scores in fp32,
+  // recomputed for the factor 1 - t^2.
+  const std::size_t ds_bytes = align256(static_cast<std::size_t>(a.B) * S * S * esz);
+  const bool capped = a.softcap > 0.0f;
+  char* ds = scratch(ds_bytes + (capped ? static_cast<std::size_t>(a.B) * S * S * 4 : 0), op);
+  float* sc = capped ? reinterpret_cast<float*>(ds + ds_bytes) : nullptr;
   const char* in = static_cast<const char*>(qkv.data);
   char* out = static_cast<char*>(dqkv.data);
   const std::int64_t sW = static_cast<std::int64_t>(S) * W, sSS = static_cast<std::int64_t>(S) * S;
   for (int h = 0; h < a.heads; ++h) {
-    kernels::attn_softmax_bwd_head(ft(qkv), probs.data, dprobs.data, ds, a.B, S, a.heads, h,
-                                   compute_);
+    if (capped) head_scores(*gemm_, qkv, a, h, sc, op);
+    kernels::attn_softmax_bwd_head(ft(qkv), probs.data, dprobs.data, sc, ds, a.B, S, a.heads, h,
+                                   a.window, a.softcap, compute_);
     const std::size_t qoff = static_cast<std::size_t>(h) * d * esz;
     const std::size_t koff = static_cast<std::size_t>(a.heads + h / g) * d * esz;
     // dQ'[d, i] += scale K'[d, j] dS'[j, i]
@@ -564,20 +585,22 @@ void CudaBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& 
     const std::size_t voff = static_cast<std::size_t>(a.heads + a.kv_heads + h / g) * d * esz;
     const char* dOh = dO + static_cast<std::size_t>(h) * d * esz;
     if (acc_dp) {
-      // dP'[j, i] = V'[d, j]^T dctx'[d, i] (fp32), then added below the diagonal.
+      // dP'[j, i] = V'[d, j]^T dctx'[d, i] (fp32), then added in the band.
       gemm_->batched(true, false, S, S, d, in + voff, cdt(qkv), W,
                      static_cast<std::int64_t>(S) * W, dOh, cdt(dctx), Hc,
                      static_cast<std::int64_t>(S) * Hc, tmp, CUDA_R_32F, S, sSS, a.B, 1.0f, 0.0f,
                      op);
-      kernels::attn_causal_store_head(ft(dp), tmp, dp.data, a.B, S, a.heads, h, true, compute_);
+      kernels::attn_band_store_head(ft(dp), tmp, dp.data, a.B, S, a.heads, h, a.window, true,
+                                    compute_);
     } else {
-      // Straight into dp's head slice (rounded once, as the store would), then the zeros above
-      // the diagonal: no fp32 round trip through the scratch.
+      // Straight into dp's head slice (rounded once, as the store would), then the zeros
+      // outside the band: no fp32 round trip through the scratch.
       gemm_->batched(true, false, S, S, d, in + voff, cdt(qkv), W,
                      static_cast<std::int64_t>(S) * W, dOh, cdt(dctx), Hc,
                      static_cast<std::int64_t>(S) * Hc, DP + static_cast<std::size_t>(h) * sSS * esz,
                      cdt(dp), S, static_cast<std::int64_t>(a.heads) * sSS, a.B, 1.0f, 0.0f, op);
-      kernels::attn_zero_above_diag_head(ft(dp), dp.data, a.B, S, a.heads, h, compute_);
+      kernels::attn_zero_outside_band_head(ft(dp), dp.data, a.B, S, a.heads, h, a.window,
+                                           compute_);
     }
     // dV'[d, j] += dctx'[d, i] P'[j, i]^T
     gemm_->batched(false, true, d, S, S, dOh, cdt(dctx), Hc, static_cast<std::int64_t>(S) * Hc,
@@ -610,6 +633,8 @@ kernels::FlashArgs flash_args(const Tensor& qkv, const Tensor& ctx, const Tensor
   fa.kv_heads = a.kv_heads;
   fa.d = a.d;
   fa.scale = a.scale;
+  fa.window = a.window;
+  fa.softcap = a.softcap;
   fa.key = key;
   fa.p = p;
   fa.row_groups = row_groups;
