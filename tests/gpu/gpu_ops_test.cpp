@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/util/error.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace remat::gputest {
@@ -381,14 +382,16 @@ TEST_P(GpuOps, Linear) {
 }
 
 // head_loss on both backends for `rows` rows against a vocabulary of V, compared with the CPU;
-// returns the targets used (whole numbers in [0, V)).
+// returns the targets used (whole numbers in [0, V)). softcap > 0: soft-capped logits; w: the
+// range of W's entries (larger: larger logits).
 std::vector<float> check_head_loss(Dual& d, DType dt, Both& x, Both& W, Both& losses, Both& dx,
-                                   Both& dW, std::int64_t rows, int H, int V, std::uint64_t seed) {
+                                   Both& dW, std::int64_t rows, int H, int V, std::uint64_t seed,
+                                   float softcap = 0.0f, float w = 0.3f) {
   std::vector<float> tg = uniform(rows, 0.0f, static_cast<float>(V), seed);
   for (auto& t : tg) t = std::floor(t);
   Both targets = d.upload(DType::I32, tg);
   x = d.random(dt, rows * H, -1.0f, 1.0f, seed + 1);
-  W = d.random(dt, static_cast<std::int64_t>(V) * H, -0.3f, 0.3f, seed + 2);
+  W = d.random(dt, static_cast<std::int64_t>(V) * H, -w, w, seed + 2);
   losses = d.poisoned(DType::F32, rows);
   dx = d.poisoned(dt, rows * H);
   dW = d.random(dt, static_cast<std::int64_t>(V) * H, -0.01f, 0.01f, seed + 3);
@@ -396,11 +399,11 @@ std::vector<float> check_head_loss(Dual& d, DType dt, Both& x, Both& W, Both& lo
   for (bool c : {true, false}) {
     Backend& b = c ? static_cast<Backend&>(d.cpu) : static_cast<Backend&>(*d.gpu);
     b.head_loss(T(x, c), T(W, c), T(targets, c), T(losses, c), T(dx, c), T(dW, c), rows, H, V,
-                scale, 0.0f);
+                scale, softcap);
   }
-  EXPECT_LE(d.rel(losses), dt == DType::BF16 ? 1e-3 : 1e-5) << "losses";
-  EXPECT_LE(d.rel(dx), tol(dt)) << "head dx";
-  EXPECT_LE(d.rel(dW), tol(dt)) << "head dW";
+  EXPECT_LE(d.rel(losses), dt == DType::BF16 ? 1e-3 : 1e-5) << "losses softcap=" << softcap;
+  EXPECT_LE(d.rel(dx), tol(dt)) << "head dx softcap=" << softcap;
+  EXPECT_LE(d.rel(dW), tol(dt)) << "head dW softcap=" << softcap;
   return tg;
 }
 
@@ -436,6 +439,33 @@ TEST_P(GpuOps, HeadLossOddVocabAndBadTargets) {
       for (int h = 0; h < H; ++h) EXPECT_EQ(gdx[r * H + h], 0.0f) << "row " << r;
     } else {
       EXPECT_EQ(got[r], good[r]) << "row " << r;
+    }
+  }
+}
+
+TEST_P(GpuOps, HeadLossSoftCapped) {
+  // Final-logit soft-capping (Gemma 2's 30, and 2 with logits large enough to saturate tanh),
+  // with an odd vocabulary (one-element loads) and one divisible by 4, in two chunks.
+  const std::int64_t rows = 130;
+  const int H = 32;
+  for (int V : {5003, 4096})
+    for (float cap : {30.0f, 2.0f}) {
+      Both x, W, losses, dx, dW;
+      check_head_loss(*d, dt, x, W, losses, dx, dW, rows, H, V, 80 + V % 7, cap,
+                      cap < 10.0f ? 2.0f : 0.3f);
+    }
+  d->gpu->set_head_chunk_bytes(std::size_t{64} * 5003 * 4);  // 64 rows: three chunks
+  Both x, W, losses, dx, dW;
+  check_head_loss(*d, dt, x, W, losses, dx, dW, rows, H, 5003, 90, 2.0f, 2.0f);
+  d->gpu->set_head_chunk_bytes(cuda::CudaBackend::kHeadChunkBytes);
+  // A negative or non-finite cap is refused by name.
+  Both targets = d->upload(DType::I32, std::vector<float>(static_cast<std::size_t>(rows), 0.0f));
+  for (float bad : {-1.0f, std::nanf("")}) {
+    try {
+      d->gpu->head_loss(x.g, W.g, targets.g, losses.g, dx.g, dW.g, rows, H, 5003, 1.0f, bad);
+      ADD_FAILURE() << "softcap " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("softcap"), std::string::npos) << e.what();
     }
   }
 }

@@ -674,8 +674,10 @@ void CudaBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targ
                             const Tensor& losses, const Tensor& dx, const Tensor& dW,
                             std::int64_t rows, int H, int V, float scale, float softcap) {
   const char* op = "head_loss";
-  if (softcap != 0.0f) throw Error("cuda head_loss: soft-capped logits are not run yet");
   check_gemm_dims(rows, H, V, op);
+  if (!(softcap >= 0.0f) || !std::isfinite(softcap))
+    throw Error("cuda head_loss: softcap must be 0 (none) or positive, got " +
+                std::to_string(softcap));
   const std::int64_t VH = static_cast<std::int64_t>(V) * H;
   check_float(x, op, "x", rows * H);
   check_float(W, op, "W", VH);
@@ -701,7 +703,8 @@ void CudaBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targ
     gemm_->matmul(true, false, V, c, H, W.data, cdt(W), H, xc, cdt(x), H, logits, CUDA_R_32F, V,
                   1.0f, 0.0f, nullptr, op);
     kernels::cross_entropy_rows(t, logits, targets.as<const std::int32_t>() + r0,
-                                losses.as<float>() + r0, dlogits, c, V, scale, compute_);
+                                losses.as<float>() + r0, dlogits, c, V, scale, softcap,
+                                compute_);
     // dx'[H, c] = W'[H, V] dlogits'[V, c]
     gemm_->matmul(false, false, H, c, V, W.data, cdt(W), H, dlogits, cdt(t), V,
                   dxb + static_cast<std::size_t>(r0) * H * esz, cdt(dx), H, 1.0f, 0.0f, nullptr,
