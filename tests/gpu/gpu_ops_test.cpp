@@ -492,6 +492,54 @@ TEST_P(GpuOps, Rope) {
   }
 }
 
+TEST_P(GpuOps, RopePartialAndScaled) {
+  // Partial rotary (the first rotary_dim dims of each q and k head rotated, the rest copied; in
+  // the backward their gradient passes through) and cos, sin times an attention scaling.
+  struct RopeCase {
+    int d, rotary_dim;
+    float scaling;
+  };
+  for (const RopeCase rc : {RopeCase{32, 16, 1.0f}, RopeCase{40, 20, 1.25f},
+                            RopeCase{64, 64, 0.8f}, RopeCase{64, 2, 1.1f}}) {
+    AttnDims a;
+    a.B = 2;
+    a.S = 33;
+    a.heads = 4;
+    a.kv_heads = 2;
+    a.d = rc.d;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(rc.d));
+    const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
+    Both in = d->random(dt, n, -1.0f, 1.0f, 72);
+    Both out = d->poisoned(dt, n);
+    RopeFrequencies freqs = rope_frequencies(RopeScaling{}, 10000.0f, rc.rotary_dim, a.S, a.S);
+    const RopeTable rope{freqs.inv_freq.data(), rc.rotary_dim, rc.scaling};
+    both([&](auto& b, bool c) { b.rope_fwd(T(in, c), T(out, c), a, rope); });
+    EXPECT_LE(d->rel(out), tol(dt)) << "rope_fwd d=" << rc.d << " rotary=" << rc.rotary_dim;
+    // The dims past rotary_dim of every head come through unchanged.
+    const std::vector<float> gi = d->gpu_read(in), go = d->gpu_read(out);
+    const int width = (a.heads + 2 * a.kv_heads) * a.d;
+    for (std::int64_t r = 0; r < static_cast<std::int64_t>(a.B) * a.S; ++r)
+      for (int col = 0; col < width; ++col)
+        if (col >= (a.heads + a.kv_heads) * a.d || col % a.d >= rc.rotary_dim)
+          ASSERT_EQ(go[r * width + col], gi[r * width + col]) << "row " << r << " col " << col;
+    for (int acc = 0; acc < 2; ++acc) {
+      Both din = acc ? d->random(dt, n, -1.0f, 1.0f, 73) : d->poisoned(dt, n);
+      both([&](auto& b, bool c) { b.rope_bwd(T(out, c), T(din, c), a, rope, acc); });
+      EXPECT_LE(d->rel(din), tol(dt)) << "rope_bwd d=" << rc.d << " rotary=" << rc.rotary_dim
+                                      << " acc=" << acc;
+    }
+  }
+  // A rotary dim that is odd or past the head dim is refused.
+  AttnDims a;
+  a.B = 1, a.S = 4, a.heads = 1, a.kv_heads = 1, a.d = 16, a.scale = 0.25f;
+  RopeFrequencies freqs = rope_frequencies(RopeScaling{}, 10000.0f, 16, 4, 4);
+  Both in = d->random(dt, 4 * 3 * 16, -1.0f, 1.0f, 74), out = d->poisoned(dt, 4 * 3 * 16);
+  for (int bad : {0, 7, 18}) {
+    const RopeTable rope{freqs.inv_freq.data(), bad, 1.0f};
+    EXPECT_THROW(d->gpu->rope_fwd(in.g, out.g, a, rope), Error) << "rotary_dim " << bad;
+  }
+}
+
 TEST_P(GpuOps, AdamWOverSegments) {
   const std::int64_t n = 10000;
   std::vector<AdamSegment> segs = {{0, 3000, true}, {3000, 1000, false}, {5000, 5000, true}};

@@ -258,8 +258,12 @@ namespace {
 
 void check_rope_table(const AttnDims& a, const RopeTable& r, const char* op) {
   if (a.d % 2 != 0) throw Error(std::string("cuda ") + op + ": head dim must be even for RoPE");
-  if (r.rotary_dim != a.d || r.attention_scaling != 1.0f || !r.inv_freq)
-    throw Error(std::string("cuda ") + op + ": partial or scaled rotary embeddings are not run on CUDA yet");
+  if (r.rotary_dim <= 0 || r.rotary_dim % 2 != 0 || r.rotary_dim > a.d || !r.inv_freq)
+    throw Error(std::string("cuda ") + op + ": rotary dim " + std::to_string(r.rotary_dim) +
+                " must be even, positive and at most the head dim " + std::to_string(a.d));
+  if (!std::isfinite(r.attention_scaling))
+    throw Error(std::string("cuda ") + op + ": attention scaling must be finite, got " +
+                std::to_string(r.attention_scaling));
 }
 
 }  // namespace
@@ -273,8 +277,8 @@ void CudaBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& 
   check_same(in, {&out}, op);
   activate();
   float* tab = reinterpret_cast<float*>(scratch(kernels::rope_scratch_bytes(a.S, a.d), op));
-  kernels::rope_apply(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d, r.inv_freq,
-                      1.0f, false, tab, compute_);
+  kernels::rope_apply(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d,
+                      r.rotary_dim, r.inv_freq, r.attention_scaling, 1.0f, false, tab, compute_);
 }
 
 void CudaBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a,
@@ -287,8 +291,8 @@ void CudaBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims
   check_same(dout, {&din}, op);
   activate();
   float* tab = reinterpret_cast<float*>(scratch(kernels::rope_scratch_bytes(a.S, a.d), op));
-  kernels::rope_apply(ft(dout), dout.data, din.data, a.B, a.S, a.heads, a.kv_heads, a.d, r.inv_freq,
-                      -1.0f, acc, tab, compute_);
+  kernels::rope_apply(ft(dout), dout.data, din.data, a.B, a.S, a.heads, a.kv_heads, a.d,
+                      r.rotary_dim, r.inv_freq, r.attention_scaling, -1.0f, acc, tab, compute_);
 }
 
 // --- embedding ---
