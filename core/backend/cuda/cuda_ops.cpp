@@ -209,22 +209,6 @@ void CudaBackend::bwd_GeluErf(const OpArgs& a) {
                         a.acc[0], compute_);
 }
 
-namespace {
-
-// A gated activation's operands: gu [rows, 2F], y (forward) or dy [rows, F], dgu [rows, 2F].
-void check_gated(const char* op, const Tensor& gu, const Tensor& y, const Tensor* dgu,
-                 std::int64_t rows, int F) {
-  if (rows < 0 || F <= 0)
-    throw Error(std::string("cuda ") + op + ": bad shape rows=" + std::to_string(rows) +
-                " F=" + std::to_string(F));
-  check_float(gu, op, "gu", rows * 2 * F);
-  check_float(y, op, dgu ? "dy" : "y", rows * F);
-  if (dgu) check_float(*dgu, op, "dgu", rows * 2 * F);
-  check_same(gu, {&y, dgu}, op);
-}
-
-}  // namespace
-
 void CudaBackend::swiglu_fwd(const Tensor& gu, const Tensor& y, std::int64_t rows, int F) {
   check_gated("swiglu_fwd", gu, y, nullptr, rows, F);
   activate();
@@ -236,20 +220,6 @@ void CudaBackend::swiglu_bwd(const Tensor& gu, const Tensor& dy, const Tensor& d
   check_gated("swiglu_bwd", gu, dy, &dgu, rows, F);
   activate();
   kernels::swiglu_bwd(ft(gu), gu.data, dy.data, dgu.data, rows, F, acc, compute_);
-}
-
-// GeGLU: the op table's entry points (no per-op member besides them).
-void CudaBackend::fwd_GeGlu(const OpArgs& a) {
-  check_gated("geglu_fwd", *a.in[0], *a.out[0], nullptr, a.M, a.K);
-  activate();
-  kernels::geglu_fwd(ft(*a.in[0]), a.in[0]->data, a.out[0]->data, a.M, a.K, compute_);
-}
-
-void CudaBackend::bwd_GeGlu(const OpArgs& a) {
-  check_gated("geglu_bwd", *a.in[0], *a.dout[0], a.din[0], a.M, a.K);
-  activate();
-  kernels::geglu_bwd(ft(*a.in[0]), a.in[0]->data, a.dout[0]->data, a.din[0]->data, a.M, a.K,
-                     a.acc[0], compute_);
 }
 
 namespace {
