@@ -44,8 +44,8 @@ __global__ void __launch_bounds__(128) attn_probs_tc(ProbsDev p) {
   const bf16* base = p.qkv + static_cast<std::int64_t>(b) * S * W;
   const bf16* ksrc = base + (p.heads + g) * D;
   const int last_row = min(q0 + BM - 1, S - 1);
-  const int kt0 = band_first_key(p.map.window, q0) / BN;  // first key tile that meets the band
-  const int n_kt = last_row / BN + 1 - kt0;               // key tiles visited per pass
+  const TileRange tiles = band_key_tiles(p.map.window, q0, last_row, BN);
+  const int kt0 = tiles.first, n_kt = tiles.end - tiles.first;  // key tiles visited per pass
   const int total = 2 * n_kt;  // pass 1, then pass 2
   bf16* out = p.probs + (static_cast<std::int64_t>(b) * p.heads + h) * S * static_cast<std::int64_t>(S);
 

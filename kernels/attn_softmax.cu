@@ -1,6 +1,6 @@
 #include "kernels/attn_softmax.cuh"
 
-#include "kernels/detail/attn_band.cuh"
+#include "kernels/detail/attn_band.h"
 #include "kernels/detail/device_utils.cuh"
 
 namespace remat::kernels {

@@ -1,7 +1,7 @@
 // The row-wise parts of naive causal attention, one head at a time (the products run through
 // cuBLAS). probs and dprobs are [B, heads, S, S]; the per-head buffers are [B, S, S]. The band
 // (window > 0: query i sees keys first_key(i) .. i, AttnDims) and the soft cap (softcap > 0:
-// score = softcap * tanh(raw / softcap)) follow kernels/detail/attn_band.cuh.
+// score = softcap * tanh(raw / softcap)) follow kernels/detail/attn_band.h.
 #pragma once
 #include <cstdint>
 

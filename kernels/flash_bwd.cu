@@ -72,10 +72,10 @@ __global__ void __launch_bounds__(256) flash_bwd_dkdv_scalar(FlashDev p) {
   float* pbuf = buf + warp * 64;
   float* sbuf = pbuf + 32;
   // The query tiles that see a key of this block: k0 .. the band's last query of its last key.
-  const int nqt = band_last_query(p.window, min(k0 + 31, S - 1), S) / 32 + 1;
+  const TileRange qtiles = band_query_tiles(p.window, k0, min(k0 + 31, S - 1), S, 32);
   for (int hi = 0; hi < p.group; ++hi) {
     const int h = g * p.group + hi;
-    for (int qt = kt; qt < nqt; ++qt) {
+    for (int qt = qtiles.first; qt < qtiles.end; ++qt) {
       const int q0 = qt * 32;
       __syncthreads();
       for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
@@ -196,9 +196,8 @@ __global__ void __launch_bounds__(256) flash_bwd_dq_scalar(FlashDev p) {
 #pragma unroll
     for (int k = 0; k < DK; ++k) dq[kk][k] = 0.0f;
   float* sbuf = buf + warp * 32;
-  const int last = min(q0 + 31, S - 1);
-  const int nkt = last / 32 + 1;
-  for (int kt = band_first_key(p.window, q0) / 32; kt < nkt; ++kt) {
+  const TileRange ktiles = band_key_tiles(p.window, q0, min(q0 + 31, S - 1), 32);
+  for (int kt = ktiles.first; kt < ktiles.end; ++kt) {
     const int k0 = kt * 32;
     __syncthreads();
     for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
@@ -298,10 +297,10 @@ __global__ void __launch_bounds__(128) flash_bwd_dkdv_tc(FlashDev p) {
   const bf16* base = static_cast<const bf16*>(p.qkv) + static_cast<std::int64_t>(b) * S * W;
   const bf16* dobase =
       static_cast<const bf16*>(p.dctx) + static_cast<std::int64_t>(b) * S * p.ctx_width;
-  const int qt_start = key0 / BMQ;
-  // Query tiles up to the one of the band's last query of this block's last key.
-  const int nq = band_last_query(p.window, min(key0 + BN - 1, S - 1), S) / BMQ + 1;
-  const int per_head = nq - qt_start;
+  // The query tiles that see a key of this block, in every q head of the group.
+  const TileRange qtiles = band_query_tiles(p.window, key0, min(key0 + BN - 1, S - 1), S, BMQ);
+  const int qt_start = qtiles.first;
+  const int per_head = qtiles.end - qt_start;
   const int total = p.group * per_head;
 
   auto issue = [&](int it, int st) {
@@ -475,9 +474,8 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_tc(FlashDev p) {
       static_cast<const bf16*>(p.dctx) + static_cast<std::int64_t>(b) * S * p.ctx_width;
   const bf16* ksrc = base + (p.heads + g) * D;
   const bf16* vsrc = base + (p.heads + p.kv_heads + g) * D;
-  const int last_row = min(q0 + BM - 1, S - 1);
-  const int n_kt = last_row / BNK + 1;
-  const int kt0 = band_first_key(p.window, q0) / BNK;  // the first key tile that meets the band
+  const TileRange tiles = band_key_tiles(p.window, q0, min(q0 + BM - 1, S - 1), BNK);
+  const int kt0 = tiles.first, n_kt = tiles.end;
 
   load_rows<D>(Qs, base + h * D, q0, BM, S, W, tid);
   load_rows<D>(dOs, dobase + h * D, q0, BM, S, p.ctx_width, tid);

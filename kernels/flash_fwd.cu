@@ -1,6 +1,6 @@
 // Flash attention forward: scalar kernel (any dtype and head dim <= 256) and tensor-core kernel
 // (bf16, d in {32, 64, 128}); both visit only the key tiles that meet the band (window) and mask
-// the rest of a tile like the causal mask (attn_band.cuh).
+// the rest of a tile like the causal mask (attn_band.h).
 #include <algorithm>
 #include <mutex>
 
@@ -41,10 +41,9 @@ __global__ void __launch_bounds__(256) flash_fwd_scalar(FlashDev p) {
 #pragma unroll
   for (int k = 0; k < DK; ++k) o[k] = 0.0f;
   float m = -INFINITY, l = 0.0f;
-  const int last = min(q0 + 7, S - 1);
-  const int ntiles = last / 32 + 1;
+  const TileRange tiles = band_key_tiles(p.window, q0, min(q0 + 7, S - 1), 32);
   const int fk = qi < S ? band_first_key(p.window, qi) : 0;  // this warp's row's first key
-  for (int t = band_first_key(p.window, q0) / 32; t < ntiles; ++t) {
+  for (int t = tiles.first; t < tiles.end; ++t) {
     const int k0 = t * 32;
     __syncthreads();
     for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
@@ -129,9 +128,8 @@ __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
   const bf16* qsrc = base + h * D;
   const bf16* ksrc = base + (p.heads + g) * D;
   const bf16* vsrc = base + (p.heads + p.kv_heads + g) * D;
-  const int last_row = min(q0 + BM - 1, S - 1);
-  const int n_kt = last_row / BN + 1;
-  const int kt0 = band_first_key(p.window, q0) / BN;  // the first key tile that meets the band
+  const TileRange tiles = band_key_tiles(p.window, q0, min(q0 + BM - 1, S - 1), BN);
+  const int kt0 = tiles.first, n_kt = tiles.end;
   const ScoreMap sm = score_map(p);
 
   load_rows<D>(Qs, qsrc, q0, BM, S, W, tid, 128);

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/detail/attn_band.cuh"
+#include "kernels/detail/attn_band.h"
 #include "kernels/detail/device_utils.cuh"
 #include "kernels/detail/mma.cuh"
 
@@ -60,18 +60,11 @@ __device__ __forceinline__ void qk_tile(float (&s)[BN / 8][4], const std::uint32
 
 // How a tile's products q . k become exp2-domain scores: times scale_log2 (= scale * log2 e), or
 // soft-capped (scale, softcap > 0: t = tanhf(q . k * scale / softcap), score t * softcap, then
-// times log2 e); keys outside the band (window > 0, see attn_band.cuh) are masked.
+// times log2 e); keys outside the band (window > 0, see attn_band.h) are masked.
 struct ScoreMap {
   float scale_log2, scale, softcap;
   int window;
 };
-
-// Whether a tile of BN keys from key0 has entries to mask for the 16 rows from row0: keys right
-// of a row's diagonal, at or past S, or left of the band of the group's last row (the largest
-// first key).
-__device__ __forceinline__ bool tile_needs_mask(int key0, int BN, int row0, int S, int window) {
-  return key0 + BN - 1 > row0 || key0 + BN > S || key0 < band_first_key(window, row0 + 15);
-}
 
 // Scores to the exp2 domain (ScoreMap); keys right of a row's diagonal, left of its band or at
 // or past S become -inf. need_mask false (tile_needs_mask) skips the tests.

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/util/error.h"
-#include "kernels/detail/attn_band.cuh"
+#include "kernels/detail/attn_band.h"
 #include "kernels/detail/attn_tile.cuh"
 #include "kernels/detail/device_utils.cuh"
 #include "kernels/flash_attn.cuh"
@@ -21,7 +21,7 @@ struct FlashDev {
   float* dvec;
   int B, S, heads, kv_heads, d, group, width, ctx_width;
   float scale, scale_log2;
-  int window;     // > 0: the band of attn_band.cuh (0 when the window covers S)
+  int window;     // > 0: the band of attn_band.h (0 when the window covers S)
   float softcap;  // > 0: soft-capped scores
   DropoutKey key;
   std::uint32_t thr;
