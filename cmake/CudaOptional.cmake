@@ -16,7 +16,13 @@ if(NOT REMAT_WITH_CUDA STREQUAL "OFF")
     find_package(CUDAToolkit)
     if(CUDAToolkit_FOUND AND TARGET CUDA::cublas AND TARGET CUDA::cupti)
       set(REMAT_HAVE_CUDA ON)
-      set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA20 flag for nvcc
+      # C++20 for the kernels too (a .cu may include the core's headers). CMake 3.25 knows no
+      # CUDA20 dialect flag for nvcc (newer CMake does); nvcc 12+ takes -std=c++20.
+      if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+        set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+        set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+      endif()
+      set(CMAKE_CUDA_STANDARD 20)
       set(CMAKE_CUDA_STANDARD_REQUIRED ON)
       set(REMAT_CUDA_STATUS "built (CUDA ${CUDAToolkit_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
     else()

@@ -13,14 +13,12 @@ namespace {
 
 using namespace detail;
 
-constexpr float kLog2e = 1.4426950408889634f;
-
 struct ProbsDev {
   const bf16* qkv;
   bf16* probs;
   int S, heads, group, width;
   int pairs;  // S even and probs 4-byte aligned: bf16 pairs stored as one 32-bit word
-  float scale_log2;
+  ScoreMap map;
 };
 
 // 4 warps x 16 query rows = 64 rows per block, key tiles of 64 double-buffered with cp.async
@@ -46,12 +44,13 @@ __global__ void __launch_bounds__(128) attn_probs_tc(ProbsDev p) {
   const bf16* base = p.qkv + static_cast<std::int64_t>(b) * S * W;
   const bf16* ksrc = base + (p.heads + g) * D;
   const int last_row = min(q0 + BM - 1, S - 1);
-  const int n_kt = last_row / BN + 1;
+  const TileRange tiles = band_key_tiles(p.map.window, q0, last_row, BN);
+  const int kt0 = tiles.first, n_kt = tiles.end - tiles.first;  // key tiles visited per pass
   const int total = 2 * n_kt;  // pass 1, then pass 2
   bf16* out = p.probs + (static_cast<std::int64_t>(b) * p.heads + h) * S * static_cast<std::int64_t>(S);
 
   load_rows<D>(Qs, base + h * D, q0, BM, S, W, tid);
-  load_rows<D>(Ks, ksrc, 0, BN, S, W, tid);
+  load_rows<D>(Ks, ksrc, kt0 * BN, BN, S, W, tid);
   cp_async_commit();
 
   std::uint32_t qf[D / 16][4];
@@ -60,7 +59,8 @@ __global__ void __launch_bounds__(128) attn_probs_tc(ProbsDev p) {
 
   for (int it = 0; it < total; ++it) {
     if (it + 1 < total) {
-      load_rows<D>(Ks + ((it + 1) & 1) * BN * LD, ksrc, ((it + 1) % n_kt) * BN, BN, S, W, tid);
+      load_rows<D>(Ks + ((it + 1) & 1) * BN * LD, ksrc, (kt0 + (it + 1) % n_kt) * BN, BN, S, W,
+                   tid);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -69,12 +69,12 @@ __global__ void __launch_bounds__(128) attn_probs_tc(ProbsDev p) {
     __syncthreads();
     if (it == 0) load_q_frags<D, LD>(qf, Qs, warp, lane);
     const bool second = it >= n_kt;
-    const int kt = second ? it - n_kt : it;
+    const int kt = kt0 + (second ? it - n_kt : it);
     const int key0 = kt * BN;
     float s[BN / 8][4];
     qk_tile<D, BN, LD>(s, qf, Ks + (it & 1) * BN * LD, lane);
-    const bool need_mask = (key0 + BN - 1 > q0 + warp * 16) || (key0 + BN > S);
-    scale_mask_tile<BN>(s, p.scale_log2, key0, row_a, tq, S, need_mask);
+    const bool need_mask = tile_needs_mask(key0, BN, q0 + warp * 16, S, p.map.window);
+    scale_mask_tile<BN>(s, p.map, key0, row_a, tq, S, need_mask);
 
     if (!second) {
       // Pass 1: running max and sum of 2^(v - max) per row (a quad of lanes shares a row).
@@ -126,14 +126,21 @@ __global__ void __launch_bounds__(128) attn_probs_tc(ProbsDev p) {
     __syncthreads();
   }
 
-  // Zeros right of the last key tile (every key there is above the diagonal of these rows).
-  const int c0 = n_kt * BN;
+  // Zeros right of the last key tile (every key there is above the diagonal of these rows) and
+  // left of the first (every key there is left of their bands).
+  const int nrows = last_row - q0 + 1;
+  const int c0 = (kt0 + n_kt) * BN;
   if (c0 < S) {
-    const int ncols = S - c0, nrows = last_row - q0 + 1;
+    const int ncols = S - c0;
     for (int idx = tid; idx < nrows * ncols; idx += 128) {
       const int r = idx / ncols, c = idx % ncols;
       out[static_cast<std::int64_t>(q0 + r) * S + c0 + c] = from_f<bf16>(0.0f);
     }
+  }
+  const int left = kt0 * BN;
+  for (int idx = tid; idx < nrows * left; idx += 128) {
+    const int r = idx / left, c = idx % left;
+    out[static_cast<std::int64_t>(q0 + r) * S + c] = from_f<bf16>(0.0f);
   }
 }
 
@@ -156,7 +163,7 @@ bool attn_probs_supported(FType t, int d, const void* qkv) {
 }
 
 void attn_probs_fwd(FType t, const void* qkv, void* probs, int B, int S, int heads, int kv_heads,
-                    int d, float scale, cudaStream_t s) {
+                    int d, float scale, int window, float softcap, cudaStream_t s) {
   if (!attn_probs_supported(t, d, qkv))
     throw Error("attn_probs: needs bf16, d in {32, 64, 128} and a 16-byte aligned qkv (d=" +
                 std::to_string(d) + ")");
@@ -171,7 +178,10 @@ void attn_probs_fwd(FType t, const void* qkv, void* probs, int B, int S, int hea
   p.group = heads / kv_heads;
   p.width = (heads + 2 * kv_heads) * d;
   p.pairs = S % 2 == 0 && aligned_to(probs, 4);
-  p.scale_log2 = scale * kLog2e;
+  p.map.scale_log2 = scale * kLog2e;
+  p.map.scale = scale;
+  p.map.softcap = softcap;
+  p.map.window = window < S ? window : 0;
   if (d == 32) launch<32>(p, B, s);
   else if (d == 64) launch<64>(p, B, s);
   else launch<128>(p, B, s);

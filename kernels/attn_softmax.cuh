@@ -1,5 +1,7 @@
 // The row-wise parts of naive causal attention, one head at a time (the products run through
-// cuBLAS). probs and dprobs are [B, heads, S, S]; the per-head buffers are [B, S, S].
+// cuBLAS). probs and dprobs are [B, heads, S, S]; the per-head buffers are [B, S, S]. The band
+// (window > 0: query i sees keys first_key(i) .. i, AttnDims) and the soft cap (softcap > 0:
+// score = softcap * tanh(raw / softcap)) follow kernels/detail/attn_band.h.
 #pragma once
 #include <cstdint>
 
@@ -7,18 +9,23 @@
 
 namespace remat::kernels {
 
-// probs[b, h, i, j] = softmax over j <= i of scores[b, i, j] (already scaled); 0 for j > i.
+// probs[b, h, i, j] = softmax over the band of row i of score(scores[b, i, j]) (scores already
+// scaled, soft-capped here when softcap > 0); 0 outside the band.
 void attn_softmax_fwd_head(FType t, const float* scores, void* probs, int B, int S, int heads,
-                           int h, cudaStream_t s);
-// ds[b, i, j] = P (dP - sum_{j' <= i} P dP) for j <= i, 0 above the diagonal; ds has type t.
-void attn_softmax_bwd_head(FType t, const void* probs, const void* dprobs, void* ds, int B, int S,
-                           int heads, int h, cudaStream_t s);
-// dp[b, h, i, j] = src[b, i, j] for j <= i (acc: +=); above the diagonal 0 (acc: unchanged).
-// (The product can also be written straight into dp's head slice; then only the zeros above
-// the diagonal remain to be stored: attn_zero_above_diag_head.)
-void attn_causal_store_head(FType t, const float* src, void* dp, int B, int S, int heads, int h,
-                            bool acc, cudaStream_t s);
-// x[b, h, i, j] = 0 for j > i; the rest of the head's slice is left as it is.
-void attn_zero_above_diag_head(FType t, void* x, int B, int S, int heads, int h, cudaStream_t s);
+                           int h, int window, float softcap, cudaStream_t s);
+// ds[b, i, j] = P (dP - sum_{j' in band} P dP) in the band, 0 outside it; ds has type t. With
+// softcap > 0, times 1 - t^2, t = tanh(scores[b, i, j] / softcap) (the raw scaled scores
+// [B, S, S] in fp32, recomputed by the caller); scores is not read otherwise.
+void attn_softmax_bwd_head(FType t, const void* probs, const void* dprobs, const float* scores,
+                           void* ds, int B, int S, int heads, int h, int window, float softcap,
+                           cudaStream_t s);
+// dp[b, h, i, j] = src[b, i, j] in the band (acc: +=); outside it 0 (acc: unchanged).
+// (The product can also be written straight into dp's head slice; then only the zeros outside
+// the band remain to be stored: attn_zero_outside_band_head.)
+void attn_band_store_head(FType t, const float* src, void* dp, int B, int S, int heads, int h,
+                          int window, bool acc, cudaStream_t s);
+// x[b, h, i, j] = 0 outside the band; the rest of the head's slice is left as it is.
+void attn_zero_outside_band_head(FType t, void* x, int B, int S, int heads, int h, int window,
+                                 cudaStream_t s);
 
 }  // namespace remat::kernels

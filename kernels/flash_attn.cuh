@@ -1,4 +1,4 @@
-// Fused causal flash attention on a packed qkv [B, S, (heads + 2 kv_heads) * d] (all q heads,
+// Fused causal (optionally banded and soft-capped) flash attention on a packed qkv [B, S, (heads + 2 kv_heads) * d] (all q heads,
 // then k, then v; GQA: q head h uses kv head h / (heads / kv_heads)). Forward: tiled online
 // softmax, writes ctx [B, S, heads * d] and lse [B, heads, S] (fp32, natural log); no S x S
 // buffer. Backward (always accumulates into dqkv): dK and dV per key tile by iterating over
@@ -28,6 +28,8 @@ struct FlashArgs {
   float* scratch = nullptr;   // backward: flash_bwd_scratch_bytes
   int B = 0, S = 0, heads = 0, kv_heads = 0, d = 0;
   float scale = 0.0f;
+  int window = 0;        // > 0: query i sees keys i - window < j <= i (AttnDims::window)
+  float softcap = 0.0f;  // > 0: scores softcap * tanh(q . k * scale / softcap), before the mask
   DropoutKey key;
   float p = 0.0f;  // attention dropout probability
   // Tensor-core forward and dQ kernels: groups of 16 query rows per warp (1 or 2; d = 128

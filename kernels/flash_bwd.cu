@@ -1,6 +1,8 @@
 // Flash attention backward, deterministic: D = rowsum(dO * O) first; then one pass per key tile
 // that accumulates dK and dV over the query tiles of every q head of its kv group, and one pass
 // per query tile for dQ. Each output element has a single owner; no floating-point atomics.
+// Only tiles that meet the band (window) are visited; soft-capped scores are recomputed from q
+// and k, and dS is taken with respect to the raw score (times 1 - t^2).
 #include <algorithm>
 
 #include "kernels/detail/attn_tile.cuh"
@@ -69,10 +71,11 @@ __global__ void __launch_bounds__(256) flash_bwd_dkdv_scalar(FlashDev p) {
     for (int k = 0; k < DK; ++k) dk[kk][k] = dv[kk][k] = 0.0f;
   float* pbuf = buf + warp * 64;
   float* sbuf = pbuf + 32;
-  const int nqt = (S + 31) / 32;
+  // The query tiles that see a key of this block: k0 .. the band's last query of its last key.
+  const TileRange qtiles = band_query_tiles(p.window, k0, min(k0 + 31, S - 1), S, 32);
   for (int hi = 0; hi < p.group; ++hi) {
     const int h = g * p.group + hi;
-    for (int qt = kt; qt < nqt; ++qt) {
+    for (int qt = qtiles.first; qt < qtiles.end; ++qt) {
       const int q0 = qt * 32;
       __syncthreads();
       for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
@@ -103,13 +106,21 @@ __global__ void __launch_bounds__(256) flash_bwd_dkdv_scalar(FlashDev p) {
           s += qrow[c] * krow[c];
           dp += orow[c] * vrow[c];
         }
-        const bool valid = qi >= kj && qi < S && kj < S;
-        const float pij = valid ? expf(s * p.scale - Ls[lane]) : 0.0f;
+        const bool valid = in_band(p.window, qi, kj) && qi < S && kj < S;
+        float dcap = 1.0f;  // d score / d raw
+        if (p.softcap > 0.0f) {
+          const float t = cap_tanh(s * p.scale, p.softcap);
+          s = t * p.softcap;
+          dcap = 1.0f - t * t;
+        } else {
+          s *= p.scale;
+        }
+        const float pij = valid ? expf(s - Ls[lane]) : 0.0f;
         float z = 1.0f;
         if (p.dropout && valid)
           z = keep_one(p.key, prob_index(p, b, h, qi, kj), p.thr) ? p.keep_scale : 0.0f;
         pbuf[lane] = pij * z;
-        sbuf[lane] = pij * (dp * z - Dd[lane]);
+        sbuf[lane] = pij * (dp * z - Dd[lane]) * dcap;
         __syncwarp();
         for (int ii = 0; ii < 32; ++ii) {
           const float pz = pbuf[ii], ds = sbuf[ii];
@@ -185,9 +196,8 @@ __global__ void __launch_bounds__(256) flash_bwd_dq_scalar(FlashDev p) {
 #pragma unroll
     for (int k = 0; k < DK; ++k) dq[kk][k] = 0.0f;
   float* sbuf = buf + warp * 32;
-  const int last = min(q0 + 31, S - 1);
-  const int nkt = last / 32 + 1;
-  for (int kt = 0; kt < nkt; ++kt) {
+  const TileRange ktiles = band_key_tiles(p.window, q0, min(q0 + 31, S - 1), 32);
+  for (int kt = ktiles.first; kt < ktiles.end; ++kt) {
     const int k0 = kt * 32;
     __syncthreads();
     for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
@@ -212,12 +222,20 @@ __global__ void __launch_bounds__(256) flash_bwd_dq_scalar(FlashDev p) {
         s += qrow[c] * krow[c];
         dp += orow[c] * vrow[c];
       }
-      const bool valid = kj <= qi && kj < S && qi < S;
-      const float pij = valid ? expf(s * p.scale - Ls[qr]) : 0.0f;
+      const bool valid = in_band(p.window, qi, kj) && kj < S && qi < S;
+      float dcap = 1.0f;
+      if (p.softcap > 0.0f) {
+        const float t = cap_tanh(s * p.scale, p.softcap);
+        s = t * p.softcap;
+        dcap = 1.0f - t * t;
+      } else {
+        s *= p.scale;
+      }
+      const float pij = valid ? expf(s - Ls[qr]) : 0.0f;
       float z = 1.0f;
       if (p.dropout && valid)
         z = keep_one(p.key, prob_index(p, b, h, qi, kj), p.thr) ? p.keep_scale : 0.0f;
-      sbuf[lane] = pij * (dp * z - Dd[qr]);
+      sbuf[lane] = pij * (dp * z - Dd[qr]) * dcap;
       __syncwarp();
       for (int jj = 0; jj < 32; ++jj) {
         const float ds = sbuf[jj];
@@ -279,9 +297,10 @@ __global__ void __launch_bounds__(128) flash_bwd_dkdv_tc(FlashDev p) {
   const bf16* base = static_cast<const bf16*>(p.qkv) + static_cast<std::int64_t>(b) * S * W;
   const bf16* dobase =
       static_cast<const bf16*>(p.dctx) + static_cast<std::int64_t>(b) * S * p.ctx_width;
-  const int qt_start = key0 / BMQ;
-  const int nq = (S + BMQ - 1) / BMQ;
-  const int per_head = nq - qt_start;
+  // The query tiles that see a key of this block, in every q head of the group.
+  const TileRange qtiles = band_query_tiles(p.window, key0, min(key0 + BN - 1, S - 1), S, BMQ);
+  const int qt_start = qtiles.first;
+  const int per_head = qtiles.end - qt_start;
   const int total = p.group * per_head;
 
   auto issue = [&](int it, int st) {
@@ -375,13 +394,21 @@ __global__ void __launch_bounds__(128) flash_bwd_dkdv_tc(FlashDev p) {
         const int kj = krow_a + (e >> 1) * 8;
         const int ql = nt * 8 + tq * 2 + (e & 1);
         const int qi = q0 + ql;
-        const bool valid = qi >= kj && qi < S && kj < S;
-        const float pt = valid ? exp2f(sT[nt][e] * p.scale_log2 - Lt[ql] * kLog2e) : 0.0f;
+        const bool valid = in_band(p.window, qi, kj) && qi < S && kj < S;
+        float v2, dcap = 1.0f;  // the exp2-domain score; d score / d raw
+        if (p.softcap > 0.0f) {
+          const float t = cap_tanh(sT[nt][e] * p.scale, p.softcap);
+          v2 = t * p.softcap * kLog2e;
+          dcap = 1.0f - t * t;
+        } else {
+          v2 = sT[nt][e] * p.scale_log2;
+        }
+        const float pt = valid ? exp2f(v2 - Lt[ql] * kLog2e) : 0.0f;
         float z = 1.0f;
         if (p.dropout && valid)
           z = keep_one(p.key, prob_index(p, b, h, qi, kj), p.thr) ? p.keep_scale : 0.0f;
         sT[nt][e] = pt * z;
-        dpT[nt][e] = pt * (dpT[nt][e] * z - Dt[ql]);
+        dpT[nt][e] = pt * (dpT[nt][e] * z - Dt[ql]) * dcap;
       }
 #pragma unroll
     for (int kk = 0; kk < BMQ / 16; ++kk) {
@@ -447,13 +474,13 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_tc(FlashDev p) {
       static_cast<const bf16*>(p.dctx) + static_cast<std::int64_t>(b) * S * p.ctx_width;
   const bf16* ksrc = base + (p.heads + g) * D;
   const bf16* vsrc = base + (p.heads + p.kv_heads + g) * D;
-  const int last_row = min(q0 + BM - 1, S - 1);
-  const int n_kt = last_row / BNK + 1;
+  const TileRange tiles = band_key_tiles(p.window, q0, min(q0 + BM - 1, S - 1), BNK);
+  const int kt0 = tiles.first, n_kt = tiles.end;
 
   load_rows<D>(Qs, base + h * D, q0, BM, S, W, tid);
   load_rows<D>(dOs, dobase + h * D, q0, BM, S, p.ctx_width, tid);
-  load_rows<D>(Ks, ksrc, 0, BNK, S, W, tid);
-  load_rows<D>(Vs, vsrc, 0, BNK, S, W, tid);
+  load_rows<D>(Ks + (kt0 & 1) * BNK * LD, ksrc, kt0 * BNK, BNK, S, W, tid);
+  load_rows<D>(Vs + (kt0 & 1) * BNK * LD, vsrc, kt0 * BNK, BNK, S, W, tid);
   cp_async_commit();
 
   int row_a[MT];
@@ -475,7 +502,7 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_tc(FlashDev p) {
       for (int e = 0; e < 4; ++e) dq[t][i][e] = 0.0f;
   }
 
-  for (int kt = 0; kt < n_kt; ++kt) {
+  for (int kt = kt0; kt < n_kt; ++kt) {
     if (kt + 1 < n_kt) {
       const int st = (kt + 1) & 1;
       load_rows<D>(Ks + st * BNK * LD, ksrc, (kt + 1) * BNK, BNK, S, W, tid);
@@ -535,10 +562,18 @@ __global__ void __launch_bounds__(128) flash_bwd_dq_tc(FlashDev p) {
           for (int e1 = 0; e1 < 2; ++e1) {
             const int e = 2 * r + e1;
             const int k = kj + e1;
-            const bool valid = k <= qi && k < S && qi < S;
-            const float pt = valid ? exp2f(s[t][nt][e] * p.scale_log2 - lse2[t][r]) : 0.0f;
+            const bool valid = in_band(p.window, qi, k) && k < S && qi < S;
+            float v2, dcap = 1.0f;  // the exp2-domain score; d score / d raw
+            if (p.softcap > 0.0f) {
+              const float tc = cap_tanh(s[t][nt][e] * p.scale, p.softcap);
+              v2 = tc * p.softcap * kLog2e;
+              dcap = 1.0f - tc * tc;
+            } else {
+              v2 = s[t][nt][e] * p.scale_log2;
+            }
+            const float pt = valid ? exp2f(v2 - lse2[t][r]) : 0.0f;
             const float z = p.dropout ? ((e1 == 0 ? z0 : z1) ? p.keep_scale : 0.0f) : 1.0f;
-            s[t][nt][e] = pt * (dp[t][nt][e] * z - dd[t][r]);
+            s[t][nt][e] = pt * (dp[t][nt][e] * z - dd[t][r]) * dcap;
           }
         }
     pv_tiles<D, BNK, LD, MT>(dq, s, Kst, lane);

@@ -1,5 +1,6 @@
 // Flash attention forward: scalar kernel (any dtype and head dim <= 256) and tensor-core kernel
-// (bf16, d in {32, 64, 128}).
+// (bf16, d in {32, 64, 128}); both visit only the key tiles that meet the band (window) and mask
+// the rest of a tile like the causal mask (attn_band.h).
 #include <algorithm>
 #include <mutex>
 
@@ -40,9 +41,9 @@ __global__ void __launch_bounds__(256) flash_fwd_scalar(FlashDev p) {
 #pragma unroll
   for (int k = 0; k < DK; ++k) o[k] = 0.0f;
   float m = -INFINITY, l = 0.0f;
-  const int last = min(q0 + 7, S - 1);
-  const int ntiles = last / 32 + 1;
-  for (int t = 0; t < ntiles; ++t) {
+  const TileRange tiles = band_key_tiles(p.window, q0, min(q0 + 7, S - 1), 32);
+  const int fk = qi < S ? band_first_key(p.window, qi) : 0;  // this warp's row's first key
+  for (int t = tiles.first; t < tiles.end; ++t) {
     const int k0 = t * 32;
     __syncthreads();
     for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
@@ -53,14 +54,14 @@ __global__ void __launch_bounds__(256) flash_fwd_scalar(FlashDev p) {
       Vs[r * ld + c] = ok ? to_f(qkv[base + vcol + c]) : 0.0f;
     }
     __syncthreads();
-    if (qi < S && k0 <= qi) {
+    if (qi < S && k0 <= qi && k0 + 31 >= fk) {  // the tile meets the row's band
       const int key = k0 + lane;
       const float* qrow = Qs + warp * d;
       const float* krow = Ks + lane * ld;
       float s = 0.0f;
       for (int c = 0; c < d; ++c) s += qrow[c] * krow[c];
-      s *= p.scale;
-      const bool valid = key <= qi;
+      s = capped_score(s * p.scale, p.softcap);
+      const bool valid = key <= qi && key >= fk;
       s = valid ? s : -INFINITY;
       const float mnew = fmaxf(m, warp_max(s));
       const float alpha = expf(m - mnew);
@@ -99,8 +100,10 @@ __global__ void __launch_bounds__(256) flash_fwd_scalar(FlashDev p) {
 // Tensor-core forward (bf16): 4 warps, each with MT groups of 16 query rows (64 MT rows per
 // block), key tiles of 64 double-buffered with cp.async. S = Q K^T and O += P V with mma
 // m16n8k16, each K and V fragment shared by the warp's MT groups; the online softmax runs on the
-// accumulators in the exp2 domain (scores pre-scaled by scale * log2 e). Every row sees the
-// same key tiles in the same order whatever MT is, so MT = 1 and MT = 2 give the same bits.
+// accumulators in the exp2 domain (scores pre-scaled by scale * log2 e, or soft-capped). Only
+// key tiles that meet the block's band are visited. Every row sees the same key tiles of its
+// band in the same order whatever MT is (a tile wholly outside a row's band leaves its running
+// max, sum and output unchanged bit for bit), so MT = 1 and MT = 2 give the same bits.
 // ---------------------------------------------------------------------------------------------
 template <int D, int MT>
 struct FwdTc {
@@ -125,12 +128,13 @@ __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
   const bf16* qsrc = base + h * D;
   const bf16* ksrc = base + (p.heads + g) * D;
   const bf16* vsrc = base + (p.heads + p.kv_heads + g) * D;
-  const int last_row = min(q0 + BM - 1, S - 1);
-  const int n_kt = last_row / BN + 1;
+  const TileRange tiles = band_key_tiles(p.window, q0, min(q0 + BM - 1, S - 1), BN);
+  const int kt0 = tiles.first, n_kt = tiles.end;
+  const ScoreMap sm = score_map(p);
 
   load_rows<D>(Qs, qsrc, q0, BM, S, W, tid, 128);
-  load_rows<D>(Ks, ksrc, 0, BN, S, W, tid, 128);
-  load_rows<D>(Vs, vsrc, 0, BN, S, W, tid, 128);
+  load_rows<D>(Ks + (kt0 & 1) * BN * LD, ksrc, kt0 * BN, BN, S, W, tid, 128);
+  load_rows<D>(Vs + (kt0 & 1) * BN * LD, vsrc, kt0 * BN, BN, S, W, tid, 128);
   cp_async_commit();
 
   float o[MT][D / 8][4];
@@ -149,7 +153,7 @@ __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
   std::uint32_t qf[MT][D / 16][4];
   const int tq = lane & 3;
 
-  for (int kt = 0; kt < n_kt; ++kt) {
+  for (int kt = kt0; kt < n_kt; ++kt) {
     if (kt + 1 < n_kt) {
       const int st = (kt + 1) & 1;
       load_rows<D>(Ks + st * BN * LD, ksrc, (kt + 1) * BN, BN, S, W, tid, 128);
@@ -160,7 +164,7 @@ __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (kt == 0) {
+    if (kt == kt0) {
 #pragma unroll
       for (int t = 0; t < MT; ++t) load_q_frags<D, LD>(qf[t], Qs, warp * MT + t, lane);
     }
@@ -172,8 +176,8 @@ __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
     const int key0 = kt * BN;
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
-      const bool need_mask = (key0 + BN - 1 > q0 + (warp * MT + t) * 16) || (key0 + BN > S);
-      scale_mask_tile<BN>(s[t], p.scale_log2, key0, row_a[t], tq, S, need_mask);
+      const bool need_mask = tile_needs_mask(key0, BN, q0 + (warp * MT + t) * 16, S, p.window);
+      scale_mask_tile<BN>(s[t], sm, key0, row_a[t], tq, S, need_mask);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         float mx = -INFINITY;

@@ -1,5 +1,6 @@
 // RMSNorm over rows of width H: y = x * rstd * (off + w), rstd = 1 / sqrt(mean(x^2) + eps), the
-// weight's offset added in fp32 (off = 1: Gemma's (1 + w) RMSNorm; 0 elsewhere).
+// weight's offset added in fp32 (off = 1: Gemma's (1 + w) RMSNorm; 0 elsewhere). (QK-norm, RMSNorm
+// over the q and k parts of qkv rows, is all in kernels/qk_norm.cu.)
 #pragma once
 #include <cstdint>
 
@@ -13,13 +14,5 @@ void rmsnorm_fwd(FType t, const void* x, const void* w, void* y, std::int64_t ro
 void rmsnorm_bwd(FType t, const void* x, const void* w, const void* dy, void* dx, void* dw,
                  std::int64_t rows, int H, float eps, float off, bool acc, float* scratch,
                  cudaStream_t s);
-
-// QK-norm: rows of qkv are q (K) | k (N) | v (N); y = [rmsnorm(q) * wq | rmsnorm(k) * wk | v].
-void qk_norm_fwd(FType t, const void* qkv, const void* wq, const void* wk, void* y,
-                 std::int64_t rows, int K, int N, float eps, cudaStream_t s);
-// dqkv (acc: +=); dwq, dwk +=. scratch: norm_bwd_scratch_bytes(rows, max(K, N)).
-void qk_norm_bwd(FType t, const void* qkv, const void* wq, const void* wk, const void* dy,
-                 void* dqkv, void* dwq, void* dwk, std::int64_t rows, int K, int N, float eps,
-                 bool acc, float* scratch, cudaStream_t s);
 
 }  // namespace remat::kernels

@@ -15,9 +15,10 @@ struct InvFreq {
 };
 
 // Angles in fp32 as Hugging Face (s * inv_freq rounded to fp32); cos and sin of that fp32 angle
-// evaluated in double and rounded once.
+// evaluated in double and rounded once, then times the attention scaling in fp32 (as the CPU
+// backend: cos and sin scaled after).
 __global__ void __launch_bounds__(256)
-    rope_table_kernel(InvFreq f, int S, int half, float* __restrict__ cs,
+    rope_table_kernel(InvFreq f, int S, int half, float scaling, float* __restrict__ cs,
                       float* __restrict__ sn) {
   const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<std::int64_t>(S) * half) return;
@@ -25,17 +26,20 @@ __global__ void __launch_bounds__(256)
   const float ang = static_cast<float>(s) * f.v[i];
   double sd, cd;
   sincos(static_cast<double>(ang), &sd, &cd);
-  cs[idx] = static_cast<float>(cd);
-  sn[idx] = static_cast<float>(sd);
+  cs[idx] = static_cast<float>(cd) * scaling;
+  sn[idx] = static_cast<float>(sd) * scaling;
 }
 
+// One block per row: pairs (i, i + half) of the first rotary = 2 half dims of each of the
+// `rotated` q and k heads are rotated; every other column (the rest of those heads, the v
+// heads) is copied (added when acc).
 template <class T>
 __global__ void __launch_bounds__(256)
-    rope_apply_kernel(const T* in, T* out, int S, int rotated, int d, int width,
+    rope_apply_kernel(const T* in, T* out, int S, int rotated, int d, int half, int width,
                       const float* __restrict__ cs, const float* __restrict__ sn, float sign,
                       bool acc) {
   const std::int64_t r = blockIdx.x;
-  const int s = static_cast<int>(r % S), half = d / 2;
+  const int s = static_cast<int>(r % S), rotary = 2 * half;
   const T* xi = in + r * width;
   T* xo = out + r * width;
   const float* c_row = cs + static_cast<std::int64_t>(s) * half;
@@ -54,7 +58,8 @@ __global__ void __launch_bounds__(256)
     xo[col] = from_f<T>(o1);
     xo[col + half] = from_f<T>(o2);
   }
-  for (int col = rotated * d + threadIdx.x; col < width; col += blockDim.x) {
+  for (int col = threadIdx.x; col < width; col += blockDim.x) {
+    if (col < rotated * d && col % d < rotary) continue;  // rotated above
     const float v = to_f(xi[col]);
     xo[col] = from_f<T>(acc ? to_f(xo[col]) + v : v);
   }
@@ -67,11 +72,15 @@ std::size_t rope_scratch_bytes(int S, int d) {
 }
 
 void rope_apply(FType t, const void* in, void* out, int B, int S, int heads, int kv_heads, int d,
-                const float* inv_freq_host, float sign, bool acc, float* scratch, cudaStream_t s) {
-  const int half = d / 2;
-  if (half > kRopeMaxHalf || d % 2 != 0)
+                int rotary_dim, const float* inv_freq_host, float attention_scaling, float sign,
+                bool acc, float* scratch, cudaStream_t s) {
+  if (d % 2 != 0 || d / 2 > kRopeMaxHalf)
     throw Error("rope: head dim " + std::to_string(d) + " must be even and at most " +
                 std::to_string(2 * kRopeMaxHalf));
+  if (rotary_dim <= 0 || rotary_dim % 2 != 0 || rotary_dim > d)
+    throw Error("rope: rotary dim " + std::to_string(rotary_dim) +
+                " must be even, positive and at most the head dim " + std::to_string(d));
+  const int half = rotary_dim / 2;
   const std::int64_t rows = static_cast<std::int64_t>(B) * S;
   if (rows <= 0) return;
   InvFreq f{};
@@ -79,18 +88,19 @@ void rope_apply(FType t, const void* in, void* out, int B, int S, int heads, int
   float* cs = scratch;
   float* sn = scratch + static_cast<std::int64_t>(S) * half;
   const std::int64_t tn = static_cast<std::int64_t>(S) * half;
-  rope_table_kernel<<<static_cast<unsigned>((tn + 255) / 256), 256, 0, s>>>(f, S, half, cs, sn);
+  rope_table_kernel<<<static_cast<unsigned>((tn + 255) / 256), 256, 0, s>>>(
+      f, S, half, attention_scaling, cs, sn);
   check_launch("rope_table");
   const int width = (heads + 2 * kv_heads) * d;
   const int rotated = heads + kv_heads;
   if (t == FType::BF16)
     rope_apply_kernel<bf16><<<static_cast<unsigned>(rows), 256, 0, s>>>(
-        static_cast<const bf16*>(in), static_cast<bf16*>(out), S, rotated, d, width, cs, sn, sign,
-        acc);
+        static_cast<const bf16*>(in), static_cast<bf16*>(out), S, rotated, d, half, width, cs, sn,
+        sign, acc);
   else
     rope_apply_kernel<float><<<static_cast<unsigned>(rows), 256, 0, s>>>(
-        static_cast<const float*>(in), static_cast<float*>(out), S, rotated, d, width, cs, sn,
-        sign, acc);
+        static_cast<const float*>(in), static_cast<float*>(out), S, rotated, d, half, width, cs,
+        sn, sign, acc);
   check_launch("rope_apply");
 }
 

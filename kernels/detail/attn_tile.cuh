@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/detail/attn_band.h"
 #include "kernels/detail/device_utils.cuh"
 #include "kernels/detail/mma.cuh"
 
@@ -57,11 +58,18 @@ __device__ __forceinline__ void qk_tile(float (&s)[BN / 8][4], const std::uint32
                          reinterpret_cast<const std::uint32_t(&)[1][D / 16][4]>(qf), Kst, lane);
 }
 
-// Scores to the exp2 domain (times scale_log2); keys right of a row's diagonal or at or past S
-// become -inf. A tile with key0 + BN - 1 <= the warp's first row and key0 + BN <= S has nothing
-// to mask (need_mask false skips the tests).
+// How a tile's products q . k become exp2-domain scores: times scale_log2 (= scale * log2 e), or
+// soft-capped (scale, softcap > 0: t = tanhf(q . k * scale / softcap), score t * softcap, then
+// times log2 e); keys outside the band (window > 0, see attn_band.h) are masked.
+struct ScoreMap {
+  float scale_log2, scale, softcap;
+  int window;
+};
+
+// Scores to the exp2 domain (ScoreMap); keys right of a row's diagonal, left of its band or at
+// or past S become -inf. need_mask false (tile_needs_mask) skips the tests.
 template <int BN>
-__device__ __forceinline__ void scale_mask_tile(float (&s)[BN / 8][4], float scale_log2, int key0,
+__device__ __forceinline__ void scale_mask_tile(float (&s)[BN / 8][4], const ScoreMap& m, int key0,
                                                 int row_a, int tq, int S, bool need_mask) {
 #pragma unroll
   for (int nt = 0; nt < BN / 8; ++nt)
@@ -69,8 +77,9 @@ __device__ __forceinline__ void scale_mask_tile(float (&s)[BN / 8][4], float sca
     for (int e = 0; e < 4; ++e) {
       const int key = key0 + nt * 8 + tq * 2 + (e & 1);
       const int row = row_a + (e >> 1) * 8;
-      float v = s[nt][e] * scale_log2;
-      if (need_mask && (key > row || key >= S)) v = -INFINITY;
+      float v = m.softcap > 0.0f ? capped_score(s[nt][e] * m.scale, m.softcap) * kLog2e
+                                 : s[nt][e] * m.scale_log2;
+      if (need_mask && (!in_band(m.window, row, key) || key >= S)) v = -INFINITY;
       s[nt][e] = v;
     }
 }

@@ -5,13 +5,12 @@
 #include <string>
 
 #include "core/util/error.h"
+#include "kernels/detail/attn_band.h"
+#include "kernels/detail/attn_tile.cuh"
 #include "kernels/detail/device_utils.cuh"
 #include "kernels/flash_attn.cuh"
 
 namespace remat::kernels::detail {
-
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 
 struct FlashDev {
   const void* qkv;
@@ -22,6 +21,8 @@ struct FlashDev {
   float* dvec;
   int B, S, heads, kv_heads, d, group, width, ctx_width;
   float scale, scale_log2;
+  int window;     // > 0: the band of attn_band.h (0 when the window covers S)
+  float softcap;  // > 0: soft-capped scores
   DropoutKey key;
   std::uint32_t thr;
   float keep_scale;
@@ -36,6 +37,12 @@ inline FlashDev make_flash_dev(const FlashArgs& a) {
                 std::to_string(a.kv_heads) + " d=" + std::to_string(a.d));
   if (!(a.p >= 0.0f && a.p < 1.0f))
     throw Error("flash attention: dropout p must be in [0, 1), got " + std::to_string(a.p));
+  if (a.window < 0)
+    throw Error("flash attention: window must be 0 (none) or positive, got " +
+                std::to_string(a.window));
+  if (!(a.softcap >= 0.0f) || !std::isfinite(a.softcap))
+    throw Error("flash attention: softcap must be 0 (none) or positive, got " +
+                std::to_string(a.softcap));
   FlashDev p{};
   p.qkv = a.qkv;
   p.ctx = a.ctx;
@@ -53,6 +60,8 @@ inline FlashDev make_flash_dev(const FlashArgs& a) {
   p.ctx_width = a.heads * a.d;
   p.scale = a.scale;
   p.scale_log2 = a.scale * kLog2e;
+  p.window = a.window < a.S ? a.window : 0;
+  p.softcap = a.softcap;
   p.key = a.key;
   p.thr = dropout_threshold(a.p);
   p.keep_scale = a.p > 0.0f ? 1.0f / (1.0f - a.p) : 1.0f;
@@ -63,6 +72,10 @@ inline FlashDev make_flash_dev(const FlashArgs& a) {
 // Index of probability (b, h, i, j) in the naive path's [B, heads, S, S] layout.
 __device__ __forceinline__ std::uint64_t prob_index(const FlashDev& p, int b, int h, int i, int j) {
   return ((static_cast<std::uint64_t>(b) * p.heads + h) * p.S + i) * p.S + j;
+}
+
+__device__ __forceinline__ ScoreMap score_map(const FlashDev& p) {
+  return {p.scale_log2, p.scale, p.softcap, p.window};
 }
 
 }  // namespace remat::kernels::detail

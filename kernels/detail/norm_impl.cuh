@@ -1,4 +1,5 @@
-// LayerNorm and RMSNorm kernels (internal; instantiated by layernorm.cu and rmsnorm.cu) over H
+// LayerNorm and RMSNorm kernels (internal; instantiated by layernorm.cu, rmsnorm.cu and
+// qk_norm.cu) over H
 // columns of rows `ld` elements apart (ld = H for whole rows; QK-norm runs on parts of rows).
 // Forward: one warp per row. Backward: one warp per row recomputes the statistics and writes
 // dx; the parameter gradients are column sums over fixed row chunks (a function of the row
@@ -271,6 +272,38 @@ inline bool norm_vec_ok(int H, int V, const void* a, const void* b, const void* 
                         const void* d) {
   return H % V == 0 && aligned_to(a, 16) && aligned_to(b, 16) && aligned_to(c, 16) &&
          aligned_to(d, 16);
+}
+
+// RMSNorm of H columns of rows ld apart (rmsnorm.cu; the q and k parts of QK-norm,
+// qk_norm.cu); vectorized when H, ld and the pointers allow it.
+inline void rms_rows_fwd(FType t, const void* x, const void* w, void* y, std::int64_t rows,
+                         int H, std::int64_t ld, float eps, float off, cudaStream_t s,
+                         const char* name) {
+  const bool bf = t == FType::BF16;
+  const int V = bf ? 8 : 4;
+  const bool vec = ld % V == 0 && norm_vec_ok(H, V, x, w, y, y);
+  if (bf) {
+    if (vec) norm_fwd_launch<bf16, 8, true>(x, w, nullptr, y, rows, H, ld, eps, s, name, off);
+    else norm_fwd_launch<bf16, 1, true>(x, w, nullptr, y, rows, H, ld, eps, s, name, off);
+  } else {
+    if (vec) norm_fwd_launch<float, 4, true>(x, w, nullptr, y, rows, H, ld, eps, s, name, off);
+    else norm_fwd_launch<float, 1, true>(x, w, nullptr, y, rows, H, ld, eps, s, name, off);
+  }
+}
+
+inline void rms_rows_bwd(FType t, const void* x, const void* w, const void* dy, void* dx,
+                         void* dw, std::int64_t rows, int H, std::int64_t ld, float eps,
+                         float off, bool acc, float* scratch, cudaStream_t s, const char* name) {
+  const bool bf = t == FType::BF16;
+  const int V = bf ? 8 : 4;
+  const bool vec = ld % V == 0 && norm_vec_ok(H, V, x, w, dy, dx);
+  if (bf) {
+    if (vec) norm_bwd_launch<bf16, 8, true>(x, w, dy, dx, dw, nullptr, rows, H, ld, eps, acc, scratch, s, name, off);
+    else norm_bwd_launch<bf16, 1, true>(x, w, dy, dx, dw, nullptr, rows, H, ld, eps, acc, scratch, s, name, off);
+  } else {
+    if (vec) norm_bwd_launch<float, 4, true>(x, w, dy, dx, dw, nullptr, rows, H, ld, eps, acc, scratch, s, name, off);
+    else norm_bwd_launch<float, 1, true>(x, w, dy, dx, dw, nullptr, rows, H, ld, eps, acc, scratch, s, name, off);
+  }
 }
 
 }  // namespace remat::kernels::detail

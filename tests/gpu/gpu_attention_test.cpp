@@ -1,11 +1,13 @@
 // Attention on the GPU: the naive ops (the fused probabilities kernel and the cuBLAS path) and
 // flash attention against the CPU backend, flash
 // against the naive path on the GPU itself (with dropout: the same Philox bits), the scalar and
-// tensor-core flash kernels against each other, and bitwise determinism.
+// tensor-core flash kernels against each other, and bitwise determinism; every one also with
+// a sliding window shorter than the sequence (banded mask) and with soft-capped scores.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "core/util/error.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace remat::gputest {
@@ -15,6 +17,8 @@ struct Case {
   DType dt;
   int B, S, heads, kv, d;
   float p;
+  int window = 0;    // AttnDims::window (0: plain causal)
+  float cap = 0.0f;  // AttnDims::softcap (0: none)
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& i) {
@@ -23,6 +27,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& i) {
   s += "_B" + std::to_string(c.B) + "_S" + std::to_string(c.S) + "_h" + std::to_string(c.heads) +
        "_kv" + std::to_string(c.kv) + "_d" + std::to_string(c.d);
   if (c.p > 0) s += "_drop";
+  if (c.window > 0) s += "_w" + std::to_string(c.window);
+  if (c.cap > 0) s += "_cap" + std::to_string(static_cast<int>(c.cap));
   return s;
 }
 
@@ -38,6 +44,8 @@ class GpuAttention : public ::testing::TestWithParam<Case> {
     a.kv_heads = c.kv;
     a.d = c.d;
     a.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    a.window = c.window;
+    a.softcap = c.cap;
     key.seed = 0xfeedbeefULL;
     key.step = 2;
     key.block = 1;
@@ -106,14 +114,18 @@ TEST_P(GpuAttention, FusedProbsMatchTheCublasPathAndRepeat) {
   const std::vector<float> f = d->gpu_read(fused), r = d->gpu_read(again), m = d->gpu_read(gemm);
   EXPECT_EQ(f, r) << "the fused kernel is not deterministic";
   EXPECT_LE(rel_l2(f, m), tl()) << "fused against the cuBLAS path";
-  // Exact zeros above the diagonal, every row a distribution.
+  // Exact zeros outside the band (above the diagonal, and left of first_key(i) with a window)
+  // in both GPU paths, every row a distribution.
   for (int b = 0; b < a.B; ++b)
     for (int h = 0; h < a.heads; ++h)
       for (int i = 0; i < a.S; ++i) {
         const std::size_t row = ((static_cast<std::size_t>(b) * a.heads + h) * a.S + i) * a.S;
         double sum = 0.0;
         for (int j = 0; j < a.S; ++j) {
-          if (j > i) ASSERT_EQ(f[row + j], 0.0f) << "b " << b << " h " << h << " i " << i << " j " << j;
+          if (j > i || j < a.first_key(i)) {
+            ASSERT_EQ(f[row + j], 0.0f) << "fused b " << b << " h " << h << " i " << i << " j " << j;
+            ASSERT_EQ(m[row + j], 0.0f) << "cuBLAS b " << b << " h " << h << " i " << i << " j " << j;
+          }
           sum += f[row + j];
         }
         ASSERT_NEAR(sum, 1.0, c.dt == DType::BF16 ? 2e-2 : 1e-5) << "row " << i;
@@ -271,6 +283,39 @@ TEST_P(GpuAttention, ScalarAndTensorCoreFlashAgree) {
   EXPECT_LE(rel_l2(res[5], res[2]), 2e-2) << "dqkv";
 }
 
+// A negative window or a negative or non-finite soft cap is refused by name, by the naive and
+// the flash ops alike, before anything runs.
+TEST(GpuAttentionArgs, BadWindowOrCapIsRefused) {
+  REMAT_REQUIRE_GPU();
+  Dual d;
+  AttnDims a;
+  a.B = 1, a.S = 16, a.heads = 2, a.kv_heads = 1, a.d = 32, a.scale = 0.125f;
+  const std::int64_t nqkv = 16 * 4 * 32, nprobs = 2 * 16 * 16, nctx = 16 * 2 * 32;
+  Both qkv = d.random(DType::F32, nqkv, -1.0f, 1.0f, 1), probs = d.poisoned(DType::F32, nprobs);
+  Both ctx = d.poisoned(DType::F32, nctx), lse = d.poisoned(DType::F32, 2 * 16);
+  DropoutKey key;
+  struct Bad {
+    int window;
+    float cap;
+    const char* field;
+  };
+  for (const Bad b : {Bad{-1, 0.0f, "window"}, Bad{0, -2.0f, "softcap"},
+                      Bad{0, std::nanf(""), "softcap"}}) {
+    AttnDims x = a;
+    x.window = b.window;
+    x.softcap = b.cap;
+    for (int flash = 0; flash < 2; ++flash) {
+      try {
+        if (flash) d.gpu->flash_fwd(qkv.g, ctx.g, lse.g, x, key, 0.0f);
+        else d.gpu->attn_softmax_fwd(qkv.g, probs.g, x);
+        ADD_FAILURE() << b.field << " accepted (flash=" << flash << ")";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(b.field), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Cases, GpuAttention,
     ::testing::Values(Case{DType::F32, 2, 70, 4, 2, 32, 0.0f}, Case{DType::F32, 2, 65, 2, 2, 48, 0.1f},
@@ -282,7 +327,25 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{DType::BF16, 1, 1024, 2, 1, 64, 0.1f},
                       Case{DType::BF16, 1, 300, 4, 2, 128, 0.0f},
                       Case{DType::BF16, 1, 129, 3, 1, 64, 0.0f},
-                      Case{DType::F32, 1, 96, 2, 2, 32, 0.0f}),
+                      Case{DType::F32, 1, 96, 2, 2, 32, 0.0f},
+                      // Sliding windows (1, not a multiple of any flash tile, S - 1, = S) and
+                      // soft caps (50; 2, where tanh saturates), alone and together, with GQA,
+                      // dropout, the scalar and the tensor-core paths.
+                      Case{DType::F32, 2, 70, 4, 2, 32, 0.0f, 1},
+                      Case{DType::F32, 1, 65, 2, 2, 48, 0.1f, 37},
+                      Case{DType::F32, 2, 70, 4, 2, 32, 0.0f, 69, 2.0f},
+                      Case{DType::F32, 1, 96, 2, 2, 32, 0.0f, 0, 50.0f},
+                      Case{DType::F32, 1, 100, 2, 1, 40, 0.1f, 45, 2.0f},
+                      Case{DType::BF16, 2, 130, 4, 2, 64, 0.0f, 129},
+                      Case{DType::BF16, 2, 130, 4, 2, 64, 0.0f, 1},
+                      Case{DType::BF16, 2, 64, 2, 1, 32, 0.0f, 0, 2.0f},
+                      Case{DType::BF16, 1, 64, 2, 2, 32, 0.0f, 64},
+                      Case{DType::BF16, 1, 200, 2, 2, 64, 0.2f, 37, 50.0f},
+                      Case{DType::BF16, 1, 100, 4, 4, 128, 0.1f, 0, 50.0f},
+                      Case{DType::BF16, 1, 300, 4, 2, 128, 0.0f, 100, 2.0f},
+                      Case{DType::BF16, 1, 77, 2, 2, 40, 0.0f, 1, 2.0f},
+                      Case{DType::BF16, 1, 1024, 2, 1, 64, 0.1f, 300, 30.0f},
+                      Case{DType::BF16, 1, 129, 3, 1, 64, 0.0f, 65}),
     case_name);
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/util/error.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace remat::gputest {
@@ -381,14 +382,16 @@ TEST_P(GpuOps, Linear) {
 }
 
 // head_loss on both backends for `rows` rows against a vocabulary of V, compared with the CPU;
-// returns the targets used (whole numbers in [0, V)).
+// returns the targets used (whole numbers in [0, V)). softcap > 0: soft-capped logits; w: the
+// range of W's entries (larger: larger logits).
 std::vector<float> check_head_loss(Dual& d, DType dt, Both& x, Both& W, Both& losses, Both& dx,
-                                   Both& dW, std::int64_t rows, int H, int V, std::uint64_t seed) {
+                                   Both& dW, std::int64_t rows, int H, int V, std::uint64_t seed,
+                                   float softcap = 0.0f, float w = 0.3f) {
   std::vector<float> tg = uniform(rows, 0.0f, static_cast<float>(V), seed);
   for (auto& t : tg) t = std::floor(t);
   Both targets = d.upload(DType::I32, tg);
   x = d.random(dt, rows * H, -1.0f, 1.0f, seed + 1);
-  W = d.random(dt, static_cast<std::int64_t>(V) * H, -0.3f, 0.3f, seed + 2);
+  W = d.random(dt, static_cast<std::int64_t>(V) * H, -w, w, seed + 2);
   losses = d.poisoned(DType::F32, rows);
   dx = d.poisoned(dt, rows * H);
   dW = d.random(dt, static_cast<std::int64_t>(V) * H, -0.01f, 0.01f, seed + 3);
@@ -396,11 +399,11 @@ std::vector<float> check_head_loss(Dual& d, DType dt, Both& x, Both& W, Both& lo
   for (bool c : {true, false}) {
     Backend& b = c ? static_cast<Backend&>(d.cpu) : static_cast<Backend&>(*d.gpu);
     b.head_loss(T(x, c), T(W, c), T(targets, c), T(losses, c), T(dx, c), T(dW, c), rows, H, V,
-                scale, 0.0f);
+                scale, softcap);
   }
-  EXPECT_LE(d.rel(losses), dt == DType::BF16 ? 1e-3 : 1e-5) << "losses";
-  EXPECT_LE(d.rel(dx), tol(dt)) << "head dx";
-  EXPECT_LE(d.rel(dW), tol(dt)) << "head dW";
+  EXPECT_LE(d.rel(losses), dt == DType::BF16 ? 1e-3 : 1e-5) << "losses softcap=" << softcap;
+  EXPECT_LE(d.rel(dx), tol(dt)) << "head dx softcap=" << softcap;
+  EXPECT_LE(d.rel(dW), tol(dt)) << "head dW softcap=" << softcap;
   return tg;
 }
 
@@ -440,6 +443,33 @@ TEST_P(GpuOps, HeadLossOddVocabAndBadTargets) {
   }
 }
 
+TEST_P(GpuOps, HeadLossSoftCapped) {
+  // Final-logit soft-capping (Gemma 2's 30, and 2 with logits large enough to saturate tanh),
+  // with an odd vocabulary (one-element loads) and one divisible by 4, in two chunks.
+  const std::int64_t rows = 130;
+  const int H = 32;
+  for (int V : {5003, 4096})
+    for (float cap : {30.0f, 2.0f}) {
+      Both x, W, losses, dx, dW;
+      check_head_loss(*d, dt, x, W, losses, dx, dW, rows, H, V, 80 + V % 7, cap,
+                      cap < 10.0f ? 2.0f : 0.3f);
+    }
+  d->gpu->set_head_chunk_bytes(std::size_t{64} * 5003 * 4);  // 64 rows: three chunks
+  Both x, W, losses, dx, dW;
+  check_head_loss(*d, dt, x, W, losses, dx, dW, rows, H, 5003, 90, 2.0f, 2.0f);
+  d->gpu->set_head_chunk_bytes(cuda::CudaBackend::kHeadChunkBytes);
+  // A negative or non-finite cap is refused by name.
+  Both targets = d->upload(DType::I32, std::vector<float>(static_cast<std::size_t>(rows), 0.0f));
+  for (float bad : {-1.0f, std::nanf("")}) {
+    try {
+      d->gpu->head_loss(x.g, W.g, targets.g, losses.g, dx.g, dW.g, rows, H, 5003, 1.0f, bad);
+      ADD_FAILURE() << "softcap " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("softcap"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_P(GpuOps, Rope) {
   AttnDims a;
   a.B = 2;
@@ -459,6 +489,54 @@ TEST_P(GpuOps, Rope) {
     Both din = acc ? d->random(dt, n, -1.0f, 1.0f, 71) : d->poisoned(dt, n);
     both([&](auto& b, bool c) { b.rope_bwd(T(out, c), T(din, c), a, rope, acc); });
     EXPECT_LE(d->rel(din), tol(dt)) << "rope_bwd acc=" << acc;
+  }
+}
+
+TEST_P(GpuOps, RopePartialAndScaled) {
+  // Partial rotary (the first rotary_dim dims of each q and k head rotated, the rest copied; in
+  // the backward their gradient passes through) and cos, sin times an attention scaling.
+  struct RopeCase {
+    int d, rotary_dim;
+    float scaling;
+  };
+  for (const RopeCase rc : {RopeCase{32, 16, 1.0f}, RopeCase{40, 20, 1.25f},
+                            RopeCase{64, 64, 0.8f}, RopeCase{64, 2, 1.1f}}) {
+    AttnDims a;
+    a.B = 2;
+    a.S = 33;
+    a.heads = 4;
+    a.kv_heads = 2;
+    a.d = rc.d;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(rc.d));
+    const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
+    Both in = d->random(dt, n, -1.0f, 1.0f, 72);
+    Both out = d->poisoned(dt, n);
+    RopeFrequencies freqs = rope_frequencies(RopeScaling{}, 10000.0f, rc.rotary_dim, a.S, a.S);
+    const RopeTable rope{freqs.inv_freq.data(), rc.rotary_dim, rc.scaling};
+    both([&](auto& b, bool c) { b.rope_fwd(T(in, c), T(out, c), a, rope); });
+    EXPECT_LE(d->rel(out), tol(dt)) << "rope_fwd d=" << rc.d << " rotary=" << rc.rotary_dim;
+    // The dims past rotary_dim of every head come through unchanged.
+    const std::vector<float> gi = d->gpu_read(in), go = d->gpu_read(out);
+    const int width = (a.heads + 2 * a.kv_heads) * a.d;
+    for (std::int64_t r = 0; r < static_cast<std::int64_t>(a.B) * a.S; ++r)
+      for (int col = 0; col < width; ++col)
+        if (col >= (a.heads + a.kv_heads) * a.d || col % a.d >= rc.rotary_dim)
+          ASSERT_EQ(go[r * width + col], gi[r * width + col]) << "row " << r << " col " << col;
+    for (int acc = 0; acc < 2; ++acc) {
+      Both din = acc ? d->random(dt, n, -1.0f, 1.0f, 73) : d->poisoned(dt, n);
+      both([&](auto& b, bool c) { b.rope_bwd(T(out, c), T(din, c), a, rope, acc); });
+      EXPECT_LE(d->rel(din), tol(dt)) << "rope_bwd d=" << rc.d << " rotary=" << rc.rotary_dim
+                                      << " acc=" << acc;
+    }
+  }
+  // A rotary dim that is odd or past the head dim is refused.
+  AttnDims a;
+  a.B = 1, a.S = 4, a.heads = 1, a.kv_heads = 1, a.d = 16, a.scale = 0.25f;
+  RopeFrequencies freqs = rope_frequencies(RopeScaling{}, 10000.0f, 16, 4, 4);
+  Both in = d->random(dt, 4 * 3 * 16, -1.0f, 1.0f, 74), out = d->poisoned(dt, 4 * 3 * 16);
+  for (int bad : {0, 7, 18}) {
+    const RopeTable rope{freqs.inv_freq.data(), bad, 1.0f};
+    EXPECT_THROW(d->gpu->rope_fwd(in.g, out.g, a, rope), Error) << "rotary_dim " << bad;
   }
 }
 

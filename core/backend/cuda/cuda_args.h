@@ -1,10 +1,12 @@
 // Host-side argument checks of the CUDA ops (dtype, space, element counts), run before anything
-// is queued; shared by the files of the ops (cuda_ops.cpp, cuda_op_dispatch.cpp).
+// is queued; shared by the files of the ops (cuda_ops.cpp, cuda_op_dispatch.cpp, and the .cu
+// files that hold an op's CudaBackend members, e.g. kernels/geglu.cu).
 #pragma once
 #include <initializer_list>
 #include <string>
 
 #include "core/backend/tensor.h"
+#include "core/graph/op_table.h"
 #include "core/util/error.h"
 #include "kernels/launch.cuh"
 
@@ -54,6 +56,24 @@ inline void check_same(const Tensor& ref, std::initializer_list<const Tensor*> o
 
 inline void check_n(std::int64_t n, const char* op) {
   if (n < 0) throw Error(std::string("cuda ") + op + ": negative element count");
+}
+
+// A gated activation's operands: gu [rows, 2F], y (forward) or dy [rows, F], dgu [rows, 2F].
+inline void check_gated(const char* op, const Tensor& gu, const Tensor& y, const Tensor* dgu,
+                        std::int64_t rows, int F) {
+  if (rows < 0 || F <= 0)
+    throw Error(std::string("cuda ") + op + ": bad shape rows=" + std::to_string(rows) +
+                " F=" + std::to_string(F));
+  check_float(gu, op, "gu", rows * 2 * F);
+  check_float(y, op, dgu ? "dy" : "y", rows * F);
+  if (dgu) check_float(*dgu, op, "dgu", rows * 2 * F);
+  check_same(gu, {&y, dgu}, op);
+}
+
+// Norm ops whose CUDA kernels take no (w_offset + w) weight.
+inline void check_no_offset(const OpArgs& a, const char* op) {
+  if (a.w_offset != 0.0f)
+    throw Error(std::string("cuda ") + op + ": a (w_offset + w) weight is not supported");
 }
 
 inline FType ft(const Tensor& t) { return t.dtype == DType::BF16 ? FType::BF16 : FType::F32; }

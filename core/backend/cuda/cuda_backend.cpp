@@ -118,9 +118,13 @@ std::uint64_t CudaBackend::workspace_bytes(const ModelConfig& m) const {
   const std::size_t act = m.act_size();
   std::size_t op = 0;
   auto take = [&](std::size_t b) { op = std::max(op, align256(b)); };
-  // Naive attention: one head's [B, S, S] in fp32 (scores, dP) or the model dtype (dS).
-  if (m.attention == AttentionImpl::Naive)
-    take(static_cast<std::size_t>(B) * S * S * 4);
+  // Naive attention: one head's [B, S, S] in fp32 (scores, dP) or the model dtype (dS); with
+  // soft-capped scores the backward holds dS and the recomputed fp32 scores at once.
+  if (m.attention == AttentionImpl::Naive) {
+    const std::size_t ss = static_cast<std::size_t>(B) * S * S;
+    take(ss * 4);
+    if (m.attn_softcap > 0.0) take(align256(ss * act) + ss * 4);
+  }
   else
     take(kernels::flash_bwd_scratch_bytes(m.batch, m.heads, m.seq));
   // Head: fp32 logits and dlogits of one chunk.

@@ -1,13 +1,9 @@
 // The CUDA backend's entry for the block ops of the op table (core/graph/ops.def): each op's
-// arguments unpacked onto its kernels' launch functions (cuda_ops.cpp), or checked and launched
-// here for ops that have no other entry (QK-norm).
-#include <algorithm>
-
+// arguments unpacked onto its kernels' launch functions (cuda_ops.cpp). Ops whose CUDA side is
+// one file define their fwd_<Op> / bwd_<Op> there instead (kernels/geglu.cu, kernels/qk_norm.cu).
 #include "core/backend/cuda/cuda_args.h"
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/util/error.h"
-#include "kernels/layernorm.cuh"
-#include "kernels/rmsnorm.cuh"
 
 namespace remat::cuda {
 
@@ -23,14 +19,8 @@ void CudaBackend::run(OpKind op, Pass pass, const OpArgs& args) {
   throw Error("cuda: unknown op " + std::to_string(static_cast<int>(op)));
 }
 
-namespace {
-void no_offset(const OpArgs& a, const char* op) {
-  if (a.w_offset != 0.0f) throw Error(std::string("cuda ") + op + ": a (w_offset + w) weight is not supported");
-}
-}  // namespace
-
 void CudaBackend::fwd_LayerNorm(const OpArgs& a) {
-  no_offset(a, "layernorm_fwd");
+  check_no_offset(a, "layernorm_fwd");
   layernorm_fwd(*a.in[0], *a.w, *a.b, *a.out[0], a.M, a.K, a.eps);
 }
 void CudaBackend::bwd_LayerNorm(const OpArgs& a) {
@@ -42,43 +32,6 @@ void CudaBackend::fwd_RmsNorm(const OpArgs& a) {
 void CudaBackend::bwd_RmsNorm(const OpArgs& a) {
   rmsnorm_bwd(*a.in[0], *a.w, *a.dout[0], *a.din[0], *a.dw, a.M, a.K, a.eps, a.acc[0],
               a.w_offset);
-}
-// QK-norm: in[0] rows q (K) | k (N) | v (N); w the q weight, b the k weight.
-namespace {
-std::int64_t check_qk_norm(const OpArgs& a, const Tensor& x, const Tensor& y, const char* op) {
-  no_offset(a, op);
-  if (a.M <= 0 || a.K <= 0 || a.N <= 0)
-    throw Error(std::string("cuda ") + op + ": bad shape M=" + std::to_string(a.M) +
-                " K=" + std::to_string(a.K) + " N=" + std::to_string(a.N));
-  const std::int64_t n = a.M * (a.K + 2 * static_cast<std::int64_t>(a.N));
-  check_float(x, op, "qkv", n);
-  check_float(y, op, "out", n);
-  check_float(*a.w, op, "q weight", a.K);
-  check_float(*a.b, op, "k weight", a.N);
-  check_same(x, {&y, a.w, a.b}, op);
-  return n;
-}
-}  // namespace
-
-void CudaBackend::fwd_QkNorm(const OpArgs& a) {
-  check_qk_norm(a, *a.in[0], *a.out[0], "qk_norm_fwd");
-  activate();
-  kernels::qk_norm_fwd(ft(*a.in[0]), a.in[0]->data, a.w->data, a.b->data, a.out[0]->data, a.M,
-                       a.K, a.N, a.eps, compute_);
-}
-void CudaBackend::bwd_QkNorm(const OpArgs& a) {
-  const char* op = "qk_norm_bwd";
-  const std::int64_t n = check_qk_norm(a, *a.in[0], *a.dout[0], op);
-  check_float(*a.din[0], op, "dqkv", n);
-  check_float(*a.dw, op, "q weight gradient", a.K);
-  check_float(*a.db, op, "k weight gradient", a.N);
-  check_same(*a.in[0], {a.din[0], a.dw, a.db}, op);
-  activate();
-  float* part = reinterpret_cast<float*>(
-      scratch(kernels::norm_bwd_scratch_bytes(a.M, std::max(a.K, a.N)), op));
-  kernels::qk_norm_bwd(ft(*a.in[0]), a.in[0]->data, a.w->data, a.b->data, a.dout[0]->data,
-                       a.din[0]->data, a.dw->data, a.db->data, a.M, a.K, a.N, a.eps, a.acc[0],
-                       part, compute_);
 }
 void CudaBackend::fwd_Linear(const OpArgs& a) { linear_fwd(*a.in[0], *a.w, a.b, *a.out[0], a.M, a.K, a.N); }
 void CudaBackend::bwd_Linear(const OpArgs& a) {

@@ -38,9 +38,12 @@ void check_dims(const AttnDims& a, const char* op) {
     throw Error(std::string("cuda ") + op + ": bad attention dims B=" + std::to_string(a.B) +
                 " S=" + std::to_string(a.S) + " heads=" + std::to_string(a.heads) +
                 " kv_heads=" + std::to_string(a.kv_heads) + " d=" + std::to_string(a.d));
-  if ((a.window > 0 && a.window < a.S) || a.softcap > 0.0f)
-    throw Error(std::string("cuda ") + op + ": sliding windows shorter than the sequence and "
-                "soft-capped scores are not run yet");
+  if (a.window < 0)
+    throw Error(std::string("cuda ") + op + ": window must be 0 (none) or positive, got " +
+                std::to_string(a.window));
+  if (!(a.softcap >= 0.0f) || !std::isfinite(a.softcap))
+    throw Error(std::string("cuda ") + op + ": softcap must be 0 (none) or positive, got " +
+                std::to_string(a.softcap));
 }
 
 void check_p(float p, const char* op) {
@@ -206,22 +209,6 @@ void CudaBackend::bwd_GeluErf(const OpArgs& a) {
                         a.acc[0], compute_);
 }
 
-namespace {
-
-// A gated activation's operands: gu [rows, 2F], y (forward) or dy [rows, F], dgu [rows, 2F].
-void check_gated(const char* op, const Tensor& gu, const Tensor& y, const Tensor* dgu,
-                 std::int64_t rows, int F) {
-  if (rows < 0 || F <= 0)
-    throw Error(std::string("cuda ") + op + ": bad shape rows=" + std::to_string(rows) +
-                " F=" + std::to_string(F));
-  check_float(gu, op, "gu", rows * 2 * F);
-  check_float(y, op, dgu ? "dy" : "y", rows * F);
-  if (dgu) check_float(*dgu, op, "dgu", rows * 2 * F);
-  check_same(gu, {&y, dgu}, op);
-}
-
-}  // namespace
-
 void CudaBackend::swiglu_fwd(const Tensor& gu, const Tensor& y, std::int64_t rows, int F) {
   check_gated("swiglu_fwd", gu, y, nullptr, rows, F);
   activate();
@@ -235,28 +222,18 @@ void CudaBackend::swiglu_bwd(const Tensor& gu, const Tensor& dy, const Tensor& d
   kernels::swiglu_bwd(ft(gu), gu.data, dy.data, dgu.data, rows, F, acc, compute_);
 }
 
-// GeGLU: the op table's entry points (no per-op member besides them).
-void CudaBackend::fwd_GeGlu(const OpArgs& a) {
-  check_gated("geglu_fwd", *a.in[0], *a.out[0], nullptr, a.M, a.K);
-  activate();
-  kernels::geglu_fwd(ft(*a.in[0]), a.in[0]->data, a.out[0]->data, a.M, a.K, compute_);
-}
-
-void CudaBackend::bwd_GeGlu(const OpArgs& a) {
-  check_gated("geglu_bwd", *a.in[0], *a.dout[0], a.din[0], a.M, a.K);
-  activate();
-  kernels::geglu_bwd(ft(*a.in[0]), a.in[0]->data, a.dout[0]->data, a.din[0]->data, a.M, a.K,
-                     a.acc[0], compute_);
-}
-
 namespace {
 
 // The frequencies come from the model (core/model/rope_scaling.h), as on the CPU.
 
 void check_rope_table(const AttnDims& a, const RopeTable& r, const char* op) {
   if (a.d % 2 != 0) throw Error(std::string("cuda ") + op + ": head dim must be even for RoPE");
-  if (r.rotary_dim != a.d || r.attention_scaling != 1.0f || !r.inv_freq)
-    throw Error(std::string("cuda ") + op + ": partial or scaled rotary embeddings are not run on CUDA yet");
+  if (r.rotary_dim <= 0 || r.rotary_dim % 2 != 0 || r.rotary_dim > a.d || !r.inv_freq)
+    throw Error(std::string("cuda ") + op + ": rotary dim " + std::to_string(r.rotary_dim) +
+                " must be even, positive and at most the head dim " + std::to_string(a.d));
+  if (!std::isfinite(r.attention_scaling))
+    throw Error(std::string("cuda ") + op + ": attention scaling must be finite, got " +
+                std::to_string(r.attention_scaling));
 }
 
 }  // namespace
@@ -270,8 +247,8 @@ void CudaBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& 
   check_same(in, {&out}, op);
   activate();
   float* tab = reinterpret_cast<float*>(scratch(kernels::rope_scratch_bytes(a.S, a.d), op));
-  kernels::rope_apply(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d, r.inv_freq,
-                      1.0f, false, tab, compute_);
+  kernels::rope_apply(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d,
+                      r.rotary_dim, r.inv_freq, r.attention_scaling, 1.0f, false, tab, compute_);
 }
 
 void CudaBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a,
@@ -284,8 +261,8 @@ void CudaBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims
   check_same(dout, {&din}, op);
   activate();
   float* tab = reinterpret_cast<float*>(scratch(kernels::rope_scratch_bytes(a.S, a.d), op));
-  kernels::rope_apply(ft(dout), dout.data, din.data, a.B, a.S, a.heads, a.kv_heads, a.d, r.inv_freq,
-                      -1.0f, acc, tab, compute_);
+  kernels::rope_apply(ft(dout), dout.data, din.data, a.B, a.S, a.heads, a.kv_heads, a.d,
+                      r.rotary_dim, r.inv_freq, r.attention_scaling, -1.0f, acc, tab, compute_);
 }
 
 // --- embedding ---
@@ -449,6 +426,25 @@ void CudaBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy,
 // --- naive attention, one head at a time; batched over B with cublasGemmStridedBatchedEx ---
 // (the probabilities of bf16 models with d in {32, 64, 128}: one fused kernel for all heads)
 
+namespace {
+
+// Head h's raw scores [B, S, S] in fp32: sc[b, i, j] = (q_i . k_j) * scale.
+void head_scores(Gemm& gemm, const Tensor& qkv, const AttnDims& a, int h, float* sc,
+                 const char* op) {
+  const int S = a.S, d = a.d;
+  const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
+  const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
+  const char* base = static_cast<const char*>(qkv.data);
+  const char* Q = base + static_cast<std::size_t>(h) * d * esz;
+  const char* K = base + static_cast<std::size_t>(a.heads + h / a.group()) * d * esz;
+  // scores'[j, i] = K'^T Q' (scaled): m = S (keys), n = S (queries), k = d.
+  gemm.batched(true, false, S, S, d, K, cdt(qkv), W, static_cast<std::int64_t>(S) * W, Q,
+               cdt(qkv), W, static_cast<std::int64_t>(S) * W, sc, CUDA_R_32F, S,
+               static_cast<std::int64_t>(S) * S, a.B, a.scale, 0.0f, op);
+}
+
+}  // namespace
+
 void CudaBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a) {
   const char* op = "attn_softmax_fwd";
   check_dims(a, op);
@@ -458,23 +454,16 @@ void CudaBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const
   activate();
   if (fused_probs_ && kernels::attn_probs_supported(ft(qkv), a.d, qkv.data)) {
     kernels::attn_probs_fwd(ft(qkv), qkv.data, probs.data, a.B, a.S, a.heads, a.kv_heads, a.d,
-                            a.scale, compute_);
+                            a.scale, a.window, a.softcap, compute_);
     return;
   }
-  const int S = a.S, d = a.d, g = a.group();
-  const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
-  const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
+  const int S = a.S;
   float* sc = reinterpret_cast<float*>(
       scratch(static_cast<std::size_t>(a.B) * S * S * 4, op));
-  const char* base = static_cast<const char*>(qkv.data);
   for (int h = 0; h < a.heads; ++h) {
-    const char* Q = base + static_cast<std::size_t>(h) * d * esz;
-    const char* K = base + static_cast<std::size_t>(a.heads + h / g) * d * esz;
-    // scores'[j, i] = K'^T Q' (scaled): m = S (keys), n = S (queries), k = d.
-    gemm_->batched(true, false, S, S, d, K, cdt(qkv), W, static_cast<std::int64_t>(S) * W, Q,
-                   cdt(qkv), W, static_cast<std::int64_t>(S) * W, sc, CUDA_R_32F, S,
-                   static_cast<std::int64_t>(S) * S, a.B, a.scale, 0.0f, op);
-    kernels::attn_softmax_fwd_head(ft(probs), sc, probs.data, a.B, S, a.heads, h, compute_);
+    head_scores(*gemm_, qkv, a, h, sc, op);
+    kernels::attn_softmax_fwd_head(ft(probs), sc, probs.data, a.B, S, a.heads, h, a.window,
+                                   a.softcap, compute_);
   }
 }
 
@@ -491,13 +480,19 @@ void CudaBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const
   const int S = a.S, d = a.d, g = a.group();
   const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
   const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
-  char* ds = scratch(static_cast<std::size_t>(a.B) * S * S * esz, op);
+  // dS of one head in the model dtype, then (soft-capped scores) the head's raw scores in fp32,
+  // recomputed for the factor 1 - t^2.
+  const std::size_t ds_bytes = align256(static_cast<std::size_t>(a.B) * S * S * esz);
+  const bool capped = a.softcap > 0.0f;
+  char* ds = scratch(ds_bytes + (capped ? static_cast<std::size_t>(a.B) * S * S * 4 : 0), op);
+  float* sc = capped ? reinterpret_cast<float*>(ds + ds_bytes) : nullptr;
   const char* in = static_cast<const char*>(qkv.data);
   char* out = static_cast<char*>(dqkv.data);
   const std::int64_t sW = static_cast<std::int64_t>(S) * W, sSS = static_cast<std::int64_t>(S) * S;
   for (int h = 0; h < a.heads; ++h) {
-    kernels::attn_softmax_bwd_head(ft(qkv), probs.data, dprobs.data, ds, a.B, S, a.heads, h,
-                                   compute_);
+    if (capped) head_scores(*gemm_, qkv, a, h, sc, op);
+    kernels::attn_softmax_bwd_head(ft(qkv), probs.data, dprobs.data, sc, ds, a.B, S, a.heads, h,
+                                   a.window, a.softcap, compute_);
     const std::size_t qoff = static_cast<std::size_t>(h) * d * esz;
     const std::size_t koff = static_cast<std::size_t>(a.heads + h / g) * d * esz;
     // dQ'[d, i] += scale K'[d, j] dS'[j, i]
@@ -564,20 +559,22 @@ void CudaBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& 
     const std::size_t voff = static_cast<std::size_t>(a.heads + a.kv_heads + h / g) * d * esz;
     const char* dOh = dO + static_cast<std::size_t>(h) * d * esz;
     if (acc_dp) {
-      // dP'[j, i] = V'[d, j]^T dctx'[d, i] (fp32), then added below the diagonal.
+      // dP'[j, i] = V'[d, j]^T dctx'[d, i] (fp32), then added in the band.
       gemm_->batched(true, false, S, S, d, in + voff, cdt(qkv), W,
                      static_cast<std::int64_t>(S) * W, dOh, cdt(dctx), Hc,
                      static_cast<std::int64_t>(S) * Hc, tmp, CUDA_R_32F, S, sSS, a.B, 1.0f, 0.0f,
                      op);
-      kernels::attn_causal_store_head(ft(dp), tmp, dp.data, a.B, S, a.heads, h, true, compute_);
+      kernels::attn_band_store_head(ft(dp), tmp, dp.data, a.B, S, a.heads, h, a.window, true,
+                                    compute_);
     } else {
-      // Straight into dp's head slice (rounded once, as the store would), then the zeros above
-      // the diagonal: no fp32 round trip through the scratch.
+      // Straight into dp's head slice (rounded once, as the store would), then the zeros
+      // outside the band: no fp32 round trip through the scratch.
       gemm_->batched(true, false, S, S, d, in + voff, cdt(qkv), W,
                      static_cast<std::int64_t>(S) * W, dOh, cdt(dctx), Hc,
                      static_cast<std::int64_t>(S) * Hc, DP + static_cast<std::size_t>(h) * sSS * esz,
                      cdt(dp), S, static_cast<std::int64_t>(a.heads) * sSS, a.B, 1.0f, 0.0f, op);
-      kernels::attn_zero_above_diag_head(ft(dp), dp.data, a.B, S, a.heads, h, compute_);
+      kernels::attn_zero_outside_band_head(ft(dp), dp.data, a.B, S, a.heads, h, a.window,
+                                           compute_);
     }
     // dV'[d, j] += dctx'[d, i] P'[j, i]^T
     gemm_->batched(false, true, d, S, S, dOh, cdt(dctx), Hc, static_cast<std::int64_t>(S) * Hc,
@@ -610,6 +607,8 @@ kernels::FlashArgs flash_args(const Tensor& qkv, const Tensor& ctx, const Tensor
   fa.kv_heads = a.kv_heads;
   fa.d = a.d;
   fa.scale = a.scale;
+  fa.window = a.window;
+  fa.softcap = a.softcap;
   fa.key = key;
   fa.p = p;
   fa.row_groups = row_groups;
@@ -649,8 +648,10 @@ void CudaBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targ
                             const Tensor& losses, const Tensor& dx, const Tensor& dW,
                             std::int64_t rows, int H, int V, float scale, float softcap) {
   const char* op = "head_loss";
-  if (softcap != 0.0f) throw Error("cuda head_loss: soft-capped logits are not run yet");
   check_gemm_dims(rows, H, V, op);
+  if (!(softcap >= 0.0f) || !std::isfinite(softcap))
+    throw Error("cuda head_loss: softcap must be 0 (none) or positive, got " +
+                std::to_string(softcap));
   const std::int64_t VH = static_cast<std::int64_t>(V) * H;
   check_float(x, op, "x", rows * H);
   check_float(W, op, "W", VH);
@@ -676,7 +677,8 @@ void CudaBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targ
     gemm_->matmul(true, false, V, c, H, W.data, cdt(W), H, xc, cdt(x), H, logits, CUDA_R_32F, V,
                   1.0f, 0.0f, nullptr, op);
     kernels::cross_entropy_rows(t, logits, targets.as<const std::int32_t>() + r0,
-                                losses.as<float>() + r0, dlogits, c, V, scale, compute_);
+                                losses.as<float>() + r0, dlogits, c, V, scale, softcap,
+                                compute_);
     // dx'[H, c] = W'[H, V] dlogits'[V, c]
     gemm_->matmul(false, false, H, c, V, W.data, cdt(W), H, dlogits, cdt(t), V,
                   dxb + static_cast<std::size_t>(r0) * H * esz, cdt(dx), H, 1.0f, 0.0f, nullptr,

@@ -1,0 +1,66 @@
+// The mask and score map every attention kernel shares (naive and flash), as the CPU backend
+// defines them (AttnDims, core/graph/op_table.h), and the tile ranges the kernels visit:
+// - band: query i sees keys first_key(i) <= j <= i, first_key(i) = i - window + 1 when
+//   window > 0 and i >= window, else 0 (window keys including itself); window 0 is plain causal.
+//   Callers may pass window 0 when window >= S (the same mask).
+// - soft cap: raw = (q . k) * scale; with softcap > 0, t = tanhf(raw / softcap) and the score is
+//   t * softcap; the gradient with respect to raw is the score's times (1 - t * t).
+// Plain C++ with REMAT_HD functions, shared by the device code and the host tests
+// (tests/gpu/attn_band_test.cpp).
+#pragma once
+#include <cmath>
+
+#include "core/util/bf16.h"  // REMAT_HD
+
+namespace remat::kernels::detail {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// First key query i sees.
+REMAT_HD int band_first_key(int window, int i) {
+  return window > 0 && i >= window ? i - window + 1 : 0;
+}
+
+// Last query (below S) that sees key j.
+REMAT_HD int band_last_query(int window, int j, int S) {
+  const int last = window > 0 ? j + window - 1 : S - 1;
+  return last < S - 1 ? last : S - 1;
+}
+
+// Whether query i sees key j.
+REMAT_HD bool in_band(int window, int i, int j) {
+  return j <= i && (window == 0 || i - j < window);
+}
+
+// Tiles [first, end) of `tile` elements.
+struct TileRange {
+  int first, end;
+};
+
+// The key tiles that meet the band of some query q0 .. q_last (q_last < S).
+REMAT_HD TileRange band_key_tiles(int window, int q0, int q_last, int tile) {
+  return {band_first_key(window, q0) / tile, q_last / tile + 1};
+}
+
+// The query tiles that hold a query seeing some key k0 .. k_last (k_last < S).
+REMAT_HD TileRange band_query_tiles(int window, int k0, int k_last, int S, int tile) {
+  return {k0 / tile, band_last_query(window, k_last, S) / tile + 1};
+}
+
+// Whether a tile of BN keys from key0 has entries to mask for the 16 rows from row0: keys right
+// of a row's diagonal, at or past S, or left of the band of the group's last row (the largest
+// first key).
+REMAT_HD bool tile_needs_mask(int key0, int BN, int row0, int S, int window) {
+  return key0 + BN - 1 > row0 || key0 + BN > S || key0 < band_first_key(window, row0 + 15);
+}
+
+// t = tanhf(raw / cap) (cap > 0).
+REMAT_HD float cap_tanh(float raw, float cap) { return tanhf(raw / cap); }
+
+// The score of a raw (scaled) product: t * cap soft-capped, raw itself when cap is 0.
+REMAT_HD float capped_score(float raw, float cap) {
+  return cap > 0.0f ? cap_tanh(raw, cap) * cap : raw;
+}
+
+}  // namespace remat::kernels::detail
