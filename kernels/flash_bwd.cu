@@ -107,14 +107,8 @@ __global__ void __launch_bounds__(256) flash_bwd_dkdv_scalar(FlashDev p) {
           dp += orow[c] * vrow[c];
         }
         const bool valid = in_band(p.window, qi, kj) && qi < S && kj < S;
-        float dcap = 1.0f;  // d score / d raw
-        if (p.softcap > 0.0f) {
-          const float t = cap_tanh(s * p.scale, p.softcap);
-          s = t * p.softcap;
-          dcap = 1.0f - t * t;
-        } else {
-          s *= p.scale;
-        }
+        float dcap;  // d score / d raw
+        s = score_and_slope(s, p.scale, p.softcap, &dcap);
         const float pij = valid ? expf(s - Ls[lane]) : 0.0f;
         float z = 1.0f;
         if (p.dropout && valid)
@@ -223,14 +217,8 @@ __global__ void __launch_bounds__(256) flash_bwd_dq_scalar(FlashDev p) {
         dp += orow[c] * vrow[c];
       }
       const bool valid = in_band(p.window, qi, kj) && kj < S && qi < S;
-      float dcap = 1.0f;
-      if (p.softcap > 0.0f) {
-        const float t = cap_tanh(s * p.scale, p.softcap);
-        s = t * p.softcap;
-        dcap = 1.0f - t * t;
-      } else {
-        s *= p.scale;
-      }
+      float dcap;
+      s = score_and_slope(s, p.scale, p.softcap, &dcap);
       const float pij = valid ? expf(s - Ls[qr]) : 0.0f;
       float z = 1.0f;
       if (p.dropout && valid)

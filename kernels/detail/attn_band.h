@@ -63,4 +63,16 @@ REMAT_HD float capped_score(float raw, float cap) {
   return cap > 0.0f ? cap_tanh(raw, cap) * cap : raw;
 }
 
+// The score of an unscaled product q . k, and in *slope d score / d (q . k * scale): 1 - t^2
+// soft-capped, else 1 (the backward kernels' form).
+REMAT_HD float score_and_slope(float qk, float scale, float cap, float* slope) {
+  if (cap > 0.0f) {
+    const float t = cap_tanh(qk * scale, cap);
+    *slope = 1.0f - t * t;
+    return t * cap;
+  }
+  *slope = 1.0f;
+  return qk * scale;
+}
+
 }  // namespace remat::kernels::detail

@@ -134,5 +134,20 @@ TEST(AttnBand, CappedScores) {
     }
 }
 
+// The backward kernels' form: the same score as capped_score of the scaled product, and the
+// slope of the cap (1 without one), against the double-precision derivative.
+TEST(AttnBand, ScoreAndSlope) {
+  float slope = 0.0f;
+  EXPECT_EQ(score_and_slope(2.0f, 0.25f, 0.0f, &slope), 0.5f);
+  EXPECT_EQ(slope, 1.0f);
+  for (float cap : {2.0f, 50.0f})
+    for (float qk : {-40.0f, -1.0f, 0.0f, 3.0f, 120.0f}) {
+      const float s = score_and_slope(qk, 0.125f, cap, &slope);
+      EXPECT_EQ(s, capped_score(qk * 0.125f, cap));
+      const double t = std::tanh(static_cast<double>(qk) * 0.125 / cap);
+      EXPECT_NEAR(slope, 1.0 - t * t, 1e-6) << "qk " << qk << " cap " << cap;
+    }
+}
+
 }  // namespace
 }  // namespace remat::kernels::detail
