@@ -14,14 +14,20 @@ namespace remat::cpu {
 #if defined(__x86_64__)
 std::int64_t tanh_of_quotient_avx(float* x, std::int64_t n, float cap);  // cpu_tanh_avx.cpp
 namespace {
-const bool kHasAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+bool has_avx2() {
+  static const bool yes = [] {
+    __builtin_cpu_init();  // not yet run when called from another library's static initializer
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return yes;
+}
 }  // namespace
 #endif
 
 void tanh_of_quotient(float* x, std::int64_t n, float cap) {
   std::int64_t k = 0;
 #if defined(__x86_64__)
-  if (kHasAvx2) k = tanh_of_quotient_avx(x, n, cap);
+  if (has_avx2()) k = tanh_of_quotient_avx(x, n, cap);
 #endif
 #ifdef __SSE2__
   const __m128 c = _mm_set1_ps(cap);
