@@ -92,7 +92,9 @@ void GuiMemoryFocusTest::legendClickHidesACategoryAndRefitsTheByteAxis() {
   QCOMPARE(v.plot()->yAxis->range().lower, 0.0);
   QCOMPARE(v.plot()->yAxis->range().upper, without_saved);
   QVERIFY(without_saved < whole);
-  QVERIFY(!graph_named(v.plot(), "device total")->visible());  // the total is no longer what is stacked
+  QCPGraph* total = graph_named(v.plot(), "device total");
+  QVERIFY(!total->visible());  // the total is no longer what is stacked: not drawn, greyed
+  QVERIFY(v.plot()->legend->itemWithPlottable(total)->textColor() != shown_color);
   // Hiding the optimizer state too lowers the top again.
   v.setCategoryShown(Category::OptimizerState, false);
   QCOMPARE(v.plot()->yAxis->range().upper, fitted_top(*none_, [](Category c) {
@@ -123,6 +125,9 @@ void GuiMemoryFocusTest::activationsOnlyHidesTheStaticCategoriesAndFitsTheActiva
   v.setTrace(none_, "none");
   QToolButton* b = v.activationsOnlyButton();
   QVERIFY(b->isVisible());
+  // The button's row above the plot takes only its own height.
+  QVERIFY(b->parentWidget()->height() < 2 * b->sizeHint().height());
+  QVERIFY(v.plot()->height() > v.height() - 2 * b->sizeHint().height());
   QTest::mouseClick(b, Qt::LeftButton);
   QVERIFY(b->isChecked());
   for (Category c : kStatic) {

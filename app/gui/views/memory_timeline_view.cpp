@@ -78,7 +78,9 @@ MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
                                    "wheel over the byte axis (or Ctrl+wheel) to zoom bytes."));
   bar->addWidget(activations_only_);
   bar->addStretch(1);
-  static_cast<QVBoxLayout*>(layout())->insertWidget(0, focus_bar_);
+  focus_bar_->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
+  static_cast<QVBoxLayout*>(layout())->insertWidget(0, focus_bar_, 0);
+  static_cast<QVBoxLayout*>(layout())->setStretchFactor(plot_, 1);
   connect(activations_only_, &QToolButton::toggled, this, [this](bool on) { setActivationsOnly(on); });
   rebuild();
 }
@@ -347,6 +349,10 @@ void MemoryTimelineView::onRestyle() {
     stack_[k]->setBrush(c);
     legend(stack_[k], stacked_[k]);
   }
+  // The lines that count every device category are not drawn while one is hidden.
+  for (QCPGraph* g : {total_graph_, reserved_graph_})
+    if (auto* item = g ? plot_->legend->itemWithPlottable(g) : nullptr)
+      item->setTextColor(wholeDevice() ? palette().color(QPalette::Text) : grey);
   if (host_graph_) {
     const bool on = shown_[static_cast<int>(Category::HostOffloaded)];
     host_graph_->setPen(QPen(on ? category_color(Category::HostOffloaded) : grey, 2, Qt::DashLine));
