@@ -72,7 +72,6 @@ MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
   activations_only_ = new QToolButton(focus_bar_);
   activations_only_->setText(tr("Activations only"));
   activations_only_->setCheckable(true);
-  activations_only_->setAutoRaise(true);
   activations_only_->setToolTip(tr("Hide parameters, gradients, master weights and optimizer state and fit the "
                                    "byte axis to the rest. Click a legend item to hide or show its category; "
                                    "wheel over the byte axis (or Ctrl+wheel) to zoom bytes."));
