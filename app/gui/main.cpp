@@ -11,6 +11,8 @@
 #include "guarded_application.h"
 #include "core/trace/summary.h"
 #include "main_window.h"
+#include "views/memory_timeline_view.h"
+#include "views/run_view.h"
 #include "run_panel.h"
 #include "theme.h"
 
@@ -49,7 +51,9 @@ int main(int argc, char** argv) {
   QCommandLineOption theme("theme", "light, dark or system.", "THEME");
   QCommandLineOption tab("page", "Show this page first: timeline, compare or analysis.", "PAGE", "timeline");
   QCommandLineOption timeout("timeout", "With --screenshot: give up after this many seconds (default 600).", "S", "600");
-  for (const auto& o : {run, policy, steps, warmup, seed, device, budget, shot, runs_dir, no_save, theme, tab, timeout}) cl.addOption(o);
+  QCommandLineOption act_only("activations-only", "With --screenshot: show the memory timeline with its Activations only button on.");
+  for (const auto& o : {run, policy, steps, warmup, seed, device, budget, shot, runs_dir, no_save, theme, tab, timeout, act_only})
+    cl.addOption(o);
   cl.addPositionalArgument("run-dirs", "Run directories to open.", "[run-dir...]");
   cl.process(app);
 
@@ -72,12 +76,14 @@ int main(int argc, char** argv) {
   // The screenshot is taken once every run directory is read and the run has ended.
   auto waiting = std::make_shared<int>((cl.positionalArguments().isEmpty() ? 0 : 1) + (cl.isSet(run) ? 1 : 0));
   auto all_ok = std::make_shared<bool>(true);
-  auto finish = [&w, shot_path, page, waiting, all_ok](bool ok) {
+  const bool focus_activations = cl.isSet(act_only);
+  auto finish = [&w, shot_path, page, waiting, all_ok, focus_activations](bool ok) {
     *all_ok = *all_ok && ok;
     if (--*waiting > 0 || shot_path.isEmpty()) return;
     ok = *all_ok;
-    QTimer::singleShot(600, &w, [&w, shot_path, page, ok] {
+    QTimer::singleShot(600, &w, [&w, shot_path, page, ok, focus_activations] {
       w.pages()->setCurrentIndex(page);
+      if (focus_activations) w.runView()->memory()->setActivationsOnly(true);
       QApplication::processEvents();
       QString err;
       if (!w.saveScreenshot(shot_path, &err)) {

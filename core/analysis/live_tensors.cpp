@@ -34,10 +34,15 @@ LiveTensorIndex::LiveTensorIndex(const Trace& t) : names_(t.names) {
 }
 
 std::vector<const Allocation*> LiveTensorIndex::largest_at(std::size_t event, std::size_t n) const {
+  return largest_at(event, n, [](const Allocation&) { return true; });
+}
+
+std::vector<const Allocation*> LiveTensorIndex::largest_at(std::size_t event, std::size_t n,
+                                                           const std::function<bool(const Allocation&)>& keep) const {
   std::vector<const Allocation*> out;
   for (const auto& a : by_size_) {
     if (out.size() >= n) break;
-    if (a.alloc_event <= event && event < a.free_event) out.push_back(&a);
+    if (a.alloc_event <= event && event < a.free_event && keep(a)) out.push_back(&a);
   }
   return out;
 }

@@ -3,6 +3,7 @@
 // selecting those tensors in the ledger.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ class LiveTensorIndex {
 
   // The `n` largest allocations alive right after event `event` (largest first).
   std::vector<const Allocation*> largest_at(std::size_t event, std::size_t n) const;
+  // ... among those `keep` accepts.
+  std::vector<const Allocation*> largest_at(std::size_t event, std::size_t n,
+                                            const std::function<bool(const Allocation&)>& keep) const;
   // "h3.attn.probs" (block-qualified like the trace's peak tensors) or "parameters".
   std::string label(const Allocation& a) const;
   const std::string& tensor_name(const Allocation& a) const;

@@ -1,7 +1,11 @@
 #include "views/memory_timeline_view.h"
 
+#include <QHBoxLayout>
 #include <QMouseEvent>
+#include <QToolButton>
 #include <QToolTip>
+#include <QVBoxLayout>
+#include <QWheelEvent>
 #include <algorithm>
 #include <cmath>
 #include <qcustomplot.h>
@@ -18,6 +22,8 @@ namespace {
 QString pretty(const char* s) { return QString::fromLatin1(s).replace('_', ' '); }
 
 constexpr int kLeftMargin = 84, kRightMargin = 18;
+// The factor of one wheel step, as QCustomPlot's own zoom.
+constexpr double kWheelZoomFactor = 0.85;
 
 }  // namespace
 
@@ -57,12 +63,31 @@ MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
   connect(plot_, &QCustomPlot::mouseMove, this, &MemoryTimelineView::onMouseMove);
   connect(plot_, &QCustomPlot::mousePress, this, &MemoryTimelineView::onMousePress);
   connect(plot_, &QCustomPlot::mouseRelease, this, &MemoryTimelineView::onMouseRelease);
+  connect(plot_, &QCustomPlot::legendClick, this,
+          [this](QCPLegend*, QCPAbstractLegendItem* item, QMouseEvent*) { onLegendClick(item); });
+  // Above the plot: the focus on activations.
+  focus_bar_ = new QWidget(this);
+  auto* bar = new QHBoxLayout(focus_bar_);
+  bar->setContentsMargins(kLeftMargin - 4, 2, kRightMargin, 0);
+  activations_only_ = new QToolButton(focus_bar_);
+  activations_only_->setText(tr("Activations only"));
+  activations_only_->setCheckable(true);
+  activations_only_->setToolTip(tr("Hide parameters, gradients, master weights and optimizer state and fit the "
+                                   "byte axis to the rest. Click a legend item to hide or show its category; "
+                                   "wheel over the byte axis (or Ctrl+wheel) to zoom bytes."));
+  bar->addWidget(activations_only_);
+  bar->addStretch(1);
+  focus_bar_->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
+  static_cast<QVBoxLayout*>(layout())->insertWidget(0, focus_bar_, 0);
+  static_cast<QVBoxLayout*>(layout())->setStretchFactor(plot_, 1);
+  connect(activations_only_, &QToolButton::toggled, this, [this](bool on) { setActivationsOnly(on); });
   rebuild();
 }
 
 MemoryTimelineView::~MemoryTimelineView() = default;
 
 void MemoryTimelineView::setTrace(std::shared_ptr<const Trace> t, const QString& title) {
+  if (t != trace_) shown_ = all_categories();
   trace_ = std::move(t);
   title_ = title;
   x_.clear();
@@ -70,7 +95,7 @@ void MemoryTimelineView::setTrace(std::shared_ptr<const Trace> t, const QString&
   host_.clear();
   reserved_.clear();
   cum_.clear();
-  shown_.clear();
+  stacked_.clear();
   host_max_ = reserved_max_ = 0;
   tl_ = {};
   phases_.clear();
@@ -102,17 +127,24 @@ void MemoryTimelineView::setTrace(std::shared_ptr<const Trace> t, const QString&
       for (int c = 0; c < kNumCategories; ++c) any[c] = any[c] || p.live[c] != 0;
     }
     for (int c = 0; c < kNumCategories; ++c)
-      if (any[c] && static_cast<Category>(c) != Category::HostOffloaded) shown_.push_back(static_cast<Category>(c));
-    cum_.assign(shown_.size(), std::vector<double>(n));
-    for (std::size_t i = 0; i < n; ++i) {
-      double s = 0;
-      for (std::size_t k = 0; k < shown_.size(); ++k) {
-        s += static_cast<double>(tl_.points[i].live[static_cast<int>(shown_[k])]);
-        cum_[k][i] = s;
-      }
-    }
+      if (any[c] && static_cast<Category>(c) != Category::HostOffloaded) stacked_.push_back(static_cast<Category>(c));
+    restack();
   }
   rebuild();
+}
+
+// The stack of the shown categories from 0; a hidden category's top is the one below it.
+void MemoryTimelineView::restack() {
+  const std::size_t n = tl_.points.size();
+  cum_.assign(stacked_.size(), std::vector<double>(n));
+  for (std::size_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (std::size_t k = 0; k < stacked_.size(); ++k) {
+      const int c = static_cast<int>(stacked_[k]);
+      if (shown_[c]) s += static_cast<double>(tl_.points[i].live[c]);
+      cum_[k][i] = s;
+    }
+  }
 }
 
 void MemoryTimelineView::setTimeMode(TimeMode m) {
@@ -130,7 +162,7 @@ void MemoryTimelineView::setCompact(bool compact) {
 
 void MemoryTimelineView::setValueMax(double v) {
   value_max_ = v;
-  plot_->yAxis->setRange(0, value_max_ > 0 ? value_max_ : dataValueMax());
+  plot_->yAxis->setRange(0, fittedValueMax());
   plot_->replot();
 }
 
@@ -153,6 +185,7 @@ QCPRange MemoryTimelineView::dataTimeRange() const {
 }
 
 void MemoryTimelineView::resetZoom() {
+  plot_->yAxis->setRange(0, fittedValueMax());
   plot_->xAxis->setRange(dataTimeRange());
   plot_->replot();
 }
@@ -194,16 +227,12 @@ void MemoryTimelineView::rebuild() {
 
   if (trace_ && !x_.empty()) {
     const bool dark = is_dark(palette());
-    for (std::size_t k = 0; k < shown_.size(); ++k) {
+    for (std::size_t k = 0; k < stacked_.size(); ++k) {
       QCPGraph* g = plot_->addGraph();
-      const QColor c = category_color(shown_[k]);
-      g->setName(pretty(to_string(shown_[k])));
+      g->setName(pretty(to_string(stacked_[k])));
       g->setLineStyle(QCPGraph::lsStepLeft);
-      g->setPen(QPen(c.darker(dark ? 140 : 118), 1));
-      g->setBrush(c);
       g->setAntialiased(false);
       g->setAntialiasedFill(false);
-      if (k > 0) g->setChannelFillGraph(stack_.back());
       stack_.push_back(g);
     }
     total_graph_ = plot_->addGraph();
@@ -214,7 +243,6 @@ void MemoryTimelineView::rebuild() {
       host_graph_ = plot_->addGraph();
       host_graph_->setName(tr("host (offloaded)"));
       host_graph_->setLineStyle(QCPGraph::lsStepLeft);
-      host_graph_->setPen(QPen(category_color(Category::HostOffloaded), 2, Qt::DashLine));
       host_graph_->setAntialiased(false);
     }
     if (trace_->device.rfind("cuda", 0) == 0 && reserved_max_ > 0) {
@@ -263,7 +291,6 @@ void MemoryTimelineView::rebuild() {
     peak_label_->position->setCoords(x_[pk] * s, total_[pk]);
     peak_label_->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
     peak_label_->setPadding(QMargins(6, 0, 0, 3));
-    peak_label_->setText(tr("peak %1").arg(human_bytes(total_[pk])));
     QFont bf = font();
     bf.setBold(true);
     peak_label_->setFont(bf);
@@ -286,12 +313,11 @@ void MemoryTimelineView::rebuild() {
   }
   style_plot(plot_, palette());
   onRestyle();
-  plot_->yAxis->setRange(0, value_max_ > 0 ? value_max_ : dataValueMax());
+  focus_bar_->setVisible(!compact_);
   clamping_ = true;
   plot_->xAxis->setRange(dataTimeRange());
   clamping_ = false;
-  updateVisible();
-  plot_->replot();
+  applyFocus();
 }
 
 void MemoryTimelineView::onRestyle() {
@@ -308,6 +334,29 @@ void MemoryTimelineView::onRestyle() {
   if (predicted_label_) predicted_label_->setColor(mid);
   if (cursor_) cursor_->setPen(QPen(mid, 1));
   title_element_->setTextColor(fg);
+  // Hidden categories: a grey legend item (its graph is not drawn, only its icon).
+  const bool dark = is_dark(palette());
+  const QColor grey = palette().color(QPalette::Disabled, QPalette::Text);
+  auto legend = [this, &grey](QCPGraph* g, Category c) {
+    if (auto* item = g ? plot_->legend->itemWithPlottable(g) : nullptr)
+      item->setTextColor(shown_[static_cast<int>(c)] ? palette().color(QPalette::Text) : grey);
+  };
+  for (std::size_t k = 0; k < stack_.size(); ++k) {
+    const bool on = shown_[static_cast<int>(stacked_[k])];
+    const QColor c = on ? category_color(stacked_[k]) : grey.lighter(dark ? 80 : 130);
+    stack_[k]->setPen(QPen(on ? c.darker(dark ? 140 : 118) : grey, 1));
+    stack_[k]->setBrush(c);
+    legend(stack_[k], stacked_[k]);
+  }
+  // The lines that count every device category are not drawn while one is hidden.
+  for (QCPGraph* g : {total_graph_, reserved_graph_})
+    if (auto* item = g ? plot_->legend->itemWithPlottable(g) : nullptr)
+      item->setTextColor(wholeDevice() ? palette().color(QPalette::Text) : grey);
+  if (host_graph_) {
+    const bool on = shown_[static_cast<int>(Category::HostOffloaded)];
+    host_graph_->setPen(QPen(on ? category_color(Category::HostOffloaded) : grey, 2, Qt::DashLine));
+    legend(host_graph_, Category::HostOffloaded);
+  }
 }
 
 void MemoryTimelineView::clampRange(const QCPRange& r) {
@@ -378,12 +427,16 @@ std::size_t MemoryTimelineView::eventAt(std::size_t point) const {
   return tl_.range.end > 0 ? tl_.range.end - 1 : SIZE_MAX;
 }
 
+std::vector<const Allocation*> MemoryTimelineView::largestAt(double key, std::size_t n) const {
+  if (x_.empty()) return {};
+  const std::size_t ev = eventAt(pointAt(key));
+  if (ev == SIZE_MAX) return {};
+  return largest_shown(live_, ev, n, shown_);
+}
+
 QList<QPair<int, QString>> MemoryTimelineView::tensorsAt(double key, int n) const {
   QList<QPair<int, QString>> out;
-  if (x_.empty()) return out;
-  const std::size_t ev = eventAt(pointAt(key));
-  if (ev == SIZE_MAX) return out;
-  for (const Allocation* a : live_.largest_at(ev, static_cast<std::size_t>(n)))
+  for (const Allocation* a : largestAt(key, static_cast<std::size_t>(n)))
     out.append({a->block, QString::fromStdString(live_.tensor_name(*a))});
   return out;
 }
@@ -403,23 +456,26 @@ QString MemoryTimelineView::describeAt(double key) const {
   if (reserved_graph_) h += ", reserved " + human_bytes(reserved_[i]);
   if (p.host) h += ", host " + human_bytes(static_cast<double>(p.host));
   h += "<table cellspacing=0 cellpadding=1>";
+  if (!shows_all(shown_)) {
+    std::int64_t sum = 0;
+    for (int c = 0; c < kNumCategories; ++c)
+      if (shown_[c] && static_cast<Category>(c) != Category::HostOffloaded) sum += p.live[c];
+    h += "<br>shown categories <b>" + human_bytes(static_cast<double>(sum)) + "</b>";
+  }
   for (int c = kNumCategories - 1; c >= 0; --c) {
-    if (!p.live[c]) continue;
+    if (!p.live[c] || !shown_[c]) continue;
     h += QString("<tr><td><span style='color:%1'>■</span> %2</td><td align=right>&nbsp;%3</td></tr>")
              .arg(category_color(static_cast<Category>(c)).name(), pretty(to_string(static_cast<Category>(c))),
                   human_bytes(static_cast<double>(p.live[c])));
   }
   h += "</table>";
-  const std::size_t ev = eventAt(i);
-  if (ev != SIZE_MAX) {
-    auto largest = live_.largest_at(ev, 5);
-    if (!largest.empty()) {
-      h += "<b>largest alive</b><table cellspacing=0 cellpadding=1>";
-      for (const Allocation* a : largest)
-        h += QString("<tr><td>%1</td><td align=right>&nbsp;%2</td></tr>")
-                 .arg(QString::fromStdString(live_.label(*a)).toHtmlEscaped(), human_bytes(static_cast<double>(a->bytes)));
-      h += "</table><i>click to select them in the ledger</i>";
-    }
+  const auto largest = largestAt(key, 5);
+  if (!largest.empty()) {
+    h += "<b>largest alive</b><table cellspacing=0 cellpadding=1>";
+    for (const Allocation* a : largest)
+      h += QString("<tr><td>%1</td><td align=right>&nbsp;%2</td></tr>")
+               .arg(QString::fromStdString(live_.label(*a)).toHtmlEscaped(), human_bytes(static_cast<double>(a->bytes)));
+    h += "</table><i>click to select them in the ledger</i>";
   }
   return h;
 }
@@ -462,6 +518,130 @@ void MemoryTimelineView::onMouseRelease(QMouseEvent* e) {
   if (!plot_->axisRect()->rect().contains(e->pos())) return;
   const double key = plot_->xAxis->pixelToCoord(e->position().x());
   emit tensorsPicked(tensorsAt(key, 8), origin_ + static_cast<qint64>(key / timeScale()));
+}
+
+QCPGraph* MemoryTimelineView::categoryGraph(Category c) const {
+  if (c == Category::HostOffloaded) return host_graph_;
+  for (std::size_t k = 0; k < stack_.size(); ++k)
+    if (stacked_[k] == c) return stack_[k];
+  return nullptr;
+}
+
+QCPAbstractLegendItem* MemoryTimelineView::legendItem(Category c) const {
+  QCPGraph* g = categoryGraph(c);
+  return g && !compact_ ? plot_->legend->itemWithPlottable(g) : nullptr;
+}
+
+bool MemoryTimelineView::wholeDevice() const {
+  for (int c = 0; c < kNumCategories; ++c)
+    if (!shown_[c] && static_cast<Category>(c) != Category::HostOffloaded) return false;
+  return true;
+}
+
+double MemoryTimelineView::fittedValueMax() const {
+  if (value_max_ > 0) return value_max_;
+  if (shows_all(shown_)) return dataValueMax();
+  double top = fitted_value_top(tl_, shown_);
+  // The device total, the reserved bytes and the prediction are drawn only over the whole device.
+  if (wholeDevice() && trace_)
+    top = std::max({top, kValueHeadroom * reserved_max_, kValueHeadroom * static_cast<double>(trace_->predicted_peak_bytes)});
+  return top;
+}
+
+void MemoryTimelineView::applyFocus() {
+  restack();
+  for (std::size_t k = 0; k < stack_.size(); ++k) {
+    stack_[k]->setVisible(shown_[static_cast<int>(stacked_[k])]);
+    // Filled down to the shown category below (the axis for the lowest).
+    QCPGraph* below = nullptr;
+    for (std::size_t j = k; j-- > 0;)
+      if (stack_[j]->visible()) {
+        below = stack_[j];
+        break;
+      }
+    stack_[k]->setChannelFillGraph(below);
+  }
+  if (host_graph_) host_graph_->setVisible(shown_[static_cast<int>(Category::HostOffloaded)]);
+  const bool whole = wholeDevice();
+  if (total_graph_) total_graph_->setVisible(whole);
+  if (reserved_graph_) reserved_graph_->setVisible(whole);
+  if (predicted_) predicted_->setVisible(whole);
+  if (predicted_label_) predicted_label_->setVisible(whole);
+  // The peak of what is stacked: the device's, or the shown categories' own.
+  if (peak_graph_ && !x_.empty()) {
+    const StackPeak sp = stacked_peak(tl_, shown_);
+    const std::size_t pk = whole ? tl_.peak_point : sp.point;
+    const double key = x_[pk] * timeScale(), value = whole ? total_[pk] : static_cast<double>(sp.bytes);
+    peak_graph_->data()->clear();
+    peak_graph_->addData(key, value);
+    peak_graph_->setVisible(value > 0);
+    peak_label_->position->setCoords(key, value);
+    peak_label_->setText(whole ? tr("peak %1").arg(human_bytes(value))
+                               : tr("peak of the shown %1").arg(human_bytes(value)));
+    peak_label_->setVisible(value > 0);
+  }
+  if (activations_only_) {
+    QSignalBlocker block(activations_only_);
+    activations_only_->setChecked(shown_ == activations_only());
+  }
+  onRestyle();
+  plot_->yAxis->setRange(0, fittedValueMax());
+  updateVisible();
+  plot_->replot();
+}
+
+void MemoryTimelineView::setShownCategories(const CategorySet& shown) {
+  if (shown == shown_) return;
+  shown_ = shown;
+  applyFocus();
+}
+
+void MemoryTimelineView::setCategoryShown(Category c, bool shown) {
+  CategorySet s = shown_;
+  s[static_cast<int>(c)] = shown;
+  setShownCategories(s);
+}
+
+void MemoryTimelineView::setActivationsOnly(bool on) { setShownCategories(on ? activations_only() : all_categories()); }
+
+void MemoryTimelineView::onLegendClick(QCPAbstractLegendItem* item) {
+  auto* pi = qobject_cast<QCPPlottableLegendItem*>(item);
+  if (!pi) return;
+  for (int c = 0; c < kNumCategories; ++c) {
+    const Category cat = static_cast<Category>(c);
+    if (categoryGraph(cat) == pi->plottable()) {
+      setCategoryShown(cat, !shown_[c]);
+      return;
+    }
+  }
+}
+
+void MemoryTimelineView::zoomValue(double steps, double at) {
+  const double top = fittedValueMax();
+  const QCPRange r = plot_->yAxis->range();
+  const double f = std::pow(kWheelZoomFactor, steps);
+  double lo = at + (r.lower - at) * f, hi = at + (r.upper - at) * f;
+  // Within [0, the fitted top], and never narrower than a few bytes.
+  const double size = std::clamp(hi - lo, 16.0, top);
+  lo = std::clamp(lo, 0.0, top - size);
+  plot_->yAxis->setRange(lo, lo + size);
+  plot_->replot();
+}
+
+bool MemoryTimelineView::eventFilter(QObject* o, QEvent* e) {
+  if (o == plot_ && e->type() == QEvent::Wheel) {
+    auto* we = static_cast<QWheelEvent*>(e);
+    const QRect ar = plot_->axisRect()->rect();
+    const QPointF p = we->position();
+    const bool over_axis = p.x() < ar.left() && p.y() >= ar.top() && p.y() <= ar.bottom();
+    if (over_axis || we->modifiers().testFlag(Qt::ControlModifier)) {
+      PlotView::eventFilter(o, e);  // the plot is the one last used
+      zoomValue(we->angleDelta().y() / 120.0, plot_->yAxis->pixelToCoord(p.y()));
+      we->accept();
+      return true;
+    }
+  }
+  return PlotView::eventFilter(o, e);
 }
 
 }  // namespace remat::gui

@@ -4,6 +4,11 @@
 // phases shaded behind, the peak marked and the simulator's predicted peak as a dashed line.
 // Hovering shows the time, the bytes per category and the largest tensors alive; a click picks
 // those tensors (for the ledger).
+//
+// Focus: a click on a category's legend item hides or shows it, and "Activations only" hides the
+// static categories (core's memory_focus); the shown categories are stacked from 0 and the value
+// axis is fitted to them, the hover's tensors are those of shown categories. The wheel over the
+// value axis, or Ctrl+wheel anywhere, zooms bytes; the plain wheel zooms time.
 #pragma once
 #include <QList>
 #include <QPair>
@@ -12,6 +17,7 @@
 #include <vector>
 
 #include "core/analysis/live_tensors.h"
+#include "core/analysis/memory_focus.h"
 #include "core/analysis/memory_timeline.h"
 #include "core/analysis/phase_spans.h"
 #include "core/trace/trace.h"
@@ -24,6 +30,8 @@ class QCPItemRect;
 class QCPRange;
 class QMouseEvent;
 class QCPTextElement;
+class QCPAbstractLegendItem;
+class QToolButton;
 
 namespace remat::gui {
 
@@ -59,8 +67,24 @@ class MemoryTimelineView : public PlotView {
   QRect plotArea() const;
   // The largest tensors alive at a key, as (block, tensor name), and the hover text there.
   QList<QPair<int, QString>> tensorsAt(double key, int n) const;
+  // ... as the allocations, of shown categories only.
+  std::vector<const Allocation*> largestAt(double key, std::size_t n) const;
   QString describeAt(double key) const;
   void setCursorKey(double key);  // a vertical cursor (NaN hides it)
+
+  // The categories shown (kept while the same run is shown; a new run shows them all).
+  const CategorySet& shownCategories() const { return shown_; }
+  void setShownCategories(const CategorySet& shown);
+  void setCategoryShown(Category c, bool shown);
+  // Every category but the static ones, or all of them again.
+  void setActivationsOnly(bool on);
+  QToolButton* activationsOnlyButton() const { return activations_only_; }
+  // The legend item of a category (null when the run has none of it or the legend is hidden).
+  QCPAbstractLegendItem* legendItem(Category c) const;
+  // The value axis' top that fits what is shown (the compare view's shared top when set).
+  double fittedValueMax() const;
+  // Zooms the value axis by `steps` wheel steps (positive: in) around the value `at`.
+  void zoomValue(double steps, double at);
 
  signals:
   void tensorsPicked(const QList<QPair<int, QString>>& tensors, qint64 t_ns);
@@ -68,6 +92,7 @@ class MemoryTimelineView : public PlotView {
 
  protected:
   void onRestyle() override;
+  bool eventFilter(QObject* o, QEvent* e) override;
 
  private:
   void rebuild();
@@ -78,6 +103,12 @@ class MemoryTimelineView : public PlotView {
   void onMouseMove(QMouseEvent* e);
   void onMousePress(QMouseEvent* e);
   void onMouseRelease(QMouseEvent* e);
+  void onLegendClick(QCPAbstractLegendItem* item);
+  // Restacks the shown categories, hides the rest, refits the value axis and replots.
+  void applyFocus();
+  void restack();
+  bool wholeDevice() const;  // no device category hidden
+  QCPGraph* categoryGraph(Category c) const;
 
   std::shared_ptr<const Trace> trace_;
   QString title_;
@@ -91,8 +122,9 @@ class MemoryTimelineView : public PlotView {
 
   // Full-resolution series, x in ns since origin.
   std::vector<double> x_, total_, host_, reserved_;
-  std::vector<Category> shown_;               // stacked categories, bottom first
-  std::vector<std::vector<double>> cum_;      // per shown category: the stack's top after it
+  std::vector<Category> stacked_;             // categories the run has, stacked bottom first
+  std::vector<std::vector<double>> cum_;      // per stacked category: the shown stack's top after it
+  CategorySet shown_ = all_categories();
   double host_max_ = 0, reserved_max_ = 0;
 
   std::vector<QCPGraph*> stack_;
@@ -106,6 +138,8 @@ class MemoryTimelineView : public PlotView {
   QCPItemText* predicted_label_ = nullptr;
   QCPItemStraightLine* cursor_ = nullptr;
   QCPTextElement* title_element_ = nullptr;
+  QToolButton* activations_only_ = nullptr;
+  QWidget* focus_bar_ = nullptr;
   bool clamping_ = false;
   QPoint press_pos_;
 };
