@@ -58,6 +58,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent)
   pages_->setDocumentMode(true);
   run_view_ = new RunView(this);
   compare_ = new CompareView(this);
+  connect(compare_, &CompareView::plotsRebuilt, this, &MainWindow::connectPlots);
   analysis_ = new AnalysisView(this);
   pages_->addTab(run_view_, tr("Timeline"));
   pages_->addTab(compare_, tr("Compare"));

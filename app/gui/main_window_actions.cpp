@@ -171,7 +171,7 @@ void MainWindow::showRun(int row) {
 }
 
 void MainWindow::refreshRunViews() {
-  compare_->setRuns(runs_->checked(), runs_->runs());
+  compare_->setRuns(runs_->checked());
   analysis_->setRuns(runs_->runs());
   connectPlots();
 }

@@ -24,6 +24,13 @@ QPixmap swatch(const QColor& c) {
 
 }  // namespace
 
+QString incomplete_state(const Trace& t) {
+  if (t.complete) return {};
+  if (t.status == "cancelled") return QObject::tr("cancelled");
+  if (t.status == "out_of_memory") return QObject::tr("out of memory");
+  return QObject::tr("failed");
+}
+
 int RunListModel::add(std::shared_ptr<const Trace> trace, const QString& dir) {
   const int row = static_cast<int>(runs_.size());
   beginInsertRows({}, row, row);
@@ -33,8 +40,10 @@ int RunListModel::add(std::shared_ptr<const Trace> trace, const QString& dir) {
   e.id = next_id_++;
   const Trace& t = *e.trace;
   e.label = QString("#%1 %2 · %3").arg(e.id).arg(QString::fromStdString(t.model.name), QString::fromStdString(t.policy));
+  const QString state = incomplete_state(t);
+  if (!state.isEmpty()) e.label += " (" + state + ")";
   runs_.push_back(std::move(e));
-  checked_.push_back(true);
+  checked_.push_back(t.complete);  // an incomplete trace is never compared unasked
   endInsertRows();
   emit checkedChanged();
   return row;
@@ -88,7 +97,7 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const {
       return s;
     }
     case Qt::CheckStateRole: return checked_[static_cast<std::size_t>(index.row())] ? Qt::Checked : Qt::Unchecked;
-    case Qt::DecorationRole: return swatch(run_color(e.id));
+    case Qt::DecorationRole: return swatch(policy_color(t.policy));
     case Qt::ForegroundRole:
       if (!t.complete) return QColor(0xd6, 0x27, 0x28);
       return {};
@@ -100,7 +109,9 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const {
                            t.policy_params.empty() ? QString() : ":" + QString::fromStdString(t.policy_params),
                            QString::fromStdString(t.device))
                       .arg(t.seed).arg(t.steps).arg(t.warmup);
-      if (!t.complete) s += "<br><b>" + QString::fromStdString(t.status) + "</b>: " + QString::fromStdString(t.error).toHtmlEscaped();
+      if (!t.complete)
+        s += "<br><b>" + incomplete_state(t) + "</b>: " + QString::fromStdString(t.error).toHtmlEscaped() +
+             "<br>" + QObject::tr("The trace is incomplete: not checked for comparison unless you check it.");
       if (!e.dir.isEmpty()) s += "<br>" + e.dir.toHtmlEscaped();
       return s;
     }

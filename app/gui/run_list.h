@@ -1,6 +1,7 @@
 // The runs of this session and those opened from disk: a list model with a check box per run
 // (the runs to compare), a color swatch, the figures in the label and the details in the
-// tooltip. Cancelled and failed runs are kept and marked.
+// tooltip. Cancelled and failed runs are kept, marked "(cancelled)", "(out of memory)" or
+// "(failed)" after their name, and not checked when added.
 #pragma once
 #include <QAbstractListModel>
 #include <vector>
@@ -9,12 +10,15 @@
 
 namespace remat::gui {
 
+// "cancelled", "out of memory" or "failed" for an incomplete trace; empty for a complete one.
+QString incomplete_state(const Trace& t);
+
 class RunListModel : public QAbstractListModel {
   Q_OBJECT
  public:
   explicit RunListModel(QObject* parent = nullptr) : QAbstractListModel(parent) {}
 
-  // Adds a run, checked for comparison; returns its row.
+  // Adds a run, checked for comparison when its trace is complete; returns its row.
   int add(std::shared_ptr<const Trace> trace, const QString& dir);
   void remove(int row);
   const RunEntry& at(int row) const { return runs_[static_cast<std::size_t>(row)]; }

@@ -6,6 +6,8 @@
 #include <QStyleFactory>
 #include <qcustomplot.h>
 
+#include "core/util/hash.h"
+
 namespace remat::gui {
 
 namespace {
@@ -76,11 +78,18 @@ const char* to_string(ActionClass a) {
   return n[static_cast<int>(a)];
 }
 
-QColor run_color(int i) {
-  static const QColor c[] = {QColor(0x4e, 0x79, 0xa7), QColor(0xe1, 0x57, 0x59), QColor(0x59, 0xa1, 0x4f),
-                             QColor(0xf2, 0x8e, 0x2b), QColor(0xb0, 0x7a, 0xa1), QColor(0x76, 0xb7, 0xb2),
-                             QColor(0xed, 0xc9, 0x48), QColor(0x9c, 0x75, 0x5f), QColor(0xff, 0x9d, 0xa7)};
-  return c[static_cast<std::size_t>(i) % (sizeof c / sizeof c[0])];
+QColor policy_color(const std::string& policy) {
+  static const std::pair<const char*, QColor> fixed[] = {
+      {"none", QColor(0x4e, 0x79, 0xa7)},    {"selective", QColor(0xf2, 0x8e, 0x2b)},
+      {"uniform", QColor(0x59, 0xa1, 0x4f)}, {"revolve", QColor(0xb0, 0x7a, 0xa1)},
+      {"offload", QColor(0x76, 0xb7, 0xb2)}, {"budget", QColor(0xe1, 0x57, 0x59)}};
+  for (const auto& [name, c] : fixed)
+    if (policy == name) return c;
+  static const QColor others[] = {QColor(0xed, 0xc9, 0x48), QColor(0x9c, 0x75, 0x5f), QColor(0xff, 0x9d, 0xa7),
+                                  QColor(0x8c, 0xd1, 0x7d), QColor(0x86, 0x6e, 0xc7), QColor(0xd3, 0x72, 0xb0)};
+  Fnv1a64 h;
+  h.update(policy.data(), policy.size());
+  return others[h.value() % (sizeof others / sizeof others[0])];
 }
 
 bool is_dark(const QPalette& p) { return p.color(QPalette::Window).lightness() < 128; }

@@ -23,8 +23,10 @@ enum class ActionClass : std::uint8_t { Forward, Recompute, Backward, Offload, P
 ActionClass action_class(const std::string& action);
 QColor action_color(ActionClass a);
 const char* to_string(ActionClass a);
-// Distinct colors for runs in overlays and charts.
-QColor run_color(int i);
+// The color of a run on every page: fixed per policy family (none, selective, uniform, revolve,
+// offload, budget); any other policy (a plugin) gets one of the remaining colors by a hash of its
+// name, so a policy has the same color whatever its place in the run list.
+QColor policy_color(const std::string& policy);
 
 bool is_dark(const QPalette& p);
 

@@ -50,7 +50,7 @@ std::vector<RunRelation> relate(const std::vector<RunFigures>& runs) {
     bool dominated = false;
     for (std::size_t j = 0; j < runs.size() && !dominated; ++j) {
       const RunFigures& s = runs[j];
-      if (i == j || !s.complete) continue;
+      if (i == j || !s.complete || s.model_key != r.model_key || s.device != r.device) continue;
       dominated = s.peak_bytes <= r.peak_bytes && s.step_ms <= r.step_ms &&
                   (s.peak_bytes < r.peak_bytes || s.step_ms < r.step_ms);
     }

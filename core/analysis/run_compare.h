@@ -2,8 +2,8 @@
 // desktop app's compare view: the overhead of each run's median step time and its peak-memory
 // reduction against the `none` run of the same model and device (the first complete one),
 // whether its gradients are bit-identical to that run's (same seed and steps only), and whether
-// it is on the measured memory/time frontier (no other run is at least as good in both and
-// better in one).
+// it is on the measured memory/time frontier of its model and device (no other run of the same
+// model and device is at least as good in both and better in one).
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -1,9 +1,12 @@
-// The views on real traces, offscreen: the compare view's shared axis, export that reads back,
-// the ledger following a click on the memory timeline, the analysis tables, and zooming on a
-// million-op timeline.
+// The views on real traces, offscreen: the compare view (shared axis, groups of like runs with
+// their own scales, the frontier of checked runs only, overheads within noise, colors by policy),
+// export that reads back, the ledger following a click on the memory timeline, the analysis
+// tables, and zooming on a million-op timeline.
 #include <QDir>
 #include <QFile>
 #include <QImage>
+#include <QApplication>
+#include <QPixmap>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -15,6 +18,7 @@
 #include "core/trace/run_dir.h"
 #include "core/util/error.h"
 #include "export.h"
+#include "format.h"
 #include "gui_test_util.h"
 #include "run_list.h"
 #include "views/analysis_view.h"
@@ -26,6 +30,7 @@
 #include "views/op_timeline_view.h"
 #include "views/run_view.h"
 #include "views/span_plottable.h"
+#include "theme.h"
 
 using namespace remat;
 using namespace remat::gui;
@@ -35,6 +40,10 @@ class GuiViewsTest : public QObject {
  private slots:
   void initTestCase();
   void compareStacksRunsOnOneSharedAxis();
+  void compareFrontierIgnoresUncheckedAndCancelledRuns();
+  void compareGroupsUnlikeRunsWithTheirOwnScales();
+  void compareMarksOverheadsWithinNoise();
+  void colorsFollowThePolicyNotThePosition();
   void exportWritesFilesThatReadBack();
   void clickOnTheTimelineSelectsLedgerRows();
   void analysisShowsTheFormulaNextToTheMeasuredBytes();
@@ -62,7 +71,7 @@ void GuiViewsTest::compareStacksRunsOnOneSharedAxis() {
   CompareView v;
   v.resize(1200, 900);
   v.show();
-  v.setRuns(list.checked(), list.runs());
+  v.setRuns(list.checked());
   const auto tl = v.timelines();
   QCOMPARE(tl.size(), 2);
   QCOMPARE(tl[0]->trace().get(), none_.get());
@@ -100,6 +109,194 @@ void GuiViewsTest::compareStacksRunsOnOneSharedAxis() {
   QCOMPARE(v.timeChart()->barCount(), 2);
   QCOMPARE(v.scatter()->pointCount(), 2);
   QVERIFY(uniform_->peak_bytes < none_->peak_bytes);
+}
+
+namespace {
+
+// A copy of `base` under `policy` with these figures: its peak and one counted step per time.
+std::shared_ptr<Trace> with_figures(const Trace& base, const char* policy, std::uint64_t peak,
+                                    std::vector<double> ms) {
+  auto t = std::make_shared<Trace>(base);
+  t->policy = policy;
+  t->peak_bytes = peak;
+  t->step_stats.clear();
+  for (double m : ms) {
+    StepStats s;
+    s.time_ms = m;
+    s.peak_bytes = peak;
+    t->step_stats.push_back(s);
+  }
+  return t;
+}
+
+}  // namespace
+
+void GuiViewsTest::compareFrontierIgnoresUncheckedAndCancelledRuns() {
+  RunListModel list;
+  list.add(with_figures(*none_, "none", 1000, {10, 10.2}), {});
+  list.add(with_figures(*none_, "uniform", 600, {13, 13.1}), {});
+  // Smaller and faster than both: it would push them off the frontier were it counted.
+  auto cancelled = with_figures(*none_, "selective", 100, {1});
+  cancelled->complete = false;
+  cancelled->status = "cancelled";
+  const int c = list.add(cancelled, {});
+  QVERIFY(!list.isChecked(c));  // an incomplete run is not compared unasked
+  QVERIFY(list.at(c).label.endsWith("(cancelled)"));
+  QVERIFY(list.data(list.index(c), Qt::ToolTipRole).toString().contains("cancelled"));
+  const int u = list.add(with_figures(*none_, "offload", 100, {1}), {});
+  QVERIFY(list.isChecked(u));
+  list.setChecked(u, false);
+  CompareView v;
+  v.resize(1200, 900);
+  v.show();
+  v.setRuns(list.checked());
+  QCOMPARE(v.groupCount(), 1);
+  QCOMPARE(v.scatter()->pointCount(), 2);
+  QCOMPARE(v.scatter()->frontierCount(), 2);
+  QCOMPARE(v.timeChart()->barCount(), 2);
+  // Checked by hand, the cancelled run shows its timeline but enters no chart.
+  list.setChecked(c, true);
+  v.setRuns(list.checked());
+  QCOMPARE(v.timelines().size(), 3);
+  QCOMPARE(v.timelineGroups().last(), -1);
+  QCOMPARE(v.peakChart()->barCount(), 2);
+  QCOMPARE(v.scatter()->frontierCount(), 2);
+}
+
+void GuiViewsTest::compareGroupsUnlikeRunsWithTheirOwnScales() {
+  // Another shape of the model: four times the batch, four times the bytes.
+  auto big = std::make_shared<Trace>(*none_);
+  big->model.batch *= 4;
+  for (auto& e : big->events) e.delta *= 4;
+  big->peak_bytes *= 4;
+  for (auto& s : big->step_stats) s.peak_bytes *= 4;
+  RunListModel list;
+  list.add(big, {});
+  list.add(none_, {});
+  list.add(uniform_, {});
+  CompareView v;
+  v.resize(1200, 1000);
+  v.show();
+  v.setRuns(list.checked());
+  QApplication::processEvents();  // the charts laid out at their size
+  QCOMPARE(v.groupCount(), 2);
+  QVERIFY2(v.banner().startsWith("2 groups: "), qPrintable(v.banner()));
+  QVERIFY(v.banner().contains("(1 run)"));
+  QVERIFY(v.banner().contains("(2 runs)"));
+  QVERIFY(v.banner().contains("each has its own scales and frontier"));
+  QCOMPARE(v.timelineGroups(), (QList<int>{0, 1, 1}));
+  const auto tl = v.timelines();
+  // Each group's byte scale is its own: the small runs are not squashed under the big one.
+  const double big_top = tl[0]->plot()->yAxis->range().upper, small_top = tl[1]->plot()->yAxis->range().upper;
+  QCOMPARE(tl[2]->plot()->yAxis->range().upper, small_top);
+  QVERIFY(big_top >= static_cast<double>(big->peak_bytes));
+  QVERIFY(small_top >= static_cast<double>(none_->peak_bytes));
+  QVERIFY(small_top < static_cast<double>(big->peak_bytes));
+  const double big_bar = v.peakChart(0)->plot()->yAxis->range().upper,
+               small_bar = v.peakChart(1)->plot()->yAxis->range().upper;
+  QVERIFY(big_bar >= static_cast<double>(big->peak_bytes));
+  QVERIFY(small_bar >= static_cast<double>(none_->peak_bytes));
+  QVERIFY2(small_bar < static_cast<double>(big->peak_bytes),
+           qPrintable(QString("%1 %2 %3 rect %4x%5 vertical %6").arg(small_bar).arg(none_->peak_bytes).arg(big->peak_bytes)
+           .arg(v.peakChart(1)->plot()->axisRect()->width()).arg(v.peakChart(1)->plot()->axisRect()->height()).arg(v.peakChart(1)->labelsVertical())));
+  QCOMPARE(v.peakChart(0)->barCount(), 1);
+  QCOMPARE(v.peakChart(1)->barCount(), 2);
+  QCOMPARE(v.scatter(0)->pointCount(), 1);
+  QCOMPARE(v.scatter(1)->pointCount(), 2);
+  QVERIFY(v.scatter(1)->plot()->yAxis->range().upper < static_cast<double>(big->peak_bytes));
+  // The big run's none is no baseline of the small group: there the small none is.
+  QCOMPARE(v.peakChart(1)->bar(0).note, QString("baseline"));
+  // Zooming one group's timeline leaves the other group's alone.
+  const QCPRange r0 = tl[0]->plot()->xAxis->range();
+  tl[1]->plot()->xAxis->setRange(tl[1]->plot()->xAxis->range().upper * 0.25, tl[1]->plot()->xAxis->range().upper * 0.5);
+  QCOMPARE(tl[2]->plot()->xAxis->range().lower, tl[1]->plot()->xAxis->range().lower);
+  QCOMPARE(tl[0]->plot()->xAxis->range().lower, r0.lower);
+  QCOMPARE(tl[0]->plot()->xAxis->range().upper, r0.upper);
+  // One group: no banner.
+  list.setChecked(0, false);
+  v.setRuns(list.checked());
+  QCOMPARE(v.groupCount(), 1);
+  QCOMPARE(v.banner(), QString());
+}
+
+void GuiViewsTest::compareMarksOverheadsWithinNoise() {
+  RunListModel list;
+  list.add(with_figures(*none_, "none", 1000, {10, 12}), {});
+  list.add(with_figures(*none_, "uniform", 600, {9.2, 13.1}), {});     // +1.4 %, 4 ms apart: noise
+  list.add(with_figures(*none_, "selective", 800, {17.3, 17.5}), {});  // +58 %, steady: measured
+  for (const char* p : {"revolve", "offload", "budget"}) list.add(with_figures(*none_, p, 700, {28.31, 28.32}), {});
+  CompareView v;
+  v.resize(700, 900);  // narrow: the value labels cannot stand side by side
+  v.show();
+  v.setRuns(list.checked());
+  RunBarChart* t = v.timeChart();
+  QCOMPARE(t->barCount(), 6);
+  QCOMPARE(t->bar(0).note, QString("baseline"));
+  QVERIFY(t->bar(1).hatched);
+  QCOMPARE(t->bar(1).note, QString("within noise"));
+  QCOMPARE(t->bar(1).value, 11.15);
+  QCOMPARE(t->bar(1).low, 9.2);
+  QCOMPARE(t->bar(1).high, 13.1);
+  QVERIFY(!t->bar(2).hatched);
+  QCOMPARE(t->bar(2).note, human_percent(100.0 * (17.4 / 11.0 - 1.0)));
+  // No value label overlaps another or leaves the plot, at this width and a wide one.
+  for (int width : {700, 1800}) {
+    v.resize(width, 900);
+    QApplication::processEvents();
+    for (RunBarChart* c : {v.peakChart(), v.timeChart()}) {
+      c->plot()->replot(QCustomPlot::rpImmediateRefresh);
+      const QRectF area = QRectF(c->plot()->axisRect()->rect()).adjusted(-1, -1, 1, 1);
+      for (int i = 0; i < c->barCount(); ++i) {
+        const QRectF r = c->labelRect(i);
+        QVERIFY2(area.contains(r), qPrintable(QString("label %1 at %2 px wide cut: %3,%4 %5x%6 outside %7,%8 %9x%10")
+                                                  .arg(i).arg(width).arg(r.x()).arg(r.y()).arg(r.width()).arg(r.height())
+                                                  .arg(area.x()).arg(area.y()).arg(area.width()).arg(area.height())));
+        for (int j = i + 1; j < c->barCount(); ++j)
+          QVERIFY2(!r.intersects(c->labelRect(j)), qPrintable(QString("labels %1, %2 overlap").arg(i).arg(j)));
+      }
+    }
+  }
+}
+
+void GuiViewsTest::colorsFollowThePolicyNotThePosition() {
+  auto swatch_color = [](const RunListModel& l, int row) {
+    return l.data(l.index(row), Qt::DecorationRole).value<QPixmap>().toImage().pixelColor(6, 6);
+  };
+  QColor uniform_bar, uniform_swatch, uniform_line;
+  for (bool uniform_first : {true, false}) {
+    RunListModel list;
+    if (uniform_first) list.add(uniform_, {});
+    list.add(none_, {});
+    list.add(with_figures(*none_, "selective", none_->peak_bytes, {1}), {});
+    if (!uniform_first) list.add(uniform_, {});
+    const int row = uniform_first ? 0 : 2;
+    CompareView v;
+    v.resize(1200, 900);
+    v.show();
+    v.setRuns(list.checked());
+    v.setOverlay(true);
+    const QColor bar = v.timeChart()->bar(row).color, sw = swatch_color(list, row),
+                 line = v.overlayView()->plot()->graph(row)->pen().color();
+    QCOMPARE(bar, policy_color("uniform"));
+    QCOMPARE(line, bar);
+    QCOMPARE(sw, bar);
+    if (uniform_first) {
+      uniform_bar = bar;
+      uniform_swatch = sw;
+      uniform_line = line;
+    } else {
+      QCOMPARE(bar, uniform_bar);
+      QCOMPARE(sw, uniform_swatch);
+      QCOMPARE(line, uniform_line);
+    }
+  }
+  // Every policy family its own color; a plugin's is the same each time it is asked.
+  QList<QRgb> seen;
+  for (const char* p : {"none", "selective", "uniform", "revolve", "offload", "budget"}) {
+    QVERIFY(!seen.contains(policy_color(p).rgb()));
+    seen << policy_color(p).rgb();
+  }
+  QCOMPARE(policy_color("my_plugin"), policy_color("my_plugin"));
 }
 
 void GuiViewsTest::exportWritesFilesThatReadBack() {

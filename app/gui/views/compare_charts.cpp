@@ -1,5 +1,7 @@
 #include "views/compare_charts.h"
 
+#include <QFontMetrics>
+#include <QResizeEvent>
 #include <algorithm>
 #include <qcustomplot.h>
 
@@ -33,39 +35,156 @@ RunBarChart::RunBarChart(const QString& title, Unit unit, QWidget* parent) : Plo
   style_plot(plot_, palette());
 }
 
-void RunBarChart::setBars(const QStringList& labels, const QVector<double>& values, const QVector<QColor>& colors,
-                          const QStringList& notes) {
-  plot_->clearPlottables();
-  plot_->clearItems();
-  count_ = static_cast<int>(values.size());
-  QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
-  double top = 0;
-  for (int i = 0; i < count_; ++i) {
-    auto* bars = new QCPBars(plot_->xAxis, plot_->yAxis);
-    bars->setWidth(0.62);
-    bars->addData(i, values[i]);
-    bars->setBrush(colors.value(i, Qt::gray));
-    bars->setPen(QPen(colors.value(i, Qt::gray).darker(130)));
-    bars->setName(labels.value(i));
-    ticker->addTick(i, labels.value(i));
-    top = std::max(top, values[i]);
-    const QString v = unit_ == Unit::Bytes ? human_bytes(values[i]) : QString::number(values[i], 'f', 2) + " ms";
-    auto* label = new QCPItemText(plot_);
-    label->position->setCoords(i, values[i]);
-    label->setPositionAlignment(Qt::AlignHCenter | Qt::AlignBottom);
-    label->setPadding(QMargins(0, 0, 0, 2));
-    label->setText(notes.value(i).isEmpty() ? v : v + "\n" + notes.value(i));
-    label->setColor(palette().color(QPalette::Text));
-  }
-  plot_->xAxis->setTicker(ticker);
-  plot_->xAxis->setTickLabelRotation(count_ > 4 ? 25 : 0);
-  plot_->xAxis->setRange(-0.6, std::max(0, count_ - 1) + 0.6);
-  plot_->yAxis->setRange(0, top > 0 ? top * 1.3 : 1);
-  style_plot(plot_, palette());
-  plot_->replot();
+QString RunBarChart::labelText(int i) const {
+  const Bar& b = bars_[i];
+  // Three or four significant digits: the axis has the rest.
+  const QString v = unit_ == Unit::Bytes ? human_bytes(b.value)
+                                         : QString::number(b.value, 'f', b.value >= 100 ? 0 : b.value >= 10 ? 1 : 2) + " ms";
+  if (b.note.isEmpty()) return v;
+  return v + (one_line_ ? QString(" · ") : QString("\n")) + b.note;
 }
 
-void RunBarChart::resetZoom() { plot_->replot(); }
+void RunBarChart::setBars(const QVector<Bar>& bars) {
+  plot_->clearPlottables();
+  plot_->clearItems();
+  bars_ = bars;
+  labels_.clear();
+  const QColor text = palette().color(QPalette::Text);
+  for (int i = 0; i < bars_.size(); ++i) {
+    const Bar& b = bars_[i];
+    const QColor c = b.color.isValid() ? b.color : QColor(Qt::gray);
+    auto* bar = new QCPBars(plot_->xAxis, plot_->yAxis);
+    bar->setWidth(0.62);
+    bar->addData(i, b.value);
+    bar->setBrush(b.hatched ? QBrush(c, Qt::BDiagPattern) : QBrush(c));
+    bar->setPen(QPen(c.darker(130), b.hatched ? 1.5 : 1.0));
+    bar->setName(b.label);
+    if (b.high > b.low) {
+      auto* whisker = new QCPErrorBars(plot_->xAxis, plot_->yAxis);
+      whisker->removeFromLegend();
+      whisker->setDataPlottable(bar);
+      whisker->addData(std::max(0.0, b.value - b.low), std::max(0.0, b.high - b.value));
+      whisker->setPen(QPen(text, 1.2));
+      whisker->setWhiskerWidth(8);
+    }
+    auto* label = new QCPItemText(plot_);
+    label->position->setCoords(i, std::max(b.value, b.high));
+    label->setColor(text);
+    labels_.append(label);
+  }
+  plot_->xAxis->setRange(-0.6, std::max(0, barCount() - 1) + 0.6);
+  style_plot(plot_, palette());
+  layoutLabels();
+}
+
+void RunBarChart::layoutLabels() {
+  if (bars_.isEmpty()) {
+    plot_->yAxis->setRange(0, 1);
+    plot_->replot();
+    return;
+  }
+  const QFontMetrics fm(labels_.front()->font());
+  const QFontMetrics tick_fm(plot_->xAxis->tickLabelFont());
+  // The bar's slot in pixels at the current size (the axis rect as last laid out).
+  plot_->replot(QCustomPlot::rpImmediateRefresh);
+  const double slot = plot_->axisRect()->width() / (barCount() + 0.2);
+  // Run names: as they are when they fit their slot, else the number over the policy, each line
+  // elided to the slot.
+  QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+  for (int i = 0; i < barCount(); ++i) {
+    QString name = bars_[i].label;
+    if (tick_fm.horizontalAdvance(name) > slot * 0.95) {
+      QStringList lines = name.split(' ');
+      if (lines.size() > 1) lines = QStringList{lines.front(), lines.mid(1).join(' ')};
+      for (QString& line : lines) line = tick_fm.elidedText(line, Qt::ElideRight, static_cast<int>(slot * 0.95));
+      name = lines.join('\n');
+    }
+    ticker->addTick(i, name);
+  }
+  plot_->xAxis->setTicker(ticker);
+  plot_->xAxis->setTickLabelRotation(0);
+  // Values: two lines over the bar when the widest line fits the slot, else one vertical line,
+  // inside the bar when the bar is tall enough to hold it, else over it.
+  vertical_ = false;
+  one_line_ = false;
+  for (int i = 0; i < barCount(); ++i)
+    for (const QString& line : labelText(i).split('\n')) vertical_ = vertical_ || fm.horizontalAdvance(line) + 4 > slot;
+  // Turned, the two lines stand side by side; one line when even that is too thick.
+  one_line_ = vertical_ && 2 * fm.lineSpacing() + 4 > slot;
+  plot_->replot(QCustomPlot::rpImmediateRefresh);  // the margins of the new tick labels
+  const double h = plot_->axisRect()->height();
+  double top = 0;
+  QVector<double> need(barCount());
+  for (int i = 0; i < barCount(); ++i) {
+    const QString t = labelText(i);
+    double widest = 0;
+    for (const QString& line : t.split('\n')) widest = std::max(widest, static_cast<double>(fm.horizontalAdvance(line)));
+    need[i] = (vertical_ ? widest : fm.lineSpacing() * (t.count('\n') + 1)) + 8.0;
+    top = std::max(top, std::max(bars_[i].value, bars_[i].high));
+  }
+  // The value axis: room over the whiskers, and for two-line labels over every bar (the bar's
+  // top at high / upper of the height, its label over it, all inside the rect). Vertical labels
+  // never stretch it: each goes inside its bar when it fits there, else over it, else it is
+  // elided to the longer of the two spaces.
+  double upper = top > 0 ? top * 1.08 : 1;
+  if (!vertical_)
+    for (int i = 0; i < barCount(); ++i) {
+      const double high = std::max(bars_[i].value, bars_[i].high);
+      upper = std::max(upper, h - need[i] > 0.25 * h ? high * h / (h - need[i]) : high * 4);
+    }
+  QVector<bool> inside(barCount(), false);
+  QStringList texts;
+  for (int i = 0; i < barCount(); ++i) {
+    QString t = labelText(i);
+    if (vertical_) {
+      const double in = bars_[i].value / upper * h, over = h - std::max(bars_[i].value, bars_[i].high) / upper * h;
+      inside[i] = need[i] <= in || (need[i] > over && in >= over);
+      const double room = inside[i] ? in : over;
+      if (need[i] > room) {
+        QStringList lines = t.split('\n');
+        for (QString& line : lines) line = fm.elidedText(line, Qt::ElideRight, static_cast<int>(std::max(0.0, room - 8.0)));
+        t = lines.join('\n');
+      }
+    }
+    texts << t;
+  }
+  const QColor back = [this] {
+    QColor c = palette().color(QPalette::Base);
+    c.setAlpha(215);
+    return c;
+  }();
+  for (int i = 0; i < barCount(); ++i) {
+    QCPItemText* l = labels_[i];
+    l->setText(texts[i]);
+    l->setRotation(vertical_ ? -90 : 0);
+    l->setTextAlignment(vertical_ ? Qt::AlignLeft : Qt::AlignHCenter);
+    l->position->setCoords(i, inside[i] ? 0.0 : std::max(bars_[i].value, bars_[i].high));
+    l->setPositionAlignment(vertical_ ? (Qt::AlignLeft | Qt::AlignVCenter) : (Qt::AlignHCenter | Qt::AlignBottom));
+    l->setPadding(vertical_ ? QMargins(3, 1, 3, 1) : QMargins(0, 0, 0, 3));
+    l->setBrush(inside[i] ? QBrush(back) : Qt::NoBrush);
+  }
+  plot_->yAxis->setRange(0, upper);
+  plot_->replot(QCustomPlot::rpImmediateRefresh);
+}
+
+QRectF RunBarChart::labelRect(int i) const {
+  const QCPItemText* l = labels_.value(i);
+  if (!l) return {};
+  QPolygonF corners;
+  for (const QCPItemAnchor* a : {l->topLeft, l->topRight, l->bottomLeft, l->bottomRight}) corners << a->pixelPosition();
+  return corners.boundingRect();
+}
+
+bool RunBarChart::eventFilter(QObject* o, QEvent* e) {
+  // The plot's new size, before it lays itself out: the labels follow it at once.
+  if (o == plot_ && e->type() == QEvent::Resize && !bars_.isEmpty()) {
+    plot_->setViewport(QRect(QPoint(0, 0), static_cast<QResizeEvent*>(e)->size()));
+    layoutLabels();
+  }
+  return PlotView::eventFilter(o, e);
+}
+
+void RunBarChart::resetZoom() { layoutLabels(); }
 
 FrontierScatter::FrontierScatter(QWidget* parent) : PlotView(parent) {
   add_title(plot_, tr("Peak memory vs step time (frontier joined)"));
@@ -81,11 +200,13 @@ void FrontierScatter::setRuns(const std::vector<RunEntry>& runs) {
   plot_->clearPlottables();
   plot_->clearItems();
   points_ = 0;
+  frontier_ = 0;
   std::vector<const Trace*> traces;
   for (const auto& r : runs) traces.push_back(r.trace.get());
   const auto rel = relate_runs(traces);
   std::vector<std::pair<double, double>> frontier;
-  double xmax = 0, ymax = 0;
+  double xmin = 0, xmax = 0, ymin = 0, ymax = 0;
+  QVector<QCPItemText*> labels;
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const Trace& t = *runs[i].trace;
     if (!t.complete) continue;
@@ -93,7 +214,7 @@ void FrontierScatter::setRuns(const std::vector<RunEntry>& runs) {
     auto* g = plot_->addGraph();
     g->setLineStyle(QCPGraph::lsNone);
     g->setScatterStyle(QCPScatterStyle(rel[i].frontier ? QCPScatterStyle::ssDisc : QCPScatterStyle::ssCircle,
-                                       run_color(runs[i].id), 9));
+                                       policy_color(t.policy), 9));
     g->addData(x, y);
     auto* label = new QCPItemText(plot_);
     label->position->setCoords(x, y);
@@ -101,7 +222,11 @@ void FrontierScatter::setRuns(const std::vector<RunEntry>& runs) {
     label->setPadding(QMargins(7, 0, 0, 2));
     label->setText(QString("#%1 %2").arg(runs[i].id).arg(QString::fromStdString(t.policy)));
     label->setColor(palette().color(QPalette::Text));
+    labels << label;
     if (rel[i].frontier) frontier.push_back({x, y});
+    frontier_ += rel[i].frontier ? 1 : 0;
+    xmin = points_ ? std::min(xmin, x) : x;
+    ymin = points_ ? std::min(ymin, y) : y;
     xmax = std::max(xmax, x);
     ymax = std::max(ymax, y);
     ++points_;
@@ -114,17 +239,41 @@ void FrontierScatter::setRuns(const std::vector<RunEntry>& runs) {
     g->setPen(QPen(c, 1.2, Qt::DashLine));
     for (const auto& [x, y] : frontier) g->addData(x, y);
   }
-  plot_->xAxis->setRange(0, xmax > 0 ? xmax * 1.4 : 1);
-  plot_->yAxis->setRange(0, ymax > 0 ? ymax * 1.2 : 1);
+  // Around the points (not from 0, which would pile them into a corner), with room on the
+  // right for the names.
+  const double xpad = std::max((xmax - xmin) * 0.12, xmax * 0.04), ypad = std::max((ymax - ymin) * 0.15, ymax * 0.04);
+  x_range_ = {std::max(0.0, xmin - xpad), xmax > 0 ? xmax + xpad + (xmax - xmin) * 0.3 + xmax * 0.05 : 1};
+  y_range_ = {std::max(0.0, ymin - ypad), ymax > 0 ? ymax + ypad : 1};
   style_plot(plot_, palette());
+  resetZoom();
+  // Each name beside its point on the first side where it overlaps no name placed before.
+  const QFontMetrics fm(plot_->font());
+  QVector<QRectF> placed;
+  const Qt::Alignment sides[] = {Qt::AlignLeft | Qt::AlignBottom, Qt::AlignLeft | Qt::AlignTop,
+                                 Qt::AlignRight | Qt::AlignBottom, Qt::AlignRight | Qt::AlignTop};
+  for (QCPItemText* l : labels) {
+    const QPointF p = l->position->pixelPosition();
+    const QSizeF size(fm.horizontalAdvance(l->text()) + 7, fm.height() + 2);
+    for (const Qt::Alignment a : sides) {
+      const double left = a & Qt::AlignLeft ? p.x() : p.x() - size.width();
+      const double topy = a & Qt::AlignBottom ? p.y() - size.height() : p.y();
+      const QRectF r(QPointF(left, topy), size);
+      const bool free = QRectF(plot_->axisRect()->rect()).contains(r) &&
+                        std::none_of(placed.begin(), placed.end(), [&](const QRectF& q) { return q.intersects(r); });
+      if (!free && a != sides[3]) continue;
+      l->setPositionAlignment(a);
+      l->setPadding(a & Qt::AlignLeft ? QMargins(7, 0, 0, 2) : QMargins(0, 0, 7, 2));
+      placed << r;
+      break;
+    }
+  }
   plot_->replot();
 }
 
 void FrontierScatter::resetZoom() {
-  plot_->rescaleAxes();
-  plot_->xAxis->setRangeLower(0);
-  plot_->yAxis->setRangeLower(0);
-  plot_->replot();
+  plot_->xAxis->setRange(x_range_.first, x_range_.second);
+  plot_->yAxis->setRange(y_range_.first, y_range_.second);
+  plot_->replot(QCustomPlot::rpImmediateRefresh);
 }
 
 }  // namespace remat::gui

@@ -1,5 +1,6 @@
 #include "views/compare_overlay.h"
 
+#include <map>
 #include <qcustomplot.h>
 
 #include "core/analysis/downsample.h"
@@ -31,6 +32,7 @@ void OverlayTimelineView::setRuns(const std::vector<RunEntry>& runs, TimeMode mo
   plot_->xAxis->setTicker(mode == TimeMode::Absolute ? QSharedPointer<QCPAxisTicker>(new TimeTicker)
                                                      : QSharedPointer<QCPAxisTicker>(new FractionTicker));
   plot_->xAxis->setLabel(mode == TimeMode::Absolute ? tr("time in the step") : tr("fraction of the step"));
+  std::map<std::string, int> seen;
   for (const RunEntry& r : runs) {
     const MemoryTimeline tl = memory_timeline(*r.trace);
     Series s;
@@ -48,7 +50,10 @@ void OverlayTimelineView::setRuns(const std::vector<RunEntry>& runs, TimeMode mo
     QCPGraph* g = plot_->addGraph();
     g->setName(r.label);
     g->setLineStyle(QCPGraph::lsStepLeft);
-    g->setPen(QPen(run_color(r.id), 1.8));
+    // The policy's color; a second run of the same policy dashed, a third dotted.
+    const int repeat = seen[r.trace->policy]++;
+    g->setPen(QPen(policy_color(r.trace->policy), 1.8,
+                   repeat == 0 ? Qt::SolidLine : repeat == 1 ? Qt::DashLine : Qt::DotLine));
     series_.push_back(std::move(s));
   }
   style_plot(plot_, palette());

@@ -1,6 +1,6 @@
 // The compare view's overlay: the device total of several runs as lines on one plot, over
 // absolute time or over the fraction of each run's step, downsampled per zoom step keeping each
-// bucket's highest point.
+// bucket's highest point. Lines take their policy's color; repeats of a policy are dashed.
 #pragma once
 #include <vector>
 

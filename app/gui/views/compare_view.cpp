@@ -11,6 +11,7 @@
 #include <qcustomplot.h>
 
 #include "core/analysis/run_compare.h"
+#include "core/analysis/run_groups.h"
 #include "format.h"
 #include "theme.h"
 #include "views/compare_charts.h"
@@ -18,20 +19,38 @@
 
 namespace remat::gui {
 
+namespace {
+
+QScrollArea* scroller(QWidget* inner, QWidget* parent) {
+  auto* scroll = new QScrollArea(parent);
+  scroll->setWidget(inner);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  return scroll;
+}
+
+QVBoxLayout* column(QWidget* box) {
+  auto* l = new QVBoxLayout(box);
+  l->setContentsMargins(0, 0, 0, 0);
+  l->setSpacing(2);
+  return l;
+}
+
+QString bar_label(const RunEntry& r) {
+  return QString("#%1 %2").arg(r.id).arg(QString::fromStdString(r.trace->policy));
+}
+
+}  // namespace
+
 CompareView::CompareView(QWidget* parent)
     : QWidget(parent),
       hint_(new QLabel(this)),
+      banner_(new QLabel(this)),
       absolute_(new QRadioButton(tr("&Absolute time"), this)),
       normalized_(new QRadioButton(tr("&Normalized to step time"), this)),
       stacked_(new QRadioButton(tr("&Stacked"), this)),
       overlaid_(new QRadioButton(tr("&Overlaid"), this)),
-      pages_(new QStackedWidget(this)),
-      stack_box_(new QWidget),
-      stack_layout_(new QVBoxLayout(stack_box_)),
-      overlay_(new OverlayTimelineView(this)),
-      peak_(new RunBarChart(tr("Peak memory (reduction against none)"), RunBarChart::Unit::Bytes, this)),
-      time_(new RunBarChart(tr("Median step time (overhead against none)"), RunBarChart::Unit::Milliseconds, this)),
-      scatter_(new FrontierScatter(this)) {
+      pages_(new QStackedWidget(this)) {
   auto* g1 = new QButtonGroup(this);
   g1->addButton(absolute_);
   g1->addButton(normalized_);
@@ -48,31 +67,33 @@ CompareView::CompareView(QWidget* parent)
   bar->addWidget(stacked_);
   bar->addWidget(overlaid_);
   hint_->setWordWrap(true);
+  banner_->setWordWrap(true);
+  banner_->setObjectName("compareGroupsBanner");
+  banner_->setStyleSheet("QLabel { background: #fff4ce; color: #4a3b00; border: 1px solid #e0c060; "
+                         "border-radius: 3px; padding: 4px 8px; }");
+  banner_->hide();
 
-  stack_layout_->setContentsMargins(0, 0, 0, 0);
-  stack_layout_->setSpacing(2);
-  auto* scroll = new QScrollArea(this);
-  scroll->setWidget(stack_box_);
-  scroll->setWidgetResizable(true);
-  scroll->setFrameShape(QFrame::NoFrame);
-  pages_->addWidget(scroll);
-  pages_->addWidget(overlay_);
+  auto* stack_box = new QWidget;
+  stack_layout_ = column(stack_box);
+  auto* overlay_box = new QWidget;
+  overlay_layout_ = column(overlay_box);
+  auto* chart_box = new QWidget;
+  chart_layout_ = column(chart_box);
+  pages_->addWidget(scroller(stack_box, this));
+  pages_->addWidget(scroller(overlay_box, this));
 
-  auto* charts = new QSplitter(Qt::Horizontal, this);
-  charts->addWidget(peak_);
-  charts->addWidget(time_);
-  charts->addWidget(scatter_);
   auto* split = new QSplitter(Qt::Vertical, this);
   split->addWidget(pages_);
-  split->addWidget(charts);
+  split->addWidget(scroller(chart_box, this));
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 2);
-  split->setSizes({620, 300});
+  split->setSizes({380, 540});
   split->setChildrenCollapsible(false);
 
   auto* l = new QVBoxLayout(this);
   l->setContentsMargins(6, 6, 6, 6);
   l->addLayout(bar);
+  l->addWidget(banner_);
   l->addWidget(split, 1);
   connect(normalized_, &QRadioButton::toggled, this,
           [this](bool on) { setTimeMode(on ? TimeMode::Normalized : TimeMode::Absolute); });
@@ -80,9 +101,8 @@ CompareView::CompareView(QWidget* parent)
   rebuild();
 }
 
-void CompareView::setRuns(const std::vector<RunEntry>& compared, const std::vector<RunEntry>& all) {
+void CompareView::setRuns(const std::vector<RunEntry>& compared) {
   compared_ = compared;
-  all_ = all;
   dirty_ = true;
   if (isVisible()) rebuild();
 }
@@ -106,20 +126,71 @@ void CompareView::setOverlay(bool on) {
   pages_->setCurrentIndex(on ? 1 : 0);
 }
 
+QString CompareView::banner() const { return banner_->isHidden() ? QString() : banner_->text(); }
+
+void CompareView::clear() {
+  for (QWidget* w : made_) {
+    w->hide();
+    w->deleteLater();
+  }
+  made_.clear();
+  timelines_.clear();
+  timeline_groups_.clear();
+  overlays_.clear();
+  peaks_.clear();
+  times_.clear();
+  scatters_.clear();
+}
+
 void CompareView::rebuild() {
   dirty_ = false;
-  for (MemoryTimelineView* v : timelines_) {
-    stack_layout_->removeWidget(v);
-    v->hide();
-    v->deleteLater();
+  clear();
+  std::vector<const Trace*> traces;
+  for (const auto& r : compared_) traces.push_back(r.trace.get());
+  groups_.clear();
+  for (const RunGroup& g : group_runs(traces)) {
+    Group x{QString::fromStdString(g.label), {}};
+    for (std::size_t i : g.members) x.runs.push_back(compared_[i]);
+    groups_.push_back(std::move(x));
   }
-  timelines_.clear();
   hint_->setText(compared_.size() < 2
                      ? tr("<i>Check two or more runs in the run list to compare them (%1 checked).</i>").arg(compared_.size())
-                     : tr("<b>%1 runs</b> on one time axis: zoom or pan any of them.").arg(compared_.size()));
-  double extent = 0, vmax = 0;
+                     : tr("<b>%1 runs</b> on one time axis per group: zoom or pan any of them.").arg(compared_.size()));
+  const QString banner = QString::fromStdString(groups_banner(group_runs(traces)));
+  banner_->setText(banner);
+  banner_->setVisible(!banner.isEmpty());
+
+  const bool headed = groups_.size() > 1;
+  auto header = [this](QVBoxLayout* into, const QString& text) {
+    auto* h = new QLabel("<b>" + text.toHtmlEscaped() + "</b>");
+    into->addWidget(h);
+    made_ << h;
+  };
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (headed) header(stack_layout_, groups_[g].label);
+    addTimelines(groups_[g].runs, static_cast<int>(g));
+    if (headed) header(overlay_layout_, groups_[g].label);
+    auto* o = new OverlayTimelineView;
+    o->setMinimumHeight(240);
+    overlay_layout_->addWidget(o);
+    made_ << o;
+    overlays_ << o;
+    o->setRuns(groups_[g].runs, mode_);
+    addCharts(groups_[g]);
+  }
   for (const RunEntry& r : compared_) {
-    auto* v = new MemoryTimelineView(stack_box_);
+    if (r.trace->complete) continue;
+    header(stack_layout_, tr("%1: incomplete, on its own scale").arg(r.label));
+    addTimelines({r}, -1);
+  }
+  emit plotsRebuilt();
+}
+
+void CompareView::addTimelines(const std::vector<RunEntry>& runs, int group) {
+  double extent = 0, vmax = 0;
+  QList<MemoryTimelineView*> made;
+  for (const RunEntry& r : runs) {
+    auto* v = new MemoryTimelineView;
     v->setCompact(true);
     v->setTimeMode(mode_);
     v->setTrace(r.trace, r.label);
@@ -128,46 +199,76 @@ void CompareView::rebuild() {
     vmax = std::max(vmax, v->dataValueMax());
     stack_layout_->addWidget(v);
     v->show();
+    made << v;
+    made_ << v;
     timelines_.append(v);
+    timeline_groups_.append(group);
     QObject* src = v;
     connect(v->plot()->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
             [this, src](const QCPRange& range) { sync(src, range); });
   }
-  for (MemoryTimelineView* v : timelines_) {
+  for (MemoryTimelineView* v : made) {
     v->setTimeExtent(extent);
     v->setValueMax(vmax);
     v->resetZoom();
   }
-  overlay_->setRuns(compared_, mode_);
+}
+
+void CompareView::addCharts(const Group& g) {
+  auto* row = new QWidget;
+  made_ << row;
+  chart_layout_->addWidget(row);
+  auto* rl = column(row);
+  if (groups_.size() > 1) rl->addWidget(new QLabel("<b>" + g.label.toHtmlEscaped() + "</b>", row));
+  auto* peak = new RunBarChart(tr("Peak memory (reduction against none)"), RunBarChart::Unit::Bytes, row);
+  auto* time = new RunBarChart(tr("Step time: median, min–max (overhead against none)"), RunBarChart::Unit::Milliseconds, row);
+  auto* scatter = new FrontierScatter(row);
+  auto* charts = new QSplitter(Qt::Horizontal, row);
+  charts->addWidget(peak);
+  charts->addWidget(time);
+  charts->addWidget(scatter);
+  charts->setMinimumHeight(200);
+  rl->addWidget(charts, 1);
+  peaks_ << peak;
+  times_ << time;
+  scatters_ << scatter;
 
   std::vector<const Trace*> traces;
-  for (const auto& r : compared_) traces.push_back(r.trace.get());
+  for (const auto& r : g.runs) traces.push_back(r.trace.get());
   const auto rel = relate_runs(traces);
-  QStringList labels, peak_notes, time_notes;
-  QVector<double> peaks, times;
-  QVector<QColor> colors;
-  for (std::size_t i = 0; i < compared_.size(); ++i) {
-    const Trace& t = *compared_[i].trace;
-    labels << QString("#%1 %2").arg(compared_[i].id).arg(QString::fromStdString(t.policy));
-    peaks << static_cast<double>(t.peak_bytes);
-    times << t.median_step_ms();
-    colors << run_color(compared_[i].id);
+  QVector<RunBarChart::Bar> pb, tb;
+  for (std::size_t i = 0; i < g.runs.size(); ++i) {
+    const Trace& t = *g.runs[i].trace;
     const bool base = rel[i].baseline == static_cast<int>(i);
-    peak_notes << (base ? tr("baseline")
-                        : rel[i].peak_reduction_pct ? QString("−%1 %").arg(*rel[i].peak_reduction_pct, 0, 'f', 1).replace("−-", "+")
-                                                    : QString());
-    time_notes << (base ? tr("baseline") : rel[i].step_overhead_pct ? human_percent(*rel[i].step_overhead_pct) : QString());
+    const StepSpread ps = step_peak_spread(t), ts = step_time_spread(t);
+    RunBarChart::Bar p{bar_label(g.runs[i]), static_cast<double>(t.peak_bytes), ps.min, ps.max, policy_color(t.policy), {}, false};
+    if (base) p.note = tr("baseline");
+    else if (rel[i].peak_reduction_pct) p.note = QString("−%1 %").arg(*rel[i].peak_reduction_pct, 0, 'f', 1).replace("−-", "+");
+    RunBarChart::Bar b{p.label, ts.median, ts.min, ts.max, p.color, {}, false};
+    if (base) {
+      b.note = tr("baseline");
+    } else if (rel[i].baseline >= 0) {
+      const auto o = step_overhead(ts, step_time_spread(*traces[static_cast<std::size_t>(rel[i].baseline)]));
+      if (o) {
+        b.hatched = o->within_noise;
+        b.note = !o->within_noise ? human_percent(o->pct) : o->spread_known ? tr("within noise") : tr("1 step: no spread");
+      }
+    }
+    pb << p;
+    tb << b;
   }
-  peak_->setBars(labels, peaks, colors, peak_notes);
-  time_->setBars(labels, times, colors, time_notes);
-  scatter_->setRuns(all_);
+  peak->setBars(pb);
+  time->setBars(tb);
+  scatter->setRuns(g.runs);
 }
 
 void CompareView::sync(QObject* from, const QCPRange& r) {
   if (syncing_) return;
   syncing_ = true;
-  for (MemoryTimelineView* v : timelines_) {
-    if (v == from) continue;
+  const int group = timeline_groups_.value(timelines_.indexOf(static_cast<MemoryTimelineView*>(from)), -1);
+  for (int i = 0; i < timelines_.size(); ++i) {
+    MemoryTimelineView* v = timelines_[i];
+    if (v == from || group < 0 || timeline_groups_[i] != group) continue;
     v->plot()->xAxis->setRange(r);
     v->plot()->replot(QCustomPlot::rpQueuedReplot);
   }
@@ -176,7 +277,7 @@ void CompareView::sync(QObject* from, const QCPRange& r) {
 
 void CompareView::resetZoom() {
   for (MemoryTimelineView* v : timelines_) v->resetZoom();
-  overlay_->resetZoom();
+  for (OverlayTimelineView* o : overlays_) o->resetZoom();
 }
 
 }  // namespace remat::gui

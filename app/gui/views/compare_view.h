@@ -1,7 +1,10 @@
-// Compare runs side by side: the memory timelines of the runs checked in the run list stacked
-// with one shared, synchronized time axis (absolute, or normalized to each run's step time) and
-// one shared byte scale, or overlaid on one plot; bars of peak memory and of step time with the
-// reduction and overhead against the `none` run; and the peak-versus-time scatter of every run.
+// Compare runs side by side, like with like: the checked runs are grouped by model, shape, dtype
+// and device (core/analysis/run_groups.h), and a banner says so when more than one group is
+// checked. Per group: the memory timelines stacked with one synchronized time axis (absolute, or
+// normalized to each run's step time) and one byte scale, or overlaid on one plot; bars of peak
+// memory and of step time (median, min-max whisker) with the reduction and overhead against the
+// group's `none` run; and the group's peak-versus-time scatter with its frontier. Incomplete
+// runs that are checked show their timeline on their own scale and enter no chart.
 #pragma once
 #include <QList>
 #include <QWidget>
@@ -26,44 +29,61 @@ class CompareView : public QWidget {
   Q_OBJECT
  public:
   explicit CompareView(QWidget* parent = nullptr);
-  // `compared`: the timelines and bars; `all`: the scatter. Built now when the view is visible,
-  // else when it is next shown.
-  void setRuns(const std::vector<RunEntry>& compared, const std::vector<RunEntry>& all);
+  // The checked runs. Built now when the view is visible, else when it is next shown.
+  void setRuns(const std::vector<RunEntry>& compared);
   void setTimeMode(TimeMode m);
   TimeMode timeMode() const { return mode_; }
   void setOverlay(bool on);
   bool overlay() const { return overlay_on_; }
 
   QList<MemoryTimelineView*> timelines() const { return timelines_; }
-  OverlayTimelineView* overlayView() const { return overlay_; }
-  RunBarChart* peakChart() const { return peak_; }
-  RunBarChart* timeChart() const { return time_; }
-  FrontierScatter* scatter() const { return scatter_; }
+  // The group of each timeline (an index into the groups; -1 for an incomplete run).
+  QList<int> timelineGroups() const { return timeline_groups_; }
+  int groupCount() const { return static_cast<int>(groups_.size()); }
+  QString banner() const;
+  OverlayTimelineView* overlayView(int group = 0) const { return overlays_.value(group); }
+  RunBarChart* peakChart(int group = 0) const { return peaks_.value(group); }
+  RunBarChart* timeChart(int group = 0) const { return times_.value(group); }
+  FrontierScatter* scatter(int group = 0) const { return scatters_.value(group); }
   void resetZoom();
+
+ signals:
+  void plotsRebuilt();  // the plots were made anew (for whoever follows their clicks)
 
  protected:
   void showEvent(QShowEvent* e) override;
 
  private:
+  struct Group {
+    QString label;
+    std::vector<RunEntry> runs;
+  };
   void rebuild();
+  void clear();
+  void addTimelines(const std::vector<RunEntry>& runs, int group);
+  void addCharts(const Group& g);
   void sync(QObject* from, const QCPRange& r);
 
-  std::vector<RunEntry> compared_, all_;
+  std::vector<RunEntry> compared_;
+  std::vector<Group> groups_;
   TimeMode mode_ = TimeMode::Absolute;
   bool overlay_on_ = false;
   QLabel* hint_;
+  QLabel* banner_;
   QRadioButton* absolute_;
   QRadioButton* normalized_;
   QRadioButton* stacked_;
   QRadioButton* overlaid_;
   QStackedWidget* pages_;
-  QWidget* stack_box_;
   QVBoxLayout* stack_layout_;
+  QVBoxLayout* overlay_layout_;
+  QVBoxLayout* chart_layout_;
+  QList<QWidget*> made_;  // every widget a rebuild made, removed by the next
   QList<MemoryTimelineView*> timelines_;
-  OverlayTimelineView* overlay_;
-  RunBarChart* peak_;
-  RunBarChart* time_;
-  FrontierScatter* scatter_;
+  QList<int> timeline_groups_;
+  QList<OverlayTimelineView*> overlays_;
+  QList<RunBarChart*> peaks_, times_;
+  QList<FrontierScatter*> scatters_;
   bool syncing_ = false;
   bool dirty_ = false;  // rebuilt when next shown (the timelines of big runs take a while)
 };
