@@ -255,6 +255,11 @@ void GuiViewsTest::compareMarksOverheadsWithinNoise() {
           QVERIFY2(!r.intersects(c->labelRect(j)), qPrintable(QString("labels %1, %2 overlap").arg(i).arg(j)));
       }
     }
+    // The scatter's run names too, placed again for the new size.
+    FrontierScatter* s = v.scatter();
+    const QRectF area = QRectF(s->plot()->axisRect()->rect()).adjusted(-1, -1, 1, 1);
+    for (int i = 0; i < s->pointCount(); ++i)
+      QVERIFY2(area.contains(s->nameRect(i)), qPrintable(QString("name %1 at %2 px wide cut").arg(i).arg(width)));
   }
 }
 

@@ -206,7 +206,8 @@ void FrontierScatter::setRuns(const std::vector<RunEntry>& runs) {
   const auto rel = relate_runs(traces);
   std::vector<std::pair<double, double>> frontier;
   double xmin = 0, xmax = 0, ymin = 0, ymax = 0;
-  QVector<QCPItemText*> labels;
+  QVector<QCPItemText*>& labels = names_;
+  labels.clear();
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const Trace& t = *runs[i].trace;
     if (!t.complete) continue;
@@ -246,8 +247,15 @@ void FrontierScatter::setRuns(const std::vector<RunEntry>& runs) {
   y_range_ = {std::max(0.0, ymin - ypad), ymax > 0 ? ymax + ypad : 1};
   style_plot(plot_, palette());
   resetZoom();
-  // Each name beside its point on the first side where it overlaps no name placed before.
+}
+
+// Each name beside its point on the first side where it overlaps no name placed before and
+// stays inside the plot; again whenever the plot's size or range changes.
+void FrontierScatter::placeNames() {
+  if (names_.isEmpty()) return;
+  plot_->replot(QCustomPlot::rpImmediateRefresh);  // the axis rect of the current size
   const QFontMetrics fm(plot_->font());
+  const QVector<QCPItemText*>& labels = names_;
   QVector<QRectF> placed;
   const Qt::Alignment sides[] = {Qt::AlignLeft | Qt::AlignBottom, Qt::AlignLeft | Qt::AlignTop,
                                  Qt::AlignRight | Qt::AlignBottom, Qt::AlignRight | Qt::AlignTop};
@@ -270,10 +278,27 @@ void FrontierScatter::setRuns(const std::vector<RunEntry>& runs) {
   plot_->replot();
 }
 
+QRectF FrontierScatter::nameRect(int i) const {
+  const QCPItemText* l = names_.value(i);
+  if (!l) return {};
+  QPolygonF corners;
+  for (const QCPItemAnchor* a : {l->topLeft, l->topRight, l->bottomLeft, l->bottomRight}) corners << a->pixelPosition();
+  return corners.boundingRect();
+}
+
+bool FrontierScatter::eventFilter(QObject* o, QEvent* e) {
+  if (o == plot_ && e->type() == QEvent::Resize && !names_.isEmpty()) {
+    plot_->setViewport(QRect(QPoint(0, 0), static_cast<QResizeEvent*>(e)->size()));
+    placeNames();
+  }
+  return PlotView::eventFilter(o, e);
+}
+
 void FrontierScatter::resetZoom() {
   plot_->xAxis->setRange(x_range_.first, x_range_.second);
   plot_->yAxis->setRange(y_range_.first, y_range_.second);
   plot_->replot(QCustomPlot::rpImmediateRefresh);
+  placeNames();
 }
 
 }  // namespace remat::gui

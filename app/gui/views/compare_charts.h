@@ -63,9 +63,16 @@ class FrontierScatter : public PlotView {
   void setRuns(const std::vector<RunEntry>& runs);
   int pointCount() const { return points_; }
   int frontierCount() const { return frontier_; }
+  // Where run i's name is drawn, in the plot's pixels.
+  QRectF nameRect(int i) const;
   void resetZoom() override;
 
+ protected:
+  bool eventFilter(QObject* o, QEvent* e) override;
+
  private:
+  void placeNames();
+  QVector<QCPItemText*> names_;
   int points_ = 0, frontier_ = 0;
   std::pair<double, double> x_range_{0, 1}, y_range_{0, 1};  // the whole data range
 };
