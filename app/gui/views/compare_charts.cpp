@@ -167,20 +167,30 @@ void RunBarChart::layoutLabels() {
   plot_->replot(QCustomPlot::rpImmediateRefresh);
 }
 
-QRectF RunBarChart::labelRect(int i) const {
-  const QCPItemText* l = labels_.value(i);
+namespace {
+
+// Where a text item is drawn, in its plot's pixels (empty for none).
+QRectF text_rect(const QCPItemText* l) {
   if (!l) return {};
   QPolygonF corners;
   for (const QCPItemAnchor* a : {l->topLeft, l->topRight, l->bottomLeft, l->bottomRight}) corners << a->pixelPosition();
   return corners.boundingRect();
 }
 
+// A resize of `plot` seen before it lays itself out: its viewport takes the new size at once, so
+// that `relayout` places labels against it.
+bool resized_first(QCustomPlot* plot, QObject* o, QEvent* e) {
+  if (o != plot || e->type() != QEvent::Resize) return false;
+  plot->setViewport(QRect(QPoint(0, 0), static_cast<QResizeEvent*>(e)->size()));
+  return true;
+}
+
+}  // namespace
+
+QRectF RunBarChart::labelRect(int i) const { return text_rect(labels_.value(i)); }
+
 bool RunBarChart::eventFilter(QObject* o, QEvent* e) {
-  // The plot's new size, before it lays itself out: the labels follow it at once.
-  if (o == plot_ && e->type() == QEvent::Resize && !bars_.isEmpty()) {
-    plot_->setViewport(QRect(QPoint(0, 0), static_cast<QResizeEvent*>(e)->size()));
-    layoutLabels();
-  }
+  if (!bars_.isEmpty() && resized_first(plot_, o, e)) layoutLabels();
   return PlotView::eventFilter(o, e);
 }
 
@@ -278,19 +288,10 @@ void FrontierScatter::placeNames() {
   plot_->replot();
 }
 
-QRectF FrontierScatter::nameRect(int i) const {
-  const QCPItemText* l = names_.value(i);
-  if (!l) return {};
-  QPolygonF corners;
-  for (const QCPItemAnchor* a : {l->topLeft, l->topRight, l->bottomLeft, l->bottomRight}) corners << a->pixelPosition();
-  return corners.boundingRect();
-}
+QRectF FrontierScatter::nameRect(int i) const { return text_rect(names_.value(i)); }
 
 bool FrontierScatter::eventFilter(QObject* o, QEvent* e) {
-  if (o == plot_ && e->type() == QEvent::Resize && !names_.isEmpty()) {
-    plot_->setViewport(QRect(QPoint(0, 0), static_cast<QResizeEvent*>(e)->size()));
-    placeNames();
-  }
+  if (!names_.isEmpty() && resized_first(plot_, o, e)) placeNames();
   return PlotView::eventFilter(o, e);
 }
 
