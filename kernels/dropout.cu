@@ -68,12 +68,6 @@ struct DropBwd {
   }
 };
 
-template <class T, class F>
-void launch(const F& f, bool vec, std::int64_t n, cudaStream_t s, const char* name) {
-  if (vec) ew_launch<16 / sizeof(T)>(f, n, s, name);
-  else ew_launch<1>(f, n, s, name);
-}
-
 }  // namespace
 
 void dropout_mask(std::uint8_t* mask, const DropoutKey& key, std::uint32_t threshold,
@@ -92,10 +86,10 @@ void dropout_fwd(FType t, const void* x, const std::uint8_t* mask, void* y, floa
   const int V = t == FType::BF16 ? 8 : 4;
   const bool vec = aligned_to(x, 16) && aligned_to(y, 16) && aligned_to(mask, V);
   if (t == FType::BF16)
-    launch<bf16>(DropFwd<bf16>{static_cast<const bf16*>(x), mask, static_cast<bf16*>(y), scale},
+    ew_launch_vec<bf16>(DropFwd<bf16>{static_cast<const bf16*>(x), mask, static_cast<bf16*>(y), scale},
                  vec, n, s, "dropout_fwd");
   else
-    launch<float>(
+    ew_launch_vec<float>(
         DropFwd<float>{static_cast<const float*>(x), mask, static_cast<float*>(y), scale}, vec, n,
         s, "dropout_fwd");
 }
@@ -105,11 +99,11 @@ void dropout_bwd(FType t, const void* dy, const std::uint8_t* mask, void* dx, fl
   const int V = t == FType::BF16 ? 8 : 4;
   const bool vec = aligned_to(dy, 16) && aligned_to(dx, 16) && aligned_to(mask, V);
   if (t == FType::BF16)
-    launch<bf16>(DropBwd<bf16>{static_cast<const bf16*>(dy), mask, static_cast<bf16*>(dx), scale,
+    ew_launch_vec<bf16>(DropBwd<bf16>{static_cast<const bf16*>(dy), mask, static_cast<bf16*>(dx), scale,
                                acc},
                  vec, n, s, "dropout_bwd");
   else
-    launch<float>(DropBwd<float>{static_cast<const float*>(dy), mask, static_cast<float*>(dx),
+    ew_launch_vec<float>(DropBwd<float>{static_cast<const float*>(dy), mask, static_cast<float*>(dx),
                                  scale, acc},
                   vec, n, s, "dropout_bwd");
 }

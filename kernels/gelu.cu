@@ -53,20 +53,14 @@ struct GeluBwd {
   }
 };
 
-template <class T, class F>
-void launch(const F& f, bool vec, std::int64_t n, cudaStream_t s, const char* name) {
-  if (vec) ew_launch<16 / sizeof(T)>(f, n, s, name);
-  else ew_launch<1>(f, n, s, name);
-}
-
 template <class Form>
 void fwd(FType t, const void* x, void* y, std::int64_t n, cudaStream_t s, const char* name) {
   const bool vec = aligned_to(x, 16) && aligned_to(y, 16);
   if (t == FType::BF16)
-    launch<bf16>(GeluFwd<bf16, Form>{static_cast<const bf16*>(x), static_cast<bf16*>(y)}, vec, n,
+    ew_launch_vec<bf16>(GeluFwd<bf16, Form>{static_cast<const bf16*>(x), static_cast<bf16*>(y)}, vec, n,
                  s, name);
   else
-    launch<float>(GeluFwd<float, Form>{static_cast<const float*>(x), static_cast<float*>(y)}, vec,
+    ew_launch_vec<float>(GeluFwd<float, Form>{static_cast<const float*>(x), static_cast<float*>(y)}, vec,
                   n, s, name);
 }
 
@@ -75,11 +69,11 @@ void bwd(FType t, const void* x, const void* dy, void* dx, std::int64_t n, bool 
          cudaStream_t s, const char* name) {
   const bool vec = aligned_to(x, 16) && aligned_to(dy, 16) && aligned_to(dx, 16);
   if (t == FType::BF16)
-    launch<bf16>(GeluBwd<bf16, Form>{static_cast<const bf16*>(x), static_cast<const bf16*>(dy),
+    ew_launch_vec<bf16>(GeluBwd<bf16, Form>{static_cast<const bf16*>(x), static_cast<const bf16*>(dy),
                                      static_cast<bf16*>(dx), acc},
                  vec, n, s, name);
   else
-    launch<float>(GeluBwd<float, Form>{static_cast<const float*>(x),
+    ew_launch_vec<float>(GeluBwd<float, Form>{static_cast<const float*>(x),
                                        static_cast<const float*>(dy), static_cast<float*>(dx), acc},
                   vec, n, s, name);
 }

@@ -52,12 +52,6 @@ struct ResBwd {
   }
 };
 
-template <class T, class F>
-void launch(const F& f, bool vec, std::int64_t n, cudaStream_t s, const char* name) {
-  if (vec) ew_launch<16 / sizeof(T)>(f, n, s, name);
-  else ew_launch<1>(f, n, s, name);
-}
-
 }  // namespace
 
 void residual_fwd(FType t, const void* res, const void* x, const std::uint8_t* mask, void* out,
@@ -66,11 +60,11 @@ void residual_fwd(FType t, const void* res, const void* x, const std::uint8_t* m
   const bool vec = aligned_to(res, 16) && aligned_to(x, 16) && aligned_to(out, 16) &&
                    (!mask || aligned_to(mask, V));
   if (t == FType::BF16)
-    launch<bf16>(ResFwd<bf16>{static_cast<const bf16*>(res), static_cast<const bf16*>(x), mask,
+    ew_launch_vec<bf16>(ResFwd<bf16>{static_cast<const bf16*>(res), static_cast<const bf16*>(x), mask,
                               static_cast<bf16*>(out), scale},
                  vec, n, s, "residual_fwd");
   else
-    launch<float>(ResFwd<float>{static_cast<const float*>(res), static_cast<const float*>(x), mask,
+    ew_launch_vec<float>(ResFwd<float>{static_cast<const float*>(res), static_cast<const float*>(x), mask,
                                 static_cast<float*>(out), scale},
                   vec, n, s, "residual_fwd");
 }
@@ -81,11 +75,11 @@ void residual_bwd(FType t, const void* dout, const std::uint8_t* mask, void* dre
   const bool vec = aligned_to(dout, 16) && aligned_to(dres, 16) && aligned_to(dx, 16) &&
                    (!mask || aligned_to(mask, V));
   if (t == FType::BF16)
-    launch<bf16>(ResBwd<bf16>{static_cast<const bf16*>(dout), mask, static_cast<bf16*>(dres),
+    ew_launch_vec<bf16>(ResBwd<bf16>{static_cast<const bf16*>(dout), mask, static_cast<bf16*>(dres),
                               static_cast<bf16*>(dx), scale, acc_res, acc_x},
                  vec, n, s, "residual_bwd");
   else
-    launch<float>(ResBwd<float>{static_cast<const float*>(dout), mask, static_cast<float*>(dres),
+    ew_launch_vec<float>(ResBwd<float>{static_cast<const float*>(dout), mask, static_cast<float*>(dres),
                                 static_cast<float*>(dx), scale, acc_res, acc_x},
                   vec, n, s, "residual_bwd");
 }

@@ -164,6 +164,14 @@ void ew_launch(const F& f, std::int64_t n, cudaStream_t s, const char* name) {
   check_launch(name);
 }
 
+// ew_launch with 16-byte vectors of T where every pointer is aligned (vec), one element at a time
+// otherwise.
+template <class T, class F>
+void ew_launch_vec(const F& f, bool vec, std::int64_t n, cudaStream_t s, const char* name) {
+  if (vec) ew_launch<16 / sizeof(T)>(f, n, s, name);
+  else ew_launch<1>(f, n, s, name);
+}
+
 inline int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
 }  // namespace remat::kernels::detail

@@ -57,12 +57,6 @@ struct GatedBwd {
   }
 };
 
-template <class T, class F>
-void gated_launch(const F& f, bool vec, std::int64_t n, cudaStream_t s, const char* name) {
-  if (vec) ew_launch<16 / sizeof(T)>(f, n, s, name);
-  else ew_launch<1>(f, n, s, name);
-}
-
 template <class Act>
 void gated_fwd(FType t, const void* gu, void* y, std::int64_t rows, int F, cudaStream_t s,
                const char* name) {
@@ -70,11 +64,11 @@ void gated_fwd(FType t, const void* gu, void* y, std::int64_t rows, int F, cudaS
   const int V = t == FType::BF16 ? 8 : 4;
   const bool vec = F % V == 0 && aligned_to(gu, 16) && aligned_to(y, 16);
   if (t == FType::BF16)
-    gated_launch<bf16>(
+    ew_launch_vec<bf16>(
         GatedFwd<bf16, Act>{static_cast<const bf16*>(gu), static_cast<bf16*>(y), F}, vec, n, s,
         name);
   else
-    gated_launch<float>(
+    ew_launch_vec<float>(
         GatedFwd<float, Act>{static_cast<const float*>(gu), static_cast<float*>(y), F}, vec, n, s,
         name);
 }
@@ -86,12 +80,12 @@ void gated_bwd(FType t, const void* gu, const void* dy, void* dgu, std::int64_t 
   const int V = t == FType::BF16 ? 8 : 4;
   const bool vec = F % V == 0 && aligned_to(gu, 16) && aligned_to(dy, 16) && aligned_to(dgu, 16);
   if (t == FType::BF16)
-    gated_launch<bf16>(GatedBwd<bf16, Act>{static_cast<const bf16*>(gu),
+    ew_launch_vec<bf16>(GatedBwd<bf16, Act>{static_cast<const bf16*>(gu),
                                            static_cast<const bf16*>(dy), static_cast<bf16*>(dgu),
                                            F, acc},
                        vec, n, s, name);
   else
-    gated_launch<float>(GatedBwd<float, Act>{static_cast<const float*>(gu),
+    ew_launch_vec<float>(GatedBwd<float, Act>{static_cast<const float*>(gu),
                                              static_cast<const float*>(dy),
                                              static_cast<float*>(dgu), F, acc},
                         vec, n, s, name);
