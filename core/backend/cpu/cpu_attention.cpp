@@ -99,11 +99,8 @@ void CpuBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const 
         const std::int64_t qr = L.row(b, i) + L.q_col(h);
         for (int c = 0; c < L.d; ++c) q[c] = in[qr + c];
         const int j0 = a.first_key(i);
-        for (int j = j0; j <= i; ++j) s[j] = dot(q, K + static_cast<std::int64_t>(j) * L.d, L.d) * scale;
-        if (cap > 0.0f) {
-          cpu::tanh_of_quotient(s + j0, i - j0 + 1, cap);
-          for (int j = j0; j <= i; ++j) s[j] *= cap;
-        }
+        cpu::scaled_scores(q, K, j0, i - j0 + 1, L.d, scale, s + j0);
+        if (cap > 0.0f) cpu::soft_cap(s + j0, i - j0 + 1, cap);
         float mx = -std::numeric_limits<float>::infinity();
         for (int j = j0; j <= i; ++j) mx = std::max(mx, s[j]);
         float sum = 0.0f;
@@ -153,7 +150,7 @@ void CpuBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const 
           }
           const int j0 = a.first_key(i);
           if (cap > 0.0f) {
-            for (int j = j0; j <= i; ++j) t[j] = dot(q, K + static_cast<std::int64_t>(j) * L.d, L.d) * scale;
+            cpu::scaled_scores(q, K, j0, i - j0 + 1, L.d, scale, t + j0);
             cpu::tanh_of_quotient(t + j0, i - j0 + 1, cap);
           }
           float rs = 0.0f;

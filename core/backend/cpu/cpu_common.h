@@ -1,6 +1,7 @@
 // Internals of the CPU backend shared by its op files: element access for bf16/fp32 tensors,
 // argument checks, the workspace arena, the thread pool and batched Philox bits.
 #pragma once
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -183,9 +184,31 @@ inline float dot(const float* a, const float* b, int n) {
 // Soft-caps (Gemma 2) as cap * t with t = tanh(raw / cap), and d(cap * t) / d raw = 1 - t^2:
 // x[k] = tanh(x[k] / cap) for n values (cpu_tanh.cpp; SIMD, the same function for every value).
 void tanh_of_quotient(float* x, std::int64_t n, float cap);
+// Soft-capped in place: s[k] = cap * tanh(s[k] / cap).
+inline void soft_cap(float* s, std::int64_t n, float cap) {
+  tanh_of_quotient(s, n, cap);
+  for (std::int64_t k = 0; k < n; ++k) s[k] *= cap;
+}
+
+// Attention scores of one query: s[c] = (q . K[j0 + c]) * scale for c < n (K: rows of d floats).
+inline void scaled_scores(const float* q, const float* K, std::int64_t j0, int n, int d, float scale,
+                          float* s) {
+  for (int c = 0; c < n; ++c) s[c] = dot(q, K + (j0 + c) * d, d) * scale;
+}
+
 // The tanh GELU's t = tanh(gelu_tanh_arg(x[start + k])) for k < n <= kTanhChunk (core/util/gelu.h).
 constexpr int kTanhChunk = 256;
 void gelu_tanh_t(FV x, std::int64_t start, int n, float* t);
+// f(i, x[i], t) for i in [b, e) with t = tanh(gelu_tanh_arg(x[i])), the tanh kTanhChunk at a time.
+template <class F>
+void for_gelu_tanh(FV x, std::int64_t b, std::int64_t e, F&& f) {
+  float t[kTanhChunk];
+  for (std::int64_t i0 = b; i0 < e; i0 += kTanhChunk) {
+    const int c = static_cast<int>(std::min<std::int64_t>(kTanhChunk, e - i0));
+    gelu_tanh_t(x, i0, c, t);
+    for (int k = 0; k < c; ++k) f(i0 + k, x[i0 + k], t[k]);
+  }
+}
 
 // Rows of K and V for (batch b, kv head g) as fp32 [S, d].
 void stage_kv_head(FV qkv, std::int64_t row_width, std::int64_t col, int b, int S, int d,

@@ -266,12 +266,7 @@ void CpuBackend::gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n) {
   cpu::check_float(y, op, "y", n);
   FV xv(x), yv(y);
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
-    float t[cpu::kTanhChunk];
-    for (std::int64_t i0 = b; i0 < e; i0 += cpu::kTanhChunk) {
-      const int c = static_cast<int>(std::min<std::int64_t>(cpu::kTanhChunk, e - i0));
-      cpu::gelu_tanh_t(xv, i0, c, t);
-      for (int k = 0; k < c; ++k) yv.set(i0 + k, gelu_tanh_of(xv[i0 + k], t[k]));
-    }
+    cpu::for_gelu_tanh(xv, b, e, [&](std::int64_t i, float v, float t) { yv.set(i, gelu_tanh_of(v, t)); });
   });
 }
 
@@ -284,12 +279,9 @@ void CpuBackend::gelu_bwd(const Tensor& x, const Tensor& dy, const Tensor& dx, s
   cpu::check_float(dx, op, "dx", n);
   FV xv(x), g(dy), dxv(dx);
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
-    float t[cpu::kTanhChunk];
-    for (std::int64_t i0 = b; i0 < e; i0 += cpu::kTanhChunk) {
-      const int c = static_cast<int>(std::min<std::int64_t>(cpu::kTanhChunk, e - i0));
-      cpu::gelu_tanh_t(xv, i0, c, t);
-      for (int k = 0; k < c; ++k) dxv.put(i0 + k, g[i0 + k] * gelu_tanh_grad_of(xv[i0 + k], t[k]), acc);
-    }
+    cpu::for_gelu_tanh(xv, b, e, [&](std::int64_t i, float v, float t) {
+      dxv.put(i, g[i] * gelu_tanh_grad_of(v, t), acc);
+    });
   });
 }
 

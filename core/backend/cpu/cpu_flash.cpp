@@ -115,11 +115,8 @@ void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
         const std::uint64_t prow = static_cast<std::uint64_t>(L.lse(b, h, i)) * L.S;
         for (int k0 = a.first_key(i); k0 <= i; k0 += kT) {
           const int n = std::min(kT, i - k0 + 1);
-          for (int c = 0; c < n; ++c) s[c] = dot(q, K + static_cast<std::int64_t>(k0 + c) * L.d, L.d) * scale;
-          if (cap > 0.0f) {
-            cpu::tanh_of_quotient(s, n, cap);
-            for (int c = 0; c < n; ++c) s[c] *= cap;
-          }
+          cpu::scaled_scores(q, K, k0, n, L.d, scale, s);
+          if (cap > 0.0f) cpu::soft_cap(s, n, cap);
           float tmx = -std::numeric_limits<float>::infinity();
           for (int c = 0; c < n; ++c) tmx = std::max(tmx, s[c]);
           const float mnew = std::max(m, tmx);
@@ -198,7 +195,7 @@ void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
             const int n = std::min(kT, i - k0 + 1);
             if (drop) cpu::philox_fill(key, prow + k0, n, bits);
             if (cap > 0.0f) {
-              for (int c = 0; c < n; ++c) t[c] = dot(q, K + (k0 + c) * static_cast<std::int64_t>(L.d), L.d) * scale;
+              cpu::scaled_scores(q, K, k0, n, L.d, scale, t);
               cpu::tanh_of_quotient(t, n, cap);
             }
             for (int c = 0; c < n; ++c) {

@@ -34,15 +34,12 @@ void CpuBackend::fwd_GeGlu(const OpArgs& a) {
   FV in(*a.in[0]), y(*a.out[0]);
   cpu::parallel_for(*pool_, rows, std::max<std::int64_t>(1, kGrain / F),
                     [&](std::int64_t r0, std::int64_t r1, int) {
-    float t[cpu::kTanhChunk];
-    for (std::int64_t r = r0; r < r1; ++r)
-      for (int c0 = 0; c0 < F; c0 += cpu::kTanhChunk) {
-        const int n = std::min(cpu::kTanhChunk, F - c0);
-        const std::int64_t g0 = r * 2 * F + c0;
-        cpu::gelu_tanh_t(in, g0, n, t);
-        for (int k = 0; k < n; ++k)
-          y.set(r * F + c0 + k, gelu_tanh_of(in[g0 + k], t[k]) * in[g0 + F + k]);
-      }
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t g0 = r * 2 * F;  // the row's gate; its up follows F later
+      cpu::for_gelu_tanh(in, g0, g0 + F, [&](std::int64_t ig, float gate, float t) {
+        y.set(r * F + (ig - g0), gelu_tanh_of(gate, t) * in[ig + F]);
+      });
+    }
   });
 }
 
@@ -58,18 +55,15 @@ void CpuBackend::bwd_GeGlu(const OpArgs& a) {
   FV in(*a.in[0]), dy(*a.dout[0]), out(*a.din[0]);
   cpu::parallel_for(*pool_, rows, std::max<std::int64_t>(1, kGrain / F),
                     [&](std::int64_t r0, std::int64_t r1, int) {
-    float t[cpu::kTanhChunk];
-    for (std::int64_t r = r0; r < r1; ++r)
-      for (int c0 = 0; c0 < F; c0 += cpu::kTanhChunk) {
-        const int n = std::min(cpu::kTanhChunk, F - c0);
-        cpu::gelu_tanh_t(in, r * 2 * F + c0, n, t);
-        for (int k = 0; k < n; ++k) {
-          const std::int64_t ig = r * 2 * F + c0 + k, iu = ig + F;
-          const float gate = in[ig], up = in[iu], d = dy[r * F + c0 + k];
-          out.put(ig, d * up * gelu_tanh_grad_of(gate, t[k]), acc);
-          out.put(iu, d * gelu_tanh_of(gate, t[k]), acc);
-        }
-      }
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t g0 = r * 2 * F;
+      cpu::for_gelu_tanh(in, g0, g0 + F, [&](std::int64_t ig, float gate, float t) {
+        const std::int64_t iu = ig + F;
+        const float up = in[iu], d = dy[r * F + (ig - g0)];
+        out.put(ig, d * up * gelu_tanh_grad_of(gate, t), acc);
+        out.put(iu, d * gelu_tanh_of(gate, t), acc);
+      });
+    }
   });
 }
 
