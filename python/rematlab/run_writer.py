@@ -1,0 +1,278 @@
+"""Writing a recorded step as a RematLab run directory (docs/trace-format.md): written under a
+temporary name with the writing marker, summary.json last, then moved into place, so a step
+that failed or a write cut short never leaves a directory that looks complete."""
+import bisect
+import csv
+import ctypes
+import hashlib
+import json
+import os
+import platform
+import random
+import shutil
+import sys
+import time
+
+import torch
+
+from .schedule import block_schedule
+
+MARKER = ".rematlab-writing"
+EVENTS_COLS = ["t_ns", "step", "id", "delta_bytes", "category", "block", "tensor", "phase", "space",
+               "reserved_bytes", "op_seq"]
+OPS_COLS = ["start_ns", "end_ns", "stream", "name", "op", "block", "phase", "step", "flops", "bytes", "op_id"]
+SCHED_COLS = ["index", "action", "block", "keep", "phase", "start_ns", "end_ns", "step"]
+LEDGER_COLS = ["block", "tensor", "bytes", "category", "created_phase", "created_ns", "freed_ns", "decision",
+               "alloc_id", "free_id"]
+LOSS_COLS = ["step", "counted", "loss", "time_ms", "peak_bytes", "reserved_bytes", "start_ns", "end_ns"]
+SAVED_COLS = ["id", "module", "block", "category", "phase", "op", "node", "producer", "dtype", "shape", "bytes",
+              "storage", "storage_bytes", "alias", "packed_ns", "unpacked_ns", "released_ns", "held_at_backward"]
+CALLS_COLS = ["index", "module", "block", "phase", "start_ns", "end_ns", "parent", "flops", "inputs"]
+
+
+def _is_ours(path):
+    """A directory `record` may replace: empty, or a RematLab run (its summary.json says so)."""
+    if not os.path.isdir(path) or os.path.islink(path):
+        return False
+    names = os.listdir(path)
+    if not names:
+        return True
+    try:
+        with open(os.path.join(path, "summary.json")) as f:
+            return json.load(f).get("format") == "rematlab-run"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def check_target(out_dir, overwrite):
+    """Refuses, before the step runs, a target that exists (without overwrite) or is not a run."""
+    if not os.path.lexists(out_dir):
+        parent = os.path.dirname(os.path.abspath(out_dir))
+        if not os.path.isdir(parent):
+            raise FileNotFoundError("rematlab.record: the directory %r does not exist" % parent)
+        return
+    if not overwrite:
+        raise FileExistsError("rematlab.record: %r exists (pass overwrite=True to replace a recorded run)" % out_dir)
+    if not _is_ours(out_dir):
+        raise FileExistsError("rematlab.record: %r is not a RematLab run directory; not replacing it" % out_dir)
+
+
+def _write_csv(path, cols, rows):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(cols)
+        for r in rows:
+            w.writerow([r[c] for c in cols])
+    return len(rows)
+
+
+def _fmt_float(x):
+    return "nan" if x != x else repr(float(x))
+
+
+def tensor_name(rec, row):
+    """A saved tensor's name: its module path (inside its block, without the block's prefix)
+    and the backward node that saved it (else the forward op)."""
+    what = row["node"] or row["op"] or "saved"
+    path, b = row["module"], row["block"]
+    if b >= 0:
+        head = rec.block_prefix + str(b)
+        path = path[len(head) + 1:] if path.startswith(head + ".") else ""
+    return path + ":" + what if path else what
+
+
+def grad_checksum(model):
+    """BLAKE2b-64 of the bits of every gradient, in named_parameters order."""
+    h = hashlib.blake2b(digest_size=8)
+    if model is not None:
+        for name, p in model.named_parameters():
+            if p.grad is None:
+                continue
+            g = p.grad.detach().to("cpu").contiguous()
+            h.update(name.encode())
+            h.update(ctypes.string_at(g.data_ptr(), g.numel() * g.element_size()))
+    return h.hexdigest()
+
+
+def model_json(rec):
+    """summary.json's `model`: RematLab model keys describing the recorded model's shape,
+    inferred where it can be and overridden by record(model_config=...)."""
+    m = rec.model
+    hidden, vocab, heads = 64, 256, 1
+    if m is not None:
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.Embedding):
+                vocab, hidden = mod.num_embeddings, mod.embedding_dim
+                break
+        for mod in m.modules():
+            for attr in ("n_head", "num_heads", "n_heads", "heads"):
+                v = getattr(mod, attr, None)
+                if isinstance(v, int) and v > 0 and hidden % v == 0:
+                    heads = v
+                    break
+            else:
+                continue
+            break
+    batch, seq = (rec.input_shape + (1, 1))[:2] if rec.input_shape else (1, 1)
+    cfg = {"name": type(m).__name__ if m is not None else "pytorch", "architecture": "gpt2",
+           "layers": max(rec.blocks, 1), "hidden": hidden, "heads": heads, "kv_heads": heads,
+           "ffn": 4 * hidden, "seq": int(seq), "batch": int(batch), "vocab": vocab, "positions": int(seq),
+           "dtype": "fp32", "dropout": 0.0}
+    cfg.update(rec.model_config)
+    return cfg
+
+
+def _events(rec, ops, name_of):
+    starts = [o["start_ns"] for o in ops]
+    rows = []
+    for e in rec.events:
+        kind, x = e["name"]
+        name = name_of(rec.saved[x]) if kind == "saved" else ("optimizer." + x if kind == "optimizer" else x)
+        rows.append({"t_ns": e["t_ns"], "step": e["step"], "id": e["id"], "delta_bytes": e["delta"],
+                     "category": e["category"], "block": e["block"], "tensor": name, "phase": e["phase"],
+                     "space": "device", "reserved_bytes": e["live"],
+                     "op_seq": bisect.bisect_left(starts, e["t_ns"])})
+    return rows
+
+
+def _memory_figures(rec):
+    """Peak of tracked bytes over the step, its live allocations, and the activation peak."""
+    live, act, peak, act_peak, at = 0, 0, 0, 0, -1
+    for i, e in enumerate(rec.events):
+        live += e["delta"]
+        if e["category"] in ("saved_activations", "checkpoints"):
+            act += e["delta"]
+        if i < rec._first_event:
+            peak, at = live, i
+            continue
+        if live > peak:
+            peak, at = live, i
+        act_peak = max(act_peak, act)
+    alive = {}  # allocation id -> its event (every allocation has its own id)
+    for e in rec.events[:at + 1]:
+        if e["delta"] > 0:
+            alive[e["id"]] = e
+        else:
+            alive.pop(e["id"], None)
+    static = sum(e["delta"] for e in rec.events if e["category"] in ("parameters", "gradients", "optimizer_state"))
+    return peak, alive, act_peak, static
+
+
+def write_run(rec, profile, snapshot):
+    ops = profile.ops if profile is not None else []
+    for i, o in enumerate(ops):
+        o["op_id"], o["step"], o["bytes"] = i, 0, 0
+    name_of = lambda row: tensor_name(rec, row)  # noqa: E731
+    plan = getattr(rec.model, "_rematlab_plan", None) if rec.model is not None else None
+    schedule, sched_rows, plan_stats = block_schedule(rec, plan, ops)
+    peak, alive, act_peak, static = _memory_figures(rec)
+    ledger, per_block = [], [0] * max(rec.blocks, 1)
+    for r in rec.saved:
+        if r["block"] < 0 or r["alias"]:
+            continue
+        ledger.append({"block": r["block"], "tensor": name_of(r), "bytes": r["storage_bytes"],
+                       "category": r["category"], "created_phase": r["phase"], "created_ns": r["packed_ns"],
+                       "freed_ns": max(r.get("storage_freed_ns", rec.end_ns), r["packed_ns"]),
+                       "decision": "checkpoint" if r["category"] == "checkpoints" else "kept",
+                       "alloc_id": r["alloc_id"], "free_id": r["free_id"] or r["alloc_id"]})
+        if r["held_at_backward"]:
+            per_block[r["block"]] += r["storage_bytes"]
+    fl = {"forward": 0, "recompute": 0, "backward": 0, "other": 0}
+    for o in ops:
+        k = "recompute" if o["phase"] == "recompute" else o["phase"] if o["block"] >= 0 and o["phase"] in (
+            "forward", "backward") else "other"
+        fl[k] += o["flops"]
+    fl["total"] = sum(fl.values())
+    time_ms = (rec.end_ns - rec.start_ns) / 1e6
+    loss = rec.loss_value
+    first_event = rec._first_event
+    peak_tensors = sorted(alive.values(), key=lambda e: -e["delta"])[:12]
+    events = _events(rec, ops, name_of)
+    summary = {
+        "format": "rematlab-run", "format_version": 1, "source": "pytorch", "torch_version": torch.__version__,
+        "complete": True, "status": "ok", "model": model_json(rec),
+        "policy": plan.spec if plan is not None else "none", "policy_params": "", "memory_budget_bytes": 0,
+        "device": rec.device, "seed": 0, "warmup": 0, "steps": 1,
+        "loss": [None if loss != loss else loss], "warmup_loss": [],
+        "step_time_ms": [time_ms], "step_time_ms_median": time_ms, "step_time_ms_spread": 0.0,
+        "step_peak_bytes": [peak], "step_peak_bytes_median": peak, "step_peak_bytes_spread": 0,
+        "peak_bytes": peak, "predicted_peak_bytes": 0, "peak_reserved_bytes": peak, "static_bytes": static,
+        "activation_peak_bytes": act_peak, "saved_bytes_per_block": per_block,
+        "host_bytes_per_block": [0] * len(per_block), "flops": fl,
+        "block_forwards": plan_stats["block_forwards"], "plan": plan_stats,
+        "grad_checksum": grad_checksum(rec.model), "profiler_overhead_ns": 0,
+        "peak_tensors": [{"tensor": events[rec.events.index(e)]["tensor"], "bytes": e["delta"]} for e in peak_tensors],
+        "timeline": {"first_event": first_event, "end_event": len(rec.events), "start_ns": rec.start_ns,
+                     "end_ns": rec.end_ns},
+        "recorded": {
+            "saved_bytes_at_backward": rec.saved_at_backward,
+            "backward_start_ns": rec.backward_start_ns if rec.backward_start_ns is not None else rec.end_ns,
+            "saved_tensors": len(rec.saved), "blocks": rec.blocks, "blocks_module": (rec.block_prefix or "").rstrip("."),
+            "checkpoint_plan": plan.spec if plan is not None else "",
+            "flops_from": "torch.profiler" if profile is not None else "unknown",
+            "profiler_memory_peak_bytes": profile.memory_peak_bytes if profile is not None else 0,
+            "grad_checksum": "blake2b-64"},
+        "provenance": {"program": "rematlab (python)", "version": "0.1.0", "torch": torch.__version__,
+                       "python": platform.python_version(), "threads": str(torch.get_num_threads()),
+                       "command": " ".join(sys.argv), "os": platform.platform(), "cpu": platform.processor(),
+                       "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "format_version": "1"},
+    }
+    loss_rows = [{"step": 0, "counted": 1, "loss": _fmt_float(loss), "time_ms": repr(time_ms), "peak_bytes": peak,
+                  "reserved_bytes": peak, "start_ns": rec.start_ns, "end_ns": rec.end_ns}]
+    calls = [dict(c, flops="" if c["flops"] is None else c["flops"],
+                  inputs=" ".join("%d:%d" % x for x in c["inputs"])) for c in rec.calls]
+    return _write_dir(rec.out_dir, rec.overwrite, summary, schedule, [
+        ("memory_events.csv", EVENTS_COLS, events), ("ops.csv", OPS_COLS, ops),
+        ("schedule.csv", SCHED_COLS, sched_rows), ("ledger.csv", LEDGER_COLS, ledger),
+        ("loss.csv", LOSS_COLS, loss_rows), ("saved_tensors.csv", SAVED_COLS, rec.saved),
+        ("module_calls.csv", CALLS_COLS, calls)], snapshot, len(rec.events) - first_event + 2)
+
+
+def _write_dir(out_dir, overwrite, summary, schedule, tables, snapshot, timeline_rows):
+    out_dir = os.path.abspath(out_dir)
+    parent, name = os.path.split(out_dir)
+    tmp = os.path.join(parent, ".%s.tmp-%d-%d" % (name, os.getpid(), random.randrange(1 << 30)))
+    os.mkdir(tmp)
+    try:
+        with open(os.path.join(tmp, MARKER), "w") as f:
+            json.dump({"format": "rematlab-run", "format_version": 1}, f)
+        files = {"memory_timeline.csv": {"rows": timeline_rows}, "schedule.json": {}}
+        for fname, cols, rows in tables:
+            files[fname] = {"rows": _write_csv(os.path.join(tmp, fname), cols, rows)}
+        with open(os.path.join(tmp, "schedule.json"), "w") as f:
+            json.dump(schedule, f, indent=2)
+        if snapshot is not None:
+            import pickle
+            with open(os.path.join(tmp, "cuda_memory_snapshot.pickle"), "wb") as f:
+                pickle.dump(snapshot, f)
+        summary["files"] = files
+        with open(os.path.join(tmp, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2, sort_keys=True)  # last: a directory with it is whole
+        os.remove(os.path.join(tmp, MARKER))
+        return _move_into_place(tmp, out_dir, overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _move_into_place(tmp, out_dir, overwrite):
+    if os.path.lexists(out_dir) and overwrite and _is_ours(out_dir):
+        old = tmp.replace(".tmp-", ".old-")
+        os.rename(out_dir, old)
+        os.rename(tmp, out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+        return out_dir
+    n = 1
+    target = out_dir
+    while True:
+        if not os.path.lexists(target):
+            try:
+                os.rename(tmp, target)
+                if target != out_dir:
+                    print("rematlab.record: %s appeared meanwhile; the run is kept as %s" % (out_dir, target),
+                          file=sys.stderr)
+                return target
+            except OSError:
+                pass
+        n += 1
+        target = "%s-%d" % (out_dir, n)
