@@ -7,6 +7,7 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/engine/simulator.h"
 #include "core/util/error.h"
+#include "plan_from_run.h"
 #include "step_costs.h"
 
 namespace remat::cli {
@@ -17,6 +18,7 @@ struct PlanOptions {
   ModelOptions model;
   PolicyOptions policy;
   bool json = false;
+  std::string from_run;  // a recorded PyTorch run (plan_from_run.h)
 };
 
 int plan(const PlanOptions& o) {
@@ -72,8 +74,18 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   o->model.add(*c);
   o->policy.add(*c, true);
   c->add_flag("--json", o->json, "print the prediction and the schedule as JSON");
-  c->callback([o, &exit_code] {
+  c->add_option("--from-run", o->from_run,
+                "a run recorded from PyTorch (rematlab.record): predict a checkpoint plan of its modules "
+                "(--policy per-block|every:K|segments:K|sqrt|modules:GLOB)")
+      ->check(non_empty_path());
+  c->callback([o, c, &exit_code] {
     try {
+      if (!o->from_run.empty()) {
+        for (const char* opt : {"--model", "--schedule", "--memory-budget", "--costs-from"})
+          if (c->count(opt)) throw Error(std::string("plan --from-run takes no ") + opt + " (the run says the model)");
+        exit_code = plan_from_run(o->from_run, o->policy.policy, o->json);
+        return;
+      }
       exit_code = plan(*o);
     } catch (const std::exception& e) {
       exit_code = fail(e);

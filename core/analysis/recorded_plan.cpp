@@ -1,0 +1,234 @@
+#include "core/analysis/recorded_plan.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <set>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/trace/csv.h"
+#include "core/util/error.h"
+#include "core/util/json_io.h"
+
+namespace remat {
+
+namespace {
+
+std::uint64_t parse_u64(std::string_view s, const csv::Reader& r, std::size_t c) {
+  std::uint64_t v = 0;
+  auto res = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || res.ec != std::errc() || res.ptr != s.data() + s.size())
+    r.fail(c, "'" + std::string(s) + "' is not a non-negative integer");
+  return v;
+}
+
+// "S:B S:B": the storages and bytes of a call's tensor arguments.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> parse_inputs(std::string_view s, const csv::Reader& r,
+                                                                  std::size_t c) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> v;
+  while (!s.empty()) {
+    auto sp = s.find(' ');
+    std::string_view item = s.substr(0, sp);
+    auto colon = item.find(':');
+    if (colon == std::string_view::npos) r.fail(c, "'" + std::string(item) + "' is not STORAGE:BYTES");
+    v.emplace_back(parse_u64(item.substr(0, colon), r, c), parse_u64(item.substr(colon + 1), r, c));
+    s = sp == std::string_view::npos ? std::string_view() : s.substr(sp + 1);
+  }
+  return v;
+}
+
+bool inside(const std::string& module, const std::string& prefix) {
+  return module == prefix || (module.size() > prefix.size() && module.compare(0, prefix.size(), prefix) == 0 &&
+                              module[prefix.size()] == '.');
+}
+
+std::string block_path(const RecordedRun& run, int b) {
+  return run.blocks_module.empty() ? std::to_string(b) : run.blocks_module + "." + std::to_string(b);
+}
+
+int positive(std::string_view s, const std::string& kind, const std::string& text) {
+  int k = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), k);
+  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || k < 1)
+    throw Error("checkpoint plan '" + text + "': " + kind + ":K needs a whole number of blocks K >= 1, e.g. " + kind +
+                ":2");
+  return k;
+}
+
+}  // namespace
+
+RecordedRun read_recorded_run(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string sfile = (fs::path(dir) / "summary.json").string();
+  const nlohmann::json j = read_json_file(sfile);
+  if (!j.is_object() || j.value("source", std::string()) != "pytorch")
+    throw Error(sfile + ": not a recorded PyTorch run (summary.json has no \"source\": \"pytorch\"; "
+                "rematlab.record in python/ writes one)");
+  RecordedRun run;
+  try {
+    const auto& rec = j.at("recorded");
+    run.saved_bytes = rec.at("saved_bytes_at_backward").get<std::uint64_t>();
+    run.blocks_module = rec.at("blocks_module").get<std::string>();
+    run.flops_known = rec.at("flops_from").get<std::string>() != "unknown";
+    run.blocks = rec.at("blocks").get<int>();
+    if (run.blocks < 0) throw Error(sfile + ": field 'recorded.blocks' is negative");
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(sfile + ": field 'recorded': " + e.what());
+  }
+  {
+    csv::Reader r((fs::path(dir) / "saved_tensors.csv").string());
+    const std::size_t cm = r.col("module"), cb = r.col("block"), cs = r.col("storage"), csb = r.col("storage_bytes"),
+                      ca = r.col("alias"), ch = r.col("held_at_backward");
+    while (r.next()) {
+      RecordedTensor t;
+      t.module = std::string(r.str(cm));
+      t.block = r.i32(cb);
+      if (t.block < -1 || t.block >= std::max(run.blocks, 1)) r.fail(cb, "not a block of the run");
+      t.storage = r.u64(cs);
+      t.storage_bytes = r.u64(csb);
+      t.parameter = r.str(ca).rfind("parameter:", 0) == 0;
+      t.held_at_backward = r.u64(ch) != 0;
+      run.tensors.push_back(std::move(t));
+    }
+  }
+  csv::Reader r((fs::path(dir) / "module_calls.csv").string());
+  const std::size_t cm = r.col("module"), cb = r.col("block"), cp = r.col("phase"), cf = r.col("flops"),
+                    ci = r.col("inputs");
+  while (r.next()) {
+    RecordedCall c;
+    c.module = std::string(r.str(cm));
+    c.block = r.i32(cb);
+    c.forward = r.str(cp) == "forward";
+    if (!r.str(cf).empty()) c.flops = r.u64(cf);
+    c.inputs = parse_inputs(r.str(ci), r, ci);
+    run.calls.push_back(std::move(c));
+  }
+  return run;
+}
+
+CheckpointPlanSpec parse_checkpoint_plan(const std::string& text) {
+  CheckpointPlanSpec p;
+  p.text = text;
+  const auto colon = text.find(':');
+  const std::string kind = text.substr(0, colon);
+  const std::string_view arg = colon == std::string::npos ? std::string_view() : std::string_view(text).substr(colon + 1);
+  using K = CheckpointPlanSpec::Kind;
+  if ((kind == "per-block" || kind == "sqrt") && colon == std::string::npos) {
+    p.kind = kind == "sqrt" ? K::Sqrt : K::PerBlock;
+  } else if (kind == "every" || kind == "segments") {
+    p.kind = kind == "every" ? K::Every : K::Segments;
+    p.k = positive(arg, kind, text);
+  } else if (kind == "modules") {
+    p.kind = K::Modules;
+    std::string_view rest = arg;
+    while (!rest.empty()) {
+      auto comma = rest.find(',');
+      if (comma != 0) p.globs.emplace_back(rest.substr(0, comma));
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+    if (p.globs.empty()) throw Error("checkpoint plan '" + text + "': modules needs a module path glob, e.g. modules:h.*.mlp");
+  } else {
+    throw Error("checkpoint plan '" + text + "': not one of per-block, every:K, segments:K, sqrt, modules:GLOB[,GLOB]");
+  }
+  return p;
+}
+
+std::vector<std::pair<int, int>> plan_regions(const CheckpointPlanSpec& p, int blocks) {
+  using K = CheckpointPlanSpec::Kind;
+  std::vector<std::pair<int, int>> v;
+  int k = p.k;
+  if (p.kind == K::Sqrt) {
+    k = 1;
+    while (k * k < blocks) ++k;  // ceil(sqrt(blocks))
+  }
+  switch (p.kind) {
+    case K::PerBlock: k = 1; [[fallthrough]];
+    case K::Segments:
+    case K::Sqrt:
+      for (int s = 0; s < blocks; s += k) v.emplace_back(s, std::min(s + k, blocks) - 1);
+      break;
+    case K::Every:
+      for (int b = 0; b < blocks; b += k) v.emplace_back(b, b);
+      break;
+    case K::Modules: break;
+  }
+  return v;
+}
+
+RecordedPrediction predict_recorded_plan(const RecordedRun& run, const CheckpointPlanSpec& plan) {
+  RecordedPrediction out;
+  // The regions: the module paths whose saved tensors the plan drops, and the call whose
+  // inputs it keeps for each (its first module's forward).
+  std::vector<std::string> prefixes;
+  std::vector<const RecordedCall*> heads;
+  std::vector<const RecordedCall*> recomputed;
+  auto forward_calls_of = [&run](const std::string& path) {
+    std::vector<const RecordedCall*> v;
+    for (const auto& c : run.calls)
+      if (c.forward && c.module == path) v.push_back(&c);
+    return v;
+  };
+  if (plan.kind == CheckpointPlanSpec::Kind::Modules) {
+    for (const auto& c : run.calls) {
+      if (!c.forward || c.module.empty()) continue;
+      bool match = false;
+      for (const auto& g : plan.globs) match = match || ::fnmatch(g.c_str(), c.module.c_str(), 0) == 0;
+      bool nested = false;
+      for (const auto& p : prefixes) nested = nested || (c.module != p && inside(c.module, p));
+      if (!match || nested) continue;
+      if (std::find(prefixes.begin(), prefixes.end(), c.module) == prefixes.end()) prefixes.push_back(c.module);
+      heads.push_back(&c);
+      recomputed.push_back(&c);
+    }
+    if (prefixes.empty()) throw Error("checkpoint plan '" + plan.text + "': no module path of the recorded run matches");
+  } else {
+    if (run.blocks == 0) throw Error("checkpoint plan '" + plan.text + "': the recorded model has no ModuleList of blocks");
+    for (auto [s, e] : plan_regions(plan, run.blocks)) {
+      for (int b = s; b <= e; ++b) {
+        prefixes.push_back(block_path(run, b));
+        for (const RecordedCall* c : forward_calls_of(prefixes.back())) recomputed.push_back(c);
+      }
+      out.recomputed_blocks += static_cast<std::uint64_t>(e - s + 1);
+      for (const RecordedCall* c : forward_calls_of(block_path(run, s))) heads.push_back(c);
+    }
+  }
+  out.checkpointed = prefixes;
+  // Storages held for backward: recorded, and kept under the plan (a holder outside every region).
+  std::unordered_set<std::uint64_t> params, all, kept;
+  out.saved_bytes_per_block.assign(static_cast<std::size_t>(std::max(run.blocks, 1)), 0);
+  for (const auto& t : run.tensors)
+    if (t.parameter) params.insert(t.storage);
+  auto charge = [&out](int block, std::uint64_t bytes) {
+    out.saved_bytes += bytes;
+    if (block >= 0 && static_cast<std::size_t>(block) < out.saved_bytes_per_block.size())
+      out.saved_bytes_per_block[static_cast<std::size_t>(block)] += bytes;
+  };
+  for (const auto& t : run.tensors) {
+    if (t.parameter || !t.held_at_backward) continue;
+    if (all.insert(t.storage).second) out.recorded_saved_bytes += t.storage_bytes;
+    bool dropped = false;
+    for (const auto& p : prefixes) dropped = dropped || inside(t.module, p);
+    if (!dropped && kept.insert(t.storage).second) charge(t.block, t.storage_bytes);
+  }
+  // A step that held nothing for backward ran without autograd: no checkpoint keeps anything.
+  if (out.recorded_saved_bytes == 0) heads.clear();
+  for (const RecordedCall* c : heads)
+    for (auto [storage, bytes] : c->inputs)
+      if (!params.count(storage) && kept.insert(storage).second) charge(c->block, bytes);
+  if (run.flops_known) {
+    std::uint64_t f = 0;
+    bool known = true;
+    for (const RecordedCall* c : recomputed) {
+      known = known && c->flops.has_value();
+      f += c->flops.value_or(0);
+    }
+    if (known) out.recompute_flops = f;
+  }
+  return out;
+}
+
+}  // namespace remat
