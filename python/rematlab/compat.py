@@ -20,14 +20,15 @@ def dtype_name(dt):
 
 
 def cuda_memory_history(enable):
-    """Starts (True) or stops (False) CUDA's allocator history where this torch has it."""
+    """Starts (True) or stops (False) CUDA's allocator history where this torch has it: torch
+    1.13 and 2.0 take a bool, 2.1 on "all" / None."""
     mem = getattr(torch.cuda, "memory", None)
     f = getattr(mem, "_record_memory_history", None) if mem is not None else None
     if f is None or not torch.cuda.is_available():
         return False
     try:
-        f(True if enable else None) if enable else f(None)
-    except TypeError:  # torch 1.13 takes a bool
+        f("all" if enable else None)
+    except (TypeError, ValueError, RuntimeError):
         f(bool(enable))
     return True
 

@@ -97,8 +97,10 @@ def check_model(name, model, config):
               "%s %s: the checkpointed step gives the same gradients" % (name, plan))
         check(any(r["category"] == "checkpoints" for r in rec2.saved), "%s %s: checkpoint inputs recorded" % (name, plan))
         cmp = batch.json("compare", base, out, "--json")
-        check(cmp is not None and "runs" in json.dumps(cmp) or cmp is not None,
-              "%s %s: compare reads the two recordings" % (name, plan))
+        runs = cmp["runs"] if cmp is not None else []
+        check(len(runs) == 2 and runs[1]["policy"] == plan and runs[1]["peak_bytes"] <= runs[0]["peak_bytes"]
+              and runs[1]["grads_match_none"] is True and runs[1]["recompute_flops"] == pred["recompute_flops"],
+              "%s %s: compare puts the checkpointed recording against the none one: %s" % (name, plan, runs[1:]))
 
 
 check_model("gpt2", models.Gpt2(vocab=128, hidden=48, heads=4, layers=4, positions=16), {})
