@@ -13,6 +13,7 @@
 #include "core/trace/csv.h"
 #include "core/util/error.h"
 #include "core/util/json_io.h"
+#include "core/util/limits.h"
 
 namespace remat {
 
@@ -74,8 +75,11 @@ RecordedRun read_recorded_run(const std::string& dir) {
     run.saved_bytes = rec.at("saved_bytes_at_backward").get<std::uint64_t>();
     run.blocks_module = rec.at("blocks_module").get<std::string>();
     run.flops_known = rec.at("flops_from").get<std::string>() != "unknown";
-    run.blocks = rec.at("blocks").get<int>();
-    if (run.blocks < 0) throw Error(sfile + ": field 'recorded.blocks' is negative");
+    const auto blocks = rec.at("blocks").get<long long>();
+    if (blocks < 0 || blocks > limits::kLayers)
+      throw Error(sfile + ": field 'recorded.blocks' is " + std::to_string(blocks) + ", outside 0.." +
+                  std::to_string(limits::kLayers));
+    run.blocks = static_cast<int>(blocks);
   } catch (const nlohmann::json::exception& e) {
     throw Error(sfile + ": field 'recorded': " + e.what());
   }

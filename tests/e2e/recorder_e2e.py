@@ -148,6 +148,18 @@ batch.refuses(["plan", "--from-run", os.path.join(work, "gpt2-none"), "--policy"
 batch.refuses(["plan", "--from-run", os.path.join(work, "gpt2-none"), "--policy", "bogus"], "per-block")
 batch.refuses(["plan", "--from-run", os.path.join(work, "gpt2-none"), "--policy", "modules:nothing.here"],
               "no module path")
+import shutil  # noqa: E402
+bad = os.path.join(work, "edited")
+shutil.copytree(os.path.join(work, "gpt2-none"), bad)
+with open(os.path.join(bad, "saved_tensors.csv"), "a") as f:
+    f.write("999,h.0,zero,saved_activations,forward,,,,float32,1,4,1,4,,0,-1,-1,1\n")
+batch.refuses(["plan", "--from-run", bad, "--policy", "per-block"], "saved_tensors.csv", "line")
+with open(os.path.join(bad, "summary.json")) as f:
+    js = json.load(f)
+js["recorded"]["blocks"] = 10 ** 9
+with open(os.path.join(bad, "summary.json"), "w") as f:
+    json.dump(js, f)
+batch.refuses(["plan", "--from-run", bad, "--policy", "per-block"], "recorded.blocks")
 try:
     rematlab.checkpoint_plan(copy.deepcopy(m), "every:x")
     check(False, "a bad plan is refused by checkpoint_plan")
