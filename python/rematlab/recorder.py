@@ -74,10 +74,11 @@ class Recorder:
 
     # ------------------------------------------------------------------ memory events
 
-    def _event(self, delta, category, block, sid, name, phase, step=0):
+    def _event(self, delta, category, block, freed, name, phase, step=0):
+        """Appends an allocation (delta > 0: a new id, returned) or the free of allocation `freed`."""
         self._live += delta
         self._alloc_seq += 0 if delta < 0 else 1
-        eid = sid if delta < 0 else self._alloc_seq
+        eid = freed if delta < 0 else self._alloc_seq
         self.events.append({"t_ns": max(self._now(), 0), "step": step, "id": eid, "delta": delta,
                             "category": category, "block": block, "name": name, "phase": phase,
                             "live": self._live})

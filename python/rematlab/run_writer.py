@@ -148,10 +148,10 @@ def _memory_figures(rec):
         if live > peak:
             peak, at = live, i
         act_peak = max(act_peak, act)
-    alive = {}  # allocation id -> its event (every allocation has its own id)
-    for e in rec.events[:at + 1]:
+    alive = {}  # allocation id -> the row of its event (every allocation has its own id)
+    for i, e in enumerate(rec.events[:at + 1]):
         if e["delta"] > 0:
-            alive[e["id"]] = e
+            alive[e["id"]] = i
         else:
             alive.pop(e["id"], None)
     static = sum(e["delta"] for e in rec.events if e["category"] in ("parameters", "gradients", "optimizer_state"))
@@ -186,7 +186,7 @@ def write_run(rec, profile, snapshot):
     time_ms = (rec.end_ns - rec.start_ns) / 1e6
     loss = rec.loss_value
     first_event = rec._first_event
-    peak_tensors = sorted(alive.values(), key=lambda e: -e["delta"])[:12]
+    peak_tensors = sorted(alive.values(), key=lambda i: -rec.events[i]["delta"])[:12]
     events = _events(rec, ops, name_of)
     summary = {
         "format": "rematlab-run", "format_version": 1, "source": "pytorch", "torch_version": torch.__version__,
@@ -201,7 +201,7 @@ def write_run(rec, profile, snapshot):
         "host_bytes_per_block": [0] * len(per_block), "flops": fl,
         "block_forwards": plan_stats["block_forwards"], "plan": plan_stats,
         "grad_checksum": grad_checksum(rec.model), "profiler_overhead_ns": 0,
-        "peak_tensors": [{"tensor": events[rec.events.index(e)]["tensor"], "bytes": e["delta"]} for e in peak_tensors],
+        "peak_tensors": [{"tensor": events[i]["tensor"], "bytes": rec.events[i]["delta"]} for i in peak_tensors],
         "timeline": {"first_event": first_event, "end_event": len(rec.events), "start_ns": rec.start_ns,
                      "end_ns": rec.end_ns},
         "recorded": {
