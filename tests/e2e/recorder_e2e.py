@@ -9,6 +9,7 @@ import copy
 import glob
 import json
 import os
+import shutil
 import sys
 import tempfile
 import warnings
@@ -96,6 +97,9 @@ def check_model(name, model, config):
         check(s2["grad_checksum"] == s["grad_checksum"],
               "%s %s: the checkpointed step gives the same gradients" % (name, plan))
         check(any(r["category"] == "checkpoints" for r in rec2.saved), "%s %s: checkpoint inputs recorded" % (name, plan))
+        check(s2["activation_peak_bytes"] < s["activation_peak_bytes"],
+              "%s %s: the activation peak falls (%d -> %d)" % (name, plan, s["activation_peak_bytes"],
+                                                               s2["activation_peak_bytes"]))
         cmp = batch.json("compare", base, out, "--json")
         runs = cmp["runs"] if cmp is not None else []
         check(len(runs) == 2 and runs[1]["policy"] == plan and runs[1]["peak_bytes"] <= runs[0]["peak_bytes"]
@@ -148,7 +152,6 @@ batch.refuses(["plan", "--from-run", os.path.join(work, "gpt2-none"), "--policy"
 batch.refuses(["plan", "--from-run", os.path.join(work, "gpt2-none"), "--policy", "bogus"], "per-block")
 batch.refuses(["plan", "--from-run", os.path.join(work, "gpt2-none"), "--policy", "modules:nothing.here"],
               "no module path")
-import shutil  # noqa: E402
 bad = os.path.join(work, "edited")
 shutil.copytree(os.path.join(work, "gpt2-none"), bad)
 with open(os.path.join(bad, "saved_tensors.csv"), "a") as f:
@@ -166,4 +169,9 @@ try:
 except ValueError as e:
     check("every" in str(e), "checkpoint_plan names the bad plan")
 
-sys.exit(exit_code("recorder e2e ok (%s)" % work))
+code = exit_code("recorder e2e ok")
+if code == 0:
+    shutil.rmtree(work, ignore_errors=True)
+else:
+    print("kept " + work)
+sys.exit(code)
