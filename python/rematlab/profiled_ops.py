@@ -169,10 +169,16 @@ def read_profile(prof, rec):
             c["flops"] = 0  # the profiler ran: a call without ops did none
     out.ops.sort(key=lambda o: (o["start_ns"], o["end_ns"]))
 
-    # The profiler's allocator view: its memory events summed over time.
+    # The profiler's allocator view: each event's own net allocations (profile_memory), summed
+    # in start order; a transient peak inside one op is not seen.
+    cuda = rec.device == "cuda"
     live = peak = 0
-    for e in sorted((e for e in events if e.name == "[memory]"), key=lambda e: e.time_range.start):
-        live += int(getattr(e, "cuda_memory_usage", 0) or 0) if rec.device == "cuda" else int(e.cpu_memory_usage or 0)
+    for e in sorted(events, key=lambda e: e.time_range.start):
+        if e.name == "[memory]":
+            d = e.cuda_memory_usage if cuda else e.cpu_memory_usage
+        else:
+            d = e.self_cuda_memory_usage if cuda else e.self_cpu_memory_usage
+        live += int(d or 0)
         peak = max(peak, live)
     out.memory_peak_bytes = peak
     return out
