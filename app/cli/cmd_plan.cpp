@@ -7,6 +7,7 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/engine/simulator.h"
 #include "core/util/error.h"
+#include "plan_parallel.h"
 #include "step_costs.h"
 
 namespace remat::cli {
@@ -16,11 +17,15 @@ namespace {
 struct PlanOptions {
   ModelOptions model;
   PolicyOptions policy;
+  ParallelOptions parallel;
   bool json = false;
 };
 
 int plan(const PlanOptions& o) {
+  if (o.parallel.paper_figure7) return plan_paper_figure7(o.json);
   ModelConfig m = o.model.resolve();
+  if (o.parallel.strategies) return plan_strategies(m, o.parallel.layout, o.json);
+  if (o.parallel.any()) return plan_parallel(m, o.parallel.layout, o.policy, o.json);
   PolicyRegistry reg;
   load_plugins(reg, !o.json);
   const std::optional<StepCosts> costs = load_step_costs(o.policy.costs_from, m);
@@ -71,6 +76,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   CLI::App* c = app.add_subcommand("plan", "plan a policy and predict its peak memory and FLOPs (nothing runs)");
   o->model.add(*c);
   o->policy.add(*c, true);
+  o->parallel.add(*c);
   c->add_flag("--json", o->json, "print the prediction and the schedule as JSON");
   c->callback([o, &exit_code] {
     try {
