@@ -10,6 +10,8 @@ namespace {
 
 std::string str(std::int64_t v) { return std::to_string(v); }
 
+constexpr std::int64_t kMaxMicroBatches = 1 << 30;
+
 void divisible(const char* field, const std::string& what, std::int64_t n, const char* by_name,
                std::int64_t by) {
   if (n % by != 0)
@@ -105,6 +107,9 @@ void validate_layout(const ParallelLayout& p, const ModelConfig& m) {
     divisible("global-batch", "the batch per replica (global batch / dp)", per_replica,
               "the micro-batch size", m.batch);
     const std::int64_t n = per_replica / m.batch;
+    if (n > kMaxMicroBatches)
+      throw ConfigError("global-batch", "makes " + str(n) + " micro-batches per replica, more than " +
+                                            str(kMaxMicroBatches));
     if (p.micro_batches > 0 && n != p.micro_batches)
       throw ConfigError("micro-batches", str(p.micro_batches) + " micro-batches of " + str(m.batch) +
                                              " on " + str(p.dp) + " replicas make " +

@@ -30,7 +30,7 @@ struct ParallelLayout {
   // Blocks of stage i (0 <= i < pp) and the first block it holds, after validation.
   int stage_layers(const ModelConfig& m, int stage) const;
   int stage_first_block(const ModelConfig& m, int stage) const;
-  std::string to_string() const;  // "tp 8 sp, pp 1, dp 1, zero 0, 1 micro-batch"
+  std::string to_string() const;  // "tp 8 sp, pp 2, dp 4, zero 1"
 };
 
 // Refuses a layout the model cannot be split by, with the numbers: heads or kv-heads, ffn or

@@ -3,6 +3,7 @@
 // per rank with the ZeRO stages, the 1F1B stages, and the layout's refusals.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/engine/rank_prediction.h"
@@ -100,6 +101,35 @@ TEST(ParallelMemory, SimulatedBlocksHoldTheTable2Bytes) {
     ASSERT_EQ(pr.saved_bytes_per_block.size(), 4u);
     for (int k = 0; k < 3; ++k) EXPECT_EQ(pr.saved_bytes_per_block[k], c.per_block) << "block " << k;
   }
+}
+
+// With sequence parallelism every block tensor is split over T, so every policy's plan of one
+// rank holds exactly 1/T of what it holds on one device, block by block.
+TEST(ParallelMemory, EveryPolicyPlansOneRanksBlocks) {
+  const ModelConfig m = gpt(64, 2, 128, 8, 6);
+  const BlockGraph full(m);
+  const BlockGraph rank = per_rank_graph(m, tensor(4, true));
+  for (const char* policy : {"none", "selective", "uniform", "revolve:snapshots=2", "offload",
+                             "offload:what=checkpoints"}) {
+    SCOPED_TRACE(policy);
+    const Schedule one = test::plugins().plan(parse_policy_choice(policy), full);
+    const Schedule per = test::plugins().plan(parse_policy_choice(policy), rank);
+    EXPECT_EQ(schedule_to_json(per)["actions"].dump(), schedule_to_json(one)["actions"].dump());
+    const Prediction a = simulate(full, one, nullptr), r = simulate(rank, per, nullptr);
+    ASSERT_EQ(r.saved_bytes_per_block.size(), a.saved_bytes_per_block.size());
+    for (std::size_t k = 0; k < a.saved_bytes_per_block.size(); ++k)
+      EXPECT_EQ(4 * r.saved_bytes_per_block[k], a.saved_bytes_per_block[k]) << "block " << k;
+    EXPECT_EQ(4 * r.host_peak_bytes, a.host_peak_bytes);  // offloaded block tensors
+    EXPECT_GT(a.saved_bytes_per_block.back() + a.host_peak_bytes, 0u);
+    EXPECT_EQ(r.block_forwards, a.block_forwards);
+  }
+  // The budget planner meets a per-rank budget with the rank's own simulated peak (which also
+  // holds the embedding's tensors, not split, so its choices may differ from the device's).
+  const u64 budget = full.saved_bytes();
+  const Schedule per = test::plugins().plan(parse_policy_choice("budget"), rank, budget);
+  EXPECT_LE(simulate(rank, per, nullptr).activation_peak_bytes, budget);
+  EXPECT_GT(simulate(rank, test::plugins().plan(parse_policy_choice("none"), rank), nullptr).activation_peak_bytes,
+            budget);
 }
 
 TEST(ParallelMemory, RegionsComeFromTheLinears) {
