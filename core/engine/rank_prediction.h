@@ -1,7 +1,7 @@
 // The memory of one rank of a tensor/sequence/pipeline/data-parallel step, predicted: the
 // static bytes of each pipeline stage's rank (parameters, gradients, fp32 master weights and
 // AdamW moments, as the model's own accounting, divided by T and P and by D per ZeRO stage) and
-// each stage's activations under 1F1B (stage i holds P − i micro-batches in flight), from the
+// each stage's activations under 1F1B (stage i holds min(P − i, N) micro-batches), from the
 // simulator's walk of one micro-batch over the per-rank block table (parallel_layout.h).
 #pragma once
 #include <cstdint>
@@ -21,7 +21,7 @@ struct RankStatic {
   std::uint64_t total() const { return parameters + gradients + master_weights + optimizer_state; }
 };
 
-// Parameter elements of stage `stage`'s rank: its L/P blocks with column-parallel weights and
+// Parameter elements of stage `stage`'s rank: its blocks with column-parallel weights and
 // biases, row-parallel weights and tensor-region norm weights split over T (row-parallel
 // biases and sequence-region norms replicated, as the block table's regions say); the word
 // embedding split over the vocabulary on the first stage (and its tied copy, or the output
@@ -68,7 +68,7 @@ using StagePlanner = std::function<Schedule(const BlockGraph&)>;
 RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, const StagePlanner& plan,
                              const Backend* mirror);
 
-// The activation bytes one block saves per rank under the paper's five strategies.
+// What a block keeps for its backward in the paper's strategies (each with or without sp).
 enum class Strategy : std::uint8_t { Store, Selective, Full };
 // Store: the whole saved set; Selective: without the block's default selective set; Full: the
 // block input only (its checkpoint).
