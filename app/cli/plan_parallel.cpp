@@ -20,10 +20,11 @@ struct PaperConfig {
 constexpr PaperConfig kPaperConfigs[] = {
     {"megatron-22b", 8, 1}, {"megatron-175b", 8, 8}, {"megatron-530b", 8, 35}, {"megatron-1t", 8, 64}};
 
-nlohmann::json layout_json(const ParallelLayout& p, int micro_batches) {
+nlohmann::json layout_json(const ModelConfig& m, const ParallelLayout& p, int micro_batches) {
+  const std::int64_t global = static_cast<std::int64_t>(m.batch) * micro_batches * p.dp;
   return {{"tp", p.tp}, {"sp", p.sp}, {"pp", p.pp}, {"dp", p.dp}, {"zero", p.zero},
           {"distribute_saved_activations", p.distribute_saved_activations},
-          {"micro_batches", micro_batches}, {"global_batch", p.global_batch},
+          {"micro_batch_size", m.batch}, {"micro_batches", micro_batches}, {"global_batch", global},
           {"first_stage_layers", p.first_stage_layers}, {"last_stage_layers", p.last_stage_layers}};
 }
 
@@ -109,7 +110,8 @@ int plan_parallel(const ModelConfig& m, const ParallelLayout& p, const PolicyOpt
   j["model"] = model_to_json(m);
   j["policy"] = first.policy;
   j["policy_params"] = first.params;
-  j["layout"] = layout_json(p, r.micro_batches);
+  j["layout"] = layout_json(m, p, r.micro_batches);
+  j["ignored_config_fields"] = m.ignored_fields;
   j["predicted_peak_bytes"] = r.peak_bytes;
   j["peak_stage"] = r.peak_stage;
   j["stages"] = nlohmann::json::array();
