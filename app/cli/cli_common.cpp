@@ -59,14 +59,19 @@ void PolicyOptions::add(CLI::App& app, bool allow_schedule_file) {
 
 Schedule PolicyOptions::plan(const PolicyRegistry& reg, const ModelConfig& m,
                              const std::optional<StepCosts>& costs) const {
+  return plan(reg, BlockGraph(m), costs);
+}
+
+Schedule PolicyOptions::plan(const PolicyRegistry& reg, const BlockGraph& g,
+                             const std::optional<StepCosts>& costs) const {
   if (!schedule_file.empty()) {
     Schedule s = load_schedule_file(schedule_file);
-    validate_schedule(s, BlockGraph(m));
+    validate_schedule(s, g);
     return s;
   }
   std::optional<std::uint64_t> budget;
   if (!memory_budget.empty()) budget = parse_bytes("memory-budget", memory_budget);
-  return reg.plan(parse_policy_choice(policy), m, budget, costs ? &*costs : nullptr);
+  return reg.plan(parse_policy_choice(policy), g, budget, costs ? &*costs : nullptr);
 }
 
 void load_plugins(PolicyRegistry& reg, bool report) {

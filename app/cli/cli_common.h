@@ -33,6 +33,9 @@ struct PolicyOptions {
   // with `costs` when given (load_step_costs), else with FLOPs.
   Schedule plan(const PolicyRegistry& reg, const ModelConfig& m,
                 const std::optional<StepCosts>& costs = std::nullopt) const;
+  // The same over a given block table (one rank's blocks); its config is the model.
+  Schedule plan(const PolicyRegistry& reg, const BlockGraph& g,
+                const std::optional<StepCosts>& costs = std::nullopt) const;
 };
 
 // Loads plugins from the default directories; prints rejected ones to stderr unless quiet.

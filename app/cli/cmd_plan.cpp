@@ -8,6 +8,7 @@
 #include "core/engine/simulator.h"
 #include "core/util/error.h"
 #include "plan_from_run.h"
+#include "plan_parallel.h"
 #include "step_costs.h"
 
 namespace remat::cli {
@@ -17,12 +18,16 @@ namespace {
 struct PlanOptions {
   ModelOptions model;
   PolicyOptions policy;
+  ParallelOptions parallel;
   bool json = false;
   std::string from_run;  // a recorded PyTorch run (plan_from_run.h)
 };
 
 int plan(const PlanOptions& o) {
+  if (o.parallel.paper_figure7) return plan_paper_figure7(o.json);
   ModelConfig m = o.model.resolve();
+  if (o.parallel.strategies) return plan_strategies(m, o.parallel.layout, o.json);
+  if (o.parallel.any()) return plan_parallel(m, o.parallel.layout, o.policy, o.json);
   PolicyRegistry reg;
   load_plugins(reg, !o.json);
   const std::optional<StepCosts> costs = load_step_costs(o.policy.costs_from, m);
@@ -73,6 +78,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   CLI::App* c = app.add_subcommand("plan", "plan a policy and predict its peak memory and FLOPs (nothing runs)");
   o->model.add(*c);
   o->policy.add(*c, true);
+  o->parallel.add(*c);
   c->add_flag("--json", o->json, "print the prediction and the schedule as JSON");
   c->add_option("--from-run", o->from_run,
                 "a run recorded from PyTorch (rematlab.record): predict a checkpoint plan of its modules "
@@ -81,8 +87,9 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   c->callback([o, c, &exit_code] {
     try {
       if (!o->from_run.empty()) {
-        for (const char* opt : {"--model", "--schedule", "--memory-budget", "--costs-from"})
-          if (c->count(opt)) throw Error(std::string("plan --from-run takes no ") + opt + " (the run says the model)");
+        for (const char* opt : {"--model", "--schedule", "--memory-budget", "--costs-from", "--tp", "--sp", "--pp", "--dp",
+                                "--zero", "--micro-batches", "--paper-figure7", "--strategies"})
+          if (c->count(opt)) throw Error(std::string("plan --from-run takes no ") + opt + " (the recorded run fixes the model and its layout)");
         exit_code = plan_from_run(o->from_run, o->policy.policy, o->json);
         return;
       }

@@ -251,6 +251,13 @@ ParamValues PolicyRegistry::check_params(const LoadedPolicy& p, const std::map<s
 Schedule PolicyRegistry::plan(const PolicyChoice& choice, const ModelConfig& m,
                               std::optional<std::uint64_t> memory_budget,
                               const StepCosts* costs) const {
+  return plan(choice, BlockGraph(m), memory_budget, costs);
+}
+
+Schedule PolicyRegistry::plan(const PolicyChoice& choice, const BlockGraph& g,
+                              std::optional<std::uint64_t> memory_budget,
+                              const StepCosts* costs) const {
+  const ModelConfig& m = g.config();
   const LoadedPolicy* lp = find(choice.name);
   if (!lp) {
     std::string known;
@@ -266,7 +273,6 @@ Schedule PolicyRegistry::plan(const PolicyChoice& choice, const ModelConfig& m,
                                            (takers.empty() ? std::string("no loaded policy does")
                                                            : "policies that do: " + takers) + ")");
   }
-  BlockGraph g(m);
   PlanContext ctx;
   ctx.model = &m;
   ctx.graph = &g;
@@ -287,7 +293,7 @@ Schedule PolicyRegistry::plan(const PolicyChoice& choice, const ModelConfig& m,
     for (const auto& s : g.steps()) ctx.step_cost.push_back(static_cast<double>(s.flops_fwd));
   }
   ctx.memory_budget = memory_budget;
-  ctx.activation_peak = [&m](const Schedule& s) { return simulate(m, s, nullptr).activation_peak_bytes; };
+  ctx.activation_peak = [&g](const Schedule& s) { return simulate(g, s, nullptr).activation_peak_bytes; };
   const std::string who = "policy '" + choice.name + "' (" + lp->file + ")";
   ChildLimits limits;
   limits.timeout_s = timeout_s;

@@ -79,6 +79,10 @@ class PolicyRegistry {
   Schedule plan(const PolicyChoice& choice, const ModelConfig& m,
                 std::optional<std::uint64_t> memory_budget = std::nullopt,
                 const StepCosts* costs = nullptr) const;
+  // The same over a given block table (one rank's, parallel_layout.h); its config is the model.
+  Schedule plan(const PolicyChoice& choice, const BlockGraph& graph,
+                std::optional<std::uint64_t> memory_budget = std::nullopt,
+                const StepCosts* costs = nullptr) const;
 
   // The time limit of one plan in seconds: set_plan_timeout's, else REMAT_PLAN_TIMEOUT_S (a
   // positive number; anything else is a ConfigError naming it), else 60.

@@ -316,6 +316,20 @@ def test(b, work, source, installed_root):
     check(models is not None and any(m.get("name") == "tiny" for m in models), "list models --json has tiny")
     plan = b.json("plan", "--model", "tiny", "--json")
     check(plan is not None and plan.get("predicted_peak_bytes", 0) > 0, "plan --json")
+    rank = b.json("plan", "--model", "tiny", "--tp", "2", "--sp", "--pp", "2", "--dp", "2", "--zero", "1",
+                  "--policy", "selective", "--json")
+    if rank is not None:
+        check(rank["layout"]["tp"] == 2 and rank["layout"]["micro_batches"] == 2 and
+              [st["in_flight"] for st in rank["stages"]] == [2, 1] and
+              rank["predicted_peak_bytes"] == max(st["peak_bytes"] for st in rank["stages"]),
+              "plan over ranks --json: %r" % {k: rank.get(k) for k in ("layout", "stages")})
+    fig = b.json("plan", "--paper-figure7", "--json")
+    check(fig is not None and [f["model"] for f in fig] ==
+          ["megatron-22b", "megatron-175b", "megatron-530b", "megatron-1t"] and
+          all(f["strategies"][0]["percent"] == 100 and len(f["strategies"]) == 5 for f in fig),
+          "plan --paper-figure7 --json")
+    b.refuses(["plan", "--model", "tiny", "--tp", "3"], "heads 4 is not divisible by tp 3")
+    b.refuses(["plan", "--model", "tiny", "--pp", "3"], "layers 4 is not divisible by pp 3")
 
     # --- the sweep (the README's command, with every policy and budget runs)
     sweep_list = []

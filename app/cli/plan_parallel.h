@@ -1,0 +1,29 @@
+// rematlab-batch plan over ranks: --tp/--sp/--pp/--dp/--zero and friends predict one rank's
+// peak per pipeline stage; --strategies and --paper-figure7 print the first stage's activations
+// under Korthikanti et al.'s five strategies.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+
+#include "cli_common.h"
+#include "core/graph/parallel_layout.h"
+
+namespace remat::cli {
+
+struct ParallelOptions {
+  ParallelLayout layout;
+  bool strategies = false;
+  bool paper_figure7 = false;
+  void add(CLI::App& app);
+  // Any option that asks for a per-rank prediction.
+  bool any() const;
+};
+
+// `plan` with a layout: per-rank peak and its breakdown, text or JSON.
+int plan_parallel(const ModelConfig& m, const ParallelLayout& p, const PolicyOptions& policy, bool json);
+// `plan --strategies` for one model and layout, or `--paper-figure7` for the four Table 3 models.
+int plan_strategies(const ModelConfig& m, const ParallelLayout& p, bool json);
+int plan_paper_figure7(bool json);
+
+}  // namespace remat::cli

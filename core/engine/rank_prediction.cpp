@@ -1,0 +1,177 @@
+#include "core/engine/rank_prediction.h"
+
+#include <algorithm>
+
+#include "core/model/param_layout.h"
+#include "core/util/error.h"
+
+namespace remat {
+
+namespace {
+
+std::uint64_t u(std::int64_t v) { return static_cast<std::uint64_t>(v); }
+
+// Each block parameter slot's divisor over T, from the step that uses it and its region.
+std::vector<std::int64_t> slot_divisors(const ModelConfig& m, const ParallelLayout& p) {
+  std::vector<std::int64_t> div(static_cast<std::size_t>(ParamSlot::Count), 1);
+  if (p.tp <= 1) return div;
+  const BlockGraph g(m);
+  const BlockRegions r = block_regions(g);
+  for (std::size_t s = 0; s < g.steps().size(); ++s) {
+    const StepDef& st = g.steps()[s];
+    const bool split = st.op == OpKind::Linear || r.step[s] == Region::Tensor;
+    if (st.w != ParamSlot::Count) div[static_cast<std::size_t>(st.w)] = split ? p.tp : 1;
+    // A row-parallel linear adds its bias once, after the reduction: every rank holds all of it.
+    if (st.b != ParamSlot::Count) div[static_cast<std::size_t>(st.b)] = split && !r.row_parallel[s] ? p.tp : 1;
+  }
+  return div;
+}
+
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+std::uint64_t rank_param_elements(const ModelConfig& m, const ParallelLayout& p, int stage) {
+  const ParamLayout L(m);
+  const std::vector<std::int64_t> div = slot_divisors(m, p);
+  const int from = p.stage_first_block(m, stage), to = from + p.stage_layers(m, stage);
+  std::uint64_t n = 0;
+  for (int b = from; b < to; ++b)
+    for (int s = 0; s < static_cast<int>(ParamSlot::Count); ++s) {
+      const auto slot = static_cast<ParamSlot>(s);
+      if (L.offset(b, slot) < 0) continue;
+      n += u(L.numel(b, slot)) / u(div[static_cast<std::size_t>(s)]);
+    }
+  const bool first = stage == 0, last = stage == p.pp - 1;
+  const std::uint64_t T = u(p.tp);
+  for (const ParamSpec& ps : L.params()) {
+    if (ps.block >= 0) continue;
+    const std::uint64_t e = u(ps.numel());
+    if (ps.offset == L.wte) {
+      // Split over the vocabulary; a tied head on a later stage keeps its own copy.
+      if (first) n += e / T;
+      if (last && !first && L.lm_head < 0) n += e / T;
+    } else if (ps.offset == L.lm_head) {
+      if (last) n += e / T;
+    } else if (ps.offset == L.lnf_w || ps.offset == L.lnf_b) {
+      if (last) n += e;
+    } else if (first) {  // the learned positions
+      n += e;
+    }
+  }
+  return n;
+}
+
+RankStatic rank_static(const ModelConfig& m, const ParallelLayout& p, int stage) {
+  RankStatic r;
+  r.param_elements = rank_param_elements(m, p, stage);
+  const std::uint64_t n = r.param_elements, D = u(p.dp);
+  auto part = [&](int from_stage) { return p.zero >= from_stage ? ceil_div(n, D) : n; };
+  r.parameters = part(3) * dtype_size(m.dtype);
+  r.gradients = part(2) * dtype_size(m.dtype);
+  r.master_weights = m.dtype == DType::F32 ? 0 : part(1) * 4;
+  r.optimizer_state = part(1) * 8;
+  return r;
+}
+
+namespace {
+
+// Megatron distributes only the inputs of blocks recomputed in full.
+void check_distributed(const Schedule& s, int blocks) {
+  std::vector<bool> seen(static_cast<std::size_t>(blocks), false);
+  for (const Action& a : s.actions) {
+    if (a.kind != ActionKind::Forward || a.block < 0 || a.block >= blocks || seen[a.block]) continue;
+    seen[a.block] = true;
+    const bool ok = a.keep.kind == KeepKind::Input || a.keep.kind == KeepKind::None;
+    if (!ok && a.block != blocks - 1)
+      throw ConfigError("distribute-saved-activations",
+                        "policy '" + s.policy + "' keeps '" + a.keep.to_string() + "' in block " +
+                            std::to_string(a.block) + "'s forward; distributed checkpoints need every "
+                            "block but the last recomputed from its input (e.g. uniform:segments=" +
+                            std::to_string(blocks) + ")");
+  }
+}
+
+}  // namespace
+
+RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, const StagePlanner& plan,
+                             const Backend* mirror) {
+  validate_layout(p, m);
+  RankPrediction r;
+  r.layout = p;
+  r.micro_batches = p.micro_batches_of(m);
+  for (int i = 0; i < p.pp; ++i) {
+    StagePrediction st;
+    st.stage = i;
+    st.blocks = p.stage_layers(m, i);
+    st.in_flight = std::min(p.pp - i, r.micro_batches);
+    st.micro_batch = -1;
+    for (std::size_t k = 0; k < r.micro_batch.size(); ++k)
+      if (r.micro_batch[k].blocks == st.blocks) st.micro_batch = static_cast<int>(k);
+    if (st.micro_batch < 0) {
+      MicroBatchPrediction mb;
+      mb.blocks = st.blocks;
+      const BlockGraph g = per_rank_graph(m, p, i);
+      mb.schedule = plan(g);
+      if (p.distribute_saved_activations) check_distributed(mb.schedule, st.blocks);
+      mb.sim = simulate(g, mb.schedule, mirror);
+      for (std::uint64_t b : mb.sim.saved_bytes_per_block) mb.held_bytes += b;
+      st.micro_batch = static_cast<int>(r.micro_batch.size());
+      r.micro_batch.push_back(std::move(mb));
+    }
+    const MicroBatchPrediction& mb = r.micro_batch[static_cast<std::size_t>(st.micro_batch)];
+    st.statics = rank_static(m, p, i);
+    const std::uint64_t waiting = static_cast<std::uint64_t>(st.in_flight - 1) * mb.held_bytes;
+    st.activation_bytes = waiting + mb.sim.activation_peak_bytes;
+    st.peak_bytes = st.statics.total() + waiting + (mb.sim.peak_bytes - mb.sim.static_bytes);
+    if (st.peak_bytes > r.peak_bytes) {
+      r.peak_bytes = st.peak_bytes;
+      r.peak_stage = i;
+    }
+    r.stages.push_back(st);
+  }
+  return r;
+}
+
+std::uint64_t layer_activation_bytes(const BlockGraph& g, Strategy s) {
+  switch (s) {
+    case Strategy::Store: return g.saved_bytes();
+    case Strategy::Selective: return g.saved_bytes_without(g.default_selective());
+    case Strategy::Full: return g.tensors()[g.input()].bytes;
+  }
+  return 0;
+}
+
+std::vector<StrategyRow> paper_strategies(const ModelConfig& m, const ParallelLayout& base) {
+  ParallelLayout p = base;
+  p.sp = false;
+  p.distribute_saved_activations = false;
+  validate_layout(p, m);
+  const struct { const char* name; bool sp; Strategy s; } rows[] = {
+      {"tensor parallel (baseline)", false, Strategy::Store},
+      {"+ sequence parallel", true, Strategy::Store},
+      {"+ selective recomputation", false, Strategy::Selective},
+      {"+ sequence parallel + selective", true, Strategy::Selective},
+      {"full recomputation", false, Strategy::Full}};
+  std::vector<StrategyRow> out;
+  for (const auto& row : rows) {
+    ParallelLayout q = p;
+    q.sp = row.sp && p.tp > 1;
+    if (row.sp) validate_layout(q, m);
+    StrategyRow r;
+    r.name = row.name;
+    r.sp = q.sp;
+    r.strategy = row.s;
+    r.layer_bytes = layer_activation_bytes(per_rank_graph(m, q, 0), row.s);
+    const std::uint64_t in_flight = static_cast<std::uint64_t>(std::min(q.pp, q.micro_batches_of(m)));
+    r.first_stage_bytes = in_flight * static_cast<std::uint64_t>(q.stage_layers(m, 0)) * r.layer_bytes;
+    out.push_back(r);
+  }
+  for (auto& r : out)
+    r.percent = out[0].first_stage_bytes ? 100.0 * static_cast<double>(r.first_stage_bytes) /
+                                               static_cast<double>(out[0].first_stage_bytes)
+                                         : 0.0;
+  return out;
+}
+
+}  // namespace remat

@@ -1,0 +1,91 @@
+// The memory of one rank of a tensor/sequence/pipeline/data-parallel step, predicted: the
+// static bytes of each pipeline stage's rank (parameters, gradients, fp32 master weights and
+// AdamW moments, as the model's own accounting, divided by T and P and by D per ZeRO stage) and
+// each stage's activations under 1F1B (stage i holds min(P − i, N) micro-batches), from the
+// simulator's walk of one micro-batch over the per-rank block table (parallel_layout.h).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/engine/simulator.h"
+#include "core/graph/parallel_layout.h"
+
+namespace remat {
+
+// Static bytes of one rank, by category.
+struct RankStatic {
+  std::uint64_t param_elements = 0;  // the parameters this rank's stage and tensor slice hold
+  std::uint64_t parameters = 0, gradients = 0, master_weights = 0, optimizer_state = 0;
+  std::uint64_t total() const { return parameters + gradients + master_weights + optimizer_state; }
+};
+
+// Parameter elements of stage `stage`'s rank: its blocks with column-parallel weights and
+// biases, row-parallel weights and tensor-region norm weights split over T (row-parallel
+// biases and sequence-region norms replicated, as the block table's regions say); the word
+// embedding split over the vocabulary on the first stage (and its tied copy, or the output
+// layer, on the last), the learned positions on the first, the final norm on the last.
+std::uint64_t rank_param_elements(const ModelConfig& m, const ParallelLayout& p, int stage);
+// Its bytes: parameters and gradients in the model's dtype, fp32 master weights (16-bit models)
+// and two fp32 moments; ZeRO-1 divides the master weights and moments by D, ZeRO-2 the
+// gradients too, ZeRO-3 the parameters too (each rank's part of the flat buffer, rounded up).
+RankStatic rank_static(const ModelConfig& m, const ParallelLayout& p, int stage);
+
+// One micro-batch over one stage's per-rank blocks, simulated (its embedding and head outside
+// the blocks counted on every stage, at the full model's sizes).
+struct MicroBatchPrediction {
+  int blocks = 0;
+  Schedule schedule;
+  Prediction sim;
+  std::uint64_t held_bytes = 0;  // what its blocks hold after the forward sweep
+};
+
+struct StagePrediction {
+  int stage = 0;
+  int blocks = 0;                 // the stage's (L/P unless the first or last differs)
+  int in_flight = 1;              // micro-batches whose activations the stage holds at once
+  int micro_batch = 0;            // index into RankPrediction::micro_batch
+  RankStatic statics;
+  std::uint64_t activation_bytes = 0;  // (in_flight − 1) × held + one micro-batch's peak
+  std::uint64_t peak_bytes = 0;        // static + (in_flight − 1) × held + the simulated rest
+};
+
+struct RankPrediction {
+  ParallelLayout layout;
+  int micro_batches = 1;
+  std::vector<MicroBatchPrediction> micro_batch;  // one per distinct stage size
+  std::vector<StagePrediction> stages;
+  int peak_stage = 0;
+  std::uint64_t peak_bytes = 0;  // the highest stage's
+};
+
+// Plans a schedule for one stage's per-rank block table (a policy plugin, or a fixed schedule).
+using StagePlanner = std::function<Schedule(const BlockGraph&)>;
+
+// Checks the layout (validate_layout) and, with distributed checkpoints, that each schedule
+// recomputes every block but the last from its input (Megatron distributes only those): Error.
+RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, const StagePlanner& plan,
+                             const Backend* mirror);
+
+// What a block keeps for its backward in the paper's strategies (each with or without sp).
+enum class Strategy : std::uint8_t { Store, Selective, Full };
+// Store: the whole saved set; Selective: without the block's default selective set; Full: the
+// block input only (its checkpoint).
+std::uint64_t layer_activation_bytes(const BlockGraph& rank_graph, Strategy s);
+
+// The first pipeline stage's block activations under the five strategies of Korthikanti et al.
+// 2022 (Figure 7) for the layout's T and P: tensor-parallel baseline, + sequence parallel,
+// + selective recomputation, + both, full recomputation (block inputs only, not distributed).
+// first_stage_bytes = min(P, N) micro-batches in flight × the stage's blocks × layer_bytes; the
+// embedding and output layer are not counted. percent: of the baseline's.
+struct StrategyRow {
+  std::string name;
+  bool sp = false;
+  Strategy strategy = Strategy::Store;
+  std::uint64_t layer_bytes = 0, first_stage_bytes = 0;
+  double percent = 0.0;
+};
+std::vector<StrategyRow> paper_strategies(const ModelConfig& m, const ParallelLayout& base);
+
+}  // namespace remat
