@@ -66,7 +66,7 @@ QList<QByteArray> pdf_streams(const QByteArray& pdf) {
     const QByteArray raw = pdf.mid(begin, end - begin);
     const qsizetype dict_at = pdf.lastIndexOf("<<", at);
     const QByteArray dict = dict_at >= 0 ? pdf.mid(dict_at, at - dict_at) : QByteArray();
-    at = end;
+    at = end + 9;  // past "endstream", whose tail is "stream" too
     // Page content only: not images, fonts or other typed streams.
     if (dict.contains("/Subtype") || dict.contains("/Type") || dict.contains("/Length1")) continue;
     if (dict.contains("/FlateDecode")) {

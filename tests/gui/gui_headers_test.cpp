@@ -67,7 +67,13 @@ std::uint64_t device_peak_of_events(const Trace& t) {
 class GuiHeadersTest : public QObject {
   Q_OBJECT
  private slots:
-  void initTestCase() { testing::isolate_settings(); }
+  void initTestCase() {
+    // Recent runs live in the settings: a file of this process's own, since the other GUI tests,
+    // running at the same time, add theirs to the shared test settings.
+    testing::isolate_settings();
+    QCoreApplication::setApplicationName("rematlab-headers-test-" + QString::number(QCoreApplication::applicationPid()));
+  }
+  void cleanupTestCase() { QFile::remove(QSettings().fileName()); }
   void headerNamesTheShownStepAndTheSpread();
   void oneStepHasNoSpread();
   void cancelledRunSaysHowFarItGot();
