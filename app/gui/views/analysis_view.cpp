@@ -128,7 +128,8 @@ void AnalysisView::setCurrent(const RunEntry& run) {
   }
   const int last = static_cast<int>(f.terms.size());
   terms_->setItem(last, 0, cell(tr("total")));
-  terms_->setItem(last, 1, cell(f.closed_form ? QString::fromStdString(f.closed_form_text) : QString()));
+  const QString closed = f.closed_form ? QString::fromStdString(f.closed_form_text) : QString();
+  terms_->setItem(last, 1, cell(closed, false, closed));
   terms_->setItem(last, 2, cell(QString::number(f.total), true, bytes_cell(f.total)));
   QFont bold = terms_->font();
   bold.setBold(true);
