@@ -1,5 +1,7 @@
 #include "format.h"
 
+#include <QDir>
+#include <QStringList>
 #include <cmath>
 
 namespace remat::gui {
@@ -37,6 +39,17 @@ QString human_flops(double f) {
 
 QString human_percent(double pct) {
   return (pct >= 0 ? "+" : "") + QString::number(pct, 'f', 1) + " %";
+}
+
+QString short_path(const QString& path, int max_chars) {
+  QString p = QDir::cleanPath(path);
+  const QString home = QDir::homePath();
+  if (!home.isEmpty() && home != "/" && (p == home || p.startsWith(home + "/"))) p = "~" + p.mid(home.size());
+  if (p.size() <= max_chars) return p;
+  const QStringList parts = p.split('/');
+  if (parts.size() <= 3) return p;
+  const QString head = parts.front().isEmpty() ? "/" + parts[1] : parts.front();
+  return head + "/…/" + parts[parts.size() - 2] + "/" + parts.back();
 }
 
 }  // namespace remat::gui

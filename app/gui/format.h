@@ -1,4 +1,5 @@
-// How the app writes numbers: bytes in B/KiB/MiB/GiB, times in ns/µs/ms/s, FLOPs in K/M/G/T.
+// How the app writes numbers: bytes in B/KiB/MiB/GiB, times in ns/µs/ms/s, FLOPs in K/M/G/T;
+// and paths shortened for menus and lists.
 #pragma once
 #include <QString>
 #include <cstdint>
@@ -9,5 +10,8 @@ QString human_bytes(double bytes);
 QString human_time_ns(double ns);
 QString human_flops(double flops);
 QString human_percent(double pct);  // "+12.3 %"
+// The home directory as "~", and a path longer than max_chars as its first part, "…" and its
+// last two ("~/…/sweep-0412/03-uniform"); the full path belongs in the tooltip.
+QString short_path(const QString& path, int max_chars = 60);
 
 }  // namespace remat::gui

@@ -4,6 +4,7 @@
 #include <QCommandLineParser>
 #include <QTabWidget>
 #include <QTimer>
+#include <QToolButton>
 #include <memory>
 #include <cstdio>
 
@@ -52,7 +53,10 @@ int main(int argc, char** argv) {
   QCommandLineOption tab("page", "Show this page first: timeline, compare or analysis.", "PAGE", "timeline");
   QCommandLineOption timeout("timeout", "With --screenshot: give up after this many seconds (default 600).", "S", "600");
   QCommandLineOption act_only("activations-only", "With --screenshot: show the memory timeline with its Activations only button on.");
-  for (const auto& o : {run, policy, steps, warmup, seed, device, budget, shot, runs_dir, no_save, theme, tab, timeout, act_only})
+  QCommandLineOption size("size", "The window's size, WIDTHxHEIGHT (e.g. 1280x800).", "WxH");
+  QCommandLineOption fields("fields", "Show the Setup panel's model fields.");
+  for (const auto& o : {run, policy, steps, warmup, seed, device, budget, shot, runs_dir, no_save, theme, tab, timeout,
+                        act_only, size, fields})
     cl.addOption(o);
   cl.addPositionalArgument("run-dirs", "Run directories to open.", "[run-dir...]");
   cl.process(app);
@@ -68,6 +72,15 @@ int main(int argc, char** argv) {
   if (batch && !cl.isSet(theme)) apply_theme(app, ThemeChoice::Light);
   MainWindow w(wo);
   if (cl.isSet(theme)) w.setTheme(theme_from_string(cl.value(theme)));
+  if (cl.isSet(size)) {
+    const QStringList wh = cl.value(size).split('x');
+    bool ok_w = false, ok_h = false;
+    const int width = wh.size() == 2 ? wh[0].toInt(&ok_w) : 0, height = wh.size() == 2 ? wh[1].toInt(&ok_h) : 0;
+    if (!ok_w || !ok_h || width < 200 || height < 200 || width > 16384 || height > 16384)
+      return fail("--size wants WIDTHxHEIGHT, each from 200 to 16384, got '" + cl.value(size) + "'");
+    w.resize(width, height);
+  }
+  if (cl.isSet(fields)) w.runPanel()->fieldsToggle()->setChecked(true);
   w.show();
 
   const QString shot_path = cl.value(shot);

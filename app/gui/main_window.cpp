@@ -15,7 +15,6 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QPushButton>
-#include <QScrollArea>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
@@ -25,7 +24,9 @@
 
 #include "core/trace/summary.h"
 #include "run_controller.h"
+#include "format.h"
 #include "run_panel.h"
+#include "start_page.h"
 #include "views/analysis_view.h"
 #include "views/compare_view.h"
 #include "views/ledger_view.h"
@@ -57,6 +58,14 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent)
   pages_ = new QTabWidget(this);
   pages_->setDocumentMode(true);
   run_view_ = new RunView(this);
+  start_ = new StartPage(run_view_);
+  run_view_->setStartPage(start_);
+  connect(start_, &StartPage::openRequested, this, &MainWindow::openRunDialog);
+  connect(start_, &StartPage::recentChosen, this, &MainWindow::openRunDir);
+  connect(start_, &StartPage::presetChosen, this, [this](const QString& name) {
+    if (panel_->selectModel(name))
+      statusBar()->showMessage(tr("%1 selected in the Setup panel: choose a policy and press Run (Ctrl+R)").arg(name), 6000);
+  });
   compare_ = new CompareView(this);
   connect(compare_, &CompareView::plotsRebuilt, this, &MainWindow::connectPlots);
   analysis_ = new AnalysisView(this);
@@ -92,6 +101,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent)
   connectPlots();
   resize(1500, 950);
   if (options_.restore_settings) restoreSettings();
+  else updateRecentMenu();
 }
 
 MainWindow::~MainWindow() {
@@ -105,13 +115,9 @@ void MainWindow::buildDocks() {
   auto* setup = new QDockWidget(tr("Setup"), this);
   setup->setObjectName("setupDock");
   setup->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
-  auto* scroll = new QScrollArea(setup);
-  scroll->setWidget(panel_);
-  scroll->setWidgetResizable(true);
-  scroll->setFrameShape(QFrame::NoFrame);
-  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  scroll->setMinimumWidth(panel_->sizeHint().width() + 24);
-  setup->setWidget(scroll);
+  // The panel scrolls its form itself and keeps Run, Cancel and the progress in sight.
+  panel_->setMinimumWidth(panel_->sizeHint().width());
+  setup->setWidget(panel_);
   addDockWidget(Qt::LeftDockWidgetArea, setup);
 
   auto* list_dock = new QDockWidget(tr("Runs"), this);
@@ -138,6 +144,8 @@ void MainWindow::buildDocks() {
   l->addLayout(buttons);
   list_dock->setWidget(box);
   addDockWidget(Qt::LeftDockWidgetArea, list_dock);
+  // The setup form gets most of the height (it scrolls when it needs more), the run list the rest.
+  resizeDocks({setup, list_dock}, {3, 1}, Qt::Vertical);
   connect(open, &QPushButton::clicked, this, &MainWindow::openRunDialog);
   connect(remove, &QPushButton::clicked, this, &MainWindow::removeCurrentRun);
   connect(run_list_->selectionModel(), &QItemSelectionModel::currentChanged, this,
@@ -253,13 +261,21 @@ void MainWindow::addRecent(const QString& dir) {
   updateRecentMenu();
 }
 
+QStringList MainWindow::recentRuns() const { return QSettings().value("recentRuns").toStringList(); }
+
 void MainWindow::updateRecentMenu() {
+  const QStringList recent = recentRuns();
+  if (start_) start_->setRecent(recent);
   if (!recent_menu_) return;
   recent_menu_->clear();
-  const QStringList recent = QSettings().value("recentRuns").toStringList();
+  recent_menu_->setToolTipsVisible(true);
   for (int i = 0; i < recent.size(); ++i) {
-    QAction* a = recent_menu_->addAction(QString("&%1 %2").arg((i + 1) % 10).arg(QFileInfo(recent[i]).fileName()));
+    // The path, shortened (the full one in the tooltip); "&" would be read as a mnemonic.
+    QString shown = short_path(recent[i]);
+    shown.replace("&", "&&");
+    QAction* a = recent_menu_->addAction(QString("&%1 %2").arg((i + 1) % 10).arg(shown));
     a->setToolTip(recent[i]);
+    a->setData(recent[i]);
     const QString dir = recent[i];
     connect(a, &QAction::triggered, this, [this, dir] { openRunDir(dir); });
   }

@@ -25,6 +25,7 @@ class CompareView;
 class RunController;
 class RunPanel;
 class RunView;
+class StartPage;
 
 struct WindowOptions {
   QString runs_dir;              // where finished runs are saved ("" = the settings' or the default)
@@ -49,13 +50,16 @@ class MainWindow : public QMainWindow {
   RunController* controller() const { return controller_; }
   const PolicyRegistry& registry() const { return registry_; }
   QString runsDir() const { return runs_dir_; }
+  StartPage* startPage() const { return start_; }
+  QMenu* recentMenu() const { return recent_menu_; }
+  QStringList recentRuns() const;  // newest first; a sweep is one entry, its directory
 
   // Starts the run the panel describes; false (with the reason shown) when it cannot.
   bool startRun();
   void cancelRun();
   // Reads a run directory in the background and adds it to the list (runOpened or
   // openFailed); a sweep directory (run directories inside) opens each of its runs.
-  void openRunDir(const QString& dir);
+  void openRunDir(const QString& dir) { openRunDirAs(dir, true); }
   int pendingReads() const { return pending_reads_; }
   void showRun(int row);
   int currentRun() const { return current_; }
@@ -84,6 +88,8 @@ class MainWindow : public QMainWindow {
   void restoreSettings();
   void saveSettings();
   void addRecent(const QString& dir);
+  // remember = false: the run of a sweep, whose recent entry is the sweep directory.
+  void openRunDirAs(const QString& dir, bool remember);
   void updateRecentMenu();
   void refreshRunViews();
   void connectPlots();
@@ -109,6 +115,7 @@ class MainWindow : public QMainWindow {
   QListView* run_list_;
   QTabWidget* pages_;
   RunView* run_view_;
+  StartPage* start_ = nullptr;
   CompareView* compare_;
   AnalysisView* analysis_;
   QMenu* recent_menu_ = nullptr;

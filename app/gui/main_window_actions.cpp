@@ -90,7 +90,7 @@ void MainWindow::showLeftovers() {
   leftovers_.clear();
 }
 
-void MainWindow::openRunDir(const QString& dir) {
+void MainWindow::openRunDirAs(const QString& dir, bool remember) {
   noteLeftovers(dir);
   const QDir d(dir);
   if (d.exists() && !d.exists("summary.json")) {
@@ -101,7 +101,7 @@ void MainWindow::openRunDir(const QString& dir) {
       if (QFileInfo::exists(d.filePath(s + "/summary.json"))) runs << d.filePath(s);
     if (!runs.isEmpty()) {
       addRecent(dir);
-      for (const QString& r : runs) openRunDir(r);
+      for (const QString& r : runs) openRunDirAs(r, false);
       return;
     }
   }
@@ -115,7 +115,7 @@ void MainWindow::openRunDir(const QString& dir) {
   statusBar()->showMessage(tr("Reading %1…").arg(dir));
   ++pending_reads_;
   auto* watcher = new QFutureWatcher<std::pair<std::shared_ptr<const Trace>, QString>>(this);
-  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, dir] {
+  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, dir, remember] {
     auto [trace, error] = watcher->result();
     watcher->deleteLater();
     const bool last = --pending_reads_ == 0;
@@ -125,7 +125,7 @@ void MainWindow::openRunDir(const QString& dir) {
       emit openFailed(dir, error);
     } else {
       const int row = runs_->add(trace, QFileInfo(dir).absoluteFilePath());
-      addRecent(dir);
+      if (remember) addRecent(dir);
       run_list_->setCurrentIndex(runs_->index(row));
       showRun(row);
       statusBar()->showMessage(tr("Opened %1").arg(dir), 5000);

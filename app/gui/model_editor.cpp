@@ -28,6 +28,14 @@ const char* kIntFields[][3] = {
     {"positions", "Positions", "rows of the learned position table (gpt2); at least the sequence length"},
 };
 
+const QString kModifiedMark = QStringLiteral(" (modified)");
+
+// The name a config had before its fields were edited (a model saved after editing keeps its mark
+// in the name: it is not marked twice).
+QString modified_base(const QString& name) {
+  return name.endsWith(kModifiedMark) ? name.chopped(kModifiedMark.size()) : name;
+}
+
 QLabel* error_label(QWidget* parent) {
   auto* l = new QLabel(parent);
   l->setWordWrap(true);
@@ -116,6 +124,8 @@ QSpinBox* ModelEditor::intField(const QString& name) const { return qobject_cast
 void ModelEditor::setConfig(const ModelConfig& m) {
   filling_ = true;
   name_ = QString::fromStdString(m.name);
+  base_name_ = modified_base(name_);
+  modified_ = false;
   base_ = m;
   arch_->setCurrentIndex(static_cast<int>(m.family));
   intField("layers")->setValue(m.layers);
@@ -167,7 +177,8 @@ ModelConfig ModelEditor::config() const {
 
 void ModelEditor::onEdit() {
   if (filling_) return;
-  name_ = "custom";
+  modified_ = true;
+  name_ = base_name_.isEmpty() || base_name_ == "custom" ? QString("custom") : base_name_ + kModifiedMark;
   updateEnabled();
   validate();
   emit edited();

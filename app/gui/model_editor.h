@@ -21,7 +21,10 @@ class ModelEditor : public QWidget {
   explicit ModelEditor(QWidget* parent = nullptr);
 
   void setConfig(const ModelConfig& m);  // fills the fields; emits changed(), not edited()
-  ModelConfig config() const;            // what the fields say, named "custom" once edited
+  // What the fields say; once edited it is named "<the name it was given> (modified)", or
+  // "custom" when it had no name.
+  ModelConfig config() const;
+  bool modified() const { return modified_; }
   bool isValid() const { return error_.isEmpty(); }
   QString error() const { return error_; }
   QString errorField() const { return error_field_; }
@@ -50,7 +53,8 @@ class ModelEditor : public QWidget {
   QDoubleSpinBox* dropout_;
   QLineEdit* norm_eps_;
   QLineEdit* rope_theta_;
-  QString name_ = "custom";
+  QString name_ = "custom", base_name_;
+  bool modified_ = false;
   QString error_, error_field_;
   bool filling_ = false;
 };

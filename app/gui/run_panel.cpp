@@ -10,6 +10,8 @@
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QStandardItemModel>
 #include <QThread>
@@ -111,6 +113,7 @@ RunPanel::RunPanel(const PolicyRegistry& registry, QWidget* parent)
   auto* bf = new QFormLayout;
   bf->setContentsMargins(0, 0, 0, 0);
   bf->addRow(tr("Activation budget"), budget_);
+  budget_form_ = bf;
   costs_->setPlaceholderText(tr("FLOPs"));
   costs_->setClearButtonEnabled(true);
   costs_->setToolTip(tr("Step costs the planner weighs (--costs-from): FLOPs, or the step times "
@@ -173,17 +176,31 @@ RunPanel::RunPanel(const PolicyRegistry& registry, QWidget* parent)
   buttons->addWidget(run_, 1);
   buttons->addWidget(cancel_);
 
+  // The choice scrolls; Run, Cancel, the progress and the messages stay pinned under it.
+  form_ = new QWidget(this);
+  auto* fl = new QVBoxLayout(form_);
+  fl->setContentsMargins(6, 6, 6, 0);
+  for (QWidget* w : std::initializer_list<QWidget*>{model_box, policy_box, run_box, prediction_}) {
+    w->setParent(form_);
+    fl->addWidget(w);
+  }
+  fl->addStretch(1);
+  scroll_ = new QScrollArea(this);
+  scroll_->setWidget(form_);
+  scroll_->setWidgetResizable(true);
+  scroll_->setFrameShape(QFrame::NoFrame);
+  scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  auto* pinned = new QVBoxLayout;
+  pinned->setContentsMargins(6, 4, 6, 6);
+  pinned->addLayout(buttons);
+  pinned->addWidget(progress_);
+  pinned->addWidget(status_);
+  pinned->addWidget(error_);
   auto* l = new QVBoxLayout(this);
-  l->setContentsMargins(6, 6, 6, 6);
-  l->addWidget(model_box);
-  l->addWidget(policy_box);
-  l->addWidget(run_box);
-  l->addWidget(prediction_);
-  l->addLayout(buttons);
-  l->addWidget(progress_);
-  l->addWidget(status_);
-  l->addWidget(error_);
-  l->addStretch(1);
+  l->setContentsMargins(0, 0, 0, 0);
+  l->setSpacing(0);
+  l->addWidget(scroll_, 1);
+  l->addLayout(pinned);
 
   debounce_->setSingleShot(true);
   debounce_->setInterval(120);
@@ -197,8 +214,11 @@ RunPanel::RunPanel(const PolicyRegistry& registry, QWidget* parent)
     if (!path.isEmpty()) openModelFile(path);
   });
   connect(editor_, &ModelEditor::edited, this, [this] {
+    // The edited fields are the "custom" entry, named after the model they came from.
     filling_ = true;
-    models_->setCurrentIndex(models_->findData("custom"));
+    const int custom = models_->findData("custom");
+    models_->setItemText(custom, editor_->modified() ? modelName() : tr("custom"));
+    models_->setCurrentIndex(custom);
     filling_ = false;
     model_error_->setVisible(false);
     if (!editor_->isValid()) fields_toggle_->setChecked(true);
@@ -226,6 +246,16 @@ RunPanel::RunPanel(const PolicyRegistry& registry, QWidget* parent)
 }
 
 RunPanel::~RunPanel() { watcher_.waitForFinished(); }
+
+bool RunPanel::budgetShown(const LoadedPolicy* p) { return p && p->takes_memory_budget; }
+
+QSize RunPanel::sizeHint() const {
+  // As wide as the form, so the scroll area never cuts a field.
+  const QSize h = QWidget::sizeHint();
+  if (!form_ || !scroll_) return h;
+  return {std::max(h.width(), form_->sizeHint().width() + scroll_->verticalScrollBar()->sizeHint().width()),
+          h.height()};
+}
 
 void RunPanel::fillModelBox() {
   // A header per family (not selectable), its presets under it; then custom and opened files.
@@ -273,6 +303,7 @@ void RunPanel::onModelChosen(int index) {
   if (filling_ || index < 0) return;
   const QString data = models_->itemData(index).toString();
   model_error_->setVisible(false);
+  if (data != "custom") models_->setItemText(models_->findData("custom"), tr("custom"));
   if (data == "custom") {
     fields_toggle_->setChecked(true);
     return;
@@ -349,11 +380,12 @@ void RunPanel::onPolicyChosen() {
   if (p) {
     policy_help_->setText(QString::fromStdString(p->description));
     params_->setParams(p->params);
-    budget_->setEnabled(p->takes_memory_budget);
   } else {
     policy_help_->setText(tr("No policy plugins were found: check the plugin directory or REMAT_PLUGIN_PATH."));
     params_->setParams({});
   }
+  // The budget row exists only for the policies that plan to it.
+  budget_form_->setRowVisible(budget_, budgetShown(p));
   onChoiceChanged();
 }
 
@@ -394,7 +426,7 @@ std::optional<RunRequest> RunPanel::request(QString* why) const {
   r.policy.params = params_->values();
   const LoadedPolicy* chosen = registry_.find(r.policy.name);
   const QString b = budget_->text().trimmed();
-  if (!b.isEmpty() && chosen && chosen->takes_memory_budget) {  // only the policies that plan to it
+  if (!b.isEmpty() && budgetShown(chosen)) {  // only the policies that plan to it
     try {
       r.memory_budget = parse_bytes("memory-budget", b.toStdString());
     } catch (const std::exception& e) {

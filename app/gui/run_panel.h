@@ -2,8 +2,8 @@
 // Hugging Face config.json from disk, shown in the import dialog first), a policy (every loaded
 // plugin, with editors generated from its parameters), the device (CUDA only where it works),
 // steps, warmup and seed; the simulator's predicted peak memory and FLOPs update as the choice
-// changes, before anything runs. Run and Cancel, the progress of the running step and the last
-// error live here too.
+// changes, before anything runs. The choice scrolls; Run and Cancel, the progress of the running
+// step and the last error are pinned under it, always in sight.
 #pragma once
 #include <QFutureWatcher>
 #include <QWidget>
@@ -14,16 +14,19 @@
 #include "run_controller.h"
 
 class QComboBox;
+class QFormLayout;
 class QLabel;
 class QLineEdit;
 class QProgressBar;
 class QPushButton;
+class QScrollArea;
 class QSpinBox;
 class QTimer;
 class QToolButton;
 
 namespace remat {
 class Backend;
+struct LoadedPolicy;
 }
 
 namespace remat::gui {
@@ -84,6 +87,11 @@ class RunPanel : public QWidget {
   QComboBox* deviceBox() const { return device_; }
   QLabel* predictionLabel() const { return prediction_; }
   QProgressBar* progressBar() const { return progress_; }
+  QLineEdit* budgetField() const { return budget_; }
+  QScrollArea* formScroll() const { return scroll_; }
+  QToolButton* fieldsToggle() const { return fields_toggle_; }
+  QLabel* policyHelp() const { return policy_help_; }
+  QSize sizeHint() const override;
 
  signals:
   void runRequested();
@@ -101,6 +109,7 @@ class RunPanel : public QWidget {
   void startPrediction();
   void onPrediction();
   void updateRunEnabled();
+  static bool budgetShown(const LoadedPolicy* p);
 
   const PolicyRegistry& registry_;
   std::unique_ptr<Backend> mirror_;
@@ -113,6 +122,9 @@ class RunPanel : public QWidget {
   QLabel* policy_help_;
   ParamEditor* params_;
   QLineEdit* budget_;
+  QFormLayout* budget_form_ = nullptr;
+  QWidget* form_ = nullptr;
+  QScrollArea* scroll_ = nullptr;
   QLineEdit* costs_;
   QToolButton* costs_browse_;
   QComboBox* device_;

@@ -3,7 +3,9 @@
 #include <QApplication>
 #include <QPainter>
 #include <QPainterPath>
+#include <QProxyStyle>
 #include <QStyleFactory>
+#include <QStyleOption>
 #include <qcustomplot.h>
 
 #include "core/util/hash.h"
@@ -141,6 +143,26 @@ QPalette light_palette() {
   return p;
 }
 
+// Fusion with a check box border drawn in the text colour: Fusion's own border is a darker shade
+// of the window colour, which on the dark palette is almost the base colour, so an unchecked
+// box could hardly be seen.
+class RematStyle : public QProxyStyle {
+ public:
+  RematStyle() : QProxyStyle(QStyleFactory::create("Fusion")) {}
+  void drawPrimitive(PrimitiveElement pe, const QStyleOption* opt, QPainter* p, const QWidget* w) const override {
+    QProxyStyle::drawPrimitive(pe, opt, p, w);
+    if (pe != PE_IndicatorCheckBox) return;  // item views draw theirs through this one too
+    QColor border = opt->palette.color(QPalette::Text);
+    border.setAlpha(opt->state & State_Enabled ? 170 : 90);
+    p->save();
+    p->setRenderHint(QPainter::Antialiasing, false);
+    p->setPen(QPen(border, 1));
+    p->setBrush(Qt::NoBrush);
+    p->drawRect(opt->rect.adjusted(0, 0, -1, -1));
+    p->restore();
+  }
+};
+
 }  // namespace
 
 void apply_theme(QApplication& app, ThemeChoice t) {
@@ -148,7 +170,7 @@ void apply_theme(QApplication& app, ThemeChoice t) {
     g_system_palette = app.palette();
     g_have_system = true;
   }
-  app.setStyle(QStyleFactory::create("Fusion"));
+  app.setStyle(new RematStyle);
   switch (t) {
     case ThemeChoice::Dark: app.setPalette(dark_palette()); break;
     case ThemeChoice::Light: app.setPalette(light_palette()); break;

@@ -33,7 +33,8 @@ bool is_dark(const QPalette& p);
 enum class ThemeChoice { System, Light, Dark };
 ThemeChoice theme_from_string(const QString& s);
 QString to_string(ThemeChoice t);
-// Sets the Fusion style and the palette for the choice (System: the platform's palette).
+// Sets the style (Fusion, with check box borders that read on both palettes) and the palette for
+// the choice (System: the platform's palette).
 void apply_theme(QApplication& app, ThemeChoice t);
 
 // Background, axes, grid, labels and legend of a plot from a palette.

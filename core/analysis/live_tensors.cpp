@@ -55,8 +55,11 @@ const std::string& LiveTensorIndex::tensor_name(const Allocation& a) const {
 std::string LiveTensorIndex::label(const Allocation& a) const {
   std::string nm = tensor_name(a);
   if (nm.empty()) nm = to_string(a.category);
-  if (a.block >= 0) nm = "h" + std::to_string(a.block) + "." + nm;
-  return nm;
+  return block_qualified(a.block, nm);
+}
+
+std::string block_qualified(std::int32_t block, const std::string& name) {
+  return block >= 0 ? "h" + std::to_string(block) + "." + name : name;
 }
 
 }  // namespace remat

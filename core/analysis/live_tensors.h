@@ -22,6 +22,10 @@ struct Allocation {
   std::uint32_t tensor = 0;  // index into Trace::names
 };
 
+// A tensor or op of block `block` as the trace names it: "h3.attn.probs"; `name` itself outside
+// the blocks (block < 0).
+std::string block_qualified(std::int32_t block, const std::string& name);
+
 class LiveTensorIndex {
  public:
   LiveTensorIndex() = default;

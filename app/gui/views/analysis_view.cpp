@@ -59,6 +59,13 @@ AnalysisView::AnalysisView(QWidget* parent)
       blocks_(make_table(this, {tr("Block"), tr("Measured"), tr("On host"), tr("Formula"), tr("Measured − formula")})),
       terms_(make_table(this, {tr("Tensor"), tr("Formula"), tr("Bytes")})),
       predictions_(make_table(this, {tr("Run"), tr("Predicted"), tr("Measured"), tr("Difference")})) {
+  // The formula column takes what is left (its full text in the tooltip); the others fit their
+  // contents, so no byte count is cut.
+  terms_->horizontalHeader()->setStretchLastSection(false);
+  terms_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+  terms_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
+  terms_->horizontalHeader()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
+  terms_->setTextElideMode(Qt::ElideMiddle);
   formula_->setWordWrap(true);
   formula_->setTextFormat(Qt::RichText);
   auto* split = new QSplitter(Qt::Vertical, this);
@@ -116,12 +123,13 @@ void AnalysisView::setCurrent(const RunEntry& run) {
   for (std::size_t i = 0; i < f.terms.size(); ++i) {
     const int r = static_cast<int>(i);
     terms_->setItem(r, 0, cell(QString::fromStdString(f.terms[i].tensor)));
-    terms_->setItem(r, 1, cell(QString::fromStdString(f.terms[i].formula)));
+    terms_->setItem(r, 1, cell(QString::fromStdString(f.terms[i].formula), false, QString::fromStdString(f.terms[i].formula)));
     terms_->setItem(r, 2, cell(QString::number(f.terms[i].bytes), true, bytes_cell(f.terms[i].bytes)));
   }
   const int last = static_cast<int>(f.terms.size());
   terms_->setItem(last, 0, cell(tr("total")));
-  terms_->setItem(last, 1, cell(f.closed_form ? QString::fromStdString(f.closed_form_text) : QString()));
+  const QString closed = f.closed_form ? QString::fromStdString(f.closed_form_text) : QString();
+  terms_->setItem(last, 1, cell(closed, false, closed));
   terms_->setItem(last, 2, cell(QString::number(f.total), true, bytes_cell(f.total)));
   QFont bold = terms_->font();
   bold.setBold(true);

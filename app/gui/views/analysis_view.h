@@ -24,6 +24,7 @@ class AnalysisView : public QWidget {
   void setRuns(const std::vector<RunEntry>& runs);
 
   LedgerView* ledger() const { return ledger_; }
+  QTableWidget* formulaTerms() const { return terms_; }
   QTableWidget* blockTable() const { return blocks_; }
   QTableWidget* termTable() const { return terms_; }
   QTableWidget* predictionTable() const { return predictions_; }

@@ -10,6 +10,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "core/analysis/live_tensors.h"
 #include "core/analysis/memory_timeline.h"
 #include "format.h"
 #include "theme.h"
@@ -50,10 +51,10 @@ QVariant LedgerModel::data(const QModelIndex& index, int role) const {
       case Decision: return QString::fromStdString(e->decision);
     }
   }
-  if (role == Qt::DisplayRole) {
+  if (role == Qt::DisplayRole) {  // blocks and tensors named as the op timeline names them ("h4.attn.q")
     switch (index.column()) {
-      case Block: return e->block;
-      case Tensor: return QString::fromStdString(e->tensor);
+      case Block: return e->block >= 0 ? QString("h%1").arg(e->block) : QString("—");
+      case Tensor: return QString::fromStdString(block_qualified(e->block, e->tensor));
       case Bytes: return human_bytes(static_cast<double>(e->bytes));
       case Category: return QString::fromLatin1(to_string(e->category)).replace('_', ' ');
       case Created: return QString::fromLatin1(to_string(e->created));
@@ -96,7 +97,7 @@ LedgerView::LedgerView(QWidget* parent)
   table_->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 6);
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
-  filter_->setPlaceholderText(tr("Filter: block, tensor, category, decision…"));
+  filter_->setPlaceholderText(tr("Filter: block (h4), tensor (h4.attn), category, decision…"));
   filter_->setClearButtonEnabled(true);
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel(tr("<b>Ledger</b>"), this));

@@ -2,10 +2,12 @@
 
 #include <QLabel>
 #include <QSplitter>
+#include <QStackedWidget>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
 #include "format.h"
+#include "run_header.h"
 #include "views/memory_timeline_view.h"
 #include "views/op_timeline_view.h"
 #include "views/schedule_strip.h"
@@ -17,15 +19,27 @@ RunView::RunView(QWidget* parent)
       summary_(new QLabel(this)),
       memory_(new MemoryTimelineView(this)),
       schedule_(new ScheduleStrip(this)),
-      ops_(new OpTimelineView(this)) {
-  auto* l = new QVBoxLayout(this);
+      ops_(new OpTimelineView(this)),
+      no_ops_(new QLabel(this)),
+      stack_(new QStackedWidget(this)),
+      content_(new QWidget(this)) {
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(0, 0, 0, 0);
+  outer->addWidget(stack_);
+  stack_->addWidget(content_);
+  auto* l = new QVBoxLayout(content_);
   l->setContentsMargins(4, 4, 4, 4);
   l->setSpacing(2);
   summary_->setTextFormat(Qt::RichText);
   summary_->setWordWrap(true);
   summary_->setContentsMargins(8, 2, 8, 2);
-  summary_->setText(tr("<i>No run yet: pick a model and a policy and press Run (Ctrl+R), or open a run directory (Ctrl+O).</i>"));
   l->addWidget(summary_);
+  no_ops_->setWordWrap(true);
+  no_ops_->setContentsMargins(8, 2, 8, 2);
+  no_ops_->setForegroundRole(QPalette::PlaceholderText);
+  no_ops_->setText(tr("No step finished in full, so no schedule or ops were recorded: the memory timeline "
+                      "shows every allocation of the run until it stopped."));
+  no_ops_->setVisible(false);
   auto* split = new QSplitter(Qt::Vertical, this);
   split->addWidget(memory_);
   split->addWidget(schedule_);
@@ -35,6 +49,7 @@ RunView::RunView(QWidget* parent)
   split->setStretchFactor(2, 2);
   split->setChildrenCollapsible(false);
   l->addWidget(split, 1);
+  l->addWidget(no_ops_);
   for (PlotView* v : std::initializer_list<PlotView*>{memory_, schedule_, ops_}) {
     QObject* src = v;
     connect(v->plot()->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
@@ -51,23 +66,37 @@ void RunView::setTrace(std::shared_ptr<const Trace> t, const QString& title) {
   ops_->setTrace(trace_, origin, duration);
   if (!trace_) {
     summary_->clear();
+    showStartPage(true);
     return;
   }
-  const Trace& tr = *trace_;
-  QString s = QString("<b>%1</b> · %2%3 on %4 · peak <b>%5</b> (predicted %6) · step %7 ms · %8 ops")
-                  .arg(QString::fromStdString(tr.model.name).toHtmlEscaped(),
-                       QString::fromStdString(tr.policy).toHtmlEscaped(),
-                       tr.policy_params.empty() ? QString() : ":" + QString::fromStdString(tr.policy_params).toHtmlEscaped(),
-                       QString::fromStdString(tr.device), human_bytes(static_cast<double>(tr.peak_bytes)),
-                       human_bytes(static_cast<double>(tr.predicted_peak_bytes)))
-                  .arg(tr.median_step_ms(), 0, 'f', 2)
-                  .arg(tr.ops.size());
-  if (!tr.complete)
-    s += QString(" · <span style='color:#d62728'><b>%1</b>: %2</span>")
-             .arg(QString::fromStdString(tr.status), QString::fromStdString(tr.error).toHtmlEscaped());
-  summary_->setText(s);
+  // Without ops (no step finished in full) the strip and the op timeline would be empty axes.
+  const bool have_ops = !trace_->ops.empty() || !trace_->schedule_records.empty();
+  schedule_->setVisible(have_ops);
+  ops_->setVisible(have_ops);
+  no_ops_->setVisible(!have_ops);
+  summary_->setText(run_header(*trace_));
+  showStartPage(false);
   resetZoom();
 }
+
+void RunView::setStartPage(QWidget* page) {
+  if (start_) {
+    stack_->removeWidget(start_);
+    start_->deleteLater();
+  }
+  start_ = page;
+  if (!start_) return;
+  stack_->insertWidget(0, start_);
+  showStartPage(!trace_);
+}
+
+void RunView::showStartPage(bool on) {
+  stack_->setCurrentWidget(on && start_ ? start_ : content_);
+}
+
+bool RunView::startPageShown() const { return start_ && stack_->currentWidget() == start_; }
+
+QString RunView::headerText() const { return summary_->text(); }
 
 void RunView::sync(QObject* from, const QCPRange& r) {
   if (syncing_) return;

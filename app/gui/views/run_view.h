@@ -1,6 +1,7 @@
-// One run read at a glance: the memory timeline on top, the schedule strip and the op / kernel
-// timeline below it, their time axes kept in step (zooming or panning one moves the others),
-// their plot areas aligned to the pixel.
+// One run read at a glance: the header (what ran, its peak, the median step time with its
+// spread and which step the plots show), the memory timeline on top, the schedule strip and the
+// op / kernel timeline below it, their time axes kept in step (zooming or panning one moves the
+// others), their plot areas aligned to the pixel. With no run shown: the start page instead.
 #pragma once
 #include <QWidget>
 #include <memory>
@@ -9,6 +10,7 @@
 
 class QCPRange;
 class QLabel;
+class QStackedWidget;
 
 namespace remat::gui {
 
@@ -28,15 +30,24 @@ class RunView : public QWidget {
   ScheduleStrip* schedule() const { return schedule_; }
   void resetZoom();
   void zoom(double factor);  // < 1 zooms in, around the center
+  // The page shown instead of the plots while no run is shown (the view takes it).
+  void setStartPage(QWidget* page);
+  bool startPageShown() const;
+  QString headerText() const;  // rich text
 
  private:
   void sync(QObject* from, const QCPRange& r);
+  void showStartPage(bool on);
 
   std::shared_ptr<const Trace> trace_;
   QLabel* summary_;
   MemoryTimelineView* memory_;
   ScheduleStrip* schedule_;
   OpTimelineView* ops_;
+  QLabel* no_ops_;
+  QStackedWidget* stack_;
+  QWidget* content_;
+  QWidget* start_ = nullptr;
   bool syncing_ = false;
 };
 

@@ -1,0 +1,78 @@
+#include "run_header.h"
+
+#include <QObject>
+#include <algorithm>
+
+#include "core/analysis/memory_timeline.h"
+#include "format.h"
+#include "run_list.h"
+
+namespace remat::gui {
+
+namespace {
+
+QString ms(double v) { return QString::number(v, 'f', v >= 100 ? 1 : 2) + " ms"; }
+
+QString steps_word(int n) { return n == 1 ? QObject::tr("1 step") : QObject::tr("%1 steps").arg(n); }
+
+// "step median 297.0 ms (min–max 280.1–418.0 ms over 3 steps)".
+QString step_text(const StepTimes& s) {
+  if (s.counted == 1) return QObject::tr("step %1 (1 step: no spread)").arg(ms(s.median));
+  return QObject::tr("step median %1 (min–max %2–%3 over %4)")
+      .arg(ms(s.median), ms(s.min), ms(s.max), steps_word(s.counted));
+}
+
+}  // namespace
+
+StepTimes step_times(const Trace& t) {
+  StepTimes s;
+  const std::vector<double> v = t.step_times_ms();
+  if (v.empty()) return s;
+  s.counted = static_cast<int>(v.size());
+  s.median = median(v);
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  s.min = *lo;
+  s.max = *hi;
+  s.last = v.back();
+  return s;
+}
+
+std::uint64_t plotted_peak_bytes(const Trace& t) {
+  std::int64_t peak = 0;
+  for_each_timeline_point(t, [&peak](const TimelinePoint& p) { peak = std::max(peak, p.device); });
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(peak, 0));
+}
+
+QString run_header(const Trace& t) {
+  const QString params = t.policy_params.empty() ? QString() : ":" + QString::fromStdString(t.policy_params).toHtmlEscaped();
+  QString s = QString("<b>%1</b> · %2%3 on %4")
+                  .arg(QString::fromStdString(t.model.name).toHtmlEscaped(),
+                       QString::fromStdString(t.policy).toHtmlEscaped(), params, QString::fromStdString(t.device));
+  const StepTimes st = step_times(t);
+  const QString predicted = QObject::tr("predicted %1").arg(human_bytes(static_cast<double>(t.predicted_peak_bytes)));
+  const bool whole_run = timeline_range(t).whole_run;
+  if (t.complete) {
+    s += QObject::tr(" · peak <b>%1</b> (%2)").arg(human_bytes(static_cast<double>(t.peak_bytes)), predicted);
+  } else {
+    // A run that stopped early: how far it got and what it reached, not a peak of 0 B.
+    const int warm_done = static_cast<int>(
+        std::count_if(t.step_stats.begin(), t.step_stats.end(), [](const StepStats& x) { return !x.counted; }));
+    QString how = QObject::tr("%1 after %2 of %3").arg(incomplete_state(t)).arg(st.counted).arg(steps_word(t.steps));
+    if (st.counted == 0 && t.warmup > 0)
+      how += QObject::tr(" (warmup: %1 of %2 done)").arg(warm_done).arg(t.warmup);
+    const std::uint64_t so_far = std::max(t.peak_bytes, plotted_peak_bytes(t));
+    s += QString(" · <span style='color:#d62728'><b>%1</b>; peak so far <b>%2</b></span> (%3)")
+             .arg(how.toHtmlEscaped(), human_bytes(static_cast<double>(so_far)), predicted);
+  }
+  if (st.counted > 0) s += " · " + step_text(st).toHtmlEscaped();
+  if (!whole_run && st.counted > 0)
+    s += " · " + QObject::tr("plots: step %1 of %2 (%3)").arg(st.counted).arg(t.steps).arg(ms(st.last)).toHtmlEscaped();
+  else
+    s += " · " + QObject::tr("plots: every event of the run, until it stopped").toHtmlEscaped();
+  s += QObject::tr(" · %1 ops").arg(t.ops.size());
+  if (!t.complete && t.status != "cancelled")
+    s += " · <span style='color:#d62728'>" + QString::fromStdString(t.error).toHtmlEscaped() + "</span>";
+  return s;
+}
+
+}  // namespace remat::gui
