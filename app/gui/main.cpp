@@ -12,6 +12,7 @@
 #include "core/trace/summary.h"
 #include "main_window.h"
 #include "views/memory_timeline_view.h"
+#include "views/op_timeline_view.h"
 #include "views/run_view.h"
 #include "run_panel.h"
 #include "theme.h"
@@ -52,7 +53,8 @@ int main(int argc, char** argv) {
   QCommandLineOption tab("page", "Show this page first: timeline, compare or analysis.", "PAGE", "timeline");
   QCommandLineOption timeout("timeout", "With --screenshot: give up after this many seconds (default 600).", "S", "600");
   QCommandLineOption act_only("activations-only", "With --screenshot: show the memory timeline with its Activations only button on.");
-  for (const auto& o : {run, policy, steps, warmup, seed, device, budget, shot, runs_dir, no_save, theme, tab, timeout, act_only})
+  QCommandLineOption op_shot("op-screenshot", "With --screenshot: also save a PNG of the op timeline zoomed on a few ops of the forward.", "FILE");
+  for (const auto& o : {run, policy, steps, warmup, seed, device, budget, shot, runs_dir, no_save, theme, tab, timeout, act_only, op_shot})
     cl.addOption(o);
   cl.addPositionalArgument("run-dirs", "Run directories to open.", "[run-dir...]");
   cl.process(app);
@@ -77,11 +79,12 @@ int main(int argc, char** argv) {
   auto waiting = std::make_shared<int>((cl.positionalArguments().isEmpty() ? 0 : 1) + (cl.isSet(run) ? 1 : 0));
   auto all_ok = std::make_shared<bool>(true);
   const bool focus_activations = cl.isSet(act_only);
-  auto finish = [&w, shot_path, page, waiting, all_ok, focus_activations](bool ok) {
+  const QString op_shot_path = cl.value(op_shot);
+  auto finish = [&w, shot_path, op_shot_path, page, waiting, all_ok, focus_activations](bool ok) {
     *all_ok = *all_ok && ok;
     if (--*waiting > 0 || shot_path.isEmpty()) return;
     ok = *all_ok;
-    QTimer::singleShot(600, &w, [&w, shot_path, page, ok, focus_activations] {
+    QTimer::singleShot(600, &w, [&w, shot_path, op_shot_path, page, ok, focus_activations] {
       w.pages()->setCurrentIndex(page);
       if (focus_activations) w.runView()->memory()->setActivationsOnly(true);
       QApplication::processEvents();
@@ -92,6 +95,18 @@ int main(int argc, char** argv) {
         return;
       }
       std::printf("rematlab: screenshot %s\n", shot_path.toLocal8Bit().constData());
+      if (!op_shot_path.isEmpty()) {
+        // Six ops from a third into the compute stream: each wide enough to show its edges.
+        OpTimelineView* ops = w.runView()->ops();
+        ops->zoomToComputeOps(ops->tree().stream_ops(remat::Stream::Compute).size() / 3, 6);
+        QApplication::processEvents();
+        if (!ops->saveScreenshot(op_shot_path, &err)) {
+          std::fprintf(stderr, "rematlab: %s\n", err.toLocal8Bit().constData());
+          QApplication::exit(1);
+          return;
+        }
+        std::printf("rematlab: op timeline screenshot %s\n", op_shot_path.toLocal8Bit().constData());
+      }
       QApplication::exit(ok ? 0 : 1);
     });
   };

@@ -1,5 +1,5 @@
 // One run read at a glance: the memory timeline on top, the schedule strip and the op / kernel
-// timeline below it, their time axes kept in step (zooming or panning one moves the others),
+// timeline below it (its details, range and statistics panel on the right), their time axes kept in step (zooming or panning one moves the others),
 // their plot areas aligned to the pixel.
 #pragma once
 #include <QWidget>
@@ -13,6 +13,7 @@ class QLabel;
 namespace remat::gui {
 
 class MemoryTimelineView;
+class OpTimelinePane;
 class OpTimelineView;
 class ScheduleStrip;
 
@@ -25,6 +26,7 @@ class RunView : public QWidget {
 
   MemoryTimelineView* memory() const { return memory_; }
   OpTimelineView* ops() const { return ops_; }
+  OpTimelinePane* opPane() const { return op_pane_; }
   ScheduleStrip* schedule() const { return schedule_; }
   void resetZoom();
   void zoom(double factor);  // < 1 zooms in, around the center
@@ -36,6 +38,7 @@ class RunView : public QWidget {
   QLabel* summary_;
   MemoryTimelineView* memory_;
   ScheduleStrip* schedule_;
+  OpTimelinePane* op_pane_;
   OpTimelineView* ops_;
   bool syncing_ = false;
 };
