@@ -56,7 +56,8 @@ SliceTree::SliceTree(const Trace& t) {
   pos_.assign(t.ops.size(), 0);
   for (std::uint32_t i = 0; i < t.ops.size(); ++i) by_stream_[static_cast<int>(t.ops[i].stream)].push_back(i);
   for (auto& v : by_stream_) {
-    std::stable_sort(v.begin(), v.end(), [&](std::uint32_t a, std::uint32_t b) { return t.ops[a].start_ns < t.ops[b].start_ns; });
+    auto by_start = [&](std::uint32_t a, std::uint32_t b) { return t.ops[a].start_ns < t.ops[b].start_ns; };
+    if (!std::is_sorted(v.begin(), v.end(), by_start)) std::stable_sort(v.begin(), v.end(), by_start);
     for (std::uint32_t k = 0; k < v.size(); ++k) pos_[v[k]] = k;
   }
   const auto& compute = by_stream_[0];

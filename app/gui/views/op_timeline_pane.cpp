@@ -34,7 +34,8 @@ OpTimelinePane::OpTimelinePane(QWidget* parent)
   bar->setContentsMargins(6, 0, 6, 0);
   search_->setPlaceholderText(tr("Find op by name (Ctrl+F)"));
   search_->setClearButtonEnabled(true);
-  search_->setMaximumWidth(320);
+  search_->setMinimumWidth(240);
+  search_->setMaximumWidth(360);
   search_->installEventFilter(this);
   prev_->setArrowType(Qt::UpArrow);
   prev_->setToolTip(tr("Previous match (Shift+Enter)"));
