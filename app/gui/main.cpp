@@ -5,6 +5,7 @@
 #include <QTabWidget>
 #include <QTimer>
 #include <memory>
+#include <algorithm>
 #include <cstdio>
 
 #include "core/plugin/registry.h"
@@ -96,9 +97,23 @@ int main(int argc, char** argv) {
       }
       std::printf("rematlab: screenshot %s\n", shot_path.toLocal8Bit().constData());
       if (!op_shot_path.isEmpty()) {
-        // Six ops from a third into the compute stream: each wide enough to show its edges.
+        // Six consecutive compute ops of the middle third, those whose longest op is the
+        // smallest share of their time, so each is wide enough to show its edges.
         OpTimelineView* ops = w.runView()->ops();
-        ops->zoomToComputeOps(ops->tree().stream_ops(remat::Stream::Compute).size() / 3, 6);
+        const auto& order = ops->tree().stream_ops(remat::Stream::Compute);
+        std::size_t first = order.size() / 3;
+        double best = 2;
+        for (std::size_t k = order.size() / 3; k + 6 <= order.size() && k < 2 * order.size() / 3; ++k) {
+          std::int64_t longest = 0;
+          for (std::size_t j = k; j < k + 6; ++j)
+            longest = std::max(longest, ops->trace()->ops[order[j]].end_ns - ops->trace()->ops[order[j]].start_ns);
+          const double span = static_cast<double>(ops->trace()->ops[order[k + 5]].end_ns - ops->trace()->ops[order[k]].start_ns);
+          if (span > 0 && longest / span < best) {
+            best = longest / span;
+            first = k;
+          }
+        }
+        ops->zoomToComputeOps(first, 6);
         QApplication::processEvents();
         if (!ops->saveScreenshot(op_shot_path, &err)) {
           std::fprintf(stderr, "rematlab: %s\n", err.toLocal8Bit().constData());

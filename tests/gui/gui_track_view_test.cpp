@@ -23,6 +23,7 @@
 #include "views/op_stats_table.h"
 #include "views/op_timeline_pane.h"
 #include "views/op_timeline_view.h"
+#include "views/schedule_strip.h"
 #include "views/span_plottable.h"
 
 using namespace remat;
@@ -101,6 +102,7 @@ class GuiTrackViewTest : public QObject {
   void rangeSelectionCountsTheOpsInIt();
   void statsTableSumsToTheTraceAndExports();
   void clickShowsDetailsAndMemory();
+  void scheduleStripGivesTheHeadItsOwnLabelledRow();
 
  private:
   std::shared_ptr<const Trace> tiny_;
@@ -410,6 +412,38 @@ void GuiTrackViewTest::clickShowsDetailsAndMemory() {
   QVERIFY(bd.contains("block 1"));
   QVERIFY(bd.contains("in 4</td>"));  // four allocations
   QVERIFY(alloc > 0);
+}
+
+void GuiTrackViewTest::scheduleStripGivesTheHeadItsOwnLabelledRow() {
+  ScheduleStrip s;
+  s.resize(1200, 150);
+  s.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&s));
+  s.setTrace(tiny_, tiny_->step_start_ns, tiny_->step_end_ns - tiny_->step_start_ns);
+  s.plot()->replot(QCustomPlot::rpImmediateRefresh);
+  QApplication::processEvents();
+  const int L = tiny_->model.layers;
+  const SpanRows* rows = s.bars()->rows();
+  QVERIFY(rows->rows() >= static_cast<std::size_t>(L) + 1);
+  // The head's record (numbered with the last block) sits on row L, alone.
+  std::size_t heads = 0;
+  for (std::size_t r = 0; r < rows->rows(); ++r)
+    for (const Span& sp : rows->row(r)) {
+      const ScheduleRecord& rec = tiny_->schedule_records[sp.index];
+      if (rec.action == kHeadAction) {
+        QCOMPARE(r, static_cast<std::size_t>(L));
+        ++heads;
+      } else if (r == static_cast<std::size_t>(L)) {
+        QFAIL("a record other than the head on the head's row");
+      }
+    }
+  QVERIFY(heads >= 1);
+  // Every row labelled: 150 px hold them.
+  auto* ticker = dynamic_cast<QCPAxisTickerText*>(s.plot()->yAxis->ticker().data());
+  QVERIFY(ticker);
+  QCOMPARE(ticker->ticks().size(), static_cast<int>(rows->rows()));
+  QCOMPARE(ticker->ticks().value(L), QString("head"));
+  QCOMPARE(ticker->ticks().value(0), QString("h0"));
 }
 
 QTEST_MAIN(GuiTrackViewTest)
