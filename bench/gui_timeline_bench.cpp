@@ -1,8 +1,9 @@
 // The desktop app's timelines on a big trace, offscreen: a million ops (and a million memory
 // events), drawn at screen resolution, then zoomed in and out step by step as a mouse wheel
 // does. Reports the time to load the trace into the views, the first full draw, and each zoom
-// step (range change, downsampling in core, replot); --max-ms N fails when a draw or a zoom
-// step of the op timeline or the memory timeline takes longer.
+// step (range change, downsampling in core, replot), and for the op timeline's track view the
+// pan steps too; --max-ms N fails when a draw, a zoom or a pan step of the op timeline or a draw
+// or zoom step of the memory timeline takes longer.
 //
 //   build/bin/gui_timeline_bench [--ops N] [--max-ms N]
 #include <QApplication>
@@ -14,6 +15,7 @@
 #include <qcustomplot.h>
 
 #include "views/memory_timeline_view.h"
+#include "core/analysis/slice_tree.h"
 #include "views/op_timeline_view.h"
 #include "views/run_view.h"
 #include "views/schedule_strip.h"
@@ -125,6 +127,65 @@ std::vector<double> zoom_steps(QCustomPlot* plot, int steps) {
   return times;
 }
 
+// Min, median and max of a list of times.
+void print_min_median_max(const char* what, std::vector<double> v, bool over) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return;
+  std::printf("  %-44s min %6.2f  median %6.2f  max %6.2f ms (%zu)%s\n", what, v.front(), v[v.size() / 2], v.back(),
+              v.size(), over ? "  OVER" : "");
+}
+
+// The op timeline's track view (step, phase, block and op levels, copies on their own tracks):
+// building the slice levels, the first draw, zoom steps and pan steps (a tenth of the view
+// each way), each replotted at once. False when a draw or step is over `max_ms`.
+bool op_track_view_bench(const std::shared_ptr<const Trace>& trace, double max_ms) {
+  std::printf("op timeline, track view (1400 x 260):\n");
+  OpTimelineView v;
+  v.resize(1400, 260);
+  v.show();
+  QApplication::processEvents();
+  QElapsedTimer t;
+  t.start();
+  const SliceTree tree(*trace);
+  std::printf("  %-44s %8.2f ms (%zu tracks)\n", "slice levels alone (core, any thread)", ms(t), tree.tracks().size());
+  t.restart();
+  v.setTrace(trace, trace->step_start_ns, trace->step_end_ns - trace->step_start_ns);
+  std::printf("  %-44s %8.2f ms\n", "load (slice levels and rows, GUI thread)", ms(t));
+  bool ok = true;
+  std::vector<double> first;
+  for (int i = 0; i < 5; ++i) {
+    v.plot()->xAxis->setRange(v.dataTimeRange());
+    t.restart();
+    v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+    first.push_back(ms(t));
+  }
+  std::printf("  %-44s %zu\n", "bars drawn for the whole step", v.drawnBars());
+  auto check = [&](const std::vector<double>& x) {
+    const bool over = max_ms > 0 && *std::max_element(x.begin(), x.end()) > max_ms;
+    ok = ok && !over;
+    return over;
+  };
+  print_min_median_max("full draw (5 times)", first, check(first));
+  const auto zooms = zoom_steps(v.plot(), 20);
+  print_min_median_max("zoom step (x0.6 in, then out)", zooms, check(zooms));
+  // Pan at three zoom levels: the whole step / 50, / 2500, / 125000 (a few ops).
+  std::vector<double> pans;
+  QCPAxis* x = v.plot()->xAxis;
+  for (double div : {50.0, 2500.0, 125000.0}) {
+    const double size = v.dataTimeRange().size() / div;
+    x->setRange(v.dataTimeRange().size() * 0.3, v.dataTimeRange().size() * 0.3 + size);
+    v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+    for (int i = 0; i < 20; ++i) {
+      t.restart();
+      x->moveRange((i < 10 ? 0.1 : -0.1) * size);
+      v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+      pans.push_back(ms(t));
+    }
+  }
+  print_min_median_max("pan step (a tenth of the view, 3 zooms)", pans, check(pans));
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,21 +215,7 @@ int main(int argc, char** argv) {
                 v.size(), over ? "  OVER" : "");
   };
 
-  {
-    std::printf("op timeline (1400 x 260):\n");
-    OpTimelineView v;
-    v.resize(1400, 260);
-    v.show();
-    QApplication::processEvents();
-    t.restart();
-    v.setTrace(trace, trace->step_start_ns, trace->step_end_ns - trace->step_start_ns);
-    report("load (index 1M ops by stream)", ms(t), false);
-    t.restart();
-    v.plot()->replot(QCustomPlot::rpImmediateRefresh);
-    report("first full draw", ms(t), true);
-    std::printf("  %-44s %zu\n", "bars drawn for the whole step", v.drawnBars());
-    report_steps("zoom step (x0.6 in, then out)", zoom_steps(v.plot(), 20));
-  }
+  ok = op_track_view_bench(trace, max_ms) && ok;
   {
     std::printf("memory timeline (1400 x 500):\n");
     MemoryTimelineView v;

@@ -6,6 +6,7 @@
 #include <QTimer>
 #include <QToolButton>
 #include <memory>
+#include <algorithm>
 #include <cstdio>
 
 #include "core/plugin/registry.h"
@@ -13,6 +14,7 @@
 #include "core/trace/summary.h"
 #include "main_window.h"
 #include "views/memory_timeline_view.h"
+#include "views/op_timeline_view.h"
 #include "views/run_view.h"
 #include "run_panel.h"
 #include "theme.h"
@@ -55,8 +57,9 @@ int main(int argc, char** argv) {
   QCommandLineOption act_only("activations-only", "With --screenshot: show the memory timeline with its Activations only button on.");
   QCommandLineOption size("size", "The window's size, WIDTHxHEIGHT (e.g. 1280x800).", "WxH");
   QCommandLineOption fields("fields", "Show the Setup panel's model fields.");
+  QCommandLineOption op_shot("op-screenshot", "With --screenshot: also save a PNG of the op timeline zoomed on a few ops of the forward.", "FILE");
   for (const auto& o : {run, policy, steps, warmup, seed, device, budget, shot, runs_dir, no_save, theme, tab, timeout,
-                        act_only, size, fields})
+                        act_only, size, fields, op_shot})
     cl.addOption(o);
   cl.addPositionalArgument("run-dirs", "Run directories to open.", "[run-dir...]");
   cl.process(app);
@@ -90,11 +93,12 @@ int main(int argc, char** argv) {
   auto waiting = std::make_shared<int>((cl.positionalArguments().isEmpty() ? 0 : 1) + (cl.isSet(run) ? 1 : 0));
   auto all_ok = std::make_shared<bool>(true);
   const bool focus_activations = cl.isSet(act_only);
-  auto finish = [&w, shot_path, page, waiting, all_ok, focus_activations](bool ok) {
+  const QString op_shot_path = cl.value(op_shot);
+  auto finish = [&w, shot_path, op_shot_path, page, waiting, all_ok, focus_activations](bool ok) {
     *all_ok = *all_ok && ok;
     if (--*waiting > 0 || shot_path.isEmpty()) return;
     ok = *all_ok;
-    QTimer::singleShot(600, &w, [&w, shot_path, page, ok, focus_activations] {
+    QTimer::singleShot(600, &w, [&w, shot_path, op_shot_path, page, ok, focus_activations] {
       w.pages()->setCurrentIndex(page);
       if (focus_activations) w.runView()->memory()->setActivationsOnly(true);
       QApplication::processEvents();
@@ -105,6 +109,32 @@ int main(int argc, char** argv) {
         return;
       }
       std::printf("rematlab: screenshot %s\n", shot_path.toLocal8Bit().constData());
+      if (!op_shot_path.isEmpty()) {
+        // Six consecutive compute ops of the middle third, those whose longest op is the
+        // smallest share of their time, so each is wide enough to show its edges.
+        OpTimelineView* ops = w.runView()->ops();
+        const auto& order = ops->tree().stream_ops(remat::Stream::Compute);
+        std::size_t first = order.size() / 3;
+        double best = 2;
+        for (std::size_t k = order.size() / 3; k + 6 <= order.size() && k < 2 * order.size() / 3; ++k) {
+          std::int64_t longest = 0;
+          for (std::size_t j = k; j < k + 6; ++j)
+            longest = std::max(longest, ops->trace()->ops[order[j]].end_ns - ops->trace()->ops[order[j]].start_ns);
+          const double span = static_cast<double>(ops->trace()->ops[order[k + 5]].end_ns - ops->trace()->ops[order[k]].start_ns);
+          if (span > 0 && longest / span < best) {
+            best = longest / span;
+            first = k;
+          }
+        }
+        ops->zoomToComputeOps(first, 6);
+        QApplication::processEvents();
+        if (!ops->saveScreenshot(op_shot_path, &err)) {
+          std::fprintf(stderr, "rematlab: %s\n", err.toLocal8Bit().constData());
+          QApplication::exit(1);
+          return;
+        }
+        std::printf("rematlab: op timeline screenshot %s\n", op_shot_path.toLocal8Bit().constData());
+      }
       QApplication::exit(ok ? 0 : 1);
     });
   };

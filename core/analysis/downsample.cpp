@@ -47,6 +47,56 @@ std::vector<std::size_t> downsample_indices(std::span<const double> x, std::span
   return out;
 }
 
+namespace {
+
+using span_detail::LodSpan;
+
+LodSpan lod(const Span& s) { return {s.start, s.end, s.index, s.color, 1, s.end - s.start}; }
+
+// Spans in start order to bars at columns `col` ns wide: a span at least a column wide is kept as
+// it is; narrower ones join the open bar while they start less than a column after it ends and
+// the bar stays under two columns, standing for the longest of them.
+template <class Out>
+struct Merger {
+  double col;
+  Out out;
+  bool open = false;
+  LodSpan cur{};
+  void add(const LodSpan& s) {
+    if (static_cast<double>(s.end - s.start) >= col) {
+      close();
+      out(s);
+      return;
+    }
+    if (open && static_cast<double>(s.start - cur.end) < col &&
+        static_cast<double>(std::max(cur.end, s.end) - cur.start) < 2.0 * col) {
+      cur.end = std::max(cur.end, s.end);
+      cur.count += s.count;
+      if (s.longest > cur.longest) {
+        cur.longest = s.longest;
+        cur.index = s.index;
+        cur.color = s.color;
+      }
+      return;
+    }
+    close();
+    cur = s;
+    open = true;
+  }
+  void close() {
+    if (open) out(cur);
+    open = false;
+  }
+};
+template <class Out>
+Merger<Out> merger(double col, Out out) {
+  return Merger<Out>{col, std::move(out)};
+}
+
+constexpr std::size_t kLevelMin = 4096;  // rows with fewer spans keep no coarser levels
+
+}  // namespace
+
 SpanRows::SpanRows(std::vector<std::vector<Span>> rows) : rows_(std::move(rows)) {
   longest_.assign(rows_.size(), 0);
   bool any = false;
@@ -65,6 +115,35 @@ SpanRows::SpanRows(std::vector<std::vector<Span>> rows) : rows_(std::move(rows))
       max_end_ = std::max(max_end_, s.end);
     }
     total_ += row.size();
+  }
+  levels_.resize(rows_.size());
+  for (std::size_t r = 0; r < rows_.size(); ++r) {
+    const auto& row = rows_[r];
+    if (row.size() < kLevelMin) continue;
+    std::int64_t hi = row.front().end;
+    for (const Span& s : row) hi = std::max(hi, s.end);
+    double col = std::max(1.0, static_cast<double>(hi - row.front().start) / 262144.0);
+    std::vector<LodSpan> prev;
+    bool from_row = true;  // no level kept yet: merge the row itself
+    for (int k = 0; k < 16; ++k, col *= 4) {
+      Level lv;
+      lv.col = col;
+      auto m = merger(col, [&lv](const LodSpan& s) {
+        lv.spans.push_back(s);
+        lv.longest = std::max(lv.longest, s.end - s.start);
+      });
+      if (from_row)
+        for (const Span& s : row) m.add(lod(s));
+      else
+        for (const LodSpan& s : prev) m.add(s);
+      m.close();
+      const std::size_t before = from_row ? row.size() : prev.size();
+      if (lv.spans.size() * 10 > before * 9) continue;  // little merged at this width: go coarser
+      from_row = false;
+      prev = lv.spans;
+      levels_[r].push_back(std::move(lv));
+      if (prev.size() < kLevelMin / 2) break;
+    }
   }
 }
 
@@ -86,41 +165,23 @@ std::vector<DrawSpan> SpanRows::visible(std::size_t r, std::int64_t t0, std::int
   if (t1 < t0) std::swap(t0, t1);
   pixels = std::max<std::size_t>(pixels, 1);
   const double col = std::max(1.0, static_cast<double>(t1 - t0) / static_cast<double>(pixels));
-  const auto& row = rows_[r];
-  bool open = false;
-  DrawSpan cur;
-  std::int64_t cur_long = -1;
-  auto close = [&] {
-    if (open) out.push_back(cur);
-    open = false;
-  };
-  for (std::size_t i = first_meeting(r, t0); i < row.size() && row[i].start <= t1; ++i) {
-    const Span& s = row[i];
-    if (s.end < t0) continue;
-    const std::int64_t len = s.end - s.start;
-    if (static_cast<double>(len) >= col) {
-      close();
-      out.push_back({s.start, s.end, s.index, s.color, 1});
-      continue;
-    }
-    // Sub-pixel: merge into the open bar while it stays within a column of it.
-    if (open && static_cast<double>(s.start - cur.end) < col &&
-        static_cast<double>(std::max(cur.end, s.end) - cur.start) < 2.0 * col) {
-      cur.end = std::max(cur.end, s.end);
-      ++cur.count;
-      if (len > cur_long) {
-        cur_long = len;
-        cur.index = s.index;
-        cur.color = s.color;
-      }
-      continue;
-    }
-    close();
-    cur = {s.start, s.end, s.index, s.color, 1};
-    cur_long = len;
-    open = true;
+  auto m = merger(col, [&out](const LodSpan& s) { out.push_back({s.start, s.end, s.index, s.color, s.count}); });
+  // The coarsest level merged at no more than this column width.
+  const Level* level = nullptr;
+  for (const Level& lv : levels_[r])
+    if (lv.col <= col) level = &lv;
+  if (level) {
+    const auto& v = level->spans;
+    auto it = std::lower_bound(v.begin(), v.end(), t0 - level->longest,
+                               [](const LodSpan& s, std::int64_t x) { return s.start < x; });
+    for (; it != v.end() && it->start <= t1; ++it)
+      if (it->end >= t0) m.add(*it);
+  } else {
+    const auto& row = rows_[r];
+    for (std::size_t i = first_meeting(r, t0); i < row.size() && row[i].start <= t1; ++i)
+      if (row[i].end >= t0) m.add(lod(row[i]));
   }
-  close();
+  m.close();
   return out;
 }
 

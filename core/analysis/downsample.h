@@ -32,7 +32,23 @@ struct DrawSpan {
   std::uint32_t count = 1;  // spans merged
 };
 
+namespace span_detail {
+// A span or several merged, with the length of the longest among them (the one it stands for).
+struct LodSpan {
+  std::int64_t start = 0, end = 0;
+  std::uint32_t index = 0;
+  std::uint8_t color = 0;
+  std::uint32_t count = 1;
+  std::int64_t longest = 0;
+};
+}  // namespace span_detail
+
 // Spans grouped into rows, each row sorted by start. Spans on one row may overlap.
+//
+// A row of many spans also keeps coarser levels of detail, built once: the row merged by the
+// same rule as visible() at column widths 4x apart. visible() starts from the coarsest level whose
+// column is no wider than the one asked for, so a zoomed-out draw of a million spans reads a few
+// thousand; a span at least a column wide is never merged at any level, so it is drawn exactly.
 class SpanRows {
  public:
   SpanRows() = default;
@@ -54,8 +70,14 @@ class SpanRows {
 
  private:
   std::size_t first_meeting(std::size_t r, std::int64_t t0) const;
+  struct Level {
+    double col = 1;  // column width (ns) it was merged at
+    std::vector<span_detail::LodSpan> spans;
+    std::int64_t longest = 0;
+  };
   std::vector<std::vector<Span>> rows_;
   std::vector<std::int64_t> longest_;  // longest span per row, to search by start
+  std::vector<std::vector<Level>> levels_;  // per row, finer to coarser
   std::size_t total_ = 0;
   std::int64_t min_start_ = 0, max_end_ = 0;
 };

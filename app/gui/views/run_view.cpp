@@ -9,6 +9,7 @@
 #include "format.h"
 #include "run_header.h"
 #include "views/memory_timeline_view.h"
+#include "views/op_timeline_pane.h"
 #include "views/op_timeline_view.h"
 #include "views/schedule_strip.h"
 
@@ -19,7 +20,8 @@ RunView::RunView(QWidget* parent)
       summary_(new QLabel(this)),
       memory_(new MemoryTimelineView(this)),
       schedule_(new ScheduleStrip(this)),
-      ops_(new OpTimelineView(this)),
+      op_pane_(new OpTimelinePane(this)),
+      ops_(op_pane_->view()),
       no_ops_(new QLabel(this)),
       stack_(new QStackedWidget(this)),
       content_(new QWidget(this)) {
@@ -43,12 +45,17 @@ RunView::RunView(QWidget* parent)
   auto* split = new QSplitter(Qt::Vertical, this);
   split->addWidget(memory_);
   split->addWidget(schedule_);
-  split->addWidget(ops_);
+  split->addWidget(op_pane_);
   split->setStretchFactor(0, 5);
   split->setStretchFactor(1, 2);
   split->setStretchFactor(2, 2);
   split->setChildrenCollapsible(false);
-  l->addWidget(split, 1);
+  auto* side = new QSplitter(Qt::Horizontal, this);
+  side->addWidget(split);
+  side->addWidget(op_pane_->sidePanel());
+  side->setStretchFactor(0, 4);
+  side->setStretchFactor(1, 1);
+  l->addWidget(side, 1);
   l->addWidget(no_ops_);
   for (PlotView* v : std::initializer_list<PlotView*>{memory_, schedule_, ops_}) {
     QObject* src = v;
@@ -63,7 +70,7 @@ void RunView::setTrace(std::shared_ptr<const Trace> t, const QString& title) {
   const QCPRange r = memory_->dataTimeRange();
   const std::int64_t origin = memory_->origin(), duration = static_cast<std::int64_t>(r.upper);
   schedule_->setTrace(trace_, origin, duration);
-  ops_->setTrace(trace_, origin, duration);
+  op_pane_->setTrace(trace_, origin, duration);
   if (!trace_) {
     summary_->clear();
     showStartPage(true);
@@ -72,7 +79,8 @@ void RunView::setTrace(std::shared_ptr<const Trace> t, const QString& title) {
   // Without ops (no step finished in full) the strip and the op timeline would be empty axes.
   const bool have_ops = !trace_->ops.empty() || !trace_->schedule_records.empty();
   schedule_->setVisible(have_ops);
-  ops_->setVisible(have_ops);
+  op_pane_->setVisible(have_ops);
+  op_pane_->sidePanel()->setVisible(have_ops);
   no_ops_->setVisible(!have_ops);
   summary_->setText(run_header(*trace_));
   showStartPage(false);

@@ -1,7 +1,8 @@
 // One run read at a glance: the header (what ran, its peak, the median step time with its
 // spread and which step the plots show), the memory timeline on top, the schedule strip and the
-// op / kernel timeline below it, their time axes kept in step (zooming or panning one moves the
-// others), their plot areas aligned to the pixel. With no run shown: the start page instead.
+// op / kernel timeline below it (its details, range and statistics panel on the right), their
+// time axes kept in step (zooming or panning one moves the others), their plot areas aligned to
+// the pixel. With no run shown: the start page instead.
 #pragma once
 #include <QWidget>
 #include <memory>
@@ -15,6 +16,7 @@ class QStackedWidget;
 namespace remat::gui {
 
 class MemoryTimelineView;
+class OpTimelinePane;
 class OpTimelineView;
 class ScheduleStrip;
 
@@ -27,6 +29,7 @@ class RunView : public QWidget {
 
   MemoryTimelineView* memory() const { return memory_; }
   OpTimelineView* ops() const { return ops_; }
+  OpTimelinePane* opPane() const { return op_pane_; }
   ScheduleStrip* schedule() const { return schedule_; }
   void resetZoom();
   void zoom(double factor);  // < 1 zooms in, around the center
@@ -43,6 +46,7 @@ class RunView : public QWidget {
   QLabel* summary_;
   MemoryTimelineView* memory_;
   ScheduleStrip* schedule_;
+  OpTimelinePane* op_pane_;
   OpTimelineView* ops_;
   QLabel* no_ops_;
   QStackedWidget* stack_;

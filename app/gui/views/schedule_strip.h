@@ -1,6 +1,7 @@
 // The schedule strip: one row per block, a bar for each schedule action over time (forward,
 // recompute, backward, offload, prefetch, drop), so one sees which block is in which state;
-// actions outside the blocks (embedding, head, optimizer) go on a last row. A forward run again
+// the head has a row of its own under the blocks, and other actions outside the blocks
+// (embedding, optimizer) go on a last row. A forward run again
 // from a checkpoint during the backward sweep is drawn as the recomputation it is.
 #pragma once
 #include <memory>

@@ -28,6 +28,7 @@ QCPRange SpanPlottable::getValueRange(bool& found, QCP::SignDomain, const QCPRan
 
 void SpanPlottable::draw(QCPPainter* painter) {
   drawn_ = 0;
+  bars_.clear();
   QCPAxis* k = keyAxis();
   QCPAxis* v = valueAxis();
   if (!rows_ || !k || !v) return;
@@ -37,22 +38,66 @@ void SpanPlottable::draw(QCPPainter* painter) {
   double k0 = k->pixelToCoord(left), k1 = k->pixelToCoord(right);
   if (k0 > k1) std::swap(k0, k1);
   const std::int64_t t0 = toTime(k0), t1 = toTime(k1) + 1;
+  painter->setFont(font_);
+  const QFontMetrics fm(font_);
+  auto pixel = [&](std::int64_t t) { return k->coordToPixel(toKey(t)); };
   painter->setPen(Qt::NoPen);
   for (std::size_t r = 0; r < rows_->rows(); ++r) {
     const double y0 = v->coordToPixel(static_cast<double>(r) - height_ / 2);
     const double y1 = v->coordToPixel(static_cast<double>(r) + height_ / 2);
     const double top = std::min(y0, y1), h = std::fabs(y1 - y0);
     if (top > clip.bottom() || top + h < clip.top()) continue;
+    const bool text = labeler_ && h >= fm.height() - 2;
     for (const DrawSpan& s : rows_->visible(r, t0, t1, pixels)) {
-      double x0 = k->coordToPixel(toKey(s.start)), x1 = k->coordToPixel(toKey(s.end));
+      double x0 = pixel(s.start), x1 = pixel(s.end);
       if (x1 < x0) std::swap(x0, x1);
+      const bool clipped = x0 < left - 1 || x1 > right + 1;
       x0 = std::max(x0, left - 1);
       x1 = std::min(x1, right + 1);
-      if (x1 - x0 < 1.0) x1 = x0 + 1.0;
       const QColor c = s.color < colors_.size() ? colors_[s.color] : QColor(Qt::gray);
-      painter->fillRect(QRectF(x0, top, x1 - x0, h), c);
+      const int px0 = static_cast<int>(std::lround(x0)), px1 = static_cast<int>(std::lround(x1));
+      if (s.count == 1 && px1 - px0 >= kEdgeMinPx) {
+        // Its own edges: the last column stays empty, so the next bar starts after a gap.
+        const QRectF bar(px0, top, px1 - px0 - 1, h);
+        painter->fillRect(bar, c);
+        if (text && bar.width() >= 2.5 * fm.averageCharWidth()) {
+          const QString name = fm.elidedText(labeler_(r, s.index), Qt::ElideRight, static_cast<int>(bar.width()) - 4);
+          if (!name.isEmpty()) {
+            painter->setPen(qGray(c.rgb()) > 140 ? QColor(20, 20, 20) : QColor(250, 250, 250));
+            painter->drawText(bar.adjusted(2, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft, name);
+            painter->setPen(Qt::NoPen);
+          }
+        }
+      } else {
+        if (x1 - x0 < 1.0) x1 = x0 + 1.0;
+        painter->fillRect(QRectF(x0, top, x1 - x0, h), c);
+      }
+      bars_.push_back({r, px0, px1, clipped, s.index, s.count});
       ++drawn_;
     }
+  }
+  if (sel_t1_ >= sel_t0_) {
+    const double a = std::max(pixel(sel_t0_), left), b = std::min(pixel(sel_t1_), right);
+    if (b > a) {
+      painter->fillRect(QRectF(a, clip.top(), std::max(1.0, b - a), clip.height()), QColor(40, 110, 220, 50));
+      painter->setPen(QPen(QColor(40, 110, 220), 1));
+      painter->drawLine(QPointF(a, clip.top()), QPointF(a, clip.bottom()));
+      painter->drawLine(QPointF(b, clip.top()), QPointF(b, clip.bottom()));
+    }
+  }
+  if (hl_row_ >= 0 && static_cast<std::size_t>(hl_row_) < rows_->rows()) {
+    const double y0 = v->coordToPixel(hl_row_ - height_ / 2 - 0.08), y1 = v->coordToPixel(hl_row_ + height_ / 2 + 0.08);
+    double a = pixel(hl_start_), b = pixel(hl_end_);
+    if (b - a < 3) {  // a sub-pixel slice still gets a visible marker
+      const double m = (a + b) / 2;
+      a = m - 2;
+      b = m + 2;
+    }
+    painter->setBrush(Qt::NoBrush);
+    painter->setPen(QPen(QColor(255, 200, 0), 2));
+    painter->drawRect(QRectF(a - 1, std::min(y0, y1), b - a + 1, std::fabs(y1 - y0)));
+    painter->setPen(QPen(QColor(20, 20, 20), 1));
+    painter->drawRect(QRectF(a - 2, std::min(y0, y1) - 1, b - a + 3, std::fabs(y1 - y0) + 2));
   }
 }
 

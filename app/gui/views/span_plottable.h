@@ -2,8 +2,11 @@
 // per block) from a SpanRows: on every replot it asks core for the bars of the visible time
 // range at the plot's pixel width (sub-pixel bars merged), so a million ops draw as fast as a
 // thousand. Row r sits at value r; times are nanoseconds, drawn as (t - origin) * scale.
+// A bar at least kEdgeMinPx wide leaves its last pixel column empty, so adjacent bars never
+// merge into one; a bar wide enough shows its name (from the labeler), elided to fit.
 #pragma once
 #include <QVector>
+#include <functional>
 #include <memory>
 #include <qcustomplot.h>
 
@@ -13,6 +16,17 @@ namespace remat::gui {
 
 class SpanPlottable : public QCPAbstractPlottable {
  public:
+  static constexpr int kEdgeMinPx = 3;
+  // A bar as the last replot drew it, in pixels: [x0, x1) is the span's extent (rounded), the
+  // fill stops one column short of x1 when the bar is at least kEdgeMinPx wide.
+  struct DrawnBar {
+    std::size_t row = 0;
+    int x0 = 0, x1 = 0;
+    bool clipped = false;  // cut at the plot's edge
+    std::uint32_t index = 0, count = 1;
+  };
+  using Labeler = std::function<QString(std::size_t row, std::uint32_t index)>;
+
   SpanPlottable(QCPAxis* keyAxis, QCPAxis* valueAxis);
 
   void setRows(std::shared_ptr<const SpanRows> rows);
@@ -24,6 +38,20 @@ class SpanPlottable : public QCPAbstractPlottable {
     scale_ = scale;
   }
   void setBarHeight(double h) { height_ = h; }  // in rows (0..1)
+  void setLabeler(Labeler f) { labeler_ = std::move(f); }
+  void setLabelFont(const QFont& f) { font_ = f; }
+  // An outline around [start, end] on row `row` (row < 0: none), drawn at any zoom.
+  void setHighlight(int row, std::int64_t start, std::int64_t end) {
+    hl_row_ = row;
+    hl_start_ = start;
+    hl_end_ = end;
+  }
+  // A shaded time range over every row (t1 < t0: none).
+  void setTimeSelection(std::int64_t t0, std::int64_t t1) {
+    sel_t0_ = t0;
+    sel_t1_ = t1;
+  }
+  const std::vector<DrawnBar>& lastBars() const { return bars_; }
 
   // The span under a point in pixels, and its row; nullptr when none.
   const Span* spanAt(const QPointF& pos, int* row = nullptr) const;
@@ -48,7 +76,13 @@ class SpanPlottable : public QCPAbstractPlottable {
   std::int64_t origin_ = 0;
   double scale_ = 1.0;
   double height_ = 0.72;
+  Labeler labeler_;
+  QFont font_;
+  int hl_row_ = -1;
+  std::int64_t hl_start_ = 0, hl_end_ = 0;
+  std::int64_t sel_t0_ = 0, sel_t1_ = -1;
   mutable std::size_t drawn_ = 0;
+  std::vector<DrawnBar> bars_;
 };
 
 }  // namespace remat::gui

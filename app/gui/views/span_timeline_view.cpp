@@ -51,8 +51,9 @@ SpanTimelineView::SpanTimelineView(QWidget* parent) : PlotView(parent) {
   // The rows' height is known once laid out: thin the labels then if they would overlap.
   connect(plot_, &QCustomPlot::afterReplot, this, [this] {
     const int before = label_stride_;
+    const QFont font_before = plot_->yAxis->tickLabelFont();
     updateRowLabels();
-    if (label_stride_ != before) plot_->replot(QCustomPlot::rpQueuedReplot);
+    if (label_stride_ != before || font_before != plot_->yAxis->tickLabelFont()) plot_->replot(QCustomPlot::rpQueuedReplot);
   });
   style_plot(plot_, palette());
 }
@@ -102,12 +103,15 @@ void SpanTimelineView::updateRowLabels() {
   const int n = labels_.size();
   const int h = plot_->axisRect()->height() > 0 ? plot_->axisRect()->height() : plot_->height();
   const double per_row = n > 0 ? static_cast<double>(std::max(h, 1)) / (n + 0.2) : 1e9;
-  const int need = plot_->yAxis->tickLabelFont().pointSizeF() > 0
-                       ? QFontMetrics(plot_->yAxis->tickLabelFont()).height()
-                       : fontMetrics().height();
+  // The labels shrink down to 70 % of the font before only every k-th row keeps one.
+  QFont f = font();
+  const int full = QFontMetrics(f).height();
+  if (full > per_row && f.pointSizeF() > 0) f.setPointSizeF(f.pointSizeF() * std::max(0.7, per_row / full));
+  const int need = QFontMetrics(f).height();
   const int stride = std::max(1, static_cast<int>(std::ceil(need / std::max(per_row, 1.0))));
-  if (stride == label_stride_) return;
+  if (stride == label_stride_ && f == plot_->yAxis->tickLabelFont()) return;
   label_stride_ = stride;
+  plot_->yAxis->setTickLabelFont(f);
   QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
   for (int i = 0; i < n; ++i)
     if (i % stride == 0) ticker->addTick(i, labels_[i]);

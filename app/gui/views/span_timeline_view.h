@@ -39,7 +39,8 @@ class SpanTimelineView : public PlotView {
  private:
   void clampRange(const QCPRange& r);
   void onMouseMove(QMouseEvent* e);
-  // Row labels, every k-th when the rows are too close for each to have one.
+  // Row labels in a font shrunk to fit the rows (down to 70 %), every k-th when the rows are
+  // still too close for each to have one.
   void updateRowLabels();
 
   QStringList labels_;
