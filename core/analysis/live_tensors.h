@@ -18,9 +18,16 @@ struct Allocation {
   std::uint64_t id = 0;
   Category category = Category::Workspace;
   Space space = Space::Device;
+  Phase phase = Phase::Init;  // of the allocation
   std::int32_t block = -1;
   std::uint32_t tensor = 0;  // index into Trace::names
 };
+
+// Every allocation of the run paired with its free (by allocation id), in allocation order.
+std::vector<Allocation> allocations(const Trace& t);
+// "h3.attn.probs" (block-qualified like the trace's peak tensors) or the category's name when
+// the tensor has none.
+std::string allocation_label(const Allocation& a, const std::vector<std::string>& names);
 
 class LiveTensorIndex {
  public:
