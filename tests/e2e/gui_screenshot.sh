@@ -2,7 +2,8 @@
 # End-to-end check of the desktop app: start the real binary under Xvfb, run `tiny`, save a
 # screenshot of the window after the run, and check the pixels of the memory plot in the PNG
 # (check_screenshot.py): the stacked category fills are there, the curve reaches the peak at
-# the height the axis puts it, and the curve has a shape.
+# the height the axis puts it, and the curve has a shape. Then the saved run opened again with
+# the memory timeline in its allocations view: several separate bands of several categories.
 #
 #   tests/e2e/gui_screenshot.sh build/bin/rematlab [OUT_DIR]
 set -euo pipefail
@@ -15,3 +16,7 @@ export QT_LOGGING_RULES="qt.qpa.*=false"
 xvfb-run -a -s "-screen 0 1600x1000x24" \
   "$app" --run tiny --steps 1 --screenshot "$out/rematlab.png" --runs-dir "$out/runs" --timeout 240
 python3 "$here/check_screenshot.py" "$out/rematlab.png"
+run_dir=$(dirname "$(find "$out/runs" -name summary.json | head -n 1)")
+xvfb-run -a -s "-screen 0 1600x1000x24" \
+  "$app" "$run_dir" --memory-view allocations --screenshot "$out/allocations.png" --timeout 240
+python3 "$here/check_screenshot.py" --allocations "$out/allocations.png"
