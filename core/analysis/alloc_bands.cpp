@@ -92,6 +92,9 @@ AllocLayout layout_bands(const AllocBands& bands, const CategorySet& shown, std:
     double cum = big_total;
     for (std::size_t j = 0; j < small.size(); ++j) L.small_top[j].back() = cum += small[j];
   };
+  L.step_x.reserve(bands.events() + 1);
+  L.big_top.reserve(bands.events() + 1);
+  for (auto& st : L.small_top) st.reserve(bands.events() + 1);
   push_step(L.origin);  // empty until the first allocation
   for (std::size_t i = 0; i < bands.events(); ++i) {
     const std::uint32_t k = bands.bandOfEvent(i);
