@@ -145,6 +145,11 @@ AllocLayout layout_bands(const AllocBands& bands, const CategorySet& shown, std:
     L.offsets[k] = start;
   }
   L.offsets.back() = out;
+  L.extents.resize(L.big.size());
+  for (std::size_t k = 0; k < L.big.size(); ++k) {
+    const AllocBand& b = all[L.big[k]];
+    L.extents[k] = {b.t0, b.t1, static_cast<double>(b.a.bytes), L.points[L.offsets[k]].y, L.points[L.offsets[k + 1] - 1].y};
+  }
   return L;
 }
 
@@ -172,8 +177,10 @@ BandHit AllocLayout::at(const AllocBands& bands, std::int64_t t, double bytes, s
   const auto& all = bands.bands();
   std::int64_t best = slack + 1;  // distance in time of the best hit so far
   for (std::size_t k = 0; k < big.size(); ++k) {
+    const BandExtent& e = extents[k];
+    if (e.t0 > t + slack) break;  // and every later one
+    if (e.t1 <= t - slack || bytes < e.lowest || bytes >= e.highest + e.bytes) continue;
     const AllocBand& b = all[big[k]];
-    if (b.t0 > t + slack || b.t1 <= t - slack) continue;
     const std::int64_t at = std::clamp(t, b.t0, b.t1 - 1);
     const std::int64_t d = at > t ? at - t : t - at;
     if (d >= best) continue;

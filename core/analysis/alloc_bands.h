@@ -69,6 +69,13 @@ struct BandHit {
   double bottom = 0, top = 0;   // bytes
 };
 
+// A single band's extent, to find the bands in view without reading every allocation.
+struct BandExtent {
+  std::int64_t t0 = 0, t1 = 0;  // the band's, as in AllocBand
+  double bytes = 0;
+  double highest = 0, lowest = 0;  // its bottom at t0 and at its last breakpoint (it only drops)
+};
+
 struct AllocLayout {
   CategorySet shown{};
   std::uint64_t min_bytes = 0;
@@ -78,6 +85,7 @@ struct AllocLayout {
   std::vector<std::uint32_t> big;
   std::vector<std::size_t> offsets;
   std::vector<BandPoint> points;
+  std::vector<BandExtent> extents;  // per single band; t0 never decreases with k
 
   // The state after every time with an event of a stacked band: the time (ns since the range's
   // start), the top of the single bands, and per merged category (in stacking order, bottom

@@ -159,16 +159,24 @@ void AllocBandsPlottable::drawBands(QCPPainter* painter, const AllocLayout& L, s
     ++drawn_;
   };
   const auto& all = bands_->bands();
+  const QCPRange shown_bytes = valueAxis()->range();
   std::vector<QPointF> steps;  // (x, bottom in pixels) from x on
   QPolygonF poly;
-  for (std::size_t r = 0; r < L.size(); ++r) {
+  // The bands that start before the right edge (t0 never decreases with r).
+  const std::size_t end = static_cast<std::size_t>(
+      std::lower_bound(L.extents.begin(), L.extents.end(), t1, [](const BandExtent& e, std::int64_t t) { return e.t0 < t; }) -
+      L.extents.begin());
+  for (std::size_t r = 0; r < end; ++r) {
+    const BandExtent& e = L.extents[r];
+    if (e.t1 <= t0) continue;
+    // A band only drops: above the byte range at its lowest or below it at its highest, it is not seen.
+    if (e.lowest > shown_bytes.upper || e.highest + e.bytes < shown_bytes.lower) continue;
     const AllocBand& b = all[L.big[r]];
-    if (b.t0 >= t1 || b.t1 <= t0) continue;
-    const double x0 = px(b.t0), x1 = px(b.t1);
-    const int c = static_cast<int>(b.a.category);
-    const double bytes = static_cast<double>(b.a.bytes);
+    const double bytes = e.bytes;
     const BandPoint* first = L.points.data() + L.offsets[r];
     const BandPoint* last = L.points.data() + L.offsets[r + 1];
+    const double x0 = px(b.t0), x1 = px(b.t1);
+    const int c = static_cast<int>(b.a.category);
     // The breakpoint holding at the left edge, then those inside.
     const BandPoint* p = std::upper_bound(first, last, t0, [](std::int64_t t, const BandPoint& q) { return t < q.t; });
     if (p != first) --p;
