@@ -41,6 +41,12 @@ void AllocBandsPlottable::setBands(std::shared_ptr<const AllocBands> bands) {
   bands_ = std::move(bands);
   cache_.clear();
   pinned_ = AllocBands::npos;
+  sizes_.clear();
+  if (bands_) {
+    sizes_.reserve(bands_->bands().size());
+    for (const AllocBand& b : bands_->bands()) sizes_.push_back(b.a.bytes);
+    std::sort(sizes_.begin(), sizes_.end());
+  }
 }
 
 void AllocBandsPlottable::setShown(const CategorySet& shown) {
@@ -61,8 +67,13 @@ const AllocLayout& AllocBandsPlottable::layout() const {
   static const AllocLayout empty;
   if (!bands_) return empty;
   const std::uint64_t level = minBytes();
+  // A layout of another threshold is the same when no allocation lies between the two.
+  auto same = [this, level](std::uint64_t other) {
+    const auto [lo, hi] = std::minmax(level, other);
+    return std::lower_bound(sizes_.begin(), sizes_.end(), lo) == std::lower_bound(sizes_.begin(), sizes_.end(), hi);
+  };
   for (auto it = cache_.begin(); it != cache_.end(); ++it)
-    if (it->min_bytes == level) {
+    if (same(it->min_bytes)) {
       cache_.splice(cache_.begin(), cache_, it);
       return cache_.front();
     }

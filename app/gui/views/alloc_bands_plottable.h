@@ -3,8 +3,8 @@
 //
 // Level of detail, chosen again on every replot: allocations thinner than the bytes of a pixel
 // at the current byte scale (rounded up to a power of two, so zooming re-lays out only when the
-// scale crosses one) are merged into one "small allocations" band per category on top of the
-// others; the breakpoints of a band's bottom are kept at one per pixel column; bands shorter
+// scale crosses one, and only when an allocation's size lies between the two) are merged into
+// one "small allocations" band per category on top of the others; the breakpoints of a band's bottom are kept at one per pixel column; bands shorter
 // than a pixel in time are drawn as one-pixel columns, those of one category that touch in a
 // column merged into one. Times are nanoseconds, drawn as (t - origin) * scale.
 #pragma once
@@ -65,6 +65,7 @@ class AllocBandsPlottable : public QCPAbstractPlottable {
   double scale_ = 1.0;
   std::size_t pinned_ = AllocBands::npos;
   mutable std::list<AllocLayout> cache_;  // most recent first, a few byte scales
+  std::vector<std::uint64_t> sizes_;       // of every allocation, sorted
   mutable std::size_t drawn_ = 0;
 };
 
