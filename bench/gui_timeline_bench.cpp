@@ -4,7 +4,7 @@
 // step (range change, downsampling in core, replot); --max-ms N fails when a draw or a zoom
 // step of the op timeline or the memory timeline takes longer. The memory timeline's allocations
 // view (one band per allocation) is timed on the same trace: first draw, zoom, pan and byte-zoom
-// steps as min / median / max.
+// steps as min / median / max, all but the byte-zoom steps held to --max-ms.
 //
 //   build/bin/gui_timeline_bench [--ops N] [--max-ms N]
 #include <QApplication>
