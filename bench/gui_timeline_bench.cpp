@@ -3,7 +3,9 @@
 // does. Reports the time to load the trace into the views, the first full draw, and each zoom
 // step (range change, downsampling in core, replot), and for the op timeline's track view the
 // pan steps too; --max-ms N fails when a draw, a zoom or a pan step of the op timeline or a draw
-// or zoom step of the memory timeline takes longer.
+// or zoom step of the memory timeline takes longer. The memory timeline's allocations view (one
+// band per allocation) is timed on the same trace: first draw, zoom, pan and byte-zoom steps as
+// min / median / max, all but the byte-zoom steps held to --max-ms.
 //
 //   build/bin/gui_timeline_bench [--ops N] [--max-ms N]
 #include <QApplication>
@@ -14,6 +16,7 @@
 #include <numeric>
 #include <qcustomplot.h>
 
+#include "views/alloc_bands_plottable.h"
 #include "views/memory_timeline_view.h"
 #include "core/analysis/slice_tree.h"
 #include "views/op_timeline_view.h"
@@ -127,12 +130,29 @@ std::vector<double> zoom_steps(QCustomPlot* plot, int steps) {
   return times;
 }
 
-// Min, median and max of a list of times.
-void print_min_median_max(const char* what, std::vector<double> v, bool over) {
+// Min, median and max of step times; false when the max is over `max_ms` (0: no limit).
+bool report_min_median_max(const char* what, std::vector<double> v, double max_ms) {
+  if (v.empty()) return true;
   std::sort(v.begin(), v.end());
-  if (v.empty()) return;
-  std::printf("  %-44s min %6.2f  median %6.2f  max %6.2f ms (%zu)%s\n", what, v.front(), v[v.size() / 2], v.back(),
-              v.size(), over ? "  OVER" : "");
+  const bool over = max_ms > 0 && v.back() > max_ms;
+  std::printf("  %-44s min %6.2f  median %6.2f  max %6.2f ms (%zu steps)%s\n", what, v.front(), v[v.size() / 2],
+              v.back(), v.size(), over ? "  OVER" : "");
+  return !over;
+}
+
+// Pans `plot` by a tenth of its range per step, `steps` to the right then back, replotting
+// immediately after each step; returns the time of each step.
+std::vector<double> pan_steps(QCustomPlot* plot, int steps) {
+  std::vector<double> times;
+  for (int dir : {1, -1})
+    for (int i = 0; i < steps; ++i) {
+      QElapsedTimer t;
+      t.start();
+      plot->xAxis->moveRange(dir * plot->xAxis->range().size() * 0.1);
+      plot->replot(QCustomPlot::rpImmediateRefresh);
+      times.push_back(ms(t));
+    }
+  return times;
 }
 
 // The op timeline's track view (step, phase, block and op levels, copies on their own tracks):
@@ -160,14 +180,9 @@ bool op_track_view_bench(const std::shared_ptr<const Trace>& trace, double max_m
     first.push_back(ms(t));
   }
   std::printf("  %-44s %zu\n", "bars drawn for the whole step", v.drawnBars());
-  auto check = [&](const std::vector<double>& x) {
-    const bool over = max_ms > 0 && *std::max_element(x.begin(), x.end()) > max_ms;
-    ok = ok && !over;
-    return over;
-  };
-  print_min_median_max("full draw (5 times)", first, check(first));
+  ok = report_min_median_max("full draw (5 times)", first, max_ms) && ok;
   const auto zooms = zoom_steps(v.plot(), 20);
-  print_min_median_max("zoom step (x0.6 in, then out)", zooms, check(zooms));
+  ok = report_min_median_max("zoom step (x0.6 in, then out)", zooms, max_ms) && ok;
   // Pan at three zoom levels: the whole step / 50, / 2500, / 125000 (a few ops).
   std::vector<double> pans;
   QCPAxis* x = v.plot()->xAxis;
@@ -182,7 +197,58 @@ bool op_track_view_bench(const std::shared_ptr<const Trace>& trace, double max_m
       pans.push_back(ms(t));
     }
   }
-  print_min_median_max("pan step (a tenth of the view, 3 zooms)", pans, check(pans));
+  ok = report_min_median_max("pan step (a tenth of the view, 3 zooms)", pans, max_ms) && ok;
+  return ok;
+}
+
+// The memory timeline in its allocations view: building the bands and the first layout, the
+// first full draw, time zoom steps, pan steps at a twentieth of the step, and byte zoom steps (a
+// new level of detail each time the byte scale crosses a power of two).
+bool bench_allocations(const std::shared_ptr<const Trace>& trace, double max_ms) {
+  std::printf("memory timeline, allocations view (1400 x 500):\n");
+  MemoryTimelineView v;
+  v.resize(1400, 500);
+  v.show();
+  v.setTrace(trace, "bench");
+  QApplication::processEvents();
+  QElapsedTimer t;
+  t.start();
+  v.setMemoryMode(MemoryMode::Allocations);
+  std::printf("  %-44s %8.2f ms\n", "switch (bands of every allocation, layout)", ms(t));
+  bool ok = true;
+  t.restart();
+  v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+  const double first = ms(t);
+  const bool over = max_ms > 0 && first > max_ms;
+  ok = ok && !over;
+  std::printf("  %-44s %8.2f ms%s\n", "first full draw", first, over ? "  OVER" : "");
+  const AllocBandsPlottable* p = v.allocations();
+  std::printf("  %-44s %zu bands of %zu allocations, %zu drawn\n", "at the whole step", p->layout().size(),
+              p->bands()->bands().size(), p->lastDrawn());
+  ok = report_min_median_max("zoom step (x0.6 in, then out)", zoom_steps(v.plot(), 20), max_ms) && ok;
+  v.plot()->xAxis->scaleRange(0.05, v.plot()->xAxis->range().lower);
+  v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+  ok = report_min_median_max("pan step (a tenth of 1/20 of the step)", pan_steps(v.plot(), 20), max_ms) && ok;
+  v.resetZoom();
+  std::vector<double> bytes;
+  // 25 steps of two wheel steps: down to 1/3400 of the byte range, where every allocation of
+  // the trace is a band of its own.
+  for (int dir : {1, -1})
+    for (int i = 0; i < 25; ++i) {
+      t.restart();
+      v.zoomValue(dir * 2.0, 0);
+      v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+      bytes.push_back(ms(t));
+      if (dir == 1 && i == 24)
+        std::printf("  %-44s %zu bands, %zu drawn\n", "zoomed in on the bytes x1/3400", p->layout().size(), p->lastDrawn());
+    }
+  // Not held to --max-ms: a step that crosses a power of two lays the bands out again.
+  report_min_median_max("byte zoom step (two wheel steps in, then out)", bytes, 0);
+  // Time steps at that byte zoom: every allocation a band.
+  v.zoomValue(50.0, 0);
+  v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+  ok = report_min_median_max("zoom step, bytes zoomed x1/3400", zoom_steps(v.plot(), 20), max_ms) && ok;
+  std::printf("  %-44s %zu bands, %zu drawn at the last step\n", "", p->layout().size(), p->lastDrawn());
   return ok;
 }
 
@@ -236,6 +302,7 @@ int main(int argc, char** argv) {
     }
     report_steps("zoom step (x0.6 in, then out)", zoom_steps(v.plot(), 20));
   }
+  ok = bench_allocations(trace, max_ms) && ok;
   {
     std::printf("run view (memory, schedule, ops in step; 1500 x 900):\n");
     RunView v;

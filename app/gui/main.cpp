@@ -58,8 +58,12 @@ int main(int argc, char** argv) {
   QCommandLineOption size("size", "The window's size, WIDTHxHEIGHT (e.g. 1280x800).", "WxH");
   QCommandLineOption fields("fields", "Show the Setup panel's model fields.");
   QCommandLineOption op_shot("op-screenshot", "With --screenshot: also save a PNG of the op timeline zoomed on a few ops of the forward.", "FILE");
+  QCommandLineOption mem_view("memory-view",
+                              "With --screenshot: show the memory timeline as stacked categories (stacked, the "
+                              "default) or one band per allocation (allocations).",
+                              "MODE", "stacked");
   for (const auto& o : {run, policy, steps, warmup, seed, device, budget, shot, runs_dir, no_save, theme, tab, timeout,
-                        act_only, size, fields, op_shot})
+                        act_only, size, fields, op_shot, mem_view})
     cl.addOption(o);
   cl.addPositionalArgument("run-dirs", "Run directories to open.", "[run-dir...]");
   cl.process(app);
@@ -89,18 +93,22 @@ int main(int argc, char** argv) {
   const QString shot_path = cl.value(shot);
   const int page = QStringList{"timeline", "compare", "analysis"}.indexOf(cl.value(tab));
   if (page < 0) return fail("unknown page '" + cl.value(tab) + "' (timeline, compare, analysis)");
+  const int memory_view = QStringList{"stacked", "allocations"}.indexOf(cl.value(mem_view));
+  if (memory_view < 0) return fail("unknown memory view '" + cl.value(mem_view) + "' (stacked, allocations)");
+  const MemoryMode memory_mode = memory_view == 1 ? MemoryMode::Allocations : MemoryMode::Stacked;
   // The screenshot is taken once every run directory is read and the run has ended.
   auto waiting = std::make_shared<int>((cl.positionalArguments().isEmpty() ? 0 : 1) + (cl.isSet(run) ? 1 : 0));
   auto all_ok = std::make_shared<bool>(true);
   const bool focus_activations = cl.isSet(act_only);
   const QString op_shot_path = cl.value(op_shot);
-  auto finish = [&w, shot_path, op_shot_path, page, waiting, all_ok, focus_activations](bool ok) {
+  auto finish = [&w, shot_path, op_shot_path, page, waiting, all_ok, focus_activations, memory_mode](bool ok) {
     *all_ok = *all_ok && ok;
     if (--*waiting > 0 || shot_path.isEmpty()) return;
     ok = *all_ok;
-    QTimer::singleShot(600, &w, [&w, shot_path, op_shot_path, page, ok, focus_activations] {
+    QTimer::singleShot(600, &w, [&w, shot_path, op_shot_path, page, ok, focus_activations, memory_mode] {
       w.pages()->setCurrentIndex(page);
       if (focus_activations) w.runView()->memory()->setActivationsOnly(true);
+      w.runView()->memory()->setMemoryMode(memory_mode);
       QApplication::processEvents();
       QString err;
       if (!w.saveScreenshot(shot_path, &err)) {

@@ -5,8 +5,9 @@
 
 namespace remat {
 
-LiveTensorIndex::LiveTensorIndex(const Trace& t) : names_(t.names) {
-  std::unordered_map<std::uint64_t, std::size_t> open;  // allocation id -> index in by_size_
+std::vector<Allocation> allocations(const Trace& t) {
+  std::vector<Allocation> out;
+  std::unordered_map<std::uint64_t, std::size_t> open;  // allocation id -> index in out
   const std::size_t n = t.events.size();
   for (std::size_t i = 0; i < n; ++i) {
     const MemoryEvent& e = t.events[i];
@@ -18,17 +19,28 @@ LiveTensorIndex::LiveTensorIndex(const Trace& t) : names_(t.names) {
       a.id = e.id;
       a.category = e.category;
       a.space = e.space;
+      a.phase = e.phase;
       a.block = e.block;
       a.tensor = e.tensor;
-      open[e.id] = by_size_.size();
-      by_size_.push_back(a);
+      open[e.id] = out.size();
+      out.push_back(a);
     } else if (e.delta < 0) {
       auto it = open.find(e.id);
       if (it == open.end()) continue;
-      by_size_[it->second].free_event = i;
+      out[it->second].free_event = i;
       open.erase(it);
     }
   }
+  return out;
+}
+
+std::string allocation_label(const Allocation& a, const std::vector<std::string>& names) {
+  std::string nm = a.tensor < names.size() ? names[a.tensor] : std::string();
+  if (nm.empty()) nm = to_string(a.category);
+  return block_qualified(a.block, nm);
+}
+
+LiveTensorIndex::LiveTensorIndex(const Trace& t) : by_size_(allocations(t)), names_(t.names) {
   std::stable_sort(by_size_.begin(), by_size_.end(),
                    [](const Allocation& a, const Allocation& b) { return a.bytes > b.bytes; });
 }
@@ -52,11 +64,7 @@ const std::string& LiveTensorIndex::tensor_name(const Allocation& a) const {
   return a.tensor < names_.size() ? names_[a.tensor] : empty;
 }
 
-std::string LiveTensorIndex::label(const Allocation& a) const {
-  std::string nm = tensor_name(a);
-  if (nm.empty()) nm = to_string(a.category);
-  return block_qualified(a.block, nm);
-}
+std::string LiveTensorIndex::label(const Allocation& a) const { return allocation_label(a, names_); }
 
 std::string block_qualified(std::int32_t block, const std::string& name) {
   return block >= 0 ? "h" + std::to_string(block) + "." + name : name;

@@ -18,6 +18,7 @@ struct Allocation {
   std::uint64_t id = 0;
   Category category = Category::Workspace;
   Space space = Space::Device;
+  Phase phase = Phase::Init;  // of the allocation
   std::int32_t block = -1;
   std::uint32_t tensor = 0;  // index into Trace::names
 };
@@ -25,6 +26,11 @@ struct Allocation {
 // A tensor or op of block `block` as the trace names it: "h3.attn.probs"; `name` itself outside
 // the blocks (block < 0).
 std::string block_qualified(std::int32_t block, const std::string& name);
+// Every allocation of the run paired with its free (by allocation id), in allocation order.
+std::vector<Allocation> allocations(const Trace& t);
+// "h3.attn.probs" (block-qualified like the trace's peak tensors) or the category's name when
+// the tensor has none.
+std::string allocation_label(const Allocation& a, const std::vector<std::string>& names);
 
 class LiveTensorIndex {
  public:

@@ -9,6 +9,14 @@ app next to the PNG) must hold the stacked memory curve.
 - the top of the stack varies over time (the curve has a shape, not a flat block);
 - the red peak marker is drawn.
 
+With --allocations (the memory timeline's allocations view, one band per allocation):
+- a share of the plot area is painted in the category colors, with several categories present;
+- some columns cross several separate bands (runs of category color split by a band's outline
+  or a change of color), of at least three different colors;
+- some column crosses eight bands of one color (several allocations of one category, which the
+  stacked categories never draw: there a column crosses a category once, split at most by the
+  lines drawn over it).
+
 Python standard library only: a small PNG decoder (8-bit RGB / RGBA, no interlace).
 """
 import json
@@ -82,13 +90,71 @@ def read_png(path):
     return width, height, bpp, rows
 
 
-def main():
-    png = sys.argv[1]
+def plot_area(png):
     meta = json.load(open(png + ".json"))
     width, height, bpp, rows = read_png(png)
     x0, y0, w, h = meta["x"], meta["y"], meta["width"], meta["height"]
     assert 0 <= x0 and 0 <= y0 and x0 + w <= width and y0 + h <= height, (meta, width, height)
     assert w > 300 and h > 150, f"plot area too small: {w}x{h}"
+    return meta, bpp, rows, x0, y0, w, h
+
+
+def check_allocations(png):
+    _, bpp, rows, x0, y0, w, h = plot_area(png)
+    colors = {v: k for k, v in CATEGORIES.items()}
+    counts = {k: 0 for k in CATEGORIES}
+    best_bands, best_colors, columns_with_bands, best_same = 0, 0, 0, 0
+    for x in range(x0, x0 + w):
+        bands, prev, band_colors, per_color = 0, None, set(), {}
+        run = 0
+        for y in range(y0, y0 + h):
+            px = tuple(rows[y][x * bpp:x * bpp + 3])
+            name = colors.get(px)
+            if name:
+                counts[name] += 1
+            if name and name == prev:
+                run += 1
+                if run == 2:  # a band at least two pixels high
+                    bands += 1
+                    band_colors.add(name)
+                    per_color[name] = per_color.get(name, 0) + 1
+            else:
+                run = 1 if name else 0
+            prev = name
+        if bands >= 4:
+            columns_with_bands += 1
+        best_same = max([best_same] + list(per_color.values()))
+        if bands > best_bands:
+            best_bands, best_colors = bands, len(band_colors)
+    area = w * h
+    colored = sum(counts.values())
+    present = sorted(k for k, v in counts.items() if v >= 200)
+    print(f"plot area {w}x{h}: {colored / area:.1%} in category colors; present: {', '.join(present)}; "
+          f"at most {best_bands} bands of {best_colors} colors in a column, {best_same} of one color; "
+          f"{columns_with_bands} columns cross 4+ bands")
+    failures = []
+    if colored < 0.15 * area:
+        failures.append(f"only {colored / area:.1%} of the plot area shows allocations")
+    if len(present) < 3:
+        failures.append(f"only {len(present)} categories drawn: {present}")
+    if best_bands < 5 or best_colors < 3:
+        failures.append(f"no column crosses 5 bands of 3 colors (best: {best_bands} bands, {best_colors} colors)")
+    if best_same < 8:
+        failures.append(f"no column crosses 8 bands of one category (best: {best_same})")
+    if columns_with_bands < 0.2 * w:
+        failures.append(f"only {columns_with_bands} of {w} columns cross 4 or more bands")
+    if failures:
+        print("FAIL: " + "; ".join(failures))
+        return 1
+    print("OK: the allocations view shows separate bands of several categories")
+    return 0
+
+
+def main():
+    if sys.argv[1] == "--allocations":
+        return check_allocations(sys.argv[2])
+    png = sys.argv[1]
+    meta, bpp, rows, x0, y0, w, h = plot_area(png)
     colors = {v: k for k, v in CATEGORIES.items()}
     counts = {k: 0 for k in CATEGORIES}
     red = 0

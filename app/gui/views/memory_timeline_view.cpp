@@ -1,6 +1,7 @@
 #include "views/memory_timeline_view.h"
 
 #include <QHBoxLayout>
+#include <QLabel>
 #include <QMouseEvent>
 #include <QToolButton>
 #include <QToolTip>
@@ -13,6 +14,7 @@
 #include "core/analysis/downsample.h"
 #include "format.h"
 #include "theme.h"
+#include "views/alloc_bands_plottable.h"
 #include "views/axis_tickers.h"
 
 namespace remat::gui {
@@ -55,6 +57,9 @@ MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
   title_element_->setMargins(QMargins(kLeftMargin, 4, 0, 0));
   title_element_->setTextFlags(Qt::AlignLeft | Qt::AlignVCenter);
   plot_->setMinimumHeight(160);
+  bands_ = new AllocBandsPlottable(plot_->xAxis, plot_->yAxis);
+  bands_->removeFromLegend();
+  bands_->setVisible(false);
   connect(plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
           [this](const QCPRange& r) {
             clampRange(r);
@@ -65,10 +70,12 @@ MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
   connect(plot_, &QCustomPlot::mouseRelease, this, &MemoryTimelineView::onMouseRelease);
   connect(plot_, &QCustomPlot::legendClick, this,
           [this](QCPLegend*, QCPAbstractLegendItem* item, QMouseEvent*) { onLegendClick(item); });
-  // Above the plot: the focus on activations.
+  // Above the plot: the mode and the focus on activations.
   focus_bar_ = new QWidget(this);
   auto* bar = new QHBoxLayout(focus_bar_);
   bar->setContentsMargins(kLeftMargin - 4, 2, kRightMargin, 0);
+  addModeButtons(bar);
+  bar->addSpacing(12);
   activations_only_ = new QToolButton(focus_bar_);
   activations_only_->setText(tr("Activations only"));
   activations_only_->setCheckable(true);
@@ -76,7 +83,11 @@ MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
                                    "byte axis to the rest. Click a legend item to hide or show its category; "
                                    "wheel over the byte axis (or Ctrl+wheel) to zoom bytes."));
   bar->addWidget(activations_only_);
-  bar->addStretch(1);
+  pinned_ = new QLabel(focus_bar_);
+  pinned_->setTextFormat(Qt::RichText);
+  pinned_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  bar->addSpacing(12);
+  bar->addWidget(pinned_, 1);
   focus_bar_->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
   static_cast<QVBoxLayout*>(layout())->insertWidget(0, focus_bar_, 0);
   static_cast<QVBoxLayout*>(layout())->setStretchFactor(plot_, 1);
@@ -100,6 +111,8 @@ void MemoryTimelineView::setTrace(std::shared_ptr<const Trace> t, const QString&
   tl_ = {};
   phases_.clear();
   live_ = {};
+  bands_->setBands(nullptr);
+  pinned_->clear();
   if (trace_) {
     const Trace& tr = *trace_;
     tl_ = memory_timeline(tr);
@@ -129,6 +142,7 @@ void MemoryTimelineView::setTrace(std::shared_ptr<const Trace> t, const QString&
     for (int c = 0; c < kNumCategories; ++c)
       if (any[c] && static_cast<Category>(c) != Category::HostOffloaded) stacked_.push_back(static_cast<Category>(c));
     restack();
+    if (memory_mode_ == MemoryMode::Allocations) showAllocations();
   }
   rebuild();
 }
@@ -220,6 +234,7 @@ void MemoryTimelineView::rebuild() {
   L->setRowSpacing(0);
   plot_->yAxis->setLabel(compact_ ? QString() : tr("live bytes"));
 
+  bands_->setTimeMapping(origin_, timeScale());
   cursor_ = new QCPItemStraightLine(plot_);
   cursor_->setLayer("overlay");
   cursor_->setVisible(false);
@@ -507,7 +522,12 @@ void MemoryTimelineView::onMouseMove(QMouseEvent* e) {
   const double key = plot_->xAxis->pixelToCoord(e->position().x());
   setCursorKey(key);
   emit cursorMoved(key);
-  QToolTip::showText(e->globalPosition().toPoint() + QPoint(14, 10), describeAt(key), plot_);
+  QString text = describeAt(key);
+  if (memory_mode_ == MemoryMode::Allocations) {
+    const QString band = describeAllocationAt(e->position());
+    if (!band.isEmpty()) text = band + "<hr>" + text;
+  }
+  QToolTip::showText(e->globalPosition().toPoint() + QPoint(14, 10), text, plot_);
 }
 
 void MemoryTimelineView::onMousePress(QMouseEvent* e) { press_pos_ = e->pos(); }
@@ -516,6 +536,7 @@ void MemoryTimelineView::onMouseRelease(QMouseEvent* e) {
   if (x_.empty() || e->button() != Qt::LeftButton) return;
   if ((e->pos() - press_pos_).manhattanLength() > 4) return;
   if (!plot_->axisRect()->rect().contains(e->pos())) return;
+  if (memory_mode_ == MemoryMode::Allocations) return pinAllocationAt(e->position());
   const double key = plot_->xAxis->pixelToCoord(e->position().x());
   emit tensorsPicked(tensorsAt(key, 8), origin_ + static_cast<qint64>(key / timeScale()));
 }
@@ -550,8 +571,11 @@ double MemoryTimelineView::fittedValueMax() const {
 
 void MemoryTimelineView::applyFocus() {
   restack();
+  const bool stacked = memory_mode_ == MemoryMode::Stacked;
+  bands_->setShown(shown_);
+  bands_->setVisible(!stacked);
   for (std::size_t k = 0; k < stack_.size(); ++k) {
-    stack_[k]->setVisible(shown_[static_cast<int>(stacked_[k])]);
+    stack_[k]->setVisible(stacked && shown_[static_cast<int>(stacked_[k])]);
     // Filled down to the shown category below (the axis for the lowest).
     QCPGraph* below = nullptr;
     for (std::size_t j = k; j-- > 0;)

@@ -9,6 +9,10 @@
 // static categories (core's memory_focus); the shown categories are stacked from 0 and the value
 // axis is fitted to them, the hover's tensors are those of shown categories. The wheel over the
 // value axis, or Ctrl+wheel anywhere, zooms bytes; the plain wheel zooms time.
+//
+// Two modes, toggled above the plot: the stacked categories, or the allocations (each live
+// allocation its own band, alloc_bands_plottable.h) on the same axes, under the same focus;
+// hovering a band describes it, a click pins its details (and picks its tensor).
 #pragma once
 #include <QList>
 #include <QPair>
@@ -32,10 +36,15 @@ class QMouseEvent;
 class QCPTextElement;
 class QCPAbstractLegendItem;
 class QToolButton;
+class QLabel;
+class QHBoxLayout;
 
 namespace remat::gui {
 
+class AllocBandsPlottable;
+
 enum class TimeMode { Absolute, Normalized };
+enum class MemoryMode { Stacked, Allocations };
 
 class MemoryTimelineView : public PlotView {
   Q_OBJECT
@@ -86,6 +95,16 @@ class MemoryTimelineView : public PlotView {
   // Zooms the value axis by `steps` wheel steps (positive: in) around the value `at`.
   void zoomValue(double steps, double at);
 
+  // Stacked categories or one band per allocation.
+  void setMemoryMode(MemoryMode m);
+  MemoryMode memoryMode() const { return memory_mode_; }
+  AllocBandsPlottable* allocations() const { return bands_; }
+  // The allocation under a point of the plot (its pixels) described, empty when none; a click
+  // there pins it (none: unpins).
+  QString describeAllocationAt(const QPointF& pos) const;
+  void pinAllocationAt(const QPointF& pos);
+  QLabel* pinnedLabel() const { return pinned_; }
+
  signals:
   void tensorsPicked(const QList<QPair<int, QString>>& tensors, qint64 t_ns);
   void cursorMoved(double key);
@@ -108,6 +127,8 @@ class MemoryTimelineView : public PlotView {
   void applyFocus();
   void restack();
   bool wholeDevice() const;  // no device category hidden
+  void showAllocations();   // builds the bands on first use
+  void addModeButtons(QHBoxLayout* bar);
   QCPGraph* categoryGraph(Category c) const;
 
   std::shared_ptr<const Trace> trace_;
@@ -140,6 +161,11 @@ class MemoryTimelineView : public PlotView {
   QCPTextElement* title_element_ = nullptr;
   QToolButton* activations_only_ = nullptr;
   QWidget* focus_bar_ = nullptr;
+  MemoryMode memory_mode_ = MemoryMode::Stacked;
+  AllocBandsPlottable* bands_ = nullptr;
+  QToolButton* stacked_button_ = nullptr;
+  QToolButton* allocations_button_ = nullptr;
+  QLabel* pinned_ = nullptr;
   bool clamping_ = false;
   QPoint press_pos_;
 };
