@@ -134,8 +134,8 @@ int main(int argc, char** argv) {
   // (all threads): on a busy machine the wall time of the parallel parts is the load's.
   if (want("startup")) {
     CpuBackend be2(2);
-    LogicalClock c2;
-    TrackingAllocator a2(be2.memory(Space::Device), be2.memory(Space::Host), c2);
+    LogicalClock clock2;
+    TrackingAllocator a2(be2.memory(Space::Device), be2.memory(Space::Host), clock2);
     const double c0 = cpu_ms();
     auto t0 = std::chrono::steady_clock::now();
     ModelState st(g, be2, a2);
