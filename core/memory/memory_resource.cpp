@@ -5,35 +5,9 @@
 #include <cstring>
 #include <new>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include "core/util/error.h"
 
 namespace remat {
-
-namespace {
-
-// Blocks this large ask the kernel for transparent huge pages where it hands them out on request
-// (/sys/kernel/mm/transparent_hugepage/enabled = madvise): 512 times fewer page faults when the
-// model's memory is first touched (start-up, the first step), and fewer TLB misses after.
-constexpr std::size_t kHugePageFrom = std::size_t{32} << 20;
-
-void advise_huge_pages(void* p, std::size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (bytes < kHugePageFrom) return;
-  constexpr std::uintptr_t kPage = 4096;
-  const auto b = (reinterpret_cast<std::uintptr_t>(p) + kPage - 1) & ~(kPage - 1);
-  const auto e = (reinterpret_cast<std::uintptr_t>(p) + bytes) & ~(kPage - 1);
-  if (e > b) (void)madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);  // a hint: errors ignored
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
-}  // namespace
 
 // 64-byte aligned blocks from plain malloc: the block is 64 bytes longer and the pointer malloc
 // gave sits just below the aligned address. aligned_alloc asks malloc for more than a freed block
@@ -47,7 +21,6 @@ void* HeapMemory::allocate(std::size_t bytes) {
     throw OutOfMemoryError("host allocation of " + std::to_string(bytes) + " bytes failed", bytes,
                            0);
   auto base = reinterpret_cast<std::uintptr_t>(raw);
-  advise_huge_pages(raw, rounded + 64);
   auto aligned = (base + 64) & ~std::uintptr_t{63};  // at least 8 bytes above base: malloc aligns to 16
   reinterpret_cast<void**>(aligned)[-1] = raw;
   reserved_ += bytes;
