@@ -11,6 +11,8 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/engine/model_state.h"
 #include "core/engine/weight_init.h"
+#include "core/schedule/schedule.h"
+#include "core/trace/summary.h"
 #include "core/util/bf16.h"
 #include "core/util/error.h"
 #include "core/util/hash.h"
@@ -104,6 +106,25 @@ TEST(WeightInit, RangesOffTheFourValueGridAreRefused) {
   EXPECT_THROW(normal_values(key, 0.02f, 16, 0, 6, out.data()), Error);
   EXPECT_THROW(normal_values(key, 0.02f, 16, 0, 17, out.data()), Error);
   EXPECT_NO_THROW(normal_values(key, 0.02f, 15, 12, 15, out.data()));
+}
+
+}  // namespace
+}  // namespace remat
+
+namespace remat {
+namespace {
+
+TEST(StartUp, ARunRecordsTheTimeBeforeItsFirstStepAndTheSummaryCarriesIt) {
+  ModelConfig m = testing::small_model(Family::Gpt2, AttentionImpl::Naive, 0.0);
+  Trace t = testing::train(m, store_all_schedule(m.layers), 1, 3);
+  ASSERT_TRUE(t.complete) << t.error;
+  EXPECT_GT(t.startup_ms, 0.0);
+  ASSERT_FALSE(t.step_stats.empty());
+  const nlohmann::json j = summary_json(t);
+  ASSERT_TRUE(j.contains("startup_ms"));
+  EXPECT_DOUBLE_EQ(j["startup_ms"].get<double>(), t.startup_ms);
+  Trace unknown;
+  EXPECT_FALSE(summary_json(unknown).contains("startup_ms"));
 }
 
 }  // namespace
