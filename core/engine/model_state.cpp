@@ -51,18 +51,22 @@ void ModelState::init_weights(std::uint64_t seed) {
   if (!backend_.computes()) return;
   // fp32 values: straight into the fp32 tensor where the host can reach it, else through a
   // host buffer. bf16 parameters are then the rounded master weights.
+  // Where the host reaches the tensors, bf16 parameters are rounded in the same pass.
   const Tensor& dst = master.id ? master : params;
+  const bool direct = backend_.host_addressable();
+  const bool fused_bf16 = direct && master.id && params.dtype == DType::BF16;
   std::unique_ptr<float[]> host;
   float* out = nullptr;
-  if (backend_.host_addressable()) {
+  if (direct) {
     out = dst.as<float>();
   } else {
     host.reset(new float[static_cast<std::size_t>(layout_.total())]);
     out = host.get();
   }
-  init_weight_values(layout_, cfg_.layers, seed, out, backend_.host_threads());
+  init_weight_values(layout_, cfg_.layers, seed, out, backend_.host_threads(),
+                     fused_bf16 ? params.as<std::uint16_t>() : nullptr);
   if (host) backend_.write_bytes(dst, out);
-  if (master.id) backend_.cast(params, master);
+  if (master.id && !fused_bf16) backend_.cast(params, master);
   backend_.synchronize();
 }
 

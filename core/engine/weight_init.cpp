@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/util/bf16.h"
 #include "core/util/error.h"
 #include "core/util/parallel.h"
 
@@ -60,7 +61,7 @@ void normal_values(const DropoutKey& key, float stddev, std::int64_t numel, std:
 }
 
 void init_weight_values(const ParamLayout& layout, int layers, std::uint64_t seed, float* out,
-                        int threads) {
+                        int threads, std::uint16_t* rounded) {
   const float base = 0.02f, resid = 0.02f / std::sqrt(2.0f * static_cast<float>(layers));
   std::vector<Piece> pieces;
   for (std::size_t pi = 0; pi < layout.params().size(); ++pi) {
@@ -73,14 +74,19 @@ void init_weight_values(const ParamLayout& layout, int layers, std::uint64_t see
       const Piece& pc = pieces[static_cast<std::size_t>(k)];
       const ParamSpec& p = layout.params()[pc.param];
       float* o = out + p.offset + pc.begin;
+      const std::int64_t n = pc.end - pc.begin;
       if (p.cols == 1) {  // vectors: norm weights 1, biases 0
-        std::fill(o, o + (pc.end - pc.begin), ends_with(p.name, ".w") ? 1.0f : 0.0f);
-        continue;
+        std::fill(o, o + n, ends_with(p.name, ".w") ? 1.0f : 0.0f);
+      } else {
+        const bool residual_proj = p.name.find("attn.proj.w") != std::string::npos ||
+                                   p.name.find("mlp.fc2.w") != std::string::npos;
+        normal_values(weight_init_key(seed, pc.param), residual_proj ? resid : base, p.numel(),
+                      pc.begin, pc.end, o);
       }
-      const bool residual_proj = p.name.find("attn.proj.w") != std::string::npos ||
-                                 p.name.find("mlp.fc2.w") != std::string::npos;
-      normal_values(weight_init_key(seed, pc.param), residual_proj ? resid : base, p.numel(),
-                    pc.begin, pc.end, o);
+      if (rounded) {
+        std::uint16_t* r = rounded + p.offset + pc.begin;
+        for (std::int64_t i = 0; i < n; ++i) r[i] = float_to_bf16(o[i]);
+      }
     }
   });
 }

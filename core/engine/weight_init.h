@@ -21,9 +21,10 @@ void normal_values(const DropoutKey& key, float stddev, std::int64_t numel, std:
                    std::int64_t end, float* out);
 
 // Every parameter of the layout for `seed`, as fp32 in layout order, into out[0, total()),
-// on `threads` threads.
+// on `threads` threads; with rounded, also each value rounded to bf16 into rounded[0, total())
+// in the same pass.
 void init_weight_values(const ParamLayout& layout, int layers, std::uint64_t seed, float* out,
-                        int threads);
+                        int threads, std::uint16_t* rounded = nullptr);
 
 // The definition the above must match bit for bit: one value pair at a time on one thread,
 // a Philox call for every value (for tests and benchmarks).
