@@ -20,6 +20,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/backend/tensor.h"
@@ -63,6 +64,14 @@ class Backend {
   // Device bytes a run may use now (free host memory on the CPU, free GPU memory on CUDA);
   // 0 when unknown.
   virtual std::uint64_t available_memory() const { return 0; }
+  // True when the host may read and write device tensors' data directly (the CPU backend).
+  virtual bool host_addressable() const { return false; }
+  // Host threads for large host-side jobs of the run (start-up): the CPU backend's own thread
+  // count, so they never compete with its ops; elsewhere the machine's cores.
+  virtual int host_threads() const {
+    const unsigned n = std::thread::hardware_concurrency();
+    return n > 0 ? static_cast<int>(n) : 1;
+  }
   // Human-readable facts for provenance (BLAS, threads, CPU or GPU model, driver).
   virtual std::vector<std::pair<std::string, std::string>> describe() const { return {}; }
 

@@ -1,10 +1,9 @@
 #include "core/engine/model_state.h"
 
-#include <cmath>
+#include <memory>
 
-#include "core/util/bf16.h"
+#include "core/engine/weight_init.h"
 #include "core/util/hash.h"
-#include "core/util/philox.h"
 
 namespace remat {
 
@@ -50,32 +49,25 @@ Tensor ModelState::grad(int block, ParamSlot s) const {
 
 void ModelState::init_weights(std::uint64_t seed) {
   if (!backend_.computes()) return;
-  std::vector<float> host(static_cast<std::size_t>(layout_.total()));
-  const float base = 0.02f, resid = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg_.layers));
-  for (std::size_t pi = 0; pi < layout_.params().size(); ++pi) {
-    const ParamSpec& p = layout_.params()[pi];
-    float* out = host.data() + p.offset;
-    if (p.cols == 1) {  // vectors: norm weights 1, biases 0
-      bool is_weight = p.name.size() >= 2 && p.name.compare(p.name.size() - 2, 2, ".w") == 0;
-      for (std::int64_t i = 0; i < p.numel(); ++i) out[i] = is_weight ? 1.0f : 0.0f;
-      continue;
-    }
-    bool residual_proj = p.name.find("attn.proj.w") != std::string::npos ||
-                         p.name.find("mlp.fc2.w") != std::string::npos;
-    float stddev = residual_proj ? resid : base;
-    DropoutKey key{seed, 0xFFFFFFFFu, static_cast<std::uint32_t>(pi), 0x5EED};
-    for (std::int64_t i = 0; i < p.numel(); i += 2) {
-      // Box-Muller on two uniform draws from the counter-based generator.
-      float u1 = (static_cast<float>(philox_bits(key, static_cast<std::uint64_t>(i))) + 1.0f) /
-                 4294967296.0f;
-      float u2 = static_cast<float>(philox_bits(key, static_cast<std::uint64_t>(i) + 1)) /
-                 4294967296.0f;
-      float r = std::sqrt(-2.0f * std::log(u1)), th = 6.2831853f * u2;
-      out[i] = stddev * r * std::cos(th);
-      if (i + 1 < p.numel()) out[i + 1] = stddev * r * std::sin(th);
-    }
+  // fp32 values: straight into the fp32 tensor where the host can reach it, else through a
+  // host buffer. bf16 parameters are then the rounded master weights.
+  // Where the host reaches the tensors, bf16 parameters are rounded in the same pass.
+  const Tensor& dst = master.id ? master : params;
+  const bool direct = backend_.host_addressable();
+  const bool fused_bf16 = direct && master.id && params.dtype == DType::BF16;
+  std::unique_ptr<float[]> host;
+  float* out = nullptr;
+  if (direct) {
+    out = dst.as<float>();
+  } else {
+    host.reset(new float[static_cast<std::size_t>(layout_.total())]);
+    out = host.get();
   }
-  write_params(host);
+  init_weight_values(layout_, cfg_.layers, seed, out, backend_.host_threads(),
+                     fused_bf16 ? params.as<std::uint16_t>() : nullptr);
+  if (host) backend_.write_bytes(dst, out);
+  if (master.id && !fused_bf16) backend_.cast(params, master);
+  backend_.synchronize();
 }
 
 void ModelState::write_params(const std::vector<float>& values) {

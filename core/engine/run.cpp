@@ -150,6 +150,7 @@ Trace refused_run(const RunSpec& spec, const Backend& backend, const OutOfMemory
 
 Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Clock& clock,
                    const RunCallbacks& cb) {
+  const std::int64_t run_start = clock.now_ns();
   spec.model.validate();
   if (spec.steps < 1) throw ConfigError("steps", "must be at least 1, got " + std::to_string(spec.steps));
   if (spec.warmup < 0) throw ConfigError("warmup", "must be 0 or more, got " + std::to_string(spec.warmup));
@@ -216,6 +217,7 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
       corpus.batch(spec.seed, cur, spec.model.batch, spec.model.seq, spec.model.vocab, tok, tgt);
       if (!spec.dump_batch_path.empty()) append_window(dumped, tok, tgt, spec.model.seq);
       std::int64_t t0 = clock.now_ns();
+      if (cur == 0) tr.startup_ms = static_cast<double>(t0 - run_start) / 1e6;
       StepOutput out = ex.run_step(spec.schedule, cur, tok, tgt);
       std::int64_t t1 = clock.now_ns();
       std::vector<OpRecord> ops = profiler ? profiler->collect() : std::vector<OpRecord>{};

@@ -59,6 +59,7 @@ class JsonFields {
   std::uint64_t u64(const char* k) const { return at(k, nlohmann::json::value_t::number_unsigned).get<std::uint64_t>(); }
   std::int64_t i64(const char* k) const { return at(k, nlohmann::json::value_t::number_integer).get<std::int64_t>(); }
   int i32(const char* k) const { return checked_narrow<int>(i64(k), file_ + " field '" + k + "'"); }
+  double num(const char* k) const { return at(k, nlohmann::json::value_t::number_float).get<double>(); }
   bool boolean(const char* k) const { return at(k, nlohmann::json::value_t::boolean).get<bool>(); }
   const nlohmann::json& obj(const char* k) const { return at(k, nlohmann::json::value_t::object); }
   const nlohmann::json& arr(const char* k) const { return at(k, nlohmann::json::value_t::array); }
@@ -135,6 +136,7 @@ void trace_from_summary(const nlohmann::json& j, const std::string& file, Trace&
   if (ck.empty() || r.ec != std::errc() || r.ptr != ck.data() + ck.size())
     throw Error(file + ": field 'grad_checksum' is not hexadecimal (" + json_snippet(j["grad_checksum"]) + ")");
   t.profiler_overhead_ns = f.i64("profiler_overhead_ns");
+  t.startup_ms = j.contains("startup_ms") ? f.num("startup_ms") : 0.0;
   t.peak_tensors.clear();
   std::size_t n = 0;
   for (const auto& x : f.arr("peak_tensors")) {

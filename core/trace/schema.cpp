@@ -242,6 +242,7 @@ const std::vector<Field>& summary_fields() {
       {"plan.prefetches", J::Uint},
       {"grad_checksum", J::String},
       {"profiler_overhead_ns", J::Int},
+      {"startup_ms", J::Number, false},
       {"peak_tensors", J::Array},
       {"provenance", J::Object},
       {"timeline", J::Object},

@@ -81,6 +81,7 @@ nlohmann::json summary_json(const Trace& t) {
                    {"start_ns", t.step_start_ns}, {"end_ns", t.step_end_ns}};
   j["grad_checksum"] = hex64(t.grad_checksum);
   j["profiler_overhead_ns"] = t.profiler_overhead_ns;
+  if (t.startup_ms > 0.0) j["startup_ms"] = t.startup_ms;  // unknown (0) in older run directories
   nlohmann::json pt = nlohmann::json::array();
   for (const auto& [n, b] : t.peak_tensors) pt.push_back({{"tensor", n}, {"bytes", b}});
   j["peak_tensors"] = pt;

@@ -64,6 +64,7 @@ struct Trace {
   std::uint64_t block_forwards = 0;
   std::uint64_t grad_checksum = 0;
   std::int64_t profiler_overhead_ns = 0;
+  double startup_ms = 0.0;  // from the run's start to its first step (plan, data, memory, weights)
   std::vector<std::pair<std::string, std::uint64_t>> peak_tensors;  // largest alive at the peak
 
   std::vector<double> losses() const;        // counted steps

@@ -54,16 +54,21 @@ enum DropoutSite : std::uint32_t {
   kSiteMlpResidual = 4,
 };
 
-// 32 random bits for element `index` of the mask keyed by `key`.
-REMAT_HD std::uint32_t philox_bits(const DropoutKey& key, std::uint64_t index) {
+// The 128 bits of elements [4 * group, 4 * group + 4) of the mask keyed by `key`: element i
+// is v[i & 3] of block i / 4.
+REMAT_HD Philox4 philox_block(const DropoutKey& key, std::uint64_t group) {
   Philox4 c;
-  c.v[0] = static_cast<std::uint32_t>(index >> 2);
-  c.v[1] = static_cast<std::uint32_t>(index >> 34);
+  c.v[0] = static_cast<std::uint32_t>(group);
+  c.v[1] = static_cast<std::uint32_t>(group >> 32);
   c.v[2] = key.step;
   c.v[3] = (key.block << 8) ^ key.site;
-  Philox4 r = philox4x32(c, static_cast<std::uint32_t>(key.seed),
-                         static_cast<std::uint32_t>(key.seed >> 32));
-  return r.v[index & 3u];
+  return philox4x32(c, static_cast<std::uint32_t>(key.seed),
+                    static_cast<std::uint32_t>(key.seed >> 32));
+}
+
+// 32 random bits for element `index` of the mask keyed by `key`.
+REMAT_HD std::uint32_t philox_bits(const DropoutKey& key, std::uint64_t index) {
+  return philox_block(key, index >> 2).v[index & 3u];
 }
 
 // Elements with bits below the threshold are dropped. p is in [0, 1).

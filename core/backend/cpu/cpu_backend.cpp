@@ -135,10 +135,7 @@ using cpu::FV;
 
 CpuBackend::CpuBackend(int threads) : threads_(threads == 0 ? 2 : threads) {
   if (threads_ < 1) throw Error("cpu backend: threads must be >= 0, got " + std::to_string(threads));
-  {
-    std::shared_lock lock(fork_guard());
-    openblas_set_num_threads(threads_);
-  }
+  cpu::ensure_blas_threads(1);  // GEMMs are split over the pool, one OpenBLAS thread a lane
   pool_ = std::make_unique<cpu::ThreadPool>(threads_);
 }
 
@@ -157,7 +154,7 @@ std::vector<std::pair<std::string, std::string>> CpuBackend::describe() const {
   const char* cfg = openblas_get_config();
   d.emplace_back("blas", cfg ? cfg : "unknown");
   d.emplace_back("threads", std::to_string(threads_));
-  d.emplace_back("blas_threads", std::to_string(openblas_get_num_threads()));
+  d.emplace_back("blas_threads", "1");  // per lane: each GEMM is split over the pool (cpu_gemm_parts.h)
   std::string model = "unknown";
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);) {
@@ -212,15 +209,39 @@ std::uint64_t CpuBackend::workspace_bytes(const ModelConfig& m) const {
 
 // --- memory ops: any space ---
 
+namespace {
+
+// Bytes per part of a parallel memset or memcpy: below two parts the caller does it alone.
+constexpr std::int64_t kMemGrain = std::int64_t{1} << 22;
+
+}  // namespace
+
 void CpuBackend::fill_zero(const Tensor& t) {
-  if (t.data && t.numel > 0) std::memset(t.data, 0, t.bytes());
+  if (!t.data || t.numel <= 0) return;
+  char* p = static_cast<char*>(t.data);
+  cpu::parallel_for(*pool_, static_cast<std::int64_t>(t.bytes()), kMemGrain,
+                    [&](std::int64_t b, std::int64_t e, int) { std::memset(p + b, 0, e - b); });
 }
 
 void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
   if (dst.dtype != src.dtype || dst.numel != src.numel)
     throw Error("cpu copy: dst " + cpu::describe_tensor(dst) + " and src " +
                 cpu::describe_tensor(src) + " differ");
-  if (dst.numel > 0 && dst.data != src.data) std::memmove(dst.data, src.data, dst.bytes());
+  if (dst.numel <= 0 || dst.data == src.data) return;
+  const auto d = reinterpret_cast<std::uintptr_t>(dst.data), s = reinterpret_cast<std::uintptr_t>(src.data);
+  const std::uintptr_t n = dst.bytes();
+  if (d < s + n && s < d + n) {  // overlapping: one memmove
+    std::memmove(dst.data, src.data, n);
+    return;
+  }
+  copy_bytes(dst.data, src.data, n);
+}
+
+void CpuBackend::copy_bytes(void* dst, const void* src, std::uint64_t n) {
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  cpu::parallel_for(*pool_, static_cast<std::int64_t>(n), kMemGrain,
+                    [&](std::int64_t b, std::int64_t e, int) { std::memcpy(d + b, s + b, e - b); });
 }
 
 void CpuBackend::read(const Tensor& src, std::vector<float>& out) {
@@ -245,11 +266,11 @@ void CpuBackend::read(const Tensor& src, std::vector<float>& out) {
 }
 
 void CpuBackend::read_bytes(const Tensor& src, void* out) {
-  if (src.numel > 0) std::memcpy(out, src.data, src.bytes());
+  if (src.numel > 0) copy_bytes(out, src.data, src.bytes());
 }
 
 void CpuBackend::write_bytes(const Tensor& dst, const void* in) {
-  if (dst.numel > 0) std::memcpy(dst.data, in, dst.bytes());
+  if (dst.numel > 0) copy_bytes(dst.data, in, dst.bytes());
 }
 
 }  // namespace remat

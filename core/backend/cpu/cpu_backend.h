@@ -1,5 +1,8 @@
-// The reference backend: our own loops for every op, GEMMs through OpenBLAS with a thread count
-// fixed by the program. Deterministic: the same inputs give the same bits at a given thread count.
+// The reference backend: our own loops for every op, GEMMs through OpenBLAS. One thread count,
+// fixed for the run, for everything: the pool has that many lanes (the caller is lane 0), our
+// ops split their work over them, and each GEMM is split over them too, every lane calling
+// OpenBLAS single-threaded on its slice (cpu_gemm_parts.h), so no more threads than that ever
+// compute at once. Deterministic: the same inputs give the same bits at a given thread count.
 //
 // Both memory spaces are host heap. Compute ops refuse tensors in the host space (as a GPU
 // would), so executor bugs show up here first. GEMM operands in bf16 are staged to fp32 in the
@@ -17,7 +20,7 @@ class ThreadPool;
 
 class CpuBackend final : public Backend {
  public:
-  // threads: OpenBLAS threads (fixed for the whole run and recorded); 0 = 2.
+  // threads: lanes of the pool for our ops and GEMMs (fixed for the whole run and recorded); 0 = 2.
   explicit CpuBackend(int threads = 0);
   ~CpuBackend() override;
   int threads() const;
@@ -29,6 +32,8 @@ class CpuBackend final : public Backend {
   std::uint64_t workspace_bytes(const ModelConfig& m) const override;
   void set_workspace(const Tensor& ws) override;
   std::uint64_t available_memory() const override;  // MemAvailable from /proc/meminfo
+  bool host_addressable() const override { return true; }
+  int host_threads() const override { return threads_; }
   std::vector<std::pair<std::string, std::string>> describe() const override;
 
   // cpu_backend.cpp
@@ -123,6 +128,8 @@ class CpuBackend final : public Backend {
 #define OP(id, ...) void fwd_##id(const OpArgs& a); void bwd_##id(const OpArgs& a);
 #include "core/graph/ops.def"
 #undef OP
+
+  void copy_bytes(void* dst, const void* src, std::uint64_t n);  // on the pool, no overlap
 
   int threads_;
   std::unique_ptr<cpu::ThreadPool> pool_;

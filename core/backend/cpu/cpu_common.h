@@ -110,8 +110,8 @@ class ThreadPool {
   void* ctx_ = nullptr;
 };
 
-// OpenBLAS's thread count is global to the process; GEMM ops set it back to the backend's
-// count when another backend changed it, so results stay those of `threads`.
+// OpenBLAS's thread count is global to the process; GEMM ops set it back to 1 (each lane of the
+// pool calls it single-threaded) when something else in the process changed it.
 void ensure_blas_threads(int threads);
 
 // Calls f(begin, end, lane) on contiguous fixed parts of [0, n). Runs on the caller alone when
@@ -134,20 +134,6 @@ void parallel_for(ThreadPool& pool, std::int64_t n, std::int64_t grain, F&& f) {
     std::int64_t b = x->n * lane / x->parts, e = x->n * (lane + 1) / x->parts;
     if (b < e) (*x->f)(b, e, lane);
   }, &ctx);
-}
-
-// fp32 staging: dst[i] = src[i] (any float dtype to fp32).
-inline void to_f32(ThreadPool& pool, FV src, float* dst, std::int64_t n) {
-  parallel_for(pool, n, 1 << 15, [&](std::int64_t b, std::int64_t e, int) {
-    for (std::int64_t i = b; i < e; ++i) dst[i] = src[i];
-  });
-}
-
-// dst[i] = round(src[i]), or round(dst[i] + src[i]) when acc.
-inline void from_f32(ThreadPool& pool, const float* src, FV dst, std::int64_t n, bool acc) {
-  parallel_for(pool, n, 1 << 15, [&](std::int64_t b, std::int64_t e, int) {
-    for (std::int64_t i = b; i < e; ++i) dst.put(i, src[i], acc);
-  });
 }
 
 // Philox bits for elements [start, start + n) of the mask keyed by `key`; equals

@@ -1,7 +1,6 @@
-// Linear layers and the fused head + loss: GEMMs through cblas_sgemm on fp32 operands (bf16
-// tensors are staged to fp32 in the workspace), bias and rounding in our own loops.
-#include <cblas.h>
-
+// Linear layers and the fused head + loss: GEMMs through single-threaded cblas_sgemm calls on
+// slices of the output, one a lane of the pool (cpu_gemm_parts.h), on fp32 operands (bf16
+// tensors are widened to fp32 in the workspace), bias and rounding in our own loops.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -9,20 +8,13 @@
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
-#include "core/util/fork_guard.h"
+#include "core/backend/cpu/cpu_gemm_parts.h"
 
 namespace remat {
 
 using cpu::FV;
 
 namespace {
-
-// cblas_sgemm, never while a plugin child process is being forked (core/util/fork_guard.h).
-void sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
-           const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
-  std::shared_lock lock(fork_guard());
-  cblas_sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
 
 struct LinearFwdWs {
   float *xs = nullptr, *ws = nullptr, *ys = nullptr;
@@ -90,7 +82,7 @@ std::uint64_t CpuBackend::ws_head_loss(std::int64_t rows, int H, int V, bool bf1
 void CpuBackend::linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, const Tensor& y,
                             std::int64_t M, int K, int N) {
   const char* op = "linear_fwd";
-  cpu::ensure_blas_threads(threads_);
+  cpu::ensure_blas_threads(1);
   check_gemm_dims(M, K, N, op);
   cpu::check_float(x, op, "x", M * K);
   cpu::check_float(W, op, "W", static_cast<std::int64_t>(N) * K);
@@ -102,18 +94,19 @@ void CpuBackend::linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, c
              ybf = y.dtype == DType::BF16;
   LinearFwdWs w(arena, M, K, N, xbf, wbf, ybf);
   const float* xs = f32_or_null(x);
-  const float* Ws = f32_or_null(W);
-  if (xbf) cpu::to_f32(*pool_, FV(x), w.xs, M * K), xs = w.xs;
-  if (wbf) cpu::to_f32(*pool_, FV(W), w.ws, static_cast<std::int64_t>(N) * K), Ws = w.ws;
+  if (xbf) cpu::widen_all(*pool_, FV(x), w.xs, M * K), xs = w.xs;
   float* ys = ybf ? w.ys : y.as<float>();
-  sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), N, K, 1.0f, xs, K,
-              Ws, K, 0.0f, ys, N);
-  if (!has_b && !ybf) return;
-  FV bv = has_b ? FV(*b) : FV(), yv(y);
-  cpu::parallel_for(*pool_, M, std::max<std::int64_t>(1, 16384 / N),
-                    [&](std::int64_t r0, std::int64_t r1, int) {
-    for (std::int64_t r = r0; r < r1; ++r)
-      for (int n = 0; n < N; ++n) {
+  const FV Wv(W), bv = has_b ? FV(*b) : FV(), yv(y);
+  // Each lane: its rows of W (widened), its columns of y, their bias and rounding.
+  const auto split = cpu::gemm_split(N, 2.0 * static_cast<double>(M) * K * N, threads_);
+  cpu::for_slices(*pool_, split, [&](std::int64_t n0, std::int64_t n1) {
+    const int nn = static_cast<int>(n1 - n0);
+    const float* Ws = wbf ? w.ws + n0 * K : static_cast<const float*>(W.data) + n0 * K;
+    if (wbf) cpu::widen(Wv, n0 * K, w.ws + n0 * K, static_cast<std::int64_t>(nn) * K);
+    cpu::sgemm1(false, true, static_cast<int>(M), nn, K, xs, K, Ws, K, 0.0f, ys + n0, N);
+    if (!has_b && !ybf) return;
+    for (std::int64_t r = 0; r < M; ++r)
+      for (std::int64_t n = n0; n < n1; ++n) {
         float v = ys[r * N + n];
         if (has_b) v += bv[n];
         yv.set(r * N + n, v);
@@ -125,7 +118,7 @@ void CpuBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, 
                             const Tensor& dW, const Tensor* db, std::int64_t M, int K, int N,
                             bool acc) {
   const char* op = "linear_bwd";
-  cpu::ensure_blas_threads(threads_);
+  cpu::ensure_blas_threads(1);
   check_gemm_dims(M, K, N, op);
   const std::int64_t NK = static_cast<std::int64_t>(N) * K;
   cpu::check_float(x, op, "x", M * K);
@@ -142,7 +135,7 @@ void CpuBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, 
   LinearBwdWs w(arena, M, K, N, dybf, xbf || dxbf, (has_dx && wbf) || dwbf);
 
   const float* dys = f32_or_null(dy);
-  if (dybf) cpu::to_f32(*pool_, FV(dy), w.A, M * N), dys = w.A;
+  if (dybf) cpu::widen_all(*pool_, FV(dy), w.A, M * N), dys = w.A;
 
   if (has_db) {  // db += colsum(dy), summed over rows in order
     FV dbv(*db);
@@ -159,31 +152,33 @@ void CpuBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, 
     });
   }
 
-  // dW += dy^T x
+  // dW += dy^T x, a slice of dW's rows a lane. bf16 dW: the product in fp32, then one rounding
+  // of dW + product.
   const float* xs = f32_or_null(x);
-  if (xbf) cpu::to_f32(*pool_, FV(x), w.X, M * K), xs = w.X;
-  if (dwbf) {
-    cpu::to_f32(*pool_, FV(dW), w.Wb, NK);
-    sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, static_cast<int>(M), 1.0f, dys, N,
-                xs, K, 1.0f, w.Wb, K);
-    cpu::from_f32(*pool_, w.Wb, FV(dW), NK, false);
-  } else {
-    sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, static_cast<int>(M), 1.0f, dys, N,
-                xs, K, 1.0f, dW.as<float>(), K);
-  }
+  if (xbf) cpu::widen_all(*pool_, FV(x), w.X, M * K), xs = w.X;
+  const FV dWv(dW);
+  const double flops = 2.0 * static_cast<double>(M) * K * N;
+  cpu::for_slices(*pool_, cpu::gemm_split(N, flops, threads_), [&](std::int64_t n0, std::int64_t n1) {
+    const int nn = static_cast<int>(n1 - n0);
+    float* C = dwbf ? w.Wb + n0 * K : dW.as<float>() + n0 * K;
+    cpu::sgemm1(true, false, nn, K, static_cast<int>(M), dys + n0, N, xs, K, dwbf ? 0.0f : 1.0f,
+                C, K);
+    if (dwbf) cpu::narrow(C, dWv, n0 * K, static_cast<std::int64_t>(nn) * K, true);
+  });
 
-  // dx = dy W (acc: +=)
+  // dx = dy W (acc: +=), a slice of dx's columns a lane (with those columns of W widened).
   if (!has_dx) return;
-  const float* Ws = f32_or_null(W);
-  if (wbf) cpu::to_f32(*pool_, FV(W), w.Wb, NK), Ws = w.Wb;
-  if (dxbf) {
-    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), K, N, 1.0f, dys,
-                N, Ws, K, 0.0f, w.X, K);
-    cpu::from_f32(*pool_, w.X, FV(*dx), M * K, acc);
-  } else {
-    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), K, N, 1.0f, dys,
-                N, Ws, K, acc ? 1.0f : 0.0f, dx->as<float>(), K);
-  }
+  const FV Wv(W), dxv(*dx);
+  cpu::for_slices(*pool_, cpu::gemm_split(K, flops, threads_), [&](std::int64_t k0, std::int64_t k1) {
+    const int kk = static_cast<int>(k1 - k0);
+    const float* Ws = wbf ? w.Wb : static_cast<const float*>(W.data);
+    if (wbf) cpu::widen_cols(Wv, w.Wb, N, K, k0, k1);
+    float* C = dxbf ? w.X : dx->as<float>();
+    cpu::sgemm1(false, false, static_cast<int>(M), kk, N, dys, N, Ws + k0, K,
+                !dxbf && acc ? 1.0f : 0.0f, C + k0, K);
+    if (dxbf)
+      for (std::int64_t r = 0; r < M; ++r) cpu::narrow(C + r * K + k0, dxv, r * K + k0, kk, acc);
+  });
 }
 
 namespace {
@@ -209,7 +204,7 @@ void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targe
                            const Tensor& losses, const Tensor& dx, const Tensor& dW,
                            std::int64_t rows, int H, int V, float scale, float softcap) {
   const char* op = "head_loss";
-  cpu::ensure_blas_threads(threads_);
+  cpu::ensure_blas_threads(1);
   check_gemm_dims(rows, H, V, op);
   const std::int64_t VH = static_cast<std::int64_t>(V) * H;
   cpu::check_float(x, op, "x", rows * H);
@@ -231,19 +226,24 @@ void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targe
   HeadWs w(arena, rows, H, V, wbf, dwbf, xbf, dxbf);
 
   const float* Ws = f32_or_null(W);
-  if (wbf) cpu::to_f32(*pool_, FV(W), w.Ws, VH), Ws = w.Ws;
+  if (wbf) cpu::widen_all(*pool_, FV(W), w.Ws, VH), Ws = w.Ws;
+  // bf16 dW: the chunks' products summed in fp32 (the first overwrites), dW rounded once at the
+  // end with what it held before.
   float* dWs = dwbf ? w.dWs : dW.as<float>();
-  if (dwbf) cpu::to_f32(*pool_, FV(dW), w.dWs, VH);
   float* loss = losses.as<float>();
   FV xv(x), dxv(dx);
 
   for (std::int64_t r0 = 0; r0 < rows; r0 += cpu::kHeadRows) {
     const int c = static_cast<int>(std::min<std::int64_t>(cpu::kHeadRows, rows - r0));
     const float* xs = xbf ? w.Xs : x.as<const float>() + r0 * H;
-    if (xbf) cpu::to_f32(*pool_, xv.offset(r0 * H), w.Xs, static_cast<std::int64_t>(c) * H);
+    if (xbf) cpu::widen(xv, r0 * H, w.Xs, static_cast<std::int64_t>(c) * H);
     float* L = w.L;
-    sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c, V, H, 1.0f, xs, H, Ws, H, 0.0f, L,
-                V);
+    const double flops = 2.0 * c * H * static_cast<double>(V);
+    const auto by_vocab = cpu::gemm_split(V, flops, threads_);
+    cpu::for_slices(*pool_, by_vocab, [&](std::int64_t v0, std::int64_t v1) {
+      cpu::sgemm1(false, true, c, static_cast<int>(v1 - v0), H, xs, H, Ws + v0 * H, H, 0.0f,
+                  L + v0, V);
+    });
     // Per row: loss = logsumexp - logit[target]; the row becomes dlogits. Soft-capped: the row
     // holds t = tanh(raw / cap), the logit is t * cap, and d logit / d raw = 1 - t^2.
     cpu::parallel_for(*pool_, c, 4, [&](std::int64_t i0, std::int64_t i1, int) {
@@ -267,17 +267,27 @@ void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targe
         }
       }
     });
-    // dx = dlogits W (overwritten)
+    // dx = dlogits W (overwritten), a slice of its columns a lane
     float* dxs = dxbf ? w.DX : dx.as<float>() + r0 * H;
-    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c, H, V, 1.0f, L, V, Ws, H, 0.0f, dxs,
-                H);
-    if (dxbf) cpu::from_f32(*pool_, w.DX, dxv.offset(r0 * H), static_cast<std::int64_t>(c) * H,
-                            false);
-    // dW += dlogits^T x
-    sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, H, c, 1.0f, L, V, xs, H, 1.0f, dWs,
-                H);
+    cpu::for_slices(*pool_, cpu::gemm_split(H, flops, threads_), [&](std::int64_t h0, std::int64_t h1) {
+      const int hh = static_cast<int>(h1 - h0);
+      cpu::sgemm1(false, false, c, hh, V, L, V, Ws + h0, H, 0.0f, dxs + h0, H);
+      if (dxbf)
+        for (int r = 0; r < c; ++r) cpu::narrow(dxs + r * H + h0, dxv, (r0 + r) * H + h0, hh, false);
+    });
+    // dW += dlogits^T x, a slice of its rows a lane
+    const float beta = dwbf && r0 == 0 ? 0.0f : 1.0f;
+    cpu::for_slices(*pool_, by_vocab, [&](std::int64_t v0, std::int64_t v1) {
+      cpu::sgemm1(true, false, static_cast<int>(v1 - v0), H, c, L + v0, V, xs, H, beta,
+                  dWs + v0 * H, H);
+    });
   }
-  if (dwbf) cpu::from_f32(*pool_, w.dWs, FV(dW), VH, false);
+  if (dwbf) {
+    const FV dWv(dW);
+    cpu::parallel_for(*pool_, VH, 1 << 15, [&](std::int64_t b, std::int64_t e, int) {
+      cpu::narrow(w.dWs + b, dWv, b, e - b, true);
+    });
+  }
 }
 
 }  // namespace remat

@@ -1,0 +1,124 @@
+#include "core/engine/weight_init.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/util/bf16.h"
+#include "core/util/error.h"
+#include "core/util/parallel.h"
+
+namespace remat {
+
+namespace {
+
+// Values per piece of work: large enough to amortize a piece, small enough to balance threads.
+constexpr std::int64_t kPiece = std::int64_t{1} << 16;
+
+bool ends_with(const std::string& s, const char* tail) {
+  const std::size_t n = std::char_traits<char>::length(tail);
+  return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
+}
+
+// One normal pair from two uniform draws: (cos, sin) of Box-Muller, both times stddev.
+inline void box_muller(std::uint32_t a, std::uint32_t b, float stddev, float& c, float& s) {
+  const float u1 = (static_cast<float>(a) + 1.0f) / 4294967296.0f;
+  const float u2 = static_cast<float>(b) / 4294967296.0f;
+  const float r = std::sqrt(-2.0f * std::log(u1)), th = 6.2831853f * u2;
+  c = stddev * r * std::cos(th);
+  s = stddev * r * std::sin(th);
+}
+
+struct Piece {
+  std::size_t param;
+  std::int64_t begin, end;
+};
+
+}  // namespace
+
+DropoutKey weight_init_key(std::uint64_t seed, std::size_t index) {
+  return DropoutKey{seed, 0xFFFFFFFFu, static_cast<std::uint32_t>(index), 0x5EED};
+}
+
+void normal_values(const DropoutKey& key, float stddev, std::int64_t numel, std::int64_t begin,
+                   std::int64_t end, float* out) {
+  if (begin < 0 || begin % 4 != 0 || end > numel || (end < numel && end % 4 != 0) || end < begin)
+    throw Error("normal_values: bad range [" + std::to_string(begin) + ", " + std::to_string(end) +
+                ") of " + std::to_string(numel) + " values");
+  for (std::int64_t i = begin; i < end; i += 4) {
+    // One Philox block serves elements i .. i + 3: two Box-Muller pairs.
+    const Philox4 r = philox_block(key, static_cast<std::uint64_t>(i) >> 2);
+    float* o = out + (i - begin);
+    float c, s;
+    box_muller(r.v[0], r.v[1], stddev, c, s);
+    o[0] = c;
+    if (i + 1 < end) o[1] = s;
+    if (i + 2 >= end) break;
+    box_muller(r.v[2], r.v[3], stddev, c, s);
+    o[2] = c;
+    if (i + 3 < end) o[3] = s;
+  }
+}
+
+void init_weight_values(const ParamLayout& layout, int layers, std::uint64_t seed, float* out,
+                        int threads, std::uint16_t* rounded) {
+  const float base = 0.02f, resid = 0.02f / std::sqrt(2.0f * static_cast<float>(layers));
+  std::vector<Piece> pieces;
+  for (std::size_t pi = 0; pi < layout.params().size(); ++pi) {
+    const std::int64_t n = layout.params()[pi].numel();
+    for (std::int64_t b = 0; b < n; b += kPiece) pieces.push_back({pi, b, std::min(n, b + kPiece)});
+  }
+  parallel_parts(threads, static_cast<std::int64_t>(pieces.size()), 1,
+                 [&](std::int64_t p0, std::int64_t p1) {
+    for (std::int64_t k = p0; k < p1; ++k) {
+      const Piece& pc = pieces[static_cast<std::size_t>(k)];
+      const ParamSpec& p = layout.params()[pc.param];
+      float* o = out + p.offset + pc.begin;
+      const std::int64_t n = pc.end - pc.begin;
+      if (p.cols == 1) {  // vectors: norm weights 1, biases 0
+        std::fill(o, o + n, ends_with(p.name, ".w") ? 1.0f : 0.0f);
+      } else {
+        const bool residual_proj = p.name.find("attn.proj.w") != std::string::npos ||
+                                   p.name.find("mlp.fc2.w") != std::string::npos;
+        normal_values(weight_init_key(seed, pc.param), residual_proj ? resid : base, p.numel(),
+                      pc.begin, pc.end, o);
+      }
+      if (rounded) {
+        std::uint16_t* r = rounded + p.offset + pc.begin;
+        for (std::int64_t i = 0; i < n; ++i) r[i] = float_to_bf16(o[i]);
+      }
+    }
+  });
+}
+
+std::vector<float> reference_weight_values(const ParamLayout& layout, int layers,
+                                           std::uint64_t seed) {
+  std::vector<float> host(static_cast<std::size_t>(layout.total()));
+  const float base = 0.02f, resid = 0.02f / std::sqrt(2.0f * static_cast<float>(layers));
+  for (std::size_t pi = 0; pi < layout.params().size(); ++pi) {
+    const ParamSpec& p = layout.params()[pi];
+    float* out = host.data() + p.offset;
+    if (p.cols == 1) {
+      const bool is_weight = ends_with(p.name, ".w");
+      for (std::int64_t i = 0; i < p.numel(); ++i) out[i] = is_weight ? 1.0f : 0.0f;
+      continue;
+    }
+    const bool residual_proj = p.name.find("attn.proj.w") != std::string::npos ||
+                               p.name.find("mlp.fc2.w") != std::string::npos;
+    const float stddev = residual_proj ? resid : base;
+    const DropoutKey key{seed, 0xFFFFFFFFu, static_cast<std::uint32_t>(pi), 0x5EED};
+    for (std::int64_t i = 0; i < p.numel(); i += 2) {
+      const float u1 =
+          (static_cast<float>(philox_bits(key, static_cast<std::uint64_t>(i))) + 1.0f) /
+          4294967296.0f;
+      const float u2 = static_cast<float>(philox_bits(key, static_cast<std::uint64_t>(i) + 1)) /
+                       4294967296.0f;
+      const float r = std::sqrt(-2.0f * std::log(u1)), th = 6.2831853f * u2;
+      out[i] = stddev * r * std::cos(th);
+      if (i + 1 < p.numel()) out[i + 1] = stddev * r * std::sin(th);
+    }
+  }
+  return host;
+}
+
+}  // namespace remat

@@ -1,0 +1,131 @@
+// The initial weights do not depend on the thread count or on how the work is split: the
+// parallel initialization gives the bits of the one-value-at-a-time reference
+// (reference_weight_values, the original serial definition).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/backend/cpu/cpu_backend.h"
+#include "core/engine/model_state.h"
+#include "core/engine/weight_init.h"
+#include "core/schedule/schedule.h"
+#include "core/trace/summary.h"
+#include "core/util/bf16.h"
+#include "core/util/error.h"
+#include "core/util/hash.h"
+#include "engine_test_util.h"
+
+namespace remat {
+namespace {
+
+std::uint64_t bits_hash(const std::vector<float>& v) {
+  Fnv1a64 h;
+  h.update(reinterpret_cast<const unsigned char*>(v.data()), v.size() * sizeof(float));
+  return h.value();
+}
+
+// Large enough that the embedding is split into many pieces of work (an odd vocabulary).
+ModelConfig wide_vocab_model(Family arch, DType dtype) {
+  ModelConfig m = testing::small_model(arch, AttentionImpl::Naive, 0.0, dtype);
+  m.vocab = 50257;
+  return m;
+}
+
+TEST(WeightInit, ParallelValuesEqualTheSerialReferenceAtEveryThreadCount) {
+  for (Family arch : {Family::Gpt2, Family::Llama}) {
+    ModelConfig m = wide_vocab_model(arch, DType::F32);
+    ParamLayout layout(m);
+    const std::vector<float> ref = reference_weight_values(layout, m.layers, 1234);
+    const std::uint64_t ref_hash = bits_hash(ref);
+    for (int threads : {1, 2, 3, 7}) {
+      std::vector<float> got(ref.size(), -7.0f);
+      init_weight_values(layout, m.layers, 1234, got.data(), threads);
+      EXPECT_EQ(bits_hash(got), ref_hash) << "threads " << threads;
+      ASSERT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0)
+          << "threads " << threads;
+    }
+    // A different seed gives different weights.
+    std::vector<float> other(ref.size());
+    init_weight_values(layout, m.layers, 1235, other.data(), 2);
+    EXPECT_NE(bits_hash(other), ref_hash);
+  }
+}
+
+TEST(WeightInit, ModelStateHoldsTheReferenceWeightsAndTheirRounding) {
+  for (DType dt : {DType::F32, DType::BF16}) {
+    ModelConfig m = wide_vocab_model(Family::Gpt2, dt);
+    const std::vector<float> ref = reference_weight_values(ParamLayout(m), m.layers, 99);
+    for (int threads : {1, 2, 3}) {
+      CpuBackend be(threads);
+      LogicalClock clock;
+      TrackingAllocator alloc(be.memory(Space::Device), be.memory(Space::Host), clock);
+      ModelState s(m, be, alloc);
+      s.init_weights(99);
+      const std::vector<float> master = s.read_params();
+      ASSERT_EQ(master.size(), ref.size());
+      EXPECT_EQ(std::memcmp(master.data(), ref.data(), ref.size() * sizeof(float)), 0)
+          << to_string(dt) << " threads " << threads;
+      std::vector<float> params;
+      be.read(s.params, params);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < ref.size(); ++i) {
+        const float want = dt == DType::BF16 ? bf16_to_float(float_to_bf16(ref[i])) : ref[i];
+        wrong += std::memcmp(&params[i], &want, sizeof(float)) != 0;
+      }
+      EXPECT_EQ(wrong, 0u) << to_string(dt) << " threads " << threads;
+    }
+  }
+}
+
+TEST(WeightInit, AnyRangeOfAParameterEqualsTheSameRangeOfTheWhole) {
+  const DropoutKey key = weight_init_key(7, 3);
+  for (std::int64_t numel : {1, 2, 3, 5, 13, 64, 1001}) {
+    std::vector<float> whole(static_cast<std::size_t>(numel));
+    normal_values(key, 0.5f, numel, 0, numel, whole.data());
+    for (std::int64_t b = 0; b < numel; b += 4) {
+      for (std::int64_t e : {std::min(numel, b + 4), std::min(numel, b + 8), numel}) {
+        std::vector<float> part(static_cast<std::size_t>(e - b));
+        normal_values(key, 0.5f, numel, b, e, part.data());
+        ASSERT_EQ(std::memcmp(part.data(), whole.data() + b, part.size() * sizeof(float)), 0)
+            << "numel " << numel << " [" << b << ", " << e << ")";
+      }
+    }
+    double sum = 0.0;
+    for (float x : whole) sum += std::fabs(x);
+    EXPECT_GT(sum, 0.0) << numel;
+  }
+}
+
+TEST(WeightInit, RangesOffTheFourValueGridAreRefused) {
+  std::vector<float> out(16);
+  const DropoutKey key = weight_init_key(1, 0);
+  EXPECT_THROW(normal_values(key, 0.02f, 16, 2, 8, out.data()), Error);
+  EXPECT_THROW(normal_values(key, 0.02f, 16, 0, 6, out.data()), Error);
+  EXPECT_THROW(normal_values(key, 0.02f, 16, 0, 17, out.data()), Error);
+  EXPECT_NO_THROW(normal_values(key, 0.02f, 15, 12, 15, out.data()));
+}
+
+}  // namespace
+}  // namespace remat
+
+namespace remat {
+namespace {
+
+TEST(StartUp, ARunRecordsTheTimeBeforeItsFirstStepAndTheSummaryCarriesIt) {
+  ModelConfig m = testing::small_model(Family::Gpt2, AttentionImpl::Naive, 0.0);
+  Trace t = testing::train(m, store_all_schedule(m.layers), 1, 3);
+  ASSERT_TRUE(t.complete) << t.error;
+  EXPECT_GT(t.startup_ms, 0.0);
+  ASSERT_FALSE(t.step_stats.empty());
+  const nlohmann::json j = summary_json(t);
+  ASSERT_TRUE(j.contains("startup_ms"));
+  EXPECT_DOUBLE_EQ(j["startup_ms"].get<double>(), t.startup_ms);
+  Trace unknown;
+  EXPECT_FALSE(summary_json(unknown).contains("startup_ms"));
+}
+
+}  // namespace
+}  // namespace remat
