@@ -158,6 +158,7 @@ std::vector<std::pair<std::string, std::string>> CpuBackend::describe() const {
   d.emplace_back("blas", cfg ? cfg : "unknown");
   d.emplace_back("threads", std::to_string(threads_));
   d.emplace_back("blas_threads", std::to_string(openblas_get_num_threads()));
+  d.emplace_back("simd_target", cpu::simd::active_name());
   std::string model = "unknown";
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);) {
