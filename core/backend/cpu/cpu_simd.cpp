@@ -57,8 +57,8 @@ const Kernels* by_name(const std::string& spec) {
     if (lower(k->name) == s) return k;
     names += std::string(", ") + k->name;
   }
-  throw Error("REMAT_SIMD=" + spec + ": expected scalar, baseline, best or a target this CPU runs" +
-              names);
+  throw Error("REMAT_SIMD=" + spec + ": expected scalar, baseline, best or a target this CPU runs (" +
+              names.substr(2) + ")");
 }
 
 const Kernels* active() {
