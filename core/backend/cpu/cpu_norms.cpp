@@ -68,14 +68,17 @@ void param_grads(cpu::ThreadPool& pool, FV x, FV dy, const float* stats, FV dw, 
       const int c0 = static_cast<int>(blk) * cpu::kColBlock;
       const int nc = std::min(cpu::kColBlock, H - c0);
       float aw[cpu::kColBlock] = {}, ab[cpu::kColBlock] = {};
-      if (k) k->norm_param_cols(x.ref(), dy.ref(), stats, rows, g.ld, g.off, c0, nc, aw, db ? ab : nullptr);
-      for (std::int64_t r = 0; !k && r < rows; ++r) {
-        const float mean = stats[2 * r], rstd = stats[2 * r + 1];
-        const std::int64_t base = g.at(r) + c0;
-        for (int c = 0; c < nc; ++c) {
-          const float d = dy[base + c];
-          aw[c] += d * ((x[base + c] - mean) * rstd);
-          ab[c] += d;
+      if (k) {
+        k->norm_param_cols(x.ref(), dy.ref(), stats, rows, g.ld, g.off, c0, nc, aw, db ? ab : nullptr);
+      } else {
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const float mean = stats[2 * r], rstd = stats[2 * r + 1];
+          const std::int64_t base = g.at(r) + c0;
+          for (int c = 0; c < nc; ++c) {
+            const float d = dy[base + c];
+            aw[c] += d * ((x[base + c] - mean) * rstd);
+            ab[c] += d;
+          }
         }
       }
       for (int c = 0; c < nc; ++c) {
