@@ -1,6 +1,8 @@
 // Step times on this machine, and how close our GEMM path gets to OpenBLAS's own sgemm.
 // Usage: engine_bench [repeats] [steps|gemm|startup|walk ...]   (prints one line per figure;
 // without sections, all of them)
+//        engine_bench ops [repeats]   the element-wise and norm ops of a gpt2-124m step with the
+//        scalar reference and each SIMD kernel set, and memory bandwidth (copy, triad), one run
 #include <cblas.h>
 
 #include <algorithm>
@@ -8,10 +10,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/backend/cpu/cpu_backend.h"
+#include "core/backend/cpu/cpu_simd.h"
 #include "core/engine/model_state.h"
 #include "core/engine/run.h"
 #include "core/engine/weight_init.h"
@@ -59,9 +64,96 @@ double time_ms(int reps, F&& f) {
   return median(v);
 }
 
+// STREAM-like bandwidth on two threads over n floats a array: copy a = b (8 bytes an element
+// moved) and triad a = b + s c (12); GB/s, the median of reps.
+void bandwidth(std::int64_t n, int reps, double& copy_gbs, double& triad_gbs) {
+  std::vector<float> a(n, 0.0f), b(n, 1.0f), c(n, 2.0f);
+  auto two = [&](auto&& body) {
+    std::thread t([&] { body(n / 2, n); });
+    body(0, n / 2);
+    t.join();
+  };
+  const double cp = time_ms(reps, [&] {
+    two([&](std::int64_t i0, std::int64_t i1) { std::copy(b.data() + i0, b.data() + i1, a.data() + i0); });
+  });
+  const double tr = time_ms(reps, [&] {
+    two([&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) a[i] = b[i] + 3.0f * c[i];
+    });
+  });
+  copy_gbs = 8.0 * n / cp / 1e6;
+  triad_gbs = 12.0 * n / tr / 1e6;
+}
+
+// Per-op times on gpt2-124m activations (B1 T1024: 1024 rows of 768, the MLP's 3072) and AdamW
+// over n_params, the scalar reference against every SIMD set in the same run.
+int op_bench(int reps) {
+  const std::int64_t rows = 1024, H = 768, n = rows * H, n_params = 32 << 20;
+  CpuBackend be(2);
+  LogicalClock clock;
+  TrackingAllocator alloc(be.memory(Space::Device), be.memory(Space::Host), clock);
+  std::vector<Tensor> owned;
+  auto make = [&](DType dt, std::int64_t count) {
+    Tensor t = alloc.allocate(dt, count, {});
+    be.fill_zero(t);
+    owned.push_back(t);
+    return t;
+  };
+  be.set_workspace(make(DType::U8, 16 << 20));
+  const DType bf = DType::BF16;
+  Tensor x = make(bf, 4 * n), y = make(bf, 4 * n), r = make(bf, n), o = make(bf, n), f = make(DType::F32, 4 * n);
+  Tensor mask = make(DType::U8, n), w = make(bf, H), b = make(bf, H), dw = make(bf, H), db = make(bf, H);
+  be.dropout_mask(mask, DropoutKey{1, 1, 1, 1}, 0.1f, n);
+  Tensor P = make(DType::F32, n_params), G = make(DType::F32, n_params), M = make(DType::F32, n_params),
+         V = make(DType::F32, n_params), Pb = make(bf, n_params), Gb = make(bf, n_params);
+  const std::vector<AdamSegment> segs = {{0, n_params, true}};
+  AdamArgs args;
+  struct Op {
+    const char* name;
+    double bytes;  // nominal bytes read and written per call
+    std::function<void()> run;
+  };
+  const std::vector<Op> ops = {
+      {"cast bf16->fp32 [1024x3072]", 6.0 * 4 * n, [&] { be.cast(f, x); }},
+      {"cast fp32->bf16 [1024x3072]", 6.0 * 4 * n, [&] { be.cast(y, f); }},
+      {"residual_fwd (dropout 0.1)", 7.0 * n, [&] { be.residual_fwd(r, x, &mask, o, 0.1f, n); }},
+      {"residual_bwd (dropout 0.1)", 7.0 * n, [&] { be.residual_bwd(o, &mask, r, y, 0.1f, n, true, false); }},
+      {"dropout_fwd", 5.0 * n, [&] { be.dropout_fwd(x, mask, y, 0.1f, n); }},
+      {"layernorm_fwd [1024x768]", 4.0 * n, [&] { be.layernorm_fwd(x, w, b, y, rows, H, 1e-5f); }},
+      {"layernorm_bwd [1024x768]", 8.0 * n, [&] { be.layernorm_bwd(x, w, r, o, dw, db, rows, H, 1e-5f, true); }},
+      {"rmsnorm_fwd [1024x768]", 4.0 * n, [&] { be.rmsnorm_fwd(x, w, y, rows, H, 1e-6f, 0.0f); }},
+      {"adamw fp32 (32 Mi params)", 28.0 * n_params, [&] { be.adamw(P, G, nullptr, M, V, segs, args); }},
+      {"adamw bf16 + fp32 master", 28.0 * n_params, [&] { be.adamw(Pb, Gb, &P, M, V, segs, args); }},
+  };
+  double copy_gbs = 0, triad_gbs = 0;
+  bandwidth(n_params, reps, copy_gbs, triad_gbs);
+  std::printf("memory bandwidth, 2 threads, %lld floats an array: copy %.1f GB/s, triad %.1f GB/s\n",
+              static_cast<long long>(n_params), copy_gbs, triad_gbs);
+  const std::vector<const cpu::simd::Kernels*> sets = cpu::simd::available();
+  std::printf("| op | scalar ms | GB/s |");
+  for (const auto* k : sets) std::printf(" %s: x faster | GB/s |", k->name);
+  std::printf("\n");
+  for (const Op& op : ops) {
+    cpu::simd::set_active(nullptr);
+    op.run();
+    const double ref = time_ms(reps, op.run);
+    std::printf("| %s | %.3f | %.1f |", op.name, ref, op.bytes / ref / 1e6);
+    for (const auto* k : sets) {
+      cpu::simd::set_active(k);
+      op.run();
+      const double t = time_ms(reps, op.run);
+      std::printf(" %.2f | %.1f |", ref / t, op.bytes / t / 1e6);
+    }
+    std::printf("\n");
+  }
+  for (Tensor& t : owned) alloc.free(t);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "ops") return op_bench(argc > 2 ? std::atoi(argv[2]) : 5);
   int reps = argc > 1 ? std::atoi(argv[1]) : 5;
   auto want = [&](const char* section) {
     if (argc <= 2) return true;

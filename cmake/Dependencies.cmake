@@ -27,3 +27,10 @@ pkg_check_modules(SLEEF REQUIRED IMPORTED_TARGET sleef)
 add_library(remat_sleef INTERFACE)
 target_link_libraries(remat_sleef INTERFACE PkgConfig::SLEEF)
 message(STATUS "RematLab: SLEEF ${SLEEF_VERSION}")
+
+# Highway: portable SIMD with run-time dispatch (the CPU backend's element-wise and row kernels,
+# compiled once per x86 target and chosen by the CPU at start-up).
+pkg_check_modules(HWY REQUIRED IMPORTED_TARGET libhwy)
+add_library(remat_hwy INTERFACE)
+target_link_libraries(remat_hwy INTERFACE PkgConfig::HWY)
+message(STATUS "RematLab: Highway ${HWY_VERSION}")

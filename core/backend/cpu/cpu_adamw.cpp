@@ -45,9 +45,14 @@ void CpuBackend::adamw(const Tensor& params, const Tensor& grads, const Tensor* 
   float* mp = m.as<float>();
   float* vp = v.as<float>();
   float* master_p = has_master ? master->as<float>() : params.as<float>();
+  const cpu::simd::Kernels* kern = cpu::simd::active();
   for (const AdamSegment& s : segs) {
     const bool dec = s.decay;
+    const cpu::simd::AdamConsts kc{decay, w1, b2, w2, eps, bc2_sqrt, step_size, dec};
     cpu::parallel_for(*pool_, s.numel, 1 << 15, [&](std::int64_t b, std::int64_t e, int) {
+      if (kern)
+        return kern->adamw(gv.ref(), master_p, mp, vp, has_master ? pv.ref() : cpu::simd::Ref{},
+                           s.offset + b, s.offset + e, kc);
       for (std::int64_t k = b; k < e; ++k) {
         const std::int64_t i = s.offset + k;
         const float g = gv[i];

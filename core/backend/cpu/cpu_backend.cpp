@@ -155,6 +155,7 @@ std::vector<std::pair<std::string, std::string>> CpuBackend::describe() const {
   d.emplace_back("blas", cfg ? cfg : "unknown");
   d.emplace_back("threads", std::to_string(threads_));
   d.emplace_back("blas_threads", "1");  // per lane: each GEMM is split over the pool (cpu_gemm_parts.h)
+  d.emplace_back("simd_target", cpu::simd::active_name());
   std::string model = "unknown";
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);) {

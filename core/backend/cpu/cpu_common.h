@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/backend/cpu/cpu_simd.h"
 #include "core/backend/tensor.h"
 #include "core/util/bf16.h"
 #include "core/util/error.h"
@@ -44,6 +45,7 @@ struct FV {
     r.p = static_cast<char*>(p) + n * (bf ? 2 : 4);
     return r;
   }
+  simd::Ref ref() const { return {p, bf}; }
 };
 
 // --- argument checks (throw remat::Error; called before any loop). Compute ops take tensors in
@@ -134,6 +136,17 @@ void parallel_for(ThreadPool& pool, std::int64_t n, std::int64_t grain, F&& f) {
     std::int64_t b = x->n * lane / x->parts, e = x->n * (lane + 1) / x->parts;
     if (b < e) (*x->f)(b, e, lane);
   }, &ctx);
+}
+
+// dst[i] = src[i], or dst[i] + src[i] when acc (rounded once), for any float dtypes; the SIMD
+// kernel when one is active, else the reference loop (the same bits).
+inline void copy_floats(ThreadPool& pool, FV src, FV dst, std::int64_t n, bool acc,
+                        std::int64_t grain = 1 << 15) {
+  const simd::Kernels* k = simd::active();
+  parallel_for(pool, n, grain, [&](std::int64_t b, std::int64_t e, int) {
+    if (k) return k->copy(src.ref(), dst.ref(), b, e, acc);
+    for (std::int64_t i = b; i < e; ++i) dst.put(i, src[i], acc);
+  });
 }
 
 // Philox bits for elements [start, start + n) of the mask keyed by `key`; equals

@@ -81,19 +81,13 @@ std::uint64_t CpuBackend::ws_rope(const AttnDims& a) const {
 void CpuBackend::add_into(const Tensor& dst, const Tensor& src) {
   cpu::check_float(dst, "add_into", "dst", src.numel);
   cpu::check_float(src, "add_into", "src", dst.numel);
-  FV d(dst), s(src);
-  cpu::parallel_for(*pool_, dst.numel, kGrain, [&](std::int64_t b, std::int64_t e, int) {
-    for (std::int64_t i = b; i < e; ++i) d.set(i, d[i] + s[i]);
-  });
+  cpu::copy_floats(*pool_, FV(src), FV(dst), dst.numel, true, kGrain);
 }
 
 void CpuBackend::cast(const Tensor& dst, const Tensor& src) {
   cpu::check_float(dst, "cast", "dst", src.numel);
   cpu::check_float(src, "cast", "src", dst.numel);
-  FV d(dst), s(src);
-  cpu::parallel_for(*pool_, dst.numel, kGrain, [&](std::int64_t b, std::int64_t e, int) {
-    for (std::int64_t i = b; i < e; ++i) d.set(i, s[i]);
-  });
+  cpu::copy_floats(*pool_, FV(src), FV(dst), dst.numel, false, kGrain);
 }
 
 // --- embedding ---
@@ -206,7 +200,9 @@ void CpuBackend::dropout_fwd(const Tensor& x, const Tensor& mask, const Tensor& 
   cpu::check_float(y, op, "y", n);
   MaskScale ms = mask_scale(&mask, p, n, op);
   FV xv(x), yv(y);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
+    if (k) return k->scale_mask(xv.ref(), ms.m, ms.s, yv.ref(), b, e, false);
     for (std::int64_t i = b; i < e; ++i) yv.set(i, xv[i] * ms(i));
   });
 }
@@ -219,7 +215,9 @@ void CpuBackend::dropout_bwd(const Tensor& dy, const Tensor& mask, const Tensor&
   cpu::check_float(dx, op, "dx", n);
   MaskScale ms = mask_scale(&mask, p, n, op);
   FV g(dy), dxv(dx);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
+    if (k) return k->scale_mask(g.ref(), ms.m, ms.s, dxv.ref(), b, e, acc);
     for (std::int64_t i = b; i < e; ++i) dxv.put(i, g[i] * ms(i), acc);
   });
 }
@@ -233,7 +231,9 @@ void CpuBackend::residual_fwd(const Tensor& res, const Tensor& x, const Tensor* 
   cpu::check_float(out, op, "out", n);
   MaskScale ms = mask_scale(mask, p, n, op);
   FV rv(res), xv(x), ov(out);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
+    if (k) return k->residual_fwd(rv.ref(), xv.ref(), ms.m, ms.s, ov.ref(), b, e);
     for (std::int64_t i = b; i < e; ++i) ov.set(i, rv[i] + xv[i] * ms(i));
   });
 }
@@ -248,7 +248,9 @@ void CpuBackend::residual_bwd(const Tensor& dout, const Tensor* mask, const Tens
   cpu::check_float(dx, op, "dx", n);
   MaskScale ms = mask_scale(mask, p, n, op);
   FV g(dout), drv(dres), dxv(dx);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
+    if (k) return k->residual_bwd(g.ref(), ms.m, ms.s, drv.ref(), dxv.ref(), b, e, acc_res, acc_x);
     for (std::int64_t i = b; i < e; ++i) {
       const float v = g[i];  // read before either write: dres or dx may alias dout
       dxv.put(i, v * ms(i), acc_x);

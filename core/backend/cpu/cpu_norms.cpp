@@ -62,18 +62,23 @@ void param_grads(cpu::ThreadPool& pool, FV x, FV dy, const float* stats, FV dw, 
   const std::int64_t rows = g.rows;
   const int H = g.H;
   std::int64_t blocks = (H + cpu::kColBlock - 1) / cpu::kColBlock;
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(pool, blocks, 1, [&](std::int64_t b0, std::int64_t b1, int) {
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const int c0 = static_cast<int>(blk) * cpu::kColBlock;
       const int nc = std::min(cpu::kColBlock, H - c0);
       float aw[cpu::kColBlock] = {}, ab[cpu::kColBlock] = {};
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const float mean = stats[2 * r], rstd = stats[2 * r + 1];
-        const std::int64_t base = g.at(r) + c0;
-        for (int c = 0; c < nc; ++c) {
-          const float d = dy[base + c];
-          aw[c] += d * ((x[base + c] - mean) * rstd);
-          ab[c] += d;
+      if (k) {
+        k->norm_param_cols(x.ref(), dy.ref(), stats, rows, g.ld, g.off, c0, nc, aw, db ? ab : nullptr);
+      } else {
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const float mean = stats[2 * r], rstd = stats[2 * r + 1];
+          const std::int64_t base = g.at(r) + c0;
+          for (int c = 0; c < nc; ++c) {
+            const float d = dy[base + c];
+            aw[c] += d * ((x[base + c] - mean) * rstd);
+            ab[c] += d;
+          }
         }
       }
       for (int c = 0; c < nc; ++c) {
@@ -86,9 +91,14 @@ void param_grads(cpu::ThreadPool& pool, FV x, FV dy, const float* stats, FV dw, 
 
 // The weight is applied as (off + w[c]) in fp32 (off = 1: Gemma's (1 + w) RMSNorm).
 void rms_fwd(cpu::ThreadPool& pool, FV x, FV w, FV y, Span g, float eps, float off) {
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(pool, g.rows, row_grain(g.H), [&](std::int64_t r0, std::int64_t r1, int) {
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t base = g.at(r);
+      if (k) {
+        k->rms_fwd_row(x.ref(), w.ref(), y.ref(), base, g.H, eps, off);
+        continue;
+      }
       const float rstd = rms_rstd(x, base, g.H, eps);
       for (int c = 0; c < g.H; ++c) y.set(base + c, x[base + c] * rstd * (off + w[c]));
     }
@@ -100,9 +110,14 @@ void rms_bwd(cpu::ThreadPool& pool, FV x, FV w, FV dy, FV dx, FV dw, float* stat
              float eps, bool acc, float off) {
   const int H = g.H;
   const float invH = 1.0f / static_cast<float>(H);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(pool, g.rows, row_grain(H), [&](std::int64_t r0, std::int64_t r1, int) {
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t base = g.at(r);
+      if (k) {
+        k->rms_bwd_row(x.ref(), w.ref(), dy.ref(), dx.ref(), base, H, eps, acc, off, stats + 2 * r);
+        continue;
+      }
       const float rstd = rms_rstd(x, base, H, eps);
       stats[2 * r] = 0.0f;
       stats[2 * r + 1] = rstd;
@@ -136,9 +151,14 @@ void CpuBackend::layernorm_fwd(const Tensor& x, const Tensor& w, const Tensor& b
   if (has_b) cpu::check_float(b, op, "b", H);
   cpu::check_float(y, op, "y", rows * H);
   FV xv(x), wv(w), bv = has_b ? FV(b) : FV(), yv(y);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, rows, row_grain(H), [&](std::int64_t r0, std::int64_t r1, int) {
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t base = r * H;
+      if (k) {
+        k->ln_fwd_row(xv.ref(), wv.ref(), bv.ref(), yv.ref(), base, H, eps);
+        continue;
+      }
       float mean, rstd;
       ln_stats(xv, base, H, eps, mean, rstd);
       for (int c = 0; c < H; ++c) {
@@ -167,9 +187,14 @@ void CpuBackend::layernorm_bwd(const Tensor& x, const Tensor& w, const Tensor& d
   FV xv(x), wv(w), dyv(dy), dxv(dx);
   float* stats = ws.stats;
   const float invH = 1.0f / static_cast<float>(H);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, rows, row_grain(H), [&](std::int64_t r0, std::int64_t r1, int) {
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t base = r * H;
+      if (k) {
+        k->ln_bwd_row(xv.ref(), wv.ref(), dyv.ref(), dxv.ref(), base, H, eps, acc, stats + 2 * r);
+        continue;
+      }
       float mean, rstd;
       ln_stats(xv, base, H, eps, mean, rstd);
       stats[2 * r] = mean;

@@ -1,0 +1,82 @@
+// SIMD kernels of the CPU backend, compiled by Highway once per x86 target (SSE4, AVX2, AVX-512,
+// and a one-lane fallback) and chosen at run time: one binary uses the widest vectors the CPU
+// has. The op files keep their scalar loops as the reference and call a kernel set instead when
+// one is active (simd() != nullptr).
+//
+// Element-wise kernels (casts, residual, dropout, AdamW) round exactly as the reference does: the
+// same operations in the same order per element, no fused multiply-add, so their bits equal the
+// reference's on every target. Row reductions (norm statistics) sum in 16 fixed partial sums
+// (element c into sum c mod 16, the 16 added in a fixed tree), the same on every target: they
+// differ from the reference's sequential sums by rounding only, and not from one target to
+// another.
+//
+// REMAT_SIMD picks the set when the first op runs: `best` (default; the CPU's widest), `scalar`
+// (no kernel set: the reference loops), `baseline` (Highway's target for the compile flags), or a
+// target name (`AVX3` = AVX-512, `AVX2`, `SSE4`, ...; an error where the CPU lacks it).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace remat::cpu::simd {
+
+// A float tensor's data: fp32, or bf16 when bf (the same pair as cpu::FV holds).
+struct Ref {
+  void* p = nullptr;
+  bool bf = false;
+};
+
+struct AdamConsts {
+  float decay, w1, b2, w2, eps, bc2_sqrt, step_size;
+  bool apply_decay;
+};
+
+// Kernels over elements [b, e) of flat tensors, or over one row. A `Ref` with p == nullptr is
+// absent. `acc`: add to what dst holds (dst + v, rounded once) instead of storing v.
+struct Kernels {
+  const char* name;  // Highway's target name, e.g. "AVX2", "AVX3" (AVX-512); ONE_LANE
+  std::int64_t target;
+  // dst[i] = src[i], or dst[i] + src[i] when acc.
+  void (*copy)(Ref src, Ref dst, std::int64_t b, std::int64_t e, bool acc);
+  // dst[i] (+)= x[i] * f(i), f(i) = mask ? (mask[i] ? s : 0) : 1.
+  void (*scale_mask)(Ref x, const std::uint8_t* mask, float s, Ref dst, std::int64_t b,
+                     std::int64_t e, bool acc);
+  // out[i] = res[i] + x[i] * f(i).
+  void (*residual_fwd)(Ref res, Ref x, const std::uint8_t* mask, float s, Ref out,
+                       std::int64_t b, std::int64_t e);
+  // dx[i] (+)= dout[i] * f(i); dres[i] (+)= dout[i]; dout may alias dres or dx.
+  void (*residual_bwd)(Ref dout, const std::uint8_t* mask, float s, Ref dres, Ref dx,
+                       std::int64_t b, std::int64_t e, bool acc_res, bool acc_x);
+  // AdamW over [b, e): master (fp32 parameters, or the fp32 master), m, v updated; params, when
+  // present, receive the rounded master.
+  void (*adamw)(Ref grads, float* master, float* m, float* v, Ref params, std::int64_t b,
+                std::int64_t e, const AdamConsts& c);
+  // LayerNorm of one row at x + base (H wide): y = (x - mean) * rstd * w (+ bias).
+  void (*ln_fwd_row)(Ref x, Ref w, Ref bias, Ref y, std::int64_t base, int H, float eps);
+  // Its input gradient; the row's mean and rstd into stats[0], stats[1].
+  void (*ln_bwd_row)(Ref x, Ref w, Ref dy, Ref dx, std::int64_t base, int H, float eps, bool acc,
+                     float* stats);
+  // RMSNorm of one row with the weight (off + w).
+  void (*rms_fwd_row)(Ref x, Ref w, Ref y, std::int64_t base, int H, float eps, float off);
+  // Its input gradient; 0 and rstd into stats[0], stats[1].
+  void (*rms_bwd_row)(Ref x, Ref w, Ref dy, Ref dx, std::int64_t base, int H, float eps, bool acc,
+                      float off, float* stats);
+  // Column sums of a norm's parameter gradients over rows in order, columns [c0, c0 + nc):
+  // aw[c] += dy * (x - mean) * rstd, ab[c] += dy (ab may be null); row r starts at r * ld + off.
+  void (*norm_param_cols)(Ref x, Ref dy, const float* stats, std::int64_t rows, std::int64_t ld,
+                          std::int64_t off, int c0, int nc, float* aw, float* ab);
+};
+
+// The active kernel set, or nullptr for the scalar reference (REMAT_SIMD=scalar). Throws
+// remat::Error for a REMAT_SIMD that names no usable target.
+const Kernels* active();
+// The active set's name, or "scalar".
+std::string active_name();
+// Every set compiled in that this CPU runs, best first.
+std::vector<const Kernels*> available();
+// Replaces the active set (nullptr: the scalar reference); for tests and benchmarks.
+void set_active(const Kernels* k);
+// The set REMAT_SIMD-style `spec` names on this CPU (nullptr for "scalar"); throws for others.
+const Kernels* by_name(const std::string& spec);
+
+}  // namespace remat::cpu::simd
