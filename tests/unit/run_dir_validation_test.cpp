@@ -245,7 +245,7 @@ TEST_F(RunDirValidation, NewerVersionsAreRefusedByName) {
     }
     spit(d + "/ops.csv", out);
   });
-  EXPECT_TRUE(names(read_error(dir), {"ops.csv: column 'gpu_ns' is not in format version 1"}));
+  EXPECT_TRUE(names(read_error(dir), {"ops.csv: column 'gpu_ns' is not in format version 2"}));
 }
 
 TEST_F(RunDirValidation, SummaryFieldsAreCheckedByName) {
