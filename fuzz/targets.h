@@ -16,6 +16,7 @@ void schedule(const std::uint8_t* data, std::size_t size);      // load_schedule
 void safetensors(const std::uint8_t* data, std::size_t size);   // read_safetensors
 void run_dir(const std::uint8_t* data, std::size_t size);       // read_run_dir (one file replaced), export
 void sweep(const std::uint8_t* data, std::size_t size);         // read_sweep_json
+void torch_snapshot(const std::uint8_t* data, std::size_t size);  // pickle::parse + trace_from_torch_snapshot
 
 struct Target {
   const char* name;  // the directory name under fuzz/corpus and tests/fuzz-regressions
@@ -25,6 +26,7 @@ struct Target {
 inline constexpr Target kTargets[] = {
     {"model_config", model_config}, {"hf_config", hf_config}, {"schedule", schedule},
     {"safetensors", safetensors},   {"run_dir", run_dir},     {"sweep", sweep},
+    {"torch_snapshot", torch_snapshot},
 };
 
 }  // namespace remat::fuzz

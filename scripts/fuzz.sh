@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 shift || true
-all_targets=(model_config hf_config schedule safetensors run_dir sweep)
+all_targets=(model_config hf_config schedule safetensors run_dir sweep torch_snapshot)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
 command -v ccache >/dev/null && export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}"

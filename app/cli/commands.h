@@ -12,5 +12,6 @@ void add_sweep_command(CLI::App& app, int& exit_code);
 void add_compare_command(CLI::App& app, int& exit_code);
 void add_export_command(CLI::App& app, int& exit_code);
 void add_clean_command(CLI::App& app, int& exit_code);
+void add_import_command(CLI::App& app, int& exit_code);
 
 }  // namespace remat::cli

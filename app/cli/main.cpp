@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   remat::cli::add_compare_command(app, code);
   remat::cli::add_export_command(app, code);
   remat::cli::add_clean_command(app, code);
+  remat::cli::add_import_command(app, code);
   remat::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);

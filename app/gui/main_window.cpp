@@ -23,6 +23,7 @@
 #include <qcustomplot.h>
 
 #include "core/trace/summary.h"
+#include "import_open.h"
 #include "run_controller.h"
 #include "format.h"
 #include "run_panel.h"
@@ -164,6 +165,10 @@ void MainWindow::buildMenus() {
     return a;
   };
   add(file, tr("&Open run directory…"), QKeySequence::Open, &MainWindow::openRunDialog);
+  add(file, tr("Open PyTorch &snapshot or trace…"), QKeySequence(tr("Ctrl+Alt+O")), [this] {
+    const QString path = pick_import_file(this, runs_dir_);
+    if (!path.isEmpty()) openRunDir(path);
+  });
   recent_menu_ = file->addMenu(tr("Open &recent"));
   add(file, tr("Open &model config…"), QKeySequence(tr("Ctrl+Shift+O")), [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open a model"), QString(),
@@ -301,8 +306,11 @@ void MainWindow::dropEvent(QDropEvent* e) {
   for (const QUrl& u : e->mimeData()->urls()) {
     if (!u.isLocalFile()) continue;
     QFileInfo info(u.toLocalFile());
-    // A dropped summary.json (or any file of a run directory) opens its directory.
-    openRunDir(info.isDir() ? info.absoluteFilePath() : info.absolutePath());
+    // A snapshot or profiler trace is imported; a dropped summary.json (or any file of a run
+    // directory) opens its directory.
+    const bool file = !info.isDir() && is_importable_file(info.absoluteFilePath()) &&
+                      !QFileInfo::exists(info.absolutePath() + "/summary.json");
+    openRunDir(file || info.isDir() ? info.absoluteFilePath() : info.absolutePath());
   }
   e->acceptProposedAction();
 }

@@ -17,6 +17,7 @@
 #include "core/trace/output_dir.h"
 #include "core/trace/run_dir.h"
 #include "export.h"
+#include "import_open.h"
 #include "main_window.h"
 #include "run_controller.h"
 #include "run_panel.h"
@@ -139,7 +140,7 @@ void MainWindow::openRunDirAs(const QString& dir, bool remember) {
   });
   watcher->setFuture(QtConcurrent::run([dir]() -> std::pair<std::shared_ptr<const Trace>, QString> {
     try {
-      return {std::make_shared<const Trace>(read_run_dir(dir.toStdString())), QString()};
+      return {read_run_or_import(dir), QString()};  // a run directory, or a file to import
     } catch (const std::bad_alloc&) {
       return {nullptr, QStringLiteral("out of memory while reading the run directory")};
     } catch (const std::exception& e) {

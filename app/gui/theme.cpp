@@ -30,6 +30,7 @@ QColor category_color(Category c) {
     case Category::LogitsLoss: return QColor(0x9c, 0x75, 0x5f);
     case Category::Workspace: return QColor(0xba, 0xb0, 0xac);
     case Category::HostOffloaded: return QColor(0x17, 0xbe, 0xcf);
+    case Category::Unknown: return QColor(0x79, 0x70, 0x6e);
     case Category::Count: break;
   }
   return Qt::gray;

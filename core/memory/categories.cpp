@@ -6,7 +6,7 @@ namespace {
 const char* kCategoryNames[] = {"parameters",       "gradients",          "master_weights",
                                 "optimizer_state",  "saved_activations",  "checkpoints",
                                 "recompute_temps",  "activation_grads",   "logits_loss",
-                                "workspace",        "host_offloaded"};
+                                "workspace",        "host_offloaded",     "unknown"};
 const char* kPhaseNames[] = {"init", "forward", "recompute", "backward", "optimizer"};
 }  // namespace
 

@@ -18,6 +18,7 @@ enum class Category : std::uint8_t {
   LogitsLoss,
   Workspace,
   HostOffloaded,
+  Unknown,  // imported traces that do not say what the memory is for
   Count
 };
 constexpr int kNumCategories = static_cast<int>(Category::Count);

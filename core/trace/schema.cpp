@@ -56,6 +56,7 @@ std::vector<Table> make_tables() {
                   i64("device_bytes", Bound::Bytes), i64("host_bytes", Bound::Bytes)},
                  {}};
   for (auto c : cat) timeline.columns.push_back(i64(c, Bound::Bytes));
+  timeline.columns.back().since = 2;  // unknown (imported traces)
   Table ops{kOpsFile, true,
             {i64("start_ns", Bound::Time), i64("end_ns", Bound::Time), enm("stream", stream_values()),
              text("name", true), text("op", false), i64("block", Bound::Block), enm("phase", ph),
@@ -197,6 +198,7 @@ const std::vector<Field>& summary_fields() {
   static const std::vector<Field> f = {
       {"format", J::String},
       {"format_version", J::Int},
+      {"source", J::String, true, std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max(), 2},
       {"complete", J::Bool},
       {"status", J::String},
       {"error", J::String, false},

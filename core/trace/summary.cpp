@@ -22,6 +22,7 @@ nlohmann::json summary_json(const Trace& t) {
   nlohmann::json j;
   j["format"] = schema::kRunFormat;
   j["format_version"] = t.format_version;
+  if (t.format_version >= 2) j["source"] = t.source;
   j["complete"] = t.complete;
   j["status"] = t.status;
   if (!t.error.empty()) j["error"] = t.error;

@@ -17,9 +17,12 @@ namespace remat {
 
 // summary.json "format_version": the newest this RematLab writes and reads (the rule for a new
 // version: core/trace/schema.h).
-constexpr int kTraceFormatVersion = 1;
+constexpr int kTraceFormatVersion = 2;
 // Trace::status, every value a run ends with.
 inline constexpr std::array<const char*, 4> kRunStatuses = {"ok", "cancelled", "out_of_memory", "error"};
+// Trace::source: what recorded the trace, RematLab's own runs first.
+inline constexpr std::array<const char*, 3> kTraceSources = {"rematlab", "pytorch-snapshot", "pytorch-profiler"};
+inline constexpr const char* kOwnSource = "rematlab";
 
 struct FlopCounts {
   std::uint64_t forward = 0, recompute = 0, backward = 0, other = 0;
@@ -31,6 +34,9 @@ struct Trace {
   bool complete = true;      // false when the run stopped early (error, cancel, out of memory)
   std::string status = "ok";  // ok | cancelled | out_of_memory | error
   std::string error;
+  // rematlab, or an imported trace (pytorch-snapshot, pytorch-profiler: no model, no schedule).
+  std::string source = kOwnSource;
+  bool imported() const { return source != kOwnSource; }
 
   ModelConfig model;
   std::string policy, policy_params;

@@ -30,6 +30,12 @@ inline constexpr std::int64_t kClockNs = 1'000'000'000'000'000'000;
 // Bytes of memory: one allocation, and the live bytes of a category or a space at any point
 // (64 PiB). Running sums of events this size cannot overflow.
 inline constexpr std::int64_t kMemoryBytes = std::int64_t{1} << 56;
+// Python pickles (a torch memory snapshot): file size, nesting depth of lists, tuples and dicts
+// (and of MARKs open at once), memo entries, and one string's bytes.
+inline constexpr std::uint64_t kPickleFileBytes = std::uint64_t{16} << 30;  // 16 GiB
+inline constexpr int kPickleDepth = 64;
+inline constexpr std::uint64_t kPickleMemoEntries = std::uint64_t{1} << 28;
+inline constexpr std::uint64_t kPickleStringBytes = std::uint64_t{64} << 20;  // 64 MiB
 }  // namespace limits
 
 // An input past one of the limits above.

@@ -39,7 +39,7 @@ from e2e_common import check, failures
 REQUIRED_POLICIES = ["none", "selective", "uniform", "revolve", "offload"]
 CATEGORIES = ["parameters", "gradients", "master_weights", "optimizer_state", "saved_activations",
               "checkpoints", "recompute_temps", "activation_grads", "logits_loss", "workspace",
-              "host_offloaded"]
+              "host_offloaded", "unknown"]
 COLUMNS = {
     "memory_events.csv": ["t_ns", "step", "id", "delta_bytes", "category", "block", "tensor",
                           "phase", "space", "reserved_bytes", "op_seq"],
@@ -88,7 +88,8 @@ def check_run_dir(d, device="cpu"):
             return None
     with open(os.path.join(d, "summary.json")) as fh:
         s = json.load(fh)
-    check(s.get("format") == "rematlab-run" and s.get("format_version") == 1, d + ": summary format")
+    check(s.get("format") == "rematlab-run" and s.get("format_version") == 2
+          and s.get("source") == "rematlab", d + ": summary format")
     for key in ("model", "policy", "policy_params", "device", "seed", "warmup", "steps", "loss",
                 "step_time_ms", "step_time_ms_median", "step_time_ms_spread", "step_peak_bytes",
                 "peak_bytes", "predicted_peak_bytes", "flops", "grad_checksum", "provenance",
@@ -535,7 +536,7 @@ def test(b, work, source, installed_root):
                                     edit_json("summary.json", lambda j: j["files"]["ops.csv"].update(rows=19))),
             "ops.csv", "flops")
     corrupt("newer-version", edit_json("summary.json", lambda j: j.update(format_version=9)),
-            "summary.json", "format version 9 is newer than this RematLab reads (1); upgrade RematLab")
+            "summary.json", "format version 9 is newer than this RematLab reads (2); upgrade RematLab")
     corrupt("time-min", set_cell("ops.csv", 0, "start_ns", str(-2**63)), "ops.csv line 2", "'start_ns'", str(-2**63))
     corrupt("schedule-time-min", set_cell("schedule.csv", 0, "end_ns", str(-2**63)), "schedule.csv line 2", "'end_ns'")
     corrupt("delta-max", set_cell("memory_events.csv", 0, "delta_bytes", str(2**63 - 1)),

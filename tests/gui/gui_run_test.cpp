@@ -36,6 +36,7 @@ class GuiRunTest : public QObject {
   void initTestCase() { testing::isolate_settings(); }
   void everyPolicyOnTinyPlotsItsPeak();
   void cancelStopsALongRunBetweenOps();
+  void openingATorchSnapshotOrTraceImportsIt();
   void invalidCustomConfigShowsTheErrorAndDisablesRun();
   void huggingFaceConfigFillsTheEditor();
   void parameterEditorsFollowTheDeclarations();
@@ -166,6 +167,31 @@ void GuiRunTest::everyPolicyOnTinyPlotsItsPeak() {
   QVERIFY2(w3.statusBar()->currentMessage().contains(".lost.tmp-999999999-1"),
            qPrintable(w3.statusBar()->currentMessage()));
   QVERIFY(QDir(leftover).removeRecursively());
+}
+
+// A torch memory snapshot and a profiler trace open like runs (tests/data/torch); a pickle
+// that would run code is refused in the error path, nothing added.
+void GuiRunTest::openingATorchSnapshotOrTraceImportsIt() {
+  WindowOptions o = options();
+  o.error_dialogs = false;
+  MainWindow w(o);
+  const QString data = QStringLiteral(REMAT_GUI_TEST_DATA "/../../data/torch/");
+  QSignalSpy opened(&w, &MainWindow::runOpened);
+  w.openRunDir(data + "snapshot-torch2.pickle");
+  QVERIFY(opened.wait(30000));
+  w.openRunDir(data + "profiler-trace.json");
+  QVERIFY(opened.wait(30000));
+  QCOMPARE(w.runs()->rowCount(), 2);
+  const Trace& snap = *w.runs()->at(0).trace;
+  QCOMPARE(QString::fromStdString(snap.source), QStringLiteral("pytorch-snapshot"));
+  QCOMPARE(snap.peak_bytes, std::uint64_t{644096});  // snapshot-torch2.expected.json
+  QCOMPARE(QString::fromStdString(w.runs()->at(1).trace->source), QStringLiteral("pytorch-profiler"));
+  QCOMPARE(w.runs()->at(1).trace->ops.size(), std::size_t{11});
+  QSignalSpy failed(&w, &MainWindow::openFailed);
+  w.openRunDir(data + "runs-code-global.pickle");
+  QVERIFY(failed.wait(10000));
+  QVERIFY2(failed.front().at(1).toString().contains("opcode GLOBAL"), qPrintable(failed.front().at(1).toString()));
+  QCOMPARE(w.runs()->rowCount(), 2);
 }
 
 void GuiRunTest::cancelStopsALongRunBetweenOps() {

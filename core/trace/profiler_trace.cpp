@@ -1,0 +1,297 @@
+// The torch.profiler (Kineto) Chrome trace: {"schemaVersion", "traceEvents": [...]}, or the
+// legacy autograd profiler's bare array of events. "X" events by category, "[memory]"
+// instants with args Addr, Bytes, Total Reserved and Device Type.
+#include "core/trace/profiler_trace.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/trace/imported_trace.h"
+#include "core/trace/run_dir.h"
+#include "core/util/error.h"
+#include "core/util/json_io.h"
+#include "core/util/limits.h"
+
+namespace remat {
+
+namespace {
+
+enum class Role { CpuOp, Runtime, Device };
+
+struct Rec {
+  double ts = 0, dur = 0;  // microseconds
+  std::int64_t tid_key = 0;
+  bool memory = false;
+  Role role = Role::CpuOp;
+  Stream stream = Stream::Host;
+  const nlohmann::json* ev = nullptr;
+  std::string name, cat;
+  Phase phase = Phase::Forward;
+  std::string enclosing;  // memory: the innermost op around it
+};
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The stream and role of an "X" event's category; false for categories that are not imported
+// (python_function, user_annotation, gpu_user_annotation, ...).
+bool classify(const std::string& cat, const std::string& name, Rec& r) {
+  const std::string c = lower(cat);
+  if (c == "cpu_op" || c == "operator") {
+    r.role = Role::CpuOp;
+    r.stream = Stream::Host;
+  } else if (c == "cuda_runtime" || c == "cuda_driver" || c == "runtime" || c == "driver") {
+    r.role = Role::Runtime;
+    r.stream = Stream::Host;
+  } else if (c == "kernel" || c == "gpu_memset" || c == "memset") {
+    r.role = Role::Device;
+    r.stream = Stream::Compute;
+  } else if (c == "gpu_memcpy" || c == "memcpy") {
+    r.role = Role::Device;
+    const bool d2h = name.find("DtoH") != std::string::npos || name.find("Device -> Pageable") != std::string::npos ||
+                     name.find("Device -> Pinned") != std::string::npos;
+    const bool h2d = name.find("HtoD") != std::string::npos || name.find("-> Device") != std::string::npos;
+    r.stream = d2h ? Stream::CopyToHost : h2d ? Stream::CopyToDevice : Stream::Compute;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// What an op's own name says of its phase, if anything.
+std::optional<Phase> marker_phase(const std::string& name) {
+  if (name.rfind("autograd::engine::evaluate_function", 0) == 0 || name.find("Backward") != std::string::npos ||
+      name.find("backward") != std::string::npos)
+    return Phase::Backward;
+  if (name.rfind("Optimizer.", 0) == 0) return Phase::Optimizer;
+  return std::nullopt;
+}
+
+std::int64_t arg_int(const nlohmann::json& ev, const char* key, std::int64_t fallback) {
+  auto a = ev.find("args");
+  if (a == ev.end() || !a->is_object()) return fallback;
+  auto v = a->find(key);
+  if (v == a->end() || !v->is_number_integer()) return fallback;
+  return v->get<std::int64_t>();
+}
+
+
+}  // namespace
+
+Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where) {
+  auto refuse = [&where](const std::string& why) -> Error {
+    return Error(where + ": not a torch.profiler trace (" + why + ")");
+  };
+  const nlohmann::json* list = &j;
+  if (j.is_object()) {
+    auto od = j.find("otherData");
+    auto fmt = od != j.end() && od->is_object() ? od->find("format") : j.end();
+    if (od != j.end() && od->is_object() && fmt != od->end() && *fmt == "rematlab-chrome-trace")
+      throw Error(where + ": a RematLab trace.json; open the run directory it belongs to instead");
+    auto it = j.find("traceEvents");
+    if (it == j.end() || !it->is_array()) throw refuse("no 'traceEvents' array");
+    list = &*it;
+  } else if (!j.is_array()) {
+    throw refuse("a JSON " + std::string(j.type_name()) + ", not an object with 'traceEvents'");
+  }
+
+  double t0 = std::numeric_limits<double>::infinity();
+  std::vector<Rec> recs;
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    const auto& e = (*list)[i];
+    if (!e.is_object()) throw refuse("event " + std::to_string(i) + " is " + json_snippet(e) + ", not an object");
+    auto ts = e.find("ts");
+    if (ts != e.end() && ts->is_number()) {
+      double v = ts->get<double>();
+      if (!std::isfinite(v)) throw refuse("event " + std::to_string(i) + " has a 'ts' that is not finite");
+      t0 = std::min(t0, v);
+    }
+    auto ph = e.find("ph");
+    auto name = e.find("name");
+    if (ph == e.end() || !ph->is_string() || name == e.end() || !name->is_string()) continue;
+    const std::string p = ph->get<std::string>();
+    Rec r;
+    r.ev = &e;
+    r.name = name->get<std::string>();
+    if (p == "X") {
+      auto cat = e.find("cat");
+      r.cat = cat != e.end() && cat->is_string() ? cat->get<std::string>() : std::string();
+      if (!classify(r.cat, r.name, r)) continue;
+    } else if ((p == "i" || p == "I") && r.name == "[memory]") {
+      r.memory = true;
+    } else {
+      continue;
+    }
+    if (ts == e.end() || !ts->is_number()) throw refuse("event " + std::to_string(i) + " (" + r.name + ") has no 'ts'");
+    r.ts = ts->get<double>();
+    if (!r.memory) {
+      auto dur = e.find("dur");
+      if (dur == e.end() || !dur->is_number() || !(dur->get<double>() >= 0) || !std::isfinite(dur->get<double>()))
+        throw refuse("event " + std::to_string(i) + " (" + r.name + ") has no 'dur' of at least 0");
+      r.dur = dur->get<double>();
+    }
+    auto num = [&e](const char* k) -> std::uint64_t {
+      auto v = e.find(k);
+      return v != e.end() && v->is_number_integer() ? static_cast<std::uint64_t>(v->get<std::int64_t>()) : 0;
+    };
+    r.tid_key = static_cast<std::int64_t>((num("pid") << 32) ^ num("tid"));
+    recs.push_back(std::move(r));
+  }
+  if (recs.empty())
+    throw refuse("no cpu_op, kernel, cuda_runtime, gpu_memcpy or gpu_memset event and no [memory] instant");
+
+  auto ns = [&](double us) -> std::int64_t {
+    const double v = std::round((us - t0) * 1000.0);
+    if (!(v >= 0) || v > static_cast<double>(limits::kClockNs)) throw refuse("its times span more than the run clock holds");
+    return static_cast<std::int64_t>(v);
+  };
+
+  // Phases of the host side: per thread, each op takes its own marker's phase or the one of the
+  // op around it; memory instants take the innermost op's phase and name.
+  std::vector<Rec*> host;
+  for (auto& r : recs)
+    if (r.memory || r.role != Role::Device) host.push_back(&r);
+  std::stable_sort(host.begin(), host.end(), [](const Rec* a, const Rec* b) {
+    if (a->tid_key != b->tid_key) return a->tid_key < b->tid_key;
+    if (a->ts != b->ts) return a->ts < b->ts;
+    return a->dur > b->dur;  // the outer op first
+  });
+  std::vector<Rec*> stack;
+  std::int64_t tid = std::numeric_limits<std::int64_t>::min();
+  for (Rec* r : host) {
+    if (r->tid_key != tid) stack.clear(), tid = r->tid_key;
+    while (!stack.empty() && stack.back()->ts + stack.back()->dur <= r->ts && !(r->memory && stack.back()->ts + stack.back()->dur == r->ts))
+      stack.pop_back();
+    const Phase around = stack.empty() ? Phase::Forward : stack.back()->phase;
+    if (r->memory) {
+      r->phase = around;
+      r->enclosing = stack.empty() ? std::string() : stack.back()->name;
+      continue;
+    }
+    r->phase = marker_phase(r->name).value_or(around);
+    stack.push_back(r);
+  }
+  // Device work takes the phase of the CPU op that launched it (External id), else of the
+  // runtime call with its correlation id.
+  std::unordered_map<std::int64_t, Phase> by_external, by_correlation;
+  for (const auto& r : recs) {
+    if (r.memory || r.role == Role::Device) continue;
+    if (r.role == Role::CpuOp) {
+      std::int64_t x = arg_int(*r.ev, "External id", -1);
+      if (x >= 0) by_external.emplace(x, r.phase);
+    } else {
+      std::int64_t c = arg_int(*r.ev, "correlation", -1);
+      if (c >= 0) by_correlation.emplace(c, r.phase);
+    }
+  }
+  for (auto& r : recs) {
+    if (r.memory || r.role != Role::Device) continue;
+    std::int64_t x = arg_int(*r.ev, "External id", -1), c = arg_int(*r.ev, "correlation", -1);
+    if (auto it = by_external.find(x); x >= 0 && it != by_external.end()) r.phase = it->second;
+    else if (auto it2 = by_correlation.find(c); c >= 0 && it2 != by_correlation.end()) r.phase = it2->second;
+  }
+
+  Trace t = imported_trace("pytorch-profiler", where);
+  std::int64_t end_ns = 0;
+  bool cuda = false;
+  for (const auto& r : recs) {
+    if (r.memory) continue;
+    OpRecord o;
+    o.start_ns = ns(r.ts);
+    o.end_ns = ns(r.ts + r.dur);
+    o.stream = r.stream;
+    o.name = !r.name.empty() ? r.name : !r.cat.empty() ? r.cat : "(unnamed)";
+    o.op = r.cat;
+    o.phase = r.phase;
+    o.step = 0;
+    o.flops = static_cast<std::uint64_t>(std::max<std::int64_t>(0, arg_int(*r.ev, "flops", 0)));
+    std::int64_t id = arg_int(*r.ev, "External id", arg_int(*r.ev, "correlation", 0));
+    o.op_id = static_cast<std::uint64_t>(std::max<std::int64_t>(0, id));
+    end_ns = std::max(end_ns, o.end_ns);
+    cuda = cuda || r.role == Role::Device;
+    t.ops.push_back(std::move(o));
+  }
+  std::stable_sort(t.ops.begin(), t.ops.end(), [](const OpRecord& a, const OpRecord& b) { return a.start_ns < b.start_ns; });
+
+  // Memory: the GPU's events where there are any, else the CPU's (a CPU-only profile).
+  std::vector<const Rec*> mem;
+  bool any_gpu = false;
+  for (const auto& r : recs)
+    if (r.memory && arg_int(*r.ev, "Device Type", 1) != 0) any_gpu = true;
+  for (const auto& r : recs)
+    if (r.memory && (arg_int(*r.ev, "Device Type", 1) != 0) == any_gpu) mem.push_back(&r);
+  std::stable_sort(mem.begin(), mem.end(), [](const Rec* a, const Rec* b) { return a->ts < b->ts; });
+  cuda = cuda || any_gpu;
+  t.device = cuda ? "cuda" : "cpu";
+  NameTable names(t);
+  struct Live { std::uint64_t id; std::int64_t size; std::uint32_t tensor; };
+  std::unordered_map<std::uint64_t, Live> live;
+  std::vector<MemoryEvent> baseline, events;
+  std::uint64_t next_id = 0;
+  for (std::size_t k = 0; k < mem.size(); ++k) {
+    const Rec& r = *mem[k];
+    const std::string at = "[memory] event at ts " + std::to_string(r.ts);
+    const std::int64_t bytes = arg_int(*r.ev, "Bytes", 0), addr = arg_int(*r.ev, "Addr", 0);
+    if (bytes == 0) continue;
+    if (bytes < -limits::kMemoryBytes || bytes > limits::kMemoryBytes)
+      throw Error(where + ": " + at + ": 'Bytes' " + std::to_string(bytes) + " is out of range");
+    const std::uint64_t key = (static_cast<std::uint64_t>(arg_int(*r.ev, "Device Id", 0)) << 56) ^
+                              static_cast<std::uint64_t>(addr);
+    MemoryEvent m;
+    m.t_ns = ns(r.ts);
+    m.step = 0;
+    m.delta = bytes;
+    m.category = Category::Unknown;
+    m.phase = r.phase;
+    m.space = Space::Device;
+    m.reserved = static_cast<std::uint64_t>(std::clamp<std::int64_t>(arg_int(*r.ev, "Total Reserved", 0), 0, limits::kMemoryBytes));
+    end_ns = std::max(end_ns, m.t_ns);
+    if (bytes > 0) {
+      if (live.count(key)) throw Error(where + ": " + at + ": allocates at " + hex_address(addr) + ", which is allocated already");
+      m.id = next_id++;
+      m.tensor = names.id(r.enclosing.empty() ? "[memory] " + hex_address(addr) : r.enclosing);
+      live.emplace(key, Live{m.id, bytes, m.tensor});
+      events.push_back(m);
+      continue;
+    }
+    auto it = live.find(key);
+    if (it == live.end()) {  // allocated before the profile began: alive from its start
+      MemoryEvent b = m;
+      b.t_ns = 0;
+      b.step = -1;
+      b.id = next_id++;
+      b.delta = -bytes;
+      b.tensor = names.id("(before the profile) " + hex_address(addr));
+      baseline.push_back(b);
+      m.id = b.id;
+      m.tensor = b.tensor;
+      events.push_back(m);
+      continue;
+    }
+    if (it->second.size != -bytes)
+      throw Error(where + ": " + at + ": frees " + std::to_string(-bytes) + " bytes at " + hex_address(addr) +
+                  ", allocated with " + std::to_string(it->second.size));
+    m.id = it->second.id;
+    m.tensor = it->second.tensor;
+    live.erase(it);
+    events.push_back(m);
+  }
+  const std::uint64_t reserved0 = events.empty() ? 0 : events.front().reserved;
+  for (auto& b : baseline) b.reserved = reserved0;
+  t.events = std::move(baseline);
+  t.events.insert(t.events.end(), events.begin(), events.end());
+  finish_imported(t, end_ns);
+  return t;
+}
+
+Trace import_profiler_trace(const std::string& path) { return trace_from_profiler_json(read_json_file(path), path); }
+
+}  // namespace remat
