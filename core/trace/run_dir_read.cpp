@@ -420,7 +420,7 @@ void read_schedule(const std::string& dir, const nlohmann::json& summary, Trace&
   // A run that ran has the plan of its schedule (one refused before its first step has none).
   // A step recorded from PyTorch (`source: "pytorch"`) counts the profiler's FLOPs, not the
   // block table's: its schedule is checked against the model, its figures are not.
-  if (!t.complete || summary.value("source", std::string()) == "pytorch") return;
+  if (!t.complete || t.source == kRecordedSource) return;
   const std::pair<const char*, std::pair<std::uint64_t, std::uint64_t>> pairs[] = {
       {"block_forwards", {st.block_forwards, t.plan.block_forwards}},
       {"first_forwards", {st.first_forwards, t.plan.first_forwards}},

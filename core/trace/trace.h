@@ -21,8 +21,11 @@ constexpr int kTraceFormatVersion = 2;
 // Trace::status, every value a run ends with.
 inline constexpr std::array<const char*, 4> kRunStatuses = {"ok", "cancelled", "out_of_memory", "error"};
 // Trace::source: what recorded the trace, RematLab's own runs first.
-inline constexpr std::array<const char*, 3> kTraceSources = {"rematlab", "pytorch-snapshot", "pytorch-profiler"};
+inline constexpr std::array<const char*, 4> kTraceSources = {"rematlab", "pytorch", "pytorch-snapshot",
+                                                             "pytorch-profiler"};
 inline constexpr const char* kOwnSource = "rematlab";
+// A training step recorded in PyTorch by python/rematlab: a schedule of its blocks, profiler FLOPs.
+inline constexpr const char* kRecordedSource = "pytorch";
 
 struct FlopCounts {
   std::uint64_t forward = 0, recompute = 0, backward = 0, other = 0;
@@ -34,9 +37,10 @@ struct Trace {
   bool complete = true;      // false when the run stopped early (error, cancel, out of memory)
   std::string status = "ok";  // ok | cancelled | out_of_memory | error
   std::string error;
-  // rematlab, or an imported trace (pytorch-snapshot, pytorch-profiler: no model, no schedule).
+  // rematlab, a step recorded in PyTorch (pytorch), or an imported trace (pytorch-snapshot,
+  // pytorch-profiler: no model, no schedule).
   std::string source = kOwnSource;
-  bool imported() const { return source != kOwnSource; }
+  bool imported() const { return source != kOwnSource && source != kRecordedSource; }
 
   ModelConfig model;
   std::string policy, policy_params;

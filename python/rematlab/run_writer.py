@@ -189,7 +189,7 @@ def write_run(rec, profile, snapshot):
     peak_tensors = sorted(alive.values(), key=lambda i: -rec.events[i]["delta"])[:12]
     events = _events(rec, ops, name_of)
     summary = {
-        "format": "rematlab-run", "format_version": 1, "source": "pytorch", "torch_version": torch.__version__,
+        "format": "rematlab-run", "format_version": 2, "source": "pytorch", "torch_version": torch.__version__,
         "complete": True, "status": "ok", "model": model_json(rec),
         "policy": plan.spec if plan is not None else "none", "policy_params": "", "memory_budget_bytes": 0,
         "device": rec.device, "seed": 0, "warmup": 0, "steps": 1,
@@ -215,7 +215,7 @@ def write_run(rec, profile, snapshot):
         "provenance": {"program": "rematlab (python)", "version": "0.1.0", "torch": torch.__version__,
                        "python": platform.python_version(), "threads": str(torch.get_num_threads()),
                        "command": " ".join(sys.argv), "os": platform.platform(), "cpu": platform.processor(),
-                       "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "format_version": "1"},
+                       "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "format_version": "2"},
     }
     loss_rows = [{"step": 0, "counted": 1, "loss": _fmt_float(loss), "time_ms": repr(time_ms), "peak_bytes": peak,
                   "reserved_bytes": peak, "start_ns": rec.start_ns, "end_ns": rec.end_ns}]
@@ -235,7 +235,7 @@ def _write_dir(out_dir, overwrite, summary, schedule, tables, snapshot, timeline
     os.mkdir(tmp)
     try:
         with open(os.path.join(tmp, MARKER), "w") as f:
-            json.dump({"format": "rematlab-run", "format_version": 1}, f)
+            json.dump({"format": "rematlab-run", "format_version": 2}, f)
         files = {"memory_timeline.csv": {"rows": timeline_rows}, "schedule.json": {}}
         for fname, cols, rows in tables:
             files[fname] = {"rows": _write_csv(os.path.join(tmp, fname), cols, rows)}
