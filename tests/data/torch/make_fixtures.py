@@ -249,6 +249,12 @@ def small(out):
 
 
 def main(argv):
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    if argv and argv[0].startswith("-") and not (argv[0] == "--big" and len(argv) == 3):
+        print("make_fixtures.py: unknown or incomplete option %r (see --help)" % argv[0], file=sys.stderr)
+        return 2
     if len(argv) >= 3 and argv[0] == "--big":
         snap, exp = simulate(int(argv[1]), "2", seed=11)
         with open(argv[2], "wb") as f:
