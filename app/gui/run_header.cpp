@@ -49,7 +49,11 @@ QString run_header(const Trace& t) {
                   .arg(QString::fromStdString(t.model.name).toHtmlEscaped(),
                        QString::fromStdString(t.policy).toHtmlEscaped(), params, QString::fromStdString(t.device));
   const StepTimes st = step_times(t);
-  const QString predicted = QObject::tr("predicted %1").arg(human_bytes(static_cast<double>(t.predicted_peak_bytes)));
+  // Only our own runs have a prediction: a recorded or imported trace says where it came from.
+  const QString predicted =
+      t.source == kOwnSource
+          ? QObject::tr("predicted %1").arg(human_bytes(static_cast<double>(t.predicted_peak_bytes)))
+          : QObject::tr("not predicted: from %1").arg(QString::fromStdString(t.source).toHtmlEscaped());
   const bool whole_run = timeline_range(t).whole_run;
   if (t.complete) {
     s += QObject::tr(" · peak <b>%1</b> (%2)").arg(human_bytes(static_cast<double>(t.peak_bytes)), predicted);

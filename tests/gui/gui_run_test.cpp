@@ -22,6 +22,7 @@
 #include "main_window.h"
 #include "model_editor.h"
 #include "param_editor.h"
+#include "run_header.h"
 #include "run_controller.h"
 #include "run_panel.h"
 #include "views/memory_timeline_view.h"
@@ -185,6 +186,10 @@ void GuiRunTest::openingATorchSnapshotOrTraceImportsIt() {
   const Trace& snap = *w.runs()->at(0).trace;
   QCOMPARE(QString::fromStdString(snap.source), QStringLiteral("pytorch-snapshot"));
   QCOMPARE(snap.peak_bytes, std::uint64_t{644096});  // snapshot-torch2.expected.json
+  // An imported trace has no prediction: its header says where it came from, not "predicted 0 B".
+  const QString header = run_header(snap);
+  QVERIFY2(header.contains("not predicted: from pytorch-snapshot"), qPrintable(header));
+  QVERIFY2(!header.contains("predicted 0 B"), qPrintable(header));
   QCOMPARE(QString::fromStdString(w.runs()->at(1).trace->source), QStringLiteral("pytorch-profiler"));
   QCOMPARE(w.runs()->at(1).trace->ops.size(), std::size_t{11});
   QSignalSpy failed(&w, &MainWindow::openFailed);

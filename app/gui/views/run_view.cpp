@@ -39,8 +39,6 @@ RunView::RunView(QWidget* parent)
   no_ops_->setWordWrap(true);
   no_ops_->setContentsMargins(8, 2, 8, 2);
   no_ops_->setForegroundRole(QPalette::PlaceholderText);
-  no_ops_->setText(tr("No step finished in full, so no schedule or ops were recorded: the memory timeline "
-                      "shows every allocation of the run until it stopped."));
   no_ops_->setVisible(false);
   auto* split = new QSplitter(Qt::Vertical, this);
   split->addWidget(memory_);
@@ -82,6 +80,12 @@ void RunView::setTrace(std::shared_ptr<const Trace> t, const QString& title) {
   op_pane_->setVisible(have_ops);
   op_pane_->sidePanel()->setVisible(have_ops);
   no_ops_->setVisible(!have_ops);
+  no_ops_->setText(trace_->imported()
+                       ? tr("This trace, imported from %1, holds no ops: the memory timeline shows every "
+                            "allocation it records.")
+                             .arg(QString::fromStdString(trace_->source))
+                       : tr("No step finished in full, so no schedule or ops were recorded: the memory timeline "
+                            "shows every allocation of the run until it stopped."));
   summary_->setText(run_header(*trace_));
   showStartPage(false);
   resetZoom();
