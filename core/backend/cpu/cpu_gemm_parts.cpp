@@ -47,9 +47,9 @@ void widen(FV src, std::int64_t off, float* dst, std::int64_t n) {
 }
 
 void widen_all(ThreadPool& pool, FV src, float* dst, std::int64_t n) {
-  parallel_for(pool, n, 1 << 15, [&](std::int64_t b, std::int64_t e, int) {
-    widen(src, b, dst + b, e - b);
-  });
+  FV d;
+  d.p = dst;
+  copy_floats(pool, src, d, n, false);
 }
 
 void narrow(const float* src, FV dst, std::int64_t off, std::int64_t n, bool acc) {
