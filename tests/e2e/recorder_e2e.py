@@ -279,6 +279,27 @@ try:
 except FileExistsError as e:
     check("overwrite" in str(e), "an existing target is refused, naming overwrite=True")
 
+# overwrite=True replaces only a run: a directory whose summary.json is cut short, or that has
+# none, is refused before the step runs and left as it was.
+for what, content in (("cut-summary", json.dumps(summary(os.path.join(work, "gpt2-none")))[:150]),
+                      ("no-summary", None)):
+    target = os.path.join(work, what)
+    os.mkdir(target)
+    with open(os.path.join(target, "summary.json" if content is not None else "notes.txt"), "w") as f:
+        f.write(content if content is not None else "mine")
+    try:
+        with rematlab.record(target, model=m, overwrite=True):
+            check(False, "record over %s runs the step" % what)
+    except FileExistsError as e:
+        check("not a RematLab run directory" in str(e), "record(overwrite=True) refuses %s: %s" % (what, e))
+    check(sorted(os.listdir(target)) == ["summary.json" if content is not None else "notes.txt"],
+          "%s is left as it was" % what)
+try:
+    rematlab.checkpoint_plan(copy.deepcopy(m), "selective:keep=foo")
+    check(False, "checkpoint_plan refuses an unknown op class")
+except ValueError as e:
+    check("unknown op class 'foo'" in str(e), "checkpoint_plan names the unknown op class: %s" % e)
+
 # A model that saves nothing: a warning, an empty ledger, a run the CLI still reads.
 empty = os.path.join(work, "no-grad")
 with warnings.catch_warnings(record=True) as w:
