@@ -7,7 +7,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import compat
-from .op_classes import class_of
+from .op_classes import OP_CLASSES, class_of
 
 
 def _tensors(out):
@@ -18,13 +18,10 @@ def _tensors(out):
             yield from _tensors(x)
 
 
-def aten_name(func):
-    """The aten name of a torch function: torch.matmul, Tensor.__matmul__ and __rmatmul__ are
-    aten::matmul, F.linear aten::linear."""
-    name = getattr(func, "__name__", "")
-    if name in ("__matmul__", "__rmatmul__"):
-        name = "matmul"
-    return "aten::" + name if name else ""
+# The torch function's __name__ -> the aten op it calls, for the classed ops: torch.matmul,
+# Tensor.__matmul__ and __rmatmul__ are aten::matmul, F.linear aten::linear.
+_ATEN = {op.split("::", 1)[1]: op for ops in OP_CLASSES.values() for op in ops}
+_ATEN.update({"__matmul__": "aten::matmul", "__rmatmul__": "aten::matmul"})
 
 
 class OpOutputs(TorchFunctionMode):
@@ -34,10 +31,10 @@ class OpOutputs(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        name = _ATEN.get(getattr(func, "__name__", None))
         rec = self.rec
-        if rec.backward_start_ns is not None or rec._in_optimizer or not torch.is_grad_enabled():
+        if name is None or rec.backward_start_ns is not None or rec._in_optimizer or not torch.is_grad_enabled():
             return out
-        name = aten_name(func)
         cls = class_of(name)
         if cls:
             module = rec._stack[-1] if rec._stack else ""
