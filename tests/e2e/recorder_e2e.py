@@ -7,8 +7,11 @@ formula; the plan syntax the same in Python and C++; and the failure paths: an e
 step, a model that saves nothing, a taken target, a run that is not a recording, a recording of a
 newer format or from before op outputs were recorded. Exits 77 (skipped) without torch."""
 import argparse
+import contextlib
 import copy
 import csv
+import enum
+import functools
 import glob
 import json
 import os
@@ -229,6 +232,64 @@ else:
               "the refusal names the minimum and the installed torch: %s" % e)
     check(getattr(sel_model, "_rematlab_plan", None) is None and "forward" not in sel_model.h[0].__dict__,
           "a refused selective plan leaves the model as it was")
+
+# The selective path against stand-ins of torch >= 2.4's API (torch.utils.checkpoint's
+# CheckpointPolicy, create_selective_checkpoint_contexts and checkpoint with context_fn), which
+# this torch may not have: each block is checkpointed with use_reentrant=False and a context_fn
+# of the policy; the policy saves the matmul class's aten ops and recomputes the rest.
+class StandInPolicy(enum.Enum):
+    MUST_SAVE, PREFER_SAVE, MUST_RECOMPUTE, PREFER_RECOMPUTE = range(4)
+
+
+made, ckpt_calls = [], []
+
+
+def stand_in_contexts(policy_fn, allow_cache_entry_mutation=False):
+    made.append(policy_fn)
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+def stand_in_checkpoint(function, *args, use_reentrant=None, context_fn=None, **kwargs):
+    ckpt_calls.append((use_reentrant, context_fn))
+    context_fn()
+    return function(*args, **kwargs)
+
+
+tuc = torch.utils.checkpoint
+names = ("checkpoint", "CheckpointPolicy", "create_selective_checkpoint_contexts")
+real = {n: tuc.__dict__[n] for n in names if n in tuc.__dict__}
+tuc.checkpoint, tuc.CheckpointPolicy = stand_in_checkpoint, StandInPolicy
+tuc.create_selective_checkpoint_contexts = stand_in_contexts
+try:
+    planned, plain = copy.deepcopy(sel_model), copy.deepcopy(sel_model)
+    handle = rematlab.checkpoint_plan(planned, "selective:keep=matmul")
+    xs, ys = models.batch(128, seq=16)
+    planned(xs, ys).backward()
+    plain(xs, ys).backward()
+finally:
+    for n in names:
+        if n in real:
+            setattr(tuc, n, real[n])
+        else:
+            delattr(tuc, n)
+check(len(ckpt_calls) == 2 and all(r is False and isinstance(c, functools.partial)
+                                   and c.func is stand_in_contexts for r, c in ckpt_calls),
+      "selective: each block runs checkpoint(use_reentrant=False, context_fn=partial(contexts, policy)): %s"
+      % ckpt_calls)
+if made:
+    pol, aten = made[0], torch.ops.aten
+    want = {aten.mm.default: StandInPolicy.MUST_SAVE, aten.addmm.default: StandInPolicy.MUST_SAVE,
+            aten.bmm.default: StandInPolicy.MUST_SAVE, aten.baddbmm.default: StandInPolicy.MUST_SAVE,
+            aten.gelu.default: StandInPolicy.PREFER_RECOMPUTE, aten._softmax.default: StandInPolicy.PREFER_RECOMPUTE,
+            aten.native_layer_norm.default: StandInPolicy.PREFER_RECOMPUTE, aten.add.Tensor: StandInPolicy.PREFER_RECOMPUTE}
+    got = {op: pol(None, op) for op in want}
+    check(got == want, "selective policy: matmul ops saved, the rest recomputed: %s" % got)
+else:
+    check(False, "selective: the policy was made")
+check(all(torch.equal(a.grad, b.grad) for a, b in zip(planned.parameters(), plain.parameters())),
+      "selective through the stand-ins: the same gradients")
+handle.remove()
+check(getattr(planned, "_rematlab_plan", None) is None, "remove() takes the selective plan off")
 
 # A recording from before op outputs: plain plans as before, selective refused by name.
 old = os.path.join(work, "before-op-outputs")
