@@ -191,6 +191,18 @@ check(gpt2_pred is not None and gpt2_pred["saved_bytes_per_block"][1] == hand ==
       "gpt2 selective:keep=matmul: block 1 keeps %s bytes, by hand %d"
       % (gpt2_pred and gpt2_pred["saved_bytes_per_block"][1], hand))
 
+# docs/own-model.md's table of op classes is the one of python/rematlab/op_classes.py.
+doc_classes = {}
+with open(os.path.join(args.source_dir, "docs", "own-model.md")) as f:
+    for line in f:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`") and cells[0].strip("`") in rematlab.op_classes.OP_CLASSES:
+            doc_classes[cells[0].strip("`")] = tuple("aten::" + c.strip().strip("`") for c in cells[1].split(","))
+check(doc_classes == rematlab.op_classes.OP_CLASSES,
+      "docs/own-model.md lists the op classes of op_classes.py: %s" % doc_classes)
+check(summary(os.path.join(work, "gpt2-none"))["recorded"]["op_classes"]
+      == {k: list(v) for k, v in rematlab.op_classes.OP_CLASSES.items()}, "a recording carries the op classes")
+
 # The plan syntax: Python's parse_plan and the CLI accept and refuse the same plans.
 gpt2_none = os.path.join(work, "gpt2-none")
 for text in ("per-block", "every:2", "segments:3", "sqrt", "modules:*.mlp", "selective:keep=matmul",
