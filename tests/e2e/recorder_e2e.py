@@ -191,6 +191,14 @@ check(gpt2_pred is not None and gpt2_pred["saved_bytes_per_block"][1] == hand ==
       "gpt2 selective:keep=matmul: block 1 keeps %s bytes, by hand %d"
       % (gpt2_pred and gpt2_pred["saved_bytes_per_block"][1], hand))
 
+# Recorded without the profiler: the op outputs are there, the FLOPs and ops are unknown.
+noprof = os.path.join(work, "gpt2-no-profiler")
+step(models.Gpt2(vocab=128, hidden=48, heads=4, layers=4, positions=16), noprof, profile=False)
+p = batch.json("plan", "--from-run", noprof, "--policy", "selective:keep=matmul", "--json")
+check(p is not None and p["saved_bytes"] == selective_recount(noprof, ["matmul"]) == gpt2_pred["saved_bytes"]
+      and p["recompute_flops"] == p["recomputed_ops"] == "unknown",
+      "without the profiler: the same bytes, FLOPs and ops unknown: %s" % p)
+
 # docs/own-model.md's table of op classes is the one of python/rematlab/op_classes.py.
 doc_classes = {}
 with open(os.path.join(args.source_dir, "docs", "own-model.md")) as f:
