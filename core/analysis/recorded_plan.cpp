@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/trace/csv.h"
+#include "core/trace/schema.h"
+#include "core/trace/trace.h"
 #include "core/util/error.h"
 #include "core/util/json_io.h"
 #include "core/util/limits.h"
@@ -60,6 +62,58 @@ int positive(std::string_view s, const std::string& kind, const std::string& tex
   return k;
 }
 
+// summary.json recorded.op_classes: {"matmul": ["aten::mm", ...], ...}.
+std::vector<std::pair<std::string, std::vector<std::string>>> op_classes_of(const nlohmann::json& v,
+                                                                             const std::string& sfile) {
+  if (!v.is_object()) throw Error(sfile + ": field 'recorded.op_classes' must be an object of op name lists");
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  for (const auto& [name, ops] : v.items()) {
+    if (!ops.is_array()) throw Error(sfile + ": field 'recorded.op_classes." + name + "' must be a list of op names");
+    std::vector<std::string> names;
+    for (const auto& op : ops) {
+      if (!op.is_string()) throw Error(sfile + ": field 'recorded.op_classes." + name + "' holds a non-string");
+      names.push_back(op.get<std::string>());
+    }
+    out.emplace_back(name, std::move(names));
+  }
+  return out;
+}
+
+void read_op_tables(const std::string& dir, RecordedRun& run) {
+  namespace fs = std::filesystem;
+  {
+    csv::Reader r((fs::path(dir) / "op_outputs.csv").string());
+    const std::size_t co = r.col("op"), cm = r.col("module"), cb = r.col("block"), cs = r.col("storage"),
+                      csb = r.col("storage_bytes");
+    while (r.next()) {
+      RecordedOutput o;
+      o.op = std::string(r.str(co));
+      o.module = std::string(r.str(cm));
+      o.block = r.i32(cb);
+      if (o.block < -1 || o.block >= std::max(run.blocks, 1)) r.fail(cb, "not a block of the run");
+      o.storage = r.u64(cs);
+      o.storage_bytes = r.u64(csb);
+      run.outputs.push_back(std::move(o));
+    }
+  }
+  csv::Reader r((fs::path(dir) / "ops.csv").string());
+  const std::size_t cn = r.col("name"), cm = r.col("op"), cp = r.col("phase"), cf = r.col("flops");
+  while (r.next()) {
+    if (r.str(cp) != "forward") continue;
+    RecordedOp o;
+    o.name = std::string(r.str(cn));
+    o.module = std::string(r.str(cm));
+    o.flops = r.u64(cf);
+    run.forward_ops.push_back(std::move(o));
+  }
+}
+
+std::string class_names(const RecordedRun& run) {
+  std::string s;
+  for (const auto& [name, ops] : run.op_classes) s += (s.empty() ? "" : ", ") + name;
+  return s;
+}
+
 }  // namespace
 
 RecordedRun read_recorded_run(const std::string& dir) {
@@ -69,6 +123,8 @@ RecordedRun read_recorded_run(const std::string& dir) {
   if (!j.is_object() || j.value("source", std::string()) != "pytorch")
     throw Error(sfile + ": not a recorded PyTorch run (summary.json has no \"source\": \"pytorch\"; "
                 "rematlab.record in python/ writes one)");
+  schema::check_format_version(j.contains("format_version") ? j["format_version"] : nlohmann::json(),
+                               kTraceFormatVersion, sfile);
   RecordedRun run;
   try {
     const auto& rec = j.at("recorded");
@@ -80,6 +136,10 @@ RecordedRun read_recorded_run(const std::string& dir) {
       throw Error(sfile + ": field 'recorded.blocks' is " + std::to_string(blocks) + ", outside 0.." +
                   std::to_string(limits::kLayers));
     run.blocks = static_cast<int>(blocks);
+    if (rec.contains("op_classes")) {
+      run.op_classes = op_classes_of(rec["op_classes"], sfile);
+      run.has_op_outputs = true;
+    }
   } catch (const nlohmann::json::exception& e) {
     throw Error(sfile + ": field 'recorded': " + e.what());
   }
@@ -111,12 +171,16 @@ RecordedRun read_recorded_run(const std::string& dir) {
     c.inputs = parse_inputs(r.str(ci), r, ci);
     run.calls.push_back(std::move(c));
   }
+  if (run.has_op_outputs) read_op_tables(dir, run);
   return run;
 }
 
-CheckpointPlanSpec parse_checkpoint_plan(const std::string& text) {
+namespace {
+
+// A plan of regions (not selective) `text`, part of the plan `whole` (for messages).
+CheckpointPlanSpec parse_regions(const std::string& text, const std::string& whole) {
   CheckpointPlanSpec p;
-  p.text = text;
+  p.text = whole;
   const auto colon = text.find(':');
   const std::string kind = text.substr(0, colon);
   const std::string_view arg = colon == std::string::npos ? std::string_view() : std::string_view(text).substr(colon + 1);
@@ -125,7 +189,7 @@ CheckpointPlanSpec parse_checkpoint_plan(const std::string& text) {
     p.kind = kind == "sqrt" ? K::Sqrt : K::PerBlock;
   } else if (kind == "every" || kind == "segments") {
     p.kind = kind == "every" ? K::Every : K::Segments;
-    p.k = positive(arg, kind, text);
+    p.k = positive(arg, kind, whole);
   } else if (kind == "modules") {
     p.kind = K::Modules;
     std::string_view rest = arg;
@@ -134,9 +198,51 @@ CheckpointPlanSpec parse_checkpoint_plan(const std::string& text) {
       if (comma != 0) p.globs.emplace_back(rest.substr(0, comma));
       rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     }
-    if (p.globs.empty()) throw Error("checkpoint plan '" + text + "': modules needs a module path glob, e.g. modules:h.*.mlp");
+    if (p.globs.empty()) throw Error("checkpoint plan '" + whole + "': modules needs a module path glob, e.g. modules:h.*.mlp");
   } else {
-    throw Error("checkpoint plan '" + text + "': not one of per-block, every:K, segments:K, sqrt, modules:GLOB[,GLOB]");
+    throw Error("checkpoint plan '" + whole +
+                "': not one of per-block, every:K, segments:K, sqrt, modules:GLOB[,GLOB], selective:keep=CLASS[@PLAN]");
+  }
+  return p;
+}
+
+bool is_class_name(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+}  // namespace
+
+CheckpointPlanSpec parse_checkpoint_plan(const std::string& text) {
+  const std::string prefix = "selective:";
+  if (text.rfind("selective", 0) != 0 || (text.size() > 9 && text[9] != ':')) return parse_regions(text, text);
+  const std::string syntax = "checkpoint plan '" + text + "': selective needs keep=CLASS[,CLASS], e.g. selective:keep=matmul";
+  const std::string arg = text.size() > prefix.size() ? text.substr(prefix.size()) : std::string();
+  if (arg.rfind("keep=", 0) != 0) throw Error(syntax);
+  const auto at = arg.find('@');
+  const std::string classes = arg.substr(5, at == std::string::npos ? std::string::npos : at - 5);
+  CheckpointPlanSpec p;
+  if (at == std::string::npos) {
+    p.text = text;
+  } else {
+    const std::string base = arg.substr(at + 1);
+    if (base.empty())
+      throw Error("checkpoint plan '" + text + "': nothing after '@' (a plan of the regions, e.g. @modules:h.*)");
+    if (base.rfind("selective", 0) == 0)
+      throw Error("checkpoint plan '" + text + "': the regions after '@' cannot be selective themselves");
+    p = parse_regions(base, text);
+  }
+  std::string_view rest = classes;
+  while (true) {
+    const auto comma = rest.find(',');
+    const std::string_view c = rest.substr(0, comma);
+    if (c.empty()) throw Error(syntax);
+    if (!is_class_name(c))
+      throw Error("checkpoint plan '" + text + "': '" + std::string(c) + "' is not an op class name (lower case, e.g. matmul)");
+    p.keep.emplace_back(c);
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
   }
   return p;
 }
@@ -163,7 +269,29 @@ std::vector<std::pair<int, int>> plan_regions(const CheckpointPlanSpec& p, int b
   return v;
 }
 
+namespace {
+
+// The aten op names of the selective plan's classes, by the recording's own op classes.
+std::unordered_set<std::string> kept_ops(const RecordedRun& run, const CheckpointPlanSpec& plan) {
+  std::unordered_set<std::string> ops;
+  if (plan.keep.empty()) return ops;
+  if (!run.has_op_outputs)
+    throw Error("checkpoint plan '" + plan.text + "': the recording has no op outputs (summary.json has no "
+                "recorded.op_classes: it predates selective plans); record the step again with python/rematlab");
+  for (const auto& c : plan.keep) {
+    auto it = std::find_if(run.op_classes.begin(), run.op_classes.end(), [&c](const auto& x) { return x.first == c; });
+    if (it == run.op_classes.end())
+      throw Error("checkpoint plan '" + plan.text + "': unknown op class '" + c + "' (op classes: " + class_names(run) +
+                  ")");
+    ops.insert(it->second.begin(), it->second.end());
+  }
+  return ops;
+}
+
+}  // namespace
+
 RecordedPrediction predict_recorded_plan(const RecordedRun& run, const CheckpointPlanSpec& plan) {
+  const std::unordered_set<std::string> keep = kept_ops(run, plan);
   RecordedPrediction out;
   // The regions: the module paths whose saved tensors the plan drops, and the call whose
   // inputs it keeps for each (its first module's forward).
@@ -211,18 +339,40 @@ RecordedPrediction predict_recorded_plan(const RecordedRun& run, const Checkpoin
     if (block >= 0 && static_cast<std::size_t>(block) < out.saved_bytes_per_block.size())
       out.saved_bytes_per_block[static_cast<std::size_t>(block)] += bytes;
   };
+  auto in_regions = [&prefixes](const std::string& module) {
+    for (const auto& p : prefixes)
+      if (inside(module, p)) return true;
+    return false;
+  };
   for (const auto& t : run.tensors) {
     if (t.parameter || !t.held_at_backward) continue;
     if (all.insert(t.storage).second) out.recorded_saved_bytes += t.storage_bytes;
-    bool dropped = false;
-    for (const auto& p : prefixes) dropped = dropped || inside(t.module, p);
-    if (!dropped && kept.insert(t.storage).second) charge(t.block, t.storage_bytes);
+    if (!in_regions(t.module) && kept.insert(t.storage).second) charge(t.block, t.storage_bytes);
   }
   // A step that held nothing for backward ran without autograd: no checkpoint keeps anything.
-  if (out.recorded_saved_bytes == 0) heads.clear();
+  const bool autograd = out.recorded_saved_bytes != 0;
+  if (!autograd) heads.clear();
   for (const RecordedCall* c : heads)
     for (auto [storage, bytes] : c->inputs)
       if (!params.count(storage) && kept.insert(storage).second) charge(c->block, bytes);
+  if (!plan.keep.empty()) {
+    // Selective: inside the regions the kept ops' outputs are saved; every other op is recomputed.
+    for (const auto& o : run.outputs)
+      if (autograd && keep.count(o.op) && in_regions(o.module) && !params.count(o.storage) &&
+          kept.insert(o.storage).second) {
+        charge(o.block, o.storage_bytes);
+        out.kept_output_bytes += o.storage_bytes;
+      }
+    std::uint64_t f = 0;
+    for (const auto& o : run.forward_ops) {
+      if (keep.count(o.name) || !in_regions(o.module)) continue;
+      f += o.flops;
+      ++out.recomputed_ops;
+      if (o.flops == 0) ++out.recomputed_ops_without_flops;
+    }
+    if (run.flops_known) out.recompute_flops = f;
+    return out;
+  }
   if (run.flops_known) {
     std::uint64_t f = 0;
     bool known = true;

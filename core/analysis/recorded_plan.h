@@ -27,6 +27,20 @@ struct RecordedCall {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> inputs;  // (storage, bytes) of its tensor arguments
 };
 
+// An output of a classed op of the forward (op_outputs.csv): an op of an op class of
+// python/rematlab/op_classes.py, e.g. aten::linear of class matmul.
+struct RecordedOutput {
+  std::string op, module;
+  int block = -1;
+  std::uint64_t storage = 0, storage_bytes = 0;
+};
+
+// A top-level op of the first forward (ops.csv, phase forward) with the profiler's FLOPs.
+struct RecordedOp {
+  std::string name, module;
+  std::uint64_t flops = 0;
+};
+
 struct RecordedRun {
   int blocks = 0;              // children of the first ModuleList
   std::string blocks_module;   // its path
@@ -34,19 +48,30 @@ struct RecordedRun {
   bool flops_known = false;
   std::vector<RecordedTensor> tensors;
   std::vector<RecordedCall> calls;
+  // Selective plans: the op classes the recording was made with (summary.json
+  // recorded.op_classes: class -> aten op names), the classed ops' outputs and the forward's
+  // ops. A recording made before op classes has none (has_op_outputs false).
+  bool has_op_outputs = false;
+  std::vector<std::pair<std::string, std::vector<std::string>>> op_classes;
+  std::vector<RecordedOutput> outputs;
+  std::vector<RecordedOp> forward_ops;
 };
 
-// Reads DIR/summary.json, saved_tensors.csv and module_calls.csv; Error naming the file (and the
-// line and column) when DIR is not a recorded run or a table is off.
+// Reads DIR/summary.json, saved_tensors.csv and module_calls.csv, and op_outputs.csv and ops.csv
+// where summary.json lists op classes; Error naming the file (and the line and column) when DIR
+// is not a recorded run, is of a newer format, or a table is off.
 RecordedRun read_recorded_run(const std::string& dir);
 
 struct CheckpointPlanSpec {
-  enum class Kind { PerBlock, Every, Segments, Sqrt, Modules } kind = Kind::PerBlock;
+  enum class Kind { PerBlock, Every, Segments, Sqrt, Modules } kind = Kind::PerBlock;  // the regions
   int k = 0;
   std::vector<std::string> globs;
+  std::vector<std::string> keep;  // selective: the op classes whose outputs are saved; empty: plain
   std::string text;
 };
-// per-block | every:K | segments:K | sqrt | modules:GLOB[,GLOB]; Error saying the syntax.
+// per-block | every:K | segments:K | sqrt | modules:GLOB[,GLOB] | selective:keep=CLASS[,CLASS][@PLAN]
+// (PLAN one of the others, per-block when left out); Error saying the syntax. The class names
+// are checked against the recording's op classes by predict_recorded_plan.
 CheckpointPlanSpec parse_checkpoint_plan(const std::string& text);
 // The checkpointed segments (first, last) of a block plan over `blocks` blocks.
 std::vector<std::pair<int, int>> plan_regions(const CheckpointPlanSpec& p, int blocks);
@@ -58,6 +83,11 @@ struct RecordedPrediction {
   std::vector<std::uint64_t> saved_bytes_per_block;  // predicted, by block (-1 left out)
   std::optional<std::uint64_t> recompute_flops;      // none: the profiler gave none
   std::uint64_t recomputed_blocks = 0;
+  // Selective plans: the kept ops' output bytes inside the regions (storages not held otherwise),
+  // the forward ops recomputed, and how many of them the profiler gave no FLOPs (0: a FLOP count
+  // it does not make, e.g. softmax, layer norm).
+  std::uint64_t kept_output_bytes = 0;
+  std::uint64_t recomputed_ops = 0, recomputed_ops_without_flops = 0;
 };
 
 RecordedPrediction predict_recorded_plan(const RecordedRun& run, const CheckpointPlanSpec& plan);

@@ -8,6 +8,7 @@ import warnings
 import torch
 
 from . import compat
+from .op_outputs import OpOutputs
 from .profiled_ops import read_profile
 from .run_writer import check_target, write_run
 
@@ -48,6 +49,7 @@ class Recorder:
         self.model_config = dict(model_config or {})
         self.overwrite = overwrite
         self.saved, self.calls, self.events = [], [], []
+        self.op_outputs = []  # outputs of the forward's classed ops (rematlab.op_classes)
         self.loss_value = float("nan")
         self.summary = None
         self.path = None  # the run directory, once written
@@ -299,6 +301,8 @@ class Recorder:
             self._prof.__enter__()
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self._hooks.__enter__()
+        self._mode = OpOutputs(self)
+        self._mode.__enter__()
         _active.append(self)
         return self
 
@@ -328,6 +332,7 @@ class Recorder:
 
     def _detach(self):
         _active.remove(self)
+        self._mode.__exit__(None, None, None)
         self._hooks.__exit__(None, None, None)
         for r in reversed(self._ranges):
             r.__exit__(None, None, None)

@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from .op_classes import OP_CLASSES
 from .schedule import block_schedule
 
 MARKER = ".rematlab-writing"
@@ -27,6 +28,7 @@ LEDGER_COLS = ["block", "tensor", "bytes", "category", "created_phase", "created
 LOSS_COLS = ["step", "counted", "loss", "time_ms", "peak_bytes", "reserved_bytes", "start_ns", "end_ns"]
 SAVED_COLS = ["id", "module", "block", "category", "phase", "op", "node", "producer", "dtype", "shape", "bytes",
               "storage", "storage_bytes", "alias", "packed_ns", "unpacked_ns", "released_ns", "held_at_backward"]
+OUTPUT_COLS = ["id", "op", "op_class", "module", "block", "dtype", "shape", "bytes", "storage", "storage_bytes"]
 CALLS_COLS = ["index", "module", "block", "phase", "start_ns", "end_ns", "parent", "flops", "inputs"]
 
 
@@ -209,6 +211,7 @@ def write_run(rec, profile, snapshot):
             "backward_start_ns": rec.backward_start_ns if rec.backward_start_ns is not None else rec.end_ns,
             "saved_tensors": len(rec.saved), "blocks": rec.blocks, "blocks_module": (rec.block_prefix or "").rstrip("."),
             "checkpoint_plan": plan.spec if plan is not None else "",
+            "op_outputs": len(rec.op_outputs), "op_classes": {c: list(ops) for c, ops in OP_CLASSES.items()},
             "flops_from": "torch.profiler" if profile is not None else "unknown",
             "profiler_memory_peak_bytes": profile.memory_peak_bytes if profile is not None else 0,
             "grad_checksum": "blake2b-64"},
@@ -225,7 +228,7 @@ def write_run(rec, profile, snapshot):
         ("memory_events.csv", EVENTS_COLS, events), ("ops.csv", OPS_COLS, ops),
         ("schedule.csv", SCHED_COLS, sched_rows), ("ledger.csv", LEDGER_COLS, ledger),
         ("loss.csv", LOSS_COLS, loss_rows), ("saved_tensors.csv", SAVED_COLS, rec.saved),
-        ("module_calls.csv", CALLS_COLS, calls)], snapshot, len(rec.events) - first_event + 2)
+        ("module_calls.csv", CALLS_COLS, calls), ("op_outputs.csv", OUTPUT_COLS, rec.op_outputs)], snapshot, len(rec.events) - first_event + 2)
 
 
 def _write_dir(out_dir, overwrite, summary, schedule, tables, snapshot, timeline_rows):

@@ -1,11 +1,17 @@
 """The PyTorch recorder (python/rematlab) end to end: a GPT-2-style and a Llama-style model
 (tests/torch_models) recorded, read back by rematlab-batch (compare, export), a checkpoint
 plan predicted from the recording (plan --from-run) and applied (rematlab.checkpoint_plan),
-the prediction's saved bytes equal to what the second recording measures, to the byte; and the
-failure paths: an error in the step, a model that saves nothing, a taken target, a run that is
-not a recording. Exits 77 (skipped) without torch."""
+the prediction's saved bytes equal to what the second recording measures, to the byte; the
+selective plans (selective:keep=CLASS) against a recount from the recorded tables and a hand
+formula; the plan syntax the same in Python and C++; and the failure paths: an error in the
+step, a model that saves nothing, a taken target, a run that is not a recording, a recording of a
+newer format or from before op outputs were recorded. Exits 77 (skipped) without torch."""
 import argparse
+import contextlib
 import copy
+import csv
+import enum
+import functools
 import glob
 import json
 import os
@@ -107,9 +113,230 @@ def check_model(name, model, config):
               "%s %s: compare puts the checkpointed recording against the none one: %s" % (name, plan, runs[1:]))
 
 
+def table(d, name):
+    with open(os.path.join(d, name), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def selective_recount(d, classes):
+    """The bytes selective:keep=CLASSES (per block) saves, counted from the recorded tables: each
+    storage once, parameters left out; kept are what autograd holds for backward outside the
+    blocks, each block's input (its forward call's tensor arguments) and, inside the blocks, the
+    outputs of the classes' ops."""
+    s = summary(d)
+    prefix = s["recorded"]["blocks_module"]
+    blocks = ["%s.%d" % (prefix, b) if prefix else str(b) for b in range(s["recorded"]["blocks"])]
+    ops = set(op for c in classes for op in s["recorded"]["op_classes"][c])
+
+    def in_block(module):
+        return any(module == b or module.startswith(b + ".") for b in blocks)
+    saved = table(d, "saved_tensors.csv")
+    params = set(r["storage"] for r in saved if r["alias"].startswith("parameter:"))
+    held = {}  # storage -> bytes
+    for r in saved:
+        if r["held_at_backward"] == "1" and r["storage"] not in params and not in_block(r["module"]):
+            held[r["storage"]] = int(r["storage_bytes"])
+    for c in table(d, "module_calls.csv"):
+        if c["phase"] == "forward" and c["module"] in blocks:
+            for item in c["inputs"].split():
+                st, b = item.split(":")
+                if st not in params:
+                    held.setdefault(st, int(b))
+    for o in table(d, "op_outputs.csv"):
+        if o["op"] in ops and in_block(o["module"]) and o["storage"] not in params:
+            held.setdefault(o["storage"], int(o["storage_bytes"]))
+    return sum(held.values())
+
+
+def check_selective(name, base):
+    """selective:keep=matmul of the `none` recording `base`: the prediction against a recount."""
+    pred = batch.json("plan", "--from-run", base, "--policy", "selective:keep=matmul", "--json")
+    if pred is None:
+        return None
+    want = selective_recount(base, ["matmul"])
+    check(pred["saved_bytes"] == want, "%s selective:keep=matmul: predicted %d bytes, recounted from the tables %d"
+          % (name, pred["saved_bytes"], want))
+    per_block = batch.json("plan", "--from-run", base, "--policy", "per-block", "--json")
+    check(per_block is not None and pred["saved_bytes"] > per_block["saved_bytes"]
+          and pred["saved_bytes"] - pred["kept_output_bytes"] == per_block["saved_bytes"],
+          "%s: selective keeps per-block's bytes and the matmul outputs on top" % name)
+    s = summary(base)
+    check(isinstance(pred["recompute_flops"], int) and 0 <= pred["recompute_flops"] < s["flops"]["forward"]
+          and pred["recomputed_ops"] > pred["recomputed_ops_without_flops"] > 0,
+          "%s selective:keep=matmul: recomputes the non-matmul ops (%s FLOPs, %s ops, %s without FLOPs)"
+          % (name, pred["recompute_flops"], pred["recomputed_ops"], pred["recomputed_ops_without_flops"]))
+    both = batch.json("plan", "--from-run", base, "--policy", "selective:keep=matmul,sdpa", "--json")
+    check(both is not None and both["saved_bytes"] == want,
+          "%s: keep=matmul,sdpa adds nothing where no op is an sdpa" % name)
+    sub = batch.json("plan", "--from-run", base, "--policy", "selective:keep=matmul@modules:*.mlp", "--json")
+    check(sub is not None and sub["checkpointed"] and all(m.endswith(".mlp") for m in sub["checkpointed"])
+          and sub["kept_output_bytes"] > 0 and sub["kept_output_bytes"] < pred["kept_output_bytes"],
+          "%s: selective over modules:*.mlp keeps the mlps' matmul outputs only" % name)
+    return pred
+
+
 check_model("gpt2", models.Gpt2(vocab=128, hidden=48, heads=4, layers=4, positions=16), {})
 check_model("llama", models.Llama(vocab=128, hidden=64, heads=4, kv_heads=2, ffn=128, layers=3),
             {"architecture": "llama", "kv_heads": 2, "ffn": 128})
+
+# Selective plans on both recordings; for the GPT-2 model (hidden 48, 4 heads of 12, batch 2,
+# sequence 16, fp32) block 1 keeps, by hand: its input x (2, 16, 48) and its matmul outputs:
+# attn.c_attn (2, 16, 144), q @ k^T (2, 4, 16, 16), softmax @ v (2, 4, 16, 12), attn.c_proj
+# (2, 16, 48), mlp.c_fc (2, 16, 192), mlp.c_proj (2, 16, 48).
+gpt2_pred = check_selective("gpt2", os.path.join(work, "gpt2-none"))
+check_selective("llama", os.path.join(work, "llama-none"))
+B, S, H, NH = 2, 16, 48, 4
+hand = 4 * (B * S * H + B * S * 3 * H + B * NH * S * S + B * NH * S * (H // NH) + B * S * H + B * S * 4 * H + B * S * H)
+check(gpt2_pred is not None and gpt2_pred["saved_bytes_per_block"][1] == hand == 75776,
+      "gpt2 selective:keep=matmul: block 1 keeps %s bytes, by hand %d"
+      % (gpt2_pred and gpt2_pred["saved_bytes_per_block"][1], hand))
+
+# Recorded without the profiler: the op outputs are there, the FLOPs and ops are unknown.
+noprof = os.path.join(work, "gpt2-no-profiler")
+step(models.Gpt2(vocab=128, hidden=48, heads=4, layers=4, positions=16), noprof, profile=False)
+p = batch.json("plan", "--from-run", noprof, "--policy", "selective:keep=matmul", "--json")
+check(p is not None and p["saved_bytes"] == selective_recount(noprof, ["matmul"]) == gpt2_pred["saved_bytes"]
+      and p["recompute_flops"] == p["recomputed_ops"] == "unknown",
+      "without the profiler: the same bytes, FLOPs and ops unknown: %s" % p)
+
+# docs/own-model.md's table of op classes is the one of python/rematlab/op_classes.py.
+doc_classes = {}
+with open(os.path.join(args.source_dir, "docs", "own-model.md")) as f:
+    for line in f:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`") and cells[0].strip("`") in rematlab.op_classes.OP_CLASSES:
+            doc_classes[cells[0].strip("`")] = tuple("aten::" + c.strip().strip("`") for c in cells[1].split(","))
+check(doc_classes == rematlab.op_classes.OP_CLASSES,
+      "docs/own-model.md lists the op classes of op_classes.py: %s" % doc_classes)
+check(summary(os.path.join(work, "gpt2-none"))["recorded"]["op_classes"]
+      == {k: list(v) for k, v in rematlab.op_classes.OP_CLASSES.items()}, "a recording carries the op classes")
+
+# The plan syntax: Python's parse_plan and the CLI accept and refuse the same plans.
+gpt2_none = os.path.join(work, "gpt2-none")
+for text in ("per-block", "every:2", "segments:3", "sqrt", "modules:*.mlp", "selective:keep=matmul",
+             "selective:keep=matmul,sdpa@segments:2", "selective:keep=conv@modules:h.*.attn",
+             "every:0", "sqrt:2", "modules:", "selective", "selective:matmul", "selective:keep=",
+             "selective:keep=matmul,", "selective:keep=foo", "selective:keep=matmul@", "selective:keep=matmul@every:x",
+             "selective:keep=matmul@selective:keep=sdpa", "selective:keep=matmul@bogus"):
+    try:
+        rematlab.parse_plan(text)
+        py_ok, py_msg = True, ""
+    except ValueError as e:
+        py_ok, py_msg = False, str(e)
+    p = batch.run("plan", "--from-run", gpt2_none, "--policy", text, expect=0 if py_ok else "fail")
+    check("Traceback" not in p.stderr and "terminate called" not in p.stderr, "plan %r: no crash" % text)
+    if not py_ok:
+        check(("'%s'" % text) in py_msg and ("'%s'" % text) in p.stderr,
+              "plan %r: both messages name the plan: %r / %r" % (text, py_msg, p.stderr.strip()))
+for text, words in (("selective:keep=foo", ["unknown op class 'foo'", "matmul"]),
+                    ("selective:matmul", ["keep=CLASS"]), ("selective:keep=matmul@every:0", ["every"])):
+    batch.refuses(["plan", "--from-run", gpt2_none, "--policy", text], *words)
+    try:
+        rematlab.parse_plan(text)
+        check(False, "parse_plan refuses %r" % text)
+    except ValueError as e:
+        check(all(w.lower() in str(e).lower() for w in words), "parse_plan %r names %s: %s" % (text, words, e))
+
+# checkpoint_plan refuses a selective plan where torch has no selective checkpointing.
+sel_model = models.Gpt2(vocab=128, hidden=32, heads=2, layers=2, positions=16)
+if hasattr(torch.utils.checkpoint, "create_selective_checkpoint_contexts"):
+    h = rematlab.checkpoint_plan(sel_model, "selective:keep=matmul")
+    check(sel_model._rematlab_plan.keep == ("matmul",), "checkpoint_plan applies a selective plan")
+    h.remove()
+else:
+    try:
+        rematlab.checkpoint_plan(sel_model, "selective:keep=matmul")
+        check(False, "checkpoint_plan refuses selective on torch %s" % torch.__version__)
+    except RuntimeError as e:
+        check("torch >= 2.4" in str(e) and torch.__version__ in str(e),
+              "the refusal names the minimum and the installed torch: %s" % e)
+    check(getattr(sel_model, "_rematlab_plan", None) is None and "forward" not in sel_model.h[0].__dict__,
+          "a refused selective plan leaves the model as it was")
+
+# The selective path against stand-ins of torch >= 2.4's API (torch.utils.checkpoint's
+# CheckpointPolicy, create_selective_checkpoint_contexts and checkpoint with context_fn), which
+# this torch may not have: each block is checkpointed with use_reentrant=False and a context_fn
+# of the policy; the policy saves the matmul class's aten ops and recomputes the rest.
+class StandInPolicy(enum.Enum):
+    MUST_SAVE, PREFER_SAVE, MUST_RECOMPUTE, PREFER_RECOMPUTE = range(4)
+
+
+made, ckpt_calls = [], []
+
+
+def stand_in_contexts(policy_fn, allow_cache_entry_mutation=False):
+    made.append(policy_fn)
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+def stand_in_checkpoint(function, *args, use_reentrant=None, context_fn=None, **kwargs):
+    ckpt_calls.append((use_reentrant, context_fn))
+    context_fn()
+    return function(*args, **kwargs)
+
+
+tuc = torch.utils.checkpoint
+names = ("checkpoint", "CheckpointPolicy", "create_selective_checkpoint_contexts")
+real = {n: tuc.__dict__[n] for n in names if n in tuc.__dict__}
+tuc.checkpoint, tuc.CheckpointPolicy = stand_in_checkpoint, StandInPolicy
+tuc.create_selective_checkpoint_contexts = stand_in_contexts
+try:
+    planned, plain = copy.deepcopy(sel_model), copy.deepcopy(sel_model)
+    handle = rematlab.checkpoint_plan(planned, "selective:keep=matmul")
+    xs, ys = models.batch(128, seq=16)
+    planned(xs, ys).backward()
+    plain(xs, ys).backward()
+finally:
+    for n in names:
+        if n in real:
+            setattr(tuc, n, real[n])
+        else:
+            delattr(tuc, n)
+check(len(ckpt_calls) == 2 and all(r is False and isinstance(c, functools.partial)
+                                   and c.func is stand_in_contexts for r, c in ckpt_calls),
+      "selective: each block runs checkpoint(use_reentrant=False, context_fn=partial(contexts, policy)): %s"
+      % ckpt_calls)
+if made:
+    pol, aten = made[0], torch.ops.aten
+    want = {aten.mm.default: StandInPolicy.MUST_SAVE, aten.addmm.default: StandInPolicy.MUST_SAVE,
+            aten.bmm.default: StandInPolicy.MUST_SAVE, aten.baddbmm.default: StandInPolicy.MUST_SAVE,
+            aten.gelu.default: StandInPolicy.PREFER_RECOMPUTE, aten._softmax.default: StandInPolicy.PREFER_RECOMPUTE,
+            aten.native_layer_norm.default: StandInPolicy.PREFER_RECOMPUTE, aten.add.Tensor: StandInPolicy.PREFER_RECOMPUTE}
+    got = {op: pol(None, op) for op in want}
+    check(got == want, "selective policy: matmul ops saved, the rest recomputed: %s" % got)
+else:
+    check(False, "selective: the policy was made")
+check(all(torch.equal(a.grad, b.grad) for a, b in zip(planned.parameters(), plain.parameters())),
+      "selective through the stand-ins: the same gradients")
+handle.remove()
+check(getattr(planned, "_rematlab_plan", None) is None, "remove() takes the selective plan off")
+
+# A recording from before op outputs: plain plans as before, selective refused by name.
+old = os.path.join(work, "before-op-outputs")
+shutil.copytree(gpt2_none, old)
+os.remove(os.path.join(old, "op_outputs.csv"))
+with open(os.path.join(old, "summary.json")) as f:
+    js = json.load(f)
+del js["recorded"]["op_classes"], js["recorded"]["op_outputs"], js["files"]["op_outputs.csv"]
+with open(os.path.join(old, "summary.json"), "w") as f:
+    json.dump(js, f)
+a = batch.json("plan", "--from-run", old, "--policy", "per-block", "--json")
+b = batch.json("plan", "--from-run", gpt2_none, "--policy", "per-block", "--json")
+check(a is not None and b is not None and a["saved_bytes"] == b["saved_bytes"],
+      "a recording without op outputs predicts plain plans the same")
+batch.refuses(["plan", "--from-run", old, "--policy", "selective:keep=matmul"], "predates selective plans")
+batch.run("compare", old)
+# A recording of a newer format, and one whose summary.json is cut short.
+newer = os.path.join(work, "newer-format")
+shutil.copytree(gpt2_none, newer)
+js = summary(newer)
+js["format_version"] = 99
+with open(os.path.join(newer, "summary.json"), "w") as f:
+    json.dump(js, f)
+batch.refuses(["plan", "--from-run", newer, "--policy", "per-block"], "format version 99 is newer")
+with open(os.path.join(newer, "summary.json"), "w") as f:
+    f.write(json.dumps(summary(gpt2_none))[:200])
+batch.refuses(["plan", "--from-run", newer, "--policy", "per-block"], "summary.json")
 
 # An error in the step propagates and leaves nothing that looks like a run.
 failed = os.path.join(work, "failed")
@@ -133,6 +360,27 @@ try:
 except FileExistsError as e:
     check("overwrite" in str(e), "an existing target is refused, naming overwrite=True")
 
+# overwrite=True replaces only a run: a directory whose summary.json is cut short, or that has
+# none, is refused before the step runs and left as it was.
+for what, content in (("cut-summary", json.dumps(summary(os.path.join(work, "gpt2-none")))[:150]),
+                      ("no-summary", None)):
+    target = os.path.join(work, what)
+    os.mkdir(target)
+    with open(os.path.join(target, "summary.json" if content is not None else "notes.txt"), "w") as f:
+        f.write(content if content is not None else "mine")
+    try:
+        with rematlab.record(target, model=m, overwrite=True):
+            check(False, "record over %s runs the step" % what)
+    except FileExistsError as e:
+        check("not a RematLab run directory" in str(e), "record(overwrite=True) refuses %s: %s" % (what, e))
+    check(sorted(os.listdir(target)) == ["summary.json" if content is not None else "notes.txt"],
+          "%s is left as it was" % what)
+try:
+    rematlab.checkpoint_plan(copy.deepcopy(m), "selective:keep=foo")
+    check(False, "checkpoint_plan refuses an unknown op class")
+except ValueError as e:
+    check("unknown op class 'foo'" in str(e), "checkpoint_plan names the unknown op class: %s" % e)
+
 # A model that saves nothing: a warning, an empty ledger, a run the CLI still reads.
 empty = os.path.join(work, "no-grad")
 with warnings.catch_warnings(record=True) as w:
@@ -144,6 +392,10 @@ check(rec.saved == [] and summary(empty)["recorded"]["saved_bytes_at_backward"] 
 batch.run("compare", empty)
 p = batch.json("plan", "--from-run", empty, "--policy", "per-block", "--json")
 check(p is not None and p["saved_bytes"] == 0, "a plan of a step that saved nothing predicts 0 bytes")
+check(rec.op_outputs == [], "a step under no_grad records no op outputs")
+p = batch.json("plan", "--from-run", empty, "--policy", "selective:keep=matmul", "--json")
+check(p is not None and p["saved_bytes"] == 0 and p["kept_output_bytes"] == 0,
+      "a selective plan of a step that saved nothing predicts 0 bytes")
 
 # Bad input to plan --from-run is refused with a message.
 batch.refuses(["plan", "--from-run", os.path.join(args.source_dir, "tests", "data", "run-v1"), "--policy", "sqrt"],

@@ -1,6 +1,7 @@
 // Checkpoint plans of a recorded PyTorch step (core/analysis/recorded_plan.h): the plan syntax,
 // the blocks each plan checkpoints, and the prediction on a hand-made recording (storages
-// counted once, parameters left out, the inputs a checkpoint keeps, FLOPs known or not).
+// counted once, parameters left out, the inputs a checkpoint keeps, FLOPs known or not), and
+// selective plans (the kept ops' outputs inside the regions, the other ops' FLOPs).
 #include <gtest/gtest.h>
 
 #include "core/analysis/recorded_plan.h"
@@ -20,6 +21,33 @@ TEST(RecordedPlan, ParsesEachPlanAndRefusesTheRest) {
   EXPECT_EQ(m.globs, (std::vector<std::string>{"h.*.mlp", "h.0.attn"}));
   for (const char* bad : {"every:0", "every:", "every:x", "segments:-1", "sqrt:2", "modules:", "none", ""})
     EXPECT_THROW(parse_checkpoint_plan(bad), Error) << bad;
+}
+
+TEST(RecordedPlan, ParsesSelectivePlans) {
+  auto p = parse_checkpoint_plan("selective:keep=matmul");
+  EXPECT_EQ(p.kind, CheckpointPlanSpec::Kind::PerBlock);
+  EXPECT_EQ(p.keep, (std::vector<std::string>{"matmul"}));
+  EXPECT_EQ(p.text, "selective:keep=matmul");
+  p = parse_checkpoint_plan("selective:keep=matmul,sdpa@modules:h.*,x");
+  EXPECT_EQ(p.kind, CheckpointPlanSpec::Kind::Modules);
+  EXPECT_EQ(p.keep, (std::vector<std::string>{"matmul", "sdpa"}));
+  EXPECT_EQ(p.globs, (std::vector<std::string>{"h.*", "x"}));
+  EXPECT_EQ(p.text, "selective:keep=matmul,sdpa@modules:h.*,x");
+  p = parse_checkpoint_plan("selective:keep=conv@segments:2");
+  EXPECT_EQ(p.kind, CheckpointPlanSpec::Kind::Segments);
+  EXPECT_EQ(p.k, 2);
+  EXPECT_TRUE(parse_checkpoint_plan("segments:2").keep.empty());
+  for (const char* bad : {"selective", "selective:", "selective:matmul", "selective:keep=", "selective:keep=matmul,",
+                          "selective:keep=,matmul", "selective:keep=Mat-Mul", "selective:keep=matmul@",
+                          "selective:keep=matmul@every:0", "selective:keep=matmul@selective:keep=sdpa",
+                          "selective:keep=matmul@bogus", "selectivekeep=matmul"})
+    EXPECT_THROW(parse_checkpoint_plan(bad), Error) << bad;
+  try {
+    parse_checkpoint_plan("selective:keep=matmul@every:0");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'selective:keep=matmul@every:0': every:K"), std::string::npos) << e.what();
+  }
 }
 
 TEST(RecordedPlan, RegionsOfEachBlockPlan) {
@@ -125,6 +153,82 @@ TEST(RecordedPlan, NothingSavedPredictsNothing) {
   RecordedRun r = two_blocks();
   r.tensors.clear();
   EXPECT_EQ(predict_recorded_plan(r, parse_checkpoint_plan("per-block")).saved_bytes, 0u);
+}
+
+// two_blocks() with op outputs: classes matmul (aten::linear, aten::mm) and conv (aten::conv2d).
+// Block b: h.b.mlp's linear makes storage 70+b (300 bytes); h.b's mm makes storage 10+b (the
+// one h.b.mlp saves; 11 the head holds too); h.b's conv2d makes storage 90+b (77 bytes); the
+// head's linear makes storage 30 (which it saves). Forward ops: per block linear (200 FLOPs),
+// gelu (0) in h.b.mlp, add (5) in h.b; the head's linear (999).
+RecordedRun with_outputs() {
+  RecordedRun r = two_blocks();
+  r.has_op_outputs = true;
+  r.op_classes = {{"matmul", {"aten::linear", "aten::mm"}}, {"conv", {"aten::conv2d"}}};
+  auto o = [&r](std::string op, std::string module, int block, std::uint64_t storage, std::uint64_t bytes) {
+    r.outputs.push_back(RecordedOutput{std::move(op), std::move(module), block, storage, bytes});
+  };
+  auto f = [&r](std::string name, std::string module, std::uint64_t flops) {
+    r.forward_ops.push_back(RecordedOp{std::move(name), std::move(module), flops});
+  };
+  for (int b = 0; b < 2; ++b) {
+    const std::string p = "h." + std::to_string(b);
+    const auto u = static_cast<std::uint64_t>(b);
+    o("aten::linear", p + ".mlp", b, 70 + u, 300);
+    o("aten::mm", p, b, 10 + u, 100);
+    o("aten::conv2d", p, b, 90 + u, 77);
+    f("aten::linear", p + ".mlp", 200);
+    f("aten::gelu", p + ".mlp", 0);
+    f("aten::add", p, 5);
+  }
+  o("aten::linear", "head", -1, 30, 1000);
+  f("aten::linear", "head", 999);
+  return r;
+}
+
+TEST(RecordedPlan, SelectiveSavesTheKeptOutputsInsideEachBlock) {
+  const auto p = predict_recorded_plan(with_outputs(), parse_checkpoint_plan("selective:keep=matmul"));
+  // per-block's 1000 + 100 + 2 * 7, then the linears' 2 * 300 and the mm's storage 10 (100);
+  // storage 11 is held by the head already.
+  EXPECT_EQ(p.saved_bytes, 1000u + 100 + 2 * 7 + 2 * 300 + 100);
+  EXPECT_EQ(p.kept_output_bytes, 700u);
+  EXPECT_EQ(p.saved_bytes_per_block, (std::vector<std::uint64_t>{7 + 300 + 100, 7 + 300}));
+  // Recomputed: gelu and add of each block; the linears are kept, the head's is outside.
+  ASSERT_TRUE(p.recompute_flops.has_value());
+  EXPECT_EQ(*p.recompute_flops, 10u);
+  EXPECT_EQ(p.recomputed_ops, 4u);
+  EXPECT_EQ(p.recomputed_ops_without_flops, 2u);
+  const auto q = predict_recorded_plan(with_outputs(), parse_checkpoint_plan("selective:keep=matmul,conv"));
+  EXPECT_EQ(q.saved_bytes, p.saved_bytes + 2 * 77);
+  EXPECT_EQ(*q.recompute_flops, 10u);
+}
+
+TEST(RecordedPlan, SelectiveOverModulesKeepsOnlyInsideThem) {
+  const auto p = predict_recorded_plan(with_outputs(), parse_checkpoint_plan("selective:keep=matmul@modules:h.*.mlp"));
+  // modules:h.*.mlp's 1000 + 100 + 2 * 10, then the mlps' linear outputs; the mm of h.b is
+  // outside the regions (its storage 10+b is saved anyway).
+  EXPECT_EQ(p.checkpointed, (std::vector<std::string>{"h.0.mlp", "h.1.mlp"}));
+  EXPECT_EQ(p.saved_bytes, 1000u + 100 + 2 * 10 + 2 * 300);
+  EXPECT_EQ(*p.recompute_flops, 0u);
+  EXPECT_EQ(p.recomputed_ops, 2u);
+  EXPECT_EQ(p.recomputed_ops_without_flops, 2u);
+}
+
+TEST(RecordedPlan, SelectiveRefusesUnknownClassesAndOldRecordings) {
+  try {
+    predict_recorded_plan(with_outputs(), parse_checkpoint_plan("selective:keep=matmul,attention"));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown op class 'attention' (op classes: matmul, conv)"), std::string::npos)
+        << e.what();
+  }
+  try {
+    predict_recorded_plan(two_blocks(), parse_checkpoint_plan("selective:keep=matmul"));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("predates selective plans"), std::string::npos) << e.what();
+  }
+  // A plain plan of a recording with op outputs is as before: they are not counted.
+  EXPECT_EQ(predict_recorded_plan(with_outputs(), parse_checkpoint_plan("per-block")).saved_bytes, 1000u + 100 + 2 * 7);
 }
 
 }  // namespace
