@@ -1,8 +1,9 @@
 // Per-op times of the CPU backend's activation, gated-activation, RoPE and softmax ops on
 // gpt2-124m's shapes at B1 T128 (128 rows of 768, the MLP's 3072, 12 heads of 64), the scalar
 // reference loops (REMAT_SIMD=scalar) against every SIMD kernel set this CPU runs, in one run.
-// A benchmark, not a test: `build/bin/cpu_ops_bench [reps] [threads]` prints a Markdown table
-// (medians of reps calls; ms for the reference and the best set, ×faster for each set).
+// A benchmark, not a test: `build/bin/cpu_ops_bench [reps] [threads] [filter]` prints a Markdown
+// table (medians of reps calls; ms for the reference and the best set, ×faster for each set) of
+// the ops whose name contains filter (all without one).
 // bench/gelu_torch.py times PyTorch's GELU on the same shape for the ratio in bench/NOTES.md.
 #include <algorithm>
 #include <chrono>
@@ -71,7 +72,7 @@ OpArgs act(const Tensor* x, const Tensor* y, const Tensor* dy, const Tensor* dx,
   return a;
 }
 
-int run(int reps, int threads) {
+int run(int reps, int threads, const std::string& filter) {
   const std::int64_t T = 128, C = 768, F = 4 * C;
   const int heads = 12, d = 64;
   Bench b(threads);
@@ -132,6 +133,7 @@ int run(int reps, int threads) {
   for (std::size_t i = 0; i < sets.size(); ++i) std::printf("---|");
   std::printf("\n");
   for (const Op& op : ops) {
+    if (op.name.find(filter) == std::string::npos) continue;
     cpu::simd::set_active(nullptr);
     op.fn();
     const double ref = median_ms(reps, op.fn);
@@ -155,8 +157,8 @@ int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 21;
   const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
   if (reps <= 0 || threads <= 0) {
-    std::fprintf(stderr, "usage: cpu_ops_bench [reps > 0] [threads > 0]\n");
+    std::fprintf(stderr, "usage: cpu_ops_bench [reps > 0] [threads > 0] [filter]\n");
     return 2;
   }
-  return remat::run(reps, threads);
+  return remat::run(reps, threads, argc > 3 ? argv[3] : "");
 }
