@@ -374,10 +374,12 @@ void rope_apply(cpu::ThreadPool& pool, const RopeWs& t, FV in, FV out, const Att
           out.put(col + i, x1 * c - x2 * sv, acc);
           out.put(col + i + half, x2 * c + x1 * sv, acc);
         }
-        for (int c = rotary_dim; c < a.d; ++c) out.put(col + c, in[col + c], acc);
+        if (k) k->copy(in.ref(), out.ref(), col + rotary_dim, col + a.d, acc);
+        for (int c = rotary_dim; !k && c < a.d; ++c) out.put(col + c, in[col + c], acc);
       }
-      for (std::int64_t c = static_cast<std::int64_t>(rotated) * a.d; c < width; ++c)
-        out.put(base + c, in[base + c], acc);
+      const std::int64_t v0 = base + static_cast<std::int64_t>(rotated) * a.d;  // the V heads
+      if (k) k->copy(in.ref(), out.ref(), v0, base + width, acc);
+      for (std::int64_t c = v0; !k && c < base + width; ++c) out.put(c, in[c], acc);
     }
   });
 }
