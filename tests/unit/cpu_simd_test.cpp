@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/backend/cpu/cpu_simd.h"
+#include "tests/unit/cpu_simd_test_util.h"
 #include "tests/unit/cpu_test_util.h"
 
 namespace remat {
@@ -15,49 +16,14 @@ namespace {
 
 using cputest::Env;
 using cputest::randv;
+using simdtest::ActiveGuard;
+using simdtest::as_floats;
+using simdtest::awkward;
+using simdtest::expect_same_bytes;
+using simdtest::Outputs;
+using simdtest::per_set;
+using simdtest::row_ulps;
 namespace simd = cpu::simd;
-
-// Restores the active set at the end of a test.
-struct ActiveGuard {
-  const simd::Kernels* saved = simd::active();
-  ~ActiveGuard() { simd::set_active(saved); }
-};
-
-// The outputs of `run` (their raw bytes) with the reference, then with each available set.
-using Outputs = std::vector<std::vector<std::uint8_t>>;
-template <class F>
-std::vector<std::pair<std::string, Outputs>> per_set(F&& run) {
-  ActiveGuard g;
-  std::vector<std::pair<std::string, Outputs>> out;
-  simd::set_active(nullptr);
-  out.emplace_back("scalar", run());
-  for (const simd::Kernels* k : simd::available()) {
-    simd::set_active(k);
-    out.emplace_back(k->name, run());
-  }
-  return out;
-}
-
-// Values that exercise rounding: random, exact bf16 halfway cases, signed zeros, infinities,
-// NaN, subnormals, the largest floats.
-std::vector<float> awkward(std::size_t n, std::uint32_t seed) {
-  std::vector<float> v = randv(n, seed, -4.0f, 4.0f);
-  const float inf = std::numeric_limits<float>::infinity();
-  const float special[] = {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(),
-                           1e-40f, -1e-41f, FLT_MAX, -FLT_MAX, 1.00390625f /* bf16 tie */,
-                           1.01171875f, -3.0078125f};
-  for (std::size_t k = 0; k < sizeof special / sizeof special[0] && k * 7 < n; ++k)
-    v[k * 7] = special[k];
-  return v;
-}
-
-void expect_same_bytes(const std::vector<std::pair<std::string, Outputs>>& r, const char* what) {
-  ASSERT_GE(r.size(), 2u) << "no SIMD set runs on this CPU";
-  for (std::size_t s = 1; s < r.size(); ++s)
-    for (std::size_t t = 0; t < r[0].second.size(); ++t)
-      EXPECT_TRUE(r[s].second[t] == r[0].second[t])
-          << what << ": output " << t << " of " << r[s].first << " differs from the reference";
-}
 
 TEST(CpuSimd, SelectionByName) {
   ActiveGuard g;
@@ -139,34 +105,6 @@ TEST(CpuSimd, AdamWGivesTheReferenceBits) {
     SCOPED_TRACE(bf ? "bf16 with master" : "fp32");
     expect_same_bytes(per_set(run), "adamw");
   }
-}
-
-std::vector<float> as_floats(const std::vector<std::uint8_t>& b, bool bf) {
-  std::vector<float> v(b.size() / (bf ? 2 : 4));
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (bf) {
-      std::uint16_t h;
-      std::memcpy(&h, b.data() + 2 * i, 2);
-      v[i] = bf16_to_float(h);
-    } else {
-      std::memcpy(&v[i], b.data() + 4 * i, 4);
-    }
-  }
-  return v;
-}
-
-// Largest |got - ref| over rows of H, in units of the float epsilon times the row's largest
-// |ref| (a relative bound that a near-zero element cannot blow up).
-double row_ulps(const std::vector<float>& got, const std::vector<float>& ref, int H) {
-  double worst = 0.0;
-  for (std::size_t r0 = 0; r0 < ref.size(); r0 += H) {
-    double scale = 0.0;
-    for (std::size_t i = r0; i < r0 + H && i < ref.size(); ++i) scale = std::max(scale, std::fabs(double(ref[i])));
-    if (scale == 0.0) scale = 1.0;
-    for (std::size_t i = r0; i < r0 + H && i < ref.size(); ++i)
-      worst = std::max(worst, std::fabs(double(got[i]) - ref[i]) / (FLT_EPSILON * scale));
-  }
-  return worst;
 }
 
 // LayerNorm and RMSNorm forward and backward in fp32: every output within kNormUlps of the

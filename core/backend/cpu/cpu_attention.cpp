@@ -87,6 +87,7 @@ void CpuBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const 
   const Layout L(a);
   FV in(qkv), out(probs);
   const float scale = a.scale, cap = a.softcap;
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
     float* K = ws.kv_of(lane);
@@ -101,6 +102,15 @@ void CpuBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const 
         const int j0 = a.first_key(i);
         cpu::scaled_scores(q, K, j0, i - j0 + 1, L.d, scale, s + j0);
         if (cap > 0.0f) cpu::soft_cap(s + j0, i - j0 + 1, cap);
+        const std::int64_t pr = L.prob_row(b, h, i);
+        for (int j = 0; j < j0; ++j) out.set(pr + j, 0.0f);
+        for (int j = i + 1; j < L.S; ++j) out.set(pr + j, 0.0f);
+        const int n = i - j0 + 1;
+        if (k) {
+          const float sum = k->exp_sum(s + j0, n, k->row_max(s + j0, n), nullptr, 0, 1.0f);
+          k->div_store(s + j0, n, sum, out.ref(), pr + j0);
+          continue;
+        }
         float mx = -std::numeric_limits<float>::infinity();
         for (int j = j0; j <= i; ++j) mx = std::max(mx, s[j]);
         float sum = 0.0f;
@@ -108,10 +118,7 @@ void CpuBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const 
           s[j] = std::exp(s[j] - mx);
           sum += s[j];
         }
-        const std::int64_t pr = L.prob_row(b, h, i);
-        for (int j = 0; j < j0; ++j) out.set(pr + j, 0.0f);
         for (int j = j0; j <= i; ++j) out.set(pr + j, s[j] / sum);
-        for (int j = i + 1; j < L.S; ++j) out.set(pr + j, 0.0f);
       }
     }
   });
@@ -129,6 +136,7 @@ void CpuBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const 
   const Layout L(a);
   FV in(qkv), P(probs), dP(dprobs), out(dqkv);
   const float scale = a.scale, cap = a.softcap;
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.kv_heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
     float* K = ws.kv_of(lane);
@@ -154,7 +162,9 @@ void CpuBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const 
             cpu::tanh_of_quotient(t + j0, i - j0 + 1, cap);
           }
           float rs = 0.0f;
-          for (int j = j0; j <= i; ++j) rs += P[pr + j] * dP[pr + j];
+          if (k) rs = k->dot_refs(P.ref(), dP.ref(), pr + j0, i - j0 + 1);
+          else
+            for (int j = j0; j <= i; ++j) rs += P[pr + j] * dP[pr + j];
           for (int j = j0; j <= i; ++j) {
             const float* kj = K + static_cast<std::int64_t>(j) * L.d;
             float ds = P[pr + j] * (dP[pr + j] - rs);

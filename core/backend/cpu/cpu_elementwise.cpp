@@ -267,7 +267,9 @@ void CpuBackend::gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n) {
   cpu::check_float(x, op, "x", n);
   cpu::check_float(y, op, "y", n);
   FV xv(x), yv(y);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
+    if (k) return k->gelu(cpu::simd::Act::kGeluTanh, xv.ref(), {}, yv.ref(), b, e, false);
     cpu::for_gelu_tanh(xv, b, e, [&](std::int64_t i, float v, float t) { yv.set(i, gelu_tanh_of(v, t)); });
   });
 }
@@ -280,7 +282,9 @@ void CpuBackend::gelu_bwd(const Tensor& x, const Tensor& dy, const Tensor& dx, s
   cpu::check_float(dy, op, "dy", n);
   cpu::check_float(dx, op, "dx", n);
   FV xv(x), g(dy), dxv(dx);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
+    if (k) return k->gelu(cpu::simd::Act::kGeluTanh, xv.ref(), g.ref(), dxv.ref(), b, e, acc);
     cpu::for_gelu_tanh(xv, b, e, [&](std::int64_t i, float v, float t) {
       dxv.put(i, g[i] * gelu_tanh_grad_of(v, t), acc);
     });
@@ -293,8 +297,10 @@ void CpuBackend::swiglu_fwd(const Tensor& gu, const Tensor& y, std::int64_t rows
   cpu::check_float(gu, op, "gu", rows * 2 * F);
   cpu::check_float(y, op, "y", rows * F);
   FV in(gu), yv(y);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, rows, std::max<std::int64_t>(1, kGrain / F),
                     [&](std::int64_t r0, std::int64_t r1, int) {
+    if (k) return k->glu(cpu::simd::Act::kSilu, in.ref(), {}, yv.ref(), r0, r1, F, false);
     for (std::int64_t r = r0; r < r1; ++r)
       for (int c = 0; c < F; ++c) {
         const float g = in[r * 2 * F + c], u = in[r * 2 * F + F + c];
@@ -312,8 +318,10 @@ void CpuBackend::swiglu_bwd(const Tensor& gu, const Tensor& dy, const Tensor& dg
   cpu::check_float(dy, op, "dy", rows * F);
   cpu::check_float(dgu, op, "dgu", rows * 2 * F);
   FV in(gu), g(dy), out(dgu);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, rows, std::max<std::int64_t>(1, kGrain / F),
                     [&](std::int64_t r0, std::int64_t r1, int) {
+    if (k) return k->glu(cpu::simd::Act::kSilu, in.ref(), g.ref(), out.ref(), r0, r1, F, acc);
     for (std::int64_t r = r0; r < r1; ++r)
       for (int c = 0; c < F; ++c) {
         const std::int64_t ig = r * 2 * F + c, iu = ig + F;
@@ -350,6 +358,7 @@ void rope_apply(cpu::ThreadPool& pool, const RopeWs& t, FV in, FV out, const Att
   const int half = rotary_dim / 2, rotated = a.heads + a.kv_heads;
   const std::int64_t width = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * a.d;
   const std::int64_t rows = static_cast<std::int64_t>(a.B) * a.S;
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(pool, rows, std::max<std::int64_t>(1, kGrain / width),
                     [&](std::int64_t r0, std::int64_t r1, int) {
     for (std::int64_t r = r0; r < r1; ++r) {
@@ -358,16 +367,19 @@ void rope_apply(cpu::ThreadPool& pool, const RopeWs& t, FV in, FV out, const Att
       const float* sn = t.sin + s * half;
       for (int h = 0; h < rotated; ++h) {
         const std::int64_t col = base + static_cast<std::int64_t>(h) * a.d;
-        for (int i = 0; i < half; ++i) {
+        if (k) k->rope_head(in.ref(), out.ref(), col, cs, sn, half, sign, acc);
+        for (int i = 0; !k && i < half; ++i) {
           const float x1 = in[col + i], x2 = in[col + i + half];
           const float c = cs[i], sv = sign * sn[i];
           out.put(col + i, x1 * c - x2 * sv, acc);
           out.put(col + i + half, x2 * c + x1 * sv, acc);
         }
-        for (int c = rotary_dim; c < a.d; ++c) out.put(col + c, in[col + c], acc);
+        if (k) k->copy(in.ref(), out.ref(), col + rotary_dim, col + a.d, acc);
+        for (int c = rotary_dim; !k && c < a.d; ++c) out.put(col + c, in[col + c], acc);
       }
-      for (std::int64_t c = static_cast<std::int64_t>(rotated) * a.d; c < width; ++c)
-        out.put(base + c, in[base + c], acc);
+      const std::int64_t v0 = base + static_cast<std::int64_t>(rotated) * a.d;  // the V heads
+      if (k) k->copy(in.ref(), out.ref(), v0, base + width, acc);
+      for (std::int64_t c = v0; !k && c < base + width; ++c) out.put(c, in[c], acc);
     }
   });
 }

@@ -92,6 +92,7 @@ void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
   const float scale = a.scale, cap = a.softcap, keep_scale = cpu::dropout_scale(p);
   const std::uint32_t thr = dropout_threshold(p);
   const bool drop = p > 0.0f;
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
     float* K = ws.k + lane * ws.sd;
@@ -118,12 +119,15 @@ void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
           cpu::scaled_scores(q, K, k0, n, L.d, scale, s);
           if (cap > 0.0f) cpu::soft_cap(s, n, cap);
           float tmx = -std::numeric_limits<float>::infinity();
-          for (int c = 0; c < n; ++c) tmx = std::max(tmx, s[c]);
+          if (k) tmx = k->row_max(s, n);
+          else
+            for (int c = 0; c < n; ++c) tmx = std::max(tmx, s[c]);
           const float mnew = std::max(m, tmx);
           const float alpha = std::exp(m - mnew);
           if (drop) cpu::philox_fill(key, prow + k0, n, bits);
           float ts = 0.0f;
-          for (int c = 0; c < n; ++c) {
+          if (k) ts = k->exp_sum(s, n, mnew, drop ? bits : nullptr, thr, keep_scale);
+          for (int c = 0; !k && c < n; ++c) {
             const float e = std::exp(s[c] - mnew);
             ts += e;
             s[c] = drop ? (bits[c] >= thr ? e * keep_scale : 0.0f) : e;

@@ -32,8 +32,10 @@ void CpuBackend::fwd_GeGlu(const OpArgs& a) {
   cpu::check_float(*a.in[0], op, "gate_up", rows * 2 * F);
   cpu::check_float(*a.out[0], op, "y", rows * F);
   FV in(*a.in[0]), y(*a.out[0]);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, rows, std::max<std::int64_t>(1, kGrain / F),
                     [&](std::int64_t r0, std::int64_t r1, int) {
+    if (k) return k->glu(cpu::simd::Act::kGeluTanh, in.ref(), {}, y.ref(), r0, r1, F, false);
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t g0 = r * 2 * F;  // the row's gate; its up follows F later
       cpu::for_gelu_tanh(in, g0, g0 + F, [&](std::int64_t ig, float gate, float t) {
@@ -53,8 +55,10 @@ void CpuBackend::bwd_GeGlu(const OpArgs& a) {
   cpu::check_float(*a.dout[0], op, "dy", rows * F);
   cpu::check_float(*a.din[0], op, "dgate_up", rows * 2 * F);
   FV in(*a.in[0]), dy(*a.dout[0]), out(*a.din[0]);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, rows, std::max<std::int64_t>(1, kGrain / F),
                     [&](std::int64_t r0, std::int64_t r1, int) {
+    if (k) return k->glu(cpu::simd::Act::kGeluTanh, in.ref(), dy.ref(), out.ref(), r0, r1, F, acc);
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t g0 = r * 2 * F;
       cpu::for_gelu_tanh(in, g0, g0 + F, [&](std::int64_t ig, float gate, float t) {

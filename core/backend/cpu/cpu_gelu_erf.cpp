@@ -26,7 +26,9 @@ void CpuBackend::fwd_GeluErf(const OpArgs& a) {
   cpu::check_float(*a.in[0], op, "x", n);
   cpu::check_float(*a.out[0], op, "y", n);
   FV x(*a.in[0]), y(*a.out[0]);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
+    if (k) return k->gelu(cpu::simd::Act::kGeluErf, x.ref(), {}, y.ref(), b, e, false);
     for (std::int64_t i = b; i < e; ++i) y.set(i, gelu_erf(x[i]));
   });
 }
@@ -40,7 +42,9 @@ void CpuBackend::bwd_GeluErf(const OpArgs& a) {
   cpu::check_float(*a.dout[0], op, "dy", n);
   cpu::check_float(*a.din[0], op, "dx", n);
   FV x(*a.in[0]), dy(*a.dout[0]), dx(*a.din[0]);
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
+    if (k) return k->gelu(cpu::simd::Act::kGeluErf, x.ref(), dy.ref(), dx.ref(), b, e, acc);
     for (std::int64_t i = b; i < e; ++i) dx.put(i, dy[i] * gelu_erf_grad(x[i]), acc);
   });
 }

@@ -10,6 +10,12 @@
 // differ from the reference's sequential sums by rounding only, and not from one target to
 // another.
 //
+// Kernels with transcendental functions (GELU, SwiGLU, GeGLU, softmax) call SLEEF's 1-ulp vector
+// functions at the target's width (cpu_simd_inl.h) and keep the reference's other roundings; they
+// stay within a stated bound of the reference (whose tanh is SLEEF's too, erf/exp glibc's) and are
+// deterministic for one target, but SLEEF's AVX-512, AVX2 and SSE builds may differ in the last
+// bit. Softmax sums use the 16 fixed partial sums. RoPE rounds exactly as the reference.
+//
 // REMAT_SIMD picks the set when the first op runs: `best` (default; the CPU's widest), `scalar`
 // (no kernel set: the reference loops), `baseline` (Highway's target for the compile flags), or a
 // target name (`AVX3` = AVX-512, `AVX2`, `SSE4`, ...; an error where the CPU lacks it).
@@ -25,6 +31,10 @@ struct Ref {
   void* p = nullptr;
   bool bf = false;
 };
+
+// The activation a GELU or gated kernel computes: tanh-approximated GELU, exact (erf) GELU, or
+// SiLU (x * sigmoid(x)) for SwiGLU.
+enum class Act : int { kGeluTanh, kGeluErf, kSilu };
 
 struct AdamConsts {
   float decay, w1, b2, w2, eps, bc2_sqrt, step_size;
@@ -65,6 +75,28 @@ struct Kernels {
   // aw[c] += dy * (x - mean) * rstd, ab[c] += dy (ab may be null); row r starts at r * ld + off.
   void (*norm_param_cols)(Ref x, Ref dy, const float* stats, std::int64_t rows, std::int64_t ld,
                           std::int64_t off, int c0, int nc, float* aw, float* ab);
+  // GELU (kGeluTanh or kGeluErf) over [b, e): out[i] = gelu(x[i]) without dy (dy.p == nullptr),
+  // else out[i] (+)= dy[i] * gelu'(x[i]).
+  void (*gelu)(Act kind, Ref x, Ref dy, Ref out, std::int64_t b, std::int64_t e, bool acc);
+  // A gated activation (kSilu: SwiGLU, kGeluTanh: GeGLU) over rows [r0, r1) of gu [rows, 2F]
+  // (gate | up). Without dy: out [rows, F] = act(gate) * up; else out [rows, 2F] (+)=
+  // [dy * up * act'(gate) | dy * act(gate)].
+  void (*glu)(Act kind, Ref gu, Ref dy, Ref out, std::int64_t r0, std::int64_t r1, int F,
+              bool acc);
+  // RoPE of one head at col: pairs (i, i + half), i < half, rotated by cos cs[i] and sin
+  // sign * sn[i] (sign -1: the transpose, for the gradient); out may be in.
+  void (*rope_head)(Ref in, Ref out, std::int64_t col, const float* cs, const float* sn, int half,
+                    float sign, bool acc);
+  // max over s[0, n).
+  float (*row_max)(const float* s, int n);
+  // s[k] = exp(s[k] - m); returns their sum (16 partial sums). With bits: s[k] is then
+  // (bits[k] >= thr ? s[k] * keep : 0), the sum still of the values before dropout.
+  float (*exp_sum)(float* s, int n, float m, const std::uint32_t* bits, std::uint32_t thr,
+                   float keep);
+  // out[at + k] = s[k] / sum for k < n.
+  void (*div_store)(const float* s, int n, float sum, Ref out, std::int64_t at);
+  // sum over k < n of a[at + k] * b[at + k] (16 partial sums).
+  float (*dot_refs)(Ref a, Ref b, std::int64_t at, int n);
 };
 
 // The active kernel set, or nullptr for the scalar reference (REMAT_SIMD=scalar). Throws

@@ -1,13 +1,11 @@
 // The SIMD kernel sets of cpu_simd.h, one per Highway target: this file is compiled once for each
-// (hwy/foreach_target.h) and each pass defines kKernels in its target's namespace. Every loop runs
-// whole vectors, then the remaining elements one lane at a time through the same code, so a tail
+// (hwy/foreach_target.h) and each pass defines kKernels in its target's namespace; the activation,
+// RoPE and softmax kernels it lists are in cpu_simd_activations.cpp. Every loop runs whole
+// vectors, then the remaining elements one lane at a time through the same code, so a tail
 // rounds as a full vector does. Compiled without fused multiply-adds (core/CMakeLists.txt).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/backend/cpu/cpu_simd_kernels.cpp"
-// Vectors of a sizeless type (SVE, RVV) cannot fill the partial-sum arrays below.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
-#endif
+#include "core/backend/cpu/cpu_simd_targets.h"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -15,93 +13,13 @@
 #include <cstdint>
 
 #include "core/backend/cpu/cpu_simd.h"
+#include "core/backend/cpu/cpu_simd_inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace remat::cpu::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using std::int64_t;
-
-// --- loads and stores of fp32 or bf16 (bf16: the upper half of the float, rounded to nearest
-// even, NaN kept quiet: the same bits as core/util/bf16.h) ---
-
-template <class D>
-HWY_INLINE hn::Vec<D> Ld(D d, Ref r, int64_t i) {
-  if (r.bf) {
-    const hn::Rebind<std::uint16_t, D> d16;
-    const hn::RebindToUnsigned<D> du;
-    const auto u = hn::PromoteTo(du, hn::LoadU(d16, static_cast<const std::uint16_t*>(r.p) + i));
-    return hn::BitCast(d, hn::ShiftLeft<16>(u));
-  }
-  return hn::LoadU(d, static_cast<const float*>(r.p) + i);
-}
-
-template <class D>
-HWY_INLINE void St(D d, Ref r, int64_t i, hn::Vec<D> v) {
-  if (!r.bf) {
-    hn::StoreU(v, d, static_cast<float*>(r.p) + i);
-    return;
-  }
-  const hn::RebindToUnsigned<D> du;
-  const hn::RebindToSigned<D> di;
-  const hn::Rebind<std::uint16_t, D> d16;
-  const auto u = hn::BitCast(du, v);
-  const auto nan = hn::BitCast(di, hn::And(u, hn::Set(du, 0x7fffffffu))) > hn::Set(di, 0x7f800000);
-  const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
-  const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), odd)));
-  const auto quiet = hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40u));
-  const auto bits = hn::IfThenElse(nan, hn::BitCast(di, quiet), hn::BitCast(di, rounded));
-  hn::StoreU(hn::DemoteTo(d16, bits), d16, static_cast<std::uint16_t*>(r.p) + i);
-}
-
-// dst (+)= v, rounded once.
-template <class D>
-HWY_INLINE void Put(D d, Ref r, int64_t i, hn::Vec<D> v, bool acc) {
-  St(d, r, i, acc ? hn::Add(Ld(d, r, i), v) : v);
-}
-
-// The dropout factor: mask ? (mask[i] ? s : 0) : 1.
-template <class D>
-HWY_INLINE hn::Vec<D> MaskFactor(D d, const std::uint8_t* mask, float s, int64_t i) {
-  if (!mask) return hn::Set(d, 1.0f);
-  const hn::Rebind<std::uint8_t, D> d8;
-  const hn::RebindToUnsigned<D> du;
-  const auto m = hn::PromoteTo(du, hn::LoadU(d8, mask + i));
-  return hn::IfThenElseZero(hn::RebindMask(d, m != hn::Zero(du)), hn::Set(d, s));
-}
-
-// f(d, i) over [b, e): whole vectors, then one lane at a time.
-template <class F>
-HWY_INLINE void Each(int64_t b, int64_t e, const F& f) {
-  const hn::ScalableTag<float> d;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
-  int64_t i = b;
-  for (; i + n <= e; i += n) f(d, i);
-  const hn::CappedTag<float, 1> d1;
-  for (; i < e; ++i) f(d1, i);
-}
-
-// sum over c < H of term(d, c) in 16 partial sums: element c into sum c mod 16, the sums added
-// pairwise (p[k] += p[k + w] for w = 8, 4, 2, 1). The same bits for any vector width.
-template <class F>
-HWY_INLINE float Sum16(int H, const F& term) {
-  const hn::ScalableTag<float> d;
-  constexpr int kParts = 16;
-  const int n = static_cast<int>(hn::Lanes(d));
-  const int vecs = kParts / n;  // Lanes is 1, 4, 8 or 16 on x86
-  hn::Vec<decltype(d)> acc[kParts];
-  for (int k = 0; k < vecs; ++k) acc[k] = hn::Zero(d);
-  const int full = H / kParts * kParts;
-  for (int c = 0; c < full; c += kParts)
-    for (int k = 0; k < vecs; ++k) acc[k] = hn::Add(acc[k], term(d, c + k * n));
-  alignas(64) float p[kParts];
-  for (int k = 0; k < vecs; ++k) hn::StoreU(acc[k], d, p + k * n);
-  const hn::CappedTag<float, 1> d1;
-  for (int c = full; c < H; ++c) p[c - full] += hn::GetLane(term(d1, c));
-  for (int w = kParts / 2; w >= 1; w /= 2)
-    for (int k = 0; k < w; ++k) p[k] += p[k + w];
-  return p[0];
-}
 
 // --- element-wise ---
 
@@ -243,7 +161,8 @@ extern const Kernels kKernels;
 // Highway's one-lane target is named ONE_LANE here: "scalar" is the reference loops.
 const Kernels kKernels = {HWY_TARGET == HWY_SCALAR ? "ONE_LANE" : hwy::TargetName(HWY_TARGET), HWY_TARGET, &Copy, &ScaleMask,
                           &ResidualFwd, &ResidualBwd, &AdamW, &LnFwdRow, &LnBwdRow, &RmsFwdRow,
-                          &RmsBwdRow, &NormParamCols};
+                          &RmsBwdRow, &NormParamCols, &Gelu, &Glu, &RopeHead, &RowMax,
+                          &ExpSum, &DivStore, &DotRefs};
 
 }  // namespace HWY_NAMESPACE
 }  // namespace remat::cpu::simd
