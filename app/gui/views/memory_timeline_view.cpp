@@ -16,6 +16,7 @@
 #include "theme.h"
 #include "views/alloc_bands_plottable.h"
 #include "views/axis_tickers.h"
+#include "views/plot_labels.h"
 
 namespace remat::gui {
 
@@ -70,6 +71,15 @@ MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
   connect(plot_, &QCustomPlot::mouseRelease, this, &MemoryTimelineView::onMouseRelease);
   connect(plot_, &QCustomPlot::legendClick, this,
           [this](QCPLegend*, QCPAbstractLegendItem* item, QMouseEvent*) { onLegendClick(item); });
+  // The peak's and the prediction's labels inside the axis rect and apart, at every layout
+  // (views/plot_labels.h).
+  connect(plot_, &QCustomPlot::afterLayout, this, [this] {
+    if (!peak_label_ || !peak_graph_ || peak_graph_->data()->isEmpty()) return;
+    const auto pk = peak_graph_->data()->constBegin();
+    const QPointF point(plot_->xAxis->coordToPixel(pk->key), plot_->yAxis->coordToPixel(pk->value));
+    const double line_y = trace_ ? plot_->yAxis->coordToPixel(static_cast<double>(trace_->predicted_peak_bytes)) : 0;
+    place_value_labels(peak_label_, point, predicted_label_, line_y, QRectF(plot_->axisRect()->rect()));
+  });
   // Above the plot: the mode and the focus on activations.
   focus_bar_ = new QWidget(this);
   auto* bar = new QHBoxLayout(focus_bar_);
