@@ -36,14 +36,23 @@ QCPItemText* label(QCustomPlot* p, const QString& prefix) {
   return nullptr;
 }
 
-// The pixels QCustomPlot counts as inside the label (its own hit test with no tolerance).
+// The pixels QCustomPlot counts as inside the label (its own hit test with no tolerance), looked
+// for near where the label is expected, or over the whole plot when it reaches past that.
 QRect hit_box(QCustomPlot* p, QCPItemText* t) {
   const int tolerance = p->selectionTolerance();
   p->setSelectionTolerance(0);
+  const QRect whole(0, 0, p->width(), p->height());
+  const QRectF guess = text_box(t, t->position->pixelPosition(), t->positionAlignment(), t->padding());
   QRect box;
-  for (int y = 0; y < p->height(); ++y)
-    for (int x = 0; x < p->width(); ++x)
-      if (t->selectTest(QPointF(x + 0.5, y + 0.5), false) == 0) box |= QRect(x, y, 1, 1);
+  for (QRect probe : {guess.toAlignedRect().adjusted(-40, -40, 40, 40) & whole, whole}) {
+    box = QRect();
+    for (int y = probe.top(); y <= probe.bottom(); ++y)
+      for (int x = probe.left(); x <= probe.right(); ++x)
+        if (t->selectTest(QPointF(x + 0.5, y + 0.5), false) == 0) box |= QRect(x, y, 1, 1);
+    const bool reaches_edge = box.left() == probe.left() || box.right() == probe.right() ||
+                              box.top() == probe.top() || box.bottom() == probe.bottom();
+    if (!box.isEmpty() && !reaches_edge) break;
+  }
   p->setSelectionTolerance(tolerance);
   return box;
 }
