@@ -25,19 +25,20 @@ out=$(cd "$out" && pwd)
 export QT_LOGGING_RULES="qt.qpa.*=false"
 # Settings and recent runs of this test only: the start page lists none of the user's.
 export XDG_CONFIG_HOME="$out/home/config" XDG_DATA_HOME="$out/home/data" XDG_CACHE_HOME="$out/home/cache"
-shoot() { xvfb-run -a -s "-screen 0 1600x1000x24" "$app" --theme light --size 1280x800 --timeout 240 "$@"; }
+shot() { xvfb-run -a -s "-screen 0 1600x1000x24" "$app" --timeout 240 "$@"; }
+# The documentation's: 1280x800, light theme.
+shoot() { shot --theme light --size 1280x800 "$@"; }
 
-shoot --run tiny --steps 1 --screenshot "$out/rematlab.png" --op-screenshot "$out/op_timeline.png" --runs-dir "$out/runs"
+shot --run tiny --steps 1 --screenshot "$out/rematlab.png" --op-screenshot "$out/op_timeline.png" --runs-dir "$out/runs"
 python3 "$here/check_screenshot.py" "$out/rematlab.png"
 python3 "$here/check_op_timeline.py" "$out/op_timeline.png"
 run_dir=$(dirname "$(find "$out/runs" -name summary.json | head -n 1)")
-shoot "$run_dir" --memory-view allocations --screenshot "$out/allocations.png"
+shot "$run_dir" --memory-view allocations --screenshot "$out/allocations.png"
 python3 "$here/check_screenshot.py" --allocations "$out/allocations.png"
 
 # The documentation's screenshots.
-cp "$out/rematlab.png" "$out/docs/memory-timeline.png"
-cp "$out/op_timeline.png" "$out/docs/op-timeline.png"
-cp "$out/allocations.png" "$out/docs/allocations.png"
+shoot "$run_dir" --screenshot "$out/docs/memory-timeline.png" --op-screenshot "$out/docs/op-timeline.png"
+shoot "$run_dir" --memory-view allocations --screenshot "$out/docs/allocations.png"
 shoot --screenshot "$out/docs/start-page.png" --runs-dir "$out/runs"
 shoot --run tiny --policy uniform:segments=2 --steps 1 --screenshot "$out/uniform.png" --runs-dir "$out/runs-uniform"
 uniform_dir=$(dirname "$(find "$out/runs-uniform" -name summary.json | head -n 1)")
@@ -48,7 +49,7 @@ if [[ -n "${REMAT_DOC_SHOTS:-}" ]]; then
   for f in "$out"/docs/*.png; do
     dest="$REMAT_DOC_SHOTS/$(basename "$f")"
     if command -v convert > /dev/null; then
-      convert "$f" -strip -colors 256 -define png:compression-level=9 "PNG8:$dest"
+      convert "$f" -strip +dither -colors 256 "PNG8:$dest"
     else
       cp "$f" "$dest"
     fi

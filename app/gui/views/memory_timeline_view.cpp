@@ -312,6 +312,7 @@ void MemoryTimelineView::rebuild() {
     peak_graph_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QColor(0xd6, 0x27, 0x28), Qt::white, 8));
     peak_graph_->addData(x_[pk] * s, total_[pk]);
     peak_label_ = new QCPItemText(plot_);
+    peak_label_->setLayer("axes");  // over the curves when it has to sit below the point
     peak_label_->setClipToAxisRect(true);
     peak_label_->position->setCoords(x_[pk] * s, total_[pk]);
     peak_label_->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
@@ -327,6 +328,7 @@ void MemoryTimelineView::rebuild() {
       predicted_->point1->setCoords(0, pred);
       predicted_->point2->setCoords(1, pred);
       predicted_label_ = new QCPItemText(plot_);
+      predicted_label_->setLayer("axes");
       predicted_label_->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
       predicted_label_->position->setTypeY(QCPItemPosition::ptPlotCoords);
       predicted_label_->position->setCoords(1.0, pred);

@@ -25,6 +25,11 @@ bool inside(const QRectF& outer, const QRectF& r) {
 }
 
 void apply(QCPItemText* t, const Placement& p) {
+  // Below its point or line a label lies over the curves: on a backing of the plot's base color.
+  QColor back = t->parentPlot()->palette().color(QPalette::Base);
+  back.setAlpha(210);
+  t->setBrush(p.align.testFlag(Qt::AlignTop) ? QBrush(back) : QBrush(Qt::NoBrush));
+  t->setPen(Qt::NoPen);
   t->setPositionAlignment(p.align);
   t->setPadding(p.pad);
   t->position->setPixelPosition(p.anchor);
