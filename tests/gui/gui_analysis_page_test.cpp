@@ -83,7 +83,7 @@ int held_rows(const QString& dir) {
 
 }  // namespace
 
-class GuiAnalysisTest : public QObject {
+class GuiAnalysisPageTest : public QObject {
   Q_OBJECT
  private slots:
   void initTestCase() { testing::isolate_settings(); }
@@ -96,7 +96,7 @@ class GuiAnalysisTest : public QObject {
   QTemporaryDir tmp_;
 };
 
-void GuiAnalysisTest::everyColumnFitsAt1280x800() {
+void GuiAnalysisPageTest::everyColumnFitsAt1280x800() {
   MainWindow w(testing::window_options(tmp_, false, false));
   w.resize(1280, 800);
   w.show();
@@ -118,7 +118,7 @@ void GuiAnalysisTest::everyColumnFitsAt1280x800() {
   }
 }
 
-void GuiAnalysisTest::aRecordingShowsItsBytesPerModule() {
+void GuiAnalysisPageTest::aRecordingShowsItsBytesPerModule() {
   AnalysisView v;
   v.resize(1200, 700);
   v.show();
@@ -163,7 +163,7 @@ void GuiAnalysisTest::aRecordingShowsItsBytesPerModule() {
   QCOMPARE(v.holdingsTable()->horizontalHeaderItem(0)->text(), QString("Category"));
 }
 
-void GuiAnalysisTest::anImportedSnapshotShowsWhatItHolds() {
+void GuiAnalysisPageTest::anImportedSnapshotShowsWhatItHolds() {
   AnalysisView v;
   v.resize(1200, 700);
   v.show();
@@ -197,7 +197,7 @@ void GuiAnalysisTest::anImportedSnapshotShowsWhatItHolds() {
   QCOMPARE(v.predictionTable()->item(0, 3)->text(), QString("—"));
 }
 
-void GuiAnalysisTest::ownRunsKeepTheFormula() {
+void GuiAnalysisPageTest::ownRunsKeepTheFormula() {
   AnalysisView v;
   v.resize(1200, 700);
   v.show();
@@ -210,5 +210,5 @@ void GuiAnalysisTest::ownRunsKeepTheFormula() {
   QVERIFY(v.termTable()->rowCount() > 1);
 }
 
-QTEST_MAIN(GuiAnalysisTest)
-#include "gui_analysis_test.moc"
+QTEST_MAIN(GuiAnalysisPageTest)
+#include "gui_analysis_page_test.moc"
