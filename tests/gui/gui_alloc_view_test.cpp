@@ -3,7 +3,6 @@
 // pixel of its color left in the plot) and refits the byte axis to the rest; the hover names the
 // allocation under the mouse and a click pins it and picks its tensor.
 #include <QLabel>
-#include <map>
 #include <QSignalSpy>
 #include <QToolButton>
 #include <QtTest>
@@ -19,19 +18,6 @@ using namespace remat::gui;
 
 namespace {
 
-// 1.15 × the highest sum over the step's points of the live bytes of `keep`'s categories.
-double fitted_top(const Trace& t, const std::function<bool(Category)>& keep) {
-  double best = 0;
-  for (const TimelinePoint& p : memory_timeline(t).points) {
-    double s = 0;
-    for (int c = 0; c < kNumCategories; ++c)
-      if (keep(static_cast<Category>(c)) && static_cast<Category>(c) != Category::HostOffloaded)
-        s += static_cast<double>(p.live[c]);
-    best = std::max(best, s);
-  }
-  return 1.15 * best;
-}
-
 // Pixels of the plot's axis rect painted exactly in `color`.
 int pixels_of(MemoryTimelineView& v, const QColor& color) {
   v.plot()->replot(QCustomPlot::rpImmediateRefresh);
@@ -43,20 +29,6 @@ int pixels_of(MemoryTimelineView& v, const QColor& color) {
     for (int x = r.left(); x <= r.right(); ++x)
       if ((img.pixel(x, y) & 0xffffff) == (want & 0xffffff)) ++n;
   return n;
-}
-
-// The stacked live bytes of `keep`'s categories at each time of the step, after the last event
-// at that time (the state the bands show there).
-std::map<std::int64_t, double> stacked_per_time(const Trace& t, const std::function<bool(Category)>& keep) {
-  std::map<std::int64_t, double> out;
-  for (const TimelinePoint& p : memory_timeline(t).points) {
-    double s = 0;
-    for (int c = 0; c < kNumCategories; ++c)
-      if (keep(static_cast<Category>(c)) && static_cast<Category>(c) != Category::HostOffloaded)
-        s += static_cast<double>(p.live[c]);
-    out[p.t_ns] = s;
-  }
-  return out;
 }
 
 bool has_bands_of(const AllocBandsPlottable* p, Category c) {
@@ -115,7 +87,7 @@ void GuiAllocViewTest::theModeButtonsSwitchBetweenStackedAndAllocations() {
   // The same fitted byte axis as the stacked view, the top of the bands at the peak.
   QCOMPARE(v.plot()->yAxis->range().upper, v.dataValueMax());
   const AllocLayout& L = v.allocations()->layout();
-  auto per_time = stacked_per_time(*none_, [](Category) { return true; });
+  auto per_time = testing::stacked_per_time(*none_, [](Category) { return true; });
   per_time.erase(std::prev(per_time.end()));  // the step's end: nothing is alive at it
   QVERIFY(per_time.size() > 100);
   for (const auto& [t, live] : per_time) QCOMPARE(L.top(t), live);
@@ -146,17 +118,17 @@ void GuiAllocViewTest::aLegendClickRemovesTheCategorysBandsAndRefitsTheByteAxis(
   QVERIFY(!has_bands_of(v.allocations(), c));
   QCOMPARE(pixels_of(v, category_color(c)), 0);
   QVERIFY(pixels_of(v, category_color(Category::Parameters)) > 0);
-  const double rest = fitted_top(*none_, [c](Category k) { return k != c; });
+  const double rest = testing::fitted_top(*none_, [c](Category k) { return k != c; });
   QCOMPARE(v.plot()->yAxis->range().upper, rest);
   QVERIFY(rest < whole);
   // Activations only: no static category's band, the top of the bands the activations' peak.
   v.setActivationsOnly(true);
   for (Category s : {Category::Parameters, Category::Gradients, Category::OptimizerState})
     QVERIFY2(!has_bands_of(v.allocations(), s), to_string(s));
-  const double act = fitted_top(*none_, [](Category k) { return !is_static(k); });
+  const double act = testing::fitted_top(*none_, [](Category k) { return !is_static(k); });
   QCOMPARE(v.plot()->yAxis->range().upper, act);
   double highest = 0, want = 0;
-  for (const auto& [t, live] : stacked_per_time(*none_, [](Category k) { return !is_static(k); })) {
+  for (const auto& [t, live] : testing::stacked_per_time(*none_, [](Category k) { return !is_static(k); })) {
     highest = std::max(highest, v.allocations()->layout().top(t));
     want = std::max(want, live);
   }

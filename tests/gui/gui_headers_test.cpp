@@ -83,14 +83,7 @@ class GuiHeadersTest : public QObject {
 
  private:
   QTemporaryDir tmp_;
-  WindowOptions options() {
-    WindowOptions o;
-    o.runs_dir = tmp_.filePath("runs");
-    o.save_runs = false;
-    o.restore_settings = false;
-    o.error_dialogs = false;
-    return o;
-  }
+  WindowOptions options() const { return testing::window_options(tmp_, false, false); }
 };
 
 void GuiHeadersTest::headerNamesTheShownStepAndTheSpread() {

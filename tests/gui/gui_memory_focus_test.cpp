@@ -16,19 +16,6 @@ using namespace remat::gui;
 
 namespace {
 
-// 1.15 × the highest sum over the step's points of the live bytes of `keep`'s categories.
-double fitted_top(const Trace& t, const std::function<bool(Category)>& keep) {
-  double best = 0;
-  for (const TimelinePoint& p : memory_timeline(t).points) {
-    double s = 0;
-    for (int c = 0; c < kNumCategories; ++c)
-      if (keep(static_cast<Category>(c)) && static_cast<Category>(c) != Category::HostOffloaded)
-        s += static_cast<double>(p.live[c]);
-    best = std::max(best, s);
-  }
-  return 1.15 * best;
-}
-
 QCPGraph* graph_named(QCustomPlot* p, const QString& name) {
   for (int i = 0; i < p->graphCount(); ++i)
     if (p->graph(i)->name() == name) return p->graph(i);
@@ -88,7 +75,7 @@ void GuiMemoryFocusTest::legendClickHidesACategoryAndRefitsTheByteAxis() {
   QVERIFY(!v.shownCategories()[static_cast<int>(Category::SavedActivations)]);
   QVERIFY(!saved->visible());
   QVERIFY(static_cast<QCPPlottableLegendItem*>(item)->textColor() != shown_color);
-  const double without_saved = fitted_top(*none_, [](Category c) { return c != Category::SavedActivations; });
+  const double without_saved = testing::fitted_top(*none_, [](Category c) { return c != Category::SavedActivations; });
   QCOMPARE(v.plot()->yAxis->range().lower, 0.0);
   QCOMPARE(v.plot()->yAxis->range().upper, without_saved);
   QVERIFY(without_saved < whole);
@@ -97,7 +84,7 @@ void GuiMemoryFocusTest::legendClickHidesACategoryAndRefitsTheByteAxis() {
   QVERIFY(v.plot()->legend->itemWithPlottable(total)->textColor() != shown_color);
   // Hiding the optimizer state too lowers the top again.
   v.setCategoryShown(Category::OptimizerState, false);
-  QCOMPARE(v.plot()->yAxis->range().upper, fitted_top(*none_, [](Category c) {
+  QCOMPARE(v.plot()->yAxis->range().upper, testing::fitted_top(*none_, [](Category c) {
              return c != Category::SavedActivations && c != Category::OptimizerState;
            }));
   // The choice survives a rebuild (time mode) and the same run shown again, not another run.
@@ -137,7 +124,7 @@ void GuiMemoryFocusTest::activationsOnlyHidesTheStaticCategoriesAndFitsTheActiva
   QVERIFY(graph_named(v.plot(), "parameters"));
   QVERIFY(graph_named(v.plot(), "optimizer state"));
   // Fitted to the activations' own peak, stacked from 0: the top visible area reaches it.
-  const double peak = fitted_top(*none_, [](Category c) { return !is_static(c); }) / 1.15;
+  const double peak = testing::fitted_top(*none_, [](Category c) { return !is_static(c); }) / 1.15;
   QVERIFY(peak > 0);
   QCOMPARE(v.plot()->yAxis->range().lower, 0.0);
   QCOMPARE(v.plot()->yAxis->range().upper, 1.15 * peak);

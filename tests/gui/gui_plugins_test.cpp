@@ -26,13 +26,7 @@ class GuiPluginsTest : public QObject {
 
  private:
   QTemporaryDir tmp_;
-  WindowOptions options() {
-    WindowOptions o;
-    o.runs_dir = tmp_.filePath("runs");
-    o.restore_settings = false;
-    o.save_runs = false;
-    return o;
-  }
+  WindowOptions options() const { return testing::window_options(tmp_, false); }
   // The prediction of `policy` on tiny once it is done.
   static PredictionOutcome predict(RunPanel* p, const QString& policy) {
     PredictionOutcome none;

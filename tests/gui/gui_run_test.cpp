@@ -59,12 +59,7 @@ class GuiRunTest : public QObject {
     const auto none = simulate(m, store_all_schedule(m.layers), nullptr);
     return QString::number(none.activation_peak_bytes * 6 / 10);
   }
-  WindowOptions options() {
-    WindowOptions o;
-    o.runs_dir = tmp_.filePath("runs");
-    o.restore_settings = false;
-    return o;
-  }
+  WindowOptions options() const { return testing::window_options(tmp_); }
 };
 
 void GuiRunTest::everyPolicyOnTinyPlotsItsPeak() {

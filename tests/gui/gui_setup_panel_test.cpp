@@ -34,13 +34,7 @@ class GuiSetupPanelTest : public QObject {
 
  private:
   QTemporaryDir tmp_;
-  WindowOptions options() {
-    WindowOptions o;
-    o.runs_dir = tmp_.filePath("runs");
-    o.restore_settings = false;
-    o.error_dialogs = false;
-    return o;
-  }
+  WindowOptions options() const { return testing::window_options(tmp_, true, false); }
   // The widget is shown and no part of it is clipped by the window or a parent (a scroll
   // area's viewport included).
   static bool fullyVisible(QWidget* window, QWidget* w, QString* why) {

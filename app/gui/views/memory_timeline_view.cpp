@@ -16,6 +16,7 @@
 #include "theme.h"
 #include "views/alloc_bands_plottable.h"
 #include "views/axis_tickers.h"
+#include "views/plot_labels.h"
 
 namespace remat::gui {
 
@@ -70,6 +71,15 @@ MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
   connect(plot_, &QCustomPlot::mouseRelease, this, &MemoryTimelineView::onMouseRelease);
   connect(plot_, &QCustomPlot::legendClick, this,
           [this](QCPLegend*, QCPAbstractLegendItem* item, QMouseEvent*) { onLegendClick(item); });
+  // The peak's and the prediction's labels inside the axis rect and apart, at every layout
+  // (views/plot_labels.h).
+  connect(plot_, &QCustomPlot::afterLayout, this, [this] {
+    if (!peak_label_ || !peak_graph_ || peak_graph_->data()->isEmpty()) return;
+    const auto pk = peak_graph_->data()->constBegin();
+    const QPointF point(plot_->xAxis->coordToPixel(pk->key), plot_->yAxis->coordToPixel(pk->value));
+    const double line_y = trace_ ? plot_->yAxis->coordToPixel(static_cast<double>(trace_->predicted_peak_bytes)) : 0;
+    place_value_labels(peak_label_, point, predicted_label_, line_y, QRectF(plot_->axisRect()->rect()));
+  });
   // Above the plot: the mode and the focus on activations.
   focus_bar_ = new QWidget(this);
   auto* bar = new QHBoxLayout(focus_bar_);
@@ -302,6 +312,7 @@ void MemoryTimelineView::rebuild() {
     peak_graph_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QColor(0xd6, 0x27, 0x28), Qt::white, 8));
     peak_graph_->addData(x_[pk] * s, total_[pk]);
     peak_label_ = new QCPItemText(plot_);
+    peak_label_->setLayer("axes");  // over the curves when it has to sit below the point
     peak_label_->setClipToAxisRect(true);
     peak_label_->position->setCoords(x_[pk] * s, total_[pk]);
     peak_label_->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
@@ -317,6 +328,7 @@ void MemoryTimelineView::rebuild() {
       predicted_->point1->setCoords(0, pred);
       predicted_->point2->setCoords(1, pred);
       predicted_label_ = new QCPItemText(plot_);
+      predicted_label_->setLayer("axes");
       predicted_label_->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
       predicted_label_->position->setTypeY(QCPItemPosition::ptPlotCoords);
       predicted_label_->position->setCoords(1.0, pred);
