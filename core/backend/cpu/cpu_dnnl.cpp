@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -155,9 +156,13 @@ void bgemm1(bool trans_a, bool trans_b, int M, int N, int K, const std::uint16_t
   // A as [M, K] rows of K.
   if (trans_a || lda != K) {
     std::uint16_t* a = sized(buf.a, static_cast<std::size_t>(M) * K);
-    if (trans_a) {
-      for (int k = 0; k < K; ++k)
-        for (int m = 0; m < M; ++m) a[static_cast<std::size_t>(m) * K + k] = A[static_cast<std::size_t>(k) * lda + m];
+    if (trans_a) {  // in 32 x 32 tiles, so reads and writes both stay in a few cache lines
+      constexpr int kT = 32;
+      for (int k0 = 0; k0 < K; k0 += kT)
+        for (int m0 = 0; m0 < M; m0 += kT)
+          for (int k = k0; k < std::min(K, k0 + kT); ++k)
+            for (int m = m0; m < std::min(M, m0 + kT); ++m)
+              a[static_cast<std::size_t>(m) * K + k] = A[static_cast<std::size_t>(k) * lda + m];
     } else {
       for (int m = 0; m < M; ++m)
         std::memcpy(a + static_cast<std::size_t>(m) * K, A + static_cast<std::size_t>(m) * lda, 2u * K);

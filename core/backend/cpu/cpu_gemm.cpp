@@ -37,8 +37,10 @@ struct LinearBwdWs {
   }
 };
 
+// Lb: a chunk's dlogits rounded to bf16, for the backward GEMMs on the dnnl path.
 struct HeadWs {
   float *Ws = nullptr, *dWs = nullptr, *Xs = nullptr, *L = nullptr, *DX = nullptr;
+  std::uint16_t* Lb = nullptr;
   HeadWs(cpu::Arena& a, std::int64_t rows, int H, int V, bool wbf, bool dwbf, bool xbf,
          bool dxbf) {
     std::int64_t ch = std::min<std::int64_t>(rows, cpu::kHeadRows);
@@ -48,6 +50,7 @@ struct HeadWs {
     if (xbf) Xs = a.take<float>(ch * H);
     L = a.take<float>(ch * V);
     if (dxbf) DX = a.take<float>(ch * H);
+    if (wbf && xbf) Lb = a.take<std::uint16_t>(ch * V);
   }
 };
 
@@ -280,27 +283,29 @@ void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targe
   cpu::Arena arena(ws_, op);
   HeadWs w(arena, rows, H, V, wbf, dwbf, xbf, dxbf);
 
+  // On the dnnl path every GEMM of the head reads bf16 x and W as they are, and the backward
+  // ones a chunk's dlogits rounded to bf16 (as a bf16 model's logits gradient is).
+  const bool head_dnnl = on_dnnl(x, W);
   const float* Ws = f32_or_null(W);
-  if (wbf) cpu::widen_all(*pool_, FV(W), w.Ws, VH), Ws = w.Ws;
+  if (wbf && !head_dnnl) cpu::widen_all(*pool_, FV(W), w.Ws, VH), Ws = w.Ws;
   // bf16 dW: the chunks' products summed in fp32 (the first overwrites), dW rounded once at the
   // end with what it held before.
   float* dWs = dwbf ? w.dWs : dW.as<float>();
   float* loss = losses.as<float>();
   FV xv(x), dxv(dx);
-  // Logits from bf16 x and W on the dnnl path; dlogits are fp32, so the backward GEMMs use sgemm.
-  const bool logits_dnnl = on_dnnl(x, W);
 
   for (std::int64_t r0 = 0; r0 < rows; r0 += cpu::kHeadRows) {
     const int c = static_cast<int>(std::min<std::int64_t>(cpu::kHeadRows, rows - r0));
     const float* xs = xbf ? w.Xs : x.as<const float>() + r0 * H;
-    if (xbf) cpu::widen(xv, r0 * H, w.Xs, static_cast<std::int64_t>(c) * H);
+    if (xbf && !head_dnnl) cpu::widen(xv, r0 * H, w.Xs, static_cast<std::int64_t>(c) * H);
+    const std::uint16_t* xb = head_dnnl ? bits(x) + r0 * H : nullptr;
     float* L = w.L;
     const double flops = 2.0 * c * H * static_cast<double>(V);
     const auto by_vocab = cpu::gemm_split(V, flops, threads_);
     cpu::for_slices(*pool_, by_vocab, [&](std::int64_t v0, std::int64_t v1) {
-      if (logits_dnnl)
-        cpu::bgemm1(false, true, c, static_cast<int>(v1 - v0), H, bits(x) + r0 * H, H,
-                    bits(W) + v0 * H, H, 0.0f, L + v0, V);
+      if (head_dnnl)
+        cpu::bgemm1(false, true, c, static_cast<int>(v1 - v0), H, xb, H, bits(W) + v0 * H, H,
+                    0.0f, L + v0, V);
       else
         cpu::sgemm1(false, true, c, static_cast<int>(v1 - v0), H, xs, H, Ws + v0 * H, H, 0.0f,
                     L + v0, V);
@@ -328,8 +333,27 @@ void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targe
         }
       }
     });
-    // dx = dlogits W (overwritten), a slice of its columns a lane
     float* dxs = dxbf ? w.DX : dx.as<float>() + r0 * H;
+    const float beta = dwbf && r0 == 0 ? 0.0f : 1.0f;
+    if (head_dnnl) {
+      FV lb;
+      lb.p = w.Lb, lb.bf = true;
+      FV lf;
+      lf.p = L;
+      cpu::copy_floats(*pool_, lf, lb, static_cast<std::int64_t>(c) * V, false);
+      // dx = dlogits W (overwritten), a slice of its rows a lane; dW += dlogits^T x by vocabulary
+      cpu::for_slices(*pool_, cpu::gemm_split(c, flops, threads_), [&](std::int64_t i0, std::int64_t i1) {
+        const int ni = static_cast<int>(i1 - i0);
+        cpu::bgemm1(false, false, ni, H, V, w.Lb + i0 * V, V, bits(W), H, 0.0f, dxs + i0 * H, H);
+        if (dxbf) cpu::narrow(dxs + i0 * H, dxv, (r0 + i0) * H, static_cast<std::int64_t>(ni) * H, false);
+      });
+      cpu::for_slices(*pool_, by_vocab, [&](std::int64_t v0, std::int64_t v1) {
+        cpu::bgemm1(true, false, static_cast<int>(v1 - v0), H, c, w.Lb + v0, V, xb, H, beta,
+                    dWs + v0 * H, H);
+      });
+      continue;
+    }
+    // dx = dlogits W (overwritten), a slice of its columns a lane
     cpu::for_slices(*pool_, cpu::gemm_split(H, flops, threads_), [&](std::int64_t h0, std::int64_t h1) {
       const int hh = static_cast<int>(h1 - h0);
       cpu::sgemm1(false, false, c, hh, V, L, V, Ws + h0, H, 0.0f, dxs + h0, H);
@@ -337,7 +361,6 @@ void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targe
         for (int r = 0; r < c; ++r) cpu::narrow(dxs + r * H + h0, dxv, (r0 + r) * H + h0, hh, false);
     });
     // dW += dlogits^T x, a slice of its rows a lane
-    const float beta = dwbf && r0 == 0 ? 0.0f : 1.0f;
     cpu::for_slices(*pool_, by_vocab, [&](std::int64_t v0, std::int64_t v1) {
       cpu::sgemm1(true, false, static_cast<int>(v1 - v0), H, c, L + v0, V, xs, H, beta,
                   dWs + v0 * H, H);
