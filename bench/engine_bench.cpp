@@ -1,4 +1,5 @@
-// Step times on this machine, and how close our GEMM path gets to OpenBLAS's own sgemm.
+// Step times on this machine, and how close our GEMM path gets to OpenBLAS's own sgemm (every
+// GEMM shape of a step: gemm_shapes_bench).
 // Usage: engine_bench [repeats] [steps|gemm|startup|walk ...]   (prints one line per figure;
 // without sections, all of them)
 //        engine_bench ops [repeats]   the element-wise and norm ops of a gpt2-124m step with the
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "core/backend/cpu/cpu_backend.h"
+#include "core/backend/cpu/cpu_dnnl.h"
 #include "core/backend/cpu/cpu_simd.h"
 #include "core/engine/model_state.h"
 #include "core/engine/run.h"
@@ -193,9 +195,10 @@ int main(int argc, char** argv) {
     });
     openblas_set_num_threads(1);
     double gflop = 2.0 * M * K * N / 1e9;
-    std::printf("head GEMM %dx%dx%d: ours (bf16 in/out, fp32 staging) %.2f ms = %.1f GFLOP/s; "
+    std::printf("head GEMM %dx%dx%d: ours (bf16 in/out, %s) %.2f ms = %.1f GFLOP/s; "
                 "cblas_sgemm fp32 (2 OpenBLAS threads) %.2f ms = %.1f GFLOP/s; ours/sgemm = %.2f\n",
-                M, K, N, ours, gflop / ours * 1e3, raw, gflop / raw * 1e3, raw / ours);
+                M, K, N, cpu::gemm_path_name().c_str(), ours, gflop / ours * 1e3, raw, gflop / raw * 1e3,
+                raw / ours);
     for (Tensor* t : {&x, &W, &y, &ws}) alloc.free(*t);
 
     // A block's MLP GEMM of that step (128 x 768 -> 3072), forward and backward, bf16 against fp32.

@@ -34,3 +34,18 @@ pkg_check_modules(HWY REQUIRED IMPORTED_TARGET libhwy)
 add_library(remat_hwy INTERFACE)
 target_link_libraries(remat_hwy INTERFACE PkgConfig::HWY)
 message(STATUS "RematLab: Highway ${HWY_VERSION}")
+
+# oneDNN: bf16 GEMMs on the CPU's bf16 matrix units (AMX, AVX512-BF16) without widening the
+# operands (cpu_dnnl.h). Debian builds it on OpenMP; libgomp is linked so the backend can hold
+# oneDNN at one OpenMP thread in each of its own lanes.
+find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
+find_library(DNNL_LIBRARY NAMES dnnl)
+find_library(GOMP_LIBRARY NAMES gomp libgomp.so.1
+             PATHS /usr/lib/gcc/x86_64-linux-gnu/12 /usr/lib/gcc/aarch64-linux-gnu/12)
+if(NOT DNNL_INCLUDE_DIR OR NOT DNNL_LIBRARY OR NOT GOMP_LIBRARY)
+  message(FATAL_ERROR "oneDNN not found: install libdnnl-dev")
+endif()
+add_library(remat_dnnl INTERFACE)
+target_include_directories(remat_dnnl INTERFACE ${DNNL_INCLUDE_DIR})
+target_link_libraries(remat_dnnl INTERFACE ${DNNL_LIBRARY} ${GOMP_LIBRARY})
+message(STATUS "RematLab: oneDNN ${DNNL_LIBRARY}")

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 
+#include "core/backend/cpu/cpu_dnnl.h"
 #include "core/graph/block_graph.h"
 #include "tests/unit/cpu_test_util.h"
 
@@ -64,7 +65,16 @@ void expect_rounded_once(const char* what,
   }
 }
 
+// On the sgemm path: there bf16 GEMMs widen their operands and run fp32's GEMM. The dnnl path
+// sums in another order and feeds the head's backward GEMMs bf16 dlogits (cpu_gemm_dnnl_test.cpp
+// bounds its distance from this path).
 TEST(CpuNumerics, Bf16OutputsAreRoundedFp32Results) {
+  const cpu::GemmPath path = cpu::gemm_path();
+  cpu::set_gemm_path(cpu::GemmPath::OpenBlas);
+  struct Restore {
+    cpu::GemmPath p;
+    ~Restore() { cpu::set_gemm_path(p); }
+  } restore{path};
   const int M = 33, K = 40, N = 24;
   expect_rounded_once("linear", [&](Env& e, DType dt) {
     Tensor x = e.from(bf16v(randv(M * K, 1)), dt), W = e.from(bf16v(randv(N * K, 2)), dt),

@@ -3,7 +3,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/util/fork_guard.h"
 
@@ -37,35 +36,32 @@ GemmSplit gemm_split(std::int64_t n, double flops, int lanes) {
   return s;
 }
 
+namespace {
+
+// dst[i] = src[i] (or dst[i] + src[i] when acc) for i in [0, n), on the calling thread.
+void copy_span(FV src, FV dst, std::int64_t n, bool acc) {
+  if (const simd::Kernels* k = simd::active()) return k->copy(src.ref(), dst.ref(), 0, n, acc);
+  for (std::int64_t i = 0; i < n; ++i) dst.put(i, src[i], acc);
+}
+
+FV f32(const float* p) {
+  FV v;
+  v.p = const_cast<float*>(p);
+  return v;
+}
+
+}  // namespace
+
 void widen(FV src, std::int64_t off, float* dst, std::int64_t n) {
-  if (!src.bf) {
-    std::memcpy(dst, static_cast<const float*>(src.p) + off, static_cast<std::size_t>(n) * 4);
-    return;
-  }
-  const std::uint16_t* s = static_cast<const std::uint16_t*>(src.p) + off;
-  for (std::int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);
+  copy_span(src.offset(off), f32(dst), n, false);
 }
 
 void widen_all(ThreadPool& pool, FV src, float* dst, std::int64_t n) {
-  FV d;
-  d.p = dst;
-  copy_floats(pool, src, d, n, false);
+  copy_floats(pool, src, f32(dst), n, false);
 }
 
 void narrow(const float* src, FV dst, std::int64_t off, std::int64_t n, bool acc) {
-  if (!dst.bf) {
-    float* d = static_cast<float*>(dst.p) + off;
-    if (acc)
-      for (std::int64_t i = 0; i < n; ++i) d[i] += src[i];
-    else
-      std::memcpy(d, src, static_cast<std::size_t>(n) * 4);
-    return;
-  }
-  std::uint16_t* d = static_cast<std::uint16_t*>(dst.p) + off;
-  if (acc)
-    for (std::int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(bf16_to_float(d[i]) + src[i]);
-  else
-    for (std::int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(src[i]);
+  copy_span(f32(src), dst.offset(off), n, acc);
 }
 
 void widen_cols(FV src, float* dst, std::int64_t rows, std::int64_t cols, std::int64_t c0,

@@ -3,8 +3,9 @@
 // lanes are the only threads doing work and nothing oversubscribes the cores). A slice is a
 // range of whole 64-wide units of one output dimension, fixed by the shape and the lane count,
 // and every output element is summed by one lane over the whole inner dimension, so the bits
-// depend on the shapes and the thread count only. bf16 operands are widened to fp32 slice by
-// slice by the lane that uses them, right before its GEMM.
+// depend on the shapes and the thread count only. On the sgemm path bf16 operands are widened to
+// fp32 slice by slice by the lane that uses them, right before its GEMM; on the dnnl path a lane
+// runs oneDNN's bf16 matmul on them instead (cpu_dnnl.h).
 #pragma once
 #include <cstdint>
 
@@ -40,7 +41,8 @@ void for_slices(ThreadPool& pool, const GemmSplit& s, F&& f) {
   });
 }
 
-// dst[0, n) = src[off + i] as fp32 (a copy for fp32 sources).
+// dst[0, n) = src[off + i] as fp32 (a copy for fp32 sources); the SIMD copy kernel where one is
+// active.
 void widen(FV src, std::int64_t off, float* dst, std::int64_t n);
 // The same over the pool, for operands every lane reads.
 void widen_all(ThreadPool& pool, FV src, float* dst, std::int64_t n);
