@@ -2,7 +2,9 @@
 // trained directly through the engine (the same call the app's worker makes).
 #pragma once
 #include <QCoreApplication>
+#include <QElapsedTimer>
 #include <QStandardPaths>
+#include <QTest>
 #include <memory>
 #include <string>
 
@@ -11,6 +13,7 @@
 #include "core/model/model_source.h"
 #include "core/plugin/registry.h"
 #include "core/profiler/host_profiler.h"
+#include "views/run_view.h"
 
 namespace remat::gui::testing {
 
@@ -19,6 +22,15 @@ inline void isolate_settings() {
   QStandardPaths::setTestModeEnabled(true);
   QCoreApplication::setOrganizationName("RematLabTests");
   QCoreApplication::setApplicationName("rematlab-tests");
+}
+
+// Waits until the run view is done loading the run it was given (the worker builds its views'
+// data); true when the run is shown, false when the load failed or took over `ms`.
+inline bool wait_loaded(const RunView& v, int ms = 120000) {
+  QElapsedTimer t;
+  t.start();
+  while (v.loading() && t.elapsed() < ms) QTest::qWait(2);
+  return !v.loading() && !v.loadingPageShown();
 }
 
 inline const PolicyRegistry& registry() {
