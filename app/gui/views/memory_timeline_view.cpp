@@ -113,6 +113,7 @@ void MemoryTimelineView::setData(std::shared_ptr<const Trace> t, std::shared_ptr
   cum_.clear();
   origin_ = d_->origin;
   duration_ = d_->duration;
+  bands_->setShown(shown_);  // before the layout, which is of every category
   bands_->setBands(trace_ ? std::move(bands) : nullptr);
   if (layout && bands_->bands()) bands_->addLayout(std::move(layout));
   pinned_->clear();

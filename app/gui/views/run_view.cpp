@@ -91,9 +91,10 @@ void RunView::setTrace(std::shared_ptr<const Trace> t, const QString& title) {
   ++load_;
   if (cancel_) cancel_->store(true);
   cancel_.reset();
-  if (!t) {
+  if (!t || (data_ && data_->trace == t)) {  // none, or the run shown again: nothing to build
     loading_ = false;
-    setData(nullptr, title);
+    setData(t ? data_ : nullptr, title);
+    if (t) emit loaded();
     return;
   }
   trace_ = t;
@@ -140,7 +141,8 @@ bool RunView::loadingPageShown() const { return stack_->currentWidget() == loadi
 QString RunView::loadingText() const { return loading_label_->text(); }
 
 void RunView::setData(std::shared_ptr<const RunViewData> d, const QString& title) {
-  trace_ = d ? d->trace : nullptr;
+  data_ = d && d->trace ? d : nullptr;
+  trace_ = data_ ? data_->trace : nullptr;
   if (trace_) {
     memory_->setData(trace_, d->memory, title, d->bands, d->layout);
   } else {

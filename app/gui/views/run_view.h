@@ -31,7 +31,8 @@ class RunView : public QWidget {
   Q_OBJECT
  public:
   explicit RunView(QWidget* parent = nullptr);
-  // Loads `t` (nullptr: the start page at once); loaded() once its views show it.
+  // Loads `t` (nullptr: the start page at once; the run shown: shown again at once); loaded()
+  // once its views show it.
   void setTrace(std::shared_ptr<const Trace> t, const QString& title);
   // The run shown, or being loaded.
   const std::shared_ptr<const Trace>& trace() const { return trace_; }
@@ -61,6 +62,7 @@ class RunView : public QWidget {
   void showStartPage(bool on);
 
   std::shared_ptr<const Trace> trace_;
+  std::shared_ptr<const RunViewData> data_;  // of the run shown
   QLabel* summary_;
   MemoryTimelineView* memory_;
   ScheduleStrip* schedule_;
