@@ -24,6 +24,7 @@
 #include "core/analysis/slice_tree.h"
 #include "views/op_timeline_view.h"
 #include "views/run_view.h"
+#include "views/run_view_data.h"
 #include "views/schedule_strip.h"
 
 using namespace remat;
@@ -353,6 +354,23 @@ int main(int argc, char** argv) {
     report("setTrace returns (the load goes on)", call, false);
     report("load and first draw of the three", load, false);
     report("longest the GUI thread was blocked", std::max(gap, ms(since)), true);
+    // The GUI thread's part alone: the data built here first, then handed to the views.
+    {
+      RunView u;
+      u.resize(1500, 900);
+      u.show();
+      QApplication::processEvents();
+      const std::atomic<bool> no(false);
+      t.restart();
+      auto d = prepare_run_view(trace, no);
+      report("building the data alone (the worker's part)", ms(t), false);
+      t.restart();
+      u.setData(d, "bench");
+      report("handing it to the views (GUI thread)", ms(t), true);
+      t.restart();
+      QApplication::processEvents();
+      report("... and their first draw (GUI thread)", ms(t), true);
+    }
     std::vector<double> steps;
     for (int dir : {0, 1})
       for (int i = 0; i < 15; ++i) {

@@ -169,8 +169,14 @@ void AllocBandsPlottable::drawMerged(QCPPainter* painter, const AllocLayout& L, 
   const Linear X(keyAxis()), Y(valueAxis());
   const QRect clip = clipRect();
   const double x_end = std::min(X(toKey(bands_->range().end_ns)), clip.right() + 2.0);
-  const std::vector<std::size_t> idx = downsample_indices(
-      L.step_x, L.small_top.back(), static_cast<double>(t0 - L.origin), static_cast<double>(t1 - L.origin), pixels);
+  // The steps kept depend on the time range only: a byte zoom reuses them.
+  MergedSteps& m = merged_steps_;
+  if (m.layout != drawn_layout_ || m.t0 != t0 || m.t1 != t1 || m.pixels != pixels) {
+    m = {drawn_layout_, t0, t1, pixels,
+         downsample_indices(L.step_x, L.small_top.back(), static_cast<double>(t0 - L.origin),
+                            static_cast<double>(t1 - L.origin), pixels)};
+  }
+  const std::vector<std::size_t>& idx = m.idx;
   if (idx.empty()) return;
   std::vector<double> xs(idx.size());
   for (std::size_t i = 0; i < idx.size(); ++i)

@@ -89,6 +89,12 @@ class AllocBandsPlottable : public TimePlottable {
   std::uint64_t pending_ = 0;  // the threshold being laid out on the worker (0: none)
   std::uint64_t generation_ = 0, pending_generation_ = 0;  // of the bands and shown categories
   QFutureWatcher<LayoutPtr> relayout_;
+  struct MergedSteps {  // the merged bands' steps kept by the last draw's downsampling
+    LayoutPtr layout;
+    std::int64_t t0 = 0, t1 = 0;
+    std::size_t pixels = 0;
+    std::vector<std::size_t> idx;
+  } merged_steps_;
   mutable std::size_t drawn_ = 0;
 };
 

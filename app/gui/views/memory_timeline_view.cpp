@@ -110,7 +110,7 @@ void MemoryTimelineView::setData(std::shared_ptr<const Trace> t, std::shared_ptr
   trace_ = std::move(t);
   d_ = trace_ && d ? std::move(d) : empty;
   title_ = title;
-  cum_.clear();
+  cum_.reset();
   origin_ = d_->origin;
   duration_ = d_->duration;
   bands_->setShown(shown_);  // before the layout, which is of every category
@@ -124,18 +124,10 @@ void MemoryTimelineView::setData(std::shared_ptr<const Trace> t, std::shared_ptr
   rebuild();
 }
 
-// The stack of the shown categories from 0; a hidden category's top is the one below it.
+// The stack of the shown categories: built with the data when every one is shown.
 void MemoryTimelineView::restack() {
-  const std::size_t n = d_->tl.points.size();
-  cum_.assign(d_->stacked.size(), std::vector<double>(n));
-  for (std::size_t i = 0; i < n; ++i) {
-    double s = 0;
-    for (std::size_t k = 0; k < d_->stacked.size(); ++k) {
-      const int c = static_cast<int>(d_->stacked[k]);
-      if (shown_[c]) s += static_cast<double>(d_->tl.points[i].live[c]);
-      cum_[k][i] = s;
-    }
-  }
+  if (shows_all(shown_)) cum_ = std::shared_ptr<const Stack>(d_, &d_->stack_all);
+  else cum_ = std::make_shared<const Stack>(stack_categories(*d_, shown_));
 }
 
 void MemoryTimelineView::setTimeMode(TimeMode m) {
@@ -376,7 +368,7 @@ void MemoryTimelineView::updateVisible() {
     for (std::size_t i = 0; i < idx.size(); ++i) vals[static_cast<int>(i)] = src[idx[i]];
     g->setData(keys, vals, true);
   };
-  for (std::size_t k = 0; k < stack_.size(); ++k) fill(stack_[k], cum_[k]);
+  for (std::size_t k = 0; k < stack_.size() && cum_; ++k) fill(stack_[k], (*cum_)[k]);
   // Phase shading only over the visible range: huge off-screen rectangles are slow to clip.
   for (std::size_t i = 0; i < shading_.size() && i < d_->phases.size(); ++i) {
     const double a = std::max(r.lower, static_cast<double>(d_->phases[i].start_ns - origin_) * s);
@@ -567,7 +559,7 @@ void MemoryTimelineView::applyFocus() {
   if (predicted_label_) predicted_label_->setVisible(whole);
   // The peak of what is stacked: the device's, or the shown categories' own.
   if (peak_graph_ && !d_->x.empty()) {
-    const StackPeak sp = stacked_peak(d_->tl, shown_);
+    const StackPeak sp = whole ? StackPeak{} : stacked_peak(d_->tl, shown_);  // the device's is known
     const std::size_t pk = whole ? d_->tl.peak_point : sp.point;
     const double key = d_->x[pk] * timeScale(), value = whole ? d_->total[pk] : static_cast<double>(sp.bytes);
     peak_graph_->data()->clear();

@@ -145,7 +145,8 @@ class MemoryTimelineView : public PlotView {
   double value_max_ = 0, extent_ = 0;
   std::int64_t origin_ = 0, duration_ = 1;
 
-  std::vector<std::vector<double>> cum_;      // per stacked category: the shown stack's top after it
+  using Stack = std::vector<std::vector<double>>;
+  std::shared_ptr<const Stack> cum_;  // per stacked category: the shown stack's top after it
   CategorySet shown_ = all_categories();
 
   std::vector<QCPGraph*> stack_;

@@ -80,11 +80,8 @@ void OpTimelineView::setData(std::shared_ptr<const Trace> t, std::shared_ptr<con
   colors << QColor(0x9a, 0xa4, 0xb0);  // steps: no phase
   QStringList names;
   QVector<QColor> legend;
-  std::array<bool, kNumPhases> seen{};
-  if (trace_)
-    for (const auto& o : trace_->ops) seen[static_cast<int>(o.phase)] = true;
   for (int p = 0; p < kNumPhases; ++p)
-    if (seen[p]) {
+    if (data_->phases[static_cast<std::size_t>(p)]) {
       names << QString::fromLatin1(to_string(static_cast<Phase>(p)));
       legend << phase_color(static_cast<Phase>(p));
     }

@@ -34,13 +34,29 @@ MemoryViewData memory_view_data(const Trace& tr) {
   }
   for (int c = 0; c < kNumCategories; ++c)
     if (any[c] && static_cast<Category>(c) != Category::HostOffloaded) d.stacked.push_back(static_cast<Category>(c));
+  d.stack_all = stack_categories(d, all_categories());
   return d;
+}
+
+std::vector<std::vector<double>> stack_categories(const MemoryViewData& d, const CategorySet& shown) {
+  const std::size_t n = d.tl.points.size();
+  std::vector<std::vector<double>> cum(d.stacked.size(), std::vector<double>(n));
+  for (std::size_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (std::size_t k = 0; k < d.stacked.size(); ++k) {
+      const int c = static_cast<int>(d.stacked[k]);
+      if (shown[c]) s += static_cast<double>(d.tl.points[i].live[c]);
+      cum[k][i] = s;
+    }
+  }
+  return cum;
 }
 
 SliceViewData slice_view_data(const Trace& t) {
   SliceViewData d;
   d.tree = SliceTree(t);
   d.rows = d.tree.span_rows();
+  for (const OpRecord& o : t.ops) d.phases[static_cast<int>(o.phase)] = true;
   return d;
 }
 

@@ -3,6 +3,7 @@
 // allocations' bands. Built without Qt, so a worker thread can build it while the window goes
 // on (RunView); handed to the views as shared_ptr<const ...>, never changed after.
 #pragma once
+#include <array>
 #include <atomic>
 #include <memory>
 #include <stdexcept>
@@ -28,10 +29,15 @@ struct MemoryViewData {
   LiveTensorIndex live;
   std::vector<double> x, total, host, reserved;
   std::vector<Category> stacked;  // the categories the run has, stacked bottom first
+  // Per stacked category the top of the stack of every category up to it (all shown).
+  std::vector<std::vector<double>> stack_all;
   double host_max = 0, reserved_max = 0;
   std::int64_t origin = 0, duration = 1;
 };
 MemoryViewData memory_view_data(const Trace& t);
+// Per stacked category the top of the stack of the shown ones up to it (from 0; a hidden
+// category's top is the one below it).
+std::vector<std::vector<double>> stack_categories(const MemoryViewData& d, const CategorySet& shown);
 // The top of the value axis that fits everything the timeline draws of the whole device.
 double memory_value_max(const MemoryViewData& d, const Trace& t);
 
@@ -39,6 +45,7 @@ double memory_value_max(const MemoryViewData& d, const Trace& t);
 struct SliceViewData {
   SliceTree tree;
   SpanRows rows;
+  std::array<bool, kNumPhases> phases{};  // the phases the ops have
 };
 SliceViewData slice_view_data(const Trace& t);
 
