@@ -251,7 +251,7 @@ TEST(AllocBands, BlocksSumUpTheirBandsExactly) {
   for (unsigned seed : {5u, 6u}) {
     const Trace t = random_trace(seed, false);
     const AllocBands bands(t);
-    for (std::uint64_t min_bytes : {0ull, 40ull}) {
+    for (std::uint64_t min_bytes : {0ull, 3ull}) {
       const AllocLayout L = layout_bands(bands, all_categories(), min_bytes);
       ASSERT_GT(L.size(), AllocLayout::kBlock);  // several runs
       ASSERT_EQ(L.blocks.size(), (L.size() + AllocLayout::kBlock - 1) / AllocLayout::kBlock);

@@ -11,8 +11,8 @@
 // A replot never waits for a layout while one of the shown categories is at hand: when the byte
 // scale needs a threshold not laid out yet, the nearest one laid out is drawn (the same stack,
 // merged at another size) while a worker thread lays the bands out for the new threshold; the
-// plot is replotted when it is ready. Only the first layout of a set of shown categories is made
-// on the GUI thread. Runs of single bands out of the view's time or byte range are skipped whole
+// plot is replotted when it is ready. Only the first layout of a set of shown categories, when
+// none was given (addLayout), is made on the GUI thread. Runs of single bands out of the view's time or byte range are skipped whole
 // (AllocLayout::blocks).
 #pragma once
 #include <QFutureWatcher>
