@@ -5,11 +5,14 @@
 // pan steps too; --max-ms N fails when a draw, a zoom or a pan step of the op timeline or a draw
 // or zoom step of the memory timeline takes longer. The memory timeline's allocations view (one
 // band per allocation) is timed on the same trace: first draw, zoom, pan and byte-zoom steps as
-// min / median / max, all but the byte-zoom steps held to --max-ms.
+// min / median / max, each frame held to --max-ms. The whole run view is loaded as the app does
+// (its data built on a worker): the time until it is shown and the longest the GUI thread was
+// blocked meanwhile (a 5 ms timer's longest gap).
 //
 //   build/bin/gui_timeline_bench [--ops N] [--max-ms N]
 #include <QApplication>
 #include <QElapsedTimer>
+#include <QTimer>
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +24,7 @@
 #include "core/analysis/slice_tree.h"
 #include "views/op_timeline_view.h"
 #include "views/run_view.h"
+#include "views/run_view_data.h"
 #include "views/schedule_strip.h"
 
 using namespace remat;
@@ -230,20 +234,39 @@ bool bench_allocations(const std::shared_ptr<const Trace>& trace, double max_ms)
   v.plot()->replot(QCustomPlot::rpImmediateRefresh);
   ok = report_min_median_max("pan step (a tenth of 1/20 of the step)", pan_steps(v.plot(), 20), max_ms) && ok;
   v.resetZoom();
-  std::vector<double> bytes;
   // 25 steps of two wheel steps: down to 1/3400 of the byte range, where every allocation of
-  // the trace is a band of its own.
+  // the trace is a band of its own, then back, a step every 16 ms as a wheel turns, the event
+  // loop running in between. Every replot is a frame: the steps' own and those made when a
+  // layout laid out on the worker is ready.
+  std::vector<double> frames;
+  QElapsedTimer frame;
+  QObject::connect(v.plot(), &QCustomPlot::beforeReplot, [&frame] { frame.start(); });
+  auto on_frame = QObject::connect(v.plot(), &QCustomPlot::afterReplot, [&] { frames.push_back(ms(frame)); });
+  auto run_events = [](double for_ms) {
+    QElapsedTimer w;
+    w.start();
+    while (ms(w) < for_ms) QApplication::processEvents(QEventLoop::AllEvents, 2);
+  };
+  int relayouts = 0;
   for (int dir : {1, -1})
     for (int i = 0; i < 25; ++i) {
-      t.restart();
       v.zoomValue(dir * 2.0, 0);
-      v.plot()->replot(QCustomPlot::rpImmediateRefresh);
-      bytes.push_back(ms(t));
-      if (dir == 1 && i == 24)
-        std::printf("  %-44s %zu bands, %zu drawn\n", "zoomed in on the bytes x1/3400", p->layout().size(), p->lastDrawn());
+      relayouts += p->relayoutPending();
+      run_events(16);
+      if (dir == 1 && i == 24) {
+        t.restart();
+        while (p->relayoutPending()) run_events(1);
+        run_events(1);
+        std::printf("  %-44s %zu bands, %zu drawn, its layout drawn %.0f ms after the last step\n",
+                    "zoomed in on the bytes x1/3400", p->layout().size(), p->lastDrawn(), ms(t));
+      }
     }
-  // Not held to --max-ms: a step that crosses a power of two lays the bands out again.
-  report_min_median_max("byte zoom step (two wheel steps in, then out)", bytes, 0);
+  while (p->relayoutPending()) run_events(1);
+  run_events(1);
+  QObject::disconnect(on_frame);
+  std::printf("  %-44s %d (laid out on a worker while the nearest was drawn)\n", "byte zoom steps needing a new layout",
+              relayouts);
+  ok = report_min_median_max("byte zoom frame (two wheel steps, 16 ms apart)", frames, max_ms) && ok;
   // Time steps at that byte zoom: every allocation a band.
   v.zoomValue(50.0, 0);
   v.plot()->replot(QCustomPlot::rpImmediateRefresh);
@@ -309,10 +332,45 @@ int main(int argc, char** argv) {
     v.resize(1500, 900);
     v.show();
     QApplication::processEvents();
+    // A 5 ms timer's ticks: their longest gap is the longest the GUI thread was blocked.
+    QTimer tick;
+    QElapsedTimer since;
+    double gap = 0;
+    QObject::connect(&tick, &QTimer::timeout, [&] {
+      gap = std::max(gap, ms(since));
+      since.restart();
+    });
+    bool shown = false;
+    QObject::connect(&v, &RunView::loaded, [&] { shown = true; });
+    tick.start(5);
+    since.start();
     t.restart();
     v.setTrace(trace, "bench");
-    QApplication::processEvents();
-    report("load and first draw of the three", ms(t), false);
+    const double call = ms(t);
+    while (!shown) QApplication::processEvents(QEventLoop::AllEvents | QEventLoop::WaitForMoreEvents, 5);
+    QApplication::processEvents();  // the first draw of the three
+    const double load = ms(t);
+    tick.stop();
+    report("setTrace returns (the load goes on)", call, false);
+    report("load and first draw of the three", load, false);
+    report("longest the GUI thread was blocked", std::max(gap, ms(since)), true);
+    // The GUI thread's part alone: the data built here first, then handed to the views.
+    {
+      RunView u;
+      u.resize(1500, 900);
+      u.show();
+      QApplication::processEvents();
+      const std::atomic<bool> no(false);
+      t.restart();
+      auto d = prepare_run_view(trace, no);
+      report("building the data alone (the worker's part)", ms(t), false);
+      t.restart();
+      u.setData(d, "bench");
+      report("handing it to the views (GUI thread)", ms(t), true);
+      t.restart();
+      QApplication::processEvents();
+      report("... and their first draw (GUI thread)", ms(t), true);
+    }
     std::vector<double> steps;
     for (int dir : {0, 1})
       for (int i = 0; i < 15; ++i) {

@@ -105,7 +105,8 @@ int main(int argc, char** argv) {
     *all_ok = *all_ok && ok;
     if (--*waiting > 0 || shot_path.isEmpty()) return;
     ok = *all_ok;
-    QTimer::singleShot(600, &w, [&w, shot_path, op_shot_path, page, ok, focus_activations, memory_mode] {
+    // ... and the run shown has loaded into the views.
+    auto shoot = [&w, shot_path, op_shot_path, page, ok, focus_activations, memory_mode] {
       w.pages()->setCurrentIndex(page);
       if (focus_activations) w.runView()->memory()->setActivationsOnly(true);
       w.runView()->memory()->setMemoryMode(memory_mode);
@@ -144,6 +145,15 @@ int main(int argc, char** argv) {
         std::printf("rematlab: op timeline screenshot %s\n", op_shot_path.toLocal8Bit().constData());
       }
       QApplication::exit(ok ? 0 : 1);
+    };
+    QTimer::singleShot(600, &w, [&w, shoot, ok] {
+      RunView* v = w.runView();
+      if (!v->loading()) return shoot();
+      QObject::connect(v, &RunView::loaded, &w, shoot);
+      QObject::connect(v, &RunView::loadFailed, &w, [](const QString& e) {
+        std::fprintf(stderr, "rematlab: cannot show the run: %s\n", e.toLocal8Bit().constData());
+        QApplication::exit(1);
+      });
     });
   };
   QObject::connect(&w, &MainWindow::runFinished, &w, [&w, finish](int row) {

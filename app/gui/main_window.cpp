@@ -99,6 +99,11 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent)
             const int n = analysis_->ledger()->selectTensors(tensors, t_ns);
             statusBar()->showMessage(tr("%1 ledger rows selected (Analysis page, Ctrl+3)").arg(n), 4000);
           });
+  // A run whose views could not be built (the error of core, on the worker): as a refused run directory.
+  connect(run_view_, &RunView::loadFailed, this, [this](const QString& error) {
+    statusBar()->showMessage(tr("Cannot show the run: %1").arg(error), 8000);
+    if (options_.error_dialogs) QMessageBox::warning(this, tr("Show run"), error);
+  });
   connectPlots();
   resize(1500, 950);
   if (options_.restore_settings) restoreSettings();

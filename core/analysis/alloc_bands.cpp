@@ -30,6 +30,9 @@ AllocBands::AllocBands(const Trace& t) : range_(timeline_range(t)), names_(t.nam
     if (a.free_event < end) event_band_[a.free_event] = k;
     bands_.push_back(b);
   }
+  sizes_.reserve(bands_.size());
+  for (const AllocBand& b : bands_) sizes_.push_back(b.a.bytes);
+  std::sort(sizes_.begin(), sizes_.end());
 }
 
 const std::string& AllocBands::tensorName(const AllocBand& b) const {
@@ -149,6 +152,15 @@ AllocLayout layout_bands(const AllocBands& bands, const CategorySet& shown, std:
   for (std::size_t k = 0; k < L.big.size(); ++k) {
     const AllocBand& b = all[L.big[k]];
     L.extents[k] = {b.t0, b.t1, static_cast<double>(b.a.bytes), L.points[L.offsets[k]].y, L.points[L.offsets[k + 1] - 1].y};
+  }
+  L.blocks.resize((L.big.size() + AllocLayout::kBlock - 1) / AllocLayout::kBlock);
+  for (std::size_t k = 0; k < L.big.size(); ++k) {
+    const BandExtent& e = L.extents[k];
+    AllocLayout::Block& blk = L.blocks[k / AllocLayout::kBlock];
+    if (k % AllocLayout::kBlock == 0) blk = {e.t1, e.lowest, e.highest + e.bytes};
+    blk.t1 = std::max(blk.t1, e.t1);
+    blk.lowest = std::min(blk.lowest, e.lowest);
+    blk.highest = std::max(blk.highest, e.highest + e.bytes);
   }
   return L;
 }

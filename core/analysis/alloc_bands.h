@@ -46,6 +46,9 @@ class AllocBands {
   std::uint32_t bandOfEvent(std::size_t i) const { return event_band_[i]; }
   std::int64_t eventTime(std::size_t i) const { return event_t_[i]; }
   std::size_t events() const { return event_band_.size(); }
+  // The bytes of every band, in increasing order: two size thresholds give the same layout when
+  // none lies between them.
+  const std::vector<std::uint64_t>& sortedSizes() const { return sizes_; }
 
  private:
   TimelineRange range_;
@@ -53,6 +56,7 @@ class AllocBands {
   std::vector<std::uint32_t> event_band_;  // per event before range_.end
   std::vector<std::int64_t> event_t_;
   std::vector<std::string> names_;
+  std::vector<std::uint64_t> sizes_;
 };
 
 // A breakpoint of a band's bottom: from time t on, its bottom is y bytes.
@@ -86,6 +90,14 @@ struct AllocLayout {
   std::vector<std::size_t> offsets;
   std::vector<BandPoint> points;
   std::vector<BandExtent> extents;  // per single band; t0 never decreases with k
+  // The single bands in runs of kBlock (k / kBlock), each run summed up, so a view skips a run
+  // none of whose bands meets its time or byte range without reading them.
+  static constexpr std::size_t kBlock = 256;
+  struct Block {
+    std::int64_t t1 = 0;              // the latest end of its bands
+    double lowest = 0, highest = 0;  // the lowest bottom and the highest top any of them reaches
+  };
+  std::vector<Block> blocks;
 
   // The state after every time with an event of a stacked band: the time (ns since the range's
   // start), the top of the single bands, and per merged category (in stacking order, bottom

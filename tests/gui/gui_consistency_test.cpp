@@ -195,6 +195,7 @@ void GuiConsistencyTest::pdfExportClosesNoPathWithoutAPoint() {
   view.show();
   QVERIFY(QTest::qWaitForWindowExposed(&view));
   view.setTrace(tiny_, "tiny · uniform");
+  QVERIFY(testing::wait_loaded(view));
   int checked = 0;
   QStringList failures;
   for (QCustomPlot* p : view.findChildren<QCustomPlot*>()) {

@@ -103,6 +103,7 @@ void GuiHeadersTest::headerNamesTheShownStepAndTheSpread() {
 
   RunView view;
   view.setTrace(t, "tiny · none");
+  QVERIFY(testing::wait_loaded(view));
   const QString h = view.headerText();
   QVERIFY2(h.contains("plots: step 3 of 3 (" + ms(v.back()) + ")"), qPrintable(h));
   QVERIFY2(h.contains("step median " + ms(sorted[1]) + " (min–max " + ms(sorted[0]) + "–" + ms(sorted[2]) +
@@ -116,6 +117,7 @@ void GuiHeadersTest::oneStepHasNoSpread() {
   const auto t = testing::train("tiny", "none", 1);
   RunView view;
   view.setTrace(t, {});
+  QVERIFY(testing::wait_loaded(view));
   const QString h = view.headerText();
   QVERIFY2(h.contains("step " + ms(t->step_times_ms().at(0)) + " (1 step: no spread)"), qPrintable(h));
   QVERIFY2(h.contains("plots: step 1 of 1"), qPrintable(h));
@@ -131,6 +133,7 @@ void GuiHeadersTest::cancelledRunSaysHowFarItGot() {
   view.resize(1000, 700);
   view.show();
   view.setTrace(t, {});
+  QVERIFY(testing::wait_loaded(view));
   const QString h = view.headerText();
   QVERIFY2(h.contains("cancelled after 1 of 3 steps"), qPrintable(h));
   QVERIFY2(h.contains("peak so far <b>" + human_bytes(static_cast<double>(peak)) + "</b>"), qPrintable(h));
@@ -148,6 +151,7 @@ void GuiHeadersTest::cancelledInWarmupDrawsNoEmptyTimelines() {
   view.resize(1000, 700);
   view.show();
   view.setTrace(t, {});
+  QVERIFY(testing::wait_loaded(view));
   const QString h = view.headerText();
   QVERIFY2(h.contains("cancelled after 0 of 3 steps (warmup: 0 of 1 done)"), qPrintable(h));
   // No schedule strip or op timeline without ops: no empty axes with crowded ticks.
@@ -156,6 +160,7 @@ void GuiHeadersTest::cancelledInWarmupDrawsNoEmptyTimelines() {
   QVERIFY(!view.ops()->isVisible());
   // A complete run shows them again.
   view.setTrace(testing::train("tiny", "none", 1), {});
+  QVERIFY(testing::wait_loaded(view));
   QVERIFY(view.schedule()->isVisible());
   QVERIFY(view.ops()->isVisible());
 }
@@ -182,6 +187,7 @@ void GuiHeadersTest::startPageUntilARunIsShown() {
   // A run shown: the plots; no run left: the start page again.
   const int row = w.runs()->add(testing::train("tiny", "none", 1), {});
   w.showRun(row);
+  QVERIFY(testing::wait_loaded(*w.runView()));
   QVERIFY(!w.runView()->startPageShown());
   QVERIFY(!sp->isVisible());
   QVERIFY(w.runView()->memory()->isVisible());

@@ -192,6 +192,7 @@ void GuiMemoryFocusTest::wheelOverTheByteAxisZoomsBytesNotTime() {
   view.resize(1200, 800);
   view.show();
   view.setTrace(none_, "none");
+  QVERIFY(testing::wait_loaded(view));
   MemoryTimelineView* m = view.memory();
   QCustomPlot* p = m->plot();
   p->replot(QCustomPlot::rpImmediateRefresh);

@@ -93,6 +93,7 @@ void GuiRunTest::everyPolicyOnTinyPlotsItsPeak() {
     QCOMPARE(QString::fromStdString(e.trace->policy), policy);
     QCOMPARE(w.currentRun(), expected_rows - 1);
     // The memory timeline shows this run, and its highest drawn point is the measured peak.
+    QVERIFY(testing::wait_loaded(*w.runView()));
     MemoryTimelineView* mem = w.runView()->memory();
     QCOMPARE(mem->trace().get(), e.trace.get());
     QCOMPARE(mem->plottedMaximum(), static_cast<double>(e.trace->peak_bytes));

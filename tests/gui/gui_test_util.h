@@ -3,8 +3,10 @@
 // makes), and the memory timeline's expected stacks computed from a trace's points.
 #pragma once
 #include <QCoreApplication>
+#include <QElapsedTimer>
 #include <QStandardPaths>
 #include <QTemporaryDir>
+#include <QTest>
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -19,6 +21,7 @@
 #include "core/plugin/registry.h"
 #include "core/profiler/host_profiler.h"
 #include "main_window.h"
+#include "views/run_view.h"
 
 namespace remat::gui::testing {
 
@@ -38,6 +41,15 @@ inline WindowOptions window_options(const QTemporaryDir& dir, bool save_runs = t
   o.save_runs = save_runs;
   o.error_dialogs = error_dialogs;
   return o;
+}
+
+// Waits until the run view is done loading the run it was given (the worker builds its views'
+// data); true when the run is shown, false when the load failed or took over `ms`.
+inline bool wait_loaded(const RunView& v, int ms = 120000) {
+  QElapsedTimer t;
+  t.start();
+  while (v.loading() && t.elapsed() < ms) QTest::qWait(2);
+  return !v.loading() && !v.loadingPageShown();
 }
 
 inline const PolicyRegistry& registry() {

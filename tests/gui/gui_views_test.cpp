@@ -338,6 +338,7 @@ void GuiViewsTest::exportWritesFilesThatReadBack() {
   view.resize(1200, 800);
   view.show();
   view.setTrace(none_, "none");
+  QVERIFY(testing::wait_loaded(view));
   const QString png = tmp_.filePath("plots/memory.png"), pdf = tmp_.filePath("plots/memory.pdf");
   QDir().mkpath(tmp_.filePath("plots"));
   export_plot(view.memory()->plot(), png, 800, 400);
@@ -357,6 +358,7 @@ void GuiViewsTest::clickOnTheTimelineSelectsLedgerRows() {
   view.resize(1200, 800);
   view.show();
   view.setTrace(none_, "none");
+  QVERIFY(testing::wait_loaded(view));
   LedgerView ledger;
   ledger.setTrace(none_);
   QCOMPARE(ledger.model()->rowCount(), static_cast<int>(none_->ledger.size()));
@@ -483,6 +485,7 @@ void GuiViewsTest::aRecordedH200RunOpens() {
   view.resize(1400, 900);
   view.show();
   view.setTrace(t, "h200");
+  QVERIFY(testing::wait_loaded(view));
   MemoryTimelineView* m = view.memory();
   QCOMPARE(m->plottedMaximum(), static_cast<double>(t->peak_bytes));
   bool reserved = false, host = false;

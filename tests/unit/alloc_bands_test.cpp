@@ -5,6 +5,7 @@
 // categories, with or without small allocations merged and with categories hidden.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -242,6 +243,41 @@ TEST(AllocBands, TheBaselineAllocationsStartAtTheStep) {
     }
   }
   EXPECT_GT(before, 0u);
+}
+
+// The runs of single bands a view skips at once: each run's summary is reached by one of its
+// bands and holds every breakpoint of every band in it.
+TEST(AllocBands, BlocksSumUpTheirBandsExactly) {
+  for (unsigned seed : {5u, 6u}) {
+    const Trace t = random_trace(seed, false);
+    const AllocBands bands(t);
+    for (std::uint64_t min_bytes : {0ull, 3ull}) {
+      const AllocLayout L = layout_bands(bands, all_categories(), min_bytes);
+      ASSERT_GT(L.size(), AllocLayout::kBlock);  // several runs
+      ASSERT_EQ(L.blocks.size(), (L.size() + AllocLayout::kBlock - 1) / AllocLayout::kBlock);
+      for (std::size_t i = 0; i < L.blocks.size(); ++i) {
+        const AllocLayout::Block& blk = L.blocks[i];
+        std::int64_t t1 = 0;
+        double lo = 1e300, hi = -1e300;
+        for (std::size_t k = i * AllocLayout::kBlock; k < std::min(L.size(), (i + 1) * AllocLayout::kBlock); ++k) {
+          t1 = std::max(t1, bands.bands()[L.big[k]].t1);
+          const double bytes = static_cast<double>(bands.bands()[L.big[k]].a.bytes);
+          for (std::size_t j = L.offsets[k]; j < L.offsets[k + 1]; ++j) {
+            lo = std::min(lo, L.points[j].y);
+            hi = std::max(hi, L.points[j].y + bytes);
+          }
+        }
+        EXPECT_EQ(blk.t1, t1);
+        EXPECT_EQ(blk.lowest, lo);
+        EXPECT_EQ(blk.highest, hi);
+      }
+    }
+    // The sizes that tell two thresholds' layouts apart.
+    std::vector<std::uint64_t> sizes;
+    for (const AllocBand& b : bands.bands()) sizes.push_back(b.a.bytes);
+    std::sort(sizes.begin(), sizes.end());
+    EXPECT_EQ(bands.sortedSizes(), sizes);
+  }
 }
 
 }  // namespace

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <QtConcurrent/QtConcurrentRun>
 
 #include "core/analysis/downsample.h"
 #include "format.h"
 #include "theme.h"
+#include "views/run_view_data.h"
 
 namespace remat::gui {
 
@@ -25,64 +27,118 @@ struct Linear {
   double operator()(double v) const { return a + b * v; }
 };
 
-constexpr std::size_t kCachedLayouts = 3;
+constexpr std::size_t kCachedLayouts = 4;
 
 }  // namespace
 
-AllocBandsPlottable::AllocBandsPlottable(QCPAxis* keyAxis, QCPAxis* valueAxis)
-    : QCPAbstractPlottable(keyAxis, valueAxis) {
-  setAntialiased(false);
-  setAntialiasedFill(false);
-  setSelectable(QCP::stNone);
+AllocBandsPlottable::AllocBandsPlottable(QCPAxis* keyAxis, QCPAxis* valueAxis) : TimePlottable(keyAxis, valueAxis) {
   shown_.fill(true);
+  QObject::connect(&relayout_, &QFutureWatcherBase::finished, this, [this] { onRelayout(); });
 }
+
+// A layout still being made holds its own references to the bands; its result is dropped.
+AllocBandsPlottable::~AllocBandsPlottable() { relayout_.disconnect(); }
 
 void AllocBandsPlottable::setBands(std::shared_ptr<const AllocBands> bands) {
   bands_ = std::move(bands);
   cache_.clear();
+  drawn_layout_.reset();
   pinned_ = AllocBands::npos;
-  sizes_.clear();
-  if (bands_) {
-    sizes_.reserve(bands_->bands().size());
-    for (const AllocBand& b : bands_->bands()) sizes_.push_back(b.a.bytes);
-    std::sort(sizes_.begin(), sizes_.end());
-  }
+  ++generation_;
+}
+
+void AllocBandsPlottable::addLayout(std::shared_ptr<const AllocLayout> layout) {
+  if (bands_ && layout && layout->shown == shown_) remember(std::move(layout));
 }
 
 void AllocBandsPlottable::setShown(const CategorySet& shown) {
   if (shown == shown_) return;
   shown_ = shown;
   cache_.clear();
+  drawn_layout_.reset();
+  ++generation_;
 }
 
 std::uint64_t AllocBandsPlottable::minBytes() const {
   const QCPAxis* v = valueAxis();
   const double px = v && v->axisRect() ? std::max(1, v->axisRect()->height()) : 1;
-  const double per_px = v ? v->range().size() / px : 1;
-  if (!(per_px > 1)) return 1;
-  return std::uint64_t{1} << std::min(62, static_cast<int>(std::ceil(std::log2(per_px))));
+  return band_threshold(v ? v->range().size() / px : 1);
+}
+
+AllocBandsPlottable::LayoutPtr AllocBandsPlottable::cached(std::uint64_t level) const {
+  const auto& sizes = bands_->sortedSizes();
+  // A layout of another threshold is the same when no allocation lies between the two.
+  for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+    const auto [lo, hi] = std::minmax(level, (*it)->min_bytes);
+    if (std::lower_bound(sizes.begin(), sizes.end(), lo) == std::lower_bound(sizes.begin(), sizes.end(), hi)) {
+      cache_.splice(cache_.begin(), cache_, it);
+      return cache_.front();
+    }
+  }
+  return nullptr;
+}
+
+AllocBandsPlottable::LayoutPtr AllocBandsPlottable::nearest(std::uint64_t level) const {
+  LayoutPtr best;
+  double d = 0;
+  for (const LayoutPtr& l : cache_) {
+    const double e = std::fabs(std::log2(static_cast<double>(std::max<std::uint64_t>(1, l->min_bytes))) -
+                               std::log2(static_cast<double>(level)));
+    if (!best || e < d) {
+      best = l;
+      d = e;
+    }
+  }
+  return best;
+}
+
+void AllocBandsPlottable::remember(LayoutPtr l) const {
+  cache_.push_front(std::move(l));
+  if (cache_.size() > kCachedLayouts) cache_.pop_back();
 }
 
 const AllocLayout& AllocBandsPlottable::layout() const {
   static const AllocLayout empty;
   if (!bands_) return empty;
   const std::uint64_t level = minBytes();
-  // A layout of another threshold is the same when no allocation lies between the two.
-  auto same = [this, level](std::uint64_t other) {
-    const auto [lo, hi] = std::minmax(level, other);
-    return std::lower_bound(sizes_.begin(), sizes_.end(), lo) == std::lower_bound(sizes_.begin(), sizes_.end(), hi);
-  };
-  for (auto it = cache_.begin(); it != cache_.end(); ++it)
-    if (same(it->min_bytes)) {
-      cache_.splice(cache_.begin(), cache_, it);
-      return cache_.front();
+  if (LayoutPtr l = cached(level)) return *l;
+  remember(std::make_shared<const AllocLayout>(layout_bands(*bands_, shown_, level)));
+  return *cache_.front();
+}
+
+const AllocLayout& AllocBandsPlottable::drawnLayout() const { return drawn_layout_ ? *drawn_layout_ : layout(); }
+
+AllocBandsPlottable::LayoutPtr AllocBandsPlottable::frameLayout() {
+  const std::uint64_t level = minBytes();
+  if (LayoutPtr l = cached(level)) return l;
+  if (background_)
+    if (LayoutPtr l = nearest(level)) {
+      if (!pending_) startRelayout(level);
+      return l;
     }
-  cache_.push_front(layout_bands(*bands_, shown_, level));
-  if (cache_.size() > kCachedLayouts) cache_.pop_back();
+  layout();
   return cache_.front();
 }
 
-double AllocBandsPlottable::selectTest(const QPointF&, bool, QVariant*) const { return -1; }
+void AllocBandsPlottable::startRelayout(std::uint64_t level) {
+  pending_ = level;
+  pending_generation_ = generation_;
+  relayout_.setFuture(QtConcurrent::run([bands = bands_, shown = shown_, level]() -> LayoutPtr {
+    try {
+      return std::make_shared<const AllocLayout>(layout_bands(*bands, shown, level));
+    } catch (...) {
+      return nullptr;  // out of memory: the layout drawn stays
+    }
+  }));
+}
+
+void AllocBandsPlottable::onRelayout() {
+  LayoutPtr l = relayout_.future().result();
+  pending_ = 0;
+  if (l && pending_generation_ == generation_) remember(std::move(l));
+  // The next replot draws it, or starts the next threshold's when the scale moved on.
+  if (parentPlot()) parentPlot()->replot(QCustomPlot::rpQueuedReplot);
+}
 
 QCPRange AllocBandsPlottable::getKeyRange(bool& found, QCP::SignDomain) const {
   found = bands_ && !bands_->bands().empty();
@@ -97,15 +153,10 @@ QCPRange AllocBandsPlottable::getValueRange(bool& found, QCP::SignDomain, const 
 
 void AllocBandsPlottable::draw(QCPPainter* painter) {
   drawn_ = 0;
-  QCPAxis* k = keyAxis();
-  if (!bands_ || !k || !valueAxis()) return;
-  const AllocLayout& L = layout();
-  const QRect clip = clipRect();
-  const double left = clip.left(), right = clip.right() + 1;
-  const std::size_t pixels = static_cast<std::size_t>(std::max(1.0, right - left));
-  double k0 = k->pixelToCoord(left), k1 = k->pixelToCoord(right);
-  if (k0 > k1) std::swap(k0, k1);
-  const std::int64_t t0 = toTime(k0), t1 = toTime(k1) + 1;
+  if (!bands_ || !keyAxis() || !valueAxis()) return;
+  drawn_layout_ = frameLayout();
+  const AllocLayout& L = *drawn_layout_;
+  const auto [t0, t1, pixels] = visibleTimes();
   drawMerged(painter, L, t0, t1, pixels);
   drawBands(painter, L, t0, t1);
 }
@@ -118,8 +169,14 @@ void AllocBandsPlottable::drawMerged(QCPPainter* painter, const AllocLayout& L, 
   const Linear X(keyAxis()), Y(valueAxis());
   const QRect clip = clipRect();
   const double x_end = std::min(X(toKey(bands_->range().end_ns)), clip.right() + 2.0);
-  const std::vector<std::size_t> idx = downsample_indices(
-      L.step_x, L.small_top.back(), static_cast<double>(t0 - L.origin), static_cast<double>(t1 - L.origin), pixels);
+  // The steps kept depend on the time range only: a byte zoom reuses them.
+  MergedSteps& m = merged_steps_;
+  if (m.layout != drawn_layout_ || m.t0 != t0 || m.t1 != t1 || m.pixels != pixels) {
+    m = {drawn_layout_, t0, t1, pixels,
+         downsample_indices(L.step_x, L.small_top.back(), static_cast<double>(t0 - L.origin),
+                            static_cast<double>(t1 - L.origin), pixels)};
+  }
+  const std::vector<std::size_t>& idx = m.idx;
   if (idx.empty()) return;
   std::vector<double> xs(idx.size());
   for (std::size_t i = 0; i < idx.size(); ++i)
@@ -178,6 +235,14 @@ void AllocBandsPlottable::drawBands(QCPPainter* painter, const AllocLayout& L, s
       std::lower_bound(L.extents.begin(), L.extents.end(), t1, [](const BandExtent& e, std::int64_t t) { return e.t0 < t; }) -
       L.extents.begin());
   for (std::size_t r = 0; r < end; ++r) {
+    if (r % AllocLayout::kBlock == 0) {
+      // A whole run of bands ended before the view or out of its byte range: skipped.
+      const AllocLayout::Block& blk = L.blocks[r / AllocLayout::kBlock];
+      if (blk.t1 <= t0 || blk.lowest > shown_bytes.upper || blk.highest < shown_bytes.lower) {
+        r += AllocLayout::kBlock - 1;
+        continue;
+      }
+    }
     const BandExtent& e = L.extents[r];
     if (e.t1 <= t0) continue;
     // A band only drops: above the byte range at its lowest or below it at its highest, it is not seen.
@@ -253,7 +318,7 @@ BandHit AllocBandsPlottable::hitAt(const QPointF& pos) const {
   if (!bands_ || !keyAxis() || !valueAxis()) return {};
   const std::int64_t t = toTime(keyAxis()->pixelToCoord(pos.x()));
   const std::int64_t slack = std::abs(toTime(keyAxis()->pixelToCoord(pos.x() + 2)) - t);
-  return layout().at(*bands_, t, valueAxis()->pixelToCoord(pos.y()), slack);
+  return drawnLayout().at(*bands_, t, valueAxis()->pixelToCoord(pos.y()), slack);
 }
 
 QString AllocBandsPlottable::describe(const BandHit& h) const {
@@ -262,11 +327,11 @@ QString AllocBandsPlottable::describe(const BandHit& h) const {
   if (h.kind == BandHit::Small)
     return swatch + QObject::tr("<b>small allocations</b> · %1<br>%2 here, each under %3 (merged at this zoom)")
                         .arg(pretty(to_string(h.category)), human_bytes(h.top - h.bottom),
-                             human_bytes(static_cast<double>(layout().min_bytes)));
+                             human_bytes(static_cast<double>(drawnLayout().min_bytes)));
   const AllocBand& b = bands_->bands()[h.band];
   const TimelineRange& r = bands_->range();
   auto when = [&](std::int64_t ns, bool before) {
-    return before ? QObject::tr("before the step") : human_time_ns(static_cast<double>(ns - origin_));
+    return before ? QObject::tr("before the step") : human_time_ns(static_cast<double>(ns - timeOrigin()));
   };
   QString s = swatch + "<b>" + QString::fromStdString(bands_->label(b)).toHtmlEscaped() + "</b> · " +
               human_bytes(static_cast<double>(b.a.bytes));

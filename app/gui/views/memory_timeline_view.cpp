@@ -108,67 +108,36 @@ MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
 MemoryTimelineView::~MemoryTimelineView() = default;
 
 void MemoryTimelineView::setTrace(std::shared_ptr<const Trace> t, const QString& title) {
+  auto d = t ? std::make_shared<const MemoryViewData>(memory_view_data(*t)) : nullptr;
+  setData(std::move(t), std::move(d), title);
+}
+
+void MemoryTimelineView::setData(std::shared_ptr<const Trace> t, std::shared_ptr<const MemoryViewData> d,
+                                 const QString& title, std::shared_ptr<const AllocBands> bands,
+                                 std::shared_ptr<const AllocLayout> layout) {
+  static const auto empty = std::make_shared<const MemoryViewData>();
   if (t != trace_) shown_ = all_categories();
   trace_ = std::move(t);
+  d_ = trace_ && d ? std::move(d) : empty;
   title_ = title;
-  x_.clear();
-  total_.clear();
-  host_.clear();
-  reserved_.clear();
-  cum_.clear();
-  stacked_.clear();
-  host_max_ = reserved_max_ = 0;
-  tl_ = {};
-  phases_.clear();
-  live_ = {};
-  bands_->setBands(nullptr);
+  cum_.reset();
+  origin_ = d_->origin;
+  duration_ = d_->duration;
+  bands_->setShown(shown_);  // before the layout, which is of every category
+  bands_->setBands(trace_ ? std::move(bands) : nullptr);
+  if (layout && bands_->bands()) bands_->addLayout(std::move(layout));
   pinned_->clear();
   if (trace_) {
-    const Trace& tr = *trace_;
-    tl_ = memory_timeline(tr);
-    phases_ = phase_spans(tr);
-    live_ = LiveTensorIndex(tr);
-    origin_ = tl_.range.start_ns;
-    duration_ = std::max<std::int64_t>(1, tl_.range.end_ns - tl_.range.start_ns);
-    const std::size_t n = tl_.points.size();
-    x_.resize(n);
-    total_.resize(n);
-    host_.resize(n);
-    reserved_.resize(n);
-    std::array<bool, kNumCategories> any{};
-    std::uint64_t reserved = 0;
-    if (tl_.range.first > 0 && tl_.range.first <= tr.events.size()) reserved = tr.events[tl_.range.first - 1].reserved;
-    for (std::size_t i = 0; i < n; ++i) {
-      const TimelinePoint& p = tl_.points[i];
-      x_[i] = static_cast<double>(p.t_ns - origin_);
-      total_[i] = static_cast<double>(p.device);
-      host_[i] = static_cast<double>(p.host);
-      if (p.event >= 0) reserved = tr.events[static_cast<std::size_t>(p.event)].reserved;
-      reserved_[i] = static_cast<double>(reserved);
-      host_max_ = std::max(host_max_, host_[i]);
-      reserved_max_ = std::max(reserved_max_, reserved_[i]);
-      for (int c = 0; c < kNumCategories; ++c) any[c] = any[c] || p.live[c] != 0;
-    }
-    for (int c = 0; c < kNumCategories; ++c)
-      if (any[c] && static_cast<Category>(c) != Category::HostOffloaded) stacked_.push_back(static_cast<Category>(c));
     restack();
     if (memory_mode_ == MemoryMode::Allocations) showAllocations();
   }
   rebuild();
 }
 
-// The stack of the shown categories from 0; a hidden category's top is the one below it.
+// The stack of the shown categories: built with the data when every one is shown.
 void MemoryTimelineView::restack() {
-  const std::size_t n = tl_.points.size();
-  cum_.assign(stacked_.size(), std::vector<double>(n));
-  for (std::size_t i = 0; i < n; ++i) {
-    double s = 0;
-    for (std::size_t k = 0; k < stacked_.size(); ++k) {
-      const int c = static_cast<int>(stacked_[k]);
-      if (shown_[c]) s += static_cast<double>(tl_.points[i].live[c]);
-      cum_[k][i] = s;
-    }
-  }
+  if (shows_all(shown_)) cum_ = std::shared_ptr<const Stack>(d_, &d_->stack_all);
+  else cum_ = std::make_shared<const Stack>(stack_categories(*d_, shown_));
 }
 
 void MemoryTimelineView::setTimeMode(TimeMode m) {
@@ -195,16 +164,13 @@ double MemoryTimelineView::timeScale() const {
 }
 
 double MemoryTimelineView::dataValueMax() const {
-  double m = static_cast<double>(tl_.peak_device);
-  m = std::max({m, host_max_, reserved_max_});
-  if (trace_) m = std::max(m, static_cast<double>(trace_->predicted_peak_bytes));
-  return m > 0 ? m * 1.15 : 1024.0;
+  return trace_ ? memory_value_max(*d_, *trace_) : 1024.0;
 }
 
 QCPRange MemoryTimelineView::dataTimeRange() const {
-  if (x_.empty()) return QCPRange(0, std::max(extent_, 1.0));
+  if (d_->x.empty()) return QCPRange(0, std::max(extent_, 1.0));
   const double s = timeScale();
-  const double hi = std::max(x_.back(), static_cast<double>(duration_));
+  const double hi = std::max(d_->x.back(), static_cast<double>(duration_));
   return QCPRange(0, std::max({hi * s, extent_, 1e-9}));
 }
 
@@ -250,11 +216,11 @@ void MemoryTimelineView::rebuild() {
   cursor_->setVisible(false);
   cursor_->setSelectable(false);
 
-  if (trace_ && !x_.empty()) {
+  if (trace_ && !d_->x.empty()) {
     const bool dark = is_dark(palette());
-    for (std::size_t k = 0; k < stacked_.size(); ++k) {
+    for (std::size_t k = 0; k < d_->stacked.size(); ++k) {
       QCPGraph* g = plot_->addGraph();
-      g->setName(pretty(to_string(stacked_[k])));
+      g->setName(pretty(to_string(d_->stacked[k])));
       g->setLineStyle(QCPGraph::lsStepLeft);
       g->setAntialiased(false);
       g->setAntialiasedFill(false);
@@ -264,13 +230,13 @@ void MemoryTimelineView::rebuild() {
     total_graph_->setName(tr("device total"));
     total_graph_->setLineStyle(QCPGraph::lsStepLeft);
     total_graph_->setAntialiased(false);
-    if (host_max_ > 0) {
+    if (d_->host_max > 0) {
       host_graph_ = plot_->addGraph();
       host_graph_->setName(tr("host (offloaded)"));
       host_graph_->setLineStyle(QCPGraph::lsStepLeft);
       host_graph_->setAntialiased(false);
     }
-    if (trace_->device.rfind("cuda", 0) == 0 && reserved_max_ > 0) {
+    if (trace_->device.rfind("cuda", 0) == 0 && d_->reserved_max > 0) {
       reserved_graph_ = plot_->addGraph();
       reserved_graph_->setName(tr("reserved"));
       reserved_graph_->setLineStyle(QCPGraph::lsStepLeft);
@@ -279,7 +245,7 @@ void MemoryTimelineView::rebuild() {
     // Phase shading and its legend entries.
     const double s = timeScale();
     std::array<bool, kNumPhases> seen{};
-    for (const PhaseSpan& p : phases_) {
+    for (const PhaseSpan& p : d_->phases) {
       auto* r = new QCPItemRect(plot_);
       r->setLayer("shading");
       r->setSelectable(false);
@@ -305,16 +271,16 @@ void MemoryTimelineView::rebuild() {
         g->setBrush(c);
       }
     // The peak.
-    const std::size_t pk = tl_.peak_point;
+    const std::size_t pk = d_->tl.peak_point;
     peak_graph_ = plot_->addGraph();
     peak_graph_->removeFromLegend();
     peak_graph_->setLineStyle(QCPGraph::lsNone);
     peak_graph_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QColor(0xd6, 0x27, 0x28), Qt::white, 8));
-    peak_graph_->addData(x_[pk] * s, total_[pk]);
+    peak_graph_->addData(d_->x[pk] * s, d_->total[pk]);
     peak_label_ = new QCPItemText(plot_);
     peak_label_->setLayer("axes");  // over the curves when it has to sit below the point
     peak_label_->setClipToAxisRect(true);
-    peak_label_->position->setCoords(x_[pk] * s, total_[pk]);
+    peak_label_->position->setCoords(d_->x[pk] * s, d_->total[pk]);
     peak_label_->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
     peak_label_->setPadding(QMargins(6, 0, 0, 3));
     QFont bf = font();
@@ -369,11 +335,11 @@ void MemoryTimelineView::onRestyle() {
       item->setTextColor(shown_[static_cast<int>(c)] ? palette().color(QPalette::Text) : grey);
   };
   for (std::size_t k = 0; k < stack_.size(); ++k) {
-    const bool on = shown_[static_cast<int>(stacked_[k])];
-    const QColor c = on ? category_color(stacked_[k]) : grey.lighter(dark ? 80 : 130);
+    const bool on = shown_[static_cast<int>(d_->stacked[k])];
+    const QColor c = on ? category_color(d_->stacked[k]) : grey.lighter(dark ? 80 : 130);
     stack_[k]->setPen(QPen(on ? c.darker(dark ? 140 : 118) : grey, 1));
     stack_[k]->setBrush(c);
-    legend(stack_[k], stacked_[k]);
+    legend(stack_[k], d_->stacked[k]);
   }
   // The lines that count every device category are not drawn while one is hidden.
   for (QCPGraph* g : {total_graph_, reserved_graph_})
@@ -387,7 +353,7 @@ void MemoryTimelineView::onRestyle() {
 }
 
 void MemoryTimelineView::clampRange(const QCPRange& r) {
-  if (clamping_ || x_.empty()) return;
+  if (clamping_ || d_->x.empty()) return;
   const QCPRange d = dataTimeRange();
   QCPRange n = r;
   const double min_size = 50.0 * timeScale();
@@ -403,29 +369,29 @@ void MemoryTimelineView::clampRange(const QCPRange& r) {
 }
 
 void MemoryTimelineView::updateVisible() {
-  if (x_.empty() || !total_graph_) return;
+  if (d_->x.empty() || !total_graph_) return;
   const QCPRange r = plot_->xAxis->range();
   const double s = timeScale();
   const int width = std::max(200, plot_->axisRect()->width() > 0 ? plot_->axisRect()->width() : plot_->width());
-  const std::vector<std::size_t> idx = downsample_indices(x_, total_, r.lower / s, r.upper / s, static_cast<std::size_t>(width));
+  const std::vector<std::size_t> idx = downsample_indices(d_->x, d_->total, r.lower / s, r.upper / s, static_cast<std::size_t>(width));
   QVector<double> keys(static_cast<int>(idx.size())), vals(static_cast<int>(idx.size()));
-  for (std::size_t i = 0; i < idx.size(); ++i) keys[static_cast<int>(i)] = x_[idx[i]] * s;
+  for (std::size_t i = 0; i < idx.size(); ++i) keys[static_cast<int>(i)] = d_->x[idx[i]] * s;
   auto fill = [&](QCPGraph* g, const std::vector<double>& src) {
     for (std::size_t i = 0; i < idx.size(); ++i) vals[static_cast<int>(i)] = src[idx[i]];
     g->setData(keys, vals, true);
   };
-  for (std::size_t k = 0; k < stack_.size(); ++k) fill(stack_[k], cum_[k]);
+  for (std::size_t k = 0; k < stack_.size() && cum_; ++k) fill(stack_[k], (*cum_)[k]);
   // Phase shading only over the visible range: huge off-screen rectangles are slow to clip.
-  for (std::size_t i = 0; i < shading_.size() && i < phases_.size(); ++i) {
-    const double a = std::max(r.lower, static_cast<double>(phases_[i].start_ns - origin_) * s);
-    const double b = std::min(r.upper, static_cast<double>(phases_[i].end_ns - origin_) * s);
+  for (std::size_t i = 0; i < shading_.size() && i < d_->phases.size(); ++i) {
+    const double a = std::max(r.lower, static_cast<double>(d_->phases[i].start_ns - origin_) * s);
+    const double b = std::min(r.upper, static_cast<double>(d_->phases[i].end_ns - origin_) * s);
     shading_[i]->setVisible(b > a);
     shading_[i]->topLeft->setCoords(a, 0);
     shading_[i]->bottomRight->setCoords(std::max(a, b), 1);
   }
-  fill(total_graph_, total_);
-  if (host_graph_) fill(host_graph_, host_);
-  if (reserved_graph_) fill(reserved_graph_, reserved_);
+  fill(total_graph_, d_->total);
+  if (host_graph_) fill(host_graph_, d_->host);
+  if (reserved_graph_) fill(reserved_graph_, d_->reserved);
 }
 
 double MemoryTimelineView::plottedMaximum() const {
@@ -443,44 +409,44 @@ QRect MemoryTimelineView::plotArea() const {
 
 std::size_t MemoryTimelineView::pointAt(double key) const {
   const double x = key / timeScale();
-  auto it = std::upper_bound(x_.begin(), x_.end(), x);
-  return it == x_.begin() ? 0 : static_cast<std::size_t>(it - x_.begin()) - 1;
+  auto it = std::upper_bound(d_->x.begin(), d_->x.end(), x);
+  return it == d_->x.begin() ? 0 : static_cast<std::size_t>(it - d_->x.begin()) - 1;
 }
 
 std::size_t MemoryTimelineView::eventAt(std::size_t point) const {
-  const TimelinePoint& p = tl_.points[point];
+  const TimelinePoint& p = d_->tl.points[point];
   if (p.event >= 0) return static_cast<std::size_t>(p.event);
-  if (point == 0) return tl_.range.first > 0 ? tl_.range.first - 1 : SIZE_MAX;
-  return tl_.range.end > 0 ? tl_.range.end - 1 : SIZE_MAX;
+  if (point == 0) return d_->tl.range.first > 0 ? d_->tl.range.first - 1 : SIZE_MAX;
+  return d_->tl.range.end > 0 ? d_->tl.range.end - 1 : SIZE_MAX;
 }
 
 std::vector<const Allocation*> MemoryTimelineView::largestAt(double key, std::size_t n) const {
-  if (x_.empty()) return {};
+  if (d_->x.empty()) return {};
   const std::size_t ev = eventAt(pointAt(key));
   if (ev == SIZE_MAX) return {};
-  return largest_shown(live_, ev, n, shown_);
+  return largest_shown(d_->live, ev, n, shown_);
 }
 
 QList<QPair<int, QString>> MemoryTimelineView::tensorsAt(double key, int n) const {
   QList<QPair<int, QString>> out;
   for (const Allocation* a : largestAt(key, static_cast<std::size_t>(n)))
-    out.append({a->block, QString::fromStdString(live_.tensor_name(*a))});
+    out.append({a->block, QString::fromStdString(d_->live.tensor_name(*a))});
   return out;
 }
 
 QString MemoryTimelineView::describeAt(double key) const {
-  if (x_.empty()) return {};
+  if (d_->x.empty()) return {};
   const std::size_t i = pointAt(key);
-  const TimelinePoint& p = tl_.points[i];
+  const TimelinePoint& p = d_->tl.points[i];
   const std::int64_t t = origin_ + static_cast<std::int64_t>(key / timeScale());
   QString phase;
-  for (const PhaseSpan& s : phases_)
+  for (const PhaseSpan& s : d_->phases)
     if (s.start_ns <= t && t < s.end_ns) phase = pretty(to_string(s.phase));
   QString h = "<b>" + human_time_ns(static_cast<double>(t - origin_)) + "</b>";
   if (mode_ == TimeMode::Normalized) h += QString(" (%1 % of the step)").arg(key * 100.0, 0, 'f', 1);
   if (!phase.isEmpty()) h += " · " + phase;
   h += "<br>device <b>" + human_bytes(static_cast<double>(p.device)) + "</b>";
-  if (reserved_graph_) h += ", reserved " + human_bytes(reserved_[i]);
+  if (reserved_graph_) h += ", reserved " + human_bytes(d_->reserved[i]);
   if (p.host) h += ", host " + human_bytes(static_cast<double>(p.host));
   h += "<table cellspacing=0 cellpadding=1>";
   if (!shows_all(shown_)) {
@@ -501,7 +467,7 @@ QString MemoryTimelineView::describeAt(double key) const {
     h += "<b>largest alive</b><table cellspacing=0 cellpadding=1>";
     for (const Allocation* a : largest)
       h += QString("<tr><td>%1</td><td align=right>&nbsp;%2</td></tr>")
-               .arg(QString::fromStdString(live_.label(*a)).toHtmlEscaped(), human_bytes(static_cast<double>(a->bytes)));
+               .arg(QString::fromStdString(d_->live.label(*a)).toHtmlEscaped(), human_bytes(static_cast<double>(a->bytes)));
     h += "</table><i>click to select them in the ledger</i>";
   }
   return h;
@@ -520,7 +486,7 @@ void MemoryTimelineView::setCursorKey(double key) {
 }
 
 void MemoryTimelineView::onMouseMove(QMouseEvent* e) {
-  if (x_.empty()) return;
+  if (d_->x.empty()) return;
   if (e->buttons() != Qt::NoButton) {
     QToolTip::hideText();
     return;
@@ -545,7 +511,7 @@ void MemoryTimelineView::onMouseMove(QMouseEvent* e) {
 void MemoryTimelineView::onMousePress(QMouseEvent* e) { press_pos_ = e->pos(); }
 
 void MemoryTimelineView::onMouseRelease(QMouseEvent* e) {
-  if (x_.empty() || e->button() != Qt::LeftButton) return;
+  if (d_->x.empty() || e->button() != Qt::LeftButton) return;
   if ((e->pos() - press_pos_).manhattanLength() > 4) return;
   if (!plot_->axisRect()->rect().contains(e->pos())) return;
   if (memory_mode_ == MemoryMode::Allocations) return pinAllocationAt(e->position());
@@ -556,7 +522,7 @@ void MemoryTimelineView::onMouseRelease(QMouseEvent* e) {
 QCPGraph* MemoryTimelineView::categoryGraph(Category c) const {
   if (c == Category::HostOffloaded) return host_graph_;
   for (std::size_t k = 0; k < stack_.size(); ++k)
-    if (stacked_[k] == c) return stack_[k];
+    if (d_->stacked[k] == c) return stack_[k];
   return nullptr;
 }
 
@@ -574,10 +540,10 @@ bool MemoryTimelineView::wholeDevice() const {
 double MemoryTimelineView::fittedValueMax() const {
   if (value_max_ > 0) return value_max_;
   if (shows_all(shown_)) return dataValueMax();
-  double top = fitted_value_top(tl_, shown_);
+  double top = fitted_value_top(d_->tl, shown_);
   // The device total, the reserved bytes and the prediction are drawn only over the whole device.
   if (wholeDevice() && trace_)
-    top = std::max({top, kValueHeadroom * reserved_max_, kValueHeadroom * static_cast<double>(trace_->predicted_peak_bytes)});
+    top = std::max({top, kValueHeadroom * d_->reserved_max, kValueHeadroom * static_cast<double>(trace_->predicted_peak_bytes)});
   return top;
 }
 
@@ -587,7 +553,7 @@ void MemoryTimelineView::applyFocus() {
   bands_->setShown(shown_);
   bands_->setVisible(!stacked);
   for (std::size_t k = 0; k < stack_.size(); ++k) {
-    stack_[k]->setVisible(stacked && shown_[static_cast<int>(stacked_[k])]);
+    stack_[k]->setVisible(stacked && shown_[static_cast<int>(d_->stacked[k])]);
     // Filled down to the shown category below (the axis for the lowest).
     QCPGraph* below = nullptr;
     for (std::size_t j = k; j-- > 0;)
@@ -604,10 +570,10 @@ void MemoryTimelineView::applyFocus() {
   if (predicted_) predicted_->setVisible(whole);
   if (predicted_label_) predicted_label_->setVisible(whole);
   // The peak of what is stacked: the device's, or the shown categories' own.
-  if (peak_graph_ && !x_.empty()) {
-    const StackPeak sp = stacked_peak(tl_, shown_);
-    const std::size_t pk = whole ? tl_.peak_point : sp.point;
-    const double key = x_[pk] * timeScale(), value = whole ? total_[pk] : static_cast<double>(sp.bytes);
+  if (peak_graph_ && !d_->x.empty()) {
+    const StackPeak sp = whole ? StackPeak{} : stacked_peak(d_->tl, shown_);  // the device's is known
+    const std::size_t pk = whole ? d_->tl.peak_point : sp.point;
+    const double key = d_->x[pk] * timeScale(), value = whole ? d_->total[pk] : static_cast<double>(sp.bytes);
     peak_graph_->data()->clear();
     peak_graph_->addData(key, value);
     peak_graph_->setVisible(value > 0);

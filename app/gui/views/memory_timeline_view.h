@@ -26,6 +26,7 @@
 #include "core/analysis/phase_spans.h"
 #include "core/trace/trace.h"
 #include "views/plot_view.h"
+#include "views/run_view_data.h"
 
 class QCPGraph;
 class QCPItemStraightLine;
@@ -52,7 +53,12 @@ class MemoryTimelineView : public PlotView {
   explicit MemoryTimelineView(QWidget* parent = nullptr);
   ~MemoryTimelineView() override;
 
+  // Builds the view's data from `t` (memory_view_data) on this thread and shows it.
   void setTrace(std::shared_ptr<const Trace> t, const QString& title = {});
+  // Shows data built before (run_view_data.h), and the allocations' bands and a first layout of
+  // them when given (else built when the allocations are first shown).
+  void setData(std::shared_ptr<const Trace> t, std::shared_ptr<const MemoryViewData> d, const QString& title = {},
+               std::shared_ptr<const AllocBands> bands = {}, std::shared_ptr<const AllocLayout> layout = {});
   const std::shared_ptr<const Trace>& trace() const { return trace_; }
   void setTimeMode(TimeMode m);
   TimeMode timeMode() const { return mode_; }
@@ -133,20 +139,15 @@ class MemoryTimelineView : public PlotView {
 
   std::shared_ptr<const Trace> trace_;
   QString title_;
-  MemoryTimeline tl_;
-  std::vector<PhaseSpan> phases_;
-  LiveTensorIndex live_;
+  std::shared_ptr<const MemoryViewData> d_ = std::make_shared<const MemoryViewData>();  // never null
   TimeMode mode_ = TimeMode::Absolute;
   bool compact_ = false;
   double value_max_ = 0, extent_ = 0;
   std::int64_t origin_ = 0, duration_ = 1;
 
-  // Full-resolution series, x in ns since origin.
-  std::vector<double> x_, total_, host_, reserved_;
-  std::vector<Category> stacked_;             // categories the run has, stacked bottom first
-  std::vector<std::vector<double>> cum_;      // per stacked category: the shown stack's top after it
+  using Stack = std::vector<std::vector<double>>;
+  std::shared_ptr<const Stack> cum_;  // per stacked category: the shown stack's top after it
   CategorySet shown_ = all_categories();
-  double host_max_ = 0, reserved_max_ = 0;
 
   std::vector<QCPGraph*> stack_;
   std::vector<QCPItemRect*> shading_;  // one per phase span

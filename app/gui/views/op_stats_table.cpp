@@ -71,8 +71,20 @@ void OpStatsTable::setKey(OpStatKey k) {
 
 void OpStatsTable::setNote(const QString& html) { note_->setText(html); }
 
+void OpStatsTable::setStats(std::shared_ptr<const Trace> t, std::vector<OpStat> by_op_type) {
+  trace_ = std::move(t);
+  filter_ = {};
+  if (key_ != OpStatKey::OpType) return refresh();  // grouped by kernel: computed here
+  stats_ = trace_ ? std::move(by_op_type) : std::vector<OpStat>{};
+  fill();
+}
+
 void OpStatsTable::refresh() {
   stats_ = trace_ ? op_stats(*trace_, key_, filter_) : std::vector<OpStat>{};
+  fill();
+}
+
+void OpStatsTable::fill() {
   const double step = trace_ ? static_cast<double>(step_length_ns(*trace_)) : 0.0;
   model_->removeRows(0, model_->rowCount());
   model_->setRowCount(static_cast<int>(stats_.size()));

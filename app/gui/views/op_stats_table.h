@@ -22,6 +22,9 @@ class OpStatsTable : public QWidget {
   explicit OpStatsTable(QWidget* parent = nullptr);
   // The ops of `t` that pass `f`; nullptr empties the table.
   void setTrace(std::shared_ptr<const Trace> t, const OpStatsFilter& f = {});
+  // ... all the ops of `t`, with their statistics by op type computed before (used unless the
+  // table groups by kernel).
+  void setStats(std::shared_ptr<const Trace> t, std::vector<OpStat> by_op_type);
   void setFilter(const OpStatsFilter& f);
   void setKey(OpStatKey k);
   void setNote(const QString& html);
@@ -37,6 +40,7 @@ class OpStatsTable : public QWidget {
 
  private:
   void refresh();
+  void fill();
   void exportClicked();
 
   std::shared_ptr<const Trace> trace_;

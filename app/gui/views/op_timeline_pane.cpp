@@ -13,6 +13,7 @@
 #include "format.h"
 #include "views/op_stats_table.h"
 #include "views/op_timeline_view.h"
+#include "views/run_view_data.h"
 
 namespace remat::gui {
 
@@ -84,8 +85,20 @@ OpTimelinePane::OpTimelinePane(QWidget* parent)
 void OpTimelinePane::setTrace(std::shared_ptr<const Trace> t, std::int64_t origin, std::int64_t duration) {
   trace_ = t;
   view_->setTrace(t, origin, duration);
-  details_->setText(view_->sliceDetails(-1, -1));
   stats_->setTrace(t);
+  shown();
+}
+
+void OpTimelinePane::setData(const RunViewData& d, std::int64_t origin, std::int64_t duration) {
+  trace_ = d.trace;
+  view_->setData(d.trace, d.slices, origin, duration);
+  stats_->setStats(d.trace, d.stats ? *d.stats : std::vector<OpStat>{});
+  shown();
+}
+
+void OpTimelinePane::shown() {
+  const Trace* t = trace_.get();
+  details_->setText(view_->sliceDetails(-1, -1));
   stats_->setNote(t ? tr("%1 ops, step %2").arg(t->ops.size()).arg(human_time_ns(static_cast<double>(step_length_ns(*t))))
                     : QString());
   showRange(0, -1);

@@ -16,6 +16,7 @@ class QToolButton;
 namespace remat::gui {
 
 class OpStatsTable;
+struct RunViewData;
 class OpTimelineView;
 
 class OpTimelinePane : public QWidget {
@@ -23,6 +24,8 @@ class OpTimelinePane : public QWidget {
  public:
   explicit OpTimelinePane(QWidget* parent = nullptr);
   void setTrace(std::shared_ptr<const Trace> t, std::int64_t origin, std::int64_t duration);
+  // ... with the data the run view built before (run_view_data.h).
+  void setData(const RunViewData& d, std::int64_t origin, std::int64_t duration);
 
   OpTimelineView* view() const { return view_; }
   QLineEdit* searchBox() const { return search_; }
@@ -37,6 +40,7 @@ class OpTimelinePane : public QWidget {
   bool eventFilter(QObject* o, QEvent* e) override;
 
  private:
+  void shown();  // after the view and the statistics are set
   void showMatch(int current, int count);
   void showRange(qint64 t0, qint64 t1);
 

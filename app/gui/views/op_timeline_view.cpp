@@ -33,7 +33,8 @@ bool contains_nocase(const std::string& hay, const std::string& lower_needle) {
 }
 }  // namespace
 
-OpTimelineView::OpTimelineView(QWidget* parent) : SpanTimelineView(parent), tree_(std::make_unique<SliceTree>()) {
+OpTimelineView::OpTimelineView(QWidget* parent)
+    : SpanTimelineView(parent), data_(std::make_shared<const SliceViewData>()), tree_(&data_->tree) {
   plot_->xAxis->setLabel(tr("time in the step"));
   plot_->setMinimumHeight(170);
   bars()->setBarHeight(0.84);
@@ -53,8 +54,16 @@ OpTimelineView::OpTimelineView(QWidget* parent) : SpanTimelineView(parent), tree
 }
 
 void OpTimelineView::setTrace(std::shared_ptr<const Trace> t, std::int64_t origin, std::int64_t duration) {
+  auto d = t ? std::make_shared<const SliceViewData>(slice_view_data(*t)) : nullptr;
+  setData(std::move(t), std::move(d), origin, duration);
+}
+
+void OpTimelineView::setData(std::shared_ptr<const Trace> t, std::shared_ptr<const SliceViewData> d,
+                             std::int64_t origin, std::int64_t duration) {
+  static const auto empty = std::make_shared<const SliceViewData>();
   trace_ = std::move(t);
-  tree_ = std::make_unique<SliceTree>(trace_ ? SliceTree(*trace_) : SliceTree());
+  data_ = trace_ && d ? std::move(d) : empty;
+  tree_ = &data_->tree;
   memory_.reset();
   selected_ = {-1, -1};
   matches_.clear();
@@ -71,16 +80,13 @@ void OpTimelineView::setTrace(std::shared_ptr<const Trace> t, std::int64_t origi
   colors << QColor(0x9a, 0xa4, 0xb0);  // steps: no phase
   QStringList names;
   QVector<QColor> legend;
-  std::array<bool, kNumPhases> seen{};
-  if (trace_)
-    for (const auto& o : trace_->ops) seen[static_cast<int>(o.phase)] = true;
   for (int p = 0; p < kNumPhases; ++p)
-    if (seen[p]) {
+    if (data_->phases[static_cast<std::size_t>(p)]) {
       names << QString::fromLatin1(to_string(static_cast<Phase>(p)));
       legend << phase_color(static_cast<Phase>(p));
     }
   setTimeAxis(origin, duration);
-  setRows(std::make_shared<const SpanRows>(tree_->span_rows()), labels, colors, names, legend);
+  setRows(std::shared_ptr<const SpanRows>(data_, &data_->rows), labels, colors, names, legend);
   emit matchChanged(-1, 0);
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/analysis/slice_tree.h"
 #include "core/trace/trace.h"
+#include "views/run_view_data.h"
 #include "views/span_timeline_view.h"
 
 namespace remat::gui {
@@ -22,6 +23,9 @@ class OpTimelineView : public SpanTimelineView {
   explicit OpTimelineView(QWidget* parent = nullptr);
   // Times are drawn relative to `origin` (the memory timeline's), `duration` long.
   void setTrace(std::shared_ptr<const Trace> t, std::int64_t origin, std::int64_t duration);
+  // ... with its slice levels and rows built before (run_view_data.h).
+  void setData(std::shared_ptr<const Trace> t, std::shared_ptr<const SliceViewData> d, std::int64_t origin,
+               std::int64_t duration);
   const Trace* trace() const { return trace_.get(); }
   const SliceTree& tree() const { return *tree_; }
 
@@ -67,7 +71,8 @@ class OpTimelineView : public SpanTimelineView {
   void onRelease(QMouseEvent* e);
 
   std::shared_ptr<const Trace> trace_;
-  std::unique_ptr<SliceTree> tree_;
+  std::shared_ptr<const SliceViewData> data_;  // never null
+  const SliceTree* tree_;                      // data_'s
   mutable std::unique_ptr<OpMemoryIndex> memory_;  // built on the first details asked for
   std::pair<int, int> selected_{-1, -1};
   std::vector<std::uint32_t> matches_;

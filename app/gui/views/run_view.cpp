@@ -1,9 +1,12 @@
 #include "views/run_view.h"
 
+#include <QFutureWatcher>
 #include <QLabel>
+#include <QProgressBar>
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
 #include <qcustomplot.h>
 
 #include "format.h"
@@ -11,6 +14,7 @@
 #include "views/memory_timeline_view.h"
 #include "views/op_timeline_pane.h"
 #include "views/op_timeline_view.h"
+#include "views/run_view_data.h"
 #include "views/schedule_strip.h"
 
 namespace remat::gui {
@@ -24,11 +28,24 @@ RunView::RunView(QWidget* parent)
       ops_(op_pane_->view()),
       no_ops_(new QLabel(this)),
       stack_(new QStackedWidget(this)),
-      content_(new QWidget(this)) {
+      content_(new QWidget(this)),
+      loading_page_(new QWidget(this)),
+      loading_label_(new QLabel(loading_page_)),
+      loading_bar_(new QProgressBar(loading_page_)) {
   auto* outer = new QVBoxLayout(this);
   outer->setContentsMargins(0, 0, 0, 0);
   outer->addWidget(stack_);
   stack_->addWidget(content_);
+  stack_->addWidget(loading_page_);
+  auto* lp = new QVBoxLayout(loading_page_);
+  lp->addStretch(1);
+  loading_label_->setAlignment(Qt::AlignCenter);
+  loading_label_->setWordWrap(true);
+  lp->addWidget(loading_label_);
+  loading_bar_->setRange(0, 0);  // busy: the steps of a load take unknown times
+  loading_bar_->setMaximumWidth(320);
+  lp->addWidget(loading_bar_, 0, Qt::AlignHCenter);
+  lp->addStretch(2);
   auto* l = new QVBoxLayout(content_);
   l->setContentsMargins(4, 4, 4, 4);
   l->setSpacing(2);
@@ -62,13 +79,80 @@ RunView::RunView(QWidget* parent)
   }
 }
 
+namespace {
+struct LoadResult {
+  std::shared_ptr<const RunViewData> data;
+  QString error;
+  bool cancelled = false;
+};
+}  // namespace
+
 void RunView::setTrace(std::shared_ptr<const Trace> t, const QString& title) {
-  trace_ = std::move(t);
-  memory_->setTrace(trace_, title);
+  ++load_;
+  if (cancel_) cancel_->store(true);
+  cancel_.reset();
+  if (!t || (data_ && data_->trace == t)) {  // none, or the run shown again: nothing to build
+    loading_ = false;
+    setData(t ? data_ : nullptr, title);
+    if (t) emit loaded();
+    return;
+  }
+  trace_ = t;
+  loading_ = true;
+  loading_label_->setText(tr("Loading %1…").arg(title.isEmpty() ? tr("the run") : title));
+  loading_bar_->setVisible(true);
+  showStartPage(false);
+  stack_->setCurrentWidget(loading_page_);
+  auto cancel = cancel_ = std::make_shared<std::atomic<bool>>(false);
+  auto* watcher = new QFutureWatcher<LoadResult>(this);
+  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, title, load = load_] {
+    LoadResult r = watcher->result();
+    watcher->deleteLater();
+    if (load != load_ || r.cancelled) return;  // another run was asked for since
+    loading_ = false;
+    cancel_.reset();
+    if (!r.data) {
+      loading_label_->setText(tr("Cannot show %1: %2").arg(title.isEmpty() ? tr("the run") : title, r.error));
+      loading_bar_->setVisible(false);
+      emit loadFailed(r.error);
+      return;
+    }
+    setData(std::move(r.data), title);
+    emit loaded();
+  });
+  // The worker holds the trace and the flag, never the view.
+  watcher->setFuture(QtConcurrent::run([t = std::move(t), cancel]() -> LoadResult {
+    try {
+      return {prepare_run_view(t, *cancel), {}, false};
+    } catch (const LoadCancelled&) {
+      return {nullptr, {}, true};
+    } catch (const std::bad_alloc&) {
+      return {nullptr, QStringLiteral("out of memory while preparing the views"), false};
+    } catch (const std::exception& e) {
+      return {nullptr, QString::fromStdString(e.what()), false};
+    } catch (...) {
+      return {nullptr, QStringLiteral("an unknown error while preparing the views"), false};
+    }
+  }));
+}
+
+bool RunView::loadingPageShown() const { return stack_->currentWidget() == loading_page_; }
+
+QString RunView::loadingText() const { return loading_label_->text(); }
+
+void RunView::setData(std::shared_ptr<const RunViewData> d, const QString& title) {
+  data_ = d && d->trace ? d : nullptr;
+  trace_ = data_ ? data_->trace : nullptr;
+  if (trace_) {
+    memory_->setData(trace_, d->memory, title, d->bands, d->layout);
+  } else {
+    memory_->setTrace(nullptr, title);
+  }
   const QCPRange r = memory_->dataTimeRange();
   const std::int64_t origin = memory_->origin(), duration = static_cast<std::int64_t>(r.upper);
   schedule_->setTrace(trace_, origin, duration);
-  op_pane_->setTrace(trace_, origin, duration);
+  if (trace_) op_pane_->setData(*d, origin, duration);
+  else op_pane_->setTrace(nullptr, origin, duration);
   if (!trace_) {
     summary_->clear();
     showStartPage(true);
@@ -99,7 +183,7 @@ void RunView::setStartPage(QWidget* page) {
   start_ = page;
   if (!start_) return;
   stack_->insertWidget(0, start_);
-  showStartPage(!trace_);
+  if (!loading_) showStartPage(!trace_);
 }
 
 void RunView::showStartPage(bool on) {

@@ -4,15 +4,9 @@
 
 namespace remat::gui {
 
-SpanPlottable::SpanPlottable(QCPAxis* keyAxis, QCPAxis* valueAxis) : QCPAbstractPlottable(keyAxis, valueAxis) {
-  setAntialiased(false);
-  setAntialiasedFill(false);
-  setSelectable(QCP::stNone);
-}
+SpanPlottable::SpanPlottable(QCPAxis* keyAxis, QCPAxis* valueAxis) : TimePlottable(keyAxis, valueAxis) {}
 
 void SpanPlottable::setRows(std::shared_ptr<const SpanRows> rows) { rows_ = std::move(rows); }
-
-double SpanPlottable::selectTest(const QPointF&, bool, QVariant*) const { return -1; }
 
 QCPRange SpanPlottable::getKeyRange(bool& found, QCP::SignDomain) const {
   found = rows_ && rows_->size() > 0;
@@ -34,10 +28,7 @@ void SpanPlottable::draw(QCPPainter* painter) {
   if (!rows_ || !k || !v) return;
   const QRect clip = clipRect();
   const double left = clip.left(), right = clip.right() + 1;
-  const std::size_t pixels = static_cast<std::size_t>(std::max(1.0, right - left));
-  double k0 = k->pixelToCoord(left), k1 = k->pixelToCoord(right);
-  if (k0 > k1) std::swap(k0, k1);
-  const std::int64_t t0 = toTime(k0), t1 = toTime(k1) + 1;
+  const auto [t0, t1, pixels] = visibleTimes();
   painter->setFont(font_);
   const QFontMetrics fm(font_);
   auto pixel = [&](std::int64_t t) { return k->coordToPixel(toKey(t)); };

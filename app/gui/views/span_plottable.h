@@ -1,5 +1,5 @@
 // A QCustomPlot plottable that draws rows of bars (ops and kernels per stream, schedule actions
-// per block) from a SpanRows: on every replot it asks core for the bars of the visible time
+// per block) from a SpanRows (times mapped as TimePlottable does): on every replot it asks core for the bars of the visible time
 // range at the plot's pixel width (sub-pixel bars merged), so a million ops draw as fast as a
 // thousand. Row r sits at value r; times are nanoseconds, drawn as (t - origin) * scale.
 // A bar at least kEdgeMinPx wide leaves its last pixel column empty, so adjacent bars never
@@ -8,13 +8,13 @@
 #include <QVector>
 #include <functional>
 #include <memory>
-#include <qcustomplot.h>
 
 #include "core/analysis/downsample.h"
+#include "views/time_plottable.h"
 
 namespace remat::gui {
 
-class SpanPlottable : public QCPAbstractPlottable {
+class SpanPlottable : public TimePlottable {
  public:
   static constexpr int kEdgeMinPx = 3;
   // A bar as the last replot drew it, in pixels: [x0, x1) is the span's extent (rounded), the
@@ -32,11 +32,6 @@ class SpanPlottable : public QCPAbstractPlottable {
   void setRows(std::shared_ptr<const SpanRows> rows);
   const SpanRows* rows() const { return rows_.get(); }
   void setColors(QVector<QColor> colors) { colors_ = std::move(colors); }
-  // x = (t_ns - origin) * scale
-  void setTimeMapping(std::int64_t origin, double scale) {
-    origin_ = origin;
-    scale_ = scale;
-  }
   void setBarHeight(double h) { height_ = h; }  // in rows (0..1)
   void setLabeler(Labeler f) { labeler_ = std::move(f); }
   void setLabelFont(const QFont& f) { font_ = f; }
@@ -58,7 +53,6 @@ class SpanPlottable : public QCPAbstractPlottable {
   // Bars drawn by the last replot (for tests and benchmarks).
   std::size_t lastDrawn() const { return drawn_; }
 
-  double selectTest(const QPointF& pos, bool onlySelectable, QVariant* details = nullptr) const override;
   QCPRange getKeyRange(bool& foundRange, QCP::SignDomain inSignDomain = QCP::sdBoth) const override;
   QCPRange getValueRange(bool& foundRange, QCP::SignDomain inSignDomain = QCP::sdBoth,
                          const QCPRange& inKeyRange = QCPRange()) const override;
@@ -68,13 +62,8 @@ class SpanPlottable : public QCPAbstractPlottable {
   void drawLegendIcon(QCPPainter* painter, const QRectF& rect) const override;
 
  private:
-  double toKey(std::int64_t t) const { return static_cast<double>(t - origin_) * scale_; }
-  std::int64_t toTime(double key) const { return origin_ + static_cast<std::int64_t>(key / scale_); }
-
   std::shared_ptr<const SpanRows> rows_;
   QVector<QColor> colors_;
-  std::int64_t origin_ = 0;
-  double scale_ = 1.0;
   double height_ = 0.72;
   Labeler labeler_;
   QFont font_;
