@@ -25,11 +25,11 @@ ModelState::ModelState(const ModelConfig& m, Backend& backend, TrackingAllocator
   }
   tokens = alloc_.allocate(DType::I32, m.tokens(), {Category::Workspace, -1, "batch.tokens"});
   targets = alloc_.allocate(DType::I32, m.tokens(), {Category::Workspace, -1, "batch.targets"});
-  // Gradients and moments start at zero; memory that comes zeroed is not written (its pages are
-  // first touched where the step first uses them).
-  if (backend_.computes())
-    for (const Tensor* t : {&this->m, &v, &grads})
-      if (!alloc_.allocates_zeroed(t->bytes())) backend_.fill_zero(*t);
+  if (backend_.computes()) {
+    backend_.fill_zero(this->m);
+    backend_.fill_zero(v);
+    backend_.fill_zero(grads);
+  }
 }
 
 ModelState::~ModelState() {

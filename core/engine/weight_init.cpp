@@ -29,35 +29,6 @@ inline void box_muller(std::uint32_t a, std::uint32_t b, float stddev, float& c,
   s = stddev * r * std::sin(th);
 }
 
-// Philox blocks of the groups g0 .. g0 + kLanes - 1 of `key`: words[w][j] is word w of group
-// g0 + j, the bits philox_block gives: its rounds in loops over the lanes that the compiler
-// vectorizes (one clone per instruction set, picked when the library loads).
-constexpr int kLanes = 16;
-
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void philox_lanes(const DropoutKey& key, std::uint64_t g0, std::uint32_t (&words)[4][kLanes]) {
-  std::uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
-  for (int j = 0; j < kLanes; ++j) {
-    const Philox4 c = philox_counter(key, g0 + static_cast<std::uint64_t>(j));
-    c0[j] = c.v[0];
-    c1[j] = c.v[1];
-    c2[j] = c.v[2];
-    c3[j] = c.v[3];
-  }
-  std::uint32_t k0 = philox_key0(key), k1 = philox_key1(key);
-  for (int r = 0; r < 10; ++r) {
-    for (int j = 0; j < kLanes; ++j) philox_round(c0[j], c1[j], c2[j], c3[j], k0, k1);
-    k0 += kPhiloxW0;
-    k1 += kPhiloxW1;
-  }
-  for (int j = 0; j < kLanes; ++j) {
-    words[0][j] = c0[j];
-    words[1][j] = c1[j];
-    words[2][j] = c2[j];
-    words[3][j] = c3[j];
-  }
-}
-
 struct Piece {
   std::size_t param;
   std::int64_t begin, end;
@@ -74,23 +45,18 @@ void normal_values(const DropoutKey& key, float stddev, std::int64_t numel, std:
   if (begin < 0 || begin % 4 != 0 || end > numel || (end < numel && end % 4 != 0) || end < begin)
     throw Error("normal_values: bad range [" + std::to_string(begin) + ", " + std::to_string(end) +
                 ") of " + std::to_string(numel) + " values");
-  std::uint32_t w[4][kLanes];
-  for (std::int64_t i0 = begin; i0 < end; i0 += 4 * kLanes) {
-    philox_lanes(key, static_cast<std::uint64_t>(i0) >> 2, w);
-    const std::int64_t i1 = std::min(end, i0 + 4 * kLanes);
-    for (std::int64_t i = i0; i < i1; i += 4) {
-      // One Philox block serves elements i .. i + 3: two Box-Muller pairs.
-      const auto j = static_cast<std::size_t>((i - i0) >> 2);
-      float* o = out + (i - begin);
-      float c, s;
-      box_muller(w[0][j], w[1][j], stddev, c, s);
-      o[0] = c;
-      if (i + 1 < end) o[1] = s;
-      if (i + 2 >= end) break;
-      box_muller(w[2][j], w[3][j], stddev, c, s);
-      o[2] = c;
-      if (i + 3 < end) o[3] = s;
-    }
+  for (std::int64_t i = begin; i < end; i += 4) {
+    // One Philox block serves elements i .. i + 3: two Box-Muller pairs.
+    const Philox4 r = philox_block(key, static_cast<std::uint64_t>(i) >> 2);
+    float* o = out + (i - begin);
+    float c, s;
+    box_muller(r.v[0], r.v[1], stddev, c, s);
+    o[0] = c;
+    if (i + 1 < end) o[1] = s;
+    if (i + 2 >= end) break;
+    box_muller(r.v[2], r.v[3], stddev, c, s);
+    o[2] = c;
+    if (i + 3 < end) o[3] = s;
   }
 }
 

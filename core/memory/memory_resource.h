@@ -17,27 +17,17 @@ class MemoryResource {
   virtual std::uint64_t reserved_bytes() const = 0;
   // False for the simulator: pointers are placeholders and nothing may be read or written.
   virtual bool backs_memory() const { return true; }
-  // True when every block of `bytes` comes filled with zeros, so a caller that needs zeros
-  // need not write them (and need not touch the pages before their first use).
-  virtual bool allocates_zeroed(std::size_t /*bytes*/) const { return false; }
 };
 
-// Aligned heap memory. Used by the CPU backend for both spaces. Blocks of at least
-// `fresh_pages_bytes` are pages of their own from the system (mmap), zero until written and
-// given back when freed; smaller ones come from malloc.
+// Aligned heap memory. Used by the CPU backend for both spaces.
 class HeapMemory final : public MemoryResource {
  public:
-  // At and above glibc's largest mmap threshold (32 MiB), where malloc maps such blocks anyway.
-  static constexpr std::size_t kFreshPagesBytes = std::size_t{64} << 20;
-  explicit HeapMemory(std::size_t fresh_pages_bytes = kFreshPagesBytes) : fresh_(fresh_pages_bytes) {}
   void* allocate(std::size_t bytes) override;
   void deallocate(void* p, std::size_t bytes) override;
   void poison(void* p, std::size_t bytes) override;
   std::uint64_t reserved_bytes() const override { return reserved_; }
-  bool allocates_zeroed(std::size_t bytes) const override { return bytes >= fresh_; }
 
  private:
-  std::size_t fresh_;
   std::uint64_t reserved_ = 0;
 };
 

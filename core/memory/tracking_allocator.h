@@ -80,10 +80,6 @@ class TrackingAllocator {
   void set_op_seq(std::uint64_t seq) { op_seq_ = seq; }
   int step() const { return step_; }
   // Debug mode: freed memory is filled with 0xFF and kept out of reuse until released.
-  // Whether an allocation of `bytes` in `space` comes filled with zeros (its resource says so).
-  bool allocates_zeroed(std::uint64_t bytes, Space space = Space::Device) const {
-    return (space == Space::Device ? device_ : host_).allocates_zeroed(static_cast<std::size_t>(bytes));
-  }
   void set_poison(bool on) { poison_ = on; }
   bool poison() const { return poison_; }
   void release_quarantine();

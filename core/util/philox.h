@@ -19,27 +19,22 @@ REMAT_HD void philox_mulhilo(std::uint32_t a, std::uint32_t b, std::uint32_t& hi
   lo = static_cast<std::uint32_t>(p);
 }
 
-constexpr std::uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;  // key increments
-
-// One round of Philox4x32 on the counter words (c0, c1, c2, c3) with round key (k0, k1).
-REMAT_HD void philox_round(std::uint32_t& c0, std::uint32_t& c1, std::uint32_t& c2, std::uint32_t& c3,
-                           std::uint32_t k0, std::uint32_t k1) {
-  constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  std::uint32_t hi0, lo0, hi1, lo1;
-  philox_mulhilo(kM0, c0, hi0, lo0);
-  philox_mulhilo(kM1, c2, hi1, lo1);
-  c0 = hi1 ^ c1 ^ k0;
-  c1 = lo1;
-  c2 = hi0 ^ c3 ^ k1;
-  c3 = lo0;
-}
-
 // Ten rounds of Philox4x32 on counter c with key k.
 REMAT_HD Philox4 philox4x32(Philox4 c, std::uint32_t k0, std::uint32_t k1) {
+  constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+  constexpr std::uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   for (int r = 0; r < 10; ++r) {
-    philox_round(c.v[0], c.v[1], c.v[2], c.v[3], k0, k1);
-    k0 += kPhiloxW0;
-    k1 += kPhiloxW1;
+    std::uint32_t hi0, lo0, hi1, lo1;
+    philox_mulhilo(kM0, c.v[0], hi0, lo0);
+    philox_mulhilo(kM1, c.v[2], hi1, lo1);
+    Philox4 n;
+    n.v[0] = hi1 ^ c.v[1] ^ k0;
+    n.v[1] = lo1;
+    n.v[2] = hi0 ^ c.v[3] ^ k1;
+    n.v[3] = lo0;
+    c = n;
+    k0 += kW0;
+    k1 += kW1;
   }
   return c;
 }
@@ -61,20 +56,14 @@ enum DropoutSite : std::uint32_t {
 
 // The 128 bits of elements [4 * group, 4 * group + 4) of the mask keyed by `key`: element i
 // is v[i & 3] of block i / 4.
-// The counter of group `group` and the key words of `key` that philox_block runs through Philox.
-REMAT_HD Philox4 philox_counter(const DropoutKey& key, std::uint64_t group) {
+REMAT_HD Philox4 philox_block(const DropoutKey& key, std::uint64_t group) {
   Philox4 c;
   c.v[0] = static_cast<std::uint32_t>(group);
   c.v[1] = static_cast<std::uint32_t>(group >> 32);
   c.v[2] = key.step;
   c.v[3] = (key.block << 8) ^ key.site;
-  return c;
-}
-REMAT_HD std::uint32_t philox_key0(const DropoutKey& key) { return static_cast<std::uint32_t>(key.seed); }
-REMAT_HD std::uint32_t philox_key1(const DropoutKey& key) { return static_cast<std::uint32_t>(key.seed >> 32); }
-
-REMAT_HD Philox4 philox_block(const DropoutKey& key, std::uint64_t group) {
-  return philox4x32(philox_counter(key, group), philox_key0(key), philox_key1(key));
+  return philox4x32(c, static_cast<std::uint32_t>(key.seed),
+                    static_cast<std::uint32_t>(key.seed >> 32));
 }
 
 // 32 random bits for element `index` of the mask keyed by `key`.
