@@ -10,6 +10,8 @@
 #include "core/trace/run_dir.h"
 #include "core/trace/summary.h"
 #include "core/util/error.h"
+#include "core/util/process_time.h"
+#include "startup_parts.h"
 #include "step_costs.h"
 #include "training.h"
 
@@ -52,19 +54,24 @@ void print_human(const Trace& t) {
 }
 
 int run(const RunOptions& o) {
+  StartupParts before_run;
+  before_run.add("process", ms_since_process_start());
   ModelConfig m = o.model.resolve();
   PolicyRegistry reg;
   load_plugins(reg, !o.json);
+  before_run.mark("plugins");
   const std::optional<StepCosts> costs = load_step_costs(o.policy.costs_from, m);
   Schedule s = o.policy.plan(reg, m, costs);
   // Refuse an output directory that would be refused at the end before spending the run on it.
   if (!o.out.empty()) check_output_dir(o.out, o.force);
   std::optional<std::uint64_t> budget;
   if (!o.policy.memory_budget.empty()) budget = parse_bytes("memory-budget", o.policy.memory_budget);
+  before_run.mark("plan");
   Progress bar(!o.json);
   Trace t = train(m, s, o.train, budget, [&](double f, const std::string& w) { bar.update(f, w); },
                   &interrupt_flag(), o.weights_in, o.weights_out, o.grads_out);
   bar.done();
+  before_run.put_first(t);
   add_costs_provenance(t, costs);
   // Checked above: what appeared there during the run is not replaced, the result is kept.
   if (!o.out.empty()) write_run_dir(t, o.out, o.force, true);

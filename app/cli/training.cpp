@@ -85,6 +85,7 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
   if (!o.memory_limit.empty()) spec.memory_limit = parse_bytes("memory-limit", o.memory_limit);
   SteadyClock clock;
   Device dev = make_device(o.device, o.threads, clock, !o.no_profile);
+  const double device_ms = static_cast<double>(clock.now_ns()) / 1e6;
   RunCallbacks cb;
   cb.cancel = cancel;
   cb.progress = progress;
@@ -94,6 +95,7 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
   } catch (const OutOfMemoryError& e) {
     t = refused_run(spec, *dev.backend, e);  // refused before the first step
   }
+  t.startup_breakdown_ms.insert(t.startup_breakdown_ms.begin(), {"device", device_ms});
   t.memory_budget = memory_budget.value_or(0);
   if (!m.ignored_fields.empty()) t.provenance.emplace_back("config_ignored", ignored_list(m));
   add_cli_provenance(t);

@@ -164,9 +164,15 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
   tr.warmup = spec.warmup;
   tr.steps = spec.steps;
   tr.provenance = backend.describe();
+  std::int64_t part_start = run_start;
+  auto part_done = [&](const char* name, std::int64_t now) {
+    tr.startup_breakdown_ms.emplace_back(name, static_cast<double>(now - part_start) / 1e6);
+    part_start = now;
+  };
 
   check_adam(spec.adam);
   Prediction pred = simulate(spec.model, spec.schedule, &backend);  // validates the schedule
+  part_done("simulate", clock.now_ns());
   tr.plan = pred.plan;
   tr.predicted_peak_bytes = pred.peak_bytes;
   std::uint64_t avail = spec.memory_limit ? spec.memory_limit : backend.available_memory();
@@ -184,6 +190,7 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
   tr.provenance.emplace_back("data", spec.tokens_path.empty()
                                          ? "corpus " + (spec.corpus_path.empty() ? std::string("(shipped)") : spec.corpus_path)
                                          : "tokens " + spec.tokens_path);
+  part_done("corpus", clock.now_ns());
   std::vector<std::int32_t> dumped;  // --dump-batch: each step's window, seq + 1 tokens a row
 
   TrackingAllocator alloc(backend.memory(Space::Device), backend.memory(Space::Host), clock);
@@ -193,11 +200,13 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
   try {
     ModelState state(spec.model, backend, alloc);
     tr.static_bytes = state.static_bytes();
+    part_done("memory", clock.now_ns());
     if (!spec.weights_in.empty()) {
       load_safetensors(spec.weights_in, state);
     } else {
       state.init_weights(spec.seed);
     }
+    part_done("weights", clock.now_ns());
     ExecOptions eo;
     eo.seed = spec.seed;
     eo.adam = spec.adam;
@@ -211,13 +220,17 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     };
     (void)nact;
     Executor ex(state, backend, alloc, profiler, eo);
+    part_done("executor", clock.now_ns());
     std::vector<std::int32_t> tok, tgt;
     for (cur = 0; cur < total; ++cur) {
       const bool counted = cur >= spec.warmup, last = cur == total - 1;
       corpus.batch(spec.seed, cur, spec.model.batch, spec.model.seq, spec.model.vocab, tok, tgt);
       if (!spec.dump_batch_path.empty()) append_window(dumped, tok, tgt, spec.model.seq);
       std::int64_t t0 = clock.now_ns();
-      if (cur == 0) tr.startup_ms = static_cast<double>(t0 - run_start) / 1e6;
+      if (cur == 0) {
+        part_done("batch", t0);
+        tr.startup_ms = static_cast<double>(t0 - run_start) / 1e6;
+      }
       StepOutput out = ex.run_step(spec.schedule, cur, tok, tgt);
       std::int64_t t1 = clock.now_ns();
       std::vector<OpRecord> ops = profiler ? profiler->collect() : std::vector<OpRecord>{};

@@ -141,6 +141,13 @@ void trace_from_summary(const nlohmann::json& j, const std::string& file, Trace&
     throw Error(file + ": field 'grad_checksum' is not hexadecimal (" + json_snippet(j["grad_checksum"]) + ")");
   t.profiler_overhead_ns = f.i64("profiler_overhead_ns");
   t.startup_ms = j.contains("startup_ms") ? f.num("startup_ms") : 0.0;
+  t.startup_breakdown_ms.clear();
+  if (j.contains("startup_breakdown_ms"))
+    for (const auto& [part, ms] : j["startup_breakdown_ms"].items()) {
+      if (!ms.is_number())
+        throw Error(file + ": field 'startup_breakdown_ms." + part + "' must be a number, got " + json_snippet(ms));
+      t.startup_breakdown_ms.emplace_back(part, ms.get<double>());
+    }
   t.peak_tensors.clear();
   std::size_t n = 0;
   for (const auto& x : f.arr("peak_tensors")) {

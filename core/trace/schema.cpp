@@ -245,6 +245,7 @@ const std::vector<Field>& summary_fields() {
       {"grad_checksum", J::String},
       {"profiler_overhead_ns", J::Int},
       {"startup_ms", J::Number, false},
+      {"startup_breakdown_ms", J::Object, false},
       {"peak_tensors", J::Array},
       {"provenance", J::Object},
       {"timeline", J::Object},

@@ -83,6 +83,11 @@ nlohmann::json summary_json(const Trace& t) {
   j["grad_checksum"] = hex64(t.grad_checksum);
   j["profiler_overhead_ns"] = t.profiler_overhead_ns;
   if (t.startup_ms > 0.0) j["startup_ms"] = t.startup_ms;  // unknown (0) in older run directories
+  if (!t.startup_breakdown_ms.empty()) {
+    nlohmann::json parts = nlohmann::json::object();
+    for (const auto& [part, ms] : t.startup_breakdown_ms) parts[part] = ms;
+    j["startup_breakdown_ms"] = parts;
+  }
   nlohmann::json pt = nlohmann::json::array();
   for (const auto& [n, b] : t.peak_tensors) pt.push_back({{"tensor", n}, {"bytes", b}});
   j["peak_tensors"] = pt;

@@ -75,6 +75,9 @@ struct Trace {
   std::uint64_t grad_checksum = 0;
   std::int64_t profiler_overhead_ns = 0;
   double startup_ms = 0.0;  // from the run's start to its first step (plan, data, memory, weights)
+  // Where the start-up went, in order: (part, ms). The run's own parts add up to startup_ms;
+  // a command may put the parts before the run (process, plugins, plan, device) first.
+  std::vector<std::pair<std::string, double>> startup_breakdown_ms;
   std::vector<std::pair<std::string, std::uint64_t>> peak_tensors;  // largest alive at the peak
 
   std::vector<double> losses() const;        // counted steps
