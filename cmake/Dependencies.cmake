@@ -34,3 +34,10 @@ pkg_check_modules(HWY REQUIRED IMPORTED_TARGET libhwy)
 add_library(remat_hwy INTERFACE)
 target_link_libraries(remat_hwy INTERFACE PkgConfig::HWY)
 message(STATUS "RematLab: Highway ${HWY_VERSION}")
+
+# Gloo: collectives between the ranks of a data-parallel run (TCP on loopback, FileStore
+# rendezvous); PyTorch's CPU backend, a library rather than a runtime (no mpirun).
+find_package(Gloo REQUIRED CONFIG)
+add_library(remat_gloo INTERFACE)
+target_link_libraries(remat_gloo INTERFACE gloo)
+message(STATUS "RematLab: Gloo ${GLOO_VERSION}")
