@@ -101,6 +101,13 @@ def numerics(b, tmp, steps):
                   "D=%d rank %d: the gradients are communicated every step (%d bytes)" % (d, r["rank"], r["comm_bytes_per_step"]))
             rs = summary(os.path.join(out, r["dir"]))
             check(rs["loss"] == j["loss"], "D=%d rank %d reports the global losses" % (d, r["rank"]))
+    # A directory of ranks reads as its rank 0 and is replaced with --force like a run directory.
+    d2 = os.path.join(tmp, "d2")
+    p = b.run("compare", d2)
+    check("d2" in p.stdout, "compare reads a directory of ranks: %r" % p.stdout)
+    b.run("run", *BASE, "--steps", 1, "--dp", 2, "--out", d2, expect=1)
+    b.run("run", *BASE, "--steps", 1, "--dp", 2, "--out", d2, "--force")
+    check(len(ranks_json(d2)["loss"]) == 1, "--force replaced the directory of ranks")
     # Two D = 2 runs with one seed: the same bits.
     runs = []
     for name in ("a", "b"):
