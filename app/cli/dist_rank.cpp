@@ -1,5 +1,6 @@
 // A rank's side of a data-parallel run: who it is, the replica it trains, its communicator.
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 
@@ -111,6 +112,9 @@ RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, Train
     grads_out.clear();
     train.dump_batch.clear();
   }
+  // A peer that died makes writes to its socket fail with EPIPE (an Error from Gloo naming the
+  // collective), not kill this rank with SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   if (e.size == 1) {
     r.comm = std::make_unique<NullCommunicator>();
   } else {

@@ -16,7 +16,8 @@ Memory: each rank's measured peak equals its predicted peak and `plan --dp D` (i
 and static bytes).
 
 Refusals before any process starts: a batch not divisible by D, ZeRO > 0, bf16.
-Failure: a rank killed with SIGKILL mid-run ends the job (exit 1) naming the rank, leaves no
+Failure: a rank killed with SIGKILL mid-run, or stopped with SIGSTOP (a hang: its peer's
+collective times out after --dist-timeout), ends the job (exit 1) naming the rank, leaves no
 process behind and a run directory whose ranks.json says it did not complete.
 Python standard library only.
 """
@@ -133,10 +134,12 @@ def refusals(b, tmp):
     check(not os.path.exists(out), "a refused run leaves no directory")
 
 
-def killed_rank(b, tmp):
-    out = os.path.join(tmp, "killed")
+def failed_rank(b, tmp, sig):
+    """Rank 1 killed (SIGKILL) or hung (SIGSTOP: its peer's collective times out) mid-run."""
+    out = os.path.join(tmp, "failed-%d" % sig)
+    timeout = 20 if sig == signal.SIGKILL else 3
     p = subprocess.Popen([b.binary, "run", *map(str, BASE), "--steps", "100000", "--dp", "2",
-                          "--dist-timeout", "20", "--out", out], env=b.env,
+                          "--dist-timeout", str(timeout), "--out", out], env=b.env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     kids, victim = [], None
     deadline = time.time() + 60
@@ -151,7 +154,7 @@ def killed_rank(b, tmp):
         p.wait()
         return
     time.sleep(2.0)  # mid-run: past the rendezvous, in the steps
-    os.kill(victim, signal.SIGKILL)
+    os.kill(victim, sig)
     t0 = time.time()
     try:
         _, err = p.communicate(timeout=60)
@@ -159,16 +162,21 @@ def killed_rank(b, tmp):
         p.kill()
         _, err = p.communicate()
         check(False, "the job did not end after a rank was killed")
-    check(time.time() - t0 < 20, "the job ended within the timeout (%.1f s)" % (time.time() - t0))
-    check(p.returncode == 1, "exit code 1 after a rank died, got %d" % p.returncode)
-    check("rank 1" in err and "signal 9" in err, "the message names rank 1 and its signal: %r" % err.strip())
+    check(time.time() - t0 < timeout + 10, "the job ended within the timeout (%.1f s)" % (time.time() - t0))
+    check(p.returncode == 1, "exit code 1 after a rank failed, got %d" % p.returncode)
+    if sig == signal.SIGKILL:
+        check("rank 1 was killed by signal 9" in err, "the message names rank 1 and its signal: %r" % err.strip())
+    else:
+        check("timed out" in err.lower() and "still running: 1" in err,
+              "the message says rank 0 timed out waiting and rank 1 was stopped: %r" % err.strip())
     time.sleep(0.2)
     left = [k for k in kids if alive(k)]
     check(not left, "no rank process is left: %r" % left)
     if check(os.path.isfile(os.path.join(out, "ranks.json")), "the run directory has ranks.json"):
         j = ranks_json(out)
         check(j["complete"] is False and j["status"] == "error", "ranks.json says the run did not complete")
-        check("rank 1" in j.get("error", ""), "ranks.json names rank 1: %r" % j.get("error"))
+        check("rank 1" in j.get("error", "") or "running: 1" in j.get("error", ""),
+              "ranks.json names rank 1: %r" % j.get("error"))
 
 
 def main():
@@ -180,7 +188,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         refusals(b, tmp)
         numerics(b, tmp, a.steps)
-        killed_rank(b, tmp)
+        failed_rank(b, tmp, signal.SIGKILL)
+        failed_rank(b, tmp, signal.SIGSTOP)
     return e2e_common.exit_code("data-parallel runs ok")
 
 
