@@ -1,5 +1,6 @@
 // `run --dp D`: D processes of this program, one per rank, in their own process group; each dies
 // with the launcher (PR_SET_PDEATHSIG) and all of them with the first that fails.
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <thread>

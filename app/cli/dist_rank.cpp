@@ -1,4 +1,6 @@
 // A rank's side of a data-parallel run: who it is, the replica it trains, its communicator.
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>

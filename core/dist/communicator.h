@@ -38,7 +38,8 @@ class Communicator {
   void all_reduce_sum(float* data, std::size_t n, const std::string& what);
   void all_reduce_sum(double* data, std::size_t n, const std::string& what);
   // data holds size() shards of `shard` elements; afterwards shard rank() (at data + rank() *
-  // shard) is the sum over the ranks of that shard. The other shards are left undefined.
+  // shard) is the sum over the ranks of that shard. The other shards are left undefined (Gloo's
+  // communicator sums them too: it runs an all-reduce, twice the traffic of a reduce-scatter).
   void reduce_scatter_sum(float* data, std::size_t shard, const std::string& what);
   // data holds size() shards of `shard` elements, this rank's at data + rank() * shard;
   // afterwards every shard holds its owner's values on every rank.

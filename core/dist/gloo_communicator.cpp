@@ -5,7 +5,6 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
-#include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
@@ -76,13 +75,10 @@ void GlooCommunicator::do_all_reduce(void* data, std::size_t n, Elem e) {
 }
 
 void GlooCommunicator::do_reduce_scatter(float* data, std::size_t shard) {
-  guarded("reduce_scatter", rank_, size_, [&] {
-    const std::size_t total = shard * static_cast<std::size_t>(size_);
-    std::vector<int> counts(static_cast<std::size_t>(size_), static_cast<int>(shard));
-    gloo::ReduceScatterHalvingDoubling<float> rs(impl_->context, {data}, static_cast<int>(total),
-                                                 counts);
-    rs.run();
-  });
+  // Through Gloo's all-reduce, which leaves every shard summed (the contract asks for this
+  // rank's only): Gloo's halving-doubling reduce-scatter does not leave rank r its shard at
+  // r·shard, which ZeRO's flat-buffer layout needs.
+  do_all_reduce(data, shard * static_cast<std::size_t>(size_), Elem::F32);
 }
 
 void GlooCommunicator::do_all_gather(float* data, std::size_t shard) {
