@@ -49,3 +49,10 @@ add_library(remat_dnnl INTERFACE)
 target_include_directories(remat_dnnl INTERFACE ${DNNL_INCLUDE_DIR})
 target_link_libraries(remat_dnnl INTERFACE ${DNNL_LIBRARY} ${GOMP_LIBRARY})
 message(STATUS "RematLab: oneDNN ${DNNL_LIBRARY}")
+
+# Gloo: collectives between the ranks of a data-parallel run (TCP on loopback, FileStore
+# rendezvous); PyTorch's CPU backend, a library rather than a runtime (no mpirun).
+find_package(Gloo REQUIRED CONFIG)
+add_library(remat_gloo INTERFACE)
+target_link_libraries(remat_gloo INTERFACE gloo)
+message(STATUS "RematLab: Gloo ${GLOO_VERSION}")

@@ -11,6 +11,7 @@
 #include "core/trace/summary.h"
 #include "core/util/error.h"
 #include "core/util/process_time.h"
+#include "dist_run.h"
 #include "startup_parts.h"
 #include "step_costs.h"
 #include "training.h"
@@ -23,6 +24,7 @@ struct RunOptions {
   ModelOptions model;
   PolicyOptions policy;
   TrainOptions train;
+  DistOptions dist;
   std::string weights_in, weights_out, grads_out, out;
   bool json = false, force = false;
 };
@@ -53,10 +55,15 @@ void print_human(const Trace& t) {
             << ", backward " << t.flops.backward << "\n";
 }
 
-int run(const RunOptions& o) {
+int run(RunOptions o) {
   StartupParts before_run;
   before_run.add("process", ms_since_process_start());
   ModelConfig m = o.model.resolve();
+  // Data parallelism: this process launches the ranks, or is one of them (dist_run.h).
+  const std::optional<RankEnv> rank_env = rank_from_env();
+  if (!rank_env && o.dist.dp > 1) return launch_ranks(o.dist, m, o.train, o.out, o.force, o.json);
+  std::optional<RankRun> rank;
+  if (rank_env) rank = join_ranks(*rank_env, o.dist, m, o.train, o.out, o.weights_out, o.grads_out);
   PolicyRegistry reg;
   load_plugins(reg, !o.json);
   before_run.mark("plugins");
@@ -67,14 +74,16 @@ int run(const RunOptions& o) {
   std::optional<std::uint64_t> budget;
   if (!o.policy.memory_budget.empty()) budget = parse_bytes("memory-budget", o.policy.memory_budget);
   before_run.mark("plan");
-  Progress bar(!o.json);
+  Progress bar(!o.json && !rank);
   Trace t = train(m, s, o.train, budget, [&](double f, const std::string& w) { bar.update(f, w); },
                   &interrupt_flag(), o.weights_in, o.weights_out, o.grads_out);
   bar.done();
   before_run.put_first(t);
   add_costs_provenance(t, costs);
+  if (rank) note_comm(t, *rank);
   // Checked above: what appeared there during the run is not replaced, the result is kept.
   if (!o.out.empty()) write_run_dir(t, o.out, o.force, true);
+  if (rank) return finish_rank(*rank, t);
   if (o.json) std::cout << summary_json(t).dump(2) << "\n";
   else if (!t.step_stats.empty()) print_human(t);  // nothing to summarize when refused up front
   if (!o.out.empty() && !o.json) std::cout << "run directory    " << o.out << "\n";
@@ -90,6 +99,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   o->model.add(*c);
   o->policy.add(*c, true);
   o->train.add(*c);
+  o->dist.add(*c);
   c->add_option("--load-weights", o->weights_in, "start from a safetensors file (Hugging Face names)");
   c->add_option("--save-weights", o->weights_out, "write the weights after the last step (safetensors)")
       ->check(non_empty_path());

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "core/dist/communicator.h"
 #include "core/model/model_config.h"
 #include "core/schedule/schedule.h"
 #include "core/trace/trace.h"
@@ -21,6 +22,7 @@ struct TrainOptions {
   std::string memory_limit, corpus, tokens, tokens_dtype, dump_batch;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
   bool poison = false, no_profile = false;
+  Communicator* comm = nullptr;  // a rank of a data-parallel run (dist_run.h); not an option
   void add(CLI::App& app);
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/engine/data_parallel.h"
 #include "core/util/error.h"
 
 namespace remat {
@@ -25,6 +26,7 @@ Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc
   if (graph_.config().layers != cfg_.layers)
     throw Error("the block table is for " + std::to_string(graph_.config().layers) +
                 " blocks, the model has " + std::to_string(cfg_.layers));
+  if (opt_.comm) check_data_parallel(cfg_, be_, *opt_.comm);
   if (cfg_.position == PositionKind::Rope)
     rope_ = rope_frequencies(cfg_.rope_scaling, cfg_.rope_theta, cfg_.rotary_dim(), cfg_.positions, cfg_.seq);
   last_need_.assign(graph_.tensors().size(), -1);
@@ -63,7 +65,8 @@ void Executor::op(const std::string& name, const std::string& kind, int block,
 
 DropoutKey Executor::key(int block, DropoutSite site) const {
   return DropoutKey{opt_.seed, static_cast<std::uint32_t>(step_),
-                    static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(site)};
+                    static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(site),
+                    dropout_offset(cfg_, site, replica_of(opt_.comm))};
 }
 
 AttnDims Executor::attn(int block) const {
@@ -195,13 +198,14 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
       if (opt_.on_action) opt_.on_action(i + 1, s.actions.size());
     }
     embedding_backward();
+    sync_gradients();
     optimizer();
     be_.synchronize();
     std::vector<float> losses;
     be_.read(losses_, losses);
     double sum = 0.0;
     for (float l : losses) sum += l;
-    out.loss = losses.empty() ? 0.0 : sum / static_cast<double>(losses.size());
+    out.loss = global_mean(opt_.comm, losses.empty() ? 0.0 : sum / static_cast<double>(losses.size()));
     release(losses_);
   } catch (...) {
     // Leave the allocator balanced so a caller can save what was traced and go on.
@@ -277,8 +281,10 @@ void Executor::head() {
   const std::uint64_t mm = 2ull * static_cast<std::uint64_t>(rows) * H * V;
   // The head's forward and backward run fused (the loss gradient is known), chunk by chunk.
   op("head", "head_loss", -1, 3 * mm, 2 * lnf.bytes() + 2 * W.bytes(), Stream::Compute, [&] {
+    // The mean over the global batch's tokens: a replica's share of the summed gradient.
     be_.head_loss(lnf, W, st_.targets, losses_, dlnf, dW, rows, H, V,
-                  1.0f / static_cast<float>(rows), static_cast<float>(cfg_.final_softcap));
+                  1.0f / static_cast<float>(rows * replicas_of(opt_.comm)),
+                  static_cast<float>(cfg_.final_softcap));
   });
   out_->flops_forward -= 2 * mm;  // split the fused op's FLOPs: 1/3 forward, 2/3 backward
   out_->flops_backward += 2 * mm;
@@ -317,6 +323,17 @@ void Executor::embedding_backward() {
      Stream::Compute, [&] { be_.embedding_bwd(st_.tokens, d, dwte, dwpe ? &dwpe : nullptr, B, S, H, cfg_.embed_multiplier()); });
   if (tmp) release(tmp);
   else release(dnext_);
+}
+
+void Executor::sync_gradients() {
+  if (replicas_of(opt_.comm) == 1) return;
+  const std::uint64_t bytes = st_.grads.bytes();
+  op("grads.all_reduce", "all_reduce", -1, static_cast<std::uint64_t>(st_.grads.numel), bytes,
+     Stream::Compute, [&] {
+       be_.synchronize();
+       opt_.comm->all_reduce_sum(st_.grads.as<float>(), static_cast<std::size_t>(st_.grads.numel),
+                                 "grads");
+     });
 }
 
 void Executor::optimizer() {

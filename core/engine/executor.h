@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/dist/communicator.h"
 #include "core/engine/model_state.h"
 #include "core/graph/block_graph.h"
 #include "core/memory/tracking_allocator.h"
@@ -27,6 +28,9 @@ struct ExecOptions {
   const std::atomic<bool>* cancel = nullptr;  // checked between ops
   // Called after every action with (actions done, actions in all).
   std::function<void(std::size_t, std::size_t)> on_action;
+  // Data parallelism (data_parallel.h): this replica's place and the gradients' sum over the
+  // replicas; none: one replica.
+  Communicator* comm = nullptr;
 };
 
 // What one step did, counted from what ran (not from the plan).
@@ -90,6 +94,7 @@ class Executor {
   void head();
   void embedding_forward();
   void embedding_backward();
+  void sync_gradients();
   void optimizer();
 
   // ops

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/data/corpus.h"
+#include "core/engine/data_parallel.h"
 #include "core/engine/executor.h"
 #include "core/engine/model_state.h"
 #include "core/engine/simulator.h"
@@ -211,6 +212,7 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     eo.seed = spec.seed;
     eo.adam = spec.adam;
     eo.cancel = cb.cancel;
+    eo.comm = spec.comm;
     const std::size_t nact = spec.schedule.actions.size();
     int cur = 0;
     eo.on_action = [&](std::size_t done, std::size_t all) {
@@ -224,7 +226,7 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     std::vector<std::int32_t> tok, tgt;
     for (cur = 0; cur < total; ++cur) {
       const bool counted = cur >= spec.warmup, last = cur == total - 1;
-      corpus.batch(spec.seed, cur, spec.model.batch, spec.model.seq, spec.model.vocab, tok, tgt);
+      replica_batch(corpus, spec.seed, cur, spec.model, spec.comm, tok, tgt);
       if (!spec.dump_batch_path.empty()) append_window(dumped, tok, tgt, spec.model.seq);
       std::int64_t t0 = clock.now_ns();
       if (cur == 0) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/backend/backend.h"
+#include "core/dist/communicator.h"
 #include "core/memory/tracking_allocator.h"
 #include "core/profiler/profiler.h"
 #include "core/schedule/schedule.h"
@@ -32,6 +33,8 @@ struct RunSpec {
   std::string weights_in;          // safetensors to start from (empty: initialize from seed)
   std::string weights_out;         // safetensors to write after the last step
   std::string grads_out;           // safetensors of the last step's gradients (weights' names)
+  Communicator* comm = nullptr;    // data parallelism: this replica of comm->size() (the model's
+                                   // batch is one replica's slice); none: one process
 };
 
 struct RunCallbacks {

@@ -41,7 +41,8 @@ const std::vector<std::string>& files_of(OutputKind kind) {
     return f;
   }();
   static const std::vector<std::string> sweep = {schema::kSweepFile, kComparisonFile};
-  return kind == OutputKind::Run ? run : sweep;
+  static const std::vector<std::string> ranks = {schema::kRanksFile};
+  return kind == OutputKind::Run ? run : kind == OutputKind::Sweep ? sweep : ranks;
 }
 
 // One of those files, or the temporary file of one being written (csv::OutFile: NAME.tmp-PID).
@@ -56,9 +57,21 @@ bool holds_file(OutputKind kind, const std::string& name) {
   return false;
 }
 
-const char* kind_name(OutputKind k) { return k == OutputKind::Run ? "run" : "sweep"; }
-const char* format_of(OutputKind k) { return k == OutputKind::Run ? schema::kRunFormat : schema::kSweepFormat; }
-int max_version(OutputKind k) { return k == OutputKind::Run ? kTraceFormatVersion : schema::kSweepFormatVersion; }
+const char* kind_name(OutputKind k) {
+  return k == OutputKind::Run ? "run" : k == OutputKind::Sweep ? "sweep" : "ranks";
+}
+const char* format_of(OutputKind k) {
+  return k == OutputKind::Run ? schema::kRunFormat : k == OutputKind::Sweep ? schema::kSweepFormat : schema::kRanksFormat;
+}
+int max_version(OutputKind k) {
+  return k == OutputKind::Run ? kTraceFormatVersion
+         : k == OutputKind::Sweep ? schema::kSweepFormatVersion : schema::kRanksFormatVersion;
+}
+// The summary file naming a directory's kind.
+const char* kind_file(OutputKind k) {
+  return k == OutputKind::Run ? kSummaryFile : k == OutputKind::Sweep ? schema::kSweepFile : schema::kRanksFile;
+}
+std::optional<OutputKind> kind_by_file(const fs::path& p);
 
 // Why `file` does not say it belongs to a RematLab directory of `kind`; empty when it does. The
 // summary and sweep files also say whether the run or sweep completed; the marker does not.
@@ -98,15 +111,15 @@ std::string why_not_ours(const fs::path& p, std::optional<OutputKind> must_be) {
   if (!fs::exists(st)) return q(p) + " does not exist";
   if (fs::is_symlink(st)) return q(p) + " is a symbolic link";
   if (!fs::is_directory(st)) return q(p) + " is not a directory";
-  const bool run = is_file(p / kSummaryFile), sweep = is_file(p / schema::kSweepFile),
-             marker = is_file(p / kWritingMarkerFile);
-  if (run && sweep) return q(p) + " holds both " + kSummaryFile + " and " + schema::kSweepFile;
-  std::optional<OutputKind> kind;
-  if (run) kind = OutputKind::Run;
-  else if (sweep) kind = OutputKind::Sweep;
-  else if (marker) {
+  const bool marker = is_file(p / kWritingMarkerFile);
+  int summaries = 0;
+  for (OutputKind k : {OutputKind::Run, OutputKind::Sweep, OutputKind::Ranks}) summaries += is_file(p / kind_file(k));
+  if (summaries > 1) return q(p) + " holds more than one of " + kSummaryFile + ", " + schema::kSweepFile + " and " + schema::kRanksFile;
+  std::optional<OutputKind> kind = kind_by_file(p);
+  const bool summary = kind.has_value();
+  if (!kind && marker) {
     // Being written: the marker says what.
-    for (OutputKind k : {OutputKind::Run, OutputKind::Sweep})
+    for (OutputKind k : {OutputKind::Run, OutputKind::Sweep, OutputKind::Ranks})
       if (why_not_our_file(p / kWritingMarkerFile, k, false).empty()) kind = k;
     if (!kind) return why_not_our_file(p / kWritingMarkerFile, must_be.value_or(OutputKind::Run), false);
   }
@@ -125,8 +138,8 @@ std::string why_not_ours(const fs::path& p, std::optional<OutputKind> must_be) {
     const std::string name = e.filename().string();
     const auto est = it->symlink_status(ec);
     if (fs::is_regular_file(est) && holds_file(*kind, name)) continue;
-    if (*kind == OutputKind::Sweep && !must_be && fs::is_directory(est)) {
-      std::string why = why_not_ours(e, OutputKind::Run);  // a run of the sweep, or one being written
+    if ((*kind == OutputKind::Sweep || *kind == OutputKind::Ranks) && !must_be && fs::is_directory(est)) {
+      std::string why = why_not_ours(e, OutputKind::Run);  // a run of the sweep or a rank's, or one being written
       if (!why.empty()) return why;
       continue;
     }
@@ -134,9 +147,14 @@ std::string why_not_ours(const fs::path& p, std::optional<OutputKind> must_be) {
   }
   if (ec) return "cannot read " + q(p) + ": " + ec.message();
   // ...then that its files are ours, with a version this program knows.
-  if (run) return why_not_our_file(p / kSummaryFile, OutputKind::Run, true);
-  if (sweep) return why_not_our_file(p / schema::kSweepFile, OutputKind::Sweep, true);
+  if (summary) return why_not_our_file(p / kind_file(*kind), *kind, true);
   return {};
+}
+
+std::optional<OutputKind> kind_by_file(const fs::path& p) {
+  for (OutputKind k : {OutputKind::Run, OutputKind::Sweep, OutputKind::Ranks})
+    if (is_file(p / kind_file(k))) return k;
+  return std::nullopt;
 }
 
 fs::path normal_target(const std::string& dir) {
@@ -327,9 +345,7 @@ void remove_ours(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(fs::symlink_status(p, ec))) return;
   // Marked first, so that what an interruption leaves half deleted is still recognisably ours.
-  std::optional<OutputKind> kind;
-  if (is_file(p / kSummaryFile)) kind = OutputKind::Run;
-  else if (is_file(p / schema::kSweepFile)) kind = OutputKind::Sweep;
+  const std::optional<OutputKind> kind = kind_by_file(p);
   if (kind) {
     std::ofstream out(p / kWritingMarkerFile, std::ios::binary | std::ios::trunc);
     out << nlohmann::json({{"format", format_of(*kind)}, {"format_version", max_version(*kind)}}).dump() << "\n";

@@ -1,7 +1,8 @@
 // What RematLab may delete or replace, and how it puts a finished directory into place.
 //
-// Only its own output directories: a run directory (summary.json of format "rematlab-run") or a
-// sweep directory (sweep.json of format "rematlab-sweep"), with a format version this program
+// Only its own output directories: a run directory (summary.json of format "rematlab-run"), a
+// sweep directory (sweep.json of format "rematlab-sweep") or the directory of a run of several
+// ranks (ranks.json of format "rematlab-ranks"), with a format version this program
 // knows, holding nothing but the files such a directory holds. Anything else is refused, even
 // with --force, with a message saying why (docs/trace-format.md, "Writing").
 //
@@ -25,7 +26,8 @@ inline constexpr const char* kComparisonFile = "comparison.csv";
 // In a temporary directory while it is being written: {"format": ..., "format_version": ...}.
 inline constexpr const char* kWritingMarkerFile = ".rematlab-writing";
 
-enum class OutputKind { Run, Sweep };
+// Ranks: ranks.json over one run directory per rank (rank-0/, rank-1/, ...).
+enum class OutputKind { Run, Sweep, Ranks };
 
 // Why `dir` is not an output directory of ours that may be deleted or replaced; empty when it
 // is (an empty directory is too: there is nothing to lose). The reason names the file.

@@ -193,10 +193,35 @@ void write_run_dir(const Trace& t, const std::string& dir, bool force, bool chec
   commit_temp_dir(tmp, dir, force);
 }
 
+// A run of several ranks (ranks.json over rank-N/): rank 0's run, with a note saying so.
+static Trace read_first_rank(const std::string& dir) {
+  const nlohmann::json j = read_json_file(join(dir, schema::kRanksFile));
+  if (!j.is_object() || j.value("format", std::string()) != schema::kRanksFormat)
+    throw Error("'" + join(dir, schema::kRanksFile) + "' is not a RematLab ranks summary (its \"format\" is not \"" +
+                schema::kRanksFormat + "\")");
+  const auto v = j.find("format_version");
+  if (v == j.end() || !v->is_number_integer() || v->get<std::int64_t>() < 1 ||
+      v->get<std::int64_t>() > schema::kRanksFormatVersion)
+    throw Error("'" + join(dir, schema::kRanksFile) + "' has a format version this program does not know (1 to " +
+                std::to_string(schema::kRanksFormatVersion) + ")");
+  const auto w = j.find("world_size");
+  const std::string world = w != j.end() && w->is_number_integer() ? std::to_string(w->get<std::int64_t>()) : "?";
+  const std::string first = join(dir, "rank-0");
+  if (!fs::exists(join(first, kSummaryFile)))
+    throw Error("'" + dir + "' is a run of " + world + " ranks whose rank 0 left no run directory (" +
+                j.value("error", std::string("see ranks.json")) + ")");
+  Trace t = read_run_dir(first);
+  t.provenance.emplace_back("note", "rank 0 of a run of " + world + " ranks; every rank is in " + dir +
+                                        "/rank-N and ranks.json sums them up");
+  return t;
+}
+
 Trace read_run_dir(const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) throw Error("run directory '" + dir + "' does not exist");
   if (!fs::is_directory(dir, ec)) throw Error("'" + dir + "' is not a directory");
+  if (!fs::exists(join(dir, kSummaryFile), ec) && fs::exists(join(dir, schema::kRanksFile), ec))
+    return read_first_rank(dir);
   if (!fs::exists(join(dir, kSummaryFile), ec))
     throw Error("'" + dir + "' is not a run directory (no summary.json)");
   Trace t;

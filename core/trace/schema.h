@@ -31,6 +31,10 @@ inline constexpr const char* kSweepFormat = "rematlab-sweep";
 // The newest sweep.json "format_version" this RematLab writes and reads (summary.json's is
 // kTraceFormatVersion in trace.h).
 inline constexpr int kSweepFormatVersion = 1;
+// A run of several ranks (data parallelism): ranks.json over rank-N/ run directories.
+inline constexpr const char* kRanksFile = "ranks.json";
+inline constexpr const char* kRanksFormat = "rematlab-ranks";
+inline constexpr int kRanksFormatVersion = 1;
 
 // The version of a file from its "format_version" field `v`: Error "WHERE: format version V is
 // newer than this RematLab reads (N); upgrade RematLab" for a newer one; names the versions it

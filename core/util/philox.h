@@ -45,6 +45,9 @@ struct DropoutKey {
   std::uint32_t step = 0;
   std::uint32_t block = 0;  // block index, or 0xFFFF for the embedding
   std::uint32_t site = 0;   // DropoutSite value
+  // Index of the mask's first element in the global batch's mask (a data-parallel replica's
+  // slice starts past the others'); element i of the mask is element offset + i of that one.
+  std::uint64_t offset = 0;
 };
 
 enum DropoutSite : std::uint32_t {
@@ -66,8 +69,9 @@ REMAT_HD Philox4 philox_block(const DropoutKey& key, std::uint64_t group) {
                     static_cast<std::uint32_t>(key.seed >> 32));
 }
 
-// 32 random bits for element `index` of the mask keyed by `key`.
+// 32 random bits for element `index` of the mask keyed by `key` (after its offset).
 REMAT_HD std::uint32_t philox_bits(const DropoutKey& key, std::uint64_t index) {
+  index += key.offset;
   return philox_block(key, index >> 2).v[index & 3u];
 }
 

@@ -153,7 +153,8 @@ inline void copy_floats(ThreadPool& pool, FV src, FV dst, std::int64_t n, bool a
 // philox_bits(key, start + i) for each i, with one Philox call per four elements.
 inline void philox_fill(const DropoutKey& key, std::uint64_t start, std::int64_t n,
                         std::uint32_t* out) {
-  std::uint64_t idx = start, end = start + static_cast<std::uint64_t>(n);
+  const std::uint64_t first = start + key.offset;
+  std::uint64_t idx = first, end = first + static_cast<std::uint64_t>(n);
   while (idx < end) {
     Philox4 c;
     c.v[0] = static_cast<std::uint32_t>(idx >> 2);
@@ -163,7 +164,7 @@ inline void philox_fill(const DropoutKey& key, std::uint64_t start, std::int64_t
     Philox4 r = philox4x32(c, static_cast<std::uint32_t>(key.seed),
                            static_cast<std::uint32_t>(key.seed >> 32));
     std::uint64_t group_end = (idx | 3u) + 1;
-    for (; idx < end && idx < group_end; ++idx) out[idx - start] = r.v[idx & 3u];
+    for (; idx < end && idx < group_end; ++idx) out[idx - first] = r.v[idx & 3u];
   }
 }
 

@@ -1,0 +1,71 @@
+// Data-parallel runs of rematlab-batch: `run --dp D` validates the layout, then starts D
+// processes of this program, one per rank, and waits for them (dist_launch.cpp); a process that
+// a launcher started as a rank (ours, torchrun or mpirun: the environment says so) joins the
+// others and trains its slice of the global batch (dist_rank.cpp). The run directory holds each
+// rank's run directory as rank-N/ and ranks.json over them (ranks_summary.cpp).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/dist/communicator.h"
+#include "core/model/model_config.h"
+#include "core/trace/trace.h"
+#include "training.h"
+
+namespace remat::cli {
+
+struct DistOptions {
+  int dp = 1;               // D: data-parallel ranks
+  int zero = 0;             // ZeRO stage; runs do 0 (plan predicts 1 to 3)
+  double timeout_s = 60;    // rendezvous and every collective; a rank past it ends the job
+  void add(CLI::App& app);
+};
+
+// The rank a launcher made of this process: REMAT_RANK / REMAT_WORLD_SIZE (ours), else RANK /
+// WORLD_SIZE (torchrun), else OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (mpirun), with
+// REMAT_DIST_STORE the rendezvous directory every rank reaches. Nothing set: not a rank.
+// Throws ConfigError for a partial or bad set (naming the variable).
+struct RankEnv {
+  int rank = 0, size = 1;
+  std::string store;
+  std::string out;   // REMAT_RANK_OUT: where our launcher wants this rank's run directory
+  bool ours = false;  // started by `run --dp` (which writes ranks.json itself)
+};
+std::optional<RankEnv> rank_from_env();
+
+// The model one of `world` replicas trains: the model's batch is the global batch, split over
+// the replicas, after ParallelLayout's checks (batch divisible by D, zero 0..3) and the runs'
+// own (ZeRO 0 only, the CPU, fp32). Throws ConfigError / Error with the numbers.
+ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int world,
+                          const TrainOptions& train);
+
+// Starts --dp ranks of this program and waits for them; writes `out` (or a temporary directory
+// when empty) with rank-N/ and ranks.json, prints the summary, returns the exit code.
+int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOptions& train,
+                 const std::string& out, bool force, bool json);
+
+// A rank's side: connects to the others (Gloo, the timeout of --dist-timeout) and adjusts what
+// this process runs: the replica's model, threads (--threads / D, at least 1), the run
+// directory (REMAT_RANK_OUT, or OUT/rank-N under another launcher), and only rank 0 writes
+// --save-weights, --save-grads and --dump-batch.
+struct RankRun {
+  RankEnv env;
+  std::unique_ptr<Communicator> comm;
+  std::string parent_out;  // under another launcher: OUT, where rank 0 writes ranks.json
+};
+RankRun join_ranks(const RankEnv& env, const DistOptions& d, ModelConfig& m, TrainOptions& train,
+                   std::string& out, std::string& weights_out, std::string& grads_out);
+// After the rank's run directory is written: the communicated bytes in its provenance are set
+// before that (note_comm); here the ranks meet once more, and under another launcher rank 0
+// writes ranks.json. Returns the rank's exit code.
+void note_comm(Trace& t, const RankRun& r);
+int finish_rank(RankRun& r, const Trace& t);
+
+// ranks.json of `dir` from its rank-N/summary.json files; `failure` empty when every rank
+// finished. Returns the JSON written.
+nlohmann::json write_ranks_summary(const std::string& dir, int world, const DistOptions& d,
+                                   std::int64_t global_batch, const std::string& failure);
+
+}  // namespace remat::cli

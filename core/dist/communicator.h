@@ -1,0 +1,87 @@
+// Collectives between the ranks of a run. One interface for every kind of parallelism: data
+// parallelism (gradients summed before AdamW, ZeRO's shards), and later tensor, sequence and
+// pipeline parallelism, each of which names its collectives and buffers through the same calls.
+// Every call is tagged with what it moves (a name for the trace) and counted by kind and bytes.
+// `GlooCommunicator` (gloo_communicator.h) moves data between processes; `NullCommunicator`
+// moves nothing, for world size 1 and for the simulator, so a simulated rank allocates exactly
+// what a running one does (buffers come from the tracking allocator in the caller, never here).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace remat {
+
+enum class CommKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Barrier };
+const char* to_string(CommKind k);
+
+// One collective as it was called: its kind, the bytes this rank handed in (for a reduce-scatter
+// the whole buffer, for an all-gather the whole gathered result) and the ranks it spanned.
+struct CommRecord {
+  CommKind kind = CommKind::Barrier;
+  std::string what;
+  std::uint64_t bytes = 0;
+  int ranks = 1;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // False for the null communicator: the buffers are left as they are.
+  virtual bool moves_data() const = 0;
+
+  // data[0, n) summed over the ranks, in place on every rank.
+  void all_reduce_sum(float* data, std::size_t n, const std::string& what);
+  void all_reduce_sum(double* data, std::size_t n, const std::string& what);
+  // data holds size() shards of `shard` elements; afterwards shard rank() (at data + rank() *
+  // shard) is the sum over the ranks of that shard. The other shards are left undefined (Gloo's
+  // communicator sums them too: it runs an all-reduce, twice the traffic of a reduce-scatter).
+  void reduce_scatter_sum(float* data, std::size_t shard, const std::string& what);
+  // data holds size() shards of `shard` elements, this rank's at data + rank() * shard;
+  // afterwards every shard holds its owner's values on every rank.
+  void all_gather(float* data, std::size_t shard, const std::string& what);
+  // data[0, n) of rank `root` on every rank.
+  void broadcast(float* data, std::size_t n, int root, const std::string& what);
+  void barrier(const std::string& what);
+
+  const std::vector<CommRecord>& records() const { return records_; }
+  void clear_records() { records_.clear(); }
+  std::uint64_t bytes_recorded() const;
+
+ protected:
+  enum class Elem : std::uint8_t { F32, F64 };
+  virtual void do_all_reduce(void* data, std::size_t n, Elem e) = 0;
+  virtual void do_reduce_scatter(float* data, std::size_t shard) = 0;
+  virtual void do_all_gather(float* data, std::size_t shard) = 0;
+  virtual void do_broadcast(float* data, std::size_t n, int root) = 0;
+  virtual void do_barrier() = 0;
+
+ private:
+  void record(CommKind k, const std::string& what, std::uint64_t bytes);
+  std::vector<CommRecord> records_;
+};
+
+// World size `size`, this process rank `rank`: every collective is counted, nothing moves.
+class NullCommunicator final : public Communicator {
+ public:
+  explicit NullCommunicator(int rank = 0, int size = 1);
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  bool moves_data() const override { return false; }
+
+ protected:
+  void do_all_reduce(void*, std::size_t, Elem) override {}
+  void do_reduce_scatter(float*, std::size_t) override {}
+  void do_all_gather(float*, std::size_t) override {}
+  void do_broadcast(float*, std::size_t, int) override {}
+  void do_barrier() override {}
+
+ private:
+  int rank_, size_;
+};
+
+}  // namespace remat

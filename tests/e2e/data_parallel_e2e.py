@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""End-to-end test of data-parallel runs (`run --dp D`), on the CPU with `tiny` in fp32 and its
+dropout.
+
+Numerics: D = 2 and D = 4 give the single-process losses. The warmup step (before any update)
+runs exactly the single process's per-sequence arithmetic with the same dropout masks, so its
+loss differs only in the order its 256 per-token fp32 losses are summed in double: at most
+256 * 2^-53 relative (we allow 1e-12). A counted step k comes after k updates whose gradients were
+summed in another order (the ranks' halves, then Gloo's sum): each gradient element is a sum
+over the B*S = 256 tokens, off by at most gamma_256 = 256 * 2^-24 of the sum of its terms'
+magnitudes (Higham), and to first order each step carries that once more into the weights and
+the loss: |L_D - L_1| <= (k + 1) * 256 * 2^-24 * L_1 (1.5e-5 relative per step). Two D = 2 runs
+with the same seed are bitwise identical (losses and saved weights).
+
+Memory: each rank's measured peak equals its predicted peak and `plan --dp D` (its stage's peak
+and static bytes).
+
+Refusals before any process starts: a batch not divisible by D, ZeRO > 0, bf16.
+Failure: a rank killed with SIGKILL mid-run, or stopped with SIGSTOP (a hang: its peer's
+collective times out after --dist-timeout), ends the job (exit 1) naming the rank, leaves no
+process behind and a run directory whose ranks.json says it did not complete.
+Python standard library only.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import e2e_common
+from e2e_common import check
+
+BASE = ["--model", "tiny", "--dtype", "fp32", "--seed", "5", "--warmup", "1", "--threads", "2"]
+TOKENS = 4 * 64  # tiny: batch 4, seq 64
+U32 = 2.0 ** -24
+
+
+def ranks_json(d):
+    with open(os.path.join(d, "ranks.json")) as f:
+        return json.load(f)
+
+
+def summary(d):
+    with open(os.path.join(d, "summary.json")) as f:
+        return json.load(f)
+
+
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def rank_of(pid):
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            for kv in f.read().split(b"\0"):
+                if kv.startswith(b"REMAT_RANK="):
+                    return int(kv.split(b"=", 1)[1])
+    except OSError:
+        pass
+    return None
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def numerics(b, tmp, steps):
+    single = summary_of_run(b, tmp, "d1", steps, [])
+    for d in (2, 4):
+        out = os.path.join(tmp, "d%d" % d)
+        b.run("run", *BASE, "--steps", steps, "--dp", d, "--out", out)
+        j = ranks_json(out)
+        check(j["complete"] and j["world_size"] == d, "D=%d: complete, %d ranks: %r" % (d, d, j.get("error")))
+        w0, w1 = j["warmup_loss"][0], single["warmup_loss"][0]
+        check(abs(w0 - w1) <= 1e-12 * abs(w1), "D=%d: warmup loss %r vs %r (same masks, same rows)" % (d, w0, w1))
+        for k, (a, s) in enumerate(zip(j["loss"], single["loss"])):
+            bound = (k + 1) * TOKENS * U32 * abs(s)
+            check(abs(a - s) <= bound, "D=%d: loss of step %d %r vs %r, bound %g" % (d, k, a, s, bound))
+        check(len(j["loss"]) == len(single["loss"]), "D=%d: as many losses as the single run" % d)
+        plan = b.json("plan", "--model", "tiny", "--dtype", "fp32", "--dp", d, "--batch", 4 // d, "--json")
+        stage = (plan or {}).get("stages", [{}])[0]
+        for r in j["ranks"]:
+            check(r["peak_bytes"] == r["predicted_peak_bytes"], "D=%d rank %d: measured peak %d == predicted %d"
+                  % (d, r["rank"], r["peak_bytes"], r["predicted_peak_bytes"]))
+            check(r["peak_bytes"] == stage.get("peak_bytes"), "D=%d rank %d: peak %d == plan --dp's %r"
+                  % (d, r["rank"], r["peak_bytes"], stage.get("peak_bytes")))
+            check(r["static_bytes"] == stage.get("static", {}).get("total"),
+                  "D=%d rank %d: static bytes %d == plan --dp's %r"
+                  % (d, r["rank"], r["static_bytes"], stage.get("static", {}).get("total")))
+            check(r["comm_bytes_per_step"] >= r["static_bytes"] // 4,
+                  "D=%d rank %d: the gradients are communicated every step (%d bytes)" % (d, r["rank"], r["comm_bytes_per_step"]))
+            rs = summary(os.path.join(out, r["dir"]))
+            check(rs["loss"] == j["loss"], "D=%d rank %d reports the global losses" % (d, r["rank"]))
+    # A directory of ranks reads as its rank 0 and is replaced with --force like a run directory.
+    d2 = os.path.join(tmp, "d2")
+    p = b.run("compare", d2)
+    check("d2" in p.stdout, "compare reads a directory of ranks: %r" % p.stdout)
+    b.run("run", *BASE, "--steps", 1, "--dp", 2, "--out", d2, expect=1)
+    b.run("run", *BASE, "--steps", 1, "--dp", 2, "--out", d2, "--force")
+    check(len(ranks_json(d2)["loss"]) == 1, "--force replaced the directory of ranks")
+    # Two D = 2 runs with one seed: the same bits.
+    runs = []
+    for name in ("a", "b"):
+        out, w = os.path.join(tmp, "same-" + name), os.path.join(tmp, "w-%s.safetensors" % name)
+        b.run("run", *BASE, "--steps", steps, "--dp", 2, "--out", out, "--save-weights", w)
+        with open(w, "rb") as f:
+            runs.append((ranks_json(out)["loss"], f.read()))
+    check(runs[0][0] == runs[1][0], "two D=2 runs: identical losses %r %r" % (runs[0][0], runs[1][0]))
+    check(runs[0][1] == runs[1][1], "two D=2 runs: identical final weights")
+
+
+def summary_of_run(b, tmp, name, steps, extra):
+    out = os.path.join(tmp, name)
+    b.run("run", *BASE, "--steps", steps, "--out", out, *extra)
+    return summary(out)
+
+
+def refusals(b, tmp):
+    out = os.path.join(tmp, "refused")
+    b.refuses(["run", *BASE, "--dp", 3, "--out", out], "global batch", "dp")
+    b.refuses(["run", *BASE, "--dp", 2, "--zero", 1, "--out", out], "zero")
+    b.refuses(["run", "--model", "tiny", "--dp", 2, "--out", out], "fp32")
+    check(not os.path.exists(out), "a refused run leaves no directory")
+
+
+def failed_rank(b, tmp, sig):
+    """Rank 1 killed (SIGKILL) or hung (SIGSTOP: its peer's collective times out) mid-run."""
+    out = os.path.join(tmp, "failed-%d" % sig)
+    timeout = 20 if sig == signal.SIGKILL else 3
+    p = subprocess.Popen([b.binary, "run", *map(str, BASE), "--steps", "100000", "--dp", "2",
+                          "--dist-timeout", str(timeout), "--out", out], env=b.env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kids, victim = [], None
+    deadline = time.time() + 60
+    while time.time() < deadline and victim is None:
+        kids = children(p.pid)
+        ranks = {rank_of(k): k for k in kids}
+        if 0 in ranks and 1 in ranks:
+            victim = ranks[1]
+        time.sleep(0.05)
+    if not check(victim is not None, "the launcher started two ranks"):
+        p.kill()
+        p.wait()
+        return
+    time.sleep(2.0)  # mid-run: past the rendezvous, in the steps
+    os.kill(victim, sig)
+    t0 = time.time()
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+        check(False, "the job did not end after a rank was killed")
+    check(time.time() - t0 < timeout + 10, "the job ended within the timeout (%.1f s)" % (time.time() - t0))
+    check(p.returncode == 1, "exit code 1 after a rank failed, got %d" % p.returncode)
+    if sig == signal.SIGKILL:
+        check("rank 1 was killed by signal 9" in err, "the message names rank 1 and its signal: %r" % err.strip())
+    else:
+        check("timed out" in err.lower() and "still running: 1" in err,
+              "the message says rank 0 timed out waiting and rank 1 was stopped: %r" % err.strip())
+    time.sleep(0.2)
+    left = [k for k in kids if alive(k)]
+    check(not left, "no rank process is left: %r" % left)
+    if check(os.path.isfile(os.path.join(out, "ranks.json")), "the run directory has ranks.json"):
+        j = ranks_json(out)
+        check(j["complete"] is False and j["status"] == "error", "ranks.json says the run did not complete")
+        check("rank 1" in j.get("error", "") or "running: 1" in j.get("error", ""),
+              "ranks.json names rank 1: %r" % j.get("error"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--steps", default="2")
+    a = ap.parse_args()
+    b = e2e_common.Batch(a.bin)
+    with tempfile.TemporaryDirectory() as tmp:
+        refusals(b, tmp)
+        numerics(b, tmp, a.steps)
+        failed_rank(b, tmp, signal.SIGKILL)
+        failed_rank(b, tmp, signal.SIGSTOP)
+    return e2e_common.exit_code("data-parallel runs ok")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
