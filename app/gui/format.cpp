@@ -20,6 +20,8 @@ QString scaled(double v, const char* const* units, int n, double base, int decim
   return QString::number(v, 'f', dec) + " " + units[u];
 }
 
+QString spaced(const char* name) { return QString::fromLatin1(name).replace('_', ' '); }
+
 }  // namespace
 
 QString human_bytes(double b) {
@@ -40,6 +42,10 @@ QString human_flops(double f) {
 QString human_percent(double pct) {
   return (pct >= 0 ? "+" : "") + QString::number(pct, 'f', 1) + " %";
 }
+
+QString category_name(Category c) { return spaced(to_string(c)); }
+
+QString phase_name(Phase p) { return spaced(to_string(p)); }
 
 QString short_path(const QString& path, int max_chars) {
   QString p = QDir::cleanPath(path);

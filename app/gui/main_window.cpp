@@ -86,7 +86,8 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent)
   }
   status_label_->setText(tr("%1 policies · runs saved to %2")
                              .arg(registry_.policies().size())
-                             .arg(options_.save_runs ? runs_dir_ : tr("(not saved)")));
+                             .arg(options_.save_runs ? short_path(runs_dir_) : tr("(not saved)")));
+  if (options_.save_runs) status_label_->setToolTip(runs_dir_);
 
   connect(panel_, &RunPanel::runRequested, this, &MainWindow::startRun);
   connect(panel_, &RunPanel::cancelRequested, this, &MainWindow::cancelRun);

@@ -8,8 +8,9 @@
 # bands of several categories.
 #
 # It also makes every screenshot docs/gui.md shows (1280x800, light theme) under OUT_DIR/docs,
-# with a second run (uniform) for the Compare and Analysis pages, and checks that each image
-# docs/gui.md references is committed under docs/images and was made (check_doc_images.py).
+# with a second run (uniform) for the Compare and Analysis pages and example recent runs for the
+# start page, and checks that each image docs/gui.md references is committed under docs/images
+# and was made (check_doc_images.py).
 # With REMAT_DOC_SHOTS=DIR the made images are copied into DIR (scripts/update-doc-screenshots.sh
 # sets it to docs/images), made smaller with ImageMagick's convert when it is installed.
 #
@@ -39,7 +40,13 @@ python3 "$here/check_screenshot.py" --allocations "$out/allocations.png"
 # The documentation's screenshots.
 shoot "$run_dir" --screenshot "$out/docs/memory-timeline.png" --op-screenshot "$out/docs/op-timeline.png"
 shoot "$run_dir" --memory-view allocations --screenshot "$out/docs/allocations.png"
-shoot --screenshot "$out/docs/start-page.png" --runs-dir "$out/runs"
+# The start page as a user would see it: a home of its own whose settings list a few example runs
+# (under ~/runs), not this test's directories.
+doc_home="$out/home/doc-user"
+mkdir -p "$doc_home/config/RematLab"
+printf '[General]\nrecentRuns=%s, %s, %s\n' "$doc_home/runs/small-selective" "$doc_home/runs/small-none" \
+  "$doc_home/runs/sweep-tiny" > "$doc_home/config/RematLab/rematlab.conf"
+HOME="$doc_home" XDG_CONFIG_HOME="$doc_home/config" shoot --screenshot "$out/docs/start-page.png" --runs-dir "$doc_home/runs"
 shoot --run tiny --policy uniform:segments=2 --steps 1 --screenshot "$out/uniform.png" --runs-dir "$out/runs-uniform"
 uniform_dir=$(dirname "$(find "$out/runs-uniform" -name summary.json | head -n 1)")
 shoot "$run_dir" "$uniform_dir" --page compare --screenshot "$out/docs/compare.png"

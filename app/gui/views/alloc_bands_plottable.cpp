@@ -13,8 +13,6 @@ namespace remat::gui {
 
 namespace {
 
-QString pretty(const char* s) { return QString::fromLatin1(s).replace('_', ' '); }
-
 // A linear axis as pixel = a + b * coordinate.
 struct Linear {
   double a = 0, b = 1;
@@ -326,7 +324,7 @@ QString AllocBandsPlottable::describe(const BandHit& h) const {
   const QString swatch = QString("<span style='color:%1'>■</span> ").arg(category_color(h.category).name());
   if (h.kind == BandHit::Small)
     return swatch + QObject::tr("<b>small allocations</b> · %1<br>%2 here, each under %3 (merged at this zoom)")
-                        .arg(pretty(to_string(h.category)), human_bytes(h.top - h.bottom),
+                        .arg(category_name(h.category), human_bytes(h.top - h.bottom),
                              human_bytes(static_cast<double>(drawnLayout().min_bytes)));
   const AllocBand& b = bands_->bands()[h.band];
   const TimelineRange& r = bands_->range();
@@ -335,9 +333,9 @@ QString AllocBandsPlottable::describe(const BandHit& h) const {
   };
   QString s = swatch + "<b>" + QString::fromStdString(bands_->label(b)).toHtmlEscaped() + "</b> · " +
               human_bytes(static_cast<double>(b.a.bytes));
-  s += "<br>" + pretty(to_string(b.a.category));
+  s += "<br>" + category_name(b.a.category);
   if (b.a.block >= 0) s += QObject::tr(" · block %1").arg(b.a.block);
-  s += QObject::tr(" · allocated in %1").arg(pretty(to_string(b.a.phase)));
+  s += QObject::tr(" · allocated in %1").arg(phase_name(b.a.phase));
   s += QObject::tr("<br>allocated %1, ").arg(when(b.alloc_ns, b.a.alloc_event < r.first));
   if (b.free_ns < 0) s += QObject::tr("never freed");
   else if (b.a.free_event >= r.end) s += QObject::tr("freed after the step");

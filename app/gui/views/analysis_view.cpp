@@ -86,8 +86,6 @@ QWidget* titled(QWidget* title, QWidget* body, QWidget* extra, QWidget* parent) 
 
 QLabel* heading(const QString& title, QWidget* parent) { return new QLabel("<b>" + title + "</b>", parent); }
 
-QString category_label(Category c) { return QString::fromLatin1(to_string(c)).replace('_', ' '); }
-
 std::string provenance(const Trace& t, const char* key) {
   for (const auto& [k, v] : t.provenance)
     if (k == key) return v;
@@ -215,7 +213,7 @@ void AnalysisView::showContents(const RunEntry& run) {
   }
   QStringList seen;
   for (int c = 0; c < kNumCategories; ++c)
-    if (allocs[static_cast<std::size_t>(c)]) seen << category_label(static_cast<Category>(c));
+    if (allocs[static_cast<std::size_t>(c)]) seen << category_name(static_cast<Category>(c));
   const bool recorded = t.source == kRecordedSource;
   QString torch = QString::fromStdString(provenance(t, "torch"));
   if (torch.isEmpty() && !provenance(t, "snapshot_layout").empty())
@@ -279,7 +277,7 @@ void AnalysisView::showContents(const RunEntry& run) {
   for (int c = 0; c < kNumCategories; ++c) {
     const auto k = static_cast<std::size_t>(c);
     if (!allocs[k]) continue;
-    holdings_->setItem(r, 0, cell(category_label(static_cast<Category>(c))));
+    holdings_->setItem(r, 0, cell(category_name(static_cast<Category>(c))));
     holdings_->setItem(r, 1, cell(QString("%L1").arg(allocs[k]), true));
     holdings_->setItem(r, 2, cell(bytes_cell(bytes[k]), true, QString("%1 bytes").arg(bytes[k])));
     ++r;

@@ -9,16 +9,19 @@
 #include "format.h"
 #include "theme.h"
 #include "views/axis_tickers.h"
+#include "views/plot_fit.h"
 
 namespace remat::gui {
 
 namespace {
 
+// A title over the plot, in lines as wide as the plot (views/plot_fit.h).
 void add_title(QCustomPlot* p, const QString& title) {
   p->plotLayout()->insertRow(0);
   auto* t = new QCPTextElement(p, title, QFont(p->font().family(), -1, QFont::DemiBold));
   p->plotLayout()->addElement(0, 0, t);
   p->plotLayout()->setRowStretchFactor(0, 0.001);
+  QObject::connect(p, &QCustomPlot::beforeReplot, t, [p, t, title] { fit_title(t, title, p->viewport().width()); });
 }
 
 }  // namespace

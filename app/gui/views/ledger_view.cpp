@@ -56,7 +56,7 @@ QVariant LedgerModel::data(const QModelIndex& index, int role) const {
       case Block: return e->block >= 0 ? QString("h%1").arg(e->block) : QString("—");
       case Tensor: return QString::fromStdString(block_qualified(e->block, e->tensor));
       case Bytes: return human_bytes(static_cast<double>(e->bytes));
-      case Category: return QString::fromLatin1(to_string(e->category)).replace('_', ' ');
+      case Category: return category_name(e->category);
       case Created: return QString::fromLatin1(to_string(e->created));
       case CreatedAt: return human_time_ns(static_cast<double>(e->created_ns - origin_));
       case FreedAt: return freed ? human_time_ns(static_cast<double>(e->freed_ns - origin_)) : QString("—");

@@ -16,13 +16,12 @@
 #include "theme.h"
 #include "views/alloc_bands_plottable.h"
 #include "views/axis_tickers.h"
+#include "views/plot_fit.h"
 #include "views/plot_labels.h"
 
 namespace remat::gui {
 
 namespace {
-
-QString pretty(const char* s) { return QString::fromLatin1(s).replace('_', ' '); }
 
 constexpr int kLeftMargin = 84, kRightMargin = 18;
 // The factor of one wheel step, as QCustomPlot's own zoom.
@@ -46,7 +45,9 @@ MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
   plot_->legend->setVisible(true);
   plot_->axisRect()->insetLayout()->take(plot_->legend);
   plot_->legend->setFillOrder(QCPLegend::foColumnsFirst);
-  plot_->legend->setWrap(6);
+  // As many columns as the plot's width holds, at most six (views/plot_fit.h).
+  connect(plot_, &QCustomPlot::beforeReplot, this,
+          [this] { fit_legend_columns(plot_->legend, plot_->viewport().width(), 6); });
   plot_->legend->setIconSize(14, 10);
   plot_->legend->setRowSpacing(0);
   plot_->legend->setColumnSpacing(10);
@@ -220,7 +221,7 @@ void MemoryTimelineView::rebuild() {
     const bool dark = is_dark(palette());
     for (std::size_t k = 0; k < d_->stacked.size(); ++k) {
       QCPGraph* g = plot_->addGraph();
-      g->setName(pretty(to_string(d_->stacked[k])));
+      g->setName(category_name(d_->stacked[k]));
       g->setLineStyle(QCPGraph::lsStepLeft);
       g->setAntialiased(false);
       g->setAntialiasedFill(false);
@@ -266,7 +267,7 @@ void MemoryTimelineView::rebuild() {
         QCPGraph* g = plot_->addGraph();
         QColor c = phase_color(static_cast<Phase>(ph));
         c.setAlpha(90);
-        g->setName(pretty(to_string(static_cast<Phase>(ph))));
+        g->setName(phase_name(static_cast<Phase>(ph)));
         g->setPen(Qt::NoPen);
         g->setBrush(c);
       }
@@ -441,7 +442,7 @@ QString MemoryTimelineView::describeAt(double key) const {
   const std::int64_t t = origin_ + static_cast<std::int64_t>(key / timeScale());
   QString phase;
   for (const PhaseSpan& s : d_->phases)
-    if (s.start_ns <= t && t < s.end_ns) phase = pretty(to_string(s.phase));
+    if (s.start_ns <= t && t < s.end_ns) phase = phase_name(s.phase);
   QString h = "<b>" + human_time_ns(static_cast<double>(t - origin_)) + "</b>";
   if (mode_ == TimeMode::Normalized) h += QString(" (%1 % of the step)").arg(key * 100.0, 0, 'f', 1);
   if (!phase.isEmpty()) h += " · " + phase;
@@ -458,7 +459,7 @@ QString MemoryTimelineView::describeAt(double key) const {
   for (int c = kNumCategories - 1; c >= 0; --c) {
     if (!p.live[c] || !shown_[c]) continue;
     h += QString("<tr><td><span style='color:%1'>■</span> %2</td><td align=right>&nbsp;%3</td></tr>")
-             .arg(category_color(static_cast<Category>(c)).name(), pretty(to_string(static_cast<Category>(c))),
+             .arg(category_color(static_cast<Category>(c)).name(), category_name(static_cast<Category>(c)),
                   human_bytes(static_cast<double>(p.live[c])));
   }
   h += "</table>";
