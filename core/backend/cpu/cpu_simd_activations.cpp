@@ -170,6 +170,27 @@ float ExpSum(float* s, int n, float m, const std::uint32_t* bits, std::uint32_t 
   });
 }
 
+float ScaledExpSum(const float* s, int n, float a, float m) {
+  return Sum16(n, [&](auto d, int c) HWY_ATTR {
+    return Exp(d, hn::Sub(hn::Mul(hn::LoadU(d, s + c), hn::Set(d, a)), hn::Set(d, m)));
+  });
+}
+
+// --- cross-entropy rows ---
+
+void XentGrad(float* s, int n, int target, float inv, float scale, float cap, float m) {
+  Each(0, n, [&](auto d, int64_t k) HWY_ATTR {
+    const hn::RebindToSigned<decltype(d)> di;
+    const auto v = hn::LoadU(d, s + k);
+    const auto e = cap > 0.0f ? Exp(d, hn::Sub(hn::Mul(v, hn::Set(d, cap)), hn::Set(d, m))) : v;
+    const auto hot = hn::RebindMask(d, hn::Eq(hn::Iota(di, static_cast<int>(k)), hn::Set(di, target)));
+    const auto p = hn::Mul(e, hn::Set(d, inv));
+    auto g = hn::Mul(hn::IfThenElse(hot, hn::Sub(p, hn::Set(d, 1.0f)), p), hn::Set(d, scale));
+    if (cap > 0.0f) g = hn::Mul(g, hn::Sub(hn::Set(d, 1.0f), hn::Mul(v, v)));
+    hn::StoreU(g, d, s + k);
+  });
+}
+
 void DivStore(const float* s, int n, float sum, Ref out, int64_t at) {
   Each(0, n, [&](auto d, int64_t k) HWY_ATTR {
     St(d, out, at + k, hn::Div(hn::LoadU(d, s + k), hn::Set(d, sum)));
