@@ -1,5 +1,6 @@
-// Per-op times of the CPU backend's activation, gated-activation, RoPE and softmax ops on
-// gpt2-124m's shapes at B1 T128 (128 rows of 768, the MLP's 3072, 12 heads of 64), the scalar
+// Per-op times of the CPU backend's activation, gated-activation, RoPE and softmax ops and the
+// fused head's cross-entropy rows on gpt2-124m's shapes at B1 T128 (128 rows of 768, the MLP's
+// 3072, 12 heads of 64, a vocabulary of 50257), the scalar
 // reference loops (REMAT_SIMD=scalar) against every SIMD kernel set this CPU runs, in one run.
 // A benchmark, not a test: `build/bin/cpu_ops_bench [reps] [threads] [filter]` prints a Markdown
 // table (medians of reps calls; ms for the reference and the best set, ×faster for each set) of
@@ -16,6 +17,8 @@
 #include <vector>
 
 #include "core/backend/cpu/cpu_backend.h"
+#include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_cross_entropy.h"
 #include "core/backend/cpu/cpu_simd.h"
 #include "core/graph/op_table.h"
 #include "core/model/rope_scaling.h"
@@ -124,6 +127,27 @@ int run(int reps, int threads, const std::string& filter) {
                    }});
     ops.push_back({"flash fwd (12x128, d 64)" + s, [&b, qkv, ctx, lse, a] {
                      b.be.flash_fwd(qkv, ctx, lse, a, DropoutKey{}, 0.0f);
+                   }});
+  }
+  // The head's cross-entropy over its chunk of 128 rows of logits, the rows split over the lanes
+  // as the head splits them; in place, so each call's logits are the previous call's gradient.
+  cpu::ThreadPool pool(threads);
+  const int V = 50257;
+  std::vector<float> logits(static_cast<std::size_t>(T) * V), losses(T);
+  std::vector<std::int32_t> targets(T);
+  {
+    std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
+    for (float& v : logits) v = dist(b.rng);
+    for (std::int64_t r = 0; r < T; ++r) targets[r] = static_cast<std::int32_t>((r * 7919) % V);
+  }
+  for (float cap : {0.0f, 30.0f}) {
+    const std::string s = cap > 0.0f ? " softcap 30" : "";
+    ops.push_back({"head cross-entropy rows [128x50257]" + s + " fp32", [&, cap, V, T] {
+                     cpu::parallel_for(pool, T, 4, [&](std::int64_t i0, std::int64_t i1, int) {
+                       for (std::int64_t i = i0; i < i1; ++i)
+                         losses[i] = cpu::cross_entropy_row(logits.data() + i * V, V, targets[i],
+                                                            1.0f / T, cap);
+                     });
                    }});
   }
   const std::vector<const cpu::simd::Kernels*> sets = cpu::simd::available();

@@ -1,14 +1,15 @@
 // Linear layers and the fused head + loss: GEMMs through single-threaded calls on slices of the
 // output, one a lane of the pool (cpu_gemm_parts.h): cblas_sgemm on fp32 operands (bf16 tensors
 // widened to fp32 in the workspace), or, on the dnnl path, oneDNN's bf16 matmul on GEMMs whose two
-// operands are bf16 (cpu_dnnl.h); bias and rounding in our own loops.
+// operands are bf16 (cpu_dnnl.h); bias and rounding in our own loops; the head's cross-entropy
+// rows in cpu_cross_entropy.cpp.
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <limits>
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_cross_entropy.h"
 #include "core/backend/cpu/cpu_dnnl.h"
 #include "core/backend/cpu/cpu_gemm_parts.h"
 
@@ -239,25 +240,6 @@ void CpuBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, 
   });
 }
 
-namespace {
-
-// One row of soft-capped logits: raw logits in, dlogits (with respect to the raw ones) out.
-void soft_capped_row(float* l, int V, float cap, int target, float scale, float& loss) {
-  cpu::tanh_of_quotient(l, V, cap);
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int j = 0; j < V; ++j) mx = std::max(mx, l[j] * cap);
-  float sum = 0.0f;
-  for (int j = 0; j < V; ++j) sum += std::exp(l[j] * cap - mx);
-  loss = mx + std::log(sum) - l[target] * cap;
-  const float inv = 1.0f / sum;
-  for (int j = 0; j < V; ++j) {
-    const float prob = std::exp(l[j] * cap - mx) * inv;
-    l[j] = (j == target ? prob - 1.0f : prob) * scale * (1.0f - l[j] * l[j]);
-  }
-}
-
-}  // namespace
-
 void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targets,
                            const Tensor& losses, const Tensor& dx, const Tensor& dW,
                            std::int64_t rows, int H, int V, float scale, float softcap) {
@@ -310,28 +292,10 @@ void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targe
         cpu::sgemm1(false, true, c, static_cast<int>(v1 - v0), H, xs, H, Ws + v0 * H, H, 0.0f,
                     L + v0, V);
     });
-    // Per row: loss = logsumexp - logit[target]; the row becomes dlogits. Soft-capped: the row
-    // holds t = tanh(raw / cap), the logit is t * cap, and d logit / d raw = 1 - t^2.
+    // Per row: loss = logsumexp - logit[target]; the row becomes dlogits (cpu_cross_entropy.h).
     cpu::parallel_for(*pool_, c, 4, [&](std::int64_t i0, std::int64_t i1, int) {
-      for (std::int64_t i = i0; i < i1; ++i) {
-        float* l = L + i * V;
-        if (softcap > 0.0f) {
-          soft_capped_row(l, V, softcap, tg[r0 + i], scale, loss[r0 + i]);
-          continue;
-        }
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int j = 0; j < V; ++j) mx = std::max(mx, l[j]);
-        float sum = 0.0f;
-        for (int j = 0; j < V; ++j) sum += std::exp(l[j] - mx);
-        const float lse = mx + std::log(sum);
-        const int t = tg[r0 + i];
-        loss[r0 + i] = lse - l[t];
-        const float inv = 1.0f / sum;
-        for (int j = 0; j < V; ++j) {
-          const float prob = std::exp(l[j] - mx) * inv;
-          l[j] = (j == t ? prob - 1.0f : prob) * scale;
-        }
-      }
+      for (std::int64_t i = i0; i < i1; ++i)
+        loss[r0 + i] = cpu::cross_entropy_row(L + i * V, V, tg[r0 + i], scale, softcap);
     });
     float* dxs = dxbf ? w.DX : dx.as<float>() + r0 * H;
     const float beta = dwbf && r0 == 0 ? 0.0f : 1.0f;

@@ -10,7 +10,7 @@
 // differ from the reference's sequential sums by rounding only, and not from one target to
 // another.
 //
-// Kernels with transcendental functions (GELU, SwiGLU, GeGLU, softmax) call SLEEF's 1-ulp vector
+// Kernels with transcendental functions (GELU, SwiGLU, GeGLU, softmax, cross-entropy) call SLEEF's 1-ulp vector
 // functions at the target's width (cpu_simd_inl.h) and keep the reference's other roundings; they
 // stay within a stated bound of the reference (whose tanh is SLEEF's too, erf/exp glibc's) and are
 // deterministic for one target, but SLEEF's AVX-512, AVX2 and SSE builds may differ in the last
@@ -93,6 +93,12 @@ struct Kernels {
   // (bits[k] >= thr ? s[k] * keep : 0), the sum still of the values before dropout.
   float (*exp_sum)(float* s, int n, float m, const std::uint32_t* bits, std::uint32_t thr,
                    float keep);
+  // sum over k < n of exp(s[k] * a - m) (16 partial sums); s unchanged.
+  float (*scaled_exp_sum)(const float* s, int n, float a, float m);
+  // A cross-entropy row's gradient: g[k] = (e[k] * inv - (k == target)) * scale. cap == 0: s[k]
+  // holds e[k] (exp_sum's output); cap > 0: s[k] holds t = tanh(logit / cap), e[k] = exp(t * cap
+  // - m), and g[k] is further multiplied by 1 - t^2. s becomes g.
+  void (*xent_grad)(float* s, int n, int target, float inv, float scale, float cap, float m);
   // out[at + k] = s[k] / sum for k < n.
   void (*div_store)(const float* s, int n, float sum, Ref out, std::int64_t at);
   // sum over k < n of a[at + k] * b[at + k] (16 partial sums).

@@ -1,7 +1,8 @@
-// The SIMD activation, RoPE and softmax kernels of cpu_simd.h, compiled once per Highway target
-// like cpu_simd_kernels.cpp (whose kKernels lists them). Each keeps the scalar reference's
-// expressions operation by operation (core/util/gelu.h, cpu_elementwise.cpp, cpu_attention.cpp)
-// with SLEEF's vector tanh, exp and erf; compiled without fused multiply-adds.
+// The SIMD activation, RoPE, softmax and cross-entropy kernels of cpu_simd.h, compiled once per
+// Highway target like cpu_simd_kernels.cpp (whose kKernels lists them). Each keeps the scalar
+// reference's expressions operation by operation (core/util/gelu.h, cpu_elementwise.cpp,
+// cpu_attention.cpp, cpu_cross_entropy.cpp) with SLEEF's vector tanh, exp and erf; compiled
+// without fused multiply-adds.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/backend/cpu/cpu_simd_activations.cpp"
 #include "core/backend/cpu/cpu_simd_targets.h"
@@ -167,6 +168,27 @@ float ExpSum(float* s, int n, float m, const std::uint32_t* bits, std::uint32_t 
     const auto dropped = hn::BitCast(di, hn::Xor(hn::Set(du, thr), flip)) > b;
     hn::StoreU(hn::IfThenZeroElse(hn::RebindMask(d, dropped), hn::Mul(ev, hn::Set(d, keep))), d, s + c);
     return ev;
+  });
+}
+
+float ScaledExpSum(const float* s, int n, float a, float m) {
+  return Sum16(n, [&](auto d, int c) HWY_ATTR {
+    return Exp(d, hn::Sub(hn::Mul(hn::LoadU(d, s + c), hn::Set(d, a)), hn::Set(d, m)));
+  });
+}
+
+// --- cross-entropy rows ---
+
+void XentGrad(float* s, int n, int target, float inv, float scale, float cap, float m) {
+  Each(0, n, [&](auto d, int64_t k) HWY_ATTR {
+    const hn::RebindToSigned<decltype(d)> di;
+    const auto v = hn::LoadU(d, s + k);
+    const auto e = cap > 0.0f ? Exp(d, hn::Sub(hn::Mul(v, hn::Set(d, cap)), hn::Set(d, m))) : v;
+    const auto hot = hn::RebindMask(d, hn::Eq(hn::Iota(di, static_cast<int>(k)), hn::Set(di, target)));
+    const auto p = hn::Mul(e, hn::Set(d, inv));
+    auto g = hn::Mul(hn::IfThenElse(hot, hn::Sub(p, hn::Set(d, 1.0f)), p), hn::Set(d, scale));
+    if (cap > 0.0f) g = hn::Mul(g, hn::Sub(hn::Set(d, 1.0f), hn::Mul(v, v)));
+    hn::StoreU(g, d, s + k);
   });
 }
 

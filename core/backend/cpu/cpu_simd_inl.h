@@ -172,6 +172,8 @@ void RopeHead(Ref in, Ref out, int64_t col, const float* cs, const float* sn, in
               bool acc);
 float RowMax(const float* s, int n);
 float ExpSum(float* s, int n, float m, const std::uint32_t* bits, std::uint32_t thr, float keep);
+float ScaledExpSum(const float* s, int n, float a, float m);
+void XentGrad(float* s, int n, int target, float inv, float scale, float cap, float m);
 void DivStore(const float* s, int n, float sum, Ref out, int64_t at);
 float DotRefs(Ref a, Ref b, int64_t at, int n);
 

@@ -162,7 +162,7 @@ extern const Kernels kKernels;
 const Kernels kKernels = {HWY_TARGET == HWY_SCALAR ? "ONE_LANE" : hwy::TargetName(HWY_TARGET), HWY_TARGET, &Copy, &ScaleMask,
                           &ResidualFwd, &ResidualBwd, &AdamW, &LnFwdRow, &LnBwdRow, &RmsFwdRow,
                           &RmsBwdRow, &NormParamCols, &Gelu, &Glu, &RopeHead, &RowMax,
-                          &ExpSum, &DivStore, &DotRefs};
+                          &ExpSum, &ScaledExpSum, &XentGrad, &DivStore, &DotRefs};
 
 }  // namespace HWY_NAMESPACE
 }  // namespace remat::cpu::simd
