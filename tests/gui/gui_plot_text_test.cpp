@@ -80,6 +80,7 @@ void GuiPlotTextTest::memoryLegendShowsEveryNameAt1280x800() {
   w.show();
   QVERIFY(QTest::qWaitForWindowExposed(&w));
   w.showRun(w.runs()->add(none_, {}));
+  QVERIFY(testing::wait_loaded(*w.runView()));
   QCOMPARE(w.size(), QSize(1280, 800));
   MemoryTimelineView* m = w.runView()->memory();
   QVERIFY(m->isVisible());
