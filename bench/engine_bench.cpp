@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_step.h"
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_dnnl.h"
 #include "core/backend/cpu/cpu_simd.h"
@@ -36,17 +37,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-double step_ms(const ModelConfig& m, int steps) {
-  CpuBackend be(2);
-  SteadyClock clock;
-  RunSpec spec;
-  spec.model = m;
-  spec.schedule = store_all_schedule(m.layers);
-  spec.steps = steps;
-  spec.warmup = 1;
-  Trace t = run_training(spec, be, nullptr, clock);
-  return t.median_step_ms();
-}
+double step_ms(const ModelConfig& m, int steps) { return bench::train_none(m, steps).median_step_ms(); }
 
 // CPU time of the whole process (every thread), ms.
 double cpu_ms() {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_step.h"
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_dnnl.h"
 #include "core/engine/run.h"
@@ -106,14 +107,7 @@ std::pair<double, double> ours_ms(int reps, const ModelConfig& m, DType dt, cons
 }
 
 double step_run(const ModelConfig& m, int steps, double& flops) {
-  CpuBackend be(2);
-  SteadyClock clock;
-  RunSpec spec;
-  spec.model = m;
-  spec.schedule = store_all_schedule(m.layers);
-  spec.steps = steps;
-  spec.warmup = 1;
-  Trace t = run_training(spec, be, nullptr, clock);
+  const Trace t = bench::train_none(m, steps);
   flops = static_cast<double>(t.flops.total());
   return t.median_step_ms();
 }
