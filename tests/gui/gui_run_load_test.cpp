@@ -65,14 +65,7 @@ class GuiRunLoadTest : public QObject {
   void anErrorOnTheWorkerIsShown();
 
  private:
-  WindowOptions options() {
-    WindowOptions o;
-    o.runs_dir = tmp_.filePath("runs");
-    o.save_runs = false;
-    o.restore_settings = false;
-    o.error_dialogs = false;
-    return o;
-  }
+  WindowOptions options() { return testing::window_options(tmp_, false, false); }
   QTemporaryDir tmp_;
   std::shared_ptr<const Trace> a_, b_;
 };
