@@ -12,15 +12,21 @@
 #define REMAT_CPU_SIMD_SLEEF_DECLS_
 #include <immintrin.h>
 // sleef.h declares its AVX2 and AVX-512 functions only when the whole file is compiled for those
-// CPUs; the kernels call them from functions compiled for the target alone.
+// CPUs; the kernels call them from functions compiled for the target alone. Each declaration
+// carries its target, so that the vector is passed in a register as SLEEF expects (clang refuses
+// the call otherwise).
+#define REMAT_SLEEF_AVX2 __attribute__((target("avx2")))
+#define REMAT_SLEEF_AVX512 __attribute__((target("avx512f")))
 extern "C" {
-__m256 Sleef_tanhf8_u10avx2(__m256);
-__m256 Sleef_expf8_u10avx2(__m256);
-__m256 Sleef_erff8_u10avx2(__m256);
-__m512 Sleef_tanhf16_u10avx512f(__m512);
-__m512 Sleef_expf16_u10avx512f(__m512);
-__m512 Sleef_erff16_u10avx512f(__m512);
+REMAT_SLEEF_AVX2 __m256 Sleef_tanhf8_u10avx2(__m256);
+REMAT_SLEEF_AVX2 __m256 Sleef_expf8_u10avx2(__m256);
+REMAT_SLEEF_AVX2 __m256 Sleef_erff8_u10avx2(__m256);
+REMAT_SLEEF_AVX512 __m512 Sleef_tanhf16_u10avx512f(__m512);
+REMAT_SLEEF_AVX512 __m512 Sleef_expf16_u10avx512f(__m512);
+REMAT_SLEEF_AVX512 __m512 Sleef_erff16_u10avx512f(__m512);
 }
+#undef REMAT_SLEEF_AVX2
+#undef REMAT_SLEEF_AVX512
 #endif
 
 #if defined(REMAT_CPU_SIMD_INL_H_) == defined(HWY_TARGET_TOGGLE)
