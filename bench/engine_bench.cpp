@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/bench_step.h"
+#include "bench/bench_common.h"
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_dnnl.h"
 #include "core/backend/cpu/cpu_simd.h"
@@ -32,11 +32,6 @@ using namespace remat;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 double step_ms(const ModelConfig& m, int steps) { return bench::train_none(m, steps).median_step_ms(); }
 
 // CPU time of the whole process (every thread), ms.
@@ -46,16 +41,8 @@ double cpu_ms() {
   return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
 }
 
-template <class F>
-double time_ms(int reps, F&& f) {
-  std::vector<double> v;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    v.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return median(v);
-}
+using bench::median;
+using bench::time_ms;
 
 // STREAM-like bandwidth on two threads over n floats a array: copy a = b (8 bytes an element
 // moved) and triad a = b + s c (12); GB/s, the median of reps.

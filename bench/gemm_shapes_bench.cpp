@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_step.h"
+#include "bench/bench_common.h"
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_dnnl.h"
 #include "core/engine/run.h"
@@ -32,21 +32,13 @@ using namespace remat;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
 
+// The median of `reps` timed calls after one warm call (primitives built, pages touched).
 template <class F>
 double time_ms(int reps, F&& f) {
-  f();  // warm: primitives built, pages touched
-  std::vector<double> v;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    v.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return median(v);
+  f();
+  return bench::time_ms(reps, f);
 }
 
 struct Shape {
