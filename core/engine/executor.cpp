@@ -63,6 +63,14 @@ void Executor::op(const std::string& name, const std::string& kind, int block,
   }
 }
 
+void Executor::collective(const std::string& name, const std::string& kind, int block,
+                          std::uint64_t bytes, const std::function<void()>& body) {
+  op(name, kind, block, 0, bytes, Stream::Compute, [&] {
+    be_.synchronize();
+    body();
+  });
+}
+
 DropoutKey Executor::key(int block, DropoutSite site) const {
   return DropoutKey{opt_.seed, static_cast<std::uint32_t>(step_),
                     static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(site),
@@ -328,12 +336,10 @@ void Executor::embedding_backward() {
 void Executor::sync_gradients() {
   if (replicas_of(opt_.comm) == 1) return;
   const std::uint64_t bytes = st_.grads.bytes();
-  op("grads.all_reduce", "all_reduce", -1, static_cast<std::uint64_t>(st_.grads.numel), bytes,
-     Stream::Compute, [&] {
-       be_.synchronize();
-       opt_.comm->all_reduce_sum(st_.grads.as<float>(), static_cast<std::size_t>(st_.grads.numel),
-                                 "grads");
-     });
+  collective("grads.all_reduce", "all_reduce", -1, bytes, [&] {
+    opt_.comm->all_reduce_sum(st_.grads.as<float>(), static_cast<std::size_t>(st_.grads.numel),
+                              "grads");
+  });
 }
 
 void Executor::optimizer() {

@@ -100,6 +100,10 @@ class Executor {
   // ops
   void op(const std::string& name, const std::string& kind, int block, std::uint64_t flops,
           std::uint64_t bytes, Stream stream, const std::function<void()>& body);
+  // A collective (gradient sums, shards, tensor- and sequence-parallel exchanges) as an op of
+  // kind `kind` moving `bytes`: every one goes through here, so they share one row of the trace.
+  void collective(const std::string& name, const std::string& kind, int block, std::uint64_t bytes,
+                  const std::function<void()>& body);
   void run_forward_step(int b, const StepDef& s, const std::vector<Tensor>& t);
   void run_backward_step(int b, const StepDef& s, const std::vector<Tensor>& t,
                          const std::vector<Tensor>& g, const std::vector<bool>& acc);
