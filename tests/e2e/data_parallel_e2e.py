@@ -3,13 +3,19 @@
 dropout.
 
 Numerics: D = 2 and D = 4 give the single-process losses. The warmup step (before any update)
-runs exactly the single process's per-sequence arithmetic with the same dropout masks, so its
-loss differs only in the order its 256 per-token fp32 losses are summed in double: at most
-256 * 2^-53 relative (we allow 1e-12). A counted step k comes after k updates whose gradients were
+runs the single process's per-sequence model with the same dropout masks, but each rank's GEMMs
+have fewer rows than the single process's, and the BLAS kernel's blocking (so the order in which
+it sums each output's K products) follows the call's shape: OpenBLAS's Haswell kernels give a row
+other bits when the call it is in has another number of rows. Each such dot product of length
+K is off by at most gamma_K = K * 2^-24 of the sum of its terms' magnitudes (Higham); K <= 4h = 512
+here, so gamma_512 = 2 * 256 * 2^-24, and to first order the loss carries that once: we allow
+2 * 256 * 2^-24 relative for the warmup. A counted step
+k comes after k updates whose gradients were
 summed in another order (the ranks' halves, then Gloo's sum): each gradient element is a sum
 over the B*S = 256 tokens, off by at most gamma_256 = 256 * 2^-24 of the sum of its terms'
 magnitudes (Higham), and to first order each step carries that once more into the weights and
-the loss: |L_D - L_1| <= (k + 1) * 256 * 2^-24 * L_1 (1.5e-5 relative per step). Two D = 2 runs
+the loss: |L_D - L_1| <= (k + 2) * 256 * 2^-24 * L_1 (the warmup's share, then 1.5e-5 relative per
+step). Two D = 2 runs
 with the same seed are bitwise identical (losses and saved weights).
 
 Memory: each rank's measured peak equals its predicted peak and `plan --dp D` (its stage's peak
@@ -83,9 +89,10 @@ def numerics(b, tmp, steps):
         j = ranks_json(out)
         check(j["complete"] and j["world_size"] == d, "D=%d: complete, %d ranks: %r" % (d, d, j.get("error")))
         w0, w1 = j["warmup_loss"][0], single["warmup_loss"][0]
-        check(abs(w0 - w1) <= 1e-12 * abs(w1), "D=%d: warmup loss %r vs %r (same masks, same rows)" % (d, w0, w1))
+        check(abs(w0 - w1) <= 2 * TOKENS * U32 * abs(w1),
+              "D=%d: warmup loss %r vs %r (same masks, same rows), bound %g" % (d, w0, w1, 2 * TOKENS * U32 * abs(w1)))
         for k, (a, s) in enumerate(zip(j["loss"], single["loss"])):
-            bound = (k + 1) * TOKENS * U32 * abs(s)
+            bound = (k + 2) * TOKENS * U32 * abs(s)
             check(abs(a - s) <= bound, "D=%d: loss of step %d %r vs %r, bound %g" % (d, k, a, s, bound))
         check(len(j["loss"]) == len(single["loss"]), "D=%d: as many losses as the single run" % d)
         plan = b.json("plan", "--model", "tiny", "--dtype", "fp32", "--dp", d, "--batch", 4 // d, "--json")
