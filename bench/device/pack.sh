@@ -9,12 +9,13 @@ cd "$(dirname "$0")/../.."
 build=build-device
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DREMAT_WITH_CUDA=ON -DREMAT_WITH_QT=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" --target rematlab-batch remat_gpu_tests remat_unit_tests remat_resources \
-  $(cd "$build" && ninja -t targets all 2>/dev/null | grep -o '^remat_policy_[a-z_]*:\|^cuda_bench:' | tr -d ':' | sort -u)
+  $(cd "$build" && ninja -t targets all 2>/dev/null | grep -o '^remat_policy_[a-z_]*:\|^cuda_bench:\|^remat_nccl_tests:\|^nccl_bench:' | tr -d ':' | sort -u)
 stage=.device-bundle/remat
 rm -rf .device-bundle && mkdir -p "$stage/bin/plugins" "$stage/lib" "$stage/runtime"
 cp "$build"/bin/rematlab-batch "$build"/bin/remat_gpu_tests "$build"/bin/remat_unit_tests "$stage/bin/"
 [ -x "$build/bin/remat_cupti_tests" ] && cp "$build/bin/remat_cupti_tests" "$stage/bin/"
 [ -x "$build/bin/cuda_bench" ] && cp "$build/bin/cuda_bench" "$stage/bin/"  # the speed check's figures
+for b in remat_nccl_tests nccl_bench; do [ -x "$build/bin/$b" ] && cp "$build/bin/$b" "$stage/bin/"; done
 cp "$build"/bin/plugins/*.so "$stage/bin/plugins/"
 cp -P "$build"/lib/*.so* "$stage/lib/"
 cp -r "$build/share" "$stage/share"

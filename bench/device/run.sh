@@ -4,7 +4,8 @@
 # records raw CUPTI buffers of a small run (test data for the replay tests), sweeps gpt2-124m
 # (batch 8, seq 1024) over every policy on CUDA with both attentions, runs the PyTorch anchor
 # when PyTorch is there, and prints a short table last. Results go to $OUT.
-# `run.sh tests` runs the gpu tests alone; `run.sh speed` runs them and then the speed check
+# The NCCL tests and nccl_bench run after the gpu tests (a line per buffer size last).
+# `run.sh tests` runs the gpu and NCCL tests alone; `run.sh speed` runs them and then the speed check
 # (speed.sh beside this file: cuda_bench, the PyTorch anchors, the sweeps, and the table of
 # speed targets last).
 set -u
@@ -31,6 +32,21 @@ if [ "$rc" -ne 0 ] || [ "${skipped:-0}" -ne 0 ]; then status=1; echo "GPU TESTS:
 echo "gpu tests took $(( $(date +%s) - t0 )) s"
 gpu_tests_line="gpu tests: passed=${passed:-0} failed=${failed:-0} skipped=${skipped:-0} rc=$rc"
 
+# The NCCL communicator (world size 1) and its collectives 1 KiB to 256 MiB; needs libnccl.so.2
+# (CUDA toolkit's lib64). Not in a bundle built without NCCL.
+nccl_line="nccl: not in the bundle"
+if [ -x "$R/bin/remat_nccl_tests" ]; then
+  echo "== nccl"
+  timeout 60 "$R/bin/remat_nccl_tests" --gtest_brief=1 > "$out/nccl_tests.log" 2>&1
+  nrc=$?
+  tail -5 "$out/nccl_tests.log"
+  nskipped=$(grep -c '\[  SKIPPED \]' "$out/nccl_tests.log" || true)
+  npassed=$(grep -o '\[  PASSED  \] [0-9]* test' "$out/nccl_tests.log" | grep -o '[0-9]*' || echo 0)
+  if [ "$nrc" -ne 0 ] || [ "${nskipped:-0}" -ne 0 ]; then status=1; fi
+  nccl_line="nccl tests: passed=${npassed:-0} skipped=${nskipped:-0} rc=$nrc"
+  timeout 60 "$R/bin/nccl_bench" --json "$out/nccl_bench.jsonl" > "$out/nccl_bench.txt" 2>&1 || status=1
+fi
+
 if [ "${1:-}" = speed ]; then  # after the tests, the speed check instead of the default sweeps
   . "$(dirname "$0")/speed.sh"
   exit $status
@@ -39,6 +55,7 @@ fi
 if [ "${1:-}" = tests ]; then  # only the gpu tests
   tar -C /tmp -czf "$final/results.tgz" remat-results 2>/dev/null
   echo "gpu tests: passed=${passed:-0} failed=${failed:-0} skipped=${skipped:-0} rc=$rc"
+  echo "$nccl_line"; [ -f "$out/nccl_bench.txt" ] && cat "$out/nccl_bench.txt"
   exit $status
 fi
 
@@ -77,4 +94,5 @@ tar -C /tmp -czf "$final/results.tgz" remat-results 2>/dev/null
 echo "== summary"
 echo "gpu tests: passed=${passed:-0} failed=${failed:-0} skipped=${skipped:-0} rc=$rc"
 for a in flash naive; do echo "-- ours, $a attention"; head -20 "$out/sweep_$a.txt"; done
+echo "$nccl_line"; [ -f "$out/nccl_bench.txt" ] && cat "$out/nccl_bench.txt"
 exit $status

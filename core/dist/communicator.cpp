@@ -27,34 +27,34 @@ std::uint64_t Communicator::bytes_recorded() const {
 
 void Communicator::all_reduce_sum(float* data, std::size_t n, const std::string& what) {
   record(CommKind::AllReduce, what, n * sizeof(float));
-  if (size() > 1 && n) do_all_reduce(data, n, Elem::F32);
+  if ((size() > 1 || device_memory()) && n) do_all_reduce(data, n, Elem::F32);
 }
 
 void Communicator::all_reduce_sum(double* data, std::size_t n, const std::string& what) {
   record(CommKind::AllReduce, what, n * sizeof(double));
-  if (size() > 1 && n) do_all_reduce(data, n, Elem::F64);
+  if ((size() > 1 || device_memory()) && n) do_all_reduce(data, n, Elem::F64);
 }
 
 void Communicator::reduce_scatter_sum(float* data, std::size_t shard, const std::string& what) {
   record(CommKind::ReduceScatter, what, shard * static_cast<std::size_t>(size()) * sizeof(float));
-  if (size() > 1 && shard) do_reduce_scatter(data, shard);
+  if ((size() > 1 || device_memory()) && shard) do_reduce_scatter(data, shard);
 }
 
 void Communicator::all_gather(float* data, std::size_t shard, const std::string& what) {
   record(CommKind::AllGather, what, shard * static_cast<std::size_t>(size()) * sizeof(float));
-  if (size() > 1 && shard) do_all_gather(data, shard);
+  if ((size() > 1 || device_memory()) && shard) do_all_gather(data, shard);
 }
 
 void Communicator::broadcast(float* data, std::size_t n, int root, const std::string& what) {
   if (root < 0 || root >= size())
     throw Error("broadcast from rank " + std::to_string(root) + " of " + std::to_string(size()));
   record(CommKind::Broadcast, what, n * sizeof(float));
-  if (size() > 1 && n) do_broadcast(data, n, root);
+  if ((size() > 1 || device_memory()) && n) do_broadcast(data, n, root);
 }
 
 void Communicator::barrier(const std::string& what) {
   record(CommKind::Barrier, what, 0);
-  if (size() > 1) do_barrier();
+  if (size() > 1 || device_memory()) do_barrier();
 }
 
 NullCommunicator::NullCommunicator(int rank, int size) : rank_(rank), size_(size) {

@@ -33,6 +33,9 @@ class Communicator {
   virtual int size() const = 0;
   // False for the null communicator: the buffers are left as they are.
   virtual bool moves_data() const = 0;
+  // True when the buffers are device memory (NCCL on CUDA). Such a communicator runs every
+  // collective even in a world of one, so each call is checked and waits for its stream alike.
+  virtual bool device_memory() const { return false; }
 
   // data[0, n) summed over the ranks, in place on every rank.
   void all_reduce_sum(float* data, std::size_t n, const std::string& what);

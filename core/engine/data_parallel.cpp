@@ -20,7 +20,9 @@ std::uint64_t dropout_offset(const ModelConfig& m, DropoutSite site, int replica
 
 void check_data_parallel(const ModelConfig& m, const Backend& b, const Communicator& c) {
   if (c.size() == 1 || !c.moves_data()) return;
-  if (!b.host_addressable())
+  // A device-memory communicator (NCCL) sums the backend's device buffers; the others (Gloo)
+  // sum in host memory, so the host must reach the gradients.
+  if (!b.host_addressable() && !c.device_memory())
     throw Error("data-parallel runs sum gradients in host memory; the " + b.name() +
                 " backend's memory is not host-addressable (use --device cpu)");
   if (m.dtype != DType::F32)

@@ -26,7 +26,8 @@ std::uint64_t dropout_mask_elements(const ModelConfig& m, DropoutSite site);
 std::uint64_t dropout_offset(const ModelConfig& m, DropoutSite site, int replica);
 
 // Refuses what a data-parallel step cannot sum yet: a backend whose memory the host cannot
-// address, or gradients in a dtype other than fp32 (Error naming it).
+// address under a communicator that sums host memory (Gloo; NCCL's takes device memory), or
+// gradients in a dtype other than fp32 (Error naming it).
 void check_data_parallel(const ModelConfig& m, const Backend& b, const Communicator& c);
 
 // Rows [replica·b, (replica + 1)·b) of a global batch of `replicas`·b rows of `seq` tokens.
