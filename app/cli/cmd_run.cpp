@@ -6,6 +6,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "core/graph/parallel_layout.h"
 #include "core/trace/output_dir.h"
 #include "core/trace/run_dir.h"
 #include "core/trace/summary.h"
@@ -61,14 +62,18 @@ int run(RunOptions o) {
   ModelConfig m = o.model.resolve();
   // Data parallelism: this process launches the ranks, or is one of them (dist_run.h).
   const std::optional<RankEnv> rank_env = rank_from_env();
-  if (!rank_env && o.dist.dp > 1) return launch_ranks(o.dist, m, o.train, o.out, o.force, o.json);
+  if (!rank_env && (o.dist.world() > 1 || o.dist.pp > 1)) return launch_ranks(o.dist, m, o.train, o.out, o.force, o.json);
   std::optional<RankRun> rank;
   if (rank_env) rank = join_ranks(*rank_env, o.dist, m, o.train, o.out, o.weights_out, o.grads_out);
   PolicyRegistry reg;
   load_plugins(reg, !o.json);
   before_run.mark("plugins");
   const std::optional<StepCosts> costs = load_step_costs(o.policy.costs_from, m);
-  Schedule s = o.policy.plan(reg, m, costs);
+  // A tensor-parallel rank's policy plans its own block table.
+  ParallelLayout layout;
+  layout.tp = o.dist.tp;
+  layout.sp = o.dist.sp;
+  Schedule s = o.dist.tp > 1 ? o.policy.plan(reg, per_rank_graph(m, layout), costs) : o.policy.plan(reg, m, costs);
   // Refuse an output directory that would be refused at the end before spending the run on it.
   if (!o.out.empty()) check_output_dir(o.out, o.force);
   std::optional<std::uint64_t> budget;

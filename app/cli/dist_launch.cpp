@@ -139,8 +139,9 @@ std::string wait_ranks(std::vector<Child>& kids, pid_t group) {
 }
 
 void print_ranks(const nlohmann::json& j, const std::string& out) {
-  std::cout << "data parallel    " << j["world_size"].get<int>() << " ranks, ZeRO " << j["zero"].get<int>()
-            << ", global batch " << j["global_batch"].get<std::int64_t>() << "\n";
+  std::cout << "parallel         " << j["world_size"].get<int>() << " ranks (tp " << j.value("tp", 1)
+            << (j.value("sp", false) ? " sp" : "") << ", dp " << j["dp"].get<int>() << "), ZeRO "
+            << j["zero"].get<int>() << ", global batch " << j["global_batch"].get<std::int64_t>() << "\n";
   if (j.contains("loss")) {
     std::cout << "loss";
     for (const auto& l : j["loss"]) std::cout << " " << l.get<double>();
@@ -164,7 +165,7 @@ void print_ranks(const nlohmann::json& j, const std::string& out) {
 
 int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOptions& train,
                  const std::string& out, bool force, bool json) {
-  replica_model(global, d, d.dp, train);  // refused here, before any process starts
+  replica_model(global, d, d.world(), train);  // refused here, before any process starts
   if (!out.empty()) check_output_dir(out, force);
   const fs::path scratch = fs::temp_directory_path() / ("rematlab-dp-" + std::to_string(getpid()));
   std::error_code ec;
@@ -194,10 +195,10 @@ int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOpt
   pid_t group = 0;
   interrupt_flag();  // Ctrl-C stops the ranks (they are in their own process group)
   try {
-    for (int r = 0; r < d.dp; ++r) {
+    for (int r = 0; r < d.world(); ++r) {
       std::vector<std::string> env = base;
       env.push_back("REMAT_RANK=" + std::to_string(r));
-      env.push_back("REMAT_WORLD_SIZE=" + std::to_string(d.dp));
+      env.push_back("REMAT_WORLD_SIZE=" + std::to_string(d.world()));
       env.push_back("REMAT_DIST_STORE=" + (scratch / "store").string());
       env.push_back("REMAT_RANK_OUT=" + (fs::path(staging) / ("rank-" + std::to_string(r))).string());
       Child c;
@@ -213,7 +214,7 @@ int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOpt
     throw;
   }
   const std::string failure = wait_ranks(kids, group);
-  nlohmann::json j = write_ranks_summary(staging, d.dp, d, global.batch, failure);
+  nlohmann::json j = write_ranks_summary(staging, d.world(), d, global.batch, failure);
   commit_temp_dir(staging, target, force);
   if (json) std::cout << j.dump(2) << "\n";
   else print_ranks(j, out);

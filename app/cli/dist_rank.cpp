@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/dist/gloo_communicator.h"
+#include "core/engine/tensor_parallel.h"
 #include "core/graph/parallel_layout.h"
 #include "cli_common.h"
 #include "core/util/error.h"
@@ -35,6 +36,13 @@ int env_int(const char* name, const char* v, int lo) {
 
 void DistOptions::add(CLI::App& app) {
   app.add_option("--dp", dp, "data-parallel ranks: D processes of this program, the batch split over them")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--tp", tp, "tensor-parallel ranks per replica (Megatron: column/row-parallel linears, heads split)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_flag("--sp", sp, "sequence parallelism over the tensor-parallel ranks (needs --tp > 1)");
+  app.add_option("--pp", pp, "pipeline stages: runs refuse more than 1 (plan --pp predicts them)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app.add_option("--zero", zero, "ZeRO stage of the data-parallel run (runs do 0; plan predicts 1 to 3)")
@@ -76,14 +84,21 @@ std::optional<RankEnv> rank_from_env() {
 
 ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int world,
                           const TrainOptions& train) {
+  if (d.pp > 1)
+    throw ConfigError("pp", "runs do not execute pipeline stages (--pp " + std::to_string(d.pp) +
+                                "); `rematlab-batch plan --pp " + std::to_string(d.pp) + "` predicts them");
+  const int replicas = world / std::max(1, d.tp);
   ParallelLayout p;
-  p.dp = world;
+  p.dp = replicas;
+  p.tp = d.tp;
+  p.sp = d.sp;
   p.zero = d.zero;
   p.global_batch = global.batch;
   p.micro_batches = 1;
   ModelConfig m = global;
-  m.batch = global.batch % world == 0 ? global.batch / world : 1;  // not divisible: refused below
+  m.batch = global.batch % replicas == 0 ? global.batch / replicas : 1;  // not divisible: refused below
   validate_layout(p, m);
+  if (d.tp > 1) check_tensor_parallel(m, p);
   if (d.zero != 0)
     throw ConfigError("zero", "runs shard nothing yet: a data-parallel run is ZeRO 0 (plan --dp " +
                                   std::to_string(world) + " --zero " + std::to_string(d.zero) +
@@ -101,7 +116,12 @@ RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, Train
                    std::string& out, std::string& weights_out, std::string& grads_out) {
   RankRun r;
   r.env = e;
+  if (e.size % d.tp != 0)
+    throw ConfigError("tp", "the world of " + std::to_string(e.size) + " ranks is not divisible by --tp " +
+                                std::to_string(d.tp));
   m = replica_model(m, d, e.size, train);
+  r.tp_rank = e.rank % d.tp;
+  r.dp_rank = e.rank / d.tp;
   train.threads = std::max(1, train.threads / e.size);
   if (!e.ours && !out.empty()) {
     r.parent_out = out;
@@ -117,26 +137,37 @@ RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, Train
   // A peer that died makes writes to its socket fail with EPIPE (an Error from Gloo naming the
   // collective), not kill this rank with SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
-  if (e.size == 1) {
-    r.comm = std::make_unique<NullCommunicator>();
-  } else {
+  const int replicas = e.size / d.tp;
+  auto group = [&](int rank, int size, const std::string& prefix) -> std::unique_ptr<Communicator> {
+    if (size == 1) return std::make_unique<NullCommunicator>();
     GlooOptions g;
-    g.rank = e.rank;
-    g.size = e.size;
+    g.rank = rank;
+    g.size = size;
     g.store_dir = e.store;
+    g.prefix = prefix;
     g.timeout = std::chrono::milliseconds(static_cast<long long>(d.timeout_s * 1000.0));
-    r.comm = std::make_unique<GlooCommunicator>(g);
-  }
+    return std::make_unique<GlooCommunicator>(g);
+  };
+  // Two groups over one rendezvous: the T ranks of a replica, the D ranks of one tensor slice.
+  if (d.tp > 1) r.tp_comm = group(r.tp_rank, d.tp, "rematlab-tp-" + std::to_string(r.dp_rank));
+  r.comm = group(r.dp_rank, replicas, d.tp > 1 ? "rematlab-dp-" + std::to_string(r.tp_rank) : "rematlab");
   train.comm = r.comm.get();
+  train.tp_comm = r.tp_comm.get();
+  train.tp = d.tp;
+  train.sp = d.sp;
   return r;
 }
 
 void note_comm(Trace& t, const RankRun& r) {
   const int steps = static_cast<int>(t.step_stats.size());
   const std::uint64_t per_step = steps ? r.comm->bytes_recorded() / static_cast<std::uint64_t>(steps) : 0;
-  t.provenance.emplace_back("dp_rank", std::to_string(r.env.rank));
-  t.provenance.emplace_back("dp_world_size", std::to_string(r.env.size));
-  t.provenance.emplace_back("comm_bytes_per_step", std::to_string(per_step));
+  const std::uint64_t tp_bytes = r.tp_comm ? r.tp_comm->bytes_recorded() : 0;
+  const std::uint64_t tp_per_step = steps ? tp_bytes / static_cast<std::uint64_t>(steps) : 0;
+  t.provenance.emplace_back("dp_rank", std::to_string(r.dp_rank));
+  t.provenance.emplace_back("dp_world_size", std::to_string(r.comm->size()));
+  t.provenance.emplace_back("tp_rank", std::to_string(r.tp_rank));
+  t.provenance.emplace_back("tp_world_size", std::to_string(r.tp_comm ? r.tp_comm->size() : 1));
+  t.provenance.emplace_back("comm_bytes_per_step", std::to_string(per_step + tp_per_step));
 }
 
 int finish_rank(RankRun& r, const Trace& t) {
@@ -152,8 +183,9 @@ int finish_rank(RankRun& r, const Trace& t) {
     }
     if (r.env.rank == 0) {
       DistOptions d;
-      d.dp = r.env.size;
-      write_ranks_summary(r.parent_out, r.env.size, d, t.model.batch * r.env.size, failure);
+      d.dp = r.comm->size();
+      d.tp = r.tp_comm ? r.tp_comm->size() : 1;
+      write_ranks_summary(r.parent_out, r.env.size, d, t.model.batch * d.dp, failure);
     }
   }
   return code;

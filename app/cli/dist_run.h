@@ -18,6 +18,10 @@ namespace remat::cli {
 
 struct DistOptions {
   int dp = 1;               // D: data-parallel ranks
+  int tp = 1;               // T: tensor-parallel ranks per replica (rank = d·T + t)
+  bool sp = false;          // sequence parallelism over the T ranks
+  int pp = 1;               // pipeline stages: refused by run (plan predicts them)
+  int world() const { return dp * tp; }
   int zero = 0;             // ZeRO stage; runs do 0 (plan predicts 1 to 3)
   double timeout_s = 60;    // rendezvous and every collective; a rank past it ends the job
   void add(CLI::App& app);
@@ -36,8 +40,9 @@ struct RankEnv {
 std::optional<RankEnv> rank_from_env();
 
 // The model one of `world` replicas trains: the model's batch is the global batch, split over
-// the replicas, after ParallelLayout's checks (batch divisible by D, zero 0..3) and the runs'
-// own (ZeRO 0 only, the CPU, fp32). Throws ConfigError / Error with the numbers.
+// the replicas, after ParallelLayout's checks (batch divisible by D, zero 0..3, heads, kv-heads,
+// ffn and vocab divisible by T, the sequence with sp) and the runs' own (ZeRO 0 only, no
+// pipeline stages, the CPU, fp32). Throws ConfigError / Error with the numbers.
 ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int world,
                           const TrainOptions& train);
 
@@ -52,7 +57,9 @@ int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOpt
 // --save-weights, --save-grads and --dump-batch.
 struct RankRun {
   RankEnv env;
-  std::unique_ptr<Communicator> comm;
+  int tp_rank = 0, dp_rank = 0;          // rank = dp_rank·T + tp_rank
+  std::unique_ptr<Communicator> comm;     // over the D replicas (the same tp_rank)
+  std::unique_ptr<Communicator> tp_comm;  // over the T ranks of this replica; null when T = 1
   std::string parent_out;  // under another launcher: OUT, where rank 0 writes ranks.json
 };
 RankRun join_ranks(const RankEnv& env, const DistOptions& d, ModelConfig& m, TrainOptions& train,

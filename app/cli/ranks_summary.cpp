@@ -1,4 +1,5 @@
 // ranks.json: one line per rank of a data-parallel run, from the ranks' own summaries.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -31,14 +32,17 @@ nlohmann::json write_ranks_summary(const std::string& dir, int world, const Dist
   j["format"] = schema::kRanksFormat;
   j["format_version"] = schema::kRanksFormatVersion;
   j["world_size"] = world;
-  j["dp"] = world;
+  j["dp"] = world / std::max(1, d.tp);
+  j["tp"] = d.tp;
+  j["sp"] = d.sp;
   j["zero"] = d.zero;
   j["global_batch"] = global_batch;
   bool complete = failure.empty();
   nlohmann::json ranks = nlohmann::json::array();
   for (int r = 0; r < world; ++r) {
     const std::string sub = "rank-" + std::to_string(r);
-    nlohmann::json row = {{"rank", r}, {"dir", sub}};
+    nlohmann::json row = {{"rank", r}, {"dir", sub}, {"tp_rank", r % std::max(1, d.tp)},
+                          {"dp_rank", r / std::max(1, d.tp)}};
     const fs::path file = fs::path(dir) / sub / "summary.json";
     std::error_code ec;
     if (!fs::is_regular_file(file, ec)) {

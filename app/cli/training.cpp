@@ -83,6 +83,9 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
   spec.weights_out = weights_out;
   spec.grads_out = grads_out;
   spec.comm = o.comm;
+  spec.tp_comm = o.tp_comm;
+  spec.layout.tp = o.tp;
+  spec.layout.sp = o.sp;
   if (!o.memory_limit.empty()) spec.memory_limit = parse_bytes("memory-limit", o.memory_limit);
   SteadyClock clock;
   Device dev = make_device(o.device, o.threads, clock, !o.no_profile);

@@ -23,6 +23,9 @@ struct TrainOptions {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
   bool poison = false, no_profile = false;
   Communicator* comm = nullptr;  // a rank of a data-parallel run (dist_run.h); not an option
+  Communicator* tp_comm = nullptr;  // a tensor-parallel rank's group of tp (dist_run.h)
+  int tp = 1;
+  bool sp = false;
   void add(CLI::App& app);
 };
 

@@ -47,7 +47,7 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& o)
     attr.hostname = o.hostname;
     impl_->device = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::FileStore store(o.store_dir);
-    gloo::rendezvous::PrefixStore prefix("rematlab", store);
+    gloo::rendezvous::PrefixStore prefix(o.prefix, store);
     impl_->context = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
     impl_->context->setTimeout(timeout_);
     impl_->context->connectFullMesh(prefix, impl_->device);

@@ -14,6 +14,7 @@ namespace remat {
 struct GlooOptions {
   int rank = 0, size = 1;
   std::string store_dir;      // FileStore directory, shared by all ranks
+  std::string prefix = "rematlab";  // the group's keys in the store: groups over one store differ
   std::string hostname = "127.0.0.1";
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
 };

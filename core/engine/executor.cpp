@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/engine/data_parallel.h"
+#include "core/engine/tensor_parallel.h"
 #include "core/util/error.h"
 
 namespace remat {
@@ -27,6 +28,17 @@ Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc
     throw Error("the block table is for " + std::to_string(graph_.config().layers) +
                 " blocks, the model has " + std::to_string(cfg_.layers));
   if (opt_.comm) check_data_parallel(cfg_, be_, *opt_.comm);
+  full_cfg_ = cfg_;
+  if (opt_.tp_comm && opt_.tp_comm->size() > 1) {
+    tp_ = opt_.tp_comm->size();
+    tp_rank_ = opt_.tp_comm->rank();
+    sp_ = opt_.sp;
+    check_data_parallel(cfg_, be_, *opt_.tp_comm);
+    regions_ = block_regions(graph_);
+    full_cfg_.heads = cfg_.heads * tp_;
+    full_cfg_.kv_heads = cfg_.kv_heads * tp_;
+    full_cfg_.ffn = cfg_.ffn * tp_;
+  }
   if (cfg_.position == PositionKind::Rope)
     rope_ = rope_frequencies(cfg_.rope_scaling, cfg_.rope_theta, cfg_.rotary_dim(), cfg_.positions, cfg_.seq);
   last_need_.assign(graph_.tensors().size(), -1);
@@ -72,9 +84,12 @@ void Executor::collective(const std::string& name, const std::string& kind, int 
 }
 
 DropoutKey Executor::key(int block, DropoutSite site) const {
-  return DropoutKey{opt_.seed, static_cast<std::uint32_t>(step_),
-                    static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(site),
-                    dropout_offset(cfg_, site, replica_of(opt_.comm))};
+  const DropoutKey k{opt_.seed, static_cast<std::uint32_t>(step_),
+                     static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(site),
+                     dropout_offset(full_cfg_, site, replica_of(opt_.comm))};
+  // The embedding's mask is outside the blocks: whole on every tensor-parallel rank.
+  if (site == kSiteEmbedding) return k;
+  return tp_dropout_key(k, full_cfg_, site, tp_, tp_rank_, sp_);
 }
 
 AttnDims Executor::attn(int block) const {
@@ -206,6 +221,7 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
       if (opt_.on_action) opt_.on_action(i + 1, s.actions.size());
     }
     embedding_backward();
+    sync_tensor_parallel_gradients();
     sync_gradients();
     optimizer();
     be_.synchronize();
@@ -244,24 +260,33 @@ void Executor::embedding_forward() {
   ledger_.push_back({0, graph_.input(), in0.t.bytes(), in0.t.id, in0.t.id, Phase::Forward,
                      Category::SavedActivations});
   in0.ledger = static_cast<int>(ledger_.size()) - 1;
+  // With sequence parallelism the embedding is made whole and each rank keeps its rows.
+  Tensor whole = sp_ ? alloc_outer(cfg_.dtype, n, Category::Workspace, "embed.out") : Tensor{};
+  const Tensor& dst = sp_ ? whole : in0.t;
   if (!cfg_.drops(kDropEmbedding)) {
-    op("embedding", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * in0.t.bytes(),
-       Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, in0.t, B, S, H, scale); });
-    return;
+    op("embedding", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * dst.bytes(),
+       Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, dst, B, S, H, scale); });
+  } else {
+    Tensor sum = alloc_outer(cfg_.dtype, n, Category::SavedActivations, "embed.sum");
+    embed_mask_ = alloc_outer(DType::U8, n, Category::SavedActivations, "embed.mask");
+    op("embedding", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * sum.bytes(),
+       Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, sum, B, S, H, scale); });
+    op("embedding.mask", "dropout_mask", -1, static_cast<std::uint64_t>(n), embed_mask_.bytes(),
+       Stream::Compute, [&] {
+         be_.dropout_mask(embed_mask_, key(0xFFFF, kSiteEmbedding), static_cast<float>(cfg_.dropout), n);
+       });
+    op("embedding.dropout", "dropout", -1, 2ull * n, 2 * sum.bytes() + embed_mask_.bytes(),
+       Stream::Compute, [&] {
+         be_.dropout_fwd(sum, embed_mask_, dst, static_cast<float>(cfg_.dropout), n);
+       });
+    release(sum);
   }
-  Tensor sum = alloc_outer(cfg_.dtype, n, Category::SavedActivations, "embed.sum");
-  embed_mask_ = alloc_outer(DType::U8, n, Category::SavedActivations, "embed.mask");
-  op("embedding", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * sum.bytes(),
-     Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, sum, B, S, H, scale); });
-  op("embedding.mask", "dropout_mask", -1, static_cast<std::uint64_t>(n), embed_mask_.bytes(),
-     Stream::Compute, [&] {
-       be_.dropout_mask(embed_mask_, key(0xFFFF, kSiteEmbedding), static_cast<float>(cfg_.dropout), n);
-     });
-  op("embedding.dropout", "dropout", -1, 2ull * n, 2 * sum.bytes() + embed_mask_.bytes(),
-     Stream::Compute, [&] {
-       be_.dropout_fwd(sum, embed_mask_, in0.t, static_cast<float>(cfg_.dropout), n);
-     });
-  release(sum);
+  if (sp_) {
+    const std::int64_t shard = in0.t.numel;
+    op("embedding.scatter", "copy", -1, 0, 2 * in0.t.bytes(), Stream::Compute,
+       [&] { be_.copy(in0.t, whole.slice(shard * tp_rank_, shard)); });
+    release(whole);
+  }
 }
 
 void Executor::head() {
@@ -278,11 +303,13 @@ void Executor::head() {
   const bool ln = cfg_.norm == NormKind::LayerNorm;
   phase_ = Phase::Forward;
   alloc_.set_phase(phase_);
+  // With sequence parallelism the last block's rows are gathered: the head runs whole.
+  Tensor x = sp_ ? tp_gather(-1, final_in_, "final.in.all_gather") : final_in_;
   Tensor lnf = alloc_outer(cfg_.dtype, n, Category::SavedActivations, "lnf.out");
   op("lnf", ln ? "layernorm" : "rmsnorm", -1, (ln ? 8ull : 5ull) * n, 2 * lnf.bytes(),
      Stream::Compute, [&] {
-       if (ln) be_.layernorm_fwd(final_in_, w, b, lnf, rows, H, eps);
-       else be_.rmsnorm_fwd(final_in_, w, lnf, rows, H, eps, w_offset);
+       if (ln) be_.layernorm_fwd(x, w, b, lnf, rows, H, eps);
+       else be_.rmsnorm_fwd(x, w, lnf, rows, H, eps, w_offset);
      });
   losses_ = alloc_outer(DType::F32, rows, Category::LogitsLoss, "loss.rows");
   Tensor dlnf = alloc_outer(cfg_.dtype, n, Category::ActivationGrads, "grad:lnf.out");
@@ -302,10 +329,18 @@ void Executor::head() {
   dnext_ = alloc_outer(cfg_.dtype, n, Category::ActivationGrads, "grad:final.in");
   op("lnf.backward", ln ? "layernorm" : "rmsnorm", -1, (ln ? 14ull : 10ull) * n,
      3 * dlnf.bytes(), Stream::Compute, [&] {
-       if (ln) be_.layernorm_bwd(final_in_, w, dlnf, dnext_, dw, db, rows, H, eps, false);
-       else be_.rmsnorm_bwd(final_in_, w, dlnf, dnext_, dw, rows, H, eps, false, w_offset);
+       if (ln) be_.layernorm_bwd(x, w, dlnf, dnext_, dw, db, rows, H, eps, false);
+       else be_.rmsnorm_bwd(x, w, dlnf, dnext_, dw, rows, H, eps, false, w_offset);
      });
   release(dlnf);
+  if (sp_) {
+    release(x);
+    Tensor shard = alloc_outer(cfg_.dtype, final_in_.numel, Category::ActivationGrads, "grad:final.in");
+    op("lnf.backward.scatter", "copy", -1, 0, 2 * shard.bytes(), Stream::Compute,
+       [&] { be_.copy(shard, dnext_.slice(shard.numel * tp_rank_, shard.numel)); });
+    release(dnext_);
+    dnext_ = shard;
+  }
   release(final_in_);
 }
 
@@ -317,6 +352,11 @@ void Executor::embedding_backward() {
   const auto& L = st_.layout();
   Tensor dwte = st_.grad(L.wte, static_cast<std::int64_t>(cfg_.vocab) * H);
   Tensor dwpe = L.wpe >= 0 ? st_.grad(L.wpe, static_cast<std::int64_t>(cfg_.positions) * H) : Tensor{};
+  if (sp_) {  // the rows of every rank, for the embedding's whole gradient
+    Tensor whole = tp_gather(-1, dnext_, "grad:embed.all_gather");
+    release(dnext_);
+    dnext_ = whole;
+  }
   Tensor d = dnext_;
   Tensor tmp;
   if (cfg_.drops(kDropEmbedding)) {

@@ -13,6 +13,7 @@
 #include "core/dist/communicator.h"
 #include "core/engine/model_state.h"
 #include "core/graph/block_graph.h"
+#include "core/graph/parallel_layout.h"
 #include "core/memory/tracking_allocator.h"
 #include "core/profiler/profiler.h"
 #include "core/schedule/block_state.h"
@@ -31,6 +32,12 @@ struct ExecOptions {
   // Data parallelism (data_parallel.h): this replica's place and the gradients' sum over the
   // replicas; none: one replica.
   Communicator* comm = nullptr;
+  // Tensor parallelism (tensor_parallel.h): this rank's place among the T ranks that split every
+  // block, and the exchanges around its linears; the executor's graph is then the per-rank
+  // block table and the state a rank's model (tensor_rank_model). With `sp` the sequence region
+  // is split over them too. None: one rank.
+  Communicator* tp_comm = nullptr;
+  bool sp = false;
 };
 
 // What one step did, counted from what ran (not from the plan).
@@ -96,6 +103,17 @@ class Executor {
   void embedding_backward();
   void sync_gradients();
   void optimizer();
+  // tensor parallelism (executor_tp.cpp)
+  void tp_linear_forward(int b, const StepDef& s, const std::vector<Tensor>& t);
+  void tp_linear_backward(int b, const StepDef& s, const std::vector<Tensor>& t,
+                          const std::vector<Tensor>& g, const std::vector<bool>& acc);
+  // The T shards of `shard` gathered into a new buffer of T times its elements (freed by the caller).
+  Tensor tp_gather(int block, const Tensor& shard, const std::string& name);
+  // `full` summed over the T ranks; this rank's part written to (or, with acc, added into) `shard`.
+  void tp_reduce_scatter(int block, Tensor& full, const Tensor& shard, bool acc, const std::string& name);
+  void tp_all_reduce(int block, const Tensor& t, const std::string& name);
+  // With sp: the gradients of the sequence region's parameters, each rank's from its rows only.
+  void sync_tensor_parallel_gradients();
 
   // ops
   void op(const std::string& name, const std::string& kind, int block, std::uint64_t flops,
@@ -134,6 +152,10 @@ class Executor {
   std::vector<AdamSegment> segments_;
   RopeFrequencies rope_;  // the model's RoPE frequencies (empty without RoPE)
   std::vector<int> last_need_;  // per tensor: the lowest step index whose backward reads it
+  int tp_ = 1, tp_rank_ = 0;    // tensor-parallel ranks and this one's index
+  bool sp_ = false;
+  ModelConfig full_cfg_;        // the whole model (heads, ffn) when the state is one rank's
+  BlockRegions regions_;        // of the block table, with tensor parallelism
 
   // per step
   int step_ = 0;

@@ -169,8 +169,11 @@ void Executor::backward(int b) {
       acc[k] = !fresh[t];
       fresh[t] = false;
     }
-    op("h" + std::to_string(b) + "." + sd.name + ".backward", sd.name, b, sd.bwd_flops(graph_.windowed(b)),
-       step_bytes(sd) * 2, Stream::Compute, [&] { run_backward_step(b, sd, cur, grad, acc); });
+    if (tp_ > 1 && sd.op == OpKind::Linear)
+      tp_linear_backward(b, sd, cur, grad, acc);
+    else
+      op("h" + std::to_string(b) + "." + sd.name + ".backward", sd.name, b, sd.bwd_flops(graph_.windowed(b)),
+         step_bytes(sd) * 2, Stream::Compute, [&] { run_backward_step(b, sd, cur, grad, acc); });
     for (int t : sd.out)
       if (grad[t]) release(grad[t]);
     for (int t : sd.needs)

@@ -43,16 +43,16 @@ std::uint64_t rank_param_elements(const ModelConfig& m, const ParallelLayout& p,
       n += u(L.numel(b, slot)) / u(div[static_cast<std::size_t>(s)]);
     }
   const bool first = stage == 0, last = stage == p.pp - 1;
-  const std::uint64_t T = u(p.tp);
   for (const ParamSpec& ps : L.params()) {
     if (ps.block >= 0) continue;
     const std::uint64_t e = u(ps.numel());
     if (ps.offset == L.wte) {
-      // Split over the vocabulary; a tied head on a later stage keeps its own copy.
-      if (first) n += e / T;
-      if (last && !first && L.lm_head < 0) n += e / T;
+      // Replicated on every tensor-parallel rank (runs hold all of it); a tied head on a later
+      // stage keeps its own copy.
+      if (first) n += e;
+      if (last && !first && L.lm_head < 0) n += e;
     } else if (ps.offset == L.lm_head) {
-      if (last) n += e / T;
+      if (last) n += e;
     } else if (ps.offset == L.lnf_w || ps.offset == L.lnf_b) {
       if (last) n += e;
     } else if (first) {  // the learned positions
@@ -114,7 +114,7 @@ RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, cons
       const BlockGraph g = per_rank_graph(m, p, i);
       mb.schedule = plan(g);
       if (p.distribute_saved_activations) check_distributed(mb.schedule, st.blocks);
-      mb.sim = simulate(g, mb.schedule, mirror);
+      mb.sim = simulate(g, mb.schedule, mirror, p.tp, p.sp);
       for (std::uint64_t b : mb.sim.saved_bytes_per_block) mb.held_bytes += b;
       st.micro_batch = static_cast<int>(r.micro_batch.size());
       r.micro_batch.push_back(std::move(mb));

@@ -24,8 +24,9 @@ struct RankStatic {
 // Parameter elements of stage `stage`'s rank: its blocks with column-parallel weights and
 // biases, row-parallel weights and tensor-region norm weights split over T (row-parallel
 // biases and sequence-region norms replicated, as the block table's regions say); the word
-// embedding split over the vocabulary on the first stage (and its tied copy, or the output
-// layer, on the last), the learned positions on the first, the final norm on the last.
+// embedding on the first stage (and its tied copy, or the output layer, on the last), the
+// learned positions on the first, the final norm on the last, each replicated over T (a run
+// holds them whole on every tensor-parallel rank: no vocabulary-parallel embedding yet).
 std::uint64_t rank_param_elements(const ModelConfig& m, const ParallelLayout& p, int stage);
 // Its bytes: parameters and gradients in the model's dtype, fp32 master weights (16-bit models)
 // and two fp32 moments; ZeRO-1 divides the master weights and moments by D, ZeRO-2 the

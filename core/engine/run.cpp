@@ -11,6 +11,8 @@
 #include "core/engine/executor.h"
 #include "core/engine/model_state.h"
 #include "core/engine/simulator.h"
+#include "core/engine/tensor_parallel.h"
+#include "core/engine/weight_init.h"
 #include "core/io/safetensors.h"
 #include "core/util/error.h"
 #include "core/util/hash.h"
@@ -172,7 +174,14 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
   };
 
   check_adam(spec.adam);
-  Prediction pred = simulate(spec.model, spec.schedule, &backend);  // validates the schedule
+  const bool tp = spec.layout.tp > 1;
+  if (tp) check_tensor_parallel(spec.model, spec.layout);
+  if (tp && (!spec.weights_in.empty() || !spec.weights_out.empty() || !spec.grads_out.empty()))
+    throw ConfigError("tp", "tensor-parallel ranks hold slices: loading and saving weights or gradients is "
+                            "not supported with --tp");
+  const BlockGraph graph = tp ? per_rank_graph(spec.model, spec.layout) : BlockGraph(spec.model);
+  // validates the schedule
+  Prediction pred = simulate(graph, spec.schedule, &backend, spec.layout.tp, spec.layout.sp);
   part_done("simulate", clock.now_ns());
   tr.plan = pred.plan;
   tr.predicted_peak_bytes = pred.peak_bytes;
@@ -199,11 +208,17 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
   if (spec.memory_limit) alloc.set_device_limit(spec.memory_limit);
   const int total = spec.warmup + spec.steps;
   try {
-    ModelState state(spec.model, backend, alloc);
+    ModelState state(graph.config(), backend, alloc);
     tr.static_bytes = state.static_bytes();
     part_done("memory", clock.now_ns());
     if (!spec.weights_in.empty()) {
       load_safetensors(spec.weights_in, state);
+    } else if (tp) {
+      // The single-process initialization, and this rank's slices of it.
+      const ParamLayout whole(spec.model);
+      std::vector<float> global(static_cast<std::size_t>(whole.total()));
+      init_weight_values(whole, spec.model.layers, spec.seed, global.data(), backend.host_threads());
+      state.write_params(rank_weight_slices(spec.model, spec.layout.tp, tp_rank_of(spec.tp_comm), global));
     } else {
       state.init_weights(spec.seed);
     }
@@ -213,6 +228,8 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     eo.adam = spec.adam;
     eo.cancel = cb.cancel;
     eo.comm = spec.comm;
+    eo.tp_comm = spec.tp_comm;
+    eo.sp = spec.layout.sp;
     const std::size_t nact = spec.schedule.actions.size();
     int cur = 0;
     eo.on_action = [&](std::size_t done, std::size_t all) {
@@ -221,7 +238,7 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
                     "step " + std::to_string(cur + 1) + "/" + std::to_string(total));
     };
     (void)nact;
-    Executor ex(state, backend, alloc, profiler, eo);
+    Executor ex(state, backend, alloc, profiler, eo, graph);
     part_done("executor", clock.now_ns());
     std::vector<std::int32_t> tok, tgt;
     for (cur = 0; cur < total; ++cur) {

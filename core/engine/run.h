@@ -9,6 +9,7 @@
 
 #include "core/backend/backend.h"
 #include "core/dist/communicator.h"
+#include "core/graph/parallel_layout.h"
 #include "core/memory/tracking_allocator.h"
 #include "core/profiler/profiler.h"
 #include "core/schedule/schedule.h"
@@ -35,6 +36,11 @@ struct RunSpec {
   std::string grads_out;           // safetensors of the last step's gradients (weights' names)
   Communicator* comm = nullptr;    // data parallelism: this replica of comm->size() (the model's
                                    // batch is one replica's slice); none: one process
+  // Tensor parallelism: the layout's tp and sp (the rest ignored) and this rank's communicator
+  // over the T ranks of its replica; `model` stays the whole model, the rank runs its share
+  // (per_rank_graph) and the schedule is planned for that block table.
+  ParallelLayout layout;
+  Communicator* tp_comm = nullptr;
 };
 
 struct RunCallbacks {

@@ -25,6 +25,10 @@ Prediction simulate(const ModelConfig& m, const Schedule& s, const Backend* mirr
 }
 
 Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirror) {
+  return simulate(g, s, mirror, 1, false);
+}
+
+Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirror, int tp, bool sp) {
   const ModelConfig& m = g.config();
   Prediction p;
   p.plan = validate_schedule(s, g);
@@ -34,7 +38,11 @@ Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirro
   ModelState state(m, be, alloc);
   p.static_bytes = state.static_bytes();
   p.workspace_bytes = state.workspace.bytes();
-  Executor ex(state, be, alloc, nullptr, ExecOptions{}, g);
+  NullCommunicator tp_comm(0, tp);
+  ExecOptions eo;
+  if (tp > 1) eo.tp_comm = &tp_comm;
+  eo.sp = sp;
+  Executor ex(state, be, alloc, nullptr, eo, g);
   std::vector<std::int32_t> tok(static_cast<std::size_t>(m.tokens()), 0), tgt(tok);
   StepOutput out = ex.run_step(s, 0, tok, tgt);
   p.peak_bytes = alloc.peak_device();

@@ -36,6 +36,9 @@ struct Prediction {
 Prediction simulate(const ModelConfig& m, const Schedule& s, const Backend* mirror);
 // The same over a given block table (`graph.config()` is the model).
 Prediction simulate(const BlockGraph& graph, const Schedule& s, const Backend* mirror);
+// One of `tp` tensor-parallel ranks (sequence-parallel with sp): `graph` is the per-rank block
+// table (per_rank_graph), its config the rank's model; the exchanges allocate as a run's do.
+Prediction simulate(const BlockGraph& graph, const Schedule& s, const Backend* mirror, int tp, bool sp);
 
 // Replays events and returns the highest total of the activation categories on the device.
 std::uint64_t activation_peak(const std::vector<MemoryEvent>& events, std::size_t from = 0);

@@ -23,10 +23,6 @@ bool is_mask(const BlockGraph& g, int t) {
   return p >= 0 && g.steps()[p].op == OpKind::DropoutMask;
 }
 
-bool is_attention(OpKind op) {
-  return op == OpKind::AttnSoftmax || op == OpKind::AttnPV || op == OpKind::FlashAttn;
-}
-
 // Divides a count by d, which must divide it (the layout's validation guarantees it).
 template <class T>
 T exact(T v, std::int64_t d, const std::string& what) {
@@ -181,31 +177,57 @@ ModelConfig stage_model(const ModelConfig& m, const ParallelLayout& p, int stage
   return s;
 }
 
+ModelConfig tensor_rank_model(const ModelConfig& m, int tp) {
+  if (tp <= 1) return m;
+  ModelConfig r = m;
+  r.head_size = m.head_dim();
+  r.heads = exact(m.heads, tp, "heads");
+  r.kv_heads = exact(m.kv_heads, tp, "kv-heads");
+  r.ffn = exact(m.ffn, tp, "ffn");
+  return r;
+}
+
 BlockGraph per_rank_graph(const ModelConfig& m, const ParallelLayout& p, int stage) {
   const ModelConfig sm = stage_model(m, p, stage);
   const BlockGraph g(sm);
   if (p.tp <= 1) return g;
   const BlockRegions r = block_regions(g);
   const std::int64_t Tp = p.tp;
+  // The tensor region as one rank's model has it (a/T heads, kv/T kv-heads, ffn/T), the
+  // sequence region as the whole model's, split on the rows with sp.
+  const ModelConfig rm = tensor_rank_model(sm, p.tp);
+  const BlockGraph rg(rm);
+  if (rg.tensors().size() != g.tensors().size() || rg.steps().size() != g.steps().size())
+    throw Error("per-rank block table: the model's block does not keep its shape with " + str(Tp) +
+                " tensor-parallel ranks");
   std::vector<TensorDef> tensors = g.tensors();
   for (std::size_t t = 0; t < tensors.size(); ++t) {
     const Share sh = tensor_share(g, r, static_cast<int>(t), p);
     if (sh.den == 1) continue;
     TensorDef& d = tensors[t];
     d.numel = exact(d.numel * sh.num, sh.den, "tensor '" + d.name + "'");
+    d.bytes = static_cast<std::uint64_t>(d.numel) * dtype_size(d.dtype);
+    if (r.tensor[t] == Region::Tensor && rg.tensors()[t].numel != d.numel)
+      throw Error("per-rank block table: tensor '" + d.name + "' has " + str(rg.tensors()[t].numel) +
+                  " elements on a rank's model, " + str(d.numel) + " as its share");
     d.formula += "/t";
   }
   std::vector<StepDef> steps = g.steps();
   for (std::size_t s = 0; s < steps.size(); ++s) {
     StepDef& st = steps[s];
     const std::string what = "step '" + st.name + "'";
+    const StepDef& rs = rg.steps()[s];
     if (st.op == OpKind::Linear) {
       if (r.row_parallel[s]) st.K = exact(st.K, Tp, what + " input features");
       else st.N = exact(st.N, Tp, what + " output features");
-    } else if (is_attention(st.op)) {
-      st.rows = exact(st.rows, Tp, what + " rows (batch x heads)");
-    } else if (r.step[s] == Region::Tensor || p.sp) {
-      // Element-wise work: its rows, or its width where the rows do not split.
+    } else if (r.step[s] == Region::Tensor) {
+      // As a rank's model runs it: heads or the ffn width split.
+      st.M = rs.M;
+      st.K = rs.K;
+      st.N = rs.N;
+      st.rows = rs.rows;
+    } else if (p.sp) {
+      // The sequence region on 1/T of the token rows.
       if (st.M % Tp == 0) {
         st.M /= Tp;
       } else {
@@ -214,7 +236,8 @@ BlockGraph per_rank_graph(const ModelConfig& m, const ParallelLayout& p, int sta
       }
     }
   }
-  return BlockGraph::from_table(sm, std::move(tensors), std::move(steps), g.input(), g.output());
+  ModelConfig rsm = rm;
+  return BlockGraph::from_table(rsm, std::move(tensors), std::move(steps), g.input(), g.output());
 }
 
 }  // namespace remat

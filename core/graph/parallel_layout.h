@@ -68,7 +68,11 @@ struct Share {
 // keeps) 1/T with distribute_saved_activations; else all of it.
 Share tensor_share(const BlockGraph& g, const BlockRegions& r, int tensor, const ParallelLayout& p);
 
-// One rank's block table: every tensor's elements and bytes scaled by its share (formulas say
+// The model one tensor-parallel rank holds: a/T query heads and kv/T kv-heads of the same head
+// size, ffn/T, everything else as the model's (the embedding and the head replicated).
+ModelConfig tensor_rank_model(const ModelConfig& m, int tp);
+
+// One rank's block table (its config is tensor_rank_model's of the stage's model): every tensor's elements and bytes scaled by its share (formulas say
 // "/t"), every step's work scaled as its rank does it (column-parallel: N/T, row-parallel: K/T,
 // attention: B·heads/T, other steps by their region's share), for a model of the stage's blocks
 // (L/P unless the first or last stage differs). The layout must be valid for the model

@@ -48,7 +48,17 @@ struct DropoutKey {
   // Index of the mask's first element in the global batch's mask (a data-parallel replica's
   // slice starts past the others'); element i of the mask is element offset + i of that one.
   std::uint64_t offset = 0;
+  // A mask made of runs of `run` elements `stride` apart in that one (a tensor-parallel rank's
+  // heads of each batch row): element i is element offset + (i / run) * stride + i % run.
+  // 0: one run.
+  std::uint64_t run = 0, stride = 0;
 };
+
+// Where element `index` of the mask keyed by `key` lies in the global mask.
+REMAT_HD std::uint64_t mask_position(const DropoutKey& key, std::uint64_t index) {
+  if (key.run) index = index / key.run * key.stride + index % key.run;
+  return index + key.offset;
+}
 
 enum DropoutSite : std::uint32_t {
   kSiteEmbedding = 1,
@@ -71,7 +81,7 @@ REMAT_HD Philox4 philox_block(const DropoutKey& key, std::uint64_t group) {
 
 // 32 random bits for element `index` of the mask keyed by `key` (after its offset).
 REMAT_HD std::uint32_t philox_bits(const DropoutKey& key, std::uint64_t index) {
-  index += key.offset;
+  index = mask_position(key, index);
   return philox_block(key, index >> 2).v[index & 3u];
 }
 

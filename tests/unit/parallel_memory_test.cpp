@@ -186,13 +186,14 @@ TEST(ParallelMemory, EachRankDoesItsShareOfTheWork) {
 }
 
 // Parameters of a GPT-2 rank counted by hand: column-parallel q|k|v and fc with their biases,
-// row-parallel proj and fc2 split over t (their biases whole), the norms whole.
+// row-parallel proj and fc2 split over t (their biases whole), the norms whole, the embedding
+// whole (replicated over the tensor-parallel ranks).
 u64 gpt_rank_params(const ModelConfig& m, u64 t, int blocks, bool first, bool last) {
   const u64 h = m.hidden, V = m.vocab, pos = m.positions;
   const u64 block = 12 * h * h / t + 7 * h / t + 2 * h + 4 * h;
   u64 n = blocks * block;
-  if (first) n += V * h / t + pos * h;
-  if (last) n += 2 * h + (first ? 0 : V * h / t);  // final norm, the tied head's copy
+  if (first) n += V * h + pos * h;
+  if (last) n += 2 * h + (first ? 0 : V * h);  // final norm, the tied head's copy
   return n;
 }
 
@@ -240,8 +241,8 @@ TEST(ParallelMemory, LlamaRankSplitsEverythingButTheNorms) {
   p.pp = 2;
   const u64 h = m.hidden, q = m.q_width(), kv = m.kv_width(), f = m.ffn, V = m.vocab;
   const u64 block = (h * (q + 2 * kv) + q * h + 3 * f * h) / 2 + 2 * h;
-  EXPECT_EQ(rank_param_elements(m, p, 0), 2 * block + V * h / 2);
-  EXPECT_EQ(rank_param_elements(m, p, 1), 2 * block + V * h / 2 + h);
+  EXPECT_EQ(rank_param_elements(m, p, 0), 2 * block + V * h);
+  EXPECT_EQ(rank_param_elements(m, p, 1), 2 * block + V * h + h);
 }
 
 TEST(ParallelMemory, FirstStageHoldsPMicroBatches) {

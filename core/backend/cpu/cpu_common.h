@@ -153,6 +153,21 @@ inline void copy_floats(ThreadPool& pool, FV src, FV dst, std::int64_t n, bool a
 // philox_bits(key, start + i) for each i, with one Philox call per four elements.
 inline void philox_fill(const DropoutKey& key, std::uint64_t start, std::int64_t n,
                         std::uint32_t* out) {
+  if (key.run) {  // run by run, each a contiguous range of the global mask
+    DropoutKey k = key;
+    k.run = 0;
+    while (n > 0) {
+      const std::uint64_t in_run = start % key.run;
+      const std::int64_t take = static_cast<std::int64_t>(
+          std::min<std::uint64_t>(static_cast<std::uint64_t>(n), key.run - in_run));
+      k.offset = key.offset + start / key.run * key.stride;
+      philox_fill(k, in_run, take, out);
+      start += static_cast<std::uint64_t>(take);
+      out += take;
+      n -= take;
+    }
+    return;
+  }
   const std::uint64_t first = start + key.offset;
   std::uint64_t idx = first, end = first + static_cast<std::uint64_t>(n);
   while (idx < end) {

@@ -1,0 +1,123 @@
+// Tensor and sequence parallelism inside the blocks (Megatron-LM): a column-parallel linear
+// reads the whole sequence region (gathered over the T ranks with sp) and writes its share of
+// the tensor region; a row-parallel linear's partial sums are all-reduced (reduce-scattered to
+// the rows with sp), its bias added once, by tensor-parallel rank 0, before the sum. The
+// backward mirrors them: the column-parallel input gradient summed over T, the sequence region's
+// gradients gathered and scattered. Every exchange goes through collective() and every buffer
+// through the tracking allocator, so the simulator (a null communicator of T ranks) walks it.
+#include "core/engine/executor.h"
+#include "core/util/error.h"
+
+namespace remat {
+
+Tensor Executor::tp_gather(int block, const Tensor& shard, const std::string& name) {
+  const std::int64_t n = shard.numel;
+  Tensor full = alloc_outer(shard.dtype, n * tp_, Category::Workspace, name, block);
+  collective(name, "all_gather", block, full.bytes(), [&] {
+    be_.copy(full.slice(n * tp_rank_, n), shard);
+    be_.synchronize();
+    opt_.tp_comm->all_gather(full.as<float>(), static_cast<std::size_t>(n), name);
+  });
+  return full;
+}
+
+void Executor::tp_reduce_scatter(int block, Tensor& full, const Tensor& shard, bool acc,
+                                 const std::string& name) {
+  const std::int64_t n = shard.numel;
+  if (full.numel != n * tp_)
+    throw Error("internal: " + name + " scatters " + std::to_string(full.numel) + " elements to shards of " +
+                std::to_string(n));
+  collective(name, "reduce_scatter", block, full.bytes(), [&] {
+    opt_.tp_comm->reduce_scatter_sum(full.as<float>(), static_cast<std::size_t>(n), name);
+    if (acc) be_.add_into(shard, full.slice(n * tp_rank_, n));
+    else be_.copy(shard, full.slice(n * tp_rank_, n));
+  });
+  release(full);
+}
+
+void Executor::tp_all_reduce(int block, const Tensor& t, const std::string& name) {
+  collective(name, "all_reduce", block, t.bytes(), [&] {
+    opt_.tp_comm->all_reduce_sum(t.as<float>(), static_cast<std::size_t>(t.numel), name);
+  });
+}
+
+void Executor::tp_linear_forward(int b, const StepDef& s, const std::vector<Tensor>& t) {
+  const std::size_t i = static_cast<std::size_t>(&s - graph_.steps().data());
+  const bool row = regions_.row_parallel[i];
+  std::array<Tensor, 2> params;
+  OpArgs a = op_args(b, s, t, params);
+  const std::string name = "h" + std::to_string(b) + "." + s.name;
+  Tensor full;  // with sp: the gathered input, or the partial output before its scatter
+  if (!row && sp_) {
+    full = tp_gather(b, t[s.in[0]], name + ".all_gather");
+    a.in[0] = &full;
+  }
+  if (row) {
+    if (tp_rank_ != 0) a.b = nullptr;  // the bias once in the sum
+    if (sp_) {
+      full = alloc_outer(cfg_.dtype, s.M * s.N, Category::Workspace, name + ".partial", b);
+      a.out[0] = &full;
+    }
+  }
+  op(name, s.name, b, s.fwd_flops(graph_.windowed(b)), step_bytes(s), Stream::Compute,
+     [&] { be_.run(s.op, Pass::Forward, a); });
+  if (row && sp_) tp_reduce_scatter(b, full, t[s.out[0]], false, name + ".reduce_scatter");
+  else if (row) tp_all_reduce(b, t[s.out[0]], name + ".all_reduce");
+  else if (full) release(full);
+}
+
+void Executor::tp_linear_backward(int b, const StepDef& s, const std::vector<Tensor>& t,
+                                  const std::vector<Tensor>& g, const std::vector<bool>& acc) {
+  const std::size_t i = static_cast<std::size_t>(&s - graph_.steps().data());
+  const bool row = regions_.row_parallel[i];
+  const std::string name = "h" + std::to_string(b) + "." + s.name;
+  std::array<Tensor, 2> params;
+  OpArgs a = op_args(b, s, t, params);
+  Tensor dW = s.w != ParamSlot::Count ? st_.grad(b, s.w) : Tensor{};
+  Tensor dB = s.b != ParamSlot::Count ? st_.grad(b, s.b) : Tensor{};
+  a.dw = dW ? &dW : nullptr;
+  a.db = dB ? &dB : nullptr;
+  a.din[0] = g[s.in[0]] ? &g[s.in[0]] : nullptr;
+  a.acc[0] = acc[0];
+  a.dout[0] = g[s.out[0]] ? &g[s.out[0]] : nullptr;
+  Tensor x, dx, dy;  // with sp: the gathered input and its whole gradient; the gathered dout
+  if (!row) {
+    if (sp_) {
+      x = tp_gather(b, t[s.in[0]], name + ".backward.all_gather");
+      a.in[0] = &x;
+      if (a.din[0]) {
+        dx = alloc_outer(cfg_.dtype, s.M * s.K, Category::Workspace, name + ".backward.partial", b);
+        a.din[0] = &dx;
+        a.acc[0] = false;
+      }
+    } else if (a.din[0] && acc[0]) {
+      throw Error("tensor parallelism: the input of '" + s.name +
+                  "' is read by more than one step; its gradient cannot be summed over the ranks alone");
+    }
+  } else if (sp_ && a.dout[0]) {
+    dy = tp_gather(b, g[s.out[0]], name + ".backward.grad.all_gather");
+    a.dout[0] = &dy;
+  }
+  op(name + ".backward", s.name, b, s.bwd_flops(graph_.windowed(b)), step_bytes(s) * 2, Stream::Compute,
+     [&] { be_.run(s.op, Pass::Backward, a); });
+  if (dy) release(dy);
+  if (x) release(x);
+  if (row || !g[s.in[0]]) return;
+  if (sp_) tp_reduce_scatter(b, dx, g[s.in[0]], acc[0], name + ".backward.reduce_scatter");
+  else tp_all_reduce(b, g[s.in[0]], name + ".backward.all_reduce");
+}
+
+void Executor::sync_tensor_parallel_gradients() {
+  if (tp_ <= 1 || !sp_) return;
+  // Norm weights and biases of the sequence region saw only this rank's rows.
+  for (int b = 0; b < cfg_.layers; ++b)
+    for (std::size_t i = 0; i < graph_.steps().size(); ++i) {
+      const StepDef& s = graph_.steps()[i];
+      if (s.op == OpKind::Linear || regions_.step[i] != Region::Sequence) continue;
+      for (ParamSlot slot : {s.w, s.b})
+        if (slot != ParamSlot::Count && st_.has(b, slot))
+          tp_all_reduce(b, st_.grad(b, slot), "h" + std::to_string(b) + "." + s.name + ".grad.all_reduce");
+    }
+}
+
+}  // namespace remat

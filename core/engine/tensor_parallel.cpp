@@ -1,0 +1,101 @@
+#include "core/engine/tensor_parallel.h"
+
+#include <algorithm>
+
+#include "core/engine/rank_prediction.h"
+#include "core/model/param_layout.h"
+#include "core/util/error.h"
+
+namespace remat {
+
+int tp_rank_of(const Communicator* c) { return c ? c->rank() : 0; }
+int tp_size_of(const Communicator* c) { return c ? c->size() : 1; }
+
+void check_tensor_parallel(const ModelConfig& m, const ParallelLayout& p) {
+  validate_layout(p, m);
+  if (p.tp <= 1) return;
+  if (p.pp > 1)
+    throw ConfigError("pp", "runs do not execute pipeline stages; `plan --pp " + std::to_string(p.pp) +
+                                "` predicts them");
+  if (m.dtype != DType::F32)
+    throw ConfigError("dtype", std::string("tensor-parallel runs sum fp32 activations, the model is ") +
+                                   to_string(m.dtype) + " (use --dtype fp32)");
+  const ModelConfig rm = tensor_rank_model(m, p.tp);
+  const std::uint64_t holds = static_cast<std::uint64_t>(ParamLayout(rm).total());
+  const std::uint64_t counted = rank_param_elements(m, p, 0);
+  if (holds != counted)
+    throw ConfigError("tp", "this model's blocks cannot be split over " + std::to_string(p.tp) +
+                                " tensor-parallel ranks yet: a rank would hold " + std::to_string(holds) +
+                                " parameters, the layout counts " + std::to_string(counted) +
+                                (m.qk_norm ? " (qk-norm weights span all heads)" : ""));
+}
+
+namespace {
+
+// The fused parts of a column-parallel parameter, in rows.
+std::vector<std::int64_t> parts_of(const ModelConfig& m, ParamSlot s, std::int64_t rows) {
+  if (s == ParamSlot::QkvW || s == ParamSlot::QkvB) return {m.q_width(), m.kv_width(), m.kv_width()};
+  if ((s == ParamSlot::FcW || s == ParamSlot::FcB) && rows == 2 * m.ffn) return {m.ffn, m.ffn};
+  return {rows};
+}
+
+ParamSlot slot_of(const ParamLayout& L, const ParamSpec& p) {
+  for (int s = 0; s < static_cast<int>(ParamSlot::Count); ++s)
+    if (L.offset(p.block, static_cast<ParamSlot>(s)) == p.offset) return static_cast<ParamSlot>(s);
+  return ParamSlot::Count;
+}
+
+}  // namespace
+
+std::vector<float> rank_weight_slices(const ModelConfig& m, int tp, int t, const std::vector<float>& global) {
+  const ParamLayout G(m), R(tensor_rank_model(m, tp));
+  if (static_cast<std::int64_t>(global.size()) != G.total())
+    throw Error("weights: " + std::to_string(global.size()) + " values, the model has " + std::to_string(G.total()));
+  if (G.params().size() != R.params().size())
+    throw Error("weights: a tensor-parallel rank's layout differs from the model's");
+  std::vector<float> out(static_cast<std::size_t>(R.total()));
+  for (std::size_t i = 0; i < G.params().size(); ++i) {
+    const ParamSpec& g = G.params()[i];
+    const ParamSpec& r = R.params()[i];
+    const float* src = global.data() + g.offset;
+    float* dst = out.data() + r.offset;
+    if (g.numel() == r.numel()) {
+      std::copy(src, src + g.numel(), dst);
+    } else if (g.cols == r.cols && g.rows == r.rows * tp) {  // output rows split, part by part
+      std::int64_t grow = 0, rrow = 0;
+      for (std::int64_t part : parts_of(m, slot_of(G, g), g.rows)) {
+        const std::int64_t share = part / tp;
+        std::copy(src + (grow + t * share) * g.cols, src + (grow + (t + 1) * share) * g.cols,
+                  dst + rrow * g.cols);
+        grow += part;
+        rrow += share;
+      }
+      if (grow != g.rows) throw Error("weights: '" + g.name + "' does not split into its parts");
+    } else if (g.rows == r.rows && g.cols == r.cols * tp) {  // input columns split
+      for (std::int64_t row = 0; row < g.rows; ++row)
+        std::copy(src + row * g.cols + t * r.cols, src + row * g.cols + (t + 1) * r.cols,
+                  dst + row * r.cols);
+    } else {
+      throw Error("weights: '" + g.name + "' is [" + std::to_string(g.rows) + ", " + std::to_string(g.cols) +
+                  "], a rank's [" + std::to_string(r.rows) + ", " + std::to_string(r.cols) + "]");
+    }
+  }
+  return out;
+}
+
+DropoutKey tp_dropout_key(DropoutKey key, const ModelConfig& full, DropoutSite site, int tp, int t, bool sp) {
+  if (tp <= 1) return key;
+  const std::uint64_t S = static_cast<std::uint64_t>(full.seq);
+  if (site == kSiteAttentionProbs) {
+    const std::uint64_t per_head = S * S, heads = static_cast<std::uint64_t>(full.heads);
+    key.run = heads / static_cast<std::uint64_t>(tp) * per_head;
+    key.stride = heads * per_head;
+    key.offset += static_cast<std::uint64_t>(t) * key.run;
+  } else if (sp && (site == kSiteAttentionResidual || site == kSiteMlpResidual)) {
+    const std::uint64_t n = static_cast<std::uint64_t>(full.tokens()) * static_cast<std::uint64_t>(full.hidden);
+    key.offset += static_cast<std::uint64_t>(t) * (n / static_cast<std::uint64_t>(tp));
+  }
+  return key;
+}
+
+}  // namespace remat
