@@ -104,10 +104,12 @@ ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int w
                                   std::to_string(world) + " --zero " + std::to_string(d.zero) +
                                   " predicts stage " + std::to_string(d.zero) + ")");
   if (world > 1 && train.device != "cpu")
-    throw ConfigError("device", "data-parallel runs run on the CPU (their gradients are summed in host memory), got " +
+    throw ConfigError("device", std::string(d.tp > 1 ? "tensor" : "data") +
+                                    "-parallel runs run on the CPU (their collectives move host memory), got " +
                                     train.device);
   if (world > 1 && m.dtype != DType::F32)
-    throw ConfigError("dtype", std::string("data-parallel runs sum fp32 gradients, the model is ") +
+    throw ConfigError("dtype", std::string(d.tp > 1 ? "tensor" : "data") +
+                                   "-parallel runs sum fp32 values, the model is " +
                                    to_string(m.dtype) + " (use --dtype fp32)");
   return m;
 }
