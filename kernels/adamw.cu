@@ -21,7 +21,7 @@ struct SegBatch {
   unsigned char decay[kMaxSeg];
 };
 
-template <class T>
+template <class T, bool ZeroMoments>
 __global__ void __launch_bounds__(kThreads)
     adamw_kernel(T* params, const T* __restrict__ grads, float* master, float* __restrict__ m,
                  float* __restrict__ v, SegBatch batch, AdamwScalars k) {
@@ -45,8 +45,11 @@ __global__ void __launch_bounds__(kThreads)
     const float g = to_f(grads[i]);
     float p = master ? mp[i] : to_f(params[i]);
     if (dec) p *= k.decay;
-    const float mi = m[i] + k.w1 * (g - m[i]);
-    const float vi = v[i] * k.b2 + k.w2 * (g * g);
+    // Zero moments: the same expressions on zeros held in registers (the fused multiply-adds
+    // nvcc forms are the same ones; nothing is simplified without fast-math flags).
+    const float m0 = ZeroMoments ? 0.0f : m[i], v0 = ZeroMoments ? 0.0f : v[i];
+    const float mi = m0 + k.w1 * (g - m0);
+    const float vi = v0 * k.b2 + k.w2 * (g * g);
     m[i] = mi;
     v[i] = vi;
     const float denom = sqrtf(vi) / k.bc2_sqrt + k.eps;
@@ -62,7 +65,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class T>
 void run(void* params, const void* grads, float* master, float* m, float* v,
-         const std::vector<AdamwSeg>& segs, const AdamwScalars& k, cudaStream_t s) {
+         const std::vector<AdamwSeg>& segs, const AdamwScalars& k, cudaStream_t s, bool zero) {
   std::size_t i = 0;
   while (i < segs.size()) {
     SegBatch b{};
@@ -80,8 +83,12 @@ void run(void* params, const void* grads, float* master, float* m, float* v,
     }
     if (b.count == 0) continue;
     b.first_block[b.count] = blocks;
-    adamw_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(
-        static_cast<T*>(params), static_cast<const T*>(grads), master, m, v, b, k);
+    if (zero)
+      adamw_kernel<T, true><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(
+          static_cast<T*>(params), static_cast<const T*>(grads), master, m, v, b, k);
+    else
+      adamw_kernel<T, false><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(
+          static_cast<T*>(params), static_cast<const T*>(grads), master, m, v, b, k);
     check_launch("adamw");
   }
 }
@@ -89,9 +96,10 @@ void run(void* params, const void* grads, float* master, float* m, float* v,
 }  // namespace
 
 void adamw(FType t, void* params, const void* grads, float* master, float* m, float* v,
-           const std::vector<AdamwSeg>& segs, const AdamwScalars& k, cudaStream_t s) {
-  if (t == FType::BF16) run<bf16>(params, grads, master, m, v, segs, k, s);
-  else run<float>(params, grads, master, m, v, segs, k, s);
+           const std::vector<AdamwSeg>& segs, const AdamwScalars& k, cudaStream_t s,
+           bool zero_moments) {
+  if (t == FType::BF16) run<bf16>(params, grads, master, m, v, segs, k, s, zero_moments);
+  else run<float>(params, grads, master, m, v, segs, k, s, zero_moments);
 }
 
 }  // namespace remat::kernels

@@ -39,6 +39,9 @@ struct AdamSegment {
 struct AdamArgs {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
   int t = 1;  // 1-based step count for bias correction
+  // m and v hold zeros (a model's first step): they are written without being read, with the
+  // same arithmetic on zeros, so the results are those of zero-filled moments, bit for bit.
+  bool zero_moments = false;
 };
 
 class Backend {

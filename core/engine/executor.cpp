@@ -387,11 +387,13 @@ void Executor::optimizer() {
   alloc_.set_phase(phase_);
   AdamArgs a = opt_.adam;
   a.t = step_ + 1;
+  a.zero_moments = st_.moments_zero;
   const std::uint64_t n = static_cast<std::uint64_t>(st_.layout().total());
   op("adamw", "adamw", -1, 12 * n, st_.static_bytes() * 2, Stream::Compute, [&] {
     be_.adamw(st_.params, st_.grads, st_.master.id ? &st_.master : nullptr, st_.m, st_.v,
               segments_, a);
   });
+  st_.moments_zero = false;
 }
 
 void Executor::measure_saved_bytes(StepOutput& out) const {

@@ -25,11 +25,9 @@ ModelState::ModelState(const ModelConfig& m, Backend& backend, TrackingAllocator
   }
   tokens = alloc_.allocate(DType::I32, m.tokens(), {Category::Workspace, -1, "batch.tokens"});
   targets = alloc_.allocate(DType::I32, m.tokens(), {Category::Workspace, -1, "batch.targets"});
-  if (backend_.computes()) {
-    backend_.fill_zero(this->m);
-    backend_.fill_zero(v);
-    backend_.fill_zero(grads);
-  }
+  // Nothing is written here: each step's "batch" op zeroes the gradients, and the first AdamW
+  // step takes the moments as zeros without reading them (moments_zero), so their pages are
+  // first touched by the writes that give them values.
 }
 
 ModelState::~ModelState() {

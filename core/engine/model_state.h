@@ -42,6 +42,9 @@ class ModelState {
   std::uint64_t static_bytes() const;
 
   Tensor params, grads, master, m, v, workspace, tokens, targets;
+  // True until the first optimizer step: m and v are zeros by definition but not written
+  // (AdamArgs::zero_moments), and grads hold nothing until a step's "batch" op zeroes them.
+  bool moments_zero = true;
 
  private:
   ModelConfig cfg_;

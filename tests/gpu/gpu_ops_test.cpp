@@ -571,6 +571,39 @@ TEST_P(GpuOps, AdamWOverSegments) {
   EXPECT_LE(d->rel(v), 1e-6) << "v";
 }
 
+// The first step's AdamW (zero_moments: m and v not read) against the same step on zero-filled
+// moments, both on the GPU: the same bits in m, v, master and params. The gradients hold signed
+// zeros and values whose (1 - beta1) g underflows, where 0 + w1 g and a fused w1 g + 0 differ
+// in sign; m and v start as NaN, so a read of either would show.
+TEST_P(GpuOps, AdamWOnZeroMomentsWritesWithoutReading) {
+  const std::int64_t n = 5000;
+  std::vector<AdamSegment> segs = {{0, 3000, true}, {3000, 2000, false}};
+  std::vector<float> g = uniform(n, -1.0f, 1.0f, 85);
+  for (std::int64_t i = 0; i < n; i += 7) g[static_cast<std::size_t>(i)] = -0.0f;
+  for (std::int64_t i = 3; i < n; i += 11) g[static_cast<std::size_t>(i)] = -1e-44f;
+  for (std::int64_t i = 5; i < n; i += 13) g[static_cast<std::size_t>(i)] = 0.0f;
+  AdamArgs args;
+  args.lr = 3e-3f;
+  const std::vector<float> p0 = uniform(n, -1.0f, 1.0f, 86);
+  std::vector<std::vector<std::uint8_t>> out[2];
+  for (int zero = 0; zero < 2; ++zero) {
+    args.zero_moments = zero == 1;
+    Both grads = d->upload(dt, g), master = d->upload(DType::F32, p0), params = d->upload(dt, p0);
+    Both m = d->poisoned(DType::F32, n), v = d->poisoned(DType::F32, n);
+    if (!zero) {
+      d->gpu->fill_zero(m.g);
+      d->gpu->fill_zero(v.g);
+    }
+    Tensor ms = master.g;
+    d->gpu->adamw(params.g, grads.g, dt == DType::BF16 ? &ms : nullptr, m.g, v.g, segs, args);
+    d->gpu->synchronize();
+    for (const Both* b : {&params, &master, &m, &v}) out[zero].push_back(d->gpu_bytes(b->g));
+  }
+  const char* names[] = {"params", "master", "m", "v"};
+  for (std::size_t t = 0; t < 4; ++t)
+    EXPECT_TRUE(out[0][t] == out[1][t]) << names[t] << " differs with zero_moments";
+}
+
 TEST_P(GpuOps, FillZeroAndDeviceCopy) {
   const std::int64_t n = 1234;
   Both a = d->random(dt, n, -1.0f, 1.0f, 90);

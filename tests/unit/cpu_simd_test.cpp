@@ -107,6 +107,52 @@ TEST(CpuSimd, AdamWGivesTheReferenceBits) {
   }
 }
 
+// The first step's AdamW (AdamArgs::zero_moments) on moments poisoned with NaN gives the bits of
+// the same step on zero-filled moments, on the reference and every set, and so does the step
+// after it (which reads what the first wrote). The gradients include signed zeros, subnormals and
+// -denorm_min, whose (1 - beta1) g rounds to -0 (0 + (-0) is +0: the sum must stay).
+TEST(CpuSimd, AdamWOnZeroMomentsGivesTheZeroFilledBits) {
+  const std::int64_t n = 3000 + 5;
+  std::vector<float> g = awkward(n, 12);
+  for (std::int64_t i = 3; i < n; i += 17) g[static_cast<std::size_t>(i)] = -std::numeric_limits<float>::denorm_min();
+  for (std::int64_t i = 5; i < n; i += 19) g[static_cast<std::size_t>(i)] = -0.0f;
+  for (bool bf : {false, true}) {
+    auto run = [&](bool zero) {
+      return [&, zero] {
+        Env env(2);
+        const DType dt = bf ? DType::BF16 : DType::F32;
+        std::vector<float> p0 = randv(n, 11, -2.0f, 2.0f);
+        Tensor params = env.from(p0, dt), master = env.from(p0), grads = env.from(g, dt);
+        const float fill = zero ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+        Tensor m = env.from(std::vector<float>(static_cast<std::size_t>(n), fill));
+        Tensor v = env.from(std::vector<float>(static_cast<std::size_t>(n), fill));
+        const std::vector<AdamSegment> segs = {{0, 1000, true}, {1000, 7, false}, {1007, n - 1007, true}};
+        AdamArgs args;
+        args.zero_moments = zero;
+        env.be.adamw(params, grads, bf ? &master : nullptr, m, v, segs, args);
+        Outputs o{env.bytes(params), env.bytes(master), env.bytes(m), env.bytes(v)};
+        args.t = 2;
+        args.zero_moments = false;
+        env.be.adamw(params, grads, bf ? &master : nullptr, m, v, segs, args);
+        for (const Tensor* t : {&params, &master, &m, &v}) o.push_back(env.bytes(*t));
+        return o;
+      };
+    };
+    SCOPED_TRACE(bf ? "bf16 with master" : "fp32");
+    const auto filled = per_set(run(false)), unread = per_set(run(true));
+    ASSERT_EQ(filled.size(), unread.size());
+    for (std::size_t s = 0; s < filled.size(); ++s)
+      for (std::size_t t = 0; t < filled[s].second.size(); ++t)
+        EXPECT_TRUE(unread[s].second[t] == filled[s].second[t])
+            << "output " << t << " on " << filled[s].first << " differs with zero_moments";
+    expect_same_bytes(unread, "adamw zero_moments");
+    // The poison would show: a NaN moment read makes NaN parameters.
+    std::size_t nan = 0;
+    for (float x : as_floats(unread[0].second[2], false)) nan += std::isnan(x);
+    EXPECT_LT(nan, 100u);
+  }
+}
+
 // LayerNorm and RMSNorm forward and backward in fp32: every output within kNormUlps of the
 // reference (row-relative, see row_ulps), and all SIMD sets bitwise equal to one another.
 constexpr double kNormUlps = 8.0;  // measured: 3.8 at H = 768

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/backend/cpu/cpu_backend.h"
+#include "core/engine/executor.h"
 #include "core/engine/model_state.h"
 #include "core/engine/weight_init.h"
 #include "core/schedule/schedule.h"
@@ -125,6 +126,49 @@ TEST(StartUp, ARunRecordsTheTimeBeforeItsFirstStepAndTheSummaryCarriesIt) {
   EXPECT_DOUBLE_EQ(j["startup_ms"].get<double>(), t.startup_ms);
   Trace unknown;
   EXPECT_FALSE(summary_json(unknown).contains("startup_ms"));
+}
+
+// A model's first steps with its moments left unwritten (as ModelState leaves them: here poisoned
+// with NaN, and the gradients too) give the bits of the same steps on zero-filled moments and
+// gradients: parameters, gradients and moments after each of three steps, fp32 and bf16.
+TEST(StartUp, UnwrittenMomentsAndGradientsGiveTheZeroFilledBits) {
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const ModelConfig m = testing::small_model(Family::Gpt2, AttentionImpl::Naive, 0.1, dt);
+    std::vector<std::int32_t> tok(static_cast<std::size_t>(m.tokens())), tgt(tok.size());
+    for (std::size_t i = 0; i < tok.size(); ++i)
+      tok[i] = static_cast<std::int32_t>((i * 37) % 256), tgt[i] = static_cast<std::int32_t>((i * 11 + 3) % 256);
+    std::vector<std::vector<std::uint8_t>> got[2];
+    for (int filled = 0; filled < 2; ++filled) {
+      CpuBackend be(2);
+      LogicalClock clock;
+      TrackingAllocator alloc(be.memory(Space::Device), be.memory(Space::Host), clock);
+      ModelState st(m, be, alloc);
+      EXPECT_TRUE(st.moments_zero);
+      st.init_weights(3);
+      for (const Tensor* t : {&st.m, &st.v, &st.grads}) {
+        std::vector<std::uint8_t> junk(t->bytes(), 0xFF);
+        be.write_bytes(*t, junk.data());
+      }
+      if (filled) {
+        for (const Tensor* t : {&st.m, &st.v, &st.grads}) be.fill_zero(*t);
+        st.moments_zero = false;
+      }
+      Executor ex(st, be, alloc, nullptr, ExecOptions{});
+      for (int step = 0; step < 3; ++step) {
+        ex.run_step(store_all_schedule(m.layers), step, tok, tgt);
+        EXPECT_FALSE(st.moments_zero);
+        for (const Tensor* t : {&st.params, &st.grads, &st.m, &st.v}) {
+          std::vector<std::uint8_t> b(t->bytes());
+          be.read_bytes(*t, b.data());
+          got[filled].push_back(std::move(b));
+        }
+      }
+    }
+    ASSERT_EQ(got[0].size(), got[1].size());
+    for (std::size_t i = 0; i < got[0].size(); ++i)
+      EXPECT_TRUE(got[0][i] == got[1][i]) << to_string(dt) << ": step " << i / 4 << ", tensor " << i % 4
+                                          << " (params, grads, m, v) differs";
+  }
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // AdamW with PyTorch's semantics (torch.optim.AdamW, single-tensor path): decoupled weight
 // decay p *= 1 - lr * wd, m = lerp(m, g, 1 - beta1), v = beta2 v + (1 - beta2) g^2,
 // p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps). Updates the fp32 master
-// when there is one and rounds it into the parameters.
+// when there is one and rounds it into the parameters. With args.zero_moments, m and v are
+// taken as zeros and not read (the first step: each page of the moments is first touched by a
+// write), with the same arithmetic on those zeros.
 #include <algorithm>
 #include <cmath>
 
@@ -48,7 +50,8 @@ void CpuBackend::adamw(const Tensor& params, const Tensor& grads, const Tensor* 
   const cpu::simd::Kernels* kern = cpu::simd::active();
   for (const AdamSegment& s : segs) {
     const bool dec = s.decay;
-    const cpu::simd::AdamConsts kc{decay, w1, b2, w2, eps, bc2_sqrt, step_size, dec};
+    const bool zero = args.zero_moments;
+    const cpu::simd::AdamConsts kc{decay, w1, b2, w2, eps, bc2_sqrt, step_size, dec, zero};
     cpu::parallel_for(*pool_, s.numel, 1 << 15, [&](std::int64_t b, std::int64_t e, int) {
       if (kern)
         return kern->adamw(gv.ref(), master_p, mp, vp, has_master ? pv.ref() : cpu::simd::Ref{},
@@ -58,8 +61,9 @@ void CpuBackend::adamw(const Tensor& params, const Tensor& grads, const Tensor* 
         const float g = gv[i];
         float p = master_p[i];
         if (dec) p *= decay;
-        const float mi = mp[i] + w1 * (g - mp[i]);
-        const float vi = vp[i] * b2 + w2 * (g * g);
+        const float m0 = zero ? 0.0f : mp[i], v0 = zero ? 0.0f : vp[i];
+        const float mi = m0 + w1 * (g - m0);
+        const float vi = v0 * b2 + w2 * (g * g);
         mp[i] = mi;
         vp[i] = vi;
         const float denom = std::sqrt(vi) / bc2_sqrt + eps;

@@ -39,6 +39,7 @@ enum class Act : int { kGeluTanh, kGeluErf, kSilu };
 struct AdamConsts {
   float decay, w1, b2, w2, eps, bc2_sqrt, step_size;
   bool apply_decay;
+  bool zero_moments;  // m and v are zeros: not read, only written
 };
 
 // Kernels over elements [b, e) of flat tensors, or over one row. A `Ref` with p == nullptr is

@@ -56,7 +56,8 @@ void AdamW(Ref grads, float* master, float* m, float* v, Ref params, int64_t b, 
     const auto g = Ld(d, grads, i);
     auto p = hn::LoadU(d, master + i);
     if (k.apply_decay) p = hn::Mul(p, hn::Set(d, k.decay));
-    const auto m0 = hn::LoadU(d, m + i), v0 = hn::LoadU(d, v + i);
+    const auto m0 = k.zero_moments ? hn::Zero(d) : hn::LoadU(d, m + i);
+    const auto v0 = k.zero_moments ? hn::Zero(d) : hn::LoadU(d, v + i);
     const auto mi = hn::Add(m0, hn::Mul(hn::Set(d, k.w1), hn::Sub(g, m0)));
     const auto vi = hn::Add(hn::Mul(v0, hn::Set(d, k.b2)), hn::Mul(hn::Set(d, k.w2), hn::Mul(g, g)));
     hn::StoreU(mi, d, m + i);

@@ -728,7 +728,7 @@ void CudaBackend::adamw(const Tensor& params, const Tensor& grads, const Tensor*
   ks.reserve(segs.size());
   for (const AdamSegment& s : segs) ks.push_back({s.offset, s.numel, s.decay});
   kernels::adamw(ft(params), params.data, grads.data, has_master ? master->as<float>() : nullptr,
-                 m.as<float>(), v.as<float>(), ks, k, compute_);
+                 m.as<float>(), v.as<float>(), ks, k, compute_, args.zero_moments);
 }
 
 }  // namespace remat::cuda
