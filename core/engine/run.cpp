@@ -214,11 +214,9 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     if (!spec.weights_in.empty()) {
       load_safetensors(spec.weights_in, state);
     } else if (tp) {
-      // The single-process initialization, and this rank's slices of it.
-      const ParamLayout whole(spec.model);
-      std::vector<float> global(static_cast<std::size_t>(whole.total()));
-      init_weight_values(whole, spec.model.layers, spec.seed, global.data(), backend.host_threads());
-      state.write_params(rank_weight_slices(spec.model, spec.layout.tp, tp_rank_of(spec.tp_comm), global));
+      // This rank's slices of the single-process initialization, drawn alone.
+      state.write_params(rank_weight_values(spec.model, spec.layout.tp, tp_rank_of(spec.tp_comm),
+                                            spec.seed, backend.host_threads()));
     } else {
       state.init_weights(spec.seed);
     }

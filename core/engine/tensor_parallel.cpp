@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/engine/rank_prediction.h"
+#include "core/engine/weight_init.h"
 #include "core/model/param_layout.h"
 #include "core/util/error.h"
 
@@ -47,39 +48,54 @@ ParamSlot slot_of(const ParamLayout& L, const ParamSpec& p) {
 
 }  // namespace
 
-std::vector<float> rank_weight_slices(const ModelConfig& m, int tp, int t, const std::vector<float>& global) {
+std::vector<WeightRun> rank_weight_runs(const ModelConfig& m, int tp, int t) {
   const ParamLayout G(m), R(tensor_rank_model(m, tp));
-  if (static_cast<std::int64_t>(global.size()) != G.total())
-    throw Error("weights: " + std::to_string(global.size()) + " values, the model has " + std::to_string(G.total()));
   if (G.params().size() != R.params().size())
     throw Error("weights: a tensor-parallel rank's layout differs from the model's");
-  std::vector<float> out(static_cast<std::size_t>(R.total()));
+  std::vector<WeightRun> runs;
   for (std::size_t i = 0; i < G.params().size(); ++i) {
     const ParamSpec& g = G.params()[i];
     const ParamSpec& r = R.params()[i];
-    const float* src = global.data() + g.offset;
-    float* dst = out.data() + r.offset;
     if (g.numel() == r.numel()) {
-      std::copy(src, src + g.numel(), dst);
+      runs.push_back({i, 0, g.numel(), r.offset});
     } else if (g.cols == r.cols && g.rows == r.rows * tp) {  // output rows split, part by part
       std::int64_t grow = 0, rrow = 0;
       for (std::int64_t part : parts_of(m, slot_of(G, g), g.rows)) {
         const std::int64_t share = part / tp;
-        std::copy(src + (grow + t * share) * g.cols, src + (grow + (t + 1) * share) * g.cols,
-                  dst + rrow * g.cols);
+        runs.push_back({i, (grow + t * share) * g.cols, (grow + (t + 1) * share) * g.cols,
+                        r.offset + rrow * g.cols});
         grow += part;
         rrow += share;
       }
       if (grow != g.rows) throw Error("weights: '" + g.name + "' does not split into its parts");
     } else if (g.rows == r.rows && g.cols == r.cols * tp) {  // input columns split
       for (std::int64_t row = 0; row < g.rows; ++row)
-        std::copy(src + row * g.cols + t * r.cols, src + row * g.cols + (t + 1) * r.cols,
-                  dst + row * r.cols);
+        runs.push_back({i, row * g.cols + t * r.cols, row * g.cols + (t + 1) * r.cols,
+                        r.offset + row * r.cols});
     } else {
       throw Error("weights: '" + g.name + "' is [" + std::to_string(g.rows) + ", " + std::to_string(g.cols) +
                   "], a rank's [" + std::to_string(r.rows) + ", " + std::to_string(r.cols) + "]");
     }
   }
+  return runs;
+}
+
+std::vector<float> rank_weight_slices(const ModelConfig& m, int tp, int t, const std::vector<float>& global) {
+  const ParamLayout G(m), R(tensor_rank_model(m, tp));
+  if (static_cast<std::int64_t>(global.size()) != G.total())
+    throw Error("weights: " + std::to_string(global.size()) + " values, the model has " + std::to_string(G.total()));
+  std::vector<float> out(static_cast<std::size_t>(R.total()));
+  for (const WeightRun& r : rank_weight_runs(m, tp, t)) {
+    const float* src = global.data() + G.params()[r.param].offset;
+    std::copy(src + r.begin, src + r.end, out.data() + r.dst);
+  }
+  return out;
+}
+
+std::vector<float> rank_weight_values(const ModelConfig& m, int tp, int t, std::uint64_t seed, int threads) {
+  const ParamLayout G(m), R(tensor_rank_model(m, tp));
+  std::vector<float> out(static_cast<std::size_t>(R.total()));
+  init_weight_runs(G, m.layers, seed, rank_weight_runs(m, tp, t), out.data(), threads);
   return out;
 }
 

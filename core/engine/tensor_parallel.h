@@ -8,6 +8,7 @@
 
 #include "core/backend/backend.h"
 #include "core/dist/communicator.h"
+#include "core/engine/weight_init.h"
 #include "core/graph/parallel_layout.h"
 #include "core/util/philox.h"
 
@@ -29,6 +30,15 @@ void check_tensor_parallel(const ModelConfig& m, const ParallelLayout& p);
 // [t·n/T, (t+1)·n/T) of each fused part (q|k|v, gate|up), row-parallel weights their input
 // columns [t·k/T, (t+1)·k/T), everything else whole.
 std::vector<float> rank_weight_slices(const ModelConfig& m, int tp, int t, const std::vector<float>& global);
+
+// Where rank_weight_slices cuts: for each part of rank t's parameters, the whole model's
+// parameter (its index in ParamLayout(m)), the elements taken and where they go in the rank's
+// buffer.
+std::vector<WeightRun> rank_weight_runs(const ModelConfig& m, int tp, int t);
+
+// Rank t's parameters drawn directly (only its slices, on `threads` threads): the bits of
+// rank_weight_slices over init_weight_values(ParamLayout(m), m.layers, seed, ...).
+std::vector<float> rank_weight_values(const ModelConfig& m, int tp, int t, std::uint64_t seed, int threads);
 
 // The key of rank t's mask at a dropout site of a block (`key` the single-process one, offset
 // already at the replica's slice): the attention probabilities' heads [t·a/T, (t+1)·a/T) of each

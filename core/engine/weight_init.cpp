@@ -34,6 +34,34 @@ struct Piece {
   std::int64_t begin, end;
 };
 
+bool is_residual_proj(const ParamSpec& p) {
+  return p.name.find("attn.proj.w") != std::string::npos ||
+         p.name.find("mlp.fc2.w") != std::string::npos;
+}
+
+// normal_values over any [begin, end): the unaligned head and tail through a block of four.
+void normal_range(const DropoutKey& key, float stddev, std::int64_t numel, std::int64_t begin,
+                  std::int64_t end, float* out) {
+  float four[4];
+  if (begin % 4 != 0 && begin < end) {
+    const std::int64_t a = begin - begin % 4, e4 = std::min(numel, a + 4);
+    normal_values(key, stddev, numel, a, e4, four);
+    const std::int64_t upto = std::min(end, e4);
+    out = std::copy(four + (begin - a), four + (upto - a), out);
+    begin = upto;
+  }
+  if (begin >= end) return;
+  const std::int64_t body = end == numel ? end : end - end % 4;
+  if (body > begin) {
+    normal_values(key, stddev, numel, begin, body, out);
+    out += body - begin;
+  }
+  if (body < end) {
+    normal_values(key, stddev, numel, body, std::min(numel, body + 4), four);
+    std::copy(four, four + (end - body), out);
+  }
+}
+
 }  // namespace
 
 DropoutKey weight_init_key(std::uint64_t seed, std::size_t index) {
@@ -78,15 +106,40 @@ void init_weight_values(const ParamLayout& layout, int layers, std::uint64_t see
       if (p.cols == 1) {  // vectors: norm weights 1, biases 0
         std::fill(o, o + n, ends_with(p.name, ".w") ? 1.0f : 0.0f);
       } else {
-        const bool residual_proj = p.name.find("attn.proj.w") != std::string::npos ||
-                                   p.name.find("mlp.fc2.w") != std::string::npos;
-        normal_values(weight_init_key(seed, pc.param), residual_proj ? resid : base, p.numel(),
-                      pc.begin, pc.end, o);
+        normal_values(weight_init_key(seed, pc.param), is_residual_proj(p) ? resid : base,
+                      p.numel(), pc.begin, pc.end, o);
       }
       if (rounded) {
         std::uint16_t* r = rounded + p.offset + pc.begin;
         for (std::int64_t i = 0; i < n; ++i) r[i] = float_to_bf16(o[i]);
       }
+    }
+  });
+}
+
+void init_weight_runs(const ParamLayout& layout, int layers, std::uint64_t seed,
+                      const std::vector<WeightRun>& runs, float* out, int threads) {
+  const float base = 0.02f, resid = 0.02f / std::sqrt(2.0f * static_cast<float>(layers));
+  std::vector<WeightRun> pieces;  // the runs cut into pieces of at most kPiece values
+  for (const WeightRun& r : runs) {
+    if (r.param >= layout.params().size() || r.begin < 0 || r.end < r.begin ||
+        r.end > layout.params()[r.param].numel())
+      throw Error("weights: run [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                  ") of parameter " + std::to_string(r.param) + " is outside the layout");
+    for (std::int64_t b = r.begin; b < r.end; b += kPiece)
+      pieces.push_back({r.param, b, std::min(r.end, b + kPiece), r.dst + (b - r.begin)});
+  }
+  parallel_parts(threads, static_cast<std::int64_t>(pieces.size()), 1,
+                 [&](std::int64_t p0, std::int64_t p1) {
+    for (std::int64_t k = p0; k < p1; ++k) {
+      const WeightRun& pc = pieces[static_cast<std::size_t>(k)];
+      const ParamSpec& p = layout.params()[pc.param];
+      float* o = out + pc.dst;
+      if (p.cols == 1)
+        std::fill(o, o + (pc.end - pc.begin), ends_with(p.name, ".w") ? 1.0f : 0.0f);
+      else
+        normal_range(weight_init_key(seed, pc.param), is_residual_proj(p) ? resid : base,
+                     p.numel(), pc.begin, pc.end, o);
     }
   });
 }

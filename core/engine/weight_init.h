@@ -26,6 +26,18 @@ void normal_values(const DropoutKey& key, float stddev, std::int64_t numel, std:
 void init_weight_values(const ParamLayout& layout, int layers, std::uint64_t seed, float* out,
                         int threads, std::uint16_t* rounded = nullptr);
 
+// A run of one parameter's values: its elements [begin, end) (in the layout `init_weight_runs`
+// is given) written to out[dst, dst + end - begin).
+struct WeightRun {
+  std::size_t param;
+  std::int64_t begin, end, dst;
+};
+
+// Only the values the runs name, each exactly as init_weight_values gives it (any begin and
+// end), on `threads` threads.
+void init_weight_runs(const ParamLayout& layout, int layers, std::uint64_t seed,
+                      const std::vector<WeightRun>& runs, float* out, int threads);
+
 // The definition the above must match bit for bit: one value pair at a time on one thread,
 // a Philox call for every value (for tests and benchmarks).
 std::vector<float> reference_weight_values(const ParamLayout& layout, int layers,

@@ -2,6 +2,7 @@
 // Megatron cuts them, and its dropout masks are the single-process masks at its positions.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "core/engine/tensor_parallel.h"
@@ -82,6 +83,30 @@ TEST(TensorParallel, RankWeightsAreSlicesOfTheWholeInit) {
   }
   // Slices of two ranks differ (a rank does not hold the same part twice).
   EXPECT_NE(rank_weight_slices(m, T, 0, global), rank_weight_slices(m, T, 1, global));
+}
+
+// A rank draws only its own slices: the bits of the whole init's slices, for fused q|k|v and
+// gate|up, biases, and head and MLP widths whose slices start off the four-value grid.
+TEST(TensorParallel, RanksDrawOnlyTheirSlicesWithTheWholeInitsBits) {
+  ModelConfig odd = test::tiny(Family::Gpt2, AttentionImpl::Naive, 2);
+  odd.dtype = DType::F32;
+  odd.hidden = 36, odd.heads = 6, odd.kv_heads = 6, odd.ffn = 90;  // slices of 18, 45, 12, 30
+  for (const ModelConfig& m : {gqa_model(), test::tiny(Family::Gpt2, AttentionImpl::Naive, 2), odd}) {
+    const ParamLayout G(m);
+    for (int T : {2, 3, 4}) {
+      if (m.heads % T != 0 || m.kv_heads % T != 0 || m.ffn % T != 0) continue;
+      std::vector<float> global(static_cast<std::size_t>(G.total()));
+      init_weight_values(G, m.layers, 11, global.data(), 2);
+      for (int t = 0; t < T; ++t)
+        for (int threads : {1, 3}) {
+          const std::vector<float> drawn = rank_weight_values(m, T, t, 11, threads);
+          const std::vector<float> cut = rank_weight_slices(m, T, t, global);
+          ASSERT_EQ(drawn.size(), cut.size());
+          EXPECT_EQ(std::memcmp(drawn.data(), cut.data(), cut.size() * sizeof(float)), 0)
+              << "hidden " << m.hidden << " T " << T << " rank " << t << " threads " << threads;
+        }
+    }
+  }
 }
 
 TEST(TensorParallel, RefusesWeightsOfAnotherModel) {

@@ -100,6 +100,43 @@ TEST(WeightInit, AnyRangeOfAParameterEqualsTheSameRangeOfTheWhole) {
   }
 }
 
+// Runs at any start and end (off the four-value grid, odd lengths, whole vectors), scattered to
+// other places, give the whole initialization's values at the elements they name.
+TEST(WeightInit, RunsAnywhereGiveTheWholeInitsValues) {
+  ModelConfig m = testing::small_model(Family::Gpt2, AttentionImpl::Naive, 0.0, DType::F32);
+  const ParamLayout L(m);
+  std::vector<float> whole(static_cast<std::size_t>(L.total()));
+  init_weight_values(L, m.layers, 5, whole.data(), 2);
+  std::vector<WeightRun> runs;
+  std::int64_t dst = 0;
+  for (std::size_t i = 0; i < L.params().size(); ++i) {
+    const std::int64_t n = L.params()[i].numel();
+    for (std::int64_t b : {std::int64_t{0}, std::int64_t{1}, std::int64_t{3}, n / 2 + 1, n - 3}) {
+      for (std::int64_t len : {1, 2, 5, 7, 70001}) {
+        if (b < 0 || b >= n) continue;
+        const std::int64_t e = std::min(n, b + len);
+        runs.push_back({i, b, e, dst});
+        dst += e - b;
+      }
+    }
+    runs.push_back({i, 0, n, dst});
+    dst += n;
+  }
+  for (int threads : {1, 3}) {
+    std::vector<float> got(static_cast<std::size_t>(dst), -7.0f);
+    init_weight_runs(L, m.layers, 5, runs, got.data(), threads);
+    std::size_t wrong = 0;
+    for (const WeightRun& r : runs)
+      wrong += std::memcmp(got.data() + r.dst, whole.data() + L.params()[r.param].offset + r.begin,
+                           static_cast<std::size_t>(r.end - r.begin) * sizeof(float)) != 0;
+    EXPECT_EQ(wrong, 0u) << "of " << runs.size() << " runs, threads " << threads;
+  }
+  std::vector<float> out(8);
+  EXPECT_THROW(init_weight_runs(L, m.layers, 5, {{0, 0, L.params()[0].numel() + 1, 0}}, out.data(), 1),
+               Error);
+  EXPECT_THROW(init_weight_runs(L, m.layers, 5, {{L.params().size(), 0, 1, 0}}, out.data(), 1), Error);
+}
+
 TEST(WeightInit, RangesOffTheFourValueGridAreRefused) {
   std::vector<float> out(16);
   const DropoutKey key = weight_init_key(1, 0);
