@@ -1,9 +1,14 @@
 #include "core/engine/weight_init.h"
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
+#include "core/engine/weight_init_simd.h"
 #include "core/util/bf16.h"
 #include "core/util/error.h"
 #include "core/util/parallel.h"
@@ -64,6 +69,63 @@ void normal_range(const DropoutKey& key, float stddev, std::int64_t numel, std::
 
 }  // namespace
 
+namespace weight_simd {
+
+bool cpu_has_avx512() {
+#if defined(__x86_64__) || defined(_M_X64)
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+
+namespace {
+std::atomic<bool>& enabled() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("REMAT_WEIGHT_INIT");
+    return !(e && std::strcmp(e, "scalar") == 0);
+  }()};
+  return on;
+}
+}  // namespace
+
+#if defined(__x86_64__)
+// The lanes against this process's libm on inputs spread over both functions' domains (the
+// tests check every input): where libm is not the one they repeat, the scalar loop is used.
+bool agrees_with_libm() {
+  alignas(64) float in[16], a[16], b[16];
+  for (std::uint32_t r = 0; r < 256; ++r) {
+    for (int j = 0; j < 16; ++j) {
+      const std::uint32_t bits = 0x2f800000u + (r * 16 + static_cast<std::uint32_t>(j)) * 0x3e7u * 977u % 0x10000000u;
+      in[j] = std::min(1.0f, std::bit_cast<float>(bits));
+    }
+    log16(in, a);
+    for (int j = 0; j < 16; ++j)
+      if (std::bit_cast<std::uint32_t>(a[j]) != std::bit_cast<std::uint32_t>(std::log(in[j]))) return false;
+    for (float& x : in) x *= 6.2831853f;
+    sincos16(in, a, b);
+    for (int j = 0; j < 16; ++j)
+      if (std::bit_cast<std::uint32_t>(a[j]) != std::bit_cast<std::uint32_t>(std::sin(in[j])) ||
+          std::bit_cast<std::uint32_t>(b[j]) != std::bit_cast<std::uint32_t>(std::cos(in[j])))
+        return false;
+  }
+  return true;
+}
+#endif
+
+bool active() {
+#if defined(__x86_64__)
+  static const bool usable = cpu_has_avx512() && agrees_with_libm();
+  return usable && enabled().load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+void set_enabled(bool on) { enabled().store(on, std::memory_order_relaxed); }
+
+}  // namespace weight_simd
+
 DropoutKey weight_init_key(std::uint64_t seed, std::size_t index) {
   return DropoutKey{seed, 0xFFFFFFFFu, static_cast<std::uint32_t>(index), 0x5EED};
 }
@@ -73,7 +135,13 @@ void normal_values(const DropoutKey& key, float stddev, std::int64_t numel, std:
   if (begin < 0 || begin % 4 != 0 || end > numel || (end < numel && end % 4 != 0) || end < begin)
     throw Error("normal_values: bad range [" + std::to_string(begin) + ", " + std::to_string(end) +
                 ") of " + std::to_string(numel) + " values");
-  for (std::int64_t i = begin; i < end; i += 4) {
+  std::int64_t i = begin;
+#if defined(__x86_64__)
+  if (weight_simd::active())  // whole groups of 16 blocks (64 values), the same bits
+    for (; i + 64 <= end; i += 64)
+      weight_simd::normal_blocks16(key, stddev, static_cast<std::uint64_t>(i) >> 2, out + (i - begin));
+#endif
+  for (; i < end; i += 4) {
     // One Philox block serves elements i .. i + 3: two Box-Muller pairs.
     const Philox4 r = philox_block(key, static_cast<std::uint64_t>(i) >> 2);
     float* o = out + (i - begin);
