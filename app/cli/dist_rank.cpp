@@ -116,6 +116,17 @@ ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int w
   return m;
 }
 
+void check_zero_files(const DistOptions& d, const std::string& weights_in, const std::string& weights_out,
+                      const std::string& grads_out) {
+  if (d.zero >= 2 && !grads_out.empty())
+    throw ConfigError("zero", "ZeRO-" + std::to_string(d.zero) + " ranks hold a shard of the gradients: "
+                              "--save-grads needs --zero 0 or 1");
+  if (d.zero >= 3 && (!weights_in.empty() || !weights_out.empty()))
+    throw ConfigError("zero", std::string("ZeRO-3 ranks hold a shard of the parameters: ") +
+                                  (weights_in.empty() ? "--save-weights" : "--load-weights") +
+                                  " needs --zero 0, 1 or 2");
+}
+
 RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, TrainOptions& train,
                    std::string& out, std::string& weights_out, std::string& grads_out) {
   RankRun r;

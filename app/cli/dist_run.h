@@ -46,6 +46,11 @@ std::optional<RankEnv> rank_from_env();
 ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int world,
                           const TrainOptions& train);
 
+// What a ZeRO rank cannot load or save from its shards, refused before any process starts:
+// --save-grads at stage 2 or 3, --load-weights and --save-weights at stage 3 (ConfigError).
+void check_zero_files(const DistOptions& d, const std::string& weights_in, const std::string& weights_out,
+                      const std::string& grads_out);
+
 // Starts --dp ranks of this program and waits for them; writes `out` (or a temporary directory
 // when empty) with rank-N/ and ranks.json, prints the summary, returns the exit code.
 int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOptions& train,
