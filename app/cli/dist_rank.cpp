@@ -102,9 +102,6 @@ ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int w
   if (d.zero != 0 && replicas < 2)
     throw ConfigError("zero", "ZeRO-" + std::to_string(d.zero) + " shards over the data-parallel ranks; --dp is " +
                                   std::to_string(replicas) + " (use --dp 2 or more)");
-  if (d.zero >= 2 && d.tp > 1)
-    throw ConfigError("zero", "ZeRO-" + std::to_string(d.zero) + " with tensor parallelism (--tp " +
-                                  std::to_string(d.tp) + ") is not supported; ZeRO-1 is");
   if (world > 1 && train.device != "cpu")
     throw ConfigError("device", std::string(d.tp > 1 ? "tensor" : "data") +
                                     "-parallel runs run on the CPU (their collectives move host memory), got " +

@@ -42,7 +42,7 @@ std::optional<RankEnv> rank_from_env();
 // The model one of `world` replicas trains: the model's batch is the global batch, split over
 // the replicas, after ParallelLayout's checks (batch divisible by D, zero 0..3, heads, kv-heads,
 // ffn and vocab divisible by T, the sequence with sp) and the runs' own (ZeRO only with D > 1,
-// ZeRO-2 and -3 not with T > 1, no pipeline stages, the CPU, fp32). Throws ConfigError / Error with the numbers.
+// no pipeline stages, the CPU, fp32). Throws ConfigError / Error with the numbers.
 ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int world,
                           const TrainOptions& train);
 

@@ -115,6 +115,7 @@ class Executor {
   void tp_all_reduce(int block, const Tensor& t, const std::string& name);
   // With sp: the gradients of the sequence region's parameters, each rank's from its rows only.
   void sync_tensor_parallel_gradients();
+  void sync_tensor_parallel_gradients(int block);
 
   // ZeRO (executor_zero.cpp): the parameters and gradients the ops read and write, in the
   // state's buffers or, where the stage shards them, in the gathered buffers and open buckets.

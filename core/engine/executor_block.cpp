@@ -192,7 +192,10 @@ void Executor::backward(int b) {
     if (bs.held[t].t) release_held(b, static_cast<int>(t), "kept");
   dnext_ = grad[in];
   zero_release_gathered();
-  if (zero_.gradients()) zero_close_bucket(b);
+  if (zero_.gradients()) {
+    sync_tensor_parallel_gradients(b);
+    zero_close_bucket(b);
+  }
 }
 
 void Executor::offload(int b) {

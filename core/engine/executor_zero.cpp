@@ -21,9 +21,6 @@ void Executor::setup_zero() {
     throw Error("ZeRO-" + std::to_string(zero_.stage) + " state of rank " + std::to_string(zero_.rank) +
                 " of " + std::to_string(zero_.ranks) + " needs a data-parallel communicator of " +
                 std::to_string(zero_.ranks) + " ranks");
-  if (tp_ > 1 && zero_.stage >= 2)
-    throw ConfigError("zero", "ZeRO-" + std::to_string(zero_.stage) + " with tensor parallelism (--tp " +
-                                  std::to_string(tp_) + ") is not supported; ZeRO-1 is");
   const ParamLayout& L = st_.layout();
   for (int b = 0; b < cfg_.layers; ++b) zero_blocks_.push_back(zero_block_bucket(L, b));
   zero_outer_ = zero_outer_bucket(L);

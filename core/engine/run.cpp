@@ -185,9 +185,6 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
   if (zero > 0 && dp < 2)
     throw ConfigError("zero", "ZeRO-" + std::to_string(zero) + " shards over the data-parallel ranks; the run has " +
                                   std::to_string(dp) + " (use --dp 2 or more)");
-  if (zero >= 2 && tp)
-    throw ConfigError("zero", "ZeRO-" + std::to_string(zero) + " with tensor parallelism (--tp " +
-                                  std::to_string(spec.layout.tp) + ") is not supported; ZeRO-1 is");
   if (zero >= 2 && !spec.grads_out.empty())
     throw ConfigError("zero", "ZeRO-" + std::to_string(zero) + " ranks hold a shard of the gradients: "
                               "--save-grads needs --zero 0 or 1");
@@ -229,10 +226,22 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     if (!spec.weights_in.empty()) {
       load_safetensors(spec.weights_in, state);
     } else if (state.zero().parameters()) {
-      // The single-process initialization, and this rank's shard of it (zeros past the end).
+      // The single-process initialization (a tensor-parallel rank's slices of it), and this
+      // rank's shard of that (zeros past the end).
       const ZeroShard& z = state.zero();
-      std::vector<float> global(static_cast<std::size_t>(z.total));
-      init_weight_values(state.layout(), spec.model.layers, spec.seed, global.data(), backend.host_threads());
+      std::vector<float> global;
+      if (tp) {
+        const ParamLayout whole(spec.model);
+        std::vector<float> all(static_cast<std::size_t>(whole.total()));
+        init_weight_values(whole, spec.model.layers, spec.seed, all.data(), backend.host_threads());
+        global = rank_weight_slices(spec.model, spec.layout.tp, tp_rank_of(spec.tp_comm), all);
+      } else {
+        global.resize(static_cast<std::size_t>(z.total));
+        init_weight_values(state.layout(), spec.model.layers, spec.seed, global.data(), backend.host_threads());
+      }
+      if (static_cast<std::int64_t>(global.size()) != z.total)
+        throw Error("internal: " + std::to_string(global.size()) + " initial values for " +
+                    std::to_string(z.total) + " parameters");
       std::vector<float> mine(static_cast<std::size_t>(z.shard()), 0.0f);
       std::copy(global.begin() + z.begin(), global.begin() + z.begin() + z.count(), mine.begin());
       state.write_params(mine);
