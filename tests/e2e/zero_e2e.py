@@ -117,6 +117,27 @@ def gathers(rank_dir):
     return g
 
 
+def recomputed_blocks(rank_dir):
+    """Blocks the schedule runs forward more than once (a recompute, or a forward replayed)."""
+    seen, again = set(), set()
+    for a in load(os.path.join(rank_dir, "schedule.json"))["actions"]:
+        if a["action"] in ("forward", "recompute"):
+            (again if a["block"] in seen or a["action"] == "recompute" else seen).add(a["block"])
+    return sorted(again)
+
+
+def expected_ratio(rank_dir, recomputed):
+    """Gathered bytes under full recomputation over `none`'s, from the model's sizes: a GPT-2
+    block holds 12h^2 + 13h parameters; the embedding's gather is (V + P)h, the head's (tied)
+    Vh + 2h (the final norm); fp32."""
+    m = load(os.path.join(rank_dir, "summary.json"))["model"]
+    h, v, p, n = m["hidden"], m["vocab"], m["positions"], m["layers"]
+    block = 4 * (12 * h * h + 13 * h)
+    outer = 4 * ((v + p) * h) + 4 * (v * h + 2 * h)
+    none = 2 * n * block + outer
+    return (none + len(recomputed) * block) / none, block
+
+
 def check_regather(none_dir, full_dir, none_j, full_j):
     gn, gf = gathers(none_dir), gathers(full_dir)
     blocks = sorted({b for b, _ in gn if b >= 0})
@@ -130,10 +151,16 @@ def check_regather(none_dir, full_dir, none_j, full_j):
         check(gf.get((b, "recompute"), size) == size, "a recompute gathers the block's %d bytes" % size)
     recomputed = [b for b in blocks if (b, "recompute") in gf]
     check(len(recomputed) >= len(blocks) - 1, "full recomputation recomputes the blocks: %r" % recomputed)
+    check(recomputed == recomputed_blocks(full_dir), "the recompute gathers are the schedule's recomputes: %r %r"
+          % (recomputed, recomputed_blocks(full_dir)))
+    want, block = expected_ratio(full_dir, recomputed)
+    check(all(gn[(b, "forward")] == block for b in blocks), "a block's gather is its %d parameter bytes" % block)
     extra = sum(gn[(b, "forward")] for b in recomputed)
     total_n, total_f = sum(gn.values()), sum(gf.values())
     check(total_f - total_n == extra, "the re-gathered bytes %d == the recomputed blocks' parameters %d"
           % (total_f - total_n, extra))
+    check(total_f / total_n == want, "gathered bytes full / none %r == %r from the model's sizes"
+          % (total_f / total_n, want))
     comm_n = none_j["ranks"][0]["comm_bytes_per_step"]
     comm_f = full_j["ranks"][0]["comm_bytes_per_step"]
     check(comm_f - comm_n == extra, "communicated bytes per step grow by the re-gathers: %d - %d == %d"
