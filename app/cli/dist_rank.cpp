@@ -45,7 +45,7 @@ void DistOptions::add(CLI::App& app) {
   app.add_option("--pp", pp, "pipeline stages: runs refuse more than 1 (plan --pp predicts them)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  app.add_option("--zero", zero, "ZeRO stage of the data-parallel run (runs do 0; plan predicts 1 to 3)")
+  app.add_option("--zero", zero, "ZeRO stage over the data-parallel ranks: 1 shards the AdamW moments, 2 the gradients too, 3 the parameters too")
       ->capture_default_str()
       ->check(CLI::Range(0, 3));
   app.add_option("--dist-timeout", timeout_s,
@@ -99,10 +99,9 @@ ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int w
   m.batch = global.batch % replicas == 0 ? global.batch / replicas : 1;  // not divisible: refused below
   validate_layout(p, m);
   if (d.tp > 1) check_tensor_parallel(m, p);
-  if (d.zero != 0)
-    throw ConfigError("zero", "runs shard nothing yet: a data-parallel run is ZeRO 0 (plan --dp " +
-                                  std::to_string(world) + " --zero " + std::to_string(d.zero) +
-                                  " predicts stage " + std::to_string(d.zero) + ")");
+  if (d.zero != 0 && replicas < 2)
+    throw ConfigError("zero", "ZeRO-" + std::to_string(d.zero) + " shards over the data-parallel ranks; --dp is " +
+                                  std::to_string(replicas) + " (use --dp 2 or more)");
   if (world > 1 && train.device != "cpu")
     throw ConfigError("device", std::string(d.tp > 1 ? "tensor" : "data") +
                                     "-parallel runs run on the CPU (their collectives move host memory), got " +
@@ -114,10 +113,22 @@ ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int w
   return m;
 }
 
+void check_zero_files(const DistOptions& d, const std::string& weights_in, const std::string& weights_out,
+                      const std::string& grads_out) {
+  if (d.zero >= 2 && !grads_out.empty())
+    throw ConfigError("zero", "ZeRO-" + std::to_string(d.zero) + " ranks hold a shard of the gradients: "
+                              "--save-grads needs --zero 0 or 1");
+  if (d.zero >= 3 && (!weights_in.empty() || !weights_out.empty()))
+    throw ConfigError("zero", std::string("ZeRO-3 ranks hold a shard of the parameters: ") +
+                                  (weights_in.empty() ? "--save-weights" : "--load-weights") +
+                                  " needs --zero 0, 1 or 2");
+}
+
 RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, TrainOptions& train,
                    std::string& out, std::string& weights_out, std::string& grads_out) {
   RankRun r;
   r.env = e;
+  r.zero = d.zero;
   if (e.size % d.tp != 0)
     throw ConfigError("tp", "the world of " + std::to_string(e.size) + " ranks is not divisible by --tp " +
                                 std::to_string(d.tp));
@@ -157,6 +168,7 @@ RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, Train
   train.tp_comm = r.tp_comm.get();
   train.tp = d.tp;
   train.sp = d.sp;
+  train.zero = d.zero;
   return r;
 }
 
@@ -187,6 +199,7 @@ int finish_rank(RankRun& r, const Trace& t) {
       DistOptions d;
       d.dp = r.comm->size();
       d.tp = r.tp_comm ? r.tp_comm->size() : 1;
+      d.zero = r.zero;
       write_ranks_summary(r.parent_out, r.env.size, d, t.model.batch * d.dp, failure);
     }
   }

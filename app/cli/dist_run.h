@@ -22,7 +22,7 @@ struct DistOptions {
   bool sp = false;          // sequence parallelism over the T ranks
   int pp = 1;               // pipeline stages: refused by run (plan predicts them)
   int world() const { return dp * tp; }
-  int zero = 0;             // ZeRO stage; runs do 0 (plan predicts 1 to 3)
+  int zero = 0;             // ZeRO stage over the D ranks (zero_shard.h); needs dp > 1
   double timeout_s = 60;    // rendezvous and every collective; a rank past it ends the job
   void add(CLI::App& app);
 };
@@ -41,10 +41,15 @@ std::optional<RankEnv> rank_from_env();
 
 // The model one of `world` replicas trains: the model's batch is the global batch, split over
 // the replicas, after ParallelLayout's checks (batch divisible by D, zero 0..3, heads, kv-heads,
-// ffn and vocab divisible by T, the sequence with sp) and the runs' own (ZeRO 0 only, no
-// pipeline stages, the CPU, fp32). Throws ConfigError / Error with the numbers.
+// ffn and vocab divisible by T, the sequence with sp) and the runs' own (ZeRO only with D > 1,
+// no pipeline stages, the CPU, fp32). Throws ConfigError / Error with the numbers.
 ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int world,
                           const TrainOptions& train);
+
+// What a ZeRO rank cannot load or save from its shards, refused before any process starts:
+// --save-grads at stage 2 or 3, --load-weights and --save-weights at stage 3 (ConfigError).
+void check_zero_files(const DistOptions& d, const std::string& weights_in, const std::string& weights_out,
+                      const std::string& grads_out);
 
 // Starts --dp ranks of this program and waits for them; writes `out` (or a temporary directory
 // when empty) with rank-N/ and ranks.json, prints the summary, returns the exit code.
@@ -61,6 +66,7 @@ struct RankRun {
   std::unique_ptr<Communicator> comm;     // over the D replicas (the same tp_rank)
   std::unique_ptr<Communicator> tp_comm;  // over the T ranks of this replica; null when T = 1
   std::string parent_out;  // under another launcher: OUT, where rank 0 writes ranks.json
+  int zero = 0;            // the ZeRO stage, for ranks.json
 };
 RankRun join_ranks(const RankEnv& env, const DistOptions& d, ModelConfig& m, TrainOptions& train,
                    std::string& out, std::string& weights_out, std::string& grads_out);

@@ -86,6 +86,7 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
   spec.tp_comm = o.tp_comm;
   spec.layout.tp = o.tp;
   spec.layout.sp = o.sp;
+  spec.layout.zero = o.zero;
   if (!o.memory_limit.empty()) spec.memory_limit = parse_bytes("memory-limit", o.memory_limit);
   SteadyClock clock;
   Device dev = make_device(o.device, o.threads, clock, !o.no_profile);

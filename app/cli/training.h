@@ -26,6 +26,7 @@ struct TrainOptions {
   Communicator* tp_comm = nullptr;  // a tensor-parallel rank's group of tp (dist_run.h)
   int tp = 1;
   bool sp = false;
+  int zero = 0;  // ZeRO stage over comm's ranks (dist_run.h)
   void add(CLI::App& app);
 };
 

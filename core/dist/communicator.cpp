@@ -45,6 +45,41 @@ void Communicator::all_gather(float* data, std::size_t shard, const std::string&
   if ((size() > 1 || device_memory()) && shard) do_all_gather(data, shard);
 }
 
+namespace {
+
+std::size_t total_of(const std::vector<std::size_t>& counts, int size) {
+  if (counts.size() != static_cast<std::size_t>(size))
+    throw Error("a collective over " + std::to_string(size) + " ranks got " +
+                std::to_string(counts.size()) + " counts");
+  std::size_t n = 0;
+  for (std::size_t c : counts) n += c;
+  return n;
+}
+
+}  // namespace
+
+void Communicator::reduce_scatter_sum_v(float* data, const std::vector<std::size_t>& counts,
+                                        const std::string& what) {
+  const std::size_t n = total_of(counts, size());
+  record(CommKind::ReduceScatter, what, n * sizeof(float));
+  if ((size() > 1 || device_memory()) && n) do_reduce_scatter_v(data, counts);
+}
+
+void Communicator::all_gather_v(float* data, const std::vector<std::size_t>& counts,
+                                const std::string& what) {
+  const std::size_t n = total_of(counts, size());
+  record(CommKind::AllGather, what, n * sizeof(float));
+  if ((size() > 1 || device_memory()) && n) do_all_gather_v(data, counts);
+}
+
+void Communicator::do_reduce_scatter_v(float* data, const std::vector<std::size_t>& counts) {
+  do_all_reduce(data, total_of(counts, size()), Elem::F32);
+}
+
+void Communicator::do_all_gather_v(float*, const std::vector<std::size_t>&) {
+  throw Error("this communicator has no all-gather of variable counts (ZeRO runs use Gloo)");
+}
+
 void Communicator::broadcast(float* data, std::size_t n, int root, const std::string& what) {
   if (root < 0 || root >= size())
     throw Error("broadcast from rank " + std::to_string(root) + " of " + std::to_string(size()));

@@ -47,6 +47,12 @@ class Communicator {
   // data holds size() shards of `shard` elements, this rank's at data + rank() * shard;
   // afterwards every shard holds its owner's values on every rank.
   void all_gather(float* data, std::size_t shard, const std::string& what);
+  // The same with a count per rank (some may be 0): data holds sum(counts) elements, rank r's
+  // part the counts[r] after the parts of the ranks before it (ZeRO's shards of a bucket).
+  // reduce_scatter_sum_v leaves this rank's part summed over the ranks (Gloo's communicator
+  // sums the whole buffer: an all-reduce); all_gather_v leaves every part its owner's values.
+  void reduce_scatter_sum_v(float* data, const std::vector<std::size_t>& counts, const std::string& what);
+  void all_gather_v(float* data, const std::vector<std::size_t>& counts, const std::string& what);
   // data[0, n) of rank `root` on every rank.
   void broadcast(float* data, std::size_t n, int root, const std::string& what);
   void barrier(const std::string& what);
@@ -60,6 +66,10 @@ class Communicator {
   virtual void do_all_reduce(void* data, std::size_t n, Elem e) = 0;
   virtual void do_reduce_scatter(float* data, std::size_t shard) = 0;
   virtual void do_all_gather(float* data, std::size_t shard) = 0;
+  // Defaults: the reduce-scatter as an all-reduce of the whole buffer; the all-gather refused
+  // (Error) where a communicator has none.
+  virtual void do_reduce_scatter_v(float* data, const std::vector<std::size_t>& counts);
+  virtual void do_all_gather_v(float* data, const std::vector<std::size_t>& counts);
   virtual void do_broadcast(float* data, std::size_t n, int root) = 0;
   virtual void do_barrier() = 0;
 
@@ -80,6 +90,8 @@ class NullCommunicator final : public Communicator {
   void do_all_reduce(void*, std::size_t, Elem) override {}
   void do_reduce_scatter(float*, std::size_t) override {}
   void do_all_gather(float*, std::size_t) override {}
+  void do_reduce_scatter_v(float*, const std::vector<std::size_t>&) override {}
+  void do_all_gather_v(float*, const std::vector<std::size_t>&) override {}
   void do_broadcast(float*, std::size_t, int) override {}
   void do_barrier() override {}
 

@@ -1,6 +1,7 @@
 #include "core/dist/gloo_communicator.h"
 
 #include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -92,6 +93,23 @@ void GlooCommunicator::do_all_gather(float* data, std::size_t shard) {
     opts.setTag(tag_++);
     opts.setTimeout(timeout_);
     gloo::allgather(opts);
+  });
+}
+
+void GlooCommunicator::do_all_gather_v(float* data, const std::vector<std::size_t>& counts) {
+  guarded("all_gather_v", rank_, size_, [&] {
+    std::size_t first = 0;
+    for (int r = 0; r < rank_; ++r) first += counts[static_cast<std::size_t>(r)];
+    const std::size_t n = counts[static_cast<std::size_t>(rank_)];
+    // Gloo's all-gather takes a separate input; this rank's part is copied out of the output.
+    std::vector<float> mine(data + first, data + first + n);
+    mine.reserve(1);  // a rank that owns none of the bucket still hands Gloo a buffer
+    gloo::AllgathervOptions opts(impl_->context);
+    opts.setInput(mine.data(), n);
+    opts.setOutput(data, counts);
+    opts.setTag(tag_++);
+    opts.setTimeout(timeout_);
+    gloo::allgatherv(opts);
   });
 }
 

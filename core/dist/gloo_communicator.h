@@ -32,6 +32,7 @@ class GlooCommunicator final : public Communicator {
   void do_all_reduce(void* data, std::size_t n, Elem e) override;
   void do_reduce_scatter(float* data, std::size_t shard) override;
   void do_all_gather(float* data, std::size_t shard) override;
+  void do_all_gather_v(float* data, const std::vector<std::size_t>& counts) override;
   void do_broadcast(float* data, std::size_t n, int root) override;
   void do_barrier() override;
 

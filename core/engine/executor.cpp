@@ -39,6 +39,7 @@ Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc
     full_cfg_.kv_heads = cfg_.kv_heads * tp_;
     full_cfg_.ffn = cfg_.ffn * tp_;
   }
+  setup_zero();
   if (cfg_.position == PositionKind::Rope)
     rope_ = rope_frequencies(cfg_.rope_scaling, cfg_.rope_theta, cfg_.rotary_dim(), cfg_.positions, cfg_.seq);
   last_need_.assign(graph_.tensors().size(), -1);
@@ -237,6 +238,9 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
     for (auto& b : blocks_)
       for (auto& h : b.held) release(h.t);
     for (Tensor* t : {&final_in_, &embed_mask_, &losses_, &dnext_}) release(*t);
+    zero_release_gathered();
+    for (ZeroLive& g : buckets_) release(g.t);
+    buckets_.clear();
     out_ = nullptr;
     throw;
   }
@@ -251,8 +255,9 @@ void Executor::embedding_forward() {
   const std::int64_t n = cfg_.tokens() * cfg_.hidden;
   const int B = cfg_.batch, S = cfg_.seq, H = cfg_.hidden;
   const auto& L = st_.layout();
-  Tensor wte = st_.param(L.wte, static_cast<std::int64_t>(cfg_.vocab) * H);
-  Tensor wpe = L.wpe >= 0 ? st_.param(L.wpe, static_cast<std::int64_t>(cfg_.positions) * H) : Tensor{};
+  if (zero_.parameters()) zero_gather(zero_embed_, -1);
+  Tensor wte = param_at(L.wte, static_cast<std::int64_t>(cfg_.vocab) * H);
+  Tensor wpe = L.wpe >= 0 ? param_at(L.wpe, static_cast<std::int64_t>(cfg_.positions) * H) : Tensor{};
   const float scale = cfg_.embed_multiplier();
   Held& in0 = blocks_[0].held[graph_.input()];
   in0.t = alloc(graph_.input(), 0, Category::SavedActivations);
@@ -287,6 +292,7 @@ void Executor::embedding_forward() {
        [&] { be_.copy(in0.t, whole.slice(shard * tp_rank_, shard)); });
     release(whole);
   }
+  zero_release_gathered();
 }
 
 void Executor::head() {
@@ -295,14 +301,17 @@ void Executor::head() {
   const auto& L = st_.layout();
   const float eps = static_cast<float>(cfg_.norm_eps);
   const float w_offset = cfg_.norm_unit_offset ? 1.0f : 0.0f;  // the final norm as the blocks'
-  Tensor w = st_.param(L.lnf_w, H), dw = st_.grad(L.lnf_w, H);
-  Tensor b = L.lnf_b >= 0 ? st_.param(L.lnf_b, H) : Tensor{};
-  Tensor db = L.lnf_b >= 0 ? st_.grad(L.lnf_b, H) : Tensor{};
-  Tensor W = st_.param(L.head_weight(), static_cast<std::int64_t>(V) * H);
-  Tensor dW = st_.grad(L.head_weight(), static_cast<std::int64_t>(V) * H);
-  const bool ln = cfg_.norm == NormKind::LayerNorm;
   phase_ = Phase::Forward;
   alloc_.set_phase(phase_);
+  // ZeRO-2: the gradients outside the blocks accumulate from here to the embedding's backward.
+  if (zero_.gradients()) zero_open_bucket(zero_outer_, -1);
+  if (zero_.parameters()) zero_gather(zero_head_, -1);
+  Tensor w = param_at(L.lnf_w, H), dw = grad_at(L.lnf_w, H);
+  Tensor b = L.lnf_b >= 0 ? param_at(L.lnf_b, H) : Tensor{};
+  Tensor db = L.lnf_b >= 0 ? grad_at(L.lnf_b, H) : Tensor{};
+  Tensor W = param_at(L.head_weight(), static_cast<std::int64_t>(V) * H);
+  Tensor dW = grad_at(L.head_weight(), static_cast<std::int64_t>(V) * H);
+  const bool ln = cfg_.norm == NormKind::LayerNorm;
   // With sequence parallelism the last block's rows are gathered: the head runs whole.
   Tensor x = sp_ ? tp_gather(-1, final_in_, "final.in.all_gather") : final_in_;
   Tensor lnf = alloc_outer(cfg_.dtype, n, Category::SavedActivations, "lnf.out");
@@ -333,6 +342,7 @@ void Executor::head() {
        else be_.rmsnorm_bwd(x, w, dlnf, dnext_, dw, rows, H, eps, false, w_offset);
      });
   release(dlnf);
+  zero_release_gathered();
   if (sp_) {
     release(x);
     Tensor shard = alloc_outer(cfg_.dtype, final_in_.numel, Category::ActivationGrads, "grad:final.in");
@@ -350,8 +360,8 @@ void Executor::embedding_backward() {
   const std::int64_t n = cfg_.tokens() * cfg_.hidden;
   const int B = cfg_.batch, S = cfg_.seq, H = cfg_.hidden;
   const auto& L = st_.layout();
-  Tensor dwte = st_.grad(L.wte, static_cast<std::int64_t>(cfg_.vocab) * H);
-  Tensor dwpe = L.wpe >= 0 ? st_.grad(L.wpe, static_cast<std::int64_t>(cfg_.positions) * H) : Tensor{};
+  Tensor dwte = grad_at(L.wte, static_cast<std::int64_t>(cfg_.vocab) * H);
+  Tensor dwpe = L.wpe >= 0 ? grad_at(L.wpe, static_cast<std::int64_t>(cfg_.positions) * H) : Tensor{};
   if (sp_) {  // the rows of every rank, for the embedding's whole gradient
     Tensor whole = tp_gather(-1, dnext_, "grad:embed.all_gather");
     release(dnext_);
@@ -371,10 +381,11 @@ void Executor::embedding_backward() {
      Stream::Compute, [&] { be_.embedding_bwd(st_.tokens, d, dwte, dwpe ? &dwpe : nullptr, B, S, H, cfg_.embed_multiplier()); });
   if (tmp) release(tmp);
   else release(dnext_);
+  if (zero_.gradients()) zero_close_bucket(-1);
 }
 
 void Executor::sync_gradients() {
-  if (replicas_of(opt_.comm) == 1) return;
+  if (replicas_of(opt_.comm) == 1 || zero_.gradients()) return;  // ZeRO-2: summed per bucket
   const std::uint64_t bytes = st_.grads.bytes();
   collective("grads.all_reduce", "all_reduce", -1, bytes, [&] {
     opt_.comm->all_reduce_sum(st_.grads.as<float>(), static_cast<std::size_t>(st_.grads.numel),
@@ -388,12 +399,13 @@ void Executor::optimizer() {
   AdamArgs a = opt_.adam;
   a.t = step_ + 1;
   a.zero_moments = st_.moments_zero;
+  st_.moments_zero = false;
+  if (zero_.optimizer()) return zero_optimizer(a);
   const std::uint64_t n = static_cast<std::uint64_t>(st_.layout().total());
   op("adamw", "adamw", -1, 12 * n, st_.static_bytes() * 2, Stream::Compute, [&] {
     be_.adamw(st_.params, st_.grads, st_.master.id ? &st_.master : nullptr, st_.m, st_.v,
               segments_, a);
   });
-  st_.moments_zero = false;
 }
 
 void Executor::measure_saved_bytes(StepOutput& out) const {

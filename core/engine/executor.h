@@ -12,6 +12,7 @@
 #include "core/backend/backend.h"
 #include "core/dist/communicator.h"
 #include "core/engine/model_state.h"
+#include "core/engine/zero_shard.h"
 #include "core/graph/block_graph.h"
 #include "core/graph/parallel_layout.h"
 #include "core/memory/tracking_allocator.h"
@@ -114,6 +115,22 @@ class Executor {
   void tp_all_reduce(int block, const Tensor& t, const std::string& name);
   // With sp: the gradients of the sequence region's parameters, each rank's from its rows only.
   void sync_tensor_parallel_gradients();
+  void sync_tensor_parallel_gradients(int block);
+
+  // ZeRO (executor_zero.cpp): the parameters and gradients the ops read and write, in the
+  // state's buffers or, where the stage shards them, in the gathered buffers and open buckets.
+  void setup_zero();
+  Tensor param_at(std::int64_t offset, std::int64_t numel) const;
+  Tensor grad_at(std::int64_t offset, std::int64_t numel) const;
+  Tensor param_at(int block, ParamSlot s) const;
+  Tensor grad_at(int block, ParamSlot s) const;
+  // Stage 3: `bucket`'s parameters gathered from the ranks' shards into a new buffer.
+  void zero_gather(const ZeroBucket& bucket, int block);
+  void zero_release_gathered();
+  // Stage 2: a zeroed gradient bucket; closing reduce-scatters it into the gradient shard.
+  void zero_open_bucket(const ZeroBucket& bucket, int block);
+  void zero_close_bucket(int block);  // the open bucket of `block` (-1: outside the blocks)
+  void zero_optimizer(const AdamArgs& a);
 
   // ops
   void op(const std::string& name, const std::string& kind, int block, std::uint64_t flops,
@@ -156,6 +173,15 @@ class Executor {
   bool sp_ = false;
   ModelConfig full_cfg_;        // the whole model (heads, ffn) when the state is one rank's
   BlockRegions regions_;        // of the block table, with tensor parallelism
+  struct ZeroLive {
+    const ZeroBucket* bucket = nullptr;
+    Tensor t;
+    int block = -1;
+  };
+  ZeroShard zero_;              // the state's (stage 0: nothing sharded)
+  std::vector<ZeroBucket> zero_blocks_;          // each block's parameters
+  ZeroBucket zero_outer_, zero_embed_, zero_head_;  // outside the blocks: all, embedding's, head's
+  std::vector<ZeroLive> gathered_, buckets_;     // live stage-3 and stage-2 buffers
 
   // per step
   int step_ = 0;

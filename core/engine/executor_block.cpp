@@ -46,6 +46,8 @@ void Executor::forward(int b, const ActionEffect& e) {
     bs.pending_copy = false;
   }
   const Category made = phase_ == Phase::Forward ? Category::SavedActivations : Category::RecomputeTemps;
+  // ZeRO-3: the block's parameters, gathered for this forward or recompute.
+  if (zero_.parameters() && !e.steps.empty()) zero_gather(zero_blocks_[static_cast<std::size_t>(b)], b);
 
   ++out_->block_forwards;
 
@@ -101,6 +103,7 @@ void Executor::forward(int b, const ActionEffect& e) {
   }
   for (auto& tmp : temps)
     if (tmp.id) release(tmp);
+  zero_release_gathered();
 
   if (e.produces) {
     Held& o = bs.held[outp];
@@ -142,6 +145,9 @@ void Executor::backward(int b) {
     bs.pending_copy = false;
   }
   const int in = graph_.input(), outp = graph_.output();
+  // ZeRO-3 gathers the block's parameters again; ZeRO-2 gives its gradients a bucket.
+  if (zero_.parameters()) zero_gather(zero_blocks_[static_cast<std::size_t>(b)], b);
+  if (zero_.gradients()) zero_open_bucket(zero_blocks_[static_cast<std::size_t>(b)], b);
   std::vector<Tensor> cur(T.size()), grad(T.size());
   std::vector<bool> fresh(T.size(), false);
   for (std::size_t t = 0; t < T.size(); ++t) cur[t] = bs.held[t].t;
@@ -185,6 +191,11 @@ void Executor::backward(int b) {
   for (std::size_t t = 0; t < T.size(); ++t)
     if (bs.held[t].t) release_held(b, static_cast<int>(t), "kept");
   dnext_ = grad[in];
+  zero_release_gathered();
+  if (zero_.gradients()) {
+    sync_tensor_parallel_gradients(b);
+    zero_close_bucket(b);
+  }
 }
 
 void Executor::offload(int b) {

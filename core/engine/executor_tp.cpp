@@ -73,8 +73,8 @@ void Executor::tp_linear_backward(int b, const StepDef& s, const std::vector<Ten
   const std::string name = "h" + std::to_string(b) + "." + s.name;
   std::array<Tensor, 2> params;
   OpArgs a = op_args(b, s, t, params);
-  Tensor dW = s.w != ParamSlot::Count ? st_.grad(b, s.w) : Tensor{};
-  Tensor dB = s.b != ParamSlot::Count ? st_.grad(b, s.b) : Tensor{};
+  Tensor dW = s.w != ParamSlot::Count ? grad_at(b, s.w) : Tensor{};
+  Tensor dB = s.b != ParamSlot::Count ? grad_at(b, s.b) : Tensor{};
   a.dw = dW ? &dW : nullptr;
   a.db = dB ? &dB : nullptr;
   a.din[0] = g[s.in[0]] ? &g[s.in[0]] : nullptr;
@@ -108,16 +108,21 @@ void Executor::tp_linear_backward(int b, const StepDef& s, const std::vector<Ten
 }
 
 void Executor::sync_tensor_parallel_gradients() {
+  // ZeRO-2 sums them per block, before the block's bucket is reduce-scattered.
+  if (zero_.gradients()) return;
+  for (int b = 0; b < cfg_.layers; ++b) sync_tensor_parallel_gradients(b);
+}
+
+void Executor::sync_tensor_parallel_gradients(int b) {
   if (tp_ <= 1 || !sp_) return;
   // Norm weights and biases of the sequence region saw only this rank's rows.
-  for (int b = 0; b < cfg_.layers; ++b)
-    for (std::size_t i = 0; i < graph_.steps().size(); ++i) {
-      const StepDef& s = graph_.steps()[i];
-      if (s.op == OpKind::Linear || regions_.step[i] != Region::Sequence) continue;
-      for (ParamSlot slot : {s.w, s.b})
-        if (slot != ParamSlot::Count && st_.has(b, slot))
-          tp_all_reduce(b, st_.grad(b, slot), "h" + std::to_string(b) + "." + s.name + ".grad.all_reduce");
-    }
+  for (std::size_t i = 0; i < graph_.steps().size(); ++i) {
+    const StepDef& s = graph_.steps()[i];
+    if (s.op == OpKind::Linear || regions_.step[i] != Region::Sequence) continue;
+    for (ParamSlot slot : {s.w, s.b})
+      if (slot != ParamSlot::Count && st_.has(b, slot))
+        tp_all_reduce(b, grad_at(b, slot), "h" + std::to_string(b) + "." + s.name + ".grad.all_reduce");
+  }
 }
 
 }  // namespace remat

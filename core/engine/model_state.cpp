@@ -8,15 +8,21 @@
 namespace remat {
 
 ModelState::ModelState(const ModelConfig& m, Backend& backend, TrackingAllocator& alloc)
-    : cfg_(m), layout_(m), backend_(backend), alloc_(alloc) {
+    : ModelState(m, backend, alloc, ZeroShard{}) {}
+
+ModelState::ModelState(const ModelConfig& m, Backend& backend, TrackingAllocator& alloc, ZeroShard zero)
+    : cfg_(m), layout_(m), zero_(zero), backend_(backend), alloc_(alloc) {
   const std::int64_t n = layout_.total();
+  zero_.total = n;
+  const std::int64_t c = zero_.shard();
   alloc_.set_phase(Phase::Init);
-  params = alloc_.allocate(m.dtype, n, {Category::Parameters, -1, "params"});
-  grads = alloc_.allocate(m.dtype, n, {Category::Gradients, -1, "grads"});
+  params = alloc_.allocate(m.dtype, zero_.parameters() ? c : n, {Category::Parameters, -1, "params"});
+  grads = alloc_.allocate(m.dtype, zero_.gradients() ? c : n, {Category::Gradients, -1, "grads"});
+  const std::int64_t opt = zero_.optimizer() ? c : n;
   if (m.dtype != DType::F32)
-    master = alloc_.allocate(DType::F32, n, {Category::MasterWeights, -1, "master"});
-  this->m = alloc_.allocate(DType::F32, n, {Category::OptimizerState, -1, "adam.m"});
-  v = alloc_.allocate(DType::F32, n, {Category::OptimizerState, -1, "adam.v"});
+    master = alloc_.allocate(DType::F32, opt, {Category::MasterWeights, -1, "master"});
+  this->m = alloc_.allocate(DType::F32, opt, {Category::OptimizerState, -1, "adam.m"});
+  v = alloc_.allocate(DType::F32, opt, {Category::OptimizerState, -1, "adam.v"});
   std::uint64_t ws = backend_.workspace_bytes(m);
   if (ws > 0) {
     workspace = alloc_.allocate(DType::U8, static_cast<std::int64_t>(ws),

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/backend/backend.h"
+#include "core/engine/zero_shard.h"
 #include "core/memory/tracking_allocator.h"
 #include "core/model/param_layout.h"
 
@@ -14,12 +15,16 @@ namespace remat {
 class ModelState {
  public:
   ModelState(const ModelConfig& m, Backend& backend, TrackingAllocator& alloc);
+  // With ZeRO (zero_shard.h): what the stage shards holds this rank's shard buffer only
+  // (zero.shard() elements), the rest the whole flat vector; `zero.total` is set here.
+  ModelState(const ModelConfig& m, Backend& backend, TrackingAllocator& alloc, ZeroShard zero);
   ~ModelState();
   ModelState(const ModelState&) = delete;
   ModelState& operator=(const ModelState&) = delete;
 
   const ModelConfig& config() const { return cfg_; }
   const ParamLayout& layout() const { return layout_; }
+  const ZeroShard& zero() const { return zero_; }
 
   Tensor param(std::int64_t offset, std::int64_t numel) const { return params.slice(offset, numel); }
   Tensor grad(std::int64_t offset, std::int64_t numel) const { return grads.slice(offset, numel); }
@@ -38,6 +43,8 @@ class ModelState {
   std::uint64_t grad_checksum() const;
   std::vector<AdamSegment> adam_segments() const;
 
+  // Sharded buffers hold this rank's shard: read_params, read_grads and grad_checksum then see
+  // the shard, param() and grad() views into it are not the model's.
   // Bytes held by each part (16 per parameter for bf16: 2 + 2 + 4 + 4 + 4).
   std::uint64_t static_bytes() const;
 
@@ -49,6 +56,7 @@ class ModelState {
  private:
   ModelConfig cfg_;
   ParamLayout layout_;
+  ZeroShard zero_;
   Backend& backend_;
   TrackingAllocator& alloc_;
 };

@@ -114,7 +114,7 @@ RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, cons
       const BlockGraph g = per_rank_graph(m, p, i);
       mb.schedule = plan(g);
       if (p.distribute_saved_activations) check_distributed(mb.schedule, st.blocks);
-      mb.sim = simulate(g, mb.schedule, mirror, p.tp, p.sp);
+      mb.sim = simulate(g, mb.schedule, mirror, p.tp, p.sp, p.zero, p.dp);
       for (std::uint64_t b : mb.sim.saved_bytes_per_block) mb.held_bytes += b;
       st.micro_batch = static_cast<int>(r.micro_batch.size());
       r.micro_batch.push_back(std::move(mb));

@@ -2,7 +2,8 @@
 // static bytes of each pipeline stage's rank (parameters, gradients, fp32 master weights and
 // AdamW moments, as the model's own accounting, divided by T and P and by D per ZeRO stage) and
 // each stage's activations under 1F1B (stage i holds min(P − i, N) micro-batches), from the
-// simulator's walk of one micro-batch over the per-rank block table (parallel_layout.h).
+// simulator's walk of one micro-batch over the per-rank block table (parallel_layout.h), which
+// under ZeRO-2 and 3 allocates the gradient buckets and gathered parameters a run does.
 #pragma once
 #include <cstdint>
 #include <functional>

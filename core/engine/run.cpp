@@ -179,9 +179,21 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
   if (tp && (!spec.weights_in.empty() || !spec.weights_out.empty() || !spec.grads_out.empty()))
     throw ConfigError("tp", "tensor-parallel ranks hold slices: loading and saving weights or gradients is "
                             "not supported with --tp");
+  // ZeRO over the data-parallel ranks (zero_shard.h); every rank allocates the same bytes.
+  const int zero = spec.layout.zero, dp = replicas_of(spec.comm);
+  if (zero < 0 || zero > 3) throw ConfigError("zero", "must be 0, 1, 2 or 3, got " + std::to_string(zero));
+  if (zero > 0 && dp < 2)
+    throw ConfigError("zero", "ZeRO-" + std::to_string(zero) + " shards over the data-parallel ranks; the run has " +
+                                  std::to_string(dp) + " (use --dp 2 or more)");
+  if (zero >= 2 && !spec.grads_out.empty())
+    throw ConfigError("zero", "ZeRO-" + std::to_string(zero) + " ranks hold a shard of the gradients: "
+                              "--save-grads needs --zero 0 or 1");
+  if (zero >= 3 && (!spec.weights_in.empty() || !spec.weights_out.empty()))
+    throw ConfigError("zero", "ZeRO-3 ranks hold a shard of the parameters: loading and saving weights "
+                              "needs --zero 0, 1 or 2");
   const BlockGraph graph = tp ? per_rank_graph(spec.model, spec.layout) : BlockGraph(spec.model);
   // validates the schedule
-  Prediction pred = simulate(graph, spec.schedule, &backend, spec.layout.tp, spec.layout.sp);
+  Prediction pred = simulate(graph, spec.schedule, &backend, spec.layout.tp, spec.layout.sp, zero, dp);
   part_done("simulate", clock.now_ns());
   tr.plan = pred.plan;
   tr.predicted_peak_bytes = pred.peak_bytes;
@@ -208,11 +220,29 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
   if (spec.memory_limit) alloc.set_device_limit(spec.memory_limit);
   const int total = spec.warmup + spec.steps;
   try {
-    ModelState state(graph.config(), backend, alloc);
+    ModelState state(graph.config(), backend, alloc, make_zero_shard(zero, dp, replica_of(spec.comm), 0));
     tr.static_bytes = state.static_bytes();
     part_done("memory", clock.now_ns());
     if (!spec.weights_in.empty()) {
       load_safetensors(spec.weights_in, state);
+    } else if (state.zero().parameters()) {
+      // The single-process initialization (a tensor-parallel rank's slices of it), and this
+      // rank's shard of that (zeros past the end).
+      const ZeroShard& z = state.zero();
+      std::vector<float> global;
+      if (tp) {
+        global = rank_weight_values(spec.model, spec.layout.tp, tp_rank_of(spec.tp_comm), spec.seed,
+                                    backend.host_threads());
+      } else {
+        global.resize(static_cast<std::size_t>(z.total));
+        init_weight_values(state.layout(), spec.model.layers, spec.seed, global.data(), backend.host_threads());
+      }
+      if (static_cast<std::int64_t>(global.size()) != z.total)
+        throw Error("internal: " + std::to_string(global.size()) + " initial values for " +
+                    std::to_string(z.total) + " parameters");
+      std::vector<float> mine(static_cast<std::size_t>(z.shard()), 0.0f);
+      std::copy(global.begin() + z.begin(), global.begin() + z.begin() + z.count(), mine.begin());
+      state.write_params(mine);
     } else if (tp) {
       // This rank's slices of the single-process initialization, drawn alone.
       state.write_params(rank_weight_values(spec.model, spec.layout.tp, tp_rank_of(spec.tp_comm),

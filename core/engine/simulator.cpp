@@ -29,18 +29,25 @@ Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirro
 }
 
 Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirror, int tp, bool sp) {
+  return simulate(g, s, mirror, tp, sp, 0, 1);
+}
+
+Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirror, int tp, bool sp,
+                    int zero, int dp) {
   const ModelConfig& m = g.config();
   Prediction p;
   p.plan = validate_schedule(s, g);
   NullBackend be(mirror);
   LogicalClock clock;
   TrackingAllocator alloc(be.memory(Space::Device), be.memory(Space::Host), clock);
-  ModelState state(m, be, alloc);
+  ModelState state(m, be, alloc, make_zero_shard(zero, dp, 0, 0));
   p.static_bytes = state.static_bytes();
   p.workspace_bytes = state.workspace.bytes();
   NullCommunicator tp_comm(0, tp);
   ExecOptions eo;
   if (tp > 1) eo.tp_comm = &tp_comm;
+  NullCommunicator dp_comm(0, dp);
+  if (dp > 1) eo.comm = &dp_comm;
   eo.sp = sp;
   Executor ex(state, be, alloc, nullptr, eo, g);
   std::vector<std::int32_t> tok(static_cast<std::size_t>(m.tokens()), 0), tgt(tok);

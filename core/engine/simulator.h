@@ -39,6 +39,10 @@ Prediction simulate(const BlockGraph& graph, const Schedule& s, const Backend* m
 // One of `tp` tensor-parallel ranks (sequence-parallel with sp): `graph` is the per-rank block
 // table (per_rank_graph), its config the rank's model; the exchanges allocate as a run's do.
 Prediction simulate(const BlockGraph& graph, const Schedule& s, const Backend* mirror, int tp, bool sp);
+// And one of `dp` data-parallel ranks under ZeRO stage `zero` (zero_shard.h): its shards, and
+// the gathered parameters and gradient buckets a run allocates (every rank allocates the same).
+Prediction simulate(const BlockGraph& graph, const Schedule& s, const Backend* mirror, int tp, bool sp,
+                    int zero, int dp);
 
 // Replays events and returns the highest total of the activation categories on the device.
 std::uint64_t activation_peak(const std::vector<MemoryEvent>& events, std::size_t from = 0);

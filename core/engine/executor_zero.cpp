@@ -1,0 +1,132 @@
+// ZeRO's shards in a step (zero_shard.h). Stage 1: AdamW updates this rank's shard of the
+// parameters, then the parameters are all-gathered in place. Stage 2: each block's gradients
+// go to a bucket allocated at its backward and reduce-scattered into the gradient shard right
+// after it; the parameters outside the blocks share one bucket, open from the head (where
+// their gradients start) to the embedding's backward. Stage 3: a block's parameters are
+// gathered into a buffer before its forward, before each recompute and before its backward,
+// and freed after; the embedding's (word embedding, learned positions) before the embedding's
+// forward, the head's (final norm, output layer or the tied word embedding) before the head.
+// Every buffer comes from the tracking allocator, so the simulator's walk predicts them.
+#include <algorithm>
+
+#include "core/engine/executor.h"
+#include "core/util/error.h"
+
+namespace remat {
+
+void Executor::setup_zero() {
+  zero_ = st_.zero();
+  if (zero_.stage == 0 || zero_.ranks == 1) return;
+  if (!opt_.comm || opt_.comm->size() != zero_.ranks || opt_.comm->rank() != zero_.rank)
+    throw Error("ZeRO-" + std::to_string(zero_.stage) + " state of rank " + std::to_string(zero_.rank) +
+                " of " + std::to_string(zero_.ranks) + " needs a data-parallel communicator of " +
+                std::to_string(zero_.ranks) + " ranks");
+  const ParamLayout& L = st_.layout();
+  for (int b = 0; b < cfg_.layers; ++b) zero_blocks_.push_back(zero_block_bucket(L, b));
+  zero_outer_ = zero_outer_bucket(L);
+  const std::int64_t H = cfg_.hidden, V = cfg_.vocab;
+  std::vector<std::pair<std::int64_t, std::int64_t>> embed = {{L.wte, V * H}};
+  if (L.wpe >= 0) embed.emplace_back(L.wpe, static_cast<std::int64_t>(cfg_.positions) * H);
+  zero_embed_ = ZeroBucket(embed);
+  std::vector<std::pair<std::int64_t, std::int64_t>> head = {{L.lnf_w, H}, {L.head_weight(), V * H}};
+  if (L.lnf_b >= 0) head.emplace_back(L.lnf_b, H);
+  zero_head_ = ZeroBucket(head);
+}
+
+Tensor Executor::param_at(std::int64_t offset, std::int64_t numel) const {
+  if (!zero_.parameters()) return st_.param(offset, numel);
+  for (const ZeroLive& g : gathered_) {
+    const std::int64_t p = g.bucket->position(offset, numel);
+    if (p >= 0) return g.t.slice(p, numel);
+  }
+  throw Error("internal: parameters at " + std::to_string(offset) + " were not gathered (ZeRO-3)");
+}
+
+Tensor Executor::grad_at(std::int64_t offset, std::int64_t numel) const {
+  if (!zero_.gradients()) return st_.grad(offset, numel);
+  for (const ZeroLive& g : buckets_) {
+    const std::int64_t p = g.bucket->position(offset, numel);
+    if (p >= 0) return g.t.slice(p, numel);
+  }
+  throw Error("internal: gradients at " + std::to_string(offset) + " have no open bucket (ZeRO-2)");
+}
+
+Tensor Executor::param_at(int block, ParamSlot s) const {
+  const std::int64_t off = st_.layout().offset(block, s);
+  return off < 0 ? Tensor{} : param_at(off, st_.layout().numel(block, s));
+}
+
+Tensor Executor::grad_at(int block, ParamSlot s) const {
+  const std::int64_t off = st_.layout().offset(block, s);
+  return off < 0 ? Tensor{} : grad_at(off, st_.layout().numel(block, s));
+}
+
+void Executor::zero_gather(const ZeroBucket& bucket, int block) {
+  ZeroLive g{&bucket, alloc_outer(cfg_.dtype, bucket.numel(), Category::Parameters, "zero.params", block), block};
+  gathered_.push_back(g);
+  const std::vector<ZeroPiece> mine = bucket.pieces(zero_);
+  std::uint64_t mine_bytes = 0;
+  for (const ZeroPiece& p : mine) mine_bytes += static_cast<std::uint64_t>(p.numel) * dtype_size(cfg_.dtype);
+  op("zero.shard.copy", "copy", block, 0, 2 * mine_bytes, Stream::Compute, [&] {
+    for (const ZeroPiece& p : mine) be_.copy(g.t.slice(p.bucket, p.numel), st_.params.slice(p.shard, p.numel));
+  });
+  const std::vector<std::size_t> counts = bucket.counts(zero_);
+  collective("zero.all_gather", "all_gather", block, g.t.bytes(),
+             [&] { opt_.comm->all_gather_v(g.t.as<float>(), counts, "zero.params"); });
+}
+
+void Executor::zero_release_gathered() {
+  for (ZeroLive& g : gathered_) release(g.t);
+  gathered_.clear();
+}
+
+void Executor::zero_open_bucket(const ZeroBucket& bucket, int block) {
+  ZeroLive g{&bucket, alloc_outer(cfg_.dtype, bucket.numel(), Category::Gradients, "zero.grads", block), block};
+  buckets_.push_back(g);
+  op("zero.grads.zero", "zero", block, 0, g.t.bytes(), Stream::Compute, [&] { be_.fill_zero(g.t); });
+}
+
+void Executor::zero_close_bucket(int block) {
+  for (ZeroLive& g : buckets_) {
+    if (g.block != block) continue;
+    const std::vector<std::size_t> counts = g.bucket->counts(zero_);
+    collective("grads.reduce_scatter", "reduce_scatter", g.block, g.t.bytes(),
+               [&] { opt_.comm->reduce_scatter_sum_v(g.t.as<float>(), counts, "zero.grads"); });
+    const std::vector<ZeroPiece> mine = g.bucket->pieces(zero_);
+    std::uint64_t mine_bytes = 0;
+    for (const ZeroPiece& p : mine) mine_bytes += static_cast<std::uint64_t>(p.numel) * dtype_size(cfg_.dtype);
+    // Every element is in exactly one bucket a step: its summed gradient is copied, not added.
+    op("zero.grads.shard", "copy", g.block, 0, 2 * mine_bytes, Stream::Compute, [&] {
+      for (const ZeroPiece& p : mine) be_.copy(st_.grads.slice(p.shard, p.numel), g.t.slice(p.bucket, p.numel));
+    });
+    release(g.t);
+  }
+  buckets_.erase(std::remove_if(buckets_.begin(), buckets_.end(), [](const ZeroLive& g) { return !g.t; }),
+                 buckets_.end());
+}
+
+void Executor::zero_optimizer(const AdamArgs& a) {
+  // This rank's shard of every buffer: [lo, lo + c) of the flat vector, at 0 in a shard buffer.
+  const std::int64_t lo = zero_.begin(), c = zero_.count();
+  const Tensor p = zero_.parameters() ? st_.params.slice(0, c) : st_.params.slice(lo, c);
+  const Tensor g = zero_.gradients() ? st_.grads.slice(0, c) : st_.grads.slice(lo, c);
+  const Tensor m = st_.m.slice(0, c), v = st_.v.slice(0, c);
+  const Tensor master = st_.master.id ? st_.master.slice(0, c) : Tensor{};
+  std::vector<AdamSegment> segs;
+  for (const AdamSegment& s : segments_) {
+    const std::int64_t from = std::max(lo, s.offset), to = std::min(lo + c, s.offset + s.numel);
+    if (to > from) segs.push_back({from - lo, to - from, s.decay});
+  }
+  const std::uint64_t bytes = (p.bytes() + g.bytes() + master.bytes() + m.bytes() + v.bytes()) * 2;
+  op("adamw", "adamw", -1, 12 * static_cast<std::uint64_t>(c), bytes, Stream::Compute, [&] {
+    if (c > 0) be_.adamw(p, g, st_.master.id ? &master : nullptr, m, v, segs, a);
+  });
+  if (zero_.parameters()) return;
+  // Every rank's updated shard to every rank: the whole parameter vector, in place.
+  const ZeroBucket all({{0, zero_.total}});
+  const std::vector<std::size_t> counts = all.counts(zero_);
+  collective("zero.params.all_gather", "all_gather", -1, st_.params.bytes(),
+             [&] { opt_.comm->all_gather_v(st_.params.as<float>(), counts, "zero.params"); });
+}
+
+}  // namespace remat
