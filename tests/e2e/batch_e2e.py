@@ -571,7 +571,7 @@ def test(b, work, source, installed_root):
 
     # The committed fixtures of every format version still read (tests/data/).
     data = os.path.join(source, "tests", "data")
-    fixtures = sorted(os.path.join(data, f) for f in os.listdir(data) if f.startswith(("run-v", "sweep-v")))
+    fixtures = sorted(os.path.join(data, f) for f in os.listdir(data) if f.startswith(("run-v", "sweep-v", "ranks-v")))
     check(bool(fixtures), "no run or sweep fixtures in tests/data")
     cf = b.json("compare", *fixtures, "--json")
     check(cf is not None and len(cf["runs"]) >= len(fixtures), "compare reads every fixture of tests/data")
