@@ -1,19 +1,23 @@
-// rematlab-batch compare: the comparison table for runs already written (run directories, or
-// sweep directories, which stand for all their runs).
+// rematlab-batch compare: the comparison table for runs already written (run directories,
+// sweep directories, which stand for all their runs, and runs of several ranks, which stand as
+// their peak rank or the rank --rank names, labelled with their layout).
 // rematlab-batch export: regenerate trace.json or the CSV tables of a run directory from what it
 // holds.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "cli_common.h"
 #include "commands.h"
 #include "comparison.h"
+#include "core/analysis/run_layout.h"
 #include "core/trace/export_target.h"
 #include "core/trace/output_dir.h"
+#include "core/trace/ranks_dir.h"
 #include "core/trace/run_dir.h"
 #include "core/trace/sweep_json.h"
 #include "core/util/error.h"
@@ -27,6 +31,7 @@ namespace {
 
 struct CompareOptions {
   std::vector<std::string> dirs;
+  std::optional<int> rank;  // the rank a run of several ranks enters as (default: its peak rank)
   bool json = false;
 };
 
@@ -53,9 +58,17 @@ int compare(const CompareOptions& o) {
     if (!fs::exists(dir, ec)) throw Error("run directory '" + dir + "' does not exist");
     bool is_run = fs::exists(fs::path(dir) / kSummaryFile, ec);
     bool is_sweep = !is_run && fs::exists(fs::path(dir) / schema::kSweepFile, ec);
+    if (!is_run && is_ranks_dir(dir)) {
+      // A run of several ranks enters as one of them, labelled with its layout and rank.
+      const RanksDir r = read_ranks_json(dir);
+      Trace t = read_rank_run(dir, r, compared_rank(r, o.rank, dir));
+      rows.push_back(comparison_row(label_of(dir) + " (" + rank_label(run_layout(t)) + ")", dir, t));
+      continue;
+    }
     if (!is_sweep) {
       Trace t = read_run_dir(dir);
-      rows.push_back(comparison_row(label_of(dir), dir, t));
+      const std::string where = rank_label(run_layout(t));  // a rank's directory on its own
+      rows.push_back(comparison_row(label_of(dir) + (where.empty() ? "" : " (" + where + ")"), dir, t));
       continue;
     }
     nlohmann::json sj = read_sweep_json((fs::path(dir) / schema::kSweepFile).string());
@@ -113,6 +126,9 @@ void add_compare_command(CLI::App& app, int& exit_code) {
   CLI::App* c = app.add_subcommand("compare", "print the comparison table of run or sweep directories");
   c->add_option("dirs", o->dirs, "run directories (from run --out) or sweep directories (from sweep --out)")
       ->required();
+  c->add_option("--rank", o->rank,
+                 "the rank a run of several ranks enters the comparison as (default: its rank with the highest peak)")
+      ->check(CLI::NonNegativeNumber);
   c->add_flag("--json", o->json, "print the comparison as JSON");
   c->callback([o, &exit_code] {
     try {

@@ -1,6 +1,7 @@
 #include "comparison.h"
 
 #include "core/analysis/run_compare.h"
+#include "core/analysis/run_layout.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -40,7 +41,10 @@ ComparisonRow comparison_row(const std::string& run, const std::string& dir, con
   r.total_flops = t.flops.total();
   r.block_forwards = t.block_forwards;
   r.grad_checksum = hex64(t.grad_checksum);
-  r.model_json = model_to_json(t.model).dump();
+  r.model_json = model_to_json(global_model(t)).dump();
+  const RunLayout l = run_layout(t);
+  r.layout = layout_label(l);
+  r.rank = l.rank;
   return r;
 }
 
@@ -48,7 +52,7 @@ void relate_rows(std::vector<ComparisonRow>& rows) {
   std::vector<RunFigures> f;
   for (const auto& r : rows)
     f.push_back({r.policy, r.model_json, r.device, r.grad_checksum, r.complete, r.peak_bytes, r.seed,
-                 r.step_ms_median, r.steps, r.warmup});
+                 r.step_ms_median, r.steps, r.warmup, r.layout});
   std::vector<RunRelation> rel = relate(f);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     rows[i].peak_reduction_pct = rel[i].peak_reduction_pct;
@@ -85,7 +89,9 @@ nlohmann::json comparison_json(const std::vector<ComparisonRow>& rows) {
                  {"block_forwards", r.block_forwards},
                  {"grad_checksum", r.grad_checksum},
                  {"grads_match_none", opt(r.grads_match_none)},
-                 {"frontier", r.frontier}});
+                 {"frontier", r.frontier},
+                 {"layout", r.layout},
+                 {"rank", r.rank < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.rank)}});
   }
   nlohmann::json frontier = nlohmann::json::array();
   for (const auto& r : rows)

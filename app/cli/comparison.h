@@ -33,7 +33,9 @@ struct ComparisonRow {
   std::optional<double> peak_reduction_pct, step_overhead_pct;
   std::optional<bool> grads_match_none;
   bool frontier = false;  // on the measured memory/time frontier (not dominated)
-  std::string model_json;  // to check that runs are comparable
+  std::string model_json;  // the global model (run_layout.h), to check that runs are comparable
+  std::string layout = "1 rank";  // "tp 2 sp": how the run was laid out over ranks
+  int rank = -1;                  // the rank it stands for (-1: a single process)
 };
 
 ComparisonRow comparison_row(const std::string& run, const std::string& dir, const Trace& t);

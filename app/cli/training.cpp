@@ -90,6 +90,7 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
   if (!o.memory_limit.empty()) spec.memory_limit = parse_bytes("memory-limit", o.memory_limit);
   SteadyClock clock;
   Device dev = make_device(o.device, o.threads, clock, !o.no_profile);
+  if (dev.profiler) dev.profiler->set_comm_groups(layout_groups(o.comm, o.tp_comm));
   const double device_ms = static_cast<double>(clock.now_ns()) / 1e6;
   RunCallbacks cb;
   cb.cancel = cancel;

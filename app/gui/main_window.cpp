@@ -28,6 +28,7 @@
 #include "format.h"
 #include "run_panel.h"
 #include "start_page.h"
+#include "views/ranks_view.h"
 #include "views/analysis_view.h"
 #include "views/compare_view.h"
 #include "views/ledger_view.h"
@@ -73,6 +74,10 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent)
   pages_->addTab(run_view_, tr("Timeline"));
   pages_->addTab(compare_, tr("Compare"));
   pages_->addTab(analysis_, tr("Analysis"));
+  ranks_view_ = new RanksView(this);
+  pages_->addTab(ranks_view_, tr("Ranks"));
+  pages_->setTabVisible(pages_->indexOf(ranks_view_), false);  // until a run of several ranks opens
+  connect(ranks_view_, &RanksView::rankChosen, this, &MainWindow::showRank);
   setCentralWidget(pages_);
   buildDocks();
   buildMenus();

@@ -5,9 +5,11 @@
 #pragma once
 #include <QMainWindow>
 #include <QPointer>
+#include <map>
 #include <memory>
 
 #include "core/plugin/registry.h"
+#include "core/trace/ranks_dir.h"
 #include "run_list.h"
 #include "theme.h"
 
@@ -26,6 +28,7 @@ class RunController;
 class RunPanel;
 class RunView;
 class StartPage;
+class RanksView;
 
 struct WindowOptions {
   QString runs_dir;              // where finished runs are saved ("" = the settings' or the default)
@@ -46,6 +49,7 @@ class MainWindow : public QMainWindow {
   RunView* runView() const { return run_view_; }
   CompareView* compareView() const { return compare_; }
   AnalysisView* analysisView() const { return analysis_; }
+  RanksView* ranksView() const { return ranks_view_; }
   QTabWidget* pages() const { return pages_; }
   RunController* controller() const { return controller_; }
   const PolicyRegistry& registry() const { return registry_; }
@@ -91,6 +95,12 @@ class MainWindow : public QMainWindow {
   // remember = false: the run of a sweep, whose recent entry is the sweep directory.
   void openRunDirAs(const QString& dir, bool remember);
   void updateRecentMenu();
+  // A run of several ranks (main_window_ranks.cpp): its ranks.json read, each rank opened as a
+  // run (only the rank compared checked), the Ranks page showing them as they arrive.
+  bool openRanksDir(const QString& dir, bool remember);
+  void onRankRead(int row);
+  void updateRanksView(const QString& dir);
+  void showRank(const QString& dir, int rank);
   void refreshRunViews();
   void connectPlots();
   void onPlotActivated(QCustomPlot* plot);
@@ -118,6 +128,8 @@ class MainWindow : public QMainWindow {
   StartPage* start_ = nullptr;
   CompareView* compare_;
   AnalysisView* analysis_;
+  RanksView* ranks_view_;
+  std::map<QString, RanksDir> ranks_dirs_;  // by absolute path: the runs of several ranks opened
   QMenu* recent_menu_ = nullptr;
   QLabel* status_label_;
   QPointer<QCustomPlot> last_plot_;

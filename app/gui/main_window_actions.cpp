@@ -25,6 +25,7 @@
 #include "views/compare_view.h"
 #include "views/memory_timeline_view.h"
 #include "views/plot_view.h"
+#include "views/ranks_view.h"
 #include "views/run_view.h"
 
 namespace remat::gui {
@@ -94,6 +95,7 @@ void MainWindow::showLeftovers() {
 void MainWindow::openRunDirAs(const QString& dir, bool remember) {
   noteLeftovers(dir);
   const QDir d(dir);
+  if (openRanksDir(dir, remember)) return;
   if (d.exists() && !d.exists("summary.json")) {
     // A sweep directory, or any directory of run directories: open each.
     const QStringList subs = d.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name);
@@ -127,6 +129,7 @@ void MainWindow::openRunDirAs(const QString& dir, bool remember) {
     } else {
       const int row = runs_->add(trace, QFileInfo(dir).absoluteFilePath());
       if (remember) addRecent(dir);
+      onRankRead(row);
       run_list_->setCurrentIndex(runs_->index(row));
       showRun(row);
       statusBar()->showMessage(tr("Opened %1").arg(dir), 5000);
@@ -279,6 +282,7 @@ bool MainWindow::saveScreenshot(const QString& path, QString* error) {
     o["peak_bytes"] = static_cast<double>(e->trace->peak_bytes);
     o["value_axis_max"] = m->plot()->yAxis->range().upper;
   }
+  if (pages_->currentWidget() == ranks_view_) o["ranks"] = ranks_view_->screenshotGeometry(this, dpr);
   QSaveFile j(path + ".json");
   if (!j.open(QIODevice::WriteOnly) || j.write(QJsonDocument(o).toJson()) < 0 || !j.commit()) {
     if (error) *error = tr("cannot write %1.json").arg(path);

@@ -1,5 +1,7 @@
 #include "run_list.h"
 
+#include "core/analysis/run_layout.h"
+
 #include <QDir>
 #include <QPainter>
 #include <QPixmap>
@@ -40,6 +42,9 @@ int RunListModel::add(std::shared_ptr<const Trace> trace, const QString& dir) {
   e.id = next_id_++;
   const Trace& t = *e.trace;
   e.label = QString("#%1 %2 · %3").arg(e.id).arg(QString::fromStdString(t.model.name), QString::fromStdString(t.policy));
+  // A rank of a run of several ranks says its layout and rank: "tp 2 sp, rank 1".
+  const std::string where = rank_label(run_layout(t));
+  if (!where.empty()) e.label += " · " + QString::fromStdString(where);
   const QString state = incomplete_state(t);
   if (!state.isEmpty()) e.label += " (" + state + ")";
   runs_.push_back(std::move(e));

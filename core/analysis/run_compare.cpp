@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/analysis/run_layout.h"
 #include "core/util/hash.h"
 
 namespace remat {
@@ -11,7 +12,8 @@ bool same_model(const ModelConfig& a, const ModelConfig& b) { return model_to_js
 RunFigures run_figures(const Trace& t) {
   RunFigures f;
   f.policy = t.policy;
-  f.model_key = model_to_json(t.model).dump();
+  f.model_key = model_to_json(global_model(t)).dump();
+  f.layout = layout_label(run_layout(t));
   f.device = t.device;
   f.grad_checksum = hex64(t.grad_checksum);
   f.complete = t.complete;
@@ -41,7 +43,7 @@ std::vector<RunRelation> relate(const std::vector<RunFigures>& runs) {
       out[i].peak_reduction_pct =
           100.0 * (1.0 - static_cast<double>(r.peak_bytes) / static_cast<double>(b.peak_bytes));
     // Bit-identical gradients only mean something for the same data and steps.
-    if (b.seed == r.seed && b.steps == r.steps && b.warmup == r.warmup)
+    if (b.seed == r.seed && b.steps == r.steps && b.warmup == r.warmup && b.layout == r.layout)
       out[i].grads_match_none = b.grad_checksum == r.grad_checksum;
   }
   for (std::size_t i = 0; i < runs.size(); ++i) {

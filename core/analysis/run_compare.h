@@ -21,7 +21,12 @@ struct RunFigures {
   std::uint64_t peak_bytes = 0, seed = 0;
   double step_ms = 0.0;  // median
   int steps = 0, warmup = 0;
+  // The layout over ranks (run_layout.h: "1 rank", "tp 2 sp"); gradients are compared only
+  // between runs of the same layout (a rank holds its own shard of them).
+  std::string layout = "1 rank";
 };
+// model_key: the global model (run_layout.h), so a rank of a distributed run and a single
+// process that train the same model share a baseline.
 RunFigures run_figures(const Trace& t);
 
 struct RunRelation {

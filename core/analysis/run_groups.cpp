@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include "core/analysis/run_layout.h"
 
 namespace remat {
 
@@ -19,7 +20,7 @@ StepSpread spread_of(std::vector<double> v) {
   return s;
 }
 
-std::string group_key(const Trace& t) { return model_to_json(t.model).dump() + "\n" + t.device; }
+std::string group_key(const Trace& t) { return model_to_json(global_model(t)).dump() + "\n" + t.device; }
 
 }  // namespace
 
@@ -43,7 +44,7 @@ std::optional<Overhead> step_overhead(const StepSpread& run, const StepSpread& b
 }
 
 std::string group_label(const Trace& t) {
-  return t.model.name + " s" + std::to_string(t.model.seq) + " b" + std::to_string(t.model.batch) + " " +
+  return t.model.name + " s" + std::to_string(t.model.seq) + " b" + std::to_string(global_model(t).batch) + " " +
          to_string(t.model.dtype) + " " + t.device;
 }
 

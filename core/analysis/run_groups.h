@@ -32,7 +32,7 @@ struct Overhead {
 };
 std::optional<Overhead> step_overhead(const StepSpread& run, const StepSpread& base);
 
-// "small s128 b4 bf16 cpu": model name, sequence, batch, dtype, device.
+// "small s128 b4 bf16 cpu": model name, sequence, batch (global: a rank's times D), dtype, device.
 std::string group_label(const Trace& t);
 
 struct RunGroup {

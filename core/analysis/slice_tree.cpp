@@ -96,7 +96,7 @@ SliceTree::SliceTree(const Trace& t) {
       tracks_.push_back(std::move(k));
     }
   }
-  for (int s = 1; s < 4; ++s) {
+  for (int s = 1; s < kNumStreams; ++s) {
     if (by_stream_[s].empty()) continue;
     SliceTrack tr{static_cast<Stream>(s), kernels_ ? SliceLevel::Kernel : SliceLevel::Op, {}};
     group(t, by_stream_[s], nullptr, tr, [](const OpRecord&, const OpRecord&) { return false; });
@@ -114,7 +114,7 @@ int SliceTree::leaf_track(Stream s) const {
 std::pair<int, int> SliceTree::leaf_of(std::uint32_t op) const {
   if (op >= pos_.size()) return {-1, -1};
   // Leaf tracks hold one slice per op, in the stream's order.
-  for (int s = 0; s < 4; ++s) {
+  for (int s = 0; s < kNumStreams; ++s) {
     const auto& v = by_stream_[s];
     const std::uint32_t p = pos_[op];
     if (p < v.size() && v[p] == op) return {leaf_track(static_cast<Stream>(s)), static_cast<int>(p)};

@@ -62,7 +62,7 @@ class SliceTree {
 
  private:
   std::vector<SliceTrack> tracks_;
-  std::vector<std::uint32_t> by_stream_[4];
+  std::vector<std::uint32_t> by_stream_[kNumStreams];
   std::vector<std::uint32_t> pos_;  // Trace::ops index -> position in its stream's order
   bool kernels_ = false;
 };

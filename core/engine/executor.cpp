@@ -78,7 +78,7 @@ void Executor::op(const std::string& name, const std::string& kind, int block,
 
 void Executor::collective(const std::string& name, const std::string& kind, int block,
                           std::uint64_t bytes, const std::function<void()>& body) {
-  op(name, kind, block, 0, bytes, Stream::Compute, [&] {
+  op(name, kind, block, 0, bytes, Stream::Comm, [&] {
     be_.synchronize();
     body();
   });

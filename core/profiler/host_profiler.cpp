@@ -2,7 +2,10 @@
 
 namespace remat {
 
-void HostProfiler::begin_op(const OpInfo&) { begun_ = clock_.now_ns(); }
+void HostProfiler::begin_op(const OpInfo& op) {
+  if (op.stream == Stream::Comm) note_comm_start();
+  begun_ = clock_.now_ns();
+}
 
 void HostProfiler::end_op(const OpInfo& op) {
   OpRecord r;
@@ -18,6 +21,7 @@ void HostProfiler::end_op(const OpInfo& op) {
   r.flops = op.flops;
   r.bytes = op.bytes;
   r.op_id = op.op_id;
+  if (op.stream == Stream::Comm) r.ranks = comm_ranks();
   records_.push_back(std::move(r));
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dist/communicator.h"
 #include "core/trace/records.h"
 
 namespace remat {
@@ -22,9 +23,24 @@ struct OpInfo {
   Stream stream = Stream::Compute;
 };
 
+// A group of ranks a collective can run on: its communicator and the group's global ranks
+// (ascending). The profiler gives each collective (an op on Stream::Comm) the ranks of the group
+// whose communicator it called.
+struct CommGroup {
+  const Communicator* comm = nullptr;
+  std::vector<std::int32_t> ranks;
+};
+
+// The groups of a rank laid out as the runs of several ranks are (global rank = dp_rank * tp +
+// tp_rank): the data-parallel group `dp` (its rank is dp_rank) and the tensor-parallel group
+// `tp` (its rank is tp_rank); either may be null (one rank).
+std::vector<CommGroup> layout_groups(const Communicator* dp, const Communicator* tp);
+
 class Profiler {
  public:
   virtual ~Profiler() = default;
+  // The groups the run's collectives use (none: a collective gets no ranks).
+  void set_comm_groups(std::vector<CommGroup> groups) { groups_ = std::move(groups); }
   virtual void begin_op(const OpInfo& op) = 0;
   virtual void end_op(const OpInfo& op) = 0;
   // Called after the backend synchronized at the end of a step; returns that step's records in
@@ -33,6 +49,16 @@ class Profiler {
   // What profiling itself cost (ns), if the profiler can tell.
   virtual std::int64_t overhead_ns() const { return 0; }
   virtual std::string name() const = 0;
+
+ protected:
+  // Around a collective: counts each group's records at its start; after it, the ranks of the
+  // group that recorded one more (empty when none did).
+  void note_comm_start();
+  std::vector<std::int32_t> comm_ranks() const;
+
+ private:
+  std::vector<CommGroup> groups_;
+  std::vector<std::size_t> counts_;
 };
 
 }  // namespace remat

@@ -1,5 +1,6 @@
 // trace.json in the Chrome trace event format (the JSON object form), which Perfetto and
-// chrome://tracing open: one process for the run, one thread per stream with its ops or kernels
+// chrome://tracing open: one process for the run, one thread per stream (collectives on `comm`,
+// with their group's ranks) with its ops or kernels
 // as complete ("X") events, a thread for the schedule's actions and one for the phases, and
 // counters ("C") for live bytes per category, the device total and the host total, all on
 // the run's clock in microseconds. Written by hand for speed: a million ops is a few hundred MB.
@@ -122,7 +123,7 @@ void write_chrome_trace(const Trace& t, const std::string& path) {
   w.arg("name", process);
   w.args_end();
   w.end();
-  for (int s = 0; s <= static_cast<int>(Stream::Host); ++s)
+  for (int s = 0; s < kNumStreams; ++s)
     w.thread_name(stream_tid(static_cast<Stream>(s)), to_string(static_cast<Stream>(s)), s + 2);
   w.thread_name(kPhaseTid, "phases", 0);
   w.thread_name(kScheduleTid, "schedule", 1);
@@ -167,6 +168,7 @@ void write_chrome_trace(const Trace& t, const std::string& path) {
     w.arg_u("flops", o.flops);
     w.arg_u("bytes", o.bytes);
     w.arg_u("op_id", o.op_id);
+    if (!o.ranks.empty()) w.arg("ranks", ranks_text(o.ranks));
     w.args_end();
     w.end();
   }

@@ -3,13 +3,16 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/memory/categories.h"
 
 namespace remat {
 
-// Streams as the views show them.
-enum class Stream : std::uint8_t { Compute = 0, CopyToHost = 1, CopyToDevice = 2, Host = 3 };
+// Streams as the views show them. Comm: the collectives between ranks (format version 3 on).
+enum class Stream : std::uint8_t { Compute = 0, CopyToHost = 1, CopyToDevice = 2, Host = 3, Comm = 4 };
+inline constexpr int kNumStreams = 5;
 const char* to_string(Stream s);
 
 // One op (CPU) or kernel / memcpy / memset (CUDA) on one stream.
@@ -24,7 +27,15 @@ struct OpRecord {
   std::uint64_t flops = 0;
   std::uint64_t bytes = 0;
   std::uint64_t op_id = 0;  // the executor's id of the op (CUPTI external correlation id)
+  // A collective (stream Comm): the global ranks of its group, ascending. Empty for other ops.
+  std::vector<std::int32_t> ranks;
 };
+
+// OpRecord::ranks as ops.csv writes it: "0 1" (empty for none).
+std::string ranks_text(const std::vector<std::int32_t>& ranks);
+// The ranks of `s` ("0 1": decimal ranks 0 to 2^20 - 1, ascending, one space apart). Returns
+// false and says why in `why` for anything else.
+bool parse_ranks(std::string_view s, std::vector<std::int32_t>& out, std::string& why);
 
 struct StepStats {
   int step = 0;

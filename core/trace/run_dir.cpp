@@ -68,7 +68,7 @@ void write_ops(const Trace& t, const std::string& path) {
   csv::Writer w(path, header_of(kOpsFile));
   for (const auto& o : t.ops) {
     w.i64(o.start_ns).i64(o.end_ns).str(to_string(o.stream)).str(o.name).str(o.op).i64(o.block)
-        .str(to_string(o.phase)).i64(o.step).u64(o.flops).u64(o.bytes).u64(o.op_id);
+        .str(to_string(o.phase)).i64(o.step).u64(o.flops).u64(o.bytes).u64(o.op_id).str(ranks_text(o.ranks));
     w.end_row();
   }
   w.commit();

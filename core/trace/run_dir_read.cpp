@@ -10,6 +10,7 @@
 
 #include "core/analysis/memory_timeline.h"
 #include "core/graph/block_graph.h"
+#include "core/graph/parallel_layout.h"
 #include "core/trace/run_dir.h"
 #include "core/trace/schema.h"
 #include "core/trace/table_reader.h"
@@ -273,7 +274,9 @@ void read_ops(const std::string& dir, Trace& t) {
   TableReader r = open_table(dir, kOpsFile, t);
   const std::size_t cs = r.col("start_ns"), ce = r.col("end_ns"), cst = r.col("stream"), cn = r.col("name"),
                     co = r.col("op"), cb = r.col("block"), cp = r.col("phase"), cstep = r.col("step"),
-                    cf = r.col("flops"), cby = r.col("bytes"), cid = r.col("op_id");
+                    cf = r.col("flops"), cby = r.col("bytes"), cid = r.col("op_id"), cr = r.col("ranks");
+  const bool with_ranks = r.has(cr);  // version 3 on; before it no op said its group
+  std::string why;
   t.ops.clear();
   while (r.next()) {
     OpRecord o;
@@ -288,6 +291,12 @@ void read_ops(const std::string& dir, Trace& t) {
     o.flops = r.u64(cf);
     o.bytes = r.u64(cby);
     o.op_id = r.u64(cid);
+    if (with_ranks) {
+      if (!parse_ranks(r.str(cr), o.ranks, why)) r.fail(cr, quote_field(r.str(cr)) + ": " + why);
+      if (o.stream != Stream::Comm && !o.ranks.empty())
+        r.fail(cr, quote_field(r.str(cr)) + " on an op of stream " + to_string(o.stream) +
+                       " (only collectives, stream comm, have ranks)");
+    }
     t.ops.push_back(std::move(o));
   }
 }
@@ -413,12 +422,31 @@ void read_schedule(const std::string& dir, const nlohmann::json& summary, Trace&
                   t.source + " (it has none)");
     return;
   }
+  // A tensor-parallel rank planned its own block table (parallel_layout.h), with or without
+  // sequence parallelism, which its summary does not name: the one whose figures it has.
+  int tp = 1;
+  for (const auto& [k, v] : t.provenance)
+    if (k == "tp_world_size") {
+      const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), tp);
+      if (ec != std::errc() || p != v.data() + v.size() || tp < 1 || tp > t.model.heads) tp = 1;
+    }
+  auto stats_of = [&](bool sp) {
+    if (tp == 1) return validate_schedule(t.schedule, BlockGraph(t.model));
+    ParallelLayout l;
+    l.tp = tp;
+    l.sp = sp;
+    return validate_schedule(t.schedule, per_rank_graph(t.model, l));
+  };
   ScheduleStats st;
   try {
-    st = validate_schedule(t.schedule, BlockGraph(t.model));
+    st = stats_of(false);
+    if (tp > 1 && st.flops_forward != t.plan.flops_forward) {
+      const ScheduleStats with_sp = stats_of(true);
+      if (with_sp.flops_forward == t.plan.flops_forward) st = with_sp;
+    }
   } catch (const Error& e) {
     throw Error(file + ": " + e.what() + " (model '" + t.model.name + "' of " + std::to_string(t.model.layers) +
-                " layers in summary.json)");
+                " layers in summary.json" + (tp > 1 ? ", tensor-parallel rank of " + std::to_string(tp) : "") + ")");
   }
   const auto actions = summary["plan"]["actions"].get<std::uint64_t>();
   if (actions != t.schedule.actions.size())

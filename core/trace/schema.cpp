@@ -57,10 +57,17 @@ std::vector<Table> make_tables() {
                  {}};
   for (auto c : cat) timeline.columns.push_back(i64(c, Bound::Bytes));
   timeline.columns.back().since = 2;  // unknown (imported traces)
+  // stream: `comm` is a value from version 3 on, so the column is two entries, one per value set.
+  Column stream_v1 = enm("stream", stream_values_v1());
+  stream_v1.until = 3;
+  Column stream = enm("stream", stream_values());
+  stream.since = 3;
+  Column ranks = text("ranks", false);  // a collective's group, global ranks "0 1"
+  ranks.since = 3;
   Table ops{kOpsFile, true,
-            {i64("start_ns", Bound::Time), i64("end_ns", Bound::Time), enm("stream", stream_values()),
+            {i64("start_ns", Bound::Time), i64("end_ns", Bound::Time), stream_v1, stream,
              text("name", true), text("op", false), i64("block", Bound::Block), enm("phase", ph),
-             i64("step", Bound::LastStep), u64("flops"), u64("bytes"), u64("op_id")},
+             i64("step", Bound::LastStep), u64("flops"), u64("bytes"), u64("op_id"), ranks},
             {{"start_ns", "end_ns"}}};
   Table sched{kScheduleCsv, true,
               {u64("index"), enm("action", action_values()), i64("block", Bound::BlockOnly),
@@ -172,6 +179,10 @@ const std::vector<std::string_view>& space_values() {
   return v;
 }
 const std::vector<std::string_view>& stream_values() {
+  static const auto v = names_of<Stream>(kNumStreams);
+  return v;
+}
+const std::vector<std::string_view>& stream_values_v1() {
   static const auto v = names_of<Stream>(static_cast<int>(Stream::Host) + 1);
   return v;
 }

@@ -97,7 +97,8 @@ const Table& table(std::string_view file);  // throws Error for a file with no t
 const std::vector<std::string_view>& category_values();
 const std::vector<std::string_view>& phase_values();
 const std::vector<std::string_view>& space_values();
-const std::vector<std::string_view>& stream_values();
+const std::vector<std::string_view>& stream_values();     // of the newest version
+const std::vector<std::string_view>& stream_values_v1();  // versions 1 and 2: no `comm`
 const std::vector<std::string_view>& action_values();  // ActionKind, then "head"
 const std::vector<std::string_view>& decision_values();
 const std::vector<std::string_view>& status_values();  // summary.json "status"

@@ -84,6 +84,9 @@ TableReader::TableReader(const std::string& path, const schema::Table& t, const 
 }
 
 std::size_t TableReader::col(std::string_view name) const {
+  // A column whose value set changed is one entry per set: the one of the file's version.
+  for (std::size_t k = 0; k < table_.columns.size(); ++k)
+    if (table_.columns[k].name == name && has(k)) return k;
   for (std::size_t k = 0; k < table_.columns.size(); ++k)
     if (table_.columns[k].name == name) return k;
   throw Error("the schema of " + std::string(table_.file) + " has no column '" + std::string(name) + "'");

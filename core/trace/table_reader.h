@@ -27,7 +27,8 @@ class TableReader {
   TableReader(const TableReader&) = delete;  // the fields are views into its buffer
   TableReader& operator=(const TableReader&) = delete;
 
-  // Index of a column of the schema (not of the file); throws Error for a name it lacks.
+  // Index of a column of the schema (not of the file), the one of the file's version where a
+  // column has an entry per version; throws Error for a name it lacks.
   std::size_t col(std::string_view name) const;
   // Whether the file's format version has column k (a reader fills in what an older one lacks).
   bool has(std::size_t k) const { return file_col_[k] != kAbsent; }

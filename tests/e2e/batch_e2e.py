@@ -45,7 +45,7 @@ COLUMNS = {
                           "phase", "space", "reserved_bytes", "op_seq"],
     "memory_timeline.csv": ["t_ns", "event", "device_bytes", "host_bytes"] + CATEGORIES,
     "ops.csv": ["start_ns", "end_ns", "stream", "name", "op", "block", "phase", "step", "flops",
-                "bytes", "op_id"],
+                "bytes", "op_id", "ranks"],
     "schedule.csv": ["index", "action", "block", "keep", "phase", "start_ns", "end_ns", "step"],
     "ledger.csv": ["block", "tensor", "bytes", "category", "created_phase", "created_ns",
                    "freed_ns", "decision", "alloc_id", "free_id"],
@@ -53,7 +53,7 @@ COLUMNS = {
                  "end_ns"],
 }
 RUN_FILES = ["summary.json", "schedule.json", "trace.json"] + list(COLUMNS)
-STREAM_TID = {"compute": 1, "copy_d2h": 2, "copy_h2d": 3, "host": 4}
+STREAM_TID = {"compute": 1, "copy_d2h": 2, "copy_h2d": 3, "host": 4, "comm": 5}
 
 notes = []
 
@@ -88,7 +88,7 @@ def check_run_dir(d, device="cpu"):
             return None
     with open(os.path.join(d, "summary.json")) as fh:
         s = json.load(fh)
-    check(s.get("format") == "rematlab-run" and s.get("format_version") == 2
+    check(s.get("format") == "rematlab-run" and s.get("format_version") == 3
           and s.get("source") == "rematlab", d + ": summary format")
     for key in ("model", "policy", "policy_params", "device", "seed", "warmup", "steps", "loss",
                 "step_time_ms", "step_time_ms_median", "step_time_ms_spread", "step_peak_bytes",
@@ -536,7 +536,7 @@ def test(b, work, source, installed_root):
                                     edit_json("summary.json", lambda j: j["files"]["ops.csv"].update(rows=19))),
             "ops.csv", "flops")
     corrupt("newer-version", edit_json("summary.json", lambda j: j.update(format_version=9)),
-            "summary.json", "format version 9 is newer than this RematLab reads (2); upgrade RematLab")
+            "summary.json", "format version 9 is newer than this RematLab reads (3); upgrade RematLab")
     corrupt("time-min", set_cell("ops.csv", 0, "start_ns", str(-2**63)), "ops.csv line 2", "'start_ns'", str(-2**63))
     corrupt("schedule-time-min", set_cell("schedule.csv", 0, "end_ns", str(-2**63)), "schedule.csv line 2", "'end_ns'")
     corrupt("delta-max", set_cell("memory_events.csv", 0, "delta_bytes", str(2**63 - 1)),
@@ -571,7 +571,7 @@ def test(b, work, source, installed_root):
 
     # The committed fixtures of every format version still read (tests/data/).
     data = os.path.join(source, "tests", "data")
-    fixtures = sorted(os.path.join(data, f) for f in os.listdir(data) if f.startswith(("run-v", "sweep-v")))
+    fixtures = sorted(os.path.join(data, f) for f in os.listdir(data) if f.startswith(("run-v", "sweep-v", "ranks-v")))
     check(bool(fixtures), "no run or sweep fixtures in tests/data")
     cf = b.json("compare", *fixtures, "--json")
     check(cf is not None and len(cf["runs"]) >= len(fixtures), "compare reads every fixture of tests/data")

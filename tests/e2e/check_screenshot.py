@@ -17,6 +17,11 @@ With --allocations (the memory timeline's allocations view, one band per allocat
   stacked categories never draw: there a column crosses a category once, split at most by the
   lines drawn over it).
 
+With --ranks (the Ranks page of a run of several ranks; the JSON has where its plots and rows are):
+- each rank's comm row of the stacked timelines holds bars of the collectives' color and none
+  of a phase's, each rank's op row bars of the phases' colors and none of the collectives';
+- the peak plot holds one measured bar per rank.
+
 Python standard library only: a small PNG decoder (8-bit RGB / RGBA, no interlace).
 """
 import json
@@ -38,6 +43,10 @@ CATEGORIES = {
     "workspace": (0xBA, 0xB0, 0xAC),
 }
 PEAK_RED = (0xD6, 0x27, 0x28)
+# app/gui/theme.cpp phase_color, and the measured bars of the Ranks page (ranks_peak_chart.cpp).
+PHASES = {"init": (0x8C, 0x8C, 0x8C), "forward": (0x4E, 0x79, 0xA7), "recompute": (0xF2, 0x8E, 0x2B),
+          "backward": (0xE1, 0x57, 0x59), "optimizer": (0x59, 0xA1, 0x4F)}
+MEASURED_BLUE = (0x2E, 0x86, 0xC1)
 
 
 def read_png(path):
@@ -150,9 +159,58 @@ def check_allocations(png):
     return 0
 
 
+def check_ranks(png):
+    """The Ranks page of a run of several ranks: in the stacked timelines every rank's comm row
+    holds bars of the collectives' color, its op row bars of the phases' colors and none of the
+    collectives' color; the peak plot holds one bar cluster per rank."""
+    meta = json.load(open(png + ".json"))
+    width, height, bpp, rows = read_png(png)
+    r = meta.get("ranks")
+    if not r:
+        print("FAIL: the screenshot is not of the Ranks page (no 'ranks' in its JSON)")
+        return 1
+    tl, comm = r["timeline"], tuple(r["comm_color"])
+    phases = set(PHASES.values())
+    failures = []
+    for row in r["rows"]:
+        top, bottom = max(row["top"], tl["y"]), min(row["bottom"], tl["y"] + tl["height"])
+        n_comm = n_phase = 0
+        for y in range(top, bottom + 1):
+            line = rows[y]
+            for x in range(tl["x"], tl["x"] + tl["width"]):
+                px = tuple(line[x * bpp:x * bpp + 3])
+                n_comm += px == comm
+                n_phase += px in phases
+        what = "rank %d %s row" % (row["rank"], row["stream"])
+        print(f"{what}: {n_comm} px of collectives, {n_phase} px of phases")
+        if row["stream"] == "comm" and (n_comm < 100 or n_phase > 0):
+            failures.append(f"{what}: {n_comm} px of collectives, {n_phase} of phases")
+        if row["stream"] != "comm" and (n_phase < 100 or n_comm > 0):
+            failures.append(f"{what}: {n_phase} px of phases, {n_comm} of collectives")
+    if len(r["rows"]) != 2 * r["ranks"]:
+        failures.append(f"{len(r['rows'])} rows for {r['ranks']} ranks")
+    pk = r["peaks"]
+    mid = pk["y"] + pk["height"] - 3  # just above the axis: every bar crosses it
+    line, clusters, inside = rows[mid], 0, False
+    for x in range(pk["x"], pk["x"] + pk["width"]):
+        on = tuple(line[x * bpp:x * bpp + 3]) == MEASURED_BLUE
+        clusters += on and not inside
+        inside = on
+    print(f"peak plot: {clusters} measured bars")
+    if clusters != r["ranks"]:
+        failures.append(f"{clusters} measured bars for {r['ranks']} ranks")
+    if failures:
+        print("FAIL: " + "; ".join(failures))
+        return 1
+    print("OK: the Ranks page shows every rank's peak and its ops and collectives on their own rows")
+    return 0
+
+
 def main():
     if sys.argv[1] == "--allocations":
         return check_allocations(sys.argv[2])
+    if sys.argv[1] == "--ranks":
+        return check_ranks(sys.argv[2])
     png = sys.argv[1]
     meta, bpp, rows, x0, y0, w, h = plot_area(png)
     colors = {v: k for k, v in CATEGORIES.items()}

@@ -5,7 +5,8 @@
 # the height the axis puts it, and the curve has a shape; then a screenshot of the op timeline
 # zoomed on a few ops, whose slices must each keep their own edges (check_op_timeline.py); then
 # the saved run opened again with the memory timeline in its allocations view: several separate
-# bands of several categories.
+# bands of several categories; then a run of several ranks on its Ranks page (check_screenshot.py
+# --ranks).
 #
 # It also makes every screenshot docs/gui.md shows (1280x800, light theme) under OUT_DIR/docs,
 # with a second run (uniform) for the Compare and Analysis pages and example recent runs for the
@@ -51,6 +52,10 @@ shoot --run tiny --policy uniform:segments=2 --steps 1 --screenshot "$out/unifor
 uniform_dir=$(dirname "$(find "$out/runs-uniform" -name summary.json | head -n 1)")
 shoot "$run_dir" "$uniform_dir" --page compare --screenshot "$out/docs/compare.png"
 shoot "$run_dir" "$uniform_dir" --page analysis --screenshot "$out/docs/analysis.png"
+# A run of several ranks (the committed tp 2 sp fixture): the Ranks page, every rank's peak and
+# its ops and collectives on their own rows.
+shoot "$root/tests/data/ranks-v3" --page ranks --screenshot "$out/docs/ranks.png"
+python3 "$here/check_screenshot.py" --ranks "$out/docs/ranks.png"
 if [[ -n "${REMAT_DOC_SHOTS:-}" ]]; then
   mkdir -p "$REMAT_DOC_SHOTS"
   for f in "$out"/docs/*.png; do

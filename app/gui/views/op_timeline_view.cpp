@@ -22,6 +22,7 @@ QString stream_label(Stream s) {
     case Stream::CopyToHost: return QObject::tr("to host");
     case Stream::CopyToDevice: return QObject::tr("to device");
     case Stream::Host: return QObject::tr("host");
+    case Stream::Comm: return QObject::tr("comm");
   }
   return {};
 }
@@ -133,6 +134,8 @@ QString OpTimelineView::sliceDetails(int track, int slice) const {
   h += row(tr("name"), QString::fromStdString(tree_->name(*trace_, track, slice)).toHtmlEscaped());
   h += row(tr("level"), QString::fromLatin1(to_string(tk.level)) + " · " + stream_label(tk.stream));
   if (tk.level >= SliceLevel::Op) h += row(tr("op"), QString::fromStdString(o.op).toHtmlEscaped());
+  if (tk.stream == Stream::Comm && s.last - s.first == 1)
+    h += row(tr("ranks"), o.ranks.empty() ? tr("not recorded") : QString::fromStdString(ranks_text(o.ranks)));
   if (tk.level >= SliceLevel::Block) h += row(tr("block"), s.block >= 0 ? QString::number(s.block) : tr("none"));
   if (tk.level >= SliceLevel::Phase) h += row(tr("phase"), QString::fromLatin1(to_string(s.phase)));
   h += row(tr("step"), QString::number(s.step));

@@ -1,0 +1,65 @@
+#include "core/analysis/run_layout.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace remat {
+
+namespace {
+
+int prov_int(const Trace& t, const char* key, int fallback) {
+  for (const auto& [k, v] : t.provenance)
+    if (k == key) {
+      int x = 0;
+      const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+      if (ec == std::errc() && p == v.data() + v.size() && x >= 0) return x;
+    }
+  return fallback;
+}
+
+}  // namespace
+
+RunLayout run_layout(const Trace& t) {
+  RunLayout l;
+  l.tp = std::max(1, prov_int(t, "tp_world_size", prov_int(t, "tp", 1)));
+  l.dp = std::max(1, prov_int(t, "dp_world_size", prov_int(t, "dp", 1)));
+  l.zero = prov_int(t, "zero", 0);
+  if (!l.distributed()) return l;
+  const int tp_rank = prov_int(t, "tp_rank", 0), dp_rank = prov_int(t, "dp_rank", 0);
+  l.rank = prov_int(t, "rank", dp_rank * l.tp + tp_rank);
+  const int sp = prov_int(t, "sp", -1);
+  if (sp >= 0) {
+    l.sp = sp == 1;
+  } else if (l.tp > 1) {
+    for (const auto& o : t.ops)
+      if (o.stream == Stream::Comm && o.op == "reduce_scatter" && o.block >= 0 &&
+          o.ranks.size() == static_cast<std::size_t>(l.tp)) {
+        l.sp = true;
+        break;
+      }
+  }
+  return l;
+}
+
+std::string layout_label(const RunLayout& l) {
+  if (!l.distributed()) return "1 rank";
+  std::string s;
+  auto add = [&s](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
+  if (l.tp > 1) add("tp " + std::to_string(l.tp) + (l.sp ? " sp" : ""));
+  if (l.dp > 1) add("dp " + std::to_string(l.dp));
+  if (l.zero > 0) add("zero " + std::to_string(l.zero));
+  return s;
+}
+
+std::string rank_label(const RunLayout& l) {
+  if (!l.distributed()) return {};
+  return layout_label(l) + ", rank " + std::to_string(l.rank);
+}
+
+ModelConfig global_model(const Trace& t) {
+  ModelConfig m = t.model;
+  m.batch *= run_layout(t).dp;
+  return m;
+}
+
+}  // namespace remat
