@@ -226,22 +226,15 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     if (!spec.weights_in.empty()) {
       load_safetensors(spec.weights_in, state);
     } else if (state.zero().parameters()) {
-      // The single-process initialization (a tensor-parallel rank's slices of it), and this
-      // rank's shard of that (zeros past the end).
+      // This rank's shard of the single-process initialization (of a tensor-parallel rank's
+      // slices of it), drawn alone; zeros past the end.
       const ZeroShard& z = state.zero();
-      std::vector<float> global;
-      if (tp) {
-        global = rank_weight_values(spec.model, spec.layout.tp, tp_rank_of(spec.tp_comm), spec.seed,
-                                    backend.host_threads());
-      } else {
-        global.resize(static_cast<std::size_t>(z.total));
-        init_weight_values(state.layout(), spec.model.layers, spec.seed, global.data(), backend.host_threads());
-      }
-      if (static_cast<std::int64_t>(global.size()) != z.total)
-        throw Error("internal: " + std::to_string(global.size()) + " initial values for " +
-                    std::to_string(z.total) + " parameters");
+      const ParamLayout whole(spec.model);
+      const std::vector<WeightRun> runs =
+          tp ? rank_weight_runs(spec.model, spec.layout.tp, tp_rank_of(spec.tp_comm)) : layout_weight_runs(whole);
       std::vector<float> mine(static_cast<std::size_t>(z.shard()), 0.0f);
-      std::copy(global.begin() + z.begin(), global.begin() + z.begin() + z.count(), mine.begin());
+      init_weight_runs(whole, spec.model.layers, spec.seed, runs_within(runs, z.begin(), z.count()), mine.data(),
+                       backend.host_threads());
       state.write_params(mine);
     } else if (tp) {
       // This rank's slices of the single-process initialization, drawn alone.

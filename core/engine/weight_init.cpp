@@ -212,6 +212,24 @@ void init_weight_runs(const ParamLayout& layout, int layers, std::uint64_t seed,
   });
 }
 
+std::vector<WeightRun> layout_weight_runs(const ParamLayout& layout) {
+  std::vector<WeightRun> runs;
+  for (std::size_t i = 0; i < layout.params().size(); ++i) {
+    const ParamSpec& p = layout.params()[i];
+    runs.push_back({i, 0, p.numel(), p.offset});
+  }
+  return runs;
+}
+
+std::vector<WeightRun> runs_within(const std::vector<WeightRun>& runs, std::int64_t lo, std::int64_t n) {
+  std::vector<WeightRun> out;
+  for (const WeightRun& r : runs) {
+    const std::int64_t from = std::max(lo, r.dst), to = std::min(lo + n, r.dst + (r.end - r.begin));
+    if (to > from) out.push_back({r.param, r.begin + (from - r.dst), r.begin + (to - r.dst), from - lo});
+  }
+  return out;
+}
+
 std::vector<float> reference_weight_values(const ParamLayout& layout, int layers,
                                            std::uint64_t seed) {
   std::vector<float> host(static_cast<std::size_t>(layout.total()));

@@ -38,6 +38,11 @@ struct WeightRun {
 void init_weight_runs(const ParamLayout& layout, int layers, std::uint64_t seed,
                       const std::vector<WeightRun>& runs, float* out, int threads);
 
+// Every parameter of the layout as one run each, to its place in layout order.
+std::vector<WeightRun> layout_weight_runs(const ParamLayout& layout);
+// The parts of `runs` that land in out[lo, lo + n), moved to out[0, n) (a ZeRO shard of them).
+std::vector<WeightRun> runs_within(const std::vector<WeightRun>& runs, std::int64_t lo, std::int64_t n);
+
 // The definition the above must match bit for bit: one value pair at a time on one thread,
 // a Philox call for every value (for tests and benchmarks).
 std::vector<float> reference_weight_values(const ParamLayout& layout, int layers,

@@ -137,6 +137,28 @@ TEST(WeightInit, RunsAnywhereGiveTheWholeInitsValues) {
   EXPECT_THROW(init_weight_runs(L, m.layers, 5, {{L.params().size(), 0, 1, 0}}, out.data(), 1), Error);
 }
 
+TEST(WeightInit, AShardOfTheLayoutsRunsGivesTheSameSliceOfTheWhole) {
+  ModelConfig m = testing::small_model(Family::Gpt2, AttentionImpl::Naive, 0.0, DType::F32);
+  const ParamLayout L(m);
+  std::vector<float> whole(static_cast<std::size_t>(L.total()));
+  init_weight_values(L, m.layers, 5, whole.data(), 2);
+  const std::vector<WeightRun> all = layout_weight_runs(L);
+  for (int ranks : {2, 3, 7}) {
+    const std::int64_t c = (L.total() + ranks - 1) / ranks;
+    for (int r = 0; r < ranks; ++r) {
+      const std::int64_t lo = r * c, n = std::min(L.total(), lo + c) - lo;
+      const std::vector<WeightRun> mine = runs_within(all, lo, n);
+      std::int64_t covered = 0;
+      for (const WeightRun& w : mine) covered += w.end - w.begin;
+      EXPECT_EQ(covered, n) << "rank " << r << " of " << ranks;
+      std::vector<float> got(static_cast<std::size_t>(n), -7.0f);
+      init_weight_runs(L, m.layers, 5, mine, got.data(), 2);
+      EXPECT_EQ(std::memcmp(got.data(), whole.data() + lo, static_cast<std::size_t>(n) * sizeof(float)), 0)
+          << "rank " << r << " of " << ranks;
+    }
+  }
+}
+
 TEST(WeightInit, RangesOffTheFourValueGridAreRefused) {
   std::vector<float> out(16);
   const DropoutKey key = weight_init_key(1, 0);
