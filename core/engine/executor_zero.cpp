@@ -14,6 +14,17 @@
 
 namespace remat {
 
+namespace {
+
+// Bytes of a rank's runs of a bucket.
+std::uint64_t pieces_bytes(const std::vector<ZeroPiece>& pieces, DType dt) {
+  std::uint64_t n = 0;
+  for (const ZeroPiece& p : pieces) n += static_cast<std::uint64_t>(p.numel);
+  return n * dtype_size(dt);
+}
+
+}  // namespace
+
 void Executor::setup_zero() {
   zero_ = st_.zero();
   if (zero_.stage == 0 || zero_.ranks == 1) return;
@@ -65,9 +76,7 @@ void Executor::zero_gather(const ZeroBucket& bucket, int block) {
   ZeroLive g{&bucket, alloc_outer(cfg_.dtype, bucket.numel(), Category::Parameters, "zero.params", block), block};
   gathered_.push_back(g);
   const std::vector<ZeroPiece> mine = bucket.pieces(zero_);
-  std::uint64_t mine_bytes = 0;
-  for (const ZeroPiece& p : mine) mine_bytes += static_cast<std::uint64_t>(p.numel) * dtype_size(cfg_.dtype);
-  op("zero.shard.copy", "copy", block, 0, 2 * mine_bytes, Stream::Compute, [&] {
+  op("zero.shard.copy", "copy", block, 0, 2 * pieces_bytes(mine, cfg_.dtype), Stream::Compute, [&] {
     for (const ZeroPiece& p : mine) be_.copy(g.t.slice(p.bucket, p.numel), st_.params.slice(p.shard, p.numel));
   });
   const std::vector<std::size_t> counts = bucket.counts(zero_);
@@ -93,10 +102,8 @@ void Executor::zero_close_bucket(int block) {
     collective("grads.reduce_scatter", "reduce_scatter", g.block, g.t.bytes(),
                [&] { opt_.comm->reduce_scatter_sum_v(g.t.as<float>(), counts, "zero.grads"); });
     const std::vector<ZeroPiece> mine = g.bucket->pieces(zero_);
-    std::uint64_t mine_bytes = 0;
-    for (const ZeroPiece& p : mine) mine_bytes += static_cast<std::uint64_t>(p.numel) * dtype_size(cfg_.dtype);
     // Every element is in exactly one bucket a step: its summed gradient is copied, not added.
-    op("zero.grads.shard", "copy", g.block, 0, 2 * mine_bytes, Stream::Compute, [&] {
+    op("zero.grads.shard", "copy", g.block, 0, 2 * pieces_bytes(mine, cfg_.dtype), Stream::Compute, [&] {
       for (const ZeroPiece& p : mine) be_.copy(st_.grads.slice(p.shard, p.numel), g.t.slice(p.bucket, p.numel));
     });
     release(g.t);
