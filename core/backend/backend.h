@@ -27,6 +27,7 @@
 #include "core/graph/op_table.h"
 #include "core/memory/memory_resource.h"
 #include "core/model/model_config.h"
+#include "core/util/error.h"
 #include "core/util/philox.h"
 
 namespace remat {
@@ -115,6 +116,20 @@ class Backend {
   virtual void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
                            const Tensor& dw, std::int64_t rows, int H, float eps, bool acc,
                            float w_offset) = 0;
+  // --- QK-norm with its heads split over tensor-parallel ranks: the rows of in[0] hold this
+  // rank's K of the q projection's q_width columns and N of the k projection's k_width (the
+  // arguments of the QkNorm op otherwise). The RMS statistic of each row spans all ranks, so the
+  // op runs in two parts around a sum over the ranks:
+  // - qk_norm_sums: this rank's per-row partial sums into sums[M, 2] (forward: x·x over the q
+  //   part, then the k part) or sums[M, 4] (backward: those two, then dy·w·x over each part);
+  // - qk_norm_split, with sums holding the totals over the ranks: the forward's out[0] or the
+  //   backward's din[0] (acc[0]: added into), dw and db accumulated, rows normalized by
+  //   sqrt(sum / width + eps) of the whole widths.
+  // Only the CPU backend (and the simulator's) run tensor-parallel ranks; elsewhere an Error.
+  virtual void qk_norm_sums(Pass, const OpArgs&, const Tensor&) { no_split_qk_norm(); }
+  virtual void qk_norm_split(Pass, const OpArgs&, const Tensor&, int /*q_width*/, int /*k_width*/) {
+    no_split_qk_norm();
+  }
 
   // --- the block ops of the op table (core/graph/ops.def): one entry point, dispatched by each
   // backend to its bodies of that op. The arguments' meaning per op:
@@ -157,6 +172,11 @@ class Backend {
                      const AdamArgs& args) = 0;
   // fp32 master -> params in the model's dtype (after loading or initializing).
   virtual void cast(const Tensor& dst, const Tensor& src) = 0;
+
+ private:
+  [[noreturn]] void no_split_qk_norm() const {
+    throw Error("the " + name() + " backend does not run QK-norm split over tensor-parallel ranks");
+  }
 };
 
 }  // namespace remat

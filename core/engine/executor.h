@@ -108,6 +108,9 @@ class Executor {
   void tp_linear_forward(int b, const StepDef& s, const std::vector<Tensor>& t);
   void tp_linear_backward(int b, const StepDef& s, const std::vector<Tensor>& t,
                           const std::vector<Tensor>& g, const std::vector<bool>& acc);
+  void tp_qk_norm_forward(int b, const StepDef& s, const std::vector<Tensor>& t);
+  void tp_qk_norm_backward(int b, const StepDef& s, const std::vector<Tensor>& t,
+                           const std::vector<Tensor>& g, const std::vector<bool>& acc);
   // The T shards of `shard` gathered into a new buffer of T times its elements (freed by the caller).
   Tensor tp_gather(int block, const Tensor& shard, const std::string& name);
   // `full` summed over the T ranks; this rank's part written to (or, with acc, added into) `shard`.

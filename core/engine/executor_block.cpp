@@ -177,6 +177,8 @@ void Executor::backward(int b) {
     }
     if (tp_ > 1 && sd.op == OpKind::Linear)
       tp_linear_backward(b, sd, cur, grad, acc);
+    else if (tp_ > 1 && sd.op == OpKind::QkNorm)
+      tp_qk_norm_backward(b, sd, cur, grad, acc);
     else
       op("h" + std::to_string(b) + "." + sd.name + ".backward", sd.name, b, sd.bwd_flops(graph_.windowed(b)),
          step_bytes(sd) * 2, Stream::Compute, [&] { run_backward_step(b, sd, cur, grad, acc); });

@@ -41,6 +41,7 @@ double Executor::dropout_at(DropoutSite site) const {
 
 void Executor::run_forward_step(int b, const StepDef& s, const std::vector<Tensor>& t) {
   if (tp_ > 1 && s.op == OpKind::Linear) return tp_linear_forward(b, s, t);
+  if (tp_ > 1 && s.op == OpKind::QkNorm) return tp_qk_norm_forward(b, s, t);
   std::array<Tensor, 2> params;
   const OpArgs a = op_args(b, s, t, params);
   op("h" + std::to_string(b) + "." + s.name, s.name, b, s.fwd_flops(graph_.windowed(b)),

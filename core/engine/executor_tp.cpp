@@ -3,7 +3,9 @@
 // the tensor region; a row-parallel linear's partial sums are all-reduced (reduce-scattered to
 // the rows with sp), its bias added once, by tensor-parallel rank 0, before the sum. The
 // backward mirrors them: the column-parallel input gradient summed over T, the sequence region's
-// gradients gathered and scattered. Every exchange goes through collective() and every buffer
+// gradients gathered and scattered. QK-norm's row statistics span the T ranks' heads: their
+// partial sums are all-reduced between the op's two parts (Backend::qk_norm_sums, qk_norm_split),
+// forward and backward. Every exchange goes through collective() and every buffer
 // through the tracking allocator, so the simulator (a null communicator of T ranks) walks it.
 #include "core/engine/executor.h"
 #include "core/util/error.h"
@@ -91,8 +93,11 @@ void Executor::tp_linear_backward(int b, const StepDef& s, const std::vector<Ten
         a.acc[0] = false;
       }
     } else if (a.din[0] && acc[0]) {
-      throw Error("tensor parallelism: the input of '" + s.name +
-                  "' is read by more than one step; its gradient cannot be summed over the ranks alone");
+      // The input is read by another step too (post-norm blocks: the residual), whose gradient is
+      // already there and whole: this linear's part is summed over T on its own, then added.
+      dx = alloc_outer(cfg_.dtype, s.M * s.K, Category::Workspace, name + ".backward.partial", b);
+      a.din[0] = &dx;
+      a.acc[0] = false;
     }
   } else if (sp_ && a.dout[0]) {
     dy = tp_gather(b, g[s.out[0]], name + ".backward.grad.all_gather");
@@ -103,8 +108,48 @@ void Executor::tp_linear_backward(int b, const StepDef& s, const std::vector<Ten
   if (dy) release(dy);
   if (x) release(x);
   if (row || !g[s.in[0]]) return;
-  if (sp_) tp_reduce_scatter(b, dx, g[s.in[0]], acc[0], name + ".backward.reduce_scatter");
-  else tp_all_reduce(b, g[s.in[0]], name + ".backward.all_reduce");
+  if (sp_) {
+    tp_reduce_scatter(b, dx, g[s.in[0]], acc[0], name + ".backward.reduce_scatter");
+  } else if (dx) {
+    tp_all_reduce(b, dx, name + ".backward.all_reduce");
+    op(name + ".backward.add", "add", b, 0, dx.bytes() * 2, Stream::Compute, [&] { be_.add_into(g[s.in[0]], dx); });
+    release(dx);
+  } else {
+    tp_all_reduce(b, g[s.in[0]], name + ".backward.all_reduce");
+  }
+}
+
+void Executor::tp_qk_norm_forward(int b, const StepDef& s, const std::vector<Tensor>& t) {
+  std::array<Tensor, 2> params;
+  const OpArgs a = op_args(b, s, t, params);
+  const std::string name = "h" + std::to_string(b) + "." + s.name;
+  Tensor sums = alloc_outer(DType::F32, 2 * s.M, Category::Workspace, name + ".sums", b);
+  op(name + ".sums", s.name, b, 0, t[s.in[0]].bytes(), Stream::Compute,
+     [&] { be_.qk_norm_sums(Pass::Forward, a, sums); });
+  tp_all_reduce(b, sums, name + ".sums.all_reduce");
+  op(name, s.name, b, s.fwd_flops(graph_.windowed(b)), step_bytes(s), Stream::Compute,
+     [&] { be_.qk_norm_split(Pass::Forward, a, sums, full_cfg_.q_width(), full_cfg_.kv_width()); });
+  release(sums);
+}
+
+void Executor::tp_qk_norm_backward(int b, const StepDef& s, const std::vector<Tensor>& t,
+                                   const std::vector<Tensor>& g, const std::vector<bool>& acc) {
+  std::array<Tensor, 2> params;
+  OpArgs a = op_args(b, s, t, params);
+  Tensor dW = grad_at(b, s.w), dB = grad_at(b, s.b);
+  a.dw = &dW;
+  a.db = &dB;
+  a.din[0] = &g[s.in[0]];
+  a.acc[0] = acc[0];
+  a.dout[0] = &g[s.out[0]];
+  const std::string name = "h" + std::to_string(b) + "." + s.name + ".backward";
+  Tensor sums = alloc_outer(DType::F32, 4 * s.M, Category::Workspace, name + ".sums", b);
+  op(name + ".sums", s.name, b, 0, t[s.in[0]].bytes() * 2, Stream::Compute,
+     [&] { be_.qk_norm_sums(Pass::Backward, a, sums); });
+  tp_all_reduce(b, sums, name + ".sums.all_reduce");
+  op(name, s.name, b, s.bwd_flops(graph_.windowed(b)), step_bytes(s) * 2, Stream::Compute,
+     [&] { be_.qk_norm_split(Pass::Backward, a, sums, full_cfg_.q_width(), full_cfg_.kv_width()); });
+  release(sums);
 }
 
 void Executor::sync_tensor_parallel_gradients() {

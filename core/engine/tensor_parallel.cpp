@@ -27,8 +27,7 @@ void check_tensor_parallel(const ModelConfig& m, const ParallelLayout& p) {
   if (holds != counted)
     throw ConfigError("tp", "this model's blocks cannot be split over " + std::to_string(p.tp) +
                                 " tensor-parallel ranks yet: a rank would hold " + std::to_string(holds) +
-                                " parameters, the layout counts " + std::to_string(counted) +
-                                (m.qk_norm ? " (qk-norm weights span all heads)" : ""));
+                                " parameters, the layout counts " + std::to_string(counted));
 }
 
 namespace {

@@ -20,9 +20,9 @@ int tp_size_of(const Communicator* c);
 
 // Refuses what a tensor-parallel run cannot do, before any process starts: the layout's own
 // checks (validate_layout), pipeline stages (plan predicts them; runs do not), a model whose
-// rank does not hold exactly the parameters rank_param_elements counts (qk-norm and other
-// weights inside the parallel region that are not split with the heads), and bf16 (the sums are
-// fp32). ConfigError naming the field.
+// rank does not hold exactly the parameters rank_param_elements counts (weights inside the
+// parallel region that are not split with the heads; QK-norm's are, each rank holding its
+// heads' slice), and bf16 (the sums are fp32). ConfigError naming the field.
 void check_tensor_parallel(const ModelConfig& m, const ParallelLayout& p);
 
 // Rank t's parameters in its layout (ParamLayout(tensor_rank_model(m, T))), cut from `global`,

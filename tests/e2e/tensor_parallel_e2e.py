@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end test of tensor-parallel runs (`run --tp T [--sp] [--dp D]`), on the CPU with `tiny`
-in fp32 and its dropout, and `llama-tiny` (grouped-query attention, RoPE, SwiGLU).
+in fp32 and its dropout, `llama-tiny` (grouped-query attention, RoPE, SwiGLU) and a small OLMo 2
+model file (QK-norm over the whole q and k projections, post-norm blocks).
 
 Numerics: T = 2, T = 2 with --sp, and T = 2 x D = 2 (4 ranks) give the single-process losses
 within an fp32 reduction-order bound. The ranks draw the single process's dropout masks (keyed by
@@ -15,7 +16,10 @@ relative error (they normalise), |L_T - L_1| <= 2 * n_lin * gamma_Kmax * L_1 for
 step and (k + 1) times that for the counted step k (each update carries the gradients' error
 once more into the weights). For tiny that is 2 * 16 * 512 * 2^-24 = 9.8e-4 relative per step:
 loose against the 1e-6 seen, tight against a wrong slice or a missing all-reduce (1e-1 and
-more). Two runs of the same layout are bitwise identical.
+more). Two runs of the same layout are bitwise identical. QK-norm's row statistic is a sum over
+the whole q (k) width split in T partial sums (all-reduced), one more split sum of the same kind
+per block inside a norm, which the bound's first order leaves unamplified; a rank normalizing by
+its own heads' statistic instead is off by 1e-2 and more.
 
 Memory: each rank's measured peak equals its predicted peak and `plan` with the same layout
 (its stage's peak and static bytes), under `none`, `selective` and `uniform:segments=4` (full per-block recomputation).
@@ -33,6 +37,11 @@ import e2e_common
 from e2e_common import check
 
 U32 = 2.0 ** -24
+
+# OLMo 2 in small: QK-norm (weights over all heads' q and k), post-norm, grouped-query attention.
+OLMO2_SMALL = {"name": "olmo2-small", "architecture": "olmo2", "layers": 2, "hidden": 64, "heads": 4,
+               "kv_heads": 2, "ffn": 128, "seq": 32, "batch": 4, "vocab": 256, "dropout": 0.0,
+               "attention": "naive", "dtype": "fp32"}
 
 
 def base(model):
@@ -117,7 +126,17 @@ def main():
         rel_llama = bound_per_step(4, 352)
         layout_run(b, tmp, "llama-tiny", a.steps, "none", 2, False, 1,
                    single(b, tmp, "llama-tiny", a.steps, "none"), rel_llama)
-        print("layouts checked: T=2, T=2 sp, T=2 x D=2, selective, uniform:segments=4, llama-tiny")
+        olmo = os.path.join(tmp, "olmo2-small.json")
+        with open(olmo, "w") as f:
+            json.dump(OLMO2_SMALL, f)
+        rel_olmo = bound_per_step(2, 128)
+        olmo_ref = single(b, tmp, olmo, a.steps, "none")
+        layout_run(b, tmp, olmo, a.steps, "none", 2, False, 1, olmo_ref, rel_olmo)
+        layout_run(b, tmp, olmo, a.steps, "none", 2, True, 1, olmo_ref, rel_olmo)
+        layout_run(b, tmp, olmo, a.steps, "selective", 2, False, 2,
+                   single(b, tmp, olmo, a.steps, "selective"), rel_olmo)
+        print("layouts checked: T=2, T=2 sp, T=2 x D=2, selective, uniform:segments=4, llama-tiny, "
+              "olmo2-small (QK-norm) T=2, T=2 sp, T=2 x D=2 selective")
     return e2e_common.exit_code("tensor-parallel runs ok")
 
 

@@ -80,6 +80,8 @@ class CpuBackend final : public Backend {
   void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
                    const Tensor& dw, std::int64_t rows, int H, float eps, bool acc,
                    float w_offset) override;
+  void qk_norm_sums(Pass pass, const OpArgs& a, const Tensor& sums) override;
+  void qk_norm_split(Pass pass, const OpArgs& a, const Tensor& sums, int q_width, int k_width) override;
 
   // cpu_gemm.cpp
   void linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, const Tensor& y,

@@ -326,3 +326,117 @@ void CpuBackend::bwd_QkNorm(const OpArgs& a) {
 }
 
 }  // namespace remat
+
+namespace remat {
+
+// QK-norm split over tensor-parallel ranks (backend.h): the per-row partial sums, then the op
+// with the sums over the ranks. Scalar loops in the reference's arithmetic, each row's sums in
+// column order; the statistic of a row is the whole width's mean.
+namespace {
+
+void check_split(Pass pass, const OpArgs& a, const Tensor& sums, const QkSpans& sp, const char* op) {
+  cpu::check_float(*a.in[0], op, "qkv", a.M * sp.width);
+  cpu::check_dtype(sums, DType::F32, op, "row sums", a.M * (pass == Pass::Forward ? 2 : 4));
+  cpu::check_float(*a.w, op, "q weight", a.K);
+  cpu::check_float(*a.b, op, "k weight", a.N);
+  if (pass == Pass::Forward) {
+    cpu::check_float(*a.out[0], op, "out", a.M * sp.width);
+    return;
+  }
+  cpu::check_float(*a.dout[0], op, "dout", a.M * sp.width);
+  cpu::check_float(*a.din[0], op, "dqkv", a.M * sp.width);
+  cpu::check_float(*a.dw, op, "q weight gradient", a.K);
+  cpu::check_float(*a.db, op, "k weight gradient", a.N);
+}
+
+float split_rstd(float sum_sq, int width, float eps) {
+  return 1.0f / std::sqrt(sum_sq / static_cast<float>(width) + eps);
+}
+
+}  // namespace
+
+void CpuBackend::qk_norm_sums(Pass pass, const OpArgs& a, const Tensor& sums) {
+  const char* op = pass == Pass::Forward ? "qk_norm_sums_fwd" : "qk_norm_sums_bwd";
+  const QkSpans sp = qk_spans(a, op);
+  check_split(pass, a, sums, sp, op);
+  const bool bwd = pass == Pass::Backward;
+  const int per_row = bwd ? 4 : 2;
+  FV x(*a.in[0]), dy = bwd ? FV(*a.dout[0]) : FV(), wq(*a.w), wk(*a.b);
+  float* out = sums.as<float>();
+  cpu::parallel_for(*pool_, a.M, row_grain(static_cast<int>(sp.width)), [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      float* s = out + per_row * r;
+      int part = 0;
+      for (const Span& g : {sp.q, sp.k}) {
+        const std::int64_t base = g.at(r);
+        const FV& w = part == 0 ? wq : wk;
+        float sq = 0.0f, dot = 0.0f;
+        for (int c = 0; c < g.H; ++c) {
+          const float v = x[base + c];
+          sq += v * v;
+          if (bwd) dot += dy[base + c] * w[c] * v;
+        }
+        s[part] = sq;
+        if (bwd) s[2 + part] = dot;
+        ++part;
+      }
+    }
+  });
+}
+
+void CpuBackend::qk_norm_split(Pass pass, const OpArgs& a, const Tensor& sums, int q_width, int k_width) {
+  const char* op = pass == Pass::Forward ? "qk_norm_split_fwd" : "qk_norm_split_bwd";
+  const QkSpans sp = qk_spans(a, op);
+  check_split(pass, a, sums, sp, op);
+  if (q_width < a.K || k_width < a.N)
+    throw Error(std::string("cpu ") + op + ": whole widths " + std::to_string(q_width) + " and " +
+                std::to_string(k_width) + " are below this rank's " + std::to_string(a.K) + " and " +
+                std::to_string(a.N));
+  const float* s = sums.as<float>();
+  FV x(*a.in[0]);
+  const std::int64_t v0 = a.K + a.N;
+  if (pass == Pass::Forward) {
+    FV y(*a.out[0]), wq(*a.w), wk(*a.b);
+    cpu::parallel_for(*pool_, a.M, row_grain(static_cast<int>(sp.width)), [&](std::int64_t r0, std::int64_t r1, int) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const std::int64_t base = r * sp.width;
+        const float rq = split_rstd(s[2 * r], q_width, a.eps), rk = split_rstd(s[2 * r + 1], k_width, a.eps);
+        for (int c = 0; c < a.K; ++c) y.set(base + c, x[base + c] * rq * wq[c]);
+        for (int c = 0; c < a.N; ++c) y.set(base + a.K + c, x[base + a.K + c] * rk * wk[c]);
+        for (std::int64_t c = v0; c < sp.width; ++c) y.set(base + c, x[base + c]);
+      }
+    });
+    return;
+  }
+  FV dy(*a.dout[0]), dx(*a.din[0]);
+  const bool acc = a.acc[0];
+  cpu::Arena arena(ws_, op);
+  NormBwdWs ws(arena, a.M);
+  int part = 0;
+  for (const Span& g : {sp.q, sp.k}) {
+    const FV w(part == 0 ? *a.w : *a.b);
+    const int width = part == 0 ? q_width : k_width;
+    const float inv = 1.0f / static_cast<float>(width);
+    cpu::parallel_for(*pool_, a.M, row_grain(g.H), [&](std::int64_t r0, std::int64_t r1, int) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const std::int64_t base = g.at(r);
+        const float rstd = split_rstd(s[4 * r + part], width, a.eps);
+        ws.stats[2 * r] = 0.0f;
+        ws.stats[2 * r + 1] = rstd;
+        const float mgx = s[4 * r + 2 + part] * rstd * inv;
+        for (int c = 0; c < g.H; ++c) {
+          const float xhat = x[base + c] * rstd;
+          dx.put(base + c, rstd * (dy[base + c] * w[c] - xhat * mgx), acc);
+        }
+      }
+    });
+    param_grads(*pool_, x, dy, ws.stats, FV(part == 0 ? *a.dw : *a.db), nullptr, g);
+    ++part;
+  }
+  cpu::parallel_for(*pool_, a.M, row_grain(a.N), [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t c = v0; c < sp.width; ++c) dx.put(r * sp.width + c, dy[r * sp.width + c], acc);
+  });
+}
+
+}  // namespace remat

@@ -37,6 +37,8 @@ class NullBackend final : public Backend {
                    float) override {}
   void rmsnorm_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                    std::int64_t, int, float, bool, float) override {}
+  void qk_norm_sums(Pass, const OpArgs&, const Tensor&) override {}
+  void qk_norm_split(Pass, const OpArgs&, const Tensor&, int, int) override {}
   void dropout_mask(const Tensor&, const DropoutKey&, float, std::int64_t) override {}
   void dropout_fwd(const Tensor&, const Tensor&, const Tensor&, float, std::int64_t) override {}
   void dropout_bwd(const Tensor&, const Tensor&, const Tensor&, float, std::int64_t, bool) override {}
