@@ -113,19 +113,8 @@ ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int w
   return m;
 }
 
-void check_zero_files(const DistOptions& d, const std::string& weights_in, const std::string& weights_out,
-                      const std::string& grads_out) {
-  if (d.zero >= 2 && !grads_out.empty())
-    throw ConfigError("zero", "ZeRO-" + std::to_string(d.zero) + " ranks hold a shard of the gradients: "
-                              "--save-grads needs --zero 0 or 1");
-  if (d.zero >= 3 && (!weights_in.empty() || !weights_out.empty()))
-    throw ConfigError("zero", std::string("ZeRO-3 ranks hold a shard of the parameters: ") +
-                                  (weights_in.empty() ? "--save-weights" : "--load-weights") +
-                                  " needs --zero 0, 1 or 2");
-}
-
 RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, TrainOptions& train,
-                   std::string& out, std::string& weights_out, std::string& grads_out) {
+                   std::string& out) {
   RankRun r;
   r.env = e;
   r.zero = d.zero;
@@ -142,11 +131,9 @@ RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, Train
   } else if (e.ours) {
     out = e.out;
   }
-  if (e.rank != 0) {
-    weights_out.clear();
-    grads_out.clear();
-    train.dump_batch.clear();
-  }
+  // Every rank keeps --save-weights and --save-grads: the ranks' pieces are gathered and rank 0
+  // writes the file (core/engine/rank_weights.h).
+  if (e.rank != 0) train.dump_batch.clear();
   // A peer that died makes writes to its socket fail with EPIPE (an Error from Gloo naming the
   // collective), not kill this rank with SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);

@@ -46,11 +46,6 @@ std::optional<RankEnv> rank_from_env();
 ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int world,
                           const TrainOptions& train);
 
-// What a ZeRO rank cannot load or save from its shards, refused before any process starts:
-// --save-grads at stage 2 or 3, --load-weights and --save-weights at stage 3 (ConfigError).
-void check_zero_files(const DistOptions& d, const std::string& weights_in, const std::string& weights_out,
-                      const std::string& grads_out);
-
 // Starts --dp ranks of this program and waits for them; writes `out` (or a temporary directory
 // when empty) with rank-N/ and ranks.json, prints the summary, returns the exit code.
 int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOptions& train,
@@ -59,7 +54,7 @@ int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOpt
 // A rank's side: connects to the others (Gloo, the timeout of --dist-timeout) and adjusts what
 // this process runs: the replica's model, threads (--threads / D, at least 1), the run
 // directory (REMAT_RANK_OUT, or OUT/rank-N under another launcher), and only rank 0 writes
-// --save-weights, --save-grads and --dump-batch.
+// --dump-batch (--save-weights and --save-grads: every rank takes part, rank 0 writes).
 struct RankRun {
   RankEnv env;
   int tp_rank = 0, dp_rank = 0;          // rank = dp_rank·T + tp_rank
@@ -69,7 +64,7 @@ struct RankRun {
   int zero = 0;            // the ZeRO stage, for ranks.json
 };
 RankRun join_ranks(const RankEnv& env, const DistOptions& d, ModelConfig& m, TrainOptions& train,
-                   std::string& out, std::string& weights_out, std::string& grads_out);
+                   std::string& out);
 // After the rank's run directory is written: the communicated bytes in its provenance are set
 // before that (note_comm); here the ranks meet once more, and under another launcher rank 0
 // writes ranks.json. Returns the rank's exit code.

@@ -59,6 +59,11 @@ class Communicator {
 
   const std::vector<CommRecord>& records() const { return records_; }
   void clear_records() { records_.clear(); }
+  // Drops the records from the n-th on: collectives that are no step's traffic (gathering the
+  // ranks' weights for a file) leave the per-step counts as the steps made them.
+  void drop_records_from(std::size_t n) {
+    if (n < records_.size()) records_.resize(n);
+  }
   std::uint64_t bytes_recorded() const;
 
  protected:

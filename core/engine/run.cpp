@@ -10,6 +10,7 @@
 #include "core/engine/data_parallel.h"
 #include "core/engine/executor.h"
 #include "core/engine/model_state.h"
+#include "core/engine/rank_weights.h"
 #include "core/engine/simulator.h"
 #include "core/engine/tensor_parallel.h"
 #include "core/engine/weight_init.h"
@@ -176,21 +177,12 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
   check_adam(spec.adam);
   const bool tp = spec.layout.tp > 1;
   if (tp) check_tensor_parallel(spec.model, spec.layout);
-  if (tp && (!spec.weights_in.empty() || !spec.weights_out.empty() || !spec.grads_out.empty()))
-    throw ConfigError("tp", "tensor-parallel ranks hold slices: loading and saving weights or gradients is "
-                            "not supported with --tp");
   // ZeRO over the data-parallel ranks (zero_shard.h); every rank allocates the same bytes.
   const int zero = spec.layout.zero, dp = replicas_of(spec.comm);
   if (zero < 0 || zero > 3) throw ConfigError("zero", "must be 0, 1, 2 or 3, got " + std::to_string(zero));
   if (zero > 0 && dp < 2)
     throw ConfigError("zero", "ZeRO-" + std::to_string(zero) + " shards over the data-parallel ranks; the run has " +
                                   std::to_string(dp) + " (use --dp 2 or more)");
-  if (zero >= 2 && !spec.grads_out.empty())
-    throw ConfigError("zero", "ZeRO-" + std::to_string(zero) + " ranks hold a shard of the gradients: "
-                              "--save-grads needs --zero 0 or 1");
-  if (zero >= 3 && (!spec.weights_in.empty() || !spec.weights_out.empty()))
-    throw ConfigError("zero", "ZeRO-3 ranks hold a shard of the parameters: loading and saving weights "
-                              "needs --zero 0, 1 or 2");
   const BlockGraph graph = tp ? per_rank_graph(spec.model, spec.layout) : BlockGraph(spec.model);
   // validates the schedule
   Prediction pred = simulate(graph, spec.schedule, &backend, spec.layout.tp, spec.layout.sp, zero, dp);
@@ -223,8 +215,12 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     ModelState state(graph.config(), backend, alloc, make_zero_shard(zero, dp, replica_of(spec.comm), 0));
     tr.static_bytes = state.static_bytes();
     part_done("memory", clock.now_ns());
+    // Where this rank's pieces of the whole model lie (rank_weights.h): files are the whole model's.
+    const RankPlace place{tp ? spec.layout.tp : 1, tp_rank_of(spec.tp_comm), spec.tp_comm, spec.comm};
+    const bool pieces = tp || state.zero().parameters() || state.zero().gradients();
     if (!spec.weights_in.empty()) {
-      load_safetensors(spec.weights_in, state);
+      if (pieces) load_rank_weights(spec.weights_in, state, spec.model, place);
+      else load_safetensors(spec.weights_in, state);
     } else if (state.zero().parameters()) {
       // This rank's shard of the single-process initialization (of a tensor-parallel rank's
       // slices of it), drawn alone; zeros past the end.
@@ -317,8 +313,16 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
                     " (a lower --lr, or weights without NaN or infinity, may help)");
     }
     if (profiler) tr.profiler_overhead_ns = profiler->overhead_ns();
-    if (!spec.grads_out.empty()) save_grads_safetensors(spec.grads_out, state);
-    if (!spec.weights_out.empty()) save_safetensors(spec.weights_out, state);
+    // Every rank of the job meets in the gathers; rank 0 writes (rank_weights.h).
+    const bool first = replica_of(spec.comm) == 0 && place.t == 0;
+    if (!spec.grads_out.empty()) {
+      if (pieces) save_rank_file(spec.grads_out, state, spec.model, place, true);
+      else if (first) save_grads_safetensors(spec.grads_out, state);
+    }
+    if (!spec.weights_out.empty()) {
+      if (pieces) save_rank_file(spec.weights_out, state, spec.model, place, false);
+      else if (first) save_safetensors(spec.weights_out, state);
+    }
     if (cb.progress) cb.progress(1.0, "done");
   } catch (const Cancelled& e) {
     tr.complete = false;

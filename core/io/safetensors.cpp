@@ -241,6 +241,13 @@ std::map<std::string, SafeTensor> hf_from_flat(const std::vector<float>& host, c
 
 }  // namespace
 
+void write_flat_safetensors(const std::string& path, const std::vector<float>& flat, const ParamLayout& layout) {
+  if (static_cast<std::int64_t>(flat.size()) != layout.total())
+    throw Error("cannot write '" + path + "': " + std::to_string(flat.size()) + " values, the model has " +
+                std::to_string(layout.total()));
+  write_safetensors(path, hf_from_flat(flat, layout));
+}
+
 void save_safetensors(const std::string& path, const ModelState& state) {
   write_safetensors(path, hf_from_flat(state.read_params(), state.layout()));
 }

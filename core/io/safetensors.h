@@ -29,6 +29,10 @@ std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& tensors
                                 const ParamLayout& layout, Family family,
                                 const std::string& path);
 
+// The inverse of flat_from_hf: a flat fp32 vector laid out as `layout`, written under its
+// Hugging Face names and shapes.
+void write_flat_safetensors(const std::string& path, const std::vector<float>& flat, const ParamLayout& layout);
+
 void load_safetensors(const std::string& path, ModelState& state);
 void save_safetensors(const std::string& path, const ModelState& state);
 // The gradients of the last step, under the same names and shapes as the weights (F32).
