@@ -225,8 +225,12 @@ void for_gelu_tanh(FV x, std::int64_t b, std::int64_t e, F&& f) {
   }
 }
 
-// Rows of K and V for (batch b, kv head g) as fp32 [S, d].
+// Rows b*S .. b*S + S - 1, columns [col, col + d) of a [B*S, row_width] tensor (a head of qkv,
+// ctx or their gradients) as fp32 [S, d].
 void stage_kv_head(FV qkv, std::int64_t row_width, std::int64_t col, int b, int S, int d,
                    float* out);
+// The reverse, adding: t[row b*S + s, col + c] += in[s, c], rounded once.
+void add_head(const float* in, FV t, std::int64_t row_width, std::int64_t col, int b, int S,
+              int d);
 
 }  // namespace remat::cpu
