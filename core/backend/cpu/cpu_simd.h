@@ -104,6 +104,10 @@ struct Kernels {
   void (*div_store)(const float* s, int n, float sum, Ref out, std::int64_t at);
   // sum over k < n of a[at + k] * b[at + k] (16 partial sums).
   float (*dot_refs)(Ref a, Ref b, std::int64_t at, int n);
+  // Dropout keep flags: out[k] = (Philox bits of element first + k >= thr) for k < n, the bits of
+  // core/util/philox.h for counter words 2 and 3 c2, c3 and key seed (cpu_simd_philox.cpp).
+  void (*dropout_keep)(std::uint64_t first, std::int64_t n, std::uint32_t c2, std::uint32_t c3,
+                       std::uint64_t seed, std::uint32_t thr, std::uint8_t* out);
 };
 
 // The active kernel set, or nullptr for the scalar reference (REMAT_SIMD=scalar). Throws
