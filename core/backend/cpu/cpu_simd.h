@@ -78,6 +78,8 @@ struct Kernels {
                           std::int64_t off, int c0, int nc, float* aw, float* ab);
   // GELU (kGeluTanh or kGeluErf) over [b, e): out[i] = gelu(x[i]) without dy (dy.p == nullptr),
   // else out[i] (+)= dy[i] * gelu'(x[i]).
+  // kGeluErf with bf16 x looks the value and slope up in a table of every bf16 input that the
+  // set computes once with the same code: the same bits as computing them.
   void (*gelu)(Act kind, Ref x, Ref dy, Ref out, std::int64_t b, std::int64_t e, bool acc);
   // A gated activation (kSilu: SwiGLU, kGeluTanh: GeGLU) over rows [r0, r1) of gu [rows, 2F]
   // (gate | up). Without dy: out [rows, F] = act(gate) * up; else out [rows, 2F] (+)=
