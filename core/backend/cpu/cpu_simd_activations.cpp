@@ -1,7 +1,7 @@
 // The SIMD activation, RoPE, softmax and cross-entropy kernels of cpu_simd.h, compiled once per
 // Highway target like cpu_simd_kernels.cpp (whose kKernels lists them). Each keeps the scalar
 // reference's expressions operation by operation (core/util/gelu.h, cpu_elementwise.cpp,
-// cpu_attention.cpp, cpu_cross_entropy.cpp) with SLEEF's vector tanh, exp and erf; compiled
+// cpu_attention_ref.cpp, cpu_cross_entropy.cpp) with SLEEF's vector tanh, exp and erf; compiled
 // without fused multiply-adds.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/backend/cpu/cpu_simd_activations.cpp"
