@@ -1,7 +1,6 @@
-// Per-op times of the CPU backend's activation, gated-activation, RoPE and softmax ops and the
-// fused head's cross-entropy rows on gpt2-124m's shapes at B1 T128 (128 rows of 768, the MLP's
-// 3072, 12 heads of 64, a vocabulary of 50257), the scalar
-// reference loops (REMAT_SIMD=scalar) against every SIMD kernel set this CPU runs, in one run.
+// Per-op times of the CPU backend's activation, gated-activation, RoPE, attention and
+// dropout-mask ops and the fused head's cross-entropy rows on gpt2-124m's shapes at B1 T128 (128
+// rows of 768, the MLP's 3072, 12 heads of 64, a vocabulary of 50257), the scalar reference loops (REMAT_SIMD=scalar) against every SIMD kernel set this CPU runs, in one run.
 // A benchmark, not a test: `build/bin/cpu_ops_bench [reps] [threads] [filter]` prints a Markdown
 // table (medians of reps calls; ms for the reference and the best set, ×faster for each set) of
 // the ops whose name contains filter (all without one).
@@ -125,10 +124,25 @@ int run(int reps, int threads, const std::string& filter) {
     ops.push_back({"attn softmax bwd (12x128x128)" + s, [&b, qkv, P, dP, qkv2, a] {
                      b.be.attn_softmax_bwd(qkv, P, dP, qkv2, a);
                    }});
+    ops.push_back({"attn pv fwd (12x128x128, d 64)" + s, [&b, qkv, P, ctx, a] {
+                     b.be.attn_pv_fwd(P, qkv, ctx, a);
+                   }});
+    ops.push_back({"attn pv bwd (12x128x128, d 64)" + s, [&b, qkv, P, ctx, dP, qkv2, a] {
+                     b.be.attn_pv_bwd(P, qkv, ctx, dP, qkv2, a, false);
+                   }});
     ops.push_back({"flash fwd (12x128, d 64)" + s, [&b, qkv, ctx, lse, a] {
                      b.be.flash_fwd(qkv, ctx, lse, a, DropoutKey{}, 0.0f);
                    }});
+    ops.push_back({"flash fwd+bwd (12x128, d 64), dropout 0.1" + s, [&b, qkv, ctx, lse, qkv2, a] {
+                     b.be.flash_fwd(qkv, ctx, lse, a, DropoutKey{1, 1, 0, kSiteAttentionProbs}, 0.1f);
+                     b.be.flash_bwd(qkv, ctx, lse, ctx, qkv2, a, DropoutKey{1, 1, 0, kSiteAttentionProbs}, 0.1f);
+                   }});
   }
+  Tensor mask = b.make(DType::U8, static_cast<std::int64_t>(heads) * T * T);
+  ops.push_back({"dropout mask (12x128x128), p 0.1", [&b, mask, heads, T] {
+                   b.be.dropout_mask(mask, DropoutKey{1, 1, 0, kSiteAttentionProbs}, 0.1f,
+                                     static_cast<std::int64_t>(heads) * T * T);
+                 }});
   // The head's cross-entropy over its chunk of 128 rows of logits, the rows split over the lanes
   // as the head splits them; in place, so each call's logits are the previous call's gradient.
   cpu::ThreadPool pool(threads);

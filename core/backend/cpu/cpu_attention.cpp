@@ -1,73 +1,73 @@
-// Naive causal attention: full [B, heads, S, S] probabilities, then P V. Forward ops split the
-// work by (batch, head); backward ops by (batch, kv head), so the gradient of a shared K or V
-// head is summed over its q heads in a fixed order by one thread. A sliding window keeps the
-// full S x S probabilities (entries outside the band are 0) and visits only the band.
+// Naive causal attention on GEMMs: for each (batch, head) the scores Q K^T, then P V, and in the
+// backward dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q, each a single-threaded sgemm on the
+// lane's staged fp32 copies of the head's rows (cpu_gemm_parts.h); the row softmax and its
+// gradient in between run on the SIMD kernels. The rows are cut into fixed blocks of kAttnBlock
+// queries and each block's GEMMs cover only the keys its band reaches (causal: up to its last
+// row), so the shapes, and the bits, depend on S, d and the window only: not on the thread
+// count, the batch, or how many heads a tensor-parallel rank holds. Forward ops split the work
+// by (batch, head); backward ops by (batch, kv head), the gradient of a shared K or V head
+// summed over its q heads in order by one lane. With no kernel set active (REMAT_SIMD=scalar)
+// the reference loops of cpu_attention_ref.cpp run instead.
 #include <algorithm>
-#include <cmath>
-#include <limits>
+#include <cstring>
 
+#include "core/backend/cpu/cpu_attention.h"
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_gemm_parts.h"
 
 namespace remat {
 
 using cpu::FV;
+using cpu::attn::AttnWs;
+using cpu::attn::Layout;
+using cpu::attn::check_attn;
+using cpu::attn::ctx_n;
+using cpu::attn::probs_n;
 
 namespace {
 
-// Per thread: staged K or V head [S, d], its gradient [S, d], a row of scores [S], two head
-// vectors [d].
-struct AttnWs {
-  float *kv = nullptr, *acc = nullptr, *row = nullptr, *vec = nullptr;
-  std::int64_t sd = 0;
-  int S = 0, d = 0;
-  AttnWs(cpu::Arena& a, const AttnDims& dm, int threads) : sd(static_cast<std::int64_t>(dm.S) * dm.d),
-                                                           S(dm.S), d(dm.d) {
-    kv = a.take<float>(threads * sd);
-    acc = a.take<float>(threads * sd);
-    row = a.take<float>(static_cast<std::int64_t>(threads) * S);
-    vec = a.take<float>(static_cast<std::int64_t>(threads) * 2 * d);
-  }
-  float* kv_of(int lane) const { return kv + lane * sd; }
-  float* acc_of(int lane) const { return acc + lane * sd; }
-  float* row_of(int lane) const { return row + static_cast<std::int64_t>(lane) * S; }
-  float* vec_of(int lane) const { return vec + static_cast<std::int64_t>(lane) * 2 * d; }
-};
+constexpr int kAttnBlock = 64;  // query rows per block of the attention GEMMs
 
-struct Layout {
-  std::int64_t width;  // qkv row width
-  std::int64_t ctx_width;
-  int S, d, heads, kv_heads, group;
-  explicit Layout(const AttnDims& a)
-      : width(static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * a.d),
-        ctx_width(static_cast<std::int64_t>(a.heads) * a.d), S(a.S), d(a.d), heads(a.heads),
-        kv_heads(a.kv_heads), group(a.group()) {}
-  std::int64_t row(int b, int i) const { return (static_cast<std::int64_t>(b) * S + i) * width; }
-  std::int64_t q_col(int h) const { return static_cast<std::int64_t>(h) * d; }
-  std::int64_t k_col(int g) const { return static_cast<std::int64_t>(heads + g) * d; }
-  std::int64_t v_col(int g) const { return static_cast<std::int64_t>(heads + kv_heads + g) * d; }
-  std::int64_t prob_row(int b, int h, int i) const {
-    return ((static_cast<std::int64_t>(b) * heads + h) * S + i) * S;
+// f(i0, i1, k0) for each block of query rows [i0, i1): its keys are [k0, i1).
+template <class F>
+void for_blocks(const AttnDims& a, F&& f) {
+  for (int i0 = 0; i0 < a.S; i0 += kAttnBlock) {
+    const int i1 = std::min(a.S, i0 + kAttnBlock);
+    f(i0, i1, a.first_key(i0));
   }
-  std::int64_t ctx(int b, int i, int h) const {
-    return (static_cast<std::int64_t>(b) * S + i) * ctx_width + static_cast<std::int64_t>(h) * d;
-  }
-};
-
-using cpu::dot;
-
-void check_attn(const AttnDims& a, const char* op, const Tensor& qkv, const char* qkv_name) {
-  cpu::check_dims(a, op);
-  cpu::check_float(qkv, op, qkv_name,
-                   static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d);
 }
 
-std::int64_t probs_n(const AttnDims& a) {
-  return static_cast<std::int64_t>(a.B) * a.heads * a.S * a.S;
+// One head's probabilities as fp32 in buf [S, S]: for row i, the keys [k0, i1) its block's GEMMs
+// read, the band [first_key(i), i] from the tensor and 0 elsewhere (entries outside the band are
+// never read, as in the reference).
+const float* probs_head(FV P, std::int64_t at, const AttnDims& a, float* buf) {
+  for_blocks(a, [&](int i0, int i1, int k0) {
+    for (int i = i0; i < i1; ++i) {
+      float* r = buf + static_cast<std::int64_t>(i) * a.S;
+      const int j0 = a.first_key(i);
+      std::fill(r + k0, r + j0, 0.0f);
+      cpu::widen(P, at + static_cast<std::int64_t>(i) * a.S + j0, r + j0, i - j0 + 1);
+      std::fill(r + i + 1, r + i1, 0.0f);
+    }
+  });
+  return buf;
 }
 
-std::int64_t ctx_n(const AttnDims& a) {
-  return static_cast<std::int64_t>(a.B) * a.S * a.heads * a.d;
+// s[i, k0 .. i1) = Q[i] . K[k0 .. i1) for each block (the raw scores, unscaled).
+void scores(const float* Q, const float* K, const AttnDims& a, float* s) {
+  const int S = a.S, d = a.d;
+  for_blocks(a, [&](int i0, int i1, int k0) {
+    cpu::sgemm1(false, true, i1 - i0, i1 - k0, d, Q + static_cast<std::int64_t>(i0) * d, d,
+                K + static_cast<std::int64_t>(k0) * d, d, 0.0f,
+                s + static_cast<std::int64_t>(i0) * S + k0, S);
+  });
+}
+
+// Row i of s outside its band [j0, i] set to 0 (the whole row, as the probabilities store it).
+void zero_outside(float* row, int j0, int i, int S) {
+  std::fill(row, row + j0, 0.0f);
+  std::fill(row + i + 1, row + S, 0.0f);
 }
 
 }  // namespace
@@ -79,144 +79,129 @@ std::uint64_t CpuBackend::ws_attention(const AttnDims& a) const {
 }
 
 void CpuBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a) {
+  const cpu::simd::Kernels* k = cpu::simd::active();
+  if (!k) return attn_softmax_fwd_ref(qkv, probs, a);
   const char* op = "attn_softmax_fwd";
   check_attn(a, op, qkv, "qkv");
   cpu::check_float(probs, op, "probs", probs_n(a));
+  cpu::ensure_blas_threads(1);
   cpu::Arena arena(ws_, op);
   AttnWs ws(arena, a, threads_);
   const Layout L(a);
   FV in(qkv), out(probs);
   const float scale = a.scale, cap = a.softcap;
-  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
-    float* K = ws.kv_of(lane);
-    float* s = ws.row_of(lane);
-    float* q = ws.vec_of(lane);
+    float *Q = ws.q_of(lane), *K = ws.kv_of(lane), *s = ws.ss_of(lane);
     for (std::int64_t u = u0; u < u1; ++u) {
       const int b = static_cast<int>(u / L.heads), h = static_cast<int>(u % L.heads);
+      cpu::stage_kv_head(in, L.width, L.q_col(h), b, L.S, L.d, Q);
       cpu::stage_kv_head(in, L.width, L.k_col(h / L.group), b, L.S, L.d, K);
+      scores(Q, K, a, s);
       for (int i = 0; i < L.S; ++i) {
-        const std::int64_t qr = L.row(b, i) + L.q_col(h);
-        for (int c = 0; c < L.d; ++c) q[c] = in[qr + c];
-        const int j0 = a.first_key(i);
-        cpu::scaled_scores(q, K, j0, i - j0 + 1, L.d, scale, s + j0);
-        if (cap > 0.0f) cpu::soft_cap(s + j0, i - j0 + 1, cap);
-        const std::int64_t pr = L.prob_row(b, h, i);
-        for (int j = 0; j < j0; ++j) out.set(pr + j, 0.0f);
-        for (int j = i + 1; j < L.S; ++j) out.set(pr + j, 0.0f);
-        const int n = i - j0 + 1;
-        if (k) {
-          const float sum = k->exp_sum(s + j0, n, k->row_max(s + j0, n), nullptr, 0, 1.0f);
-          k->div_store(s + j0, n, sum, out.ref(), pr + j0);
-          continue;
-        }
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int j = j0; j <= i; ++j) mx = std::max(mx, s[j]);
-        float sum = 0.0f;
-        for (int j = j0; j <= i; ++j) {
-          s[j] = std::exp(s[j] - mx);
-          sum += s[j];
-        }
-        for (int j = j0; j <= i; ++j) out.set(pr + j, s[j] / sum);
+        float* r = s + static_cast<std::int64_t>(i) * L.S;
+        const int j0 = a.first_key(i), n = i - j0 + 1;
+        for (int j = j0; j <= i; ++j) r[j] *= scale;
+        if (cap > 0.0f) cpu::soft_cap(r + j0, n, cap);
+        const float sum = k->exp_sum(r + j0, n, k->row_max(r + j0, n), nullptr, 0, 1.0f);
+        k->div_store(r + j0, n, sum, cpu::simd::Ref{r, false}, j0);
+        zero_outside(r, j0, i, L.S);
       }
+      cpu::narrow(s, out, L.prob_row(b, h, 0), static_cast<std::int64_t>(L.S) * L.S, false);
     }
   });
 }
 
 void CpuBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
                                   const Tensor& dqkv, const AttnDims& a) {
+  const cpu::simd::Kernels* k = cpu::simd::active();
+  if (!k) return attn_softmax_bwd_ref(qkv, probs, dprobs, dqkv, a);
   const char* op = "attn_softmax_bwd";
   check_attn(a, op, qkv, "qkv");
   check_attn(a, op, dqkv, "dqkv");
   cpu::check_float(probs, op, "probs", probs_n(a));
   cpu::check_float(dprobs, op, "dprobs", probs_n(a));
+  cpu::ensure_blas_threads(1);
   cpu::Arena arena(ws_, op);
   AttnWs ws(arena, a, threads_);
   const Layout L(a);
   FV in(qkv), P(probs), dP(dprobs), out(dqkv);
   const float scale = a.scale, cap = a.softcap;
-  const cpu::simd::Kernels* k = cpu::simd::active();
+  const int S = L.S, d = L.d;
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.kv_heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
-    float* K = ws.kv_of(lane);
-    float* dK = ws.acc_of(lane);
-    float* q = ws.vec_of(lane);
-    float* dq = q + L.d;
-    float* t = ws.row_of(lane);  // soft-capped: tanh(raw / cap) of the row's band
+    float *Q = ws.q_of(lane), *K = ws.kv_of(lane), *dK = ws.acc_of(lane), *dQ = ws.o_of(lane);
+    float *s = ws.ss_of(lane), *pr = ws.row_of(lane), *dpr = ws.row2_of(lane);
     for (std::int64_t u = u0; u < u1; ++u) {
       const int b = static_cast<int>(u / L.kv_heads), g = static_cast<int>(u % L.kv_heads);
-      cpu::stage_kv_head(in, L.width, L.k_col(g), b, L.S, L.d, K);
-      std::fill(dK, dK + static_cast<std::int64_t>(L.S) * L.d, 0.0f);
+      cpu::stage_kv_head(in, L.width, L.k_col(g), b, S, d, K);
+      std::fill(dK, dK + static_cast<std::int64_t>(S) * d, 0.0f);
       for (int hg = 0; hg < L.group; ++hg) {
         const int h = g * L.group + hg;
-        for (int i = 0; i < L.S; ++i) {
-          const std::int64_t qr = L.row(b, i) + L.q_col(h), pr = L.prob_row(b, h, i);
-          for (int c = 0; c < L.d; ++c) {
-            q[c] = in[qr + c];
-            dq[c] = 0.0f;
-          }
-          const int j0 = a.first_key(i);
+        cpu::stage_kv_head(in, L.width, L.q_col(h), b, S, d, Q);
+        if (cap > 0.0f) scores(Q, K, a, s);  // raw scores, for the cap's 1 - t^2
+        // s becomes dS * scale, row by row: P (dP - sum(P dP)), times 1 - t^2 when capped.
+        for (int i = 0; i < S; ++i) {
+          float* r = s + static_cast<std::int64_t>(i) * S;
+          const std::int64_t at = L.prob_row(b, h, i);
+          const int j0 = a.first_key(i), n = i - j0 + 1;
+          const float rs = k->dot_refs(P.ref(), dP.ref(), at + j0, n);
+          cpu::widen(P, at + j0, pr, n);
+          cpu::widen(dP, at + j0, dpr, n);
           if (cap > 0.0f) {
-            cpu::scaled_scores(q, K, j0, i - j0 + 1, L.d, scale, t + j0);
-            cpu::tanh_of_quotient(t + j0, i - j0 + 1, cap);
+            float* t = r + j0;
+            for (int c = 0; c < n; ++c) t[c] *= scale;
+            cpu::tanh_of_quotient(t, n, cap);
+            for (int c = 0; c < n; ++c) t[c] = pr[c] * (dpr[c] - rs) * (1.0f - t[c] * t[c]) * scale;
+          } else {
+            for (int c = 0; c < n; ++c) r[j0 + c] = pr[c] * (dpr[c] - rs) * scale;
           }
-          float rs = 0.0f;
-          if (k) rs = k->dot_refs(P.ref(), dP.ref(), pr + j0, i - j0 + 1);
-          else
-            for (int j = j0; j <= i; ++j) rs += P[pr + j] * dP[pr + j];
-          for (int j = j0; j <= i; ++j) {
-            const float* kj = K + static_cast<std::int64_t>(j) * L.d;
-            float ds = P[pr + j] * (dP[pr + j] - rs);
-            if (cap > 0.0f) ds *= 1.0f - t[j] * t[j];
-            float* dkj = dK + static_cast<std::int64_t>(j) * L.d;
-            const float dss = ds * scale;
-            for (int c = 0; c < L.d; ++c) {
-              dq[c] += ds * kj[c];
-              dkj[c] += dss * q[c];
-            }
-          }
-          for (int c = 0; c < L.d; ++c) out.set(qr + c, out[qr + c] + dq[c] * scale);
+          // Keys of the row's block outside its band take part in the block's GEMMs: 0.
+          zero_outside(r, j0, i, S);
         }
+        for_blocks(a, [&](int i0, int i1, int k0) {
+          const float* ds = s + static_cast<std::int64_t>(i0) * S + k0;
+          cpu::sgemm1(false, false, i1 - i0, d, i1 - k0, ds, S,
+                      K + static_cast<std::int64_t>(k0) * d, d, 0.0f,
+                      dQ + static_cast<std::int64_t>(i0) * d, d);
+          cpu::sgemm1(true, false, i1 - k0, d, i1 - i0, ds, S,
+                      Q + static_cast<std::int64_t>(i0) * d, d, 1.0f,
+                      dK + static_cast<std::int64_t>(k0) * d, d);
+        });
+        cpu::add_head(dQ, out, L.width, L.q_col(h), b, S, d);
       }
-      for (int j = 0; j < L.S; ++j) {
-        const std::int64_t kr = L.row(b, j) + L.k_col(g);
-        for (int c = 0; c < L.d; ++c)
-          out.set(kr + c, out[kr + c] + dK[static_cast<std::int64_t>(j) * L.d + c]);
-      }
+      cpu::add_head(dK, out, L.width, L.k_col(g), b, S, d);
     }
   });
 }
 
 void CpuBackend::attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& ctx,
                              const AttnDims& a) {
+  if (!cpu::simd::active()) return attn_pv_fwd_ref(p, qkv, ctx, a);
   const char* op = "attn_pv_fwd";
   check_attn(a, op, qkv, "qkv");
   cpu::check_float(p, op, "p", probs_n(a));
   cpu::check_float(ctx, op, "ctx", ctx_n(a));
+  cpu::ensure_blas_threads(1);
   cpu::Arena arena(ws_, op);
   AttnWs ws(arena, a, threads_);
   const Layout L(a);
   FV in(qkv), P(p), out(ctx);
+  const int S = L.S, d = L.d;
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
-    float* V = ws.kv_of(lane);
-    float* o = ws.vec_of(lane);
+    float *V = ws.kv_of(lane), *O = ws.o_of(lane), *buf = ws.ss_of(lane);
     for (std::int64_t u = u0; u < u1; ++u) {
       const int b = static_cast<int>(u / L.heads), h = static_cast<int>(u % L.heads);
-      cpu::stage_kv_head(in, L.width, L.v_col(h / L.group), b, L.S, L.d, V);
-      for (int i = 0; i < L.S; ++i) {
-        const std::int64_t pr = L.prob_row(b, h, i);
-        std::fill(o, o + L.d, 0.0f);
-        // Causal (and banded): P is zero outside the band, which is not read.
-        for (int j = a.first_key(i); j <= i; ++j) {
-          const float pij = P[pr + j];
-          const float* vj = V + static_cast<std::int64_t>(j) * L.d;
-          for (int c = 0; c < L.d; ++c) o[c] += pij * vj[c];
-        }
-        const std::int64_t cr = L.ctx(b, i, h);
-        for (int c = 0; c < L.d; ++c) out.set(cr + c, o[c]);
-      }
+      cpu::stage_kv_head(in, L.width, L.v_col(h / L.group), b, S, d, V);
+      const float* Ph = probs_head(P, L.prob_row(b, h, 0), a, buf);
+      for_blocks(a, [&](int i0, int i1, int k0) {
+        cpu::sgemm1(false, false, i1 - i0, d, i1 - k0, Ph + static_cast<std::int64_t>(i0) * S + k0,
+                    S, V + static_cast<std::int64_t>(k0) * d, d, 0.0f,
+                    O + static_cast<std::int64_t>(i0) * d, d);
+      });
+      for (int i = 0; i < S; ++i)
+        cpu::narrow(O + static_cast<std::int64_t>(i) * d, out, L.ctx(b, i, h), d, false);
     }
   });
 }
@@ -224,49 +209,52 @@ void CpuBackend::attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& c
 void CpuBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& dctx,
                              const Tensor& dp, const Tensor& dqkv, const AttnDims& a,
                              bool acc_dp) {
+  if (!cpu::simd::active()) return attn_pv_bwd_ref(p, qkv, dctx, dp, dqkv, a, acc_dp);
   const char* op = "attn_pv_bwd";
   check_attn(a, op, qkv, "qkv");
   check_attn(a, op, dqkv, "dqkv");
   cpu::check_float(p, op, "p", probs_n(a));
   cpu::check_float(dp, op, "dp", probs_n(a));
   cpu::check_float(dctx, op, "dctx", ctx_n(a));
+  cpu::ensure_blas_threads(1);
   cpu::Arena arena(ws_, op);
   AttnWs ws(arena, a, threads_);
   const Layout L(a);
   FV in(qkv), P(p), dO(dctx), dPv(dp), out(dqkv);
+  const int S = L.S, d = L.d;
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.kv_heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
-    float* V = ws.kv_of(lane);
-    float* dV = ws.acc_of(lane);
-    float* go = ws.vec_of(lane);
+    float *V = ws.kv_of(lane), *dV = ws.acc_of(lane), *G = ws.q_of(lane), *s = ws.ss_of(lane);
     for (std::int64_t u = u0; u < u1; ++u) {
       const int b = static_cast<int>(u / L.kv_heads), g = static_cast<int>(u % L.kv_heads);
-      cpu::stage_kv_head(in, L.width, L.v_col(g), b, L.S, L.d, V);
-      std::fill(dV, dV + static_cast<std::int64_t>(L.S) * L.d, 0.0f);
+      cpu::stage_kv_head(in, L.width, L.v_col(g), b, S, d, V);
+      std::fill(dV, dV + static_cast<std::int64_t>(S) * d, 0.0f);
       for (int t = 0; t < L.group; ++t) {
         const int h = g * L.group + t;
-        for (int i = 0; i < L.S; ++i) {
-          const std::int64_t cr = L.ctx(b, i, h), pr = L.prob_row(b, h, i);
-          for (int c = 0; c < L.d; ++c) go[c] = dO[cr + c];
+        const std::int64_t at = L.prob_row(b, h, 0);
+        cpu::stage_kv_head(dO, L.ctx_width, L.q_col(h), b, S, d, G);
+        // dV += P^T dO over each block's rows.
+        const float* Ph = probs_head(P, at, a, s);
+        for_blocks(a, [&](int i0, int i1, int k0) {
+          cpu::sgemm1(true, false, i1 - k0, d, i1 - i0,
+                      Ph + static_cast<std::int64_t>(i0) * S + k0, S,
+                      G + static_cast<std::int64_t>(i0) * d, d, 1.0f,
+                      dV + static_cast<std::int64_t>(k0) * d, d);
+        });
+        // dP = dO V^T on the band; 0 outside it, or left as it is when accumulating.
+        scores(G, V, a, s);
+        for (int i = 0; i < S; ++i) {
+          float* r = s + static_cast<std::int64_t>(i) * S;
           const int j0 = a.first_key(i);
-          if (!acc_dp)
-            for (int j = 0; j < j0; ++j) dPv.set(pr + j, 0.0f);
-          for (int j = j0; j <= i; ++j) {
-            const float* vj = V + static_cast<std::int64_t>(j) * L.d;
-            dPv.put(pr + j, dot(go, vj, L.d), acc_dp);
-            const float pij = P[pr + j];
-            float* dvj = dV + static_cast<std::int64_t>(j) * L.d;
-            for (int c = 0; c < L.d; ++c) dvj[c] += pij * go[c];
+          if (acc_dp) {
+            cpu::narrow(r + j0, dPv, at + static_cast<std::int64_t>(i) * S + j0, i - j0 + 1, true);
+          } else {
+            zero_outside(r, j0, i, S);
           }
-          if (!acc_dp)
-            for (int j = i + 1; j < L.S; ++j) dPv.set(pr + j, 0.0f);
         }
+        if (!acc_dp) cpu::narrow(s, dPv, at, static_cast<std::int64_t>(S) * S, false);
       }
-      for (int j = 0; j < L.S; ++j) {
-        const std::int64_t vr = L.row(b, j) + L.v_col(g);
-        for (int c = 0; c < L.d; ++c)
-          out.set(vr + c, out[vr + c] + dV[static_cast<std::int64_t>(j) * L.d + c]);
-      }
+      cpu::add_head(dV, out, L.width, L.v_col(g), b, S, d);
     }
   });
 }

@@ -11,6 +11,7 @@
 
 #include "core/backend/cpu/cpu_common.h"
 #include "core/backend/cpu/cpu_dnnl.h"
+#include "core/backend/cpu/cpu_gemm_parts.h"
 #include "core/graph/block_graph.h"
 #include "core/util/fork_guard.h"
 
@@ -69,10 +70,16 @@ void ensure_blas_threads(int threads) {
 
 void stage_kv_head(FV qkv, std::int64_t row_width, std::int64_t col, int b, int S, int d,
                    float* out) {
-  for (int s = 0; s < S; ++s) {
-    std::int64_t base = (static_cast<std::int64_t>(b) * S + s) * row_width + col;
-    for (int c = 0; c < d; ++c) out[static_cast<std::int64_t>(s) * d + c] = qkv[base + c];
-  }
+  for (int s = 0; s < S; ++s)
+    widen(qkv, (static_cast<std::int64_t>(b) * S + s) * row_width + col,
+          out + static_cast<std::int64_t>(s) * d, d);
+}
+
+void add_head(const float* in, FV t, std::int64_t row_width, std::int64_t col, int b, int S,
+              int d) {
+  for (int s = 0; s < S; ++s)
+    narrow(in + static_cast<std::int64_t>(s) * d, t,
+           (static_cast<std::int64_t>(b) * S + s) * row_width + col, d, true);
 }
 
 ThreadPool::ThreadPool(int size) : size_(size) {

@@ -93,7 +93,7 @@ class CpuBackend final : public Backend {
                  const Tensor& dx, const Tensor& dW, std::int64_t rows, int H, int V,
                  float scale, float softcap) override;
 
-  // cpu_attention.cpp
+  // cpu_attention.cpp: on per-head GEMMs
   void attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a);
   void attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
                         const Tensor& dqkv, const AttnDims& a);
@@ -101,13 +101,25 @@ class CpuBackend final : public Backend {
                    const AttnDims& a);
   void attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& dctx, const Tensor& dp,
                    const Tensor& dqkv, const AttnDims& a, bool acc_dp);
+  // cpu_attention_ref.cpp: the reference loops the four run with no kernel set active.
+  void attn_softmax_fwd_ref(const Tensor& qkv, const Tensor& probs, const AttnDims& a);
+  void attn_softmax_bwd_ref(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
+                            const Tensor& dqkv, const AttnDims& a);
+  void attn_pv_fwd_ref(const Tensor& p, const Tensor& qkv, const Tensor& ctx, const AttnDims& a);
+  void attn_pv_bwd_ref(const Tensor& p, const Tensor& qkv, const Tensor& dctx, const Tensor& dp,
+                       const Tensor& dqkv, const AttnDims& a, bool acc_dp);
 
-  // cpu_flash.cpp
+  // cpu_flash.cpp: on GEMMs over query blocks and key tiles
   void flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const AttnDims& a,
                  const DropoutKey& key, float p);
   void flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const Tensor& dctx,
                  const Tensor& dqkv, const AttnDims& a, const DropoutKey& key,
                  float p);
+  // cpu_flash_ref.cpp: the reference loops the two run with no kernel set active.
+  void flash_fwd_ref(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const AttnDims& a,
+                     const DropoutKey& key, float p);
+  void flash_bwd_ref(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const Tensor& dctx,
+                     const Tensor& dqkv, const AttnDims& a, const DropoutKey& key, float p);
 
   // cpu_adamw.cpp
   void adamw(const Tensor& params, const Tensor& grads, const Tensor* master, const Tensor& m,

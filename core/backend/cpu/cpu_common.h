@@ -183,6 +183,27 @@ inline void philox_fill(const DropoutKey& key, std::uint64_t start, std::int64_t
   }
 }
 
+// The keep flags (bits >= thr) of elements [start, start + n) of the mask keyed by `key` into
+// out[0, n), run by run, on kernel set k: the bytes philox_fill's bits give.
+inline void dropout_keep(const simd::Kernels& k, const DropoutKey& key, std::uint64_t start,
+                         std::int64_t n, std::uint32_t thr, std::uint8_t* out) {
+  const std::uint32_t c3 = (key.block << 8) ^ key.site;
+  while (n > 0) {
+    std::int64_t take = n;
+    std::uint64_t first = start + key.offset;
+    if (key.run) {
+      const std::uint64_t in_run = start % key.run;
+      take = static_cast<std::int64_t>(
+          std::min<std::uint64_t>(static_cast<std::uint64_t>(n), key.run - in_run));
+      first = key.offset + start / key.run * key.stride + in_run;
+    }
+    k.dropout_keep(first, take, key.step, c3, key.seed, thr, out);
+    start += static_cast<std::uint64_t>(take);
+    out += take;
+    n -= take;
+  }
+}
+
 inline float dropout_scale(float p) { return p > 0.0f ? 1.0f / (1.0f - p) : 1.0f; }
 
 // a . b over n floats in eight interleaved partial sums (lanes c mod 8, added pairwise at the
@@ -225,8 +246,12 @@ void for_gelu_tanh(FV x, std::int64_t b, std::int64_t e, F&& f) {
   }
 }
 
-// Rows of K and V for (batch b, kv head g) as fp32 [S, d].
+// Rows b*S .. b*S + S - 1, columns [col, col + d) of a [B*S, row_width] tensor (a head of qkv,
+// ctx or their gradients) as fp32 [S, d].
 void stage_kv_head(FV qkv, std::int64_t row_width, std::int64_t col, int b, int S, int d,
                    float* out);
+// The reverse, adding: t[row b*S + s, col + c] += in[s, c], rounded once.
+void add_head(const float* in, FV t, std::int64_t row_width, std::int64_t col, int b, int S,
+              int d);
 
 }  // namespace remat::cpu

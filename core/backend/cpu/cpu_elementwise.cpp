@@ -181,9 +181,12 @@ void CpuBackend::dropout_mask(const Tensor& mask, const DropoutKey& key, float p
   const std::uint32_t thr = dropout_threshold(p);
   std::uint8_t* m = mask.as<std::uint8_t>();
   // Parts start at multiples of 4 so each Philox call serves one part.
+  const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, (n + 3) / 4, kGrain / 4, [&](std::int64_t g0, std::int64_t g1, int) {
-    std::uint32_t bits[256];
     const std::int64_t e = std::min(n, g1 * 4);
+    if (k) return cpu::dropout_keep(*k, key, static_cast<std::uint64_t>(g0 * 4), e - g0 * 4, thr,
+                                    m + g0 * 4);
+    std::uint32_t bits[256];
     for (std::int64_t i = g0 * 4; i < e; i += 256) {
       const std::int64_t cnt = std::min<std::int64_t>(256, e - i);
       cpu::philox_fill(key, static_cast<std::uint64_t>(i), cnt, bits);

@@ -1,75 +1,54 @@
-// Flash attention on the CPU: causal online softmax over key tiles of a fixed width, keeping
-// only ctx and the log-sum-exp (fp32, natural log). Backward recomputes probabilities from lse.
-// Dropout uses the naive path's mask bits: index ((b * heads + h) * S + i) * S + j. A sliding
-// window starts each query's tiles at its first key, so only the band is visited; soft-capped
-// scores are recomputed, capped, in backward.
-//
-// Forward work is split by (batch, head); backward by (batch, kv head), so one thread sums the
-// gradient of a shared K/V head over its q heads in a fixed order.
+// Flash attention on GEMMs: for each (batch, head), blocks of kT queries against tiles of kT
+// keys, each tile's scores Q K^T and its P V single-threaded sgemms on the lane's staged fp32
+// copies of the head (cpu_gemm_parts.h), the online softmax in between on the SIMD kernels; only
+// ctx and the log-sum-exp (fp32, natural log) are kept. Backward recomputes each tile's
+// probabilities from lse and runs dP = dO V^T, dV += P^T dO, dQ += dS K, dK += dS^T Q on GEMMs.
+// A block's tiles start at its first row's first key and end at its last row, so the shapes and
+// the bits depend on S, d and the window only. Dropout uses the naive path's mask bits: index
+// ((b * heads + h) * S + i) * S + j. Forward work is split by (batch, head); backward by
+// (batch, kv head), one lane summing the gradient of a shared K/V head over its q heads in order.
+// With no kernel set active (REMAT_SIMD=scalar) the reference loops of cpu_flash_ref.cpp run.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/cpu/cpu_flash.h"
+#include "core/backend/cpu/cpu_gemm_parts.h"
 
 namespace remat {
 
 using cpu::FV;
+using cpu::flash::FlashLayout;
+using cpu::flash::FlashWs;
+using cpu::flash::check_flash;
+using cpu::flash::kT;
 
 namespace {
 
-constexpr int kT = cpu::kFlashTile;
-
-// Per thread: K and V of one kv head [S, d], their gradients [S, d], four head vectors [d], a
-// tile of scores and a tile of dropout bits.
-struct FlashWs {
-  float *k = nullptr, *v = nullptr, *dk = nullptr, *dv = nullptr, *vec = nullptr, *s = nullptr;
-  std::uint32_t* bits = nullptr;
-  std::int64_t sd = 0;
-  int d = 0;
-  FlashWs(cpu::Arena& a, const AttnDims& dm, int threads)
-      : sd(static_cast<std::int64_t>(dm.S) * dm.d), d(dm.d) {
-    k = a.take<float>(threads * sd);
-    v = a.take<float>(threads * sd);
-    dk = a.take<float>(threads * sd);
-    dv = a.take<float>(threads * sd);
-    vec = a.take<float>(static_cast<std::int64_t>(threads) * 4 * d);
-    s = a.take<float>(static_cast<std::int64_t>(threads) * kT);
-    bits = a.take<std::uint32_t>(static_cast<std::int64_t>(threads) * kT);
+// f(i0, i1, t0, t1): each tile of keys [t0, t1) of each block of queries [i0, i1).
+template <class F>
+void for_tiles(const AttnDims& a, F&& f) {
+  for (int i0 = 0; i0 < a.S; i0 += kT) {
+    const int i1 = std::min(a.S, i0 + kT);
+    for (int t0 = a.first_key(i0); t0 < i1; t0 += kT) f(i0, i1, t0, std::min(i1, t0 + kT));
   }
+}
+
+// The keys of tile [t0, t1) that query i attends to: [lo, hi], empty when lo > hi.
+struct Band {
+  int lo, hi;
+  Band(const AttnDims& a, int i, int t0, int t1)
+      : lo(std::max(t0, a.first_key(i))), hi(std::min(t1 - 1, i)) {}
+  int n() const { return hi - lo + 1; }
 };
 
-using cpu::dot;
-
-struct FlashLayout {
-  std::int64_t width, ctx_width;
-  int S, d, heads, kv_heads, group;
-  explicit FlashLayout(const AttnDims& a)
-      : width(static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * a.d),
-        ctx_width(static_cast<std::int64_t>(a.heads) * a.d), S(a.S), d(a.d), heads(a.heads),
-        kv_heads(a.kv_heads), group(a.group()) {}
-  std::int64_t row(int b, int i) const { return (static_cast<std::int64_t>(b) * S + i) * width; }
-  std::int64_t ctx(int b, int i, int h) const {
-    return (static_cast<std::int64_t>(b) * S + i) * ctx_width + static_cast<std::int64_t>(h) * d;
-  }
-  std::int64_t lse(int b, int h, int i) const {
-    return (static_cast<std::int64_t>(b) * heads + h) * S + i;
-  }
-  std::int64_t k_col(int g) const { return static_cast<std::int64_t>(heads + g) * d; }
-  std::int64_t v_col(int g) const { return static_cast<std::int64_t>(heads + kv_heads + g) * d; }
-};
-
-void check_flash(const AttnDims& a, const char* op, const Tensor& qkv, const Tensor& ctx,
-                 const Tensor& lse, float p) {
-  cpu::check_dims(a, op);
-  if (!(p >= 0.0f && p < 1.0f))
-    throw Error(std::string("cpu ") + op + ": dropout p must be in [0, 1), got " +
-                std::to_string(p));
-  const std::int64_t rows = static_cast<std::int64_t>(a.B) * a.S;
-  cpu::check_float(qkv, op, "qkv", rows * (a.heads + 2 * a.kv_heads) * a.d);
-  cpu::check_float(ctx, op, "ctx", rows * a.heads * a.d);
-  cpu::check_dtype(lse, DType::F32, op, "lse", static_cast<std::int64_t>(a.B) * a.heads * a.S);
+// Row r of a tile [., kT] keeps [lo - t0, hi - t0] and is 0 elsewhere in [0, nt).
+void zero_outside(float* row, const Band& bd, int t0, int nt) {
+  const int a = std::max(0, bd.lo - t0), b = std::min(nt, std::max(a, bd.hi - t0 + 1));
+  std::fill(row, row + a, 0.0f);
+  std::fill(row + b, row + nt, 0.0f);
 }
 
 }  // namespace
@@ -82,8 +61,11 @@ std::uint64_t CpuBackend::ws_flash(const AttnDims& a) const {
 
 void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
                            const AttnDims& a, const DropoutKey& key, float p) {
+  const cpu::simd::Kernels* k = cpu::simd::active();
+  if (!k) return flash_fwd_ref(qkv, ctx, lse, a, key, p);
   const char* op = "flash_fwd";
   check_flash(a, op, qkv, ctx, lse, p);
+  cpu::ensure_blas_threads(1);
   cpu::Arena arena(ws_, op);
   FlashWs ws(arena, a, threads_);
   const FlashLayout L(a);
@@ -92,58 +74,59 @@ void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
   const float scale = a.scale, cap = a.softcap, keep_scale = cpu::dropout_scale(p);
   const std::uint32_t thr = dropout_threshold(p);
   const bool drop = p > 0.0f;
-  const cpu::simd::Kernels* k = cpu::simd::active();
+  const int S = L.S, d = L.d;
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
+    float* Q = ws.q + lane * ws.sd;
     float* K = ws.k + lane * ws.sd;
     float* V = ws.v + lane * ws.sd;
-    float* q = ws.vec + static_cast<std::int64_t>(lane) * 4 * L.d;
-    float* o = q + L.d;
-    float* s = ws.s + static_cast<std::int64_t>(lane) * kT;
+    float* O = ws.o + lane * ws.sd;
+    float* st = ws.t1 + static_cast<std::int64_t>(lane) * kT * kT;
+    float* m = ws.rows + static_cast<std::int64_t>(lane) * 3 * S;
+    float* l = m + S;
     std::uint32_t* bits = ws.bits + static_cast<std::int64_t>(lane) * kT;
     for (std::int64_t u = u0; u < u1; ++u) {
       const int b = static_cast<int>(u / L.heads), h = static_cast<int>(u % L.heads);
       const int g = h / L.group;
-      cpu::stage_kv_head(in, L.width, L.k_col(g), b, L.S, L.d, K);
-      cpu::stage_kv_head(in, L.width, L.v_col(g), b, L.S, L.d, V);
-      for (int i = 0; i < L.S; ++i) {
-        const std::int64_t qr = L.row(b, i) + static_cast<std::int64_t>(h) * L.d;
-        for (int c = 0; c < L.d; ++c) {
-          q[c] = in[qr + c];
-          o[c] = 0.0f;
-        }
-        float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
-        const std::uint64_t prow = static_cast<std::uint64_t>(L.lse(b, h, i)) * L.S;
-        for (int k0 = a.first_key(i); k0 <= i; k0 += kT) {
-          const int n = std::min(kT, i - k0 + 1);
-          cpu::scaled_scores(q, K, k0, n, L.d, scale, s);
-          if (cap > 0.0f) cpu::soft_cap(s, n, cap);
-          float tmx = -std::numeric_limits<float>::infinity();
-          if (k) tmx = k->row_max(s, n);
-          else
-            for (int c = 0; c < n; ++c) tmx = std::max(tmx, s[c]);
-          const float mnew = std::max(m, tmx);
-          const float alpha = std::exp(m - mnew);
-          if (drop) cpu::philox_fill(key, prow + k0, n, bits);
-          float ts = 0.0f;
-          if (k) ts = k->exp_sum(s, n, mnew, drop ? bits : nullptr, thr, keep_scale);
-          for (int c = 0; !k && c < n; ++c) {
-            const float e = std::exp(s[c] - mnew);
-            ts += e;
-            s[c] = drop ? (bits[c] >= thr ? e * keep_scale : 0.0f) : e;
+      cpu::stage_kv_head(in, L.width, L.q_col(h), b, S, d, Q);
+      cpu::stage_kv_head(in, L.width, L.k_col(g), b, S, d, K);
+      cpu::stage_kv_head(in, L.width, L.v_col(g), b, S, d, V);
+      std::fill(O, O + ws.sd, 0.0f);
+      std::fill(m, m + S, -std::numeric_limits<float>::infinity());
+      std::fill(l, l + S, 0.0f);
+      for_tiles(a, [&](int i0, int i1, int t0, int t1) {
+        const int nb = i1 - i0, nt = t1 - t0;
+        cpu::sgemm1(false, true, nb, nt, d, Q + static_cast<std::int64_t>(i0) * d, d,
+                    K + static_cast<std::int64_t>(t0) * d, d, 0.0f, st, kT);
+        for (int r = 0; r < nb; ++r) {
+          const int i = i0 + r;
+          float* row = st + static_cast<std::int64_t>(r) * kT;
+          const Band bd(a, i, t0, t1);
+          if (bd.n() > 0) {
+            const int n = bd.n();
+            float* x = row + (bd.lo - t0);
+            for (int c = 0; c < n; ++c) x[c] *= scale;
+            if (cap > 0.0f) cpu::soft_cap(x, n, cap);
+            const float mnew = std::max(m[i], k->row_max(x, n));
+            const float alpha = std::exp(m[i] - mnew);
+            if (drop)
+              cpu::philox_fill(key, static_cast<std::uint64_t>(L.lse(b, h, i)) * S + bd.lo, n, bits);
+            const float ts = k->exp_sum(x, n, mnew, drop ? bits : nullptr, thr, keep_scale);
+            l[i] = l[i] * alpha + ts;
+            float* o = O + static_cast<std::int64_t>(i) * d;
+            for (int c = 0; c < d; ++c) o[c] *= alpha;
+            m[i] = mnew;
           }
-          l = l * alpha + ts;
-          for (int c = 0; c < L.d; ++c) o[c] *= alpha;
-          for (int j = 0; j < n; ++j) {
-            const float w = s[j];
-            const float* vj = V + static_cast<std::int64_t>(k0 + j) * L.d;
-            for (int c = 0; c < L.d; ++c) o[c] += w * vj[c];
-          }
-          m = mnew;
+          zero_outside(row, bd, t0, nt);
         }
-        const std::int64_t cr = L.ctx(b, i, h);
-        for (int c = 0; c < L.d; ++c) out.set(cr + c, o[c] / l);
-        lse_out[L.lse(b, h, i)] = m + std::log(l);
+        cpu::sgemm1(false, false, nb, d, nt, st, kT, V + static_cast<std::int64_t>(t0) * d, d,
+                    1.0f, O + static_cast<std::int64_t>(i0) * d, d);
+      });
+      for (int i = 0; i < S; ++i) {
+        float* o = O + static_cast<std::int64_t>(i) * d;
+        for (int c = 0; c < d; ++c) o[c] /= l[i];
+        cpu::narrow(o, out, L.ctx(b, i, h), d, false);
+        lse_out[L.lse(b, h, i)] = m[i] + std::log(l[i]);
       }
     }
   });
@@ -152,10 +135,13 @@ void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
 void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
                            const Tensor& dctx, const Tensor& dqkv, const AttnDims& a,
                            const DropoutKey& key, float p) {
+  const cpu::simd::Kernels* k = cpu::simd::active();
+  if (!k) return flash_bwd_ref(qkv, ctx, lse, dctx, dqkv, a, key, p);
   const char* op = "flash_bwd";
   check_flash(a, op, qkv, ctx, lse, p);
   cpu::check_float(dctx, op, "dctx", ctx.numel);
   cpu::check_float(dqkv, op, "dqkv", qkv.numel);
+  cpu::ensure_blas_threads(1);
   cpu::Arena arena(ws_, op);
   FlashWs ws(arena, a, threads_);
   const FlashLayout L(a);
@@ -164,74 +150,82 @@ void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
   const float scale = a.scale, cap = a.softcap, keep_scale = cpu::dropout_scale(p);
   const std::uint32_t thr = dropout_threshold(p);
   const bool drop = p > 0.0f;
+  const int S = L.S, d = L.d;
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.kv_heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
+    float* Q = ws.q + lane * ws.sd;
+    float* G = ws.go + lane * ws.sd;
+    float* dQ = ws.o + lane * ws.sd;
     float* K = ws.k + lane * ws.sd;
     float* V = ws.v + lane * ws.sd;
     float* dK = ws.dk + lane * ws.sd;
     float* dV = ws.dv + lane * ws.sd;
-    float* q = ws.vec + static_cast<std::int64_t>(lane) * 4 * L.d;
-    float* go = q + L.d;
-    float* dq = go + L.d;
+    float* pt = ws.t1 + static_cast<std::int64_t>(lane) * kT * kT;  // scores, then P * z
+    float* dt = ws.t2 + static_cast<std::int64_t>(lane) * kT * kT;  // dP, then dS * scale
+    float* D = ws.rows + static_cast<std::int64_t>(lane) * 3 * S;   // rowsum(P * dP) = dO . O
+    float* tc = ws.s + static_cast<std::int64_t>(lane) * kT;        // capped: tanh(raw / cap)
     std::uint32_t* bits = ws.bits + static_cast<std::int64_t>(lane) * kT;
-    float* t = ws.s + static_cast<std::int64_t>(lane) * kT;  // soft-capped: tanh(raw / cap) of a tile
     for (std::int64_t u = u0; u < u1; ++u) {
       const int b = static_cast<int>(u / L.kv_heads), g = static_cast<int>(u % L.kv_heads);
-      cpu::stage_kv_head(in, L.width, L.k_col(g), b, L.S, L.d, K);
-      cpu::stage_kv_head(in, L.width, L.v_col(g), b, L.S, L.d, V);
+      cpu::stage_kv_head(in, L.width, L.k_col(g), b, S, d, K);
+      cpu::stage_kv_head(in, L.width, L.v_col(g), b, S, d, V);
       std::fill(dK, dK + ws.sd, 0.0f);
       std::fill(dV, dV + ws.sd, 0.0f);
       for (int hg = 0; hg < L.group; ++hg) {
         const int h = g * L.group + hg;
-        for (int i = 0; i < L.S; ++i) {
-          const std::int64_t qr = L.row(b, i) + static_cast<std::int64_t>(h) * L.d;
-          const std::int64_t cr = L.ctx(b, i, h);
-          float D = 0.0f;  // rowsum(P * dP) = dO . O, also under dropout
-          for (int c = 0; c < L.d; ++c) {
-            q[c] = in[qr + c];
-            go[c] = dO[cr + c];
-            dq[c] = 0.0f;
-            D += go[c] * O[cr + c];
-          }
-          const float lse_i = lse_in[L.lse(b, h, i)];
-          const std::uint64_t prow = static_cast<std::uint64_t>(L.lse(b, h, i)) * L.S;
-          for (int k0 = a.first_key(i); k0 <= i; k0 += kT) {
-            const int n = std::min(kT, i - k0 + 1);
-            if (drop) cpu::philox_fill(key, prow + k0, n, bits);
-            if (cap > 0.0f) {
-              cpu::scaled_scores(q, K, k0, n, L.d, scale, t);
-              cpu::tanh_of_quotient(t, n, cap);
-            }
-            for (int c = 0; c < n; ++c) {
-              const std::int64_t j = k0 + c;
-              const float* kj = K + j * L.d;
-              const float* vj = V + j * L.d;
-              const float score = cap > 0.0f ? t[c] * cap : dot(q, kj, L.d) * scale;
-              const float pij = std::exp(score - lse_i);
-              const float z = drop ? (bits[c] >= thr ? keep_scale : 0.0f) : 1.0f;
-              const float pz = pij * z;
-              float ds = pij * (dot(go, vj, L.d) * z - D);
-              if (cap > 0.0f) ds *= 1.0f - t[c] * t[c];
-              const float dss = ds * scale;
-              float* dkj = dK + j * L.d;
-              float* dvj = dV + j * L.d;
-              for (int e = 0; e < L.d; ++e) {
-                dvj[e] += pz * go[e];
-                dq[e] += ds * kj[e];
-                dkj[e] += dss * q[e];
+        cpu::stage_kv_head(in, L.width, L.q_col(h), b, S, d, Q);
+        cpu::stage_kv_head(dO, L.ctx_width, L.q_col(h), b, S, d, G);
+        for (int i = 0; i < S; ++i) D[i] = k->dot_refs(dO.ref(), O.ref(), L.ctx(b, i, h), d);
+        std::fill(dQ, dQ + ws.sd, 0.0f);
+        for_tiles(a, [&](int i0, int i1, int t0, int t1) {
+          const int nb = i1 - i0, nt = t1 - t0;
+          const float* Qb = Q + static_cast<std::int64_t>(i0) * d;
+          const float* Gb = G + static_cast<std::int64_t>(i0) * d;
+          cpu::sgemm1(false, true, nb, nt, d, Qb, d, K + static_cast<std::int64_t>(t0) * d, d,
+                      0.0f, pt, kT);
+          cpu::sgemm1(false, true, nb, nt, d, Gb, d, V + static_cast<std::int64_t>(t0) * d, d,
+                      0.0f, dt, kT);
+          for (int r = 0; r < nb; ++r) {
+            const int i = i0 + r;
+            float* prow = pt + static_cast<std::int64_t>(r) * kT;
+            float* drow = dt + static_cast<std::int64_t>(r) * kT;
+            const Band bd(a, i, t0, t1);
+            if (bd.n() > 0) {
+              const int n = bd.n();
+              float* x = prow + (bd.lo - t0);
+              float* y = drow + (bd.lo - t0);
+              for (int c = 0; c < n; ++c) x[c] *= scale;
+              if (cap > 0.0f) {
+                std::copy(x, x + n, tc);
+                cpu::tanh_of_quotient(tc, n, cap);
+                for (int c = 0; c < n; ++c) x[c] = tc[c] * cap;
+              }
+              k->exp_sum(x, n, lse_in[L.lse(b, h, i)], nullptr, 0, 1.0f);  // x = P
+              if (drop)
+                cpu::philox_fill(key, static_cast<std::uint64_t>(L.lse(b, h, i)) * S + bd.lo, n,
+                                 bits);
+              for (int c = 0; c < n; ++c) {
+                const float z = drop ? (bits[c] >= thr ? keep_scale : 0.0f) : 1.0f;
+                float ds = x[c] * (y[c] * z - D[i]);
+                if (cap > 0.0f) ds *= 1.0f - tc[c] * tc[c];
+                y[c] = ds * scale;
+                x[c] *= z;
               }
             }
+            zero_outside(prow, bd, t0, nt);
+            zero_outside(drow, bd, t0, nt);
           }
-          for (int c = 0; c < L.d; ++c) out.set(qr + c, out[qr + c] + dq[c] * scale);
-        }
+          cpu::sgemm1(true, false, nt, d, nb, pt, kT, Gb, d, 1.0f,
+                      dV + static_cast<std::int64_t>(t0) * d, d);
+          cpu::sgemm1(false, false, nb, d, nt, dt, kT, K + static_cast<std::int64_t>(t0) * d, d,
+                      1.0f, dQ + static_cast<std::int64_t>(i0) * d, d);
+          cpu::sgemm1(true, false, nt, d, nb, dt, kT, Qb, d, 1.0f,
+                      dK + static_cast<std::int64_t>(t0) * d, d);
+        });
+        cpu::add_head(dQ, out, L.width, L.q_col(h), b, S, d);
       }
-      for (int j = 0; j < L.S; ++j) {
-        const std::int64_t kr = L.row(b, j) + L.k_col(g), vr = L.row(b, j) + L.v_col(g);
-        for (int c = 0; c < L.d; ++c) {
-          out.set(kr + c, out[kr + c] + dK[static_cast<std::int64_t>(j) * L.d + c]);
-          out.set(vr + c, out[vr + c] + dV[static_cast<std::int64_t>(j) * L.d + c]);
-        }
-      }
+      cpu::add_head(dK, out, L.width, L.k_col(g), b, S, d);
+      cpu::add_head(dV, out, L.width, L.v_col(g), b, S, d);
     }
   });
 }

@@ -78,6 +78,8 @@ struct Kernels {
                           std::int64_t off, int c0, int nc, float* aw, float* ab);
   // GELU (kGeluTanh or kGeluErf) over [b, e): out[i] = gelu(x[i]) without dy (dy.p == nullptr),
   // else out[i] (+)= dy[i] * gelu'(x[i]).
+  // kGeluErf with bf16 x looks the value and slope up in a table of every bf16 input that the
+  // set computes once with the same code: the same bits as computing them.
   void (*gelu)(Act kind, Ref x, Ref dy, Ref out, std::int64_t b, std::int64_t e, bool acc);
   // A gated activation (kSilu: SwiGLU, kGeluTanh: GeGLU) over rows [r0, r1) of gu [rows, 2F]
   // (gate | up). Without dy: out [rows, F] = act(gate) * up; else out [rows, 2F] (+)=
@@ -104,6 +106,10 @@ struct Kernels {
   void (*div_store)(const float* s, int n, float sum, Ref out, std::int64_t at);
   // sum over k < n of a[at + k] * b[at + k] (16 partial sums).
   float (*dot_refs)(Ref a, Ref b, std::int64_t at, int n);
+  // Dropout keep flags: out[k] = (Philox bits of element first + k >= thr) for k < n, the bits of
+  // core/util/philox.h for counter words 2 and 3 c2, c3 and key seed (cpu_simd_philox.cpp).
+  void (*dropout_keep)(std::uint64_t first, std::int64_t n, std::uint32_t c2, std::uint32_t c3,
+                       std::uint64_t seed, std::uint32_t thr, std::uint8_t* out);
 };
 
 // The active kernel set, or nullptr for the scalar reference (REMAT_SIMD=scalar). Throws

@@ -1,7 +1,7 @@
 // The SIMD activation, RoPE, softmax and cross-entropy kernels of cpu_simd.h, compiled once per
 // Highway target like cpu_simd_kernels.cpp (whose kKernels lists them). Each keeps the scalar
 // reference's expressions operation by operation (core/util/gelu.h, cpu_elementwise.cpp,
-// cpu_attention.cpp, cpu_cross_entropy.cpp) with SLEEF's vector tanh, exp and erf; compiled
+// cpu_attention_ref.cpp, cpu_cross_entropy.cpp) with SLEEF's vector tanh, exp and erf; compiled
 // without fused multiply-adds.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/backend/cpu/cpu_simd_activations.cpp"
@@ -68,7 +68,53 @@ HWY_INLINE V Sigmoid(D d, V g) {
 
 // --- GELU ---
 
+// The exact GELU and its slope for each of the 65536 bf16 inputs, computed once (on first use)
+// by this target's own vector code, so that with bf16 inputs a lookup gives the very bits the
+// computation gives (the slope is then multiplied by dy as before).
+struct GeluErfTable {
+  float value[65536];
+  float slope[65536];
+};
+
+const GeluErfTable& GeluErfTables() {
+  static const GeluErfTable* const table = [] {
+    auto* t = new GeluErfTable;
+    std::uint16_t* bits = new std::uint16_t[65536];
+    for (int k = 0; k < 65536; ++k) bits[k] = static_cast<std::uint16_t>(k);
+    const Ref in{bits, true};
+    Each(0, 65536, [&](auto d, int64_t i) HWY_ATTR {
+      const auto v = Ld(d, in, i);
+      const auto ef = ErfArg(d, v);
+      hn::StoreU(GeluErfOf(d, v, ef), d, t->value + i);
+      hn::StoreU(GeluErfGradOf(d, v, ef), d, t->slope + i);
+    });
+    delete[] bits;
+    return t;
+  }();
+  return *table;
+}
+
+// table[bits of the bf16 x[i + lane]].
+template <class D>
+HWY_INLINE hn::Vec<D> LookUp(D d, const float* table, Ref x, int64_t i) {
+  const hn::Rebind<std::uint16_t, D> d16;
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const auto u = hn::PromoteTo(du, hn::LoadU(d16, static_cast<const std::uint16_t*>(x.p) + i));
+  return hn::GatherIndex(d, table, hn::BitCast(di, u));
+}
+
 void Gelu(Act kind, Ref x, Ref dy, Ref out, int64_t b, int64_t e, bool acc) {
+  if (kind == Act::kGeluErf && x.bf) {
+    const GeluErfTable& t = GeluErfTables();
+    if (!dy.p)
+      return Each(b, e, [&](auto d, int64_t i) HWY_ATTR {
+        St(d, out, i, LookUp(d, t.value, x, i));
+      });
+    return Each(b, e, [&](auto d, int64_t i) HWY_ATTR {
+      Put(d, out, i, hn::Mul(Ld(d, dy, i), LookUp(d, t.slope, x, i)), acc);
+    });
+  }
   if (kind == Act::kGeluErf) {
     if (!dy.p)
       return Each(b, e, [&](auto d, int64_t i) HWY_ATTR {

@@ -182,6 +182,9 @@ float ScaledExpSum(const float* s, int n, float a, float m);
 void XentGrad(float* s, int n, int target, float inv, float scale, float cap, float m);
 void DivStore(const float* s, int n, float sum, Ref out, int64_t at);
 float DotRefs(Ref a, Ref b, int64_t at, int n);
+// --- defined in cpu_simd_philox.cpp ---
+void DropoutKeep(std::uint64_t first, int64_t n, std::uint32_t c2, std::uint32_t c3,
+                 std::uint64_t seed, std::uint32_t thr, std::uint8_t* out);
 
 }  // namespace HWY_NAMESPACE
 }  // namespace remat::cpu::simd

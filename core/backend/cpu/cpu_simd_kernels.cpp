@@ -1,6 +1,7 @@
 // The SIMD kernel sets of cpu_simd.h, one per Highway target: this file is compiled once for each
 // (hwy/foreach_target.h) and each pass defines kKernels in its target's namespace; the activation,
-// RoPE and softmax kernels it lists are in cpu_simd_activations.cpp. Every loop runs whole
+// RoPE and softmax kernels it lists are in cpu_simd_activations.cpp, the dropout mask's in
+// cpu_simd_philox.cpp. Every loop runs whole
 // vectors, then the remaining elements one lane at a time through the same code, so a tail
 // rounds as a full vector does. Compiled without fused multiply-adds (core/CMakeLists.txt).
 #undef HWY_TARGET_INCLUDE
@@ -163,7 +164,8 @@ extern const Kernels kKernels;
 const Kernels kKernels = {HWY_TARGET == HWY_SCALAR ? "ONE_LANE" : hwy::TargetName(HWY_TARGET), HWY_TARGET, &Copy, &ScaleMask,
                           &ResidualFwd, &ResidualBwd, &AdamW, &LnFwdRow, &LnBwdRow, &RmsFwdRow,
                           &RmsBwdRow, &NormParamCols, &Gelu, &Glu, &RopeHead, &RowMax,
-                          &ExpSum, &ScaledExpSum, &XentGrad, &DivStore, &DotRefs};
+                          &ExpSum, &ScaledExpSum, &XentGrad, &DivStore, &DotRefs,
+                          &DropoutKeep};
 
 }  // namespace HWY_NAMESPACE
 }  // namespace remat::cpu::simd
