@@ -3,8 +3,9 @@
 #
 #   bench/vs_pytorch.sh [BIN] [ROUNDS] [THREADS]
 #
-# Shapes: the presets tiny and small, and gpt2-124m at seq 128, batch 1 (its dropout 0, flash
-# attention on our side; PyTorch writes attention out). Every round runs each (shape, dtype)
+# Shapes: the presets tiny and small (their naive attention, and small again with flash attention
+# on our side), and gpt2-124m at seq 128, batch 1 (its dropout 0, flash attention on our side).
+# PyTorch writes attention out in every case. Every round runs each (shape, dtype)
 # once in RematLab (`run --steps 5 --warmup 1 --threads THREADS`, its median counted step) and
 # once in PyTorch (bench/pytorch_step.py, same steps, torch.set_num_threads(THREADS)), one
 # after the other, so a change in the machine's load falls on both; the table gives the median
@@ -20,8 +21,8 @@ TORCH_BLAS_THREADS=${TORCH_BLAS_THREADS:-$THREADS}
 HERE=$(cd "$(dirname "$0")" && pwd)
 PRESETS=$HERE/../resources/presets
 PY=/usr/bin/python3
-# name preset seq batch
-SHAPES=("tiny tiny 0 0" "small small 0 0" "gpt2-124m-s128 gpt2-124m 128 1")
+# name preset seq batch attention (ours; - keeps the preset's)
+SHAPES=("tiny tiny 0 0 -" "small small 0 0 -" "small-flash small 0 0 flash" "gpt2-124m-s128 gpt2-124m 128 1 -")
 DTYPES=(bf16 fp32)
 WORK=$(mktemp -d /tmp/rematlab-vs-pytorch.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -31,13 +32,15 @@ median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (
 echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; $ROUNDS rounds; $THREADS threads; PyTorch OPENBLAS_NUM_THREADS=$TORCH_BLAS_THREADS; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for r in $(seq 1 "$ROUNDS"); do
   for s in "${SHAPES[@]}"; do
-    read -r name preset seq batch <<< "$s"
+    read -r name preset seq batch attn <<< "$s"
     over=()
     [ "$seq" != 0 ] && over+=(--seq "$seq")
     [ "$batch" != 0 ] && over+=(--batch "$batch")
+    ours=()
+    [ "$attn" != - ] && ours+=(--attention "$attn")
     for dt in "${DTYPES[@]}"; do
       out=$WORK/run-$name-$dt-$r
-      "$BIN" run --model "$preset" --dtype "$dt" "${over[@]}" --steps 5 --warmup 1 \
+      "$BIN" run --model "$preset" --dtype "$dt" "${over[@]}" ${ours[@]+"${ours[@]}"} --steps 5 --warmup 1 \
         --threads "$THREADS" --out "$out" > /dev/null
       grep -o '"step_time_ms_median": *[0-9.e+-]*' "$out/summary.json" | sed 's/.*: *//' \
         >> "$WORK/$name-$dt.ours"
@@ -53,7 +56,7 @@ done
 
 printf '| shape | dtype | RematLab ms | PyTorch ms | RematLab / PyTorch |\n| --- | --- | --- | --- | --- |\n'
 for s in "${SHAPES[@]}"; do
-  read -r name _ _ _ <<< "$s"
+  read -r name _ _ _ _ <<< "$s"
   for dt in "${DTYPES[@]}"; do
     a=$(median < "$WORK/$name-$dt.ours")
     b=$(median < "$WORK/$name-$dt.torch")

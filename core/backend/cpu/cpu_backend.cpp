@@ -82,61 +82,6 @@ void add_head(const float* in, FV t, std::int64_t row_width, std::int64_t col, i
            (static_cast<std::int64_t>(b) * S + s) * row_width + col, d, true);
 }
 
-ThreadPool::ThreadPool(int size) : size_(size) {
-  for (int lane = 1; lane < size; ++lane) workers_.emplace_back([this, lane] { worker(lane); });
-}
-
-ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  start_cv_.notify_all();
-  for (auto& t : workers_) t.join();
-}
-
-void ThreadPool::run(int lanes, void (*fn)(void*, int), void* ctx) {
-  if (lanes <= 1) {
-    fn(ctx, 0);
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    fn_ = fn;
-    ctx_ = ctx;
-    lanes_ = lanes;
-    pending_ = lanes - 1;
-    ++generation_;
-  }
-  start_cv_.notify_all();
-  fn(ctx, 0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
-}
-
-void ThreadPool::worker(int lane) {
-  std::uint64_t seen = 0;
-  for (;;) {
-    void (*fn)(void*, int) = nullptr;
-    void* ctx = nullptr;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      if (lane >= lanes_) continue;
-      fn = fn_;
-      ctx = ctx_;
-    }
-    fn(ctx, lane);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      --pending_;
-    }
-    done_cv_.notify_one();
-  }
-}
-
 }  // namespace cpu
 
 using cpu::FV;

@@ -2,15 +2,13 @@
 // argument checks, the workspace arena, the thread pool and batched Philox bits.
 #pragma once
 #include <algorithm>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/backend/backend.h"
 #include "core/backend/cpu/cpu_simd.h"
+#include "core/backend/cpu/cpu_thread_pool.h"
 #include "core/backend/tensor.h"
 #include "core/util/bf16.h"
 #include "core/util/error.h"
@@ -85,31 +83,6 @@ class Arena {
   std::uint64_t cap_ = 0, used_ = 0;
   bool measure_ = true;
   const char* op_ = "";
-};
-
-// --- thread pool: `size` lanes, lane 0 is the calling thread. Work is split by the callers
-// into fixed partitions over independent outputs, so results never depend on scheduling. ---
-class ThreadPool {
- public:
-  explicit ThreadPool(int size);
-  ~ThreadPool();
-  ThreadPool(const ThreadPool&) = delete;
-  ThreadPool& operator=(const ThreadPool&) = delete;
-  int size() const { return size_; }
-  // Runs fn(ctx, lane) for lane in [0, lanes), lanes <= size(); returns when all are done.
-  void run(int lanes, void (*fn)(void*, int), void* ctx);
-
- private:
-  void worker(int lane);
-  int size_;
-  std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable start_cv_, done_cv_;
-  std::uint64_t generation_ = 0;
-  int lanes_ = 0, pending_ = 0;
-  bool stop_ = false;
-  void (*fn_)(void*, int) = nullptr;
-  void* ctx_ = nullptr;
 };
 
 // OpenBLAS's thread count is global to the process; GEMM ops set it back to 1 (each lane of the
