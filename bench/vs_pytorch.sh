@@ -3,9 +3,9 @@
 #
 #   bench/vs_pytorch.sh [BIN] [ROUNDS] [THREADS]
 #
-# Shapes: the presets tiny and small (their naive attention, and small again with flash attention
-# on our side), and gpt2-124m at seq 128, batch 1 (its dropout 0, flash attention on our side).
-# PyTorch writes attention out in every case. Every round runs each (shape, dtype)
+# Shapes: the presets tiny and small with their naive attention and again with flash attention
+# on our side, and gpt2-124m at seq 128, batch 1 (its dropout 0) with its flash attention and
+# again with naive attention. PyTorch writes attention out in every case. Every round runs each (shape, dtype)
 # once in RematLab (`run --steps 5 --warmup 1 --threads THREADS`, its median counted step) and
 # once in PyTorch (bench/pytorch_step.py, same steps, torch.set_num_threads(THREADS)), one
 # after the other, so a change in the machine's load falls on both; the table gives the median
@@ -22,7 +22,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 PRESETS=$HERE/../resources/presets
 PY=/usr/bin/python3
 # name preset seq batch attention (ours; - keeps the preset's)
-SHAPES=("tiny tiny 0 0 -" "small small 0 0 -" "small-flash small 0 0 flash" "gpt2-124m-s128 gpt2-124m 128 1 -")
+SHAPES=("tiny tiny 0 0 -" "tiny-flash tiny 0 0 flash" "small small 0 0 -" "small-flash small 0 0 flash"
+        "gpt2-124m-s128 gpt2-124m 128 1 -" "gpt2-124m-s128-naive gpt2-124m 128 1 naive")
 DTYPES=(bf16 fp32)
 WORK=$(mktemp -d /tmp/rematlab-vs-pytorch.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT

@@ -3,11 +3,40 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <string_view>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "core/util/error.h"
 
 namespace remat {
+
+namespace {
+
+const char* g_heap_mode = "system";
+
+void retain_freed_heap() {
+  const char* e = std::getenv("REMAT_HOST_HEAP");
+  if (e && std::string_view(e) == "system") return;
+#if defined(__GLIBC__)
+  // Both calls only change thresholds; a failed one leaves malloc's default.
+  const bool trim = mallopt(M_TRIM_THRESHOLD, INT32_MAX) == 1;
+  const bool mmaps = mallopt(M_MMAP_MAX, 0) == 1;
+  if (trim && mmaps) g_heap_mode = "retained";
+#endif
+}
+
+}  // namespace
+
+const char* host_heap_mode() { return g_heap_mode; }
+
+HeapMemory::HeapMemory() {
+  static std::once_flag once;
+  std::call_once(once, retain_freed_heap);
+}
 
 // 64-byte aligned blocks from plain malloc: the block is 64 bytes longer and the pointer malloc
 // gave sits just below the aligned address. aligned_alloc asks malloc for more than a freed block

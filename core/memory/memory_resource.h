@@ -20,8 +20,16 @@ class MemoryResource {
 };
 
 // Aligned heap memory. Used by the CPU backend for both spaces.
+//
+// The first HeapMemory of a process tells glibc's malloc to keep what is freed (no trimming of
+// the heap's top, no blocks of their own mapping): a step frees and allocates the same sizes every
+// step, and memory handed back to the system is faulted in again on its next use, a cost of the
+// allocator (20-30% of a small model's CPU step, growing with the memory a policy keeps) that no
+// op has. The process's memory then stays at its high-water mark. REMAT_HOST_HEAP=system leaves
+// malloc's defaults. `host_heap_mode()` says which is in force ("retained" or "system").
 class HeapMemory final : public MemoryResource {
  public:
+  HeapMemory();
   void* allocate(std::size_t bytes) override;
   void deallocate(void* p, std::size_t bytes) override;
   void poison(void* p, std::size_t bytes) override;
@@ -30,6 +38,8 @@ class HeapMemory final : public MemoryResource {
  private:
   std::uint64_t reserved_ = 0;
 };
+
+const char* host_heap_mode();
 
 // No memory at all: hands out distinct placeholder addresses. Used by the simulator.
 class VirtualMemory final : public MemoryResource {

@@ -109,6 +109,7 @@ std::vector<std::pair<std::string, std::string>> CpuBackend::describe() const {
   d.emplace_back("threads", std::to_string(threads_));
   d.emplace_back("blas_threads", "1");  // per lane: each GEMM is split over the pool (cpu_gemm_parts.h)
   d.emplace_back("simd_target", cpu::simd::active_name());
+  d.emplace_back("host_heap", host_heap_mode());  // HeapMemory: freed memory kept or trimmed
   d.emplace_back("gemm", cpu::gemm_path_name());  // bf16 GEMMs: oneDNN or widened to sgemm
   std::string model = "unknown";
   std::ifstream in("/proc/cpuinfo");
