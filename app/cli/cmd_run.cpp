@@ -69,11 +69,24 @@ int run(RunOptions o) {
   load_plugins(reg, !o.json);
   before_run.mark("plugins");
   const std::optional<StepCosts> costs = load_step_costs(o.policy.costs_from, m);
-  // A tensor-parallel rank's policy plans its own block table.
+  // A tensor-parallel rank's or a pipeline stage's policy plans its own block table (a stage's:
+  // one micro-batch of its blocks).
   ParallelLayout layout;
   layout.tp = o.dist.tp;
   layout.sp = o.dist.sp;
-  Schedule s = o.dist.tp > 1 ? o.policy.plan(reg, per_rank_graph(m, layout), costs) : o.policy.plan(reg, m, costs);
+  ModelConfig planned = m;
+  int stage = 0;
+  if (o.dist.pp > 1) {
+    layout.pp = o.dist.pp;
+    layout.micro_batches = o.dist.micro_batches_or_default();
+    layout.first_stage_layers = o.dist.first_stage_layers;
+    layout.last_stage_layers = o.dist.last_stage_layers;
+    layout.dp = rank ? rank->dist.dp : 1;
+    planned.batch = m.batch / layout.micro_batches;
+    stage = rank ? rank->pp_rank : 0;
+  }
+  Schedule s = o.dist.tp > 1 || o.dist.pp > 1 ? o.policy.plan(reg, per_rank_graph(planned, layout, stage), costs)
+                                              : o.policy.plan(reg, m, costs);
   // Refuse an output directory that would be refused at the end before spending the run on it.
   if (!o.out.empty()) check_output_dir(o.out, o.force);
   std::optional<std::uint64_t> budget;
