@@ -62,7 +62,9 @@ int run(RunOptions o) {
   ModelConfig m = o.model.resolve();
   // Data parallelism: this process launches the ranks, or is one of them (dist_run.h).
   const std::optional<RankEnv> rank_env = rank_from_env();
-  if (!rank_env && (o.dist.world() > 1 || o.dist.pp > 1 || o.dist.zero > 0)) return launch_ranks(o.dist, m, o.train, o.out, o.force, o.json);
+  if (!rank_env && (o.dist.world() > 1 || o.dist.pp > 1 || o.dist.zero > 0 || o.dist.micro_batches > 1 ||
+                    o.dist.first_stage_layers > 0 || o.dist.last_stage_layers > 0))
+    return launch_ranks(o.dist, m, o.train, o.out, o.force, o.json);
   std::optional<RankRun> rank;
   if (rank_env) rank = join_ranks(*rank_env, o.dist, m, o.train, o.out);
   PolicyRegistry reg;
