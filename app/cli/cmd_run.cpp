@@ -62,18 +62,33 @@ int run(RunOptions o) {
   ModelConfig m = o.model.resolve();
   // Data parallelism: this process launches the ranks, or is one of them (dist_run.h).
   const std::optional<RankEnv> rank_env = rank_from_env();
-  if (!rank_env && (o.dist.world() > 1 || o.dist.pp > 1 || o.dist.zero > 0)) return launch_ranks(o.dist, m, o.train, o.out, o.force, o.json);
+  if (!rank_env && (o.dist.world() > 1 || o.dist.pp > 1 || o.dist.zero > 0 || o.dist.micro_batches > 1 ||
+                    o.dist.first_stage_layers > 0 || o.dist.last_stage_layers > 0))
+    return launch_ranks(o.dist, m, o.train, o.out, o.force, o.json);
   std::optional<RankRun> rank;
   if (rank_env) rank = join_ranks(*rank_env, o.dist, m, o.train, o.out);
   PolicyRegistry reg;
   load_plugins(reg, !o.json);
   before_run.mark("plugins");
   const std::optional<StepCosts> costs = load_step_costs(o.policy.costs_from, m);
-  // A tensor-parallel rank's policy plans its own block table.
+  // A tensor-parallel rank's or a pipeline stage's policy plans its own block table (a stage's:
+  // one micro-batch of its blocks).
   ParallelLayout layout;
   layout.tp = o.dist.tp;
   layout.sp = o.dist.sp;
-  Schedule s = o.dist.tp > 1 ? o.policy.plan(reg, per_rank_graph(m, layout), costs) : o.policy.plan(reg, m, costs);
+  ModelConfig planned = m;
+  int stage = 0;
+  if (o.dist.pp > 1) {
+    layout.pp = o.dist.pp;
+    layout.micro_batches = o.dist.micro_batches_or_default();
+    layout.first_stage_layers = o.dist.first_stage_layers;
+    layout.last_stage_layers = o.dist.last_stage_layers;
+    layout.dp = rank ? rank->dist.dp : 1;
+    planned.batch = m.batch / layout.micro_batches;
+    stage = rank ? rank->pp_rank : 0;
+  }
+  Schedule s = o.dist.tp > 1 || o.dist.pp > 1 ? o.policy.plan(reg, per_rank_graph(planned, layout, stage), costs)
+                                              : o.policy.plan(reg, m, costs);
   // Refuse an output directory that would be refused at the end before spending the run on it.
   if (!o.out.empty()) check_output_dir(o.out, o.force);
   std::optional<std::uint64_t> budget;

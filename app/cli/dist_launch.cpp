@@ -140,7 +140,9 @@ std::string wait_ranks(std::vector<Child>& kids, pid_t group) {
 
 void print_ranks(const nlohmann::json& j, const std::string& out) {
   std::cout << "parallel         " << j["world_size"].get<int>() << " ranks (tp " << j.value("tp", 1)
-            << (j.value("sp", false) ? " sp" : "") << ", dp " << j["dp"].get<int>() << "), ZeRO "
+            << (j.value("sp", false) ? " sp" : "") << ", dp " << j["dp"].get<int>();
+  if (j.value("pp", 1) > 1) std::cout << ", pp " << j["pp"].get<int>() << " × " << j.value("micro_batches", 1) << " micro-batches";
+  std::cout << "), ZeRO "
             << j["zero"].get<int>() << ", global batch " << j["global_batch"].get<std::int64_t>() << "\n";
   if (j.contains("loss")) {
     std::cout << "loss";
@@ -149,6 +151,7 @@ void print_ranks(const nlohmann::json& j, const std::string& out) {
   }
   for (const auto& r : j["ranks"]) {
     std::cout << "rank " << r["rank"].get<int>() << "           ";
+    if (j.value("pp", 1) > 1) std::cout << "stage " << r.value("pp_rank", 0) << ": ";
     if (r.contains("peak_bytes"))
       std::cout << "peak " << human_bytes(r["peak_bytes"].get<std::uint64_t>()) << " (predicted "
                 << human_bytes(r.value("predicted_peak_bytes", std::uint64_t{0})) << "), step "

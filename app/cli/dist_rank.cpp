@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/dist/gloo_communicator.h"
+#include "core/engine/pipeline_stage.h"
 #include "core/engine/tensor_parallel.h"
 #include "core/graph/parallel_layout.h"
 #include "cli_common.h"
@@ -42,9 +43,15 @@ void DistOptions::add(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app.add_flag("--sp", sp, "sequence parallelism over the tensor-parallel ranks (needs --tp > 1)");
-  app.add_option("--pp", pp, "pipeline stages: runs refuse more than 1 (plan --pp predicts them)")
+  app.add_option("--pp", pp, "pipeline stages P: the blocks split over P processes, micro-batches in the 1F1B order")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  app.add_option("--micro-batches", micro_batches, "micro-batches N per replica and step with --pp (default P; at least P)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--first-stage-layers", first_stage_layers, "blocks of the first pipeline stage when it differs")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--last-stage-layers", last_stage_layers, "blocks of the last pipeline stage when it differs")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--zero", zero, "ZeRO stage over the data-parallel ranks: 1 shards the AdamW moments, 2 the gradients too, 3 the parameters too")
       ->capture_default_str()
       ->check(CLI::Range(0, 3));
@@ -84,30 +91,47 @@ std::optional<RankEnv> rank_from_env() {
 
 ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int world,
                           const TrainOptions& train) {
-  if (d.pp > 1)
-    throw ConfigError("pp", "runs do not execute pipeline stages (--pp " + std::to_string(d.pp) +
-                                "); `rematlab-batch plan --pp " + std::to_string(d.pp) + "` predicts them");
-  const int replicas = world / std::max(1, d.tp);
+  const int replicas = world / std::max(1, d.tp * d.pp);
+  const int n = d.micro_batches_or_default();
+  if (d.pp == 1 && d.micro_batches > 1)
+    throw ConfigError("micro-batches", std::to_string(d.micro_batches) + " micro-batches need pipeline stages (--pp 2 or more)");
+  if (d.pp == 1 && (d.first_stage_layers > 0 || d.last_stage_layers > 0))
+    throw ConfigError(d.first_stage_layers > 0 ? "first-stage-layers" : "last-stage-layers",
+                      "needs pipeline stages (--pp 2 or more)");
   ParallelLayout p;
   p.dp = replicas;
   p.tp = d.tp;
   p.sp = d.sp;
   p.zero = d.zero;
   p.global_batch = global.batch;
-  p.micro_batches = 1;
+  p.micro_batches = n;
   ModelConfig m = global;
-  m.batch = global.batch % replicas == 0 ? global.batch / replicas : 1;  // not divisible: refused below
+  if (global.batch % (static_cast<std::int64_t>(replicas) * n) != 0)
+    throw ConfigError("batch", "the global batch of " + std::to_string(global.batch) +
+                                   " sequences is not divisible by --dp " + std::to_string(replicas) +
+                                   " × --micro-batches " + std::to_string(n) + " (" +
+                                   std::to_string(replicas * n) + ")");
+  m.batch = static_cast<int>(global.batch / (static_cast<std::int64_t>(replicas) * n));  // the micro-batch
+  ParallelLayout one = p;
+  if (d.pp > 1) {
+    p.pp = d.pp;
+    p.first_stage_layers = d.first_stage_layers;
+    p.last_stage_layers = d.last_stage_layers;
+    check_pipeline(m, p);
+  }
   validate_layout(p, m);
-  if (d.tp > 1) check_tensor_parallel(m, p);
+  if (d.tp > 1) check_tensor_parallel(m, one);
+  m.batch *= n;  // the replica's batch
   if (d.zero != 0 && replicas < 2)
     throw ConfigError("zero", "ZeRO-" + std::to_string(d.zero) + " shards over the data-parallel ranks; --dp is " +
                                   std::to_string(replicas) + " (use --dp 2 or more)");
+  const char* kind = d.pp > 1 ? "pipeline" : d.tp > 1 ? "tensor" : "data";
   if (world > 1 && train.device != "cpu")
-    throw ConfigError("device", std::string(d.tp > 1 ? "tensor" : "data") +
+    throw ConfigError("device", std::string(kind) +
                                     "-parallel runs run on the CPU (their collectives move host memory), got " +
                                     train.device);
   if (world > 1 && m.dtype != DType::F32)
-    throw ConfigError("dtype", std::string(d.tp > 1 ? "tensor" : "data") +
+    throw ConfigError("dtype", std::string(kind) +
                                    "-parallel runs sum fp32 values, the model is " +
                                    to_string(m.dtype) + " (use --dtype fp32)");
   return m;
@@ -117,13 +141,17 @@ RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, Train
                    std::string& out) {
   RankRun r;
   r.env = e;
-  r.zero = d.zero;
-  if (e.size % d.tp != 0)
-    throw ConfigError("tp", "the world of " + std::to_string(e.size) + " ranks is not divisible by --tp " +
-                                std::to_string(d.tp));
+  if (e.size % (d.tp * d.pp) != 0)
+    throw ConfigError(d.pp > 1 ? "pp" : "tp", "the world of " + std::to_string(e.size) +
+                                                  " ranks is not divisible by --tp " + std::to_string(d.tp) +
+                                                  " × --pp " + std::to_string(d.pp));
   m = replica_model(m, d, e.size, train);
+  const int replicas = e.size / (d.tp * d.pp);
   r.tp_rank = e.rank % d.tp;
-  r.dp_rank = e.rank / d.tp;
+  r.dp_rank = (e.rank / d.tp) % replicas;
+  r.pp_rank = e.rank / (d.tp * replicas);
+  r.dist = d;
+  r.dist.dp = replicas;
   train.threads = std::max(1, train.threads / e.size);
   if (!e.ours && !out.empty()) {
     r.parent_out = out;
@@ -137,7 +165,6 @@ RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, Train
   // A peer that died makes writes to its socket fail with EPIPE (an Error from Gloo naming the
   // collective), not kill this rank with SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
-  const int replicas = e.size / d.tp;
   auto group = [&](int rank, int size, const std::string& prefix) -> std::unique_ptr<Communicator> {
     if (size == 1) return std::make_unique<NullCommunicator>();
     GlooOptions g;
@@ -148,27 +175,50 @@ RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, Train
     g.timeout = std::chrono::milliseconds(static_cast<long long>(d.timeout_s * 1000.0));
     return std::make_unique<GlooCommunicator>(g);
   };
-  // Two groups over one rendezvous: the T ranks of a replica, the D ranks of one tensor slice.
-  if (d.tp > 1) r.tp_comm = group(r.tp_rank, d.tp, "rematlab-tp-" + std::to_string(r.dp_rank));
-  r.comm = group(r.dp_rank, replicas, d.tp > 1 ? "rematlab-dp-" + std::to_string(r.tp_rank) : "rematlab");
+  // Groups over one rendezvous, made in the same order on every rank: the T ranks of a replica's
+  // stage, the D ranks of one stage's tensor slice, the P stages of one replica's tensor slice,
+  // and with a tied embedding the first and the last of those stages.
+  const std::string st = d.pp > 1 ? std::to_string(r.pp_rank) + "-" : "";
+  if (d.tp > 1) r.tp_comm = group(r.tp_rank, d.tp, "rematlab-tp-" + st + std::to_string(r.dp_rank));
+  r.comm = group(r.dp_rank, replicas,
+                 d.tp > 1 || d.pp > 1 ? "rematlab-dp-" + st + std::to_string(r.tp_rank) : "rematlab");
+  const std::string slice = std::to_string(r.dp_rank) + "-" + std::to_string(r.tp_rank);
+  if (d.pp > 1) {
+    r.pp_comm = group(r.pp_rank, d.pp, "rematlab-pp-" + slice);
+    if (m.tied_embeddings && (r.pp_rank == 0 || r.pp_rank == d.pp - 1))
+      r.tie_comm = group(r.pp_rank == 0 ? 0 : 1, 2, "rematlab-tie-" + slice);
+  }
   train.comm = r.comm.get();
   train.tp_comm = r.tp_comm.get();
+  train.pp_comm = r.pp_comm.get();
+  train.tie_comm = r.tie_comm.get();
   train.tp = d.tp;
   train.sp = d.sp;
   train.zero = d.zero;
+  train.pp = d.pp;
+  train.micro_batches = d.micro_batches_or_default();
+  train.first_stage_layers = d.first_stage_layers;
+  train.last_stage_layers = d.last_stage_layers;
   return r;
 }
 
 void note_comm(Trace& t, const RankRun& r) {
   const int steps = static_cast<int>(t.step_stats.size());
   const std::uint64_t per_step = steps ? r.comm->bytes_recorded() / static_cast<std::uint64_t>(steps) : 0;
-  const std::uint64_t tp_bytes = r.tp_comm ? r.tp_comm->bytes_recorded() : 0;
-  const std::uint64_t tp_per_step = steps ? tp_bytes / static_cast<std::uint64_t>(steps) : 0;
+  std::uint64_t other = 0;
+  for (const auto* c : {r.tp_comm.get(), r.pp_comm.get(), r.tie_comm.get()})
+    if (c) other += c->bytes_recorded();
+  const std::uint64_t other_per_step = steps ? other / static_cast<std::uint64_t>(steps) : 0;
   t.provenance.emplace_back("dp_rank", std::to_string(r.dp_rank));
   t.provenance.emplace_back("dp_world_size", std::to_string(r.comm->size()));
   t.provenance.emplace_back("tp_rank", std::to_string(r.tp_rank));
   t.provenance.emplace_back("tp_world_size", std::to_string(r.tp_comm ? r.tp_comm->size() : 1));
-  t.provenance.emplace_back("comm_bytes_per_step", std::to_string(per_step + tp_per_step));
+  t.provenance.emplace_back("pp_rank", std::to_string(r.pp_rank));
+  t.provenance.emplace_back("pp_world_size", std::to_string(r.pp_comm ? r.pp_comm->size() : 1));
+  t.provenance.emplace_back("micro_batches", std::to_string(r.dist.micro_batches_or_default()));
+  t.provenance.emplace_back("sp", r.dist.sp ? "true" : "false");
+  t.provenance.emplace_back("zero", std::to_string(r.dist.zero));
+  t.provenance.emplace_back("comm_bytes_per_step", std::to_string(per_step + other_per_step));
 }
 
 int finish_rank(RankRun& r, const Trace& t) {
@@ -177,18 +227,16 @@ int finish_rank(RankRun& r, const Trace& t) {
     // Under another launcher rank 0 writes the summary once every rank has written its own.
     std::string failure = t.complete ? "" : "rank " + std::to_string(r.env.rank) + ": " + t.error;
     try {
-      r.comm->barrier("run directories written");
+      // Every rank has written once rank 0 is past all three: each group's barrier waits for
+      // ranks that passed the groups before it.
+      for (Communicator* c : {r.tp_comm.get(), r.comm.get(), r.pp_comm.get()})
+        if (c) c->barrier("run directories written");
     } catch (const Error& e) {
       failure = e.what();
       code = 1;
     }
-    if (r.env.rank == 0) {
-      DistOptions d;
-      d.dp = r.comm->size();
-      d.tp = r.tp_comm ? r.tp_comm->size() : 1;
-      d.zero = r.zero;
-      write_ranks_summary(r.parent_out, r.env.size, d, t.model.batch * d.dp, failure);
-    }
+    if (r.env.rank == 0)
+      write_ranks_summary(r.parent_out, r.env.size, r.dist, t.model.batch * r.dist.dp, failure);
   }
   return code;
 }

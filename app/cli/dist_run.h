@@ -20,8 +20,11 @@ struct DistOptions {
   int dp = 1;               // D: data-parallel ranks
   int tp = 1;               // T: tensor-parallel ranks per replica (rank = d·T + t)
   bool sp = false;          // sequence parallelism over the T ranks
-  int pp = 1;               // pipeline stages: refused by run (plan predicts them)
-  int world() const { return dp * tp; }
+  int pp = 1;               // P: pipeline stages (1F1B); rank = (p·D + d)·T + t
+  int micro_batches = 0;    // N per replica and step with pp > 1 (0: P)
+  int first_stage_layers = 0, last_stage_layers = 0;  // blocks of the first / last stage (0: L/P)
+  int world() const { return dp * tp * pp; }
+  int micro_batches_or_default() const { return pp > 1 ? (micro_batches > 0 ? micro_batches : pp) : 1; }
   int zero = 0;             // ZeRO stage over the D ranks (zero_shard.h); needs dp > 1
   double timeout_s = 60;    // rendezvous and every collective; a rank past it ends the job
   void add(CLI::App& app);
@@ -41,8 +44,9 @@ std::optional<RankEnv> rank_from_env();
 
 // The model one of `world` replicas trains: the model's batch is the global batch, split over
 // the replicas, after ParallelLayout's checks (batch divisible by D, zero 0..3, heads, kv-heads,
-// ffn and vocab divisible by T, the sequence with sp) and the runs' own (ZeRO only with D > 1,
-// no pipeline stages, the CPU, fp32). Throws ConfigError / Error with the numbers.
+// ffn and vocab divisible by T, the sequence with sp, layers by P, at least P micro-batches,
+// the replica's batch by N) and the runs' own (ZeRO only with D > 1 and without pipeline
+// stages, the CPU, fp32). The world is T·D·P ranks. Throws ConfigError / Error with the numbers.
 ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int world,
                           const TrainOptions& train);
 
@@ -57,11 +61,13 @@ int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOpt
 // --dump-batch (--save-weights and --save-grads: every rank takes part, rank 0 writes).
 struct RankRun {
   RankEnv env;
-  int tp_rank = 0, dp_rank = 0;          // rank = dp_rank·T + tp_rank
-  std::unique_ptr<Communicator> comm;     // over the D replicas (the same tp_rank)
-  std::unique_ptr<Communicator> tp_comm;  // over the T ranks of this replica; null when T = 1
+  int tp_rank = 0, dp_rank = 0, pp_rank = 0;  // rank = (pp_rank·D + dp_rank)·T + tp_rank
+  std::unique_ptr<Communicator> comm;     // over the D replicas (the same stage and tp_rank)
+  std::unique_ptr<Communicator> tp_comm;  // over the T ranks of this replica's stage; null when T = 1
+  std::unique_ptr<Communicator> pp_comm;  // over the P stages (the same dp_rank, tp_rank); null when P = 1
+  std::unique_ptr<Communicator> tie_comm; // a tied embedding's first and last stage; else null
+  DistOptions dist;                       // the layout, for ranks.json
   std::string parent_out;  // under another launcher: OUT, where rank 0 writes ranks.json
-  int zero = 0;            // the ZeRO stage, for ranks.json
 };
 RankRun join_ranks(const RankEnv& env, const DistOptions& d, ModelConfig& m, TrainOptions& train,
                    std::string& out);

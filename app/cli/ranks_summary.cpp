@@ -32,8 +32,11 @@ nlohmann::json write_ranks_summary(const std::string& dir, int world, const Dist
   j["format"] = schema::kRanksFormat;
   j["format_version"] = schema::kRanksFormatVersion;
   j["world_size"] = world;
-  j["dp"] = world / std::max(1, d.tp);
+  const int T = std::max(1, d.tp), P = std::max(1, d.pp), D = std::max(1, world / (T * P));
+  j["dp"] = D;
   j["tp"] = d.tp;
+  j["pp"] = P;
+  j["micro_batches"] = d.micro_batches_or_default();
   j["sp"] = d.sp;
   j["zero"] = d.zero;
   j["global_batch"] = global_batch;
@@ -41,8 +44,9 @@ nlohmann::json write_ranks_summary(const std::string& dir, int world, const Dist
   nlohmann::json ranks = nlohmann::json::array();
   for (int r = 0; r < world; ++r) {
     const std::string sub = "rank-" + std::to_string(r);
-    nlohmann::json row = {{"rank", r}, {"dir", sub}, {"tp_rank", r % std::max(1, d.tp)},
-                          {"dp_rank", r / std::max(1, d.tp)}};
+    // rank = (pp_rank·D + dp_rank)·T + tp_rank
+    nlohmann::json row = {{"rank", r}, {"dir", sub}, {"tp_rank", r % T}, {"dp_rank", (r / T) % D},
+                          {"pp_rank", r / (T * D)}};
     const fs::path file = fs::path(dir) / sub / "summary.json";
     std::error_code ec;
     if (!fs::is_regular_file(file, ec)) {

@@ -87,10 +87,16 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
   spec.layout.tp = o.tp;
   spec.layout.sp = o.sp;
   spec.layout.zero = o.zero;
+  spec.layout.pp = o.pp;
+  spec.layout.micro_batches = o.micro_batches;
+  spec.layout.first_stage_layers = o.first_stage_layers;
+  spec.layout.last_stage_layers = o.last_stage_layers;
+  spec.pp_comm = o.pp_comm;
+  spec.tie_comm = o.tie_comm;
   if (!o.memory_limit.empty()) spec.memory_limit = parse_bytes("memory-limit", o.memory_limit);
   SteadyClock clock;
   Device dev = make_device(o.device, o.threads, clock, !o.no_profile);
-  if (dev.profiler) dev.profiler->set_comm_groups(layout_groups(o.comm, o.tp_comm));
+  if (dev.profiler) dev.profiler->set_comm_groups(layout_groups(o.comm, o.tp_comm, o.pp_comm, o.tie_comm));
   const double device_ms = static_cast<double>(clock.now_ns()) / 1e6;
   RunCallbacks cb;
   cb.cancel = cancel;

@@ -27,6 +27,9 @@ struct TrainOptions {
   int tp = 1;
   bool sp = false;
   int zero = 0;  // ZeRO stage over comm's ranks (dist_run.h)
+  Communicator* pp_comm = nullptr;   // a pipeline stage's group of the P stages (dist_run.h)
+  Communicator* tie_comm = nullptr;  // the first and the last stage, with a tied embedding
+  int pp = 1, micro_batches = 1, first_stage_layers = 0, last_stage_layers = 0;
   void add(CLI::App& app);
 };
 

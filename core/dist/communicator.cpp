@@ -11,12 +11,14 @@ const char* to_string(CommKind k) {
     case CommKind::AllGather: return "all_gather";
     case CommKind::Broadcast: return "broadcast";
     case CommKind::Barrier: return "barrier";
+    case CommKind::Send: return "send";
+    case CommKind::Recv: return "recv";
   }
   return "?";
 }
 
-void Communicator::record(CommKind k, const std::string& what, std::uint64_t bytes) {
-  records_.push_back({k, what, bytes, size()});
+void Communicator::record(CommKind k, const std::string& what, std::uint64_t bytes, int peer) {
+  records_.push_back({k, what, bytes, peer < 0 ? size() : 2, peer});
 }
 
 std::uint64_t Communicator::bytes_recorded() const {
@@ -90,6 +92,38 @@ void Communicator::broadcast(float* data, std::size_t n, int root, const std::st
 void Communicator::barrier(const std::string& what) {
   record(CommKind::Barrier, what, 0);
   if (size() > 1 || device_memory()) do_barrier();
+}
+
+namespace {
+
+void check_peer(int peer, int rank, int size, const char* what) {
+  if (peer < 0 || peer >= size || peer == rank)
+    throw Error(std::string(what) + " between rank " + std::to_string(rank) + " and rank " +
+                std::to_string(peer) + " of " + std::to_string(size));
+}
+
+}  // namespace
+
+void Communicator::send(const void* data, std::size_t bytes, int peer, const std::string& what) {
+  check_peer(peer, rank(), size(), "send");
+  record(CommKind::Send, what, bytes, peer);
+  if (bytes) do_send(data, bytes, peer);
+}
+
+void Communicator::recv(void* data, std::size_t bytes, int peer, const std::string& what) {
+  check_peer(peer, rank(), size(), "recv");
+  record(CommKind::Recv, what, bytes, peer);
+  if (bytes) do_recv(data, bytes, peer);
+}
+
+void Communicator::wait_sends() { do_wait_sends(); }
+
+void Communicator::do_send(const void*, std::size_t, int) {
+  throw Error("this communicator has no point-to-point transfers (pipeline runs use Gloo)");
+}
+
+void Communicator::do_recv(void*, std::size_t, int) {
+  throw Error("this communicator has no point-to-point transfers (pipeline runs use Gloo)");
 }
 
 NullCommunicator::NullCommunicator(int rank, int size) : rank_(rank), size_(size) {

@@ -14,7 +14,7 @@
 
 namespace remat {
 
-enum class CommKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Barrier };
+enum class CommKind : std::uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Barrier, Send, Recv };
 const char* to_string(CommKind k);
 
 // One collective as it was called: its kind, the bytes this rank handed in (for a reduce-scatter
@@ -24,6 +24,7 @@ struct CommRecord {
   std::string what;
   std::uint64_t bytes = 0;
   int ranks = 1;
+  int peer = -1;  // Send and Recv: the other rank (in this communicator's numbering)
 };
 
 class Communicator {
@@ -56,6 +57,15 @@ class Communicator {
   // data[0, n) of rank `root` on every rank.
   void broadcast(float* data, std::size_t n, int root, const std::string& what);
   void barrier(const std::string& what);
+  // Point to point (pipeline stages). send posts data[0, bytes) to rank `peer` and returns at
+  // once; the buffer must stay as it is until a later recv or wait_sends() has returned. recv
+  // posts the receive of the next message `peer` sends this rank (messages between two ranks
+  // arrive in the order sent), then waits for every send this rank posted before (so their
+  // buffers are free again when it returns), then for the message: `bytes` bytes into data.
+  void send(const void* data, std::size_t bytes, int peer, const std::string& what);
+  void recv(void* data, std::size_t bytes, int peer, const std::string& what);
+  // Waits until every send posted so far has left this rank (not recorded: it moves nothing).
+  void wait_sends();
 
   const std::vector<CommRecord>& records() const { return records_; }
   void clear_records() { records_.clear(); }
@@ -77,9 +87,13 @@ class Communicator {
   virtual void do_all_gather_v(float* data, const std::vector<std::size_t>& counts);
   virtual void do_broadcast(float* data, std::size_t n, int root) = 0;
   virtual void do_barrier() = 0;
+  // Defaults: refused (Error) where a communicator has no point-to-point transfers.
+  virtual void do_send(const void* data, std::size_t bytes, int peer);
+  virtual void do_recv(void* data, std::size_t bytes, int peer);
+  virtual void do_wait_sends() {}
 
  private:
-  void record(CommKind k, const std::string& what, std::uint64_t bytes);
+  void record(CommKind k, const std::string& what, std::uint64_t bytes, int peer = -1);
   std::vector<CommRecord> records_;
 };
 
@@ -99,6 +113,8 @@ class NullCommunicator final : public Communicator {
   void do_all_gather_v(float*, const std::vector<std::size_t>&) override {}
   void do_broadcast(float*, std::size_t, int) override {}
   void do_barrier() override {}
+  void do_send(const void*, std::size_t, int) override {}
+  void do_recv(void*, std::size_t, int) override {}
 
  private:
   int rank_, size_;

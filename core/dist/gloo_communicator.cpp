@@ -10,6 +10,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
 
 #include <vector>
 
@@ -20,6 +21,7 @@ namespace remat {
 struct GlooCommunicator::Impl {
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::rendezvous::Context> context;
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sending;  // posted, not yet waited
 };
 
 namespace {
@@ -56,6 +58,52 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& o)
 }
 
 GlooCommunicator::~GlooCommunicator() = default;
+
+namespace {
+
+// The slot of message `n` from rank `from` to rank `to`: both ends compute the same, apart from
+// the slots Gloo's collectives take (Slot::build puts small prefixes in the top byte).
+std::uint64_t p2p_slot(int from, int to, std::uint32_t n) {
+  return (std::uint64_t{0xE7} << 56) | (static_cast<std::uint64_t>(from & 0xFFF) << 44) |
+         (static_cast<std::uint64_t>(to & 0xFFF) << 32) | n;
+}
+
+}  // namespace
+
+void GlooCommunicator::do_send(const void* data, std::size_t bytes, int peer) {
+  sent_.resize(static_cast<std::size_t>(size_), 0);
+  guarded("send", rank_, size_, [&] {
+    auto buf = impl_->context->createUnboundBuffer(const_cast<void*>(data), bytes);
+    buf->send(peer, p2p_slot(rank_, peer, sent_[static_cast<std::size_t>(peer)]++));
+    impl_->sending.push_back(std::move(buf));
+  });
+}
+
+void GlooCommunicator::do_recv(void* data, std::size_t bytes, int peer) {
+  received_.resize(static_cast<std::size_t>(size_), 0);
+  guarded("recv", rank_, size_, [&] {
+    auto buf = impl_->context->createUnboundBuffer(data, bytes);
+    buf->recv(peer, p2p_slot(peer, rank_, received_[static_cast<std::size_t>(peer)]++));
+    // Posted first, then this rank's earlier sends finished: two stages that each wait for
+    // the other to take their sends have both posted the receive the other waits for.
+    for (auto& b : impl_->sending)
+      if (!b->waitSend(timeout_))
+        throw Error("a send was not taken within " + std::to_string(timeout_.count()) + " ms");
+    impl_->sending.clear();
+    if (!buf->waitRecv(timeout_))
+      throw Error("no message from rank " + std::to_string(peer) + " within " +
+                  std::to_string(timeout_.count()) + " ms");
+  });
+}
+
+void GlooCommunicator::do_wait_sends() {
+  guarded("send", rank_, size_, [&] {
+    for (auto& b : impl_->sending)
+      if (!b->waitSend(timeout_))
+        throw Error("a send was not taken within " + std::to_string(timeout_.count()) + " ms");
+    impl_->sending.clear();
+  });
+}
 
 void GlooCommunicator::do_all_reduce(void* data, std::size_t n, Elem e) {
   guarded("all_reduce", rank_, size_, [&] {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/dist/communicator.h"
 
@@ -35,6 +36,9 @@ class GlooCommunicator final : public Communicator {
   void do_all_gather_v(float* data, const std::vector<std::size_t>& counts) override;
   void do_broadcast(float* data, std::size_t n, int root) override;
   void do_barrier() override;
+  void do_send(const void* data, std::size_t bytes, int peer) override;
+  void do_recv(void* data, std::size_t bytes, int peer) override;
+  void do_wait_sends() override;
 
  private:
   struct Impl;
@@ -42,6 +46,7 @@ class GlooCommunicator final : public Communicator {
   int rank_, size_;
   std::chrono::milliseconds timeout_;
   std::uint32_t tag_ = 0;  // each collective its own tag, the same sequence on every rank
+  std::vector<std::uint32_t> sent_, received_;  // per peer: messages so far (their slots)
 };
 
 }  // namespace remat

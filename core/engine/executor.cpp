@@ -39,6 +39,13 @@ Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc
     full_cfg_.kv_heads = cfg_.kv_heads * tp_;
     full_cfg_.ffn = cfg_.ffn * tp_;
   }
+  if (opt_.pp_comm && opt_.pp_comm->size() > 1) {
+    pp_ = opt_.pp_comm->size();
+    stage_ = opt_.pp_comm->rank();
+    micros_ = std::max(1, opt_.micro_batches);
+    first_block_ = opt_.first_block;
+    check_data_parallel(cfg_, be_, *opt_.pp_comm);
+  }
   setup_zero();
   if (cfg_.position == PositionKind::Rope)
     rope_ = rope_frequencies(cfg_.rope_scaling, cfg_.rope_theta, cfg_.rotary_dim(), cfg_.positions, cfg_.seq);
@@ -85,9 +92,12 @@ void Executor::collective(const std::string& name, const std::string& kind, int 
 }
 
 DropoutKey Executor::key(int block, DropoutSite site) const {
+  // A block's masks by its index in the whole model; micro-batch k of replica r is micro-batch
+  // r·N + k of the global batch (every mask is batch-major).
+  const int global = block == 0xFFFF ? block : block + first_block_;
   const DropoutKey k{opt_.seed, static_cast<std::uint32_t>(step_),
-                     static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(site),
-                     dropout_offset(full_cfg_, site, replica_of(opt_.comm))};
+                     static_cast<std::uint32_t>(global), static_cast<std::uint32_t>(site),
+                     dropout_offset(full_cfg_, site, replica_of(opt_.comm) * micros_ + micro_)};
   // The embedding's mask is outside the blocks: whole on every tensor-parallel rank.
   if (site == kSiteEmbedding) return k;
   return tp_dropout_key(k, full_cfg_, site, tp_, tp_rank_, sp_);
@@ -102,8 +112,8 @@ AttnDims Executor::attn(int block) const {
   a.d = cfg_.head_dim();
   a.scale = cfg_.attn_scale > 0.0 ? static_cast<float>(cfg_.attn_scale)
                                   : 1.0f / std::sqrt(static_cast<float>(a.d));
-  if (cfg_.attn_scale_inverse_layer) a.scale /= static_cast<float>(block + 1);
-  a.window = cfg_.window_of(block);
+  if (cfg_.attn_scale_inverse_layer) a.scale /= static_cast<float>(first_block_ + block + 1);
+  a.window = cfg_.window_of(first_block_ + block);
   a.softcap = static_cast<float>(cfg_.attn_softcap);
   return a;
 }
@@ -131,6 +141,7 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
   validate_schedule(s, graph_);  // nothing runs for an illegal schedule
   // The schedule's rules as the actions run: what each action does comes from here.
   ScheduleState state(graph_, s);
+  if (pp_ > 1) return run_pipeline_step(s, step, tokens, targets);
   if (static_cast<std::int64_t>(tokens.size()) != cfg_.tokens() ||
       static_cast<std::int64_t>(targets.size()) != cfg_.tokens())
     throw Error("batch has " + std::to_string(tokens.size()) + " tokens, the model needs " +
@@ -155,72 +166,7 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
       be_.fill_zero(st_.grads);
     });
     embedding_forward();
-    for (std::size_t i = 0; i < s.actions.size(); ++i) {
-      const Action& a = s.actions[i];
-      const ActionEffect e = state.apply(i, a);
-      ScheduleRecord rec;
-      rec.index = i;
-      rec.action = to_string(a.kind);
-      rec.block = a.block;
-      rec.keep = (a.kind == ActionKind::Forward || a.kind == ActionKind::Recompute)
-                     ? a.keep.to_string() : "";
-      rec.step = step;
-      std::uint64_t first_op = next_op_;
-      // The forward sweep is over at the first action that is not a first forward or an
-      // offload: what each block holds then is what it saved (a recompute or prefetch just
-      // before the first backward must not count).
-      const bool sweep_over =
-          a.kind == ActionKind::Backward || a.kind == ActionKind::Recompute ||
-          a.kind == ActionKind::Prefetch ||
-          (a.kind == ActionKind::Forward && e.recompute);
-      if (sweep_over && !saw_backward_) {
-        saw_backward_ = true;
-        backward_event_ = alloc_.events().size();
-        measure_saved_bytes(out);
-      }
-      if (e.head_first) {
-        std::uint64_t head_first = next_op_;
-        head();
-        ScheduleRecord h = rec;
-        h.action = "head";
-        h.keep.clear();
-        h.phase = Phase::Forward;
-        h.start_ns = static_cast<std::int64_t>(head_first);
-        h.end_ns = static_cast<std::int64_t>(next_op_ - 1);
-        out.schedule.push_back(h);
-        first_op = next_op_;
-      }
-      switch (a.kind) {
-        case ActionKind::Forward:
-        case ActionKind::Recompute:
-          rec.phase = e.recompute ? Phase::Recompute : Phase::Forward;
-          forward(a.block, e);
-          break;
-        case ActionKind::Backward:
-          rec.phase = Phase::Backward;
-          backward(a.block);
-          break;
-        case ActionKind::Offload:
-          rec.phase = phase_;
-          offload(a.block);
-          break;
-        case ActionKind::Prefetch:
-          rec.phase = phase_;
-          prefetch(a.block);
-          break;
-        case ActionKind::Drop:
-          rec.phase = phase_;
-          drop(a.block);
-          break;
-      }
-      check_memory(state, i, a.block);
-      if (e.produces && a.block + 1 < cfg_.layers) check_memory(state, i, a.block + 1);
-      // Op ids for now; the trace turns them into times once the ops are timed.
-      rec.start_ns = static_cast<std::int64_t>(first_op);
-      rec.end_ns = static_cast<std::int64_t>(next_op_ - 1);
-      out.schedule.push_back(rec);
-      if (opt_.on_action) opt_.on_action(i + 1, s.actions.size());
-    }
+    for (std::size_t i = 0; i < s.actions.size(); ++i) run_action(state, s, i, out);
     embedding_backward();
     sync_tensor_parallel_gradients();
     sync_gradients();
@@ -249,6 +195,74 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
   if (alloc_.poison()) alloc_.release_quarantine();
   out_ = nullptr;
   return out;
+}
+
+void Executor::run_action(ScheduleState& state, const Schedule& s, std::size_t i, StepOutput& out) {
+  const Action& a = s.actions[i];
+  const ActionEffect e = state.apply(i, a);
+  ScheduleRecord rec;
+  rec.index = i;
+  rec.action = to_string(a.kind);
+  rec.block = a.block;
+  rec.keep = (a.kind == ActionKind::Forward || a.kind == ActionKind::Recompute)
+                 ? a.keep.to_string() : "";
+  rec.step = step_;
+  std::uint64_t first_op = next_op_;
+  // The forward sweep is over at the first action that is not a first forward or an
+  // offload: what each block holds then is what it saved (a recompute or prefetch just
+  // before the first backward must not count).
+  const bool sweep_over =
+      a.kind == ActionKind::Backward || a.kind == ActionKind::Recompute ||
+      a.kind == ActionKind::Prefetch ||
+      (a.kind == ActionKind::Forward && e.recompute);
+  if (sweep_over && !saw_backward_) {
+    saw_backward_ = true;
+    backward_event_ = alloc_.events().size();
+    measure_saved_bytes(out);
+  }
+  if (e.head_first) {
+    std::uint64_t head_first = next_op_;
+    if (stage_ + 1 < pp_) pipeline_receive_grad();  // the next stage's gradient
+    else head();
+    ScheduleRecord h = rec;
+    h.action = "head";
+    h.keep.clear();
+    h.phase = Phase::Forward;
+    h.start_ns = static_cast<std::int64_t>(head_first);
+    h.end_ns = static_cast<std::int64_t>(next_op_ - 1);
+    out.schedule.push_back(h);
+    first_op = next_op_;
+  }
+  switch (a.kind) {
+    case ActionKind::Forward:
+    case ActionKind::Recompute:
+      rec.phase = e.recompute ? Phase::Recompute : Phase::Forward;
+      forward(a.block, e);
+      break;
+    case ActionKind::Backward:
+      rec.phase = Phase::Backward;
+      backward(a.block);
+      break;
+    case ActionKind::Offload:
+      rec.phase = phase_;
+      offload(a.block);
+      break;
+    case ActionKind::Prefetch:
+      rec.phase = phase_;
+      prefetch(a.block);
+      break;
+    case ActionKind::Drop:
+      rec.phase = phase_;
+      drop(a.block);
+      break;
+  }
+  check_memory(state, i, a.block);
+  if (e.produces && a.block + 1 < cfg_.layers) check_memory(state, i, a.block + 1);
+  // Op ids for now; the trace turns them into times once the ops are timed.
+  rec.start_ns = static_cast<std::int64_t>(first_op);
+  rec.end_ns = static_cast<std::int64_t>(next_op_ - 1);
+  out.schedule.push_back(rec);
+  if (opt_.on_action) opt_.on_action(i + 1, s.actions.size());
 }
 
 void Executor::embedding_forward() {
@@ -327,7 +341,7 @@ void Executor::head() {
   op("head", "head_loss", -1, 3 * mm, 2 * lnf.bytes() + 2 * W.bytes(), Stream::Compute, [&] {
     // The mean over the global batch's tokens: a replica's share of the summed gradient.
     be_.head_loss(lnf, W, st_.targets, losses_, dlnf, dW, rows, H, V,
-                  1.0f / static_cast<float>(rows * replicas_of(opt_.comm)),
+                  1.0f / static_cast<float>(rows * micros_ * replicas_of(opt_.comm)),
                   static_cast<float>(cfg_.final_softcap));
   });
   out_->flops_forward -= 2 * mm;  // split the fused op's FLOPs: 1/3 forward, 2/3 backward

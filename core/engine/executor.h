@@ -39,6 +39,16 @@ struct ExecOptions {
   // is split over them too. None: one rank.
   Communicator* tp_comm = nullptr;
   bool sp = false;
+  // Pipeline stages (executor_pipeline.cpp): the P stages of this replica and tensor slice
+  // (`pp_comm`, whose rank is the stage), the micro-batches of a step, the whole model's index
+  // of the stage's first block and, with a tied embedding, the group of the first and the last
+  // stage (their two copies' gradients are summed before AdamW). The state holds the stage's
+  // parameters (LayoutParts), its model the stage's blocks and one micro-batch; run_step then
+  // takes the replica's batch (micro_batches × the model's tokens). None: one stage.
+  Communicator* pp_comm = nullptr;
+  Communicator* tie_comm = nullptr;
+  int micro_batches = 1;
+  int first_block = 0;
 };
 
 // What one step did, counted from what ran (not from the plan).
@@ -104,6 +114,16 @@ class Executor {
   void embedding_backward();
   void sync_gradients();
   void optimizer();
+  // One schedule action (run_step's loop body, shared with the pipeline's micro-batches).
+  void run_action(ScheduleState& state, const Schedule& s, std::size_t i, StepOutput& out);
+  // pipeline stages (executor_pipeline.cpp)
+  StepOutput run_pipeline_step(const Schedule& s, int step, const std::vector<std::int32_t>& tokens,
+                               const std::vector<std::int32_t>& targets);
+  void pipeline_receive_grad();  // at a later stage's first backward, instead of the head
+  void pipeline_send(Tensor& t, int peer, const std::string& name);
+  void pipeline_recv(const Tensor& t, int peer, const std::string& name);
+  void pipeline_finish_sends();
+  void sync_tied_embedding();
   // tensor parallelism (executor_tp.cpp)
   void tp_linear_forward(int b, const StepDef& s, const std::vector<Tensor>& t);
   void tp_linear_backward(int b, const StepDef& s, const std::vector<Tensor>& t,
@@ -176,6 +196,10 @@ class Executor {
   bool sp_ = false;
   ModelConfig full_cfg_;        // the whole model (heads, ffn) when the state is one rank's
   BlockRegions regions_;        // of the block table, with tensor parallelism
+  int pp_ = 1, stage_ = 0;      // pipeline stages and this one
+  int micros_ = 1, micro_ = 0;  // micro-batches per step and the one running
+  int first_block_ = 0;         // the whole model's index of the stage's block 0
+  std::vector<Tensor> sending_; // sent to a neighbouring stage, freed once the sends are done
   struct ZeroLive {
     const ZeroBucket* bucket = nullptr;
     Tensor t;

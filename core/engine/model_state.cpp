@@ -11,7 +11,11 @@ ModelState::ModelState(const ModelConfig& m, Backend& backend, TrackingAllocator
     : ModelState(m, backend, alloc, ZeroShard{}) {}
 
 ModelState::ModelState(const ModelConfig& m, Backend& backend, TrackingAllocator& alloc, ZeroShard zero)
-    : cfg_(m), layout_(m), zero_(zero), backend_(backend), alloc_(alloc) {
+    : ModelState(m, backend, alloc, zero, LayoutParts{}) {}
+
+ModelState::ModelState(const ModelConfig& m, Backend& backend, TrackingAllocator& alloc, ZeroShard zero,
+                       LayoutParts parts)
+    : cfg_(m), layout_(m, parts), zero_(zero), backend_(backend), alloc_(alloc) {
   const std::int64_t n = layout_.total();
   zero_.total = n;
   const std::int64_t c = zero_.shard();

@@ -18,6 +18,9 @@ class ModelState {
   // With ZeRO (zero_shard.h): what the stage shards holds this rank's shard buffer only
   // (zero.shard() elements), the rest the whole flat vector; `zero.total` is set here.
   ModelState(const ModelConfig& m, Backend& backend, TrackingAllocator& alloc, ZeroShard zero);
+  // A pipeline stage's: only the parameters outside the blocks that `parts` names.
+  ModelState(const ModelConfig& m, Backend& backend, TrackingAllocator& alloc, ZeroShard zero,
+             LayoutParts parts);
   ~ModelState();
   ModelState(const ModelState&) = delete;
   ModelState& operator=(const ModelState&) = delete;

@@ -124,6 +124,14 @@ RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, cons
     const std::uint64_t waiting = static_cast<std::uint64_t>(st.in_flight - 1) * mb.held_bytes;
     st.activation_bytes = waiting + mb.sim.activation_peak_bytes;
     st.peak_bytes = st.statics.total() + waiting + (mb.sim.peak_bytes - mb.sim.static_bytes);
+    if (p.pp > 1 && p.zero == 0) {
+      // The stage's 1F1B step walked as a run executes it (simulate_stage): its micro-batches'
+      // buffers, the sends and receives between stages and the head on the last stage, to the
+      // byte of a run; the sum above is its outline, and what ZeRO with stages (not run) gets.
+      const Prediction w = simulate_stage(m, p, i, mb.schedule, mirror);
+      st.activation_bytes = w.activation_peak_bytes;
+      st.peak_bytes = w.peak_bytes;
+    }
     if (st.peak_bytes > r.peak_bytes) {
       r.peak_bytes = st.peak_bytes;
       r.peak_stage = i;

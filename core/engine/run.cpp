@@ -11,6 +11,7 @@
 #include "core/engine/executor.h"
 #include "core/engine/model_state.h"
 #include "core/engine/rank_weights.h"
+#include "core/engine/pipeline_stage.h"
 #include "core/engine/simulator.h"
 #include "core/engine/tensor_parallel.h"
 #include "core/engine/weight_init.h"
@@ -176,16 +177,44 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
 
   check_adam(spec.adam);
   const bool tp = spec.layout.tp > 1;
-  if (tp) check_tensor_parallel(spec.model, spec.layout);
+  const bool pp = spec.layout.pp > 1;
+  ParallelLayout one_stage = spec.layout;
+  one_stage.pp = 1;
+  one_stage.micro_batches = 1;
+  one_stage.first_stage_layers = one_stage.last_stage_layers = 0;
+  if (tp) check_tensor_parallel(spec.model, one_stage);
+  // Pipeline stages: the layout as plan has it (the model's batch the micro-batch).
+  ParallelLayout stages = spec.layout;
+  ModelConfig micro = spec.model;
+  int stage = 0;
+  if (pp) {
+    const int n = std::max(1, spec.layout.micro_batches);
+    if (!spec.pp_comm || spec.pp_comm->size() != spec.layout.pp)
+      throw Error("a pipeline stage needs a communicator over the " + std::to_string(spec.layout.pp) + " stages");
+    if (spec.model.batch % n != 0)
+      throw ConfigError("micro-batches", "the replica's batch of " + std::to_string(spec.model.batch) +
+                                             " sequences is not divisible by " + std::to_string(n) + " micro-batches");
+    if (!spec.weights_in.empty() || !spec.weights_out.empty() || !spec.grads_out.empty())
+      throw ConfigError("pp", "pipeline stages hold a part of the model: loading and saving weights or gradients is "
+                              "not supported with --pp");
+    micro.batch = spec.model.batch / n;
+    stages.micro_batches = n;
+    stages.global_batch = 0;
+    stages.dp = replicas_of(spec.comm);
+    check_pipeline(micro, stages);
+    stage = spec.pp_comm->rank();
+  }
   // ZeRO over the data-parallel ranks (zero_shard.h); every rank allocates the same bytes.
   const int zero = spec.layout.zero, dp = replicas_of(spec.comm);
   if (zero < 0 || zero > 3) throw ConfigError("zero", "must be 0, 1, 2 or 3, got " + std::to_string(zero));
   if (zero > 0 && dp < 2)
     throw ConfigError("zero", "ZeRO-" + std::to_string(zero) + " shards over the data-parallel ranks; the run has " +
                                   std::to_string(dp) + " (use --dp 2 or more)");
-  const BlockGraph graph = tp ? per_rank_graph(spec.model, spec.layout) : BlockGraph(spec.model);
+  const BlockGraph graph = pp ? per_rank_graph(micro, stages, stage)
+                          : tp ? per_rank_graph(spec.model, one_stage) : BlockGraph(spec.model);
   // validates the schedule
-  Prediction pred = simulate(graph, spec.schedule, &backend, spec.layout.tp, spec.layout.sp, zero, dp);
+  Prediction pred = pp ? simulate_stage(micro, stages, stage, spec.schedule, &backend)
+                       : simulate(graph, spec.schedule, &backend, spec.layout.tp, spec.layout.sp, zero, dp);
   part_done("simulate", clock.now_ns());
   tr.plan = pred.plan;
   tr.predicted_peak_bytes = pred.peak_bytes;
@@ -212,7 +241,8 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
   if (spec.memory_limit) alloc.set_device_limit(spec.memory_limit);
   const int total = spec.warmup + spec.steps;
   try {
-    ModelState state(graph.config(), backend, alloc, make_zero_shard(zero, dp, replica_of(spec.comm), 0));
+    ModelState state(graph.config(), backend, alloc, make_zero_shard(zero, dp, replica_of(spec.comm), 0),
+                     pp ? stage_cut(micro, stages, stage).parts : LayoutParts{});
     tr.static_bytes = state.static_bytes();
     part_done("memory", clock.now_ns());
     // Where this rank's pieces of the whole model lie (rank_weights.h): files are the whole model's.
@@ -221,6 +251,11 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     if (!spec.weights_in.empty()) {
       if (pieces) load_rank_weights(spec.weights_in, state, spec.model, place);
       else load_safetensors(spec.weights_in, state);
+    } else if (pp) {
+      // The stage's parameters (a tensor-parallel rank's slices of them) of the single-process
+      // initialization, drawn alone.
+      state.write_params(stage_weight_values(micro, stages, stage, tp_rank_of(spec.tp_comm), spec.seed,
+                                             backend.host_threads()));
     } else if (state.zero().parameters()) {
       // This rank's shard of the single-process initialization (of a tensor-parallel rank's
       // slices of it), drawn alone; zeros past the end.
@@ -247,6 +282,12 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     eo.comm = spec.comm;
     eo.tp_comm = spec.tp_comm;
     eo.sp = spec.layout.sp;
+    if (pp) {
+      eo.pp_comm = spec.pp_comm;
+      eo.tie_comm = spec.tie_comm;
+      eo.micro_batches = stages.micro_batches;
+      eo.first_block = stages.stage_first_block(micro, stage);
+    }
     const std::size_t nact = spec.schedule.actions.size();
     int cur = 0;
     eo.on_action = [&](std::size_t done, std::size_t all) {

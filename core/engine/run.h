@@ -41,6 +41,13 @@ struct RunSpec {
   // (per_rank_graph) and the schedule is planned for that block table.
   ParallelLayout layout;
   Communicator* tp_comm = nullptr;
+  // Pipeline stages: the layout's pp and micro_batches N, this rank's group over the P stages of
+  // its replica and tensor slice (its rank is the stage) and, with a tied embedding on the first
+  // or the last stage, the pair of those two. `model.batch` stays the replica's batch; the stage
+  // runs N micro-batches of batch / N sequences over its blocks (executor_pipeline.cpp) and the
+  // schedule is planned for per_rank_graph of that micro-batch's model and the stage.
+  Communicator* pp_comm = nullptr;
+  Communicator* tie_comm = nullptr;
 };
 
 struct RunCallbacks {

@@ -5,6 +5,7 @@
 #include "core/backend/null/null_backend.h"
 #include "core/engine/executor.h"
 #include "core/engine/model_state.h"
+#include "core/engine/pipeline_stage.h"
 #include "core/graph/block_graph.h"
 
 namespace remat {
@@ -32,15 +33,23 @@ Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirro
   return simulate(g, s, mirror, tp, sp, 0, 1);
 }
 
-Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirror, int tp, bool sp,
-                    int zero, int dp) {
+namespace {
+
+struct StageSim {
+  int stages = 1, stage = 0, micro_batches = 1, first_block = 0;
+  LayoutParts parts;
+  bool tied = false;
+};
+
+Prediction walk(const BlockGraph& g, const Schedule& s, const Backend* mirror, int tp, bool sp, int zero,
+                int dp, const StageSim& pipe) {
   const ModelConfig& m = g.config();
   Prediction p;
   p.plan = validate_schedule(s, g);
   NullBackend be(mirror);
   LogicalClock clock;
   TrackingAllocator alloc(be.memory(Space::Device), be.memory(Space::Host), clock);
-  ModelState state(m, be, alloc, make_zero_shard(zero, dp, 0, 0));
+  ModelState state(m, be, alloc, make_zero_shard(zero, dp, 0, 0), pipe.parts);
   p.static_bytes = state.static_bytes();
   p.workspace_bytes = state.workspace.bytes();
   NullCommunicator tp_comm(0, tp);
@@ -49,8 +58,16 @@ Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirro
   NullCommunicator dp_comm(0, dp);
   if (dp > 1) eo.comm = &dp_comm;
   eo.sp = sp;
+  NullCommunicator pp_comm(pipe.stage, pipe.stages);
+  NullCommunicator tie_comm(pipe.stage == 0 ? 0 : 1, 2);
+  if (pipe.stages > 1) {
+    eo.pp_comm = &pp_comm;
+    if (pipe.tied && (pipe.parts.embedding || pipe.parts.head)) eo.tie_comm = &tie_comm;
+    eo.micro_batches = pipe.micro_batches;
+    eo.first_block = pipe.first_block;
+  }
   Executor ex(state, be, alloc, nullptr, eo, g);
-  std::vector<std::int32_t> tok(static_cast<std::size_t>(m.tokens()), 0), tgt(tok);
+  std::vector<std::int32_t> tok(static_cast<std::size_t>(m.tokens() * pipe.micro_batches), 0), tgt(tok);
   StepOutput out = ex.run_step(s, 0, tok, tgt);
   p.peak_bytes = alloc.peak_device();
   p.flops = {out.flops_forward, out.flops_recompute, out.flops_backward, out.flops_other};
@@ -75,6 +92,26 @@ Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirro
   p.host_peak_bytes = static_cast<std::uint64_t>(host_peak);
   p.events = ev.size() - out.first_event;
   return p;
+}
+
+}  // namespace
+
+Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirror, int tp, bool sp,
+                    int zero, int dp) {
+  return walk(g, s, mirror, tp, sp, zero, dp, StageSim{});
+}
+
+Prediction simulate_stage(const ModelConfig& m, const ParallelLayout& p, int stage, const Schedule& s,
+                          const Backend* mirror) {
+  const StageCut c = stage_cut(m, p, stage);
+  StageSim pipe;
+  pipe.stages = p.pp;
+  pipe.stage = stage;
+  pipe.micro_batches = p.micro_batches_of(m);
+  pipe.first_block = c.first_block;
+  pipe.parts = c.parts;
+  pipe.tied = m.tied_embeddings;
+  return walk(per_rank_graph(m, p, stage), s, mirror, p.tp, p.sp, p.zero, p.dp, pipe);
 }
 
 }  // namespace remat

@@ -9,6 +9,7 @@
 
 #include "core/backend/backend.h"
 #include "core/graph/block_graph.h"
+#include "core/graph/parallel_layout.h"
 #include "core/memory/tracking_allocator.h"
 #include "core/model/model_config.h"
 #include "core/schedule/schedule.h"
@@ -43,6 +44,13 @@ Prediction simulate(const BlockGraph& graph, const Schedule& s, const Backend* m
 // the gathered parameters and gradient buckets a run allocates (every rank allocates the same).
 Prediction simulate(const BlockGraph& graph, const Schedule& s, const Backend* mirror, int tp, bool sp,
                     int zero, int dp);
+
+// One rank of pipeline stage `stage` of the layout (m.batch the micro-batch, m the whole model
+// otherwise; p valid for m, ZeRO 0): the stage's own parameters (stage_cut), its per-rank block
+// table (per_rank_graph), every micro-batch of a step in the stage's 1F1B order, with null
+// communicators of the layout's sizes (pipeline, tensor, data and, tied, the embedding's pair).
+Prediction simulate_stage(const ModelConfig& m, const ParallelLayout& p, int stage, const Schedule& s,
+                          const Backend* mirror);
 
 // Replays events and returns the highest total of the activation categories on the device.
 std::uint64_t activation_peak(const std::vector<MemoryEvent>& events, std::size_t from = 0);

@@ -52,7 +52,7 @@ ParamSpec fused(ParamSpec p, const std::vector<std::pair<std::string, std::int64
 
 }  // namespace
 
-ParamLayout::ParamLayout(const ModelConfig& m) {
+ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts) {
   const std::int64_t h = m.hidden, f = m.ffn, V = m.vocab, q = m.q_width(), kv = m.kv_width();
   const std::int64_t up = m.gated_mlp() ? 2 * f : f;
   const bool gpt2 = m.family == Family::Gpt2, phi3 = m.family == Family::Phi3;
@@ -72,8 +72,9 @@ ParamLayout::ParamLayout(const ModelConfig& m) {
     if (ln) slot(b, static_cast<ParamSlot>(static_cast<int>(w) + 1), vec(ours + ".b", hf + ".bias", h));
   };
   const std::string root = gpt2 ? "transformer." : "model.";
-  wte = add(mat("wte", root + (gpt2 ? "wte.weight" : "embed_tokens.weight"), V, h));
-  if (m.position == PositionKind::Learned)
+  if (parts.embedding || (parts.head && m.tied_embeddings))
+    wte = add(mat("wte", root + (gpt2 ? "wte.weight" : "embed_tokens.weight"), V, h));
+  if (parts.embedding && m.position == PositionKind::Learned)
     wpe = add(mat("wpe", root + (gpt2 ? "wpe.weight" : "embed_positions.weight"), m.positions, h));
   for (int b = 0; b < m.layers; ++b) {
     const std::string p = "h." + std::to_string(b) + ".";
@@ -125,6 +126,7 @@ ParamLayout::ParamLayout(const ModelConfig& m) {
     if (m.mlp_bias) slot(b, ParamSlot::Fc2B, vec(p + "mlp.fc2.b", ml + "down_proj.bias", h));
     if (post) norm(b, ParamSlot::PostMlpW, p + "mlp.post_norm", hf + "post_feedforward_layernorm");
   }
+  if (!parts.head) return;
   lnf_w = add(vec("lnf.w", root + (gpt2 ? "ln_f.weight" : "norm.weight"), h));
   if (ln) lnf_b = add(vec("lnf.b", root + (gpt2 ? "ln_f.bias" : "norm.bias"), h));
   if (!m.tied_embeddings) lm_head = add(mat("lm_head", "lm_head.weight", V, h));

@@ -33,9 +33,16 @@ struct ParamSpec {
   std::int64_t numel() const { return rows * cols; }
 };
 
+// The parameters outside the blocks a layout holds: all of them for a whole model; a pipeline
+// stage's are the embedding (word embedding, learned positions) on the first stage and the head
+// (final norm, output layer or, tied, its own copy of the word embedding) on the last.
+struct LayoutParts {
+  bool embedding = true, head = true;
+};
+
 class ParamLayout {
  public:
-  explicit ParamLayout(const ModelConfig& m);
+  explicit ParamLayout(const ModelConfig& m, LayoutParts parts = {});
 
   const std::vector<ParamSpec>& params() const { return params_; }
   std::int64_t total() const { return total_; }
@@ -44,7 +51,8 @@ class ParamLayout {
   std::int64_t numel(int block, ParamSlot slot) const;
   const ParamSpec* find(const std::string& name) const;
 
-  // Outside the blocks.
+  const LayoutParts& parts() const { return parts_; }
+  // Outside the blocks (-1 where the layout's parts lack them).
   std::int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1, lm_head = -1;
   // The head's weight: wte when tied, lm_head otherwise.
   std::int64_t head_weight() const { return lm_head >= 0 ? lm_head : wte; }
@@ -55,6 +63,7 @@ class ParamLayout {
   std::vector<std::int64_t> slots_;  // [block * Count + slot] -> offset
   std::vector<std::int64_t> sizes_;  // [block * Count + slot] -> numel
   std::int64_t total_ = 0;
+  LayoutParts parts_;
 };
 
 }  // namespace remat

@@ -31,10 +31,13 @@ struct CommGroup {
   std::vector<std::int32_t> ranks;
 };
 
-// The groups of a rank laid out as the runs of several ranks are (global rank = dp_rank * tp +
-// tp_rank): the data-parallel group `dp` (its rank is dp_rank) and the tensor-parallel group
-// `tp` (its rank is tp_rank); either may be null (one rank).
-std::vector<CommGroup> layout_groups(const Communicator* dp, const Communicator* tp);
+// The groups of a rank laid out as the runs of several ranks are (global rank = (pp_rank · D +
+// dp_rank) · T + tp_rank): the data-parallel group `dp` (its rank is dp_rank), the
+// tensor-parallel group `tp` (tp_rank), the pipeline group `pp` (pp_rank) and the pair of the
+// first and the last stage `tie` (0 and 1); any may be null (one rank). A send or receive on the
+// pipeline group spans this rank and its peer only.
+std::vector<CommGroup> layout_groups(const Communicator* dp, const Communicator* tp,
+                                     const Communicator* pp = nullptr, const Communicator* tie = nullptr);
 
 class Profiler {
  public:

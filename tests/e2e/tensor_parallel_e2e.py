@@ -24,7 +24,7 @@ its own heads' statistic instead is off by 1e-2 and more.
 Memory: each rank's measured peak equals its predicted peak and `plan` with the same layout
 (its stage's peak and static bytes), under `none`, `selective` and `uniform:segments=4` (full per-block recomputation).
 
-Refusals before any process starts: heads not divisible by T (the numbers named), --pp with run.
+Refusals before any process starts: heads not divisible by T (the numbers named), bf16.
 Python standard library only.
 """
 import argparse
@@ -101,7 +101,6 @@ def refusals(b, tmp):
     out = os.path.join(tmp, "refused")
     # tiny has 4 heads: 3 does not divide them; the message names both numbers.
     b.refuses(["run", *base("tiny"), "--tp", 3, "--out", out], "heads", "4", "3")
-    b.refuses(["run", *base("tiny"), "--tp", 2, "--pp", 2, "--out", out], "pipeline", "plan")
     b.refuses(["run", "--model", "tiny", "--tp", 2, "--out", out], "fp32")
     check(not os.path.exists(out), "a refused run leaves no directory")
 

@@ -1,0 +1,191 @@
+// Pipeline stages: one step of a stage as the 1F1B order runs its micro-batches
+// (pipeline_order.h). Each micro-batch has its own block memory and its own ScheduleState: the
+// policy's schedule for the stage's blocks, its actions up to the first backward as the
+// micro-batch's forward, the rest as its backward. The first stage runs the embedding, the last
+// the head and loss; between them the last block's output goes to the next stage and the
+// gradient of the first block's input to the one before, point to point.
+#include <algorithm>
+#include <memory>
+
+#include "core/engine/data_parallel.h"
+#include "core/engine/executor.h"
+#include "core/engine/pipeline_order.h"
+#include "core/util/error.h"
+
+namespace remat {
+
+void Executor::pipeline_send(Tensor& t, int peer, const std::string& name) {
+  collective(name, "send", -1, t.bytes(), [&] { opt_.pp_comm->send(t.data, t.bytes(), peer, name); });
+  sending_.push_back(t);  // freed once the send is done (the next receive, or the step's end)
+  t = Tensor{};
+}
+
+void Executor::pipeline_recv(const Tensor& t, int peer, const std::string& name) {
+  collective(name, "recv", -1, t.bytes(), [&] { opt_.pp_comm->recv(t.data, t.bytes(), peer, name); });
+  for (Tensor& s : sending_) release(s);  // the receive waited for this rank's earlier sends
+  sending_.clear();
+}
+
+void Executor::pipeline_finish_sends() {
+  if (sending_.empty()) return;
+  opt_.pp_comm->wait_sends();
+  for (Tensor& s : sending_) release(s);
+  sending_.clear();
+}
+
+void Executor::pipeline_receive_grad() {
+  phase_ = Phase::Backward;
+  alloc_.set_phase(phase_);
+  const TensorDef& d = graph_.tensors()[graph_.output()];
+  dnext_ = alloc_outer(d.dtype, d.numel, Category::ActivationGrads, "grad:final.in");
+  pipeline_recv(dnext_, stage_ + 1, "pp.grad.recv");
+}
+
+void Executor::sync_tied_embedding() {
+  // The first stage's word embedding and the last stage's copy of it for the head: one weight,
+  // so the two gradients are summed (Megatron's embedding group) before AdamW.
+  if (!opt_.tie_comm || opt_.tie_comm->size() < 2 || st_.layout().wte < 0) return;
+  const std::int64_t n = static_cast<std::int64_t>(cfg_.vocab) * cfg_.hidden;
+  Tensor g = grad_at(st_.layout().wte, n);
+  collective("embedding.grads.all_reduce", "all_reduce", -1, g.bytes(), [&] {
+    opt_.tie_comm->all_reduce_sum(g.as<float>(), static_cast<std::size_t>(n), "embedding grads");
+  });
+}
+
+StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::vector<std::int32_t>& tokens,
+                                       const std::vector<std::int32_t>& targets) {
+  validate_schedule(s, graph_);
+  const std::int64_t per = cfg_.tokens();
+  if (static_cast<std::int64_t>(tokens.size()) != per * micros_ ||
+      static_cast<std::int64_t>(targets.size()) != per * micros_)
+    throw Error("batch has " + std::to_string(tokens.size()) + " tokens, " + std::to_string(micros_) +
+                " micro-batches of the model need " + std::to_string(per * micros_));
+  // A micro-batch's forward: the actions before the first backward (the head's, or at a later
+  // stage the received gradient's, place); its backward: the rest.
+  std::size_t split = s.actions.size();
+  for (std::size_t i = 0; i < s.actions.size(); ++i)
+    if (s.actions[i].kind == ActionKind::Backward) {
+      split = i;
+      break;
+    }
+  const bool first = stage_ == 0, last = stage_ + 1 == pp_;
+  StepOutput out;
+  out_ = &out;
+  step_ = step;
+  phase_ = Phase::Forward;
+  saw_backward_ = false;
+  ledger_.clear();
+  alloc_.set_step(step);
+  alloc_.set_phase(Phase::Forward);
+  alloc_.reset_peak();
+  out.first_event = alloc_.events().size();
+
+  struct Micro {
+    std::unique_ptr<ScheduleState> state;
+    std::vector<BlockMemory> blocks;
+    Tensor final_in, embed_mask, dnext;
+  };
+  std::vector<Micro> mb(static_cast<std::size_t>(micros_));
+  auto enter = [&](Micro& m, int k) {
+    micro_ = k;
+    blocks_.swap(m.blocks);
+    final_in_ = m.final_in;
+    embed_mask_ = m.embed_mask;
+    dnext_ = m.dnext;
+    m.final_in = m.embed_mask = m.dnext = Tensor{};  // held by the executor while it runs
+  };
+  auto leave = [&](Micro& m) {
+    blocks_.swap(m.blocks);
+    m.final_in = final_in_;
+    m.embed_mask = embed_mask_;
+    m.dnext = dnext_;
+    final_in_ = embed_mask_ = dnext_ = Tensor{};
+  };
+  auto write_rows = [&](const Tensor& dst, const std::vector<std::int32_t>& src, int k, const char* name) {
+    op(name, "batch", -1, 0, 4ull * static_cast<std::uint64_t>(per), Stream::Compute,
+       [&] { be_.write_bytes(dst, src.data() + static_cast<std::size_t>(k * per)); });
+  };
+  double loss_sum = 0.0;
+  try {
+    op("batch", "batch", -1, 0, 0, Stream::Compute, [&] { be_.fill_zero(st_.grads); });
+    for (const PipelineItem& it : pipeline_order(pp_, stage_, micros_)) {
+      Micro& m = mb[static_cast<std::size_t>(it.micro)];
+      if (it.forward) {
+        m.state = std::make_unique<ScheduleState>(graph_, s);
+        m.blocks.assign(static_cast<std::size_t>(cfg_.layers), BlockMemory{});
+        for (auto& b : m.blocks) b.held.resize(graph_.tensors().size());
+        enter(m, it.micro);
+        phase_ = Phase::Forward;
+        alloc_.set_phase(phase_);
+        if (first) {
+          write_rows(st_.tokens, tokens, it.micro, "batch.tokens");
+          embedding_forward();
+        } else {
+          Held& in0 = blocks_[0].held[graph_.input()];
+          in0.t = alloc(graph_.input(), 0, Category::SavedActivations);
+          in0.category = Category::SavedActivations;
+          ledger_.push_back({0, graph_.input(), in0.t.bytes(), in0.t.id, in0.t.id, Phase::Forward,
+                             Category::SavedActivations});
+          in0.ledger = static_cast<int>(ledger_.size()) - 1;
+          pipeline_recv(in0.t, stage_ - 1, "pp.activation.recv");
+        }
+        for (std::size_t i = 0; i < split; ++i) run_action(*m.state, s, i, out);
+        if (!last) pipeline_send(final_in_, stage_ + 1, "pp.activation.send");
+        leave(m);
+      } else {
+        enter(m, it.micro);
+        if (last) write_rows(st_.targets, targets, it.micro, "batch.targets");
+        for (std::size_t i = split; i < s.actions.size(); ++i) run_action(*m.state, s, i, out);
+        if (last) {
+          be_.synchronize();
+          std::vector<float> losses;
+          be_.read(losses_, losses);
+          double sum = 0.0;
+          for (float l : losses) sum += l;
+          loss_sum += losses.empty() ? 0.0 : sum / static_cast<double>(losses.size());
+          release(losses_);
+        }
+        if (first) {
+          write_rows(st_.tokens, tokens, it.micro, "batch.tokens");
+          embedding_backward();
+        } else {
+          pipeline_send(dnext_, stage_ - 1, "pp.grad.send");
+        }
+        leave(m);
+        m.state.reset();
+      }
+    }
+    pipeline_finish_sends();
+    sync_tied_embedding();
+    sync_tensor_parallel_gradients();
+    sync_gradients();
+    optimizer();
+    be_.synchronize();
+    // The mean over the step's tokens: the last stage's mean of its equal micro-batches' means,
+    // over the replicas, then given to every stage.
+    double loss = global_mean(opt_.comm, last ? loss_sum / static_cast<double>(micros_) : 0.0);
+    opt_.pp_comm->all_reduce_sum(&loss, 1, "loss");
+    out.loss = loss;
+  } catch (...) {
+    be_.synchronize();
+    for (auto& m : mb) {
+      for (auto& b : m.blocks)
+        for (auto& h : b.held) release(h.t);
+      for (Tensor* t : {&m.final_in, &m.embed_mask, &m.dnext}) release(*t);
+    }
+    for (auto& b : blocks_)
+      for (auto& h : b.held) release(h.t);
+    for (Tensor* t : {&final_in_, &embed_mask_, &losses_, &dnext_}) release(*t);
+    for (Tensor& t : sending_) release(t);
+    sending_.clear();
+    out_ = nullptr;
+    throw;
+  }
+  finish_ledger(out);
+  out.end_event = alloc_.events().size();
+  if (alloc_.poison()) alloc_.release_quarantine();
+  out_ = nullptr;
+  return out;
+}
+
+}  // namespace remat

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""End-to-end test of pipeline-parallel runs (`run --pp P --micro-batches N [--dp D] [--tp T]`),
+on the CPU with `tiny` (4 blocks, batch 4, seq 64) in fp32 and its dropout.
+
+Numerics: P = 2 with N = 2, P = 2 with N = 4 and D = 2 (batch 8), and P = 2 x T = 2 give the
+single-process losses (same global batch) within an fp32 reduction-order bound. A stage holds
+bitwise the single process's initial values of its parameters and draws its masks at global
+positions, so what differs is the order of sums: the weight gradients are sums over the step's
+tokens, split in N micro-batches (and D replicas) of B·S/(N·D) tokens whose partial sums are
+added, instead of one GEMM's sum over all B·S. As in the data-parallel test, each such sum is
+within gamma_n = n·2^-24 of the exact one relative to the sum of its terms' magnitudes, so the
+step's update differs by at most about B·S·2^-24 relative and the loss after k updates by
+(k + 1)·B·S·2^-24 relative (first order). With T = 2 the tensor-parallel bound of
+tensor_parallel_e2e.py (2·4·L·K_max·2^-24 a step) is added. Both are loose against the ~1e-8
+seen and tight against a wrong stage cut, a lost micro-batch or a missing gradient sum (1e-2 and
+more). Two runs with the same seed and layout are bitwise identical.
+
+Memory: every rank's measured peak equals its predicted peak and `plan --pp P --micro-batches N`
+for the same layout (its stage's peak and static bytes), under `none` and
+`uniform:segments=2` (each stage's two blocks recomputed); plan's stage p holds min(P − p, N)
+micro-batches in flight.
+
+Refusals before any process starts: layers not divisible by P, fewer micro-batches than stages,
+a batch not divisible by D·N, --micro-batches without --pp, ZeRO with --pp, bf16.
+Failure: the last stage's rank killed with SIGKILL mid-run ends the job (exit 1) naming the rank,
+leaves no process behind and a ranks.json that says the run did not complete.
+Python standard library only.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import e2e_common
+from e2e_common import check
+
+U32 = 2.0 ** -24
+BASE = ["--model", "tiny", "--dtype", "fp32", "--seed", "5", "--warmup", "1", "--threads", "2"]
+
+
+def load(d, name):
+    with open(os.path.join(d, name)) as f:
+        return json.load(f)
+
+
+def losses_of(j):
+    return j.get("warmup_loss", [])[:1] + j.get("loss", [])
+
+
+def single(b, tmp, steps, policy, batch):
+    out = os.path.join(tmp, ("one-%s-b%d" % (policy, batch)).replace(":", "_").replace("=", ""))
+    b.run("run", *BASE, "--steps", steps, "--policy", policy, "--batch", batch, "--out", out)
+    return losses_of(load(out, "summary.json"))
+
+
+def layout_run(b, tmp, steps, policy, pp, n, dp, tp, batch, ref, rel, tag=""):
+    flags = ["--pp", pp, "--micro-batches", n] + (["--dp", dp] if dp > 1 else []) + (["--tp", tp] if tp > 1 else [])
+    what = "P=%d N=%d D=%d T=%d %s" % (pp, n, dp, tp, policy)
+    out = os.path.join(tmp, what.replace(" ", "_").replace("=", "").replace(":", "_") + tag)
+    b.run("run", *BASE, "--steps", steps, "--policy", policy, "--batch", batch, *flags, "--out", out)
+    if not check(os.path.isfile(os.path.join(out, "ranks.json")), "%s: ranks.json" % what):
+        return None
+    j = load(out, "ranks.json")
+    world = pp * dp * tp
+    check(j.get("complete") and j.get("world_size") == world, "%s: complete, %d ranks: %r" % (what, world, j.get("error")))
+    check(j.get("pp") == pp and j.get("micro_batches") == n and j.get("dp") == dp and j.get("tp") == tp,
+          "%s: ranks.json layout %r" % (what, {k: j.get(k) for k in ("pp", "micro_batches", "dp", "tp")}))
+    losses = losses_of(j)
+    check(len(losses) == len(ref), "%s: %d losses, the single run %d" % (what, len(losses), len(ref)))
+    for k, (a, s) in enumerate(zip(losses, ref)):
+        bound = (k + 1) * rel * abs(s)
+        check(abs(a - s) <= bound, "%s: loss %d %r vs one process %r, bound %g" % (what, k, a, s, bound))
+    plan_flags = ["--pp", pp, "--micro-batches", n] + (["--dp", dp] if dp > 1 else []) + (["--tp", tp] if tp > 1 else [])
+    plan = b.json("plan", "--model", "tiny", "--dtype", "fp32", "--policy", policy, *plan_flags,
+                  "--batch", batch // (dp * n), "--json") or {}
+    stages = plan.get("stages", [])
+    check(len(stages) == pp, "%s: plan has %d stages" % (what, len(stages)))
+    for i, st in enumerate(stages):
+        check(st.get("in_flight") == min(pp - i, n), "%s: plan's stage %d holds %r micro-batches, want %d"
+              % (what, i, st.get("in_flight"), min(pp - i, n)))
+    for r in j["ranks"]:
+        rank = r["rank"]
+        want = {"tp_rank": rank % tp, "dp_rank": (rank // tp) % dp, "pp_rank": rank // (tp * dp)}
+        check(all(r.get(k) == v for k, v in want.items()), "%s rank %d: indices %r, want %r"
+              % (what, rank, {k: r.get(k) for k in want}, want))
+        check(r["peak_bytes"] == r["predicted_peak_bytes"], "%s rank %d: measured peak %d == predicted %d"
+              % (what, rank, r["peak_bytes"], r["predicted_peak_bytes"]))
+        st = stages[want["pp_rank"]] if want["pp_rank"] < len(stages) else {}
+        check(r["peak_bytes"] == st.get("peak_bytes"), "%s rank %d: peak %d == plan's stage %d %r"
+              % (what, rank, r["peak_bytes"], want["pp_rank"], st.get("peak_bytes")))
+        check(r["static_bytes"] == st.get("static", {}).get("total"), "%s rank %d: static %d == plan's %r"
+              % (what, rank, r["static_bytes"], st.get("static", {}).get("total")))
+    return losses
+
+
+def refusals(b, tmp):
+    out = os.path.join(tmp, "refused")
+    run = ["run", "--model", "tiny", "--dtype", "fp32", "--steps", "1", "--out", out]
+    b.refuses(run + ["--pp", 3, "--micro-batches", 4], "layers 4", "pp 3")
+    b.refuses(run + ["--pp", 2, "--micro-batches", 1], "1 micro-batches", "2 pipeline stages")
+    b.refuses(run + ["--pp", 2, "--micro-batches", 3], "batch of 4", "--micro-batches 3")
+    b.refuses(run + ["--micro-batches", 2], "micro-batches", "--pp")
+    b.refuses(run + ["--pp", 2, "--dp", 2, "--zero", 1, "--batch", 8], "ZeRO-1", "--pp 2")
+    b.refuses(["run", "--model", "tiny", "--steps", "1", "--pp", 2, "--out", out], "fp32")
+    check(not os.path.exists(out), "a refused run leaves no directory")
+
+
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def rank_of(pid):
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            for kv in f.read().split(b"\0"):
+                if kv.startswith(b"REMAT_RANK="):
+                    return int(kv.split(b"=", 1)[1])
+    except OSError:
+        pass
+    return None
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def killed_stage(b, tmp):
+    out = os.path.join(tmp, "killed")
+    p = subprocess.Popen([b.binary, "run", *BASE, "--steps", "100000", "--pp", "2", "--micro-batches", "2",
+                          "--dist-timeout", "20", "--out", out], env=b.env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kids, victim = [], None
+    deadline = time.time() + 60
+    while time.time() < deadline and victim is None:
+        kids = children(p.pid)
+        ranks = {rank_of(k): k for k in kids}
+        if 0 in ranks and 1 in ranks:
+            victim = ranks[1]
+        time.sleep(0.05)
+    if not check(victim is not None, "the launcher started two stage ranks"):
+        p.kill()
+        p.wait()
+        return
+    time.sleep(2.0)  # mid-run: past the rendezvous, in the steps
+    os.kill(victim, signal.SIGKILL)
+    t0 = time.time()
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+        check(False, "the job did not end after a stage rank was killed")
+    check(time.time() - t0 < 30, "the job ended within the timeout (%.1f s)" % (time.time() - t0))
+    check(p.returncode == 1, "exit code 1 after a stage rank failed, got %d" % p.returncode)
+    check("rank 1 was killed by signal 9" in err, "the message names rank 1 and its signal: %r" % err.strip())
+    time.sleep(0.2)
+    left = [k for k in kids if alive(k)]
+    check(not left, "no rank process is left: %r" % left)
+    if check(os.path.isfile(os.path.join(out, "ranks.json")), "the run directory has ranks.json"):
+        j = load(out, "ranks.json")
+        check(j["complete"] is False and j["status"] == "error", "ranks.json says the run did not complete")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--steps", default="2")
+    a = ap.parse_args()
+    b = e2e_common.Batch(a.bin)
+    with tempfile.TemporaryDirectory() as tmp:
+        refusals(b, tmp)
+        tokens4, tokens8 = 4 * 64, 8 * 64
+        ref4 = single(b, tmp, a.steps, "none", 4)
+        first = layout_run(b, tmp, a.steps, "none", 2, 2, 1, 1, 4, ref4, tokens4 * U32)
+        again = layout_run(b, tmp, a.steps, "none", 2, 2, 1, 1, 4, ref4, tokens4 * U32, "-again")
+        check(first is not None and first == again, "two P=2 runs: identical losses %r %r" % (first, again))
+        layout_run(b, tmp, a.steps, "uniform:segments=2", 2, 2, 1, 1, 4,
+                   single(b, tmp, a.steps, "uniform:segments=2", 4), tokens4 * U32)
+        layout_run(b, tmp, a.steps, "none", 2, 4, 2, 1, 8, single(b, tmp, a.steps, "none", 8), tokens8 * U32)
+        layout_run(b, tmp, a.steps, "none", 2, 2, 1, 2, 4, ref4, tokens4 * U32 + 2 * 4 * 4 * 512 * U32)
+        killed_stage(b, tmp)
+        print("layouts checked: P=2 N=2 (twice), P=2 N=2 uniform:segments=2, P=2 N=4 x D=2, P=2 x T=2")
+    return e2e_common.exit_code("pipeline-parallel runs ok")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
