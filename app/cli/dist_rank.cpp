@@ -216,7 +216,14 @@ void note_comm(Trace& t, const RankRun& r) {
   t.provenance.emplace_back("pp_rank", std::to_string(r.pp_rank));
   t.provenance.emplace_back("pp_world_size", std::to_string(r.pp_comm ? r.pp_comm->size() : 1));
   t.provenance.emplace_back("micro_batches", std::to_string(r.dist.micro_batches_or_default()));
-  t.provenance.emplace_back("sp", r.dist.sp ? "true" : "false");
+  if (r.dist.pp > 1) {
+    ParallelLayout p;
+    p.pp = r.dist.pp;
+    p.first_stage_layers = r.dist.first_stage_layers;
+    p.last_stage_layers = r.dist.last_stage_layers;
+    t.provenance.emplace_back("stage_blocks", std::to_string(p.stage_layers(t.model, r.pp_rank)));
+  }
+  t.provenance.emplace_back("sp", r.dist.sp ? "1" : "0");
   t.provenance.emplace_back("zero", std::to_string(r.dist.zero));
   t.provenance.emplace_back("comm_bytes_per_step", std::to_string(per_step + other_per_step));
 }

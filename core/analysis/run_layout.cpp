@@ -23,10 +23,12 @@ RunLayout run_layout(const Trace& t) {
   RunLayout l;
   l.tp = std::max(1, prov_int(t, "tp_world_size", prov_int(t, "tp", 1)));
   l.dp = std::max(1, prov_int(t, "dp_world_size", prov_int(t, "dp", 1)));
+  l.pp = std::max(1, prov_int(t, "pp_world_size", 1));
   l.zero = prov_int(t, "zero", 0);
   if (!l.distributed()) return l;
   const int tp_rank = prov_int(t, "tp_rank", 0), dp_rank = prov_int(t, "dp_rank", 0);
-  l.rank = prov_int(t, "rank", dp_rank * l.tp + tp_rank);
+  const int pp_rank = prov_int(t, "pp_rank", 0);
+  l.rank = prov_int(t, "rank", (pp_rank * l.dp + dp_rank) * l.tp + tp_rank);
   const int sp = prov_int(t, "sp", -1);
   if (sp >= 0) {
     l.sp = sp == 1;
@@ -45,6 +47,7 @@ std::string layout_label(const RunLayout& l) {
   if (!l.distributed()) return "1 rank";
   std::string s;
   auto add = [&s](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
+  if (l.pp > 1) add("pp " + std::to_string(l.pp));
   if (l.tp > 1) add("tp " + std::to_string(l.tp) + (l.sp ? " sp" : ""));
   if (l.dp > 1) add("dp " + std::to_string(l.dp));
   if (l.zero > 0) add("zero " + std::to_string(l.zero));

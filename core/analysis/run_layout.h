@@ -12,16 +12,16 @@
 namespace remat {
 
 struct RunLayout {
-  int tp = 1, dp = 1, zero = 0;
+  int tp = 1, dp = 1, zero = 0, pp = 1;
   bool sp = false;
-  int rank = -1;  // the global rank (dp_rank · tp + tp_rank), -1 for a single process
-  bool distributed() const { return tp * dp > 1; }
+  int rank = -1;  // the global rank ((pp_rank · dp + dp_rank) · tp + tp_rank), -1 for a single process
+  bool distributed() const { return tp * dp * pp > 1; }
 };
 
 // Without `sp` in the provenance (a rank directory opened on its own), sequence parallelism is
 // recognized by its reduce-scatters in the blocks on the tensor-parallel group.
 RunLayout run_layout(const Trace& t);
-// "tp 2 sp", "dp 2", "tp 2 dp 4 zero 1"; "1 rank" for a single process.
+// "tp 2 sp", "dp 2", "tp 2 dp 4 zero 1", "pp 2 dp 2"; "1 rank" for a single process.
 std::string layout_label(const RunLayout& l);
 // layout_label and the rank: "tp 2 sp, rank 1"; "" for a single process.
 std::string rank_label(const RunLayout& l);

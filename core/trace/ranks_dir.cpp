@@ -65,12 +65,14 @@ RanksDir read_ranks_json(const std::string& dir) {
   r.dp = int_field(j, "dp", 1, kMaxRanks, where);
   r.zero = int_field(j, "zero", 0, 3, where);
   r.sp = bool_field(j, "sp", where);
+  if (j.contains("pp")) r.pp = int_field(j, "pp", 1, kMaxRanks, where);
+  if (j.contains("micro_batches")) r.micro_batches = int_field(j, "micro_batches", 1, kMaxRanks, where);
   r.complete = bool_field(j, "complete", where);
   r.status = j.value("status", std::string());
   r.error = j.value("error", std::string());
-  if (static_cast<std::int64_t>(r.tp) * r.dp != r.world_size)
+  if (static_cast<std::int64_t>(r.tp) * r.dp * r.pp != r.world_size)
     throw Error(where + ": world_size " + std::to_string(r.world_size) + " is not tp " + std::to_string(r.tp) +
-                " × dp " + std::to_string(r.dp));
+                " × dp " + std::to_string(r.dp) + " × pp " + std::to_string(r.pp));
   const nlohmann::json& ranks = field(j, "ranks", where);
   if (!ranks.is_array() || ranks.size() != static_cast<std::size_t>(r.world_size))
     throw Error(where + ": field 'ranks' must be an array of " + std::to_string(r.world_size) + " ranks (world_size), got " +
@@ -83,9 +85,11 @@ RanksDir read_ranks_json(const std::string& dir) {
     row.rank = int_field(e, "rank", static_cast<int>(i), static_cast<int>(i), w);
     row.tp_rank = int_field(e, "tp_rank", 0, r.tp - 1, w);
     row.dp_rank = int_field(e, "dp_rank", 0, r.dp - 1, w);
-    if (row.dp_rank * r.tp + row.tp_rank != row.rank)
-      throw Error(w + ": rank " + std::to_string(row.rank) + " is not dp_rank " + std::to_string(row.dp_rank) +
-                  " × tp " + std::to_string(r.tp) + " + tp_rank " + std::to_string(row.tp_rank));
+    if (e.contains("pp_rank")) row.pp_rank = int_field(e, "pp_rank", 0, r.pp - 1, w);
+    if ((row.pp_rank * r.dp + row.dp_rank) * r.tp + row.tp_rank != row.rank)
+      throw Error(w + ": rank " + std::to_string(row.rank) + " is not (pp_rank " + std::to_string(row.pp_rank) +
+                  " × dp " + std::to_string(r.dp) + " + dp_rank " + std::to_string(row.dp_rank) + ") × tp " +
+                  std::to_string(r.tp) + " + tp_rank " + std::to_string(row.tp_rank));
     row.dir = "rank-" + std::to_string(row.rank);
     if (e.value("dir", std::string()) != row.dir)
       throw Error(w + ": field 'dir' must be \"" + row.dir + "\", got " + json_snippet(e.value("dir", nlohmann::json())));

@@ -12,7 +12,7 @@
 namespace remat {
 
 struct RankRow {
-  int rank = 0, tp_rank = 0, dp_rank = 0;
+  int rank = 0, tp_rank = 0, dp_rank = 0, pp_rank = 0;  // rank = (pp_rank · dp + dp_rank) · tp + tp_rank
   std::string dir;  // relative to the ranks directory: rank-N
   bool complete = false;
   std::string status;  // as its summary.json says, or "missing"
@@ -22,6 +22,7 @@ struct RankRow {
 
 struct RanksDir {
   int world_size = 1, dp = 1, tp = 1, zero = 0;
+  int pp = 1, micro_batches = 1;  // pipeline stages (1 in directories older than them)
   bool sp = false;
   bool complete = false;
   std::string status, error;
@@ -30,7 +31,7 @@ struct RanksDir {
 
 // Whether `dir` is such a directory (ranks.json and no summary.json).
 bool is_ranks_dir(const std::string& dir);
-// ranks.json of `dir`, checked: its format and version, the layout (world_size = tp · dp), one
+// ranks.json of `dir`, checked: its format and version, the layout (world_size = tp · dp · pp), one
 // row per rank in order with the fields of a rank. Throws Error naming the field and the value.
 RanksDir read_ranks_json(const std::string& dir);
 // The complete rank with the highest measured peak (the lowest such rank on a tie); -1 when

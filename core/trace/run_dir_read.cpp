@@ -24,6 +24,24 @@ namespace remat::run_dir_read {
 
 namespace {
 
+// An integer of the provenance, `def` when absent or not one.
+int prov_int_or(const Trace& t, const char* key, int def) {
+  for (const auto& [k, v] : t.provenance)
+    if (k == key) {
+      int x = 0;
+      const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+      return ec == std::errc() && p == v.data() + v.size() ? x : def;
+    }
+  return def;
+}
+
+// The blocks of a pipeline stage's rank (provenance `stage_blocks`, 1 to model.layers), or 0.
+int stage_blocks(const Trace& t) {
+  if (prov_int_or(t, "pp_world_size", 1) <= 1) return 0;
+  const int b = prov_int_or(t, "stage_blocks", 0);
+  return b >= 1 && b <= t.model.layers ? b : 0;
+}
+
 using schema::kEventsFile;
 using schema::kLedgerFile;
 using schema::kLossFile;
@@ -112,11 +130,6 @@ void trace_from_summary(const nlohmann::json& j, const std::string& file, Trace&
   t.activation_peak_bytes = f.u64("activation_peak_bytes");
   t.saved_bytes_per_block = f.u64s("saved_bytes_per_block");
   t.host_bytes_per_block = f.u64s("host_bytes_per_block");
-  const auto layers = static_cast<std::size_t>(t.model.layers);
-  for (const char* k : {"saved_bytes_per_block", "host_bytes_per_block"})
-    if (!j[k].empty() && j[k].size() != layers)
-      throw Error(file + ": field '" + k + "' has " + std::to_string(j[k].size()) + " entries, model.layers is " +
-                  std::to_string(layers));
   JsonFields fl = f.sub("flops");
   t.flops = {fl.u64("forward"), fl.u64("recompute"), fl.u64("backward"), fl.u64("other")};
   std::uint64_t total = 0;
@@ -160,6 +173,13 @@ void trace_from_summary(const nlohmann::json& j, const std::string& file, Trace&
   t.provenance.clear();
   for (const auto& [k, v] : f.obj("provenance").items())
     t.provenance.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+  // A pipeline stage's rank has its stage's blocks (provenance `stage_blocks`), the others all.
+  const int stage = stage_blocks(t);
+  const auto layers = static_cast<std::size_t>(stage > 0 ? stage : t.model.layers);
+  for (const char* k : {"saved_bytes_per_block", "host_bytes_per_block"})
+    if (!j[k].empty() && j[k].size() != layers)
+      throw Error(file + ": field '" + k + "' has " + std::to_string(j[k].size()) + " entries, " +
+                  (stage > 0 ? "the stage's blocks are " : "model.layers is ") + std::to_string(layers));
   JsonFields tl = f.sub("timeline");
   t.step_first_event = tl.u64("first_event");
   t.step_end_event = tl.u64("end_event");
@@ -430,12 +450,19 @@ void read_schedule(const std::string& dir, const nlohmann::json& summary, Trace&
       const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), tp);
       if (ec != std::errc() || p != v.data() + v.size() || tp < 1 || tp > t.model.heads) tp = 1;
     }
+  // A pipeline stage's rank planned one micro-batch of its stage's blocks.
+  ModelConfig planned = t.model;
+  if (const int blocks = stage_blocks(t); blocks > 0) {
+    planned.layers = blocks;
+    const int n = prov_int_or(t, "micro_batches", 1);
+    if (n >= 1 && planned.batch % n == 0) planned.batch /= n;
+  }
   auto stats_of = [&](bool sp) {
-    if (tp == 1) return validate_schedule(t.schedule, BlockGraph(t.model));
+    if (tp == 1) return validate_schedule(t.schedule, BlockGraph(planned));
     ParallelLayout l;
     l.tp = tp;
     l.sp = sp;
-    return validate_schedule(t.schedule, per_rank_graph(t.model, l));
+    return validate_schedule(t.schedule, per_rank_graph(planned, l));
   };
   ScheduleStats st;
   try {
@@ -538,6 +565,24 @@ void cross_check(const std::string& dir, const nlohmann::json& j, const Trace& t
   if (wrapped || flops != t.flops.total())
     throw Error(join(dir, kOpsFile) + ": its ops' flops add up to " + (wrapped ? "more than 2^64" : std::to_string(flops)) +
                 ", summary.json 'flops.total' says " + std::to_string(t.flops.total()) + " (truncated or edited?)");
+  if (stage_blocks(t) > 0) {
+    // A pipeline stage runs the schedule once per micro-batch, the micro-batches' forwards and
+    // backwards interleaved (1F1B): every action N times.
+    const int n = prov_int_or(t, "micro_batches", 1);
+    std::vector<int> seen(t.schedule.actions.size(), 0);
+    for (const auto& r : t.schedule_records) {
+      if (r.action == kHeadAction) continue;
+      if (r.index < 0 || static_cast<std::size_t>(r.index) >= seen.size())
+        throw Error(join(dir, kScheduleCsv) + ": action " + std::to_string(r.index) + ", schedule.json has " +
+                    std::to_string(seen.size()) + " (truncated or edited?)");
+      ++seen[static_cast<std::size_t>(r.index)];
+    }
+    for (std::size_t a = 0; a < seen.size(); ++a)
+      if (seen[a] != n)
+        throw Error(join(dir, kScheduleCsv) + ": action " + std::to_string(a) + " ran " + std::to_string(seen[a]) +
+                    " times, once per micro-batch is " + std::to_string(n) + " (truncated or edited?)");
+    return;
+  }
   std::size_t next = 0;
   for (const auto& r : t.schedule_records) {
     if (r.action == kHeadAction) continue;

@@ -15,6 +15,9 @@ tensor_parallel_e2e.py (2·4·L·K_max·2^-24 a step) is added. Both are loose a
 seen and tight against a wrong stage cut, a lost micro-batch or a missing gradient sum (1e-2 and
 more). Two runs with the same seed and layout are bitwise identical.
 
+Reading: `compare` reads the directory and every rank's directory (a stage's block table, its
+schedule once per micro-batch).
+
 Memory: every rank's measured peak equals its predicted peak and `plan --pp P --micro-batches N`
 for the same layout (its stage's peak and static bytes), under `none` and
 `uniform:segments=2` (each stage's two blocks recomputed); plan's stage p holds min(P − p, N)
@@ -29,6 +32,7 @@ Python standard library only.
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -94,6 +98,22 @@ def layout_run(b, tmp, steps, policy, pp, n, dp, tp, batch, ref, rel, tag=""):
               % (what, rank, r["peak_bytes"], want["pp_rank"], st.get("peak_bytes")))
         check(r["static_bytes"] == st.get("static", {}).get("total"), "%s rank %d: static %d == plan's %r"
               % (what, rank, r["static_bytes"], st.get("static", {}).get("total")))
+    # The directory and every rank's own directory read back (compare checks each against its
+    # stage's block table, the schedule run once per micro-batch).
+    p = b.run("compare", out, *[os.path.join(out, "rank-%d" % r["rank"]) for r in j["ranks"]])
+    check(p.returncode == 0 and ("pp %d" % pp) in p.stdout, "%s: compare reads the ranks: %r" % (what, p.stderr.strip()))
+    if not tag and policy == "none":
+        # A stage's schedule.csv with one micro-batch's last action counted as another is refused.
+        cut = os.path.join(tmp, "cut-" + os.path.basename(out))
+        shutil.copytree(os.path.join(out, "rank-0"), cut)
+        with open(os.path.join(cut, "schedule.csv")) as f:
+            rows = f.read().splitlines()
+        # tiny's 2-block stages: actions 2 and 3 are the backwards of blocks 1 and 0.
+        last = max(i for i, row in enumerate(rows) if row.startswith("3,backward,0,"))
+        rows[last] = "2,backward,1," + rows[last].split(",", 3)[3]
+        with open(os.path.join(cut, "schedule.csv"), "w") as f:
+            f.write("\n".join(rows) + "\n")
+        b.refuses(["compare", cut], "schedule.csv", "once per micro-batch")
     return losses
 
 

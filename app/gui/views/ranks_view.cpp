@@ -32,7 +32,7 @@ RanksView::RanksView(QWidget* parent)
   top->addWidget(pick);
   top->addWidget(picker_);
   picker_->setToolTip(tr("All ranks here, or one rank's run view (its memory and op timelines)"));
-  hint_->setText(tr("Open a directory of several ranks (written by <tt>rematlab-batch run --tp T --dp D</tt>) to see its ranks here."));
+  hint_->setText(tr("Open a directory of several ranks (written by <tt>rematlab-batch run --tp T --dp D --pp P</tt>) to see its ranks here."));
   hint_->setWordWrap(true);
   auto* split = new QSplitter(Qt::Vertical, this);
   split->addWidget(peaks_);
@@ -73,6 +73,7 @@ void RanksView::setRanks(const QString& dir, const RanksDir& r, std::vector<std:
   l.dp = r.dp;
   l.sp = r.sp;
   l.zero = r.zero;
+  l.pp = r.pp;
   const int peak = peak_rank(r);
   QString t = tr("<b>%1</b> · %2 ranks (%3)").arg(QFileInfo(dir).fileName().toHtmlEscaped()).arg(r.world_size)
                   .arg(QString::fromStdString(layout_label(l)));
@@ -81,7 +82,9 @@ void RanksView::setRanks(const QString& dir, const RanksDir& r, std::vector<std:
   picker_->clear();
   picker_->addItem(tr("All ranks"), -1);
   for (const auto& row : r.ranks) {
-    QString s = tr("rank %1 (tp rank %2, dp rank %3)").arg(row.rank).arg(row.tp_rank).arg(row.dp_rank);
+    QString s = r.pp > 1 ? tr("rank %1 (stage %2, tp rank %3, dp rank %4)").arg(row.rank).arg(row.pp_rank)
+                               .arg(row.tp_rank).arg(row.dp_rank)
+                         : tr("rank %1 (tp rank %2, dp rank %3)").arg(row.rank).arg(row.tp_rank).arg(row.dp_rank);
     if (row.rank == peak) s += tr(" · peak");
     if (!row.complete) s += " · " + QString::fromStdString(row.status);
     picker_->addItem(s, row.rank);
