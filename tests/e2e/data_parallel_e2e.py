@@ -37,7 +37,7 @@ import tempfile
 import time
 
 import e2e_common
-from e2e_common import check
+from e2e_common import alive, check, children, rank_of
 
 BASE = ["--model", "tiny", "--dtype", "fp32", "--seed", "5", "--warmup", "1", "--threads", "2"]
 TOKENS = 4 * 64  # tiny: batch 4, seq 64
@@ -52,33 +52,6 @@ def ranks_json(d):
 def summary(d):
     with open(os.path.join(d, "summary.json")) as f:
         return json.load(f)
-
-
-def children(pid):
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
-
-def rank_of(pid):
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            for kv in f.read().split(b"\0"):
-                if kv.startswith(b"REMAT_RANK="):
-                    return int(kv.split(b"=", 1)[1])
-    except OSError:
-        pass
-    return None
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def numerics(b, tmp, steps):

@@ -78,3 +78,32 @@ class Batch:
         except ValueError as e:
             check(False, "`%s` did not print JSON: %s: %r" % (" ".join(map(str, args)), e, p.stdout[:300]))
             return None
+
+
+# Processes of a distributed job, from /proc: a launcher's children, the rank a process was
+# started as (REMAT_RANK), and whether it still runs (not a zombie).
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def rank_of(pid):
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            for kv in f.read().split(b"\0"):
+                if kv.startswith(b"REMAT_RANK="):
+                    return int(kv.split(b"=", 1)[1])
+    except OSError:
+        pass
+    return None
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -40,7 +40,7 @@ import tempfile
 import time
 
 import e2e_common
-from e2e_common import check
+from e2e_common import alive, check, children, rank_of
 
 U32 = 2.0 ** -24
 BASE = ["--model", "tiny", "--dtype", "fp32", "--seed", "5", "--warmup", "1", "--threads", "2"]
@@ -127,33 +127,6 @@ def refusals(b, tmp):
     b.refuses(run + ["--pp", 2, "--dp", 2, "--zero", 1, "--batch", 8], "ZeRO-1", "--pp 2")
     b.refuses(["run", "--model", "tiny", "--steps", "1", "--pp", 2, "--out", out], "fp32")
     check(not os.path.exists(out), "a refused run leaves no directory")
-
-
-def children(pid):
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
-
-def rank_of(pid):
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            for kv in f.read().split(b"\0"):
-                if kv.startswith(b"REMAT_RANK="):
-                    return int(kv.split(b"=", 1)[1])
-    except OSError:
-        pass
-    return None
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def killed_stage(b, tmp):
