@@ -10,6 +10,11 @@
 
 namespace remat {
 
+namespace {
+// The block index of the embedding's dropout mask key: outside every block, on every stage.
+constexpr int kEmbeddingMaskBlock = 0xFFFF;
+}  // namespace
+
 Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc,
                    Profiler* profiler, ExecOptions options)
     : Executor(state, backend, alloc, profiler, std::move(options), BlockGraph(state.config())) {}
@@ -94,7 +99,7 @@ void Executor::collective(const std::string& name, const std::string& kind, int 
 DropoutKey Executor::key(int block, DropoutSite site) const {
   // A block's masks by its index in the whole model; micro-batch k of replica r is micro-batch
   // r·N + k of the global batch (every mask is batch-major).
-  const int global = block == 0xFFFF ? block : block + first_block_;
+  const int global = block == kEmbeddingMaskBlock ? block : block + first_block_;
   const DropoutKey k{opt_.seed, static_cast<std::uint32_t>(step_),
                      static_cast<std::uint32_t>(global), static_cast<std::uint32_t>(site),
                      dropout_offset(full_cfg_, site, replica_of(opt_.comm) * micros_ + micro_)};
@@ -138,26 +143,18 @@ void Executor::release(Tensor& t) {
 
 StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std::int32_t>& tokens,
                               const std::vector<std::int32_t>& targets) {
+  if (pp_ > 1) return run_pipeline_step(s, step, tokens, targets);
   validate_schedule(s, graph_);  // nothing runs for an illegal schedule
   // The schedule's rules as the actions run: what each action does comes from here.
   ScheduleState state(graph_, s);
-  if (pp_ > 1) return run_pipeline_step(s, step, tokens, targets);
   if (static_cast<std::int64_t>(tokens.size()) != cfg_.tokens() ||
       static_cast<std::int64_t>(targets.size()) != cfg_.tokens())
     throw Error("batch has " + std::to_string(tokens.size()) + " tokens, the model needs " +
                 std::to_string(cfg_.tokens()));
   StepOutput out;
-  out_ = &out;
-  step_ = step;
-  phase_ = Phase::Forward;
-  saw_backward_ = false;
-  ledger_.clear();
+  begin_step(step, out);
   blocks_.assign(static_cast<std::size_t>(cfg_.layers), BlockMemory{});
   for (auto& b : blocks_) b.held.resize(graph_.tensors().size());
-  alloc_.set_step(step);
-  alloc_.set_phase(Phase::Forward);
-  alloc_.reset_peak();
-  out.first_event = alloc_.events().size();
 
   try {
     op("batch", "batch", -1, 0, 8ull * cfg_.tokens(), Stream::Compute, [&] {
@@ -172,29 +169,55 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
     sync_gradients();
     optimizer();
     be_.synchronize();
-    std::vector<float> losses;
-    be_.read(losses_, losses);
-    double sum = 0.0;
-    for (float l : losses) sum += l;
-    out.loss = global_mean(opt_.comm, losses.empty() ? 0.0 : sum / static_cast<double>(losses.size()));
-    release(losses_);
+    out.loss = global_mean(opt_.comm, read_mean_loss());
   } catch (...) {
-    // Leave the allocator balanced so a caller can save what was traced and go on.
-    be_.synchronize();
-    for (auto& b : blocks_)
-      for (auto& h : b.held) release(h.t);
-    for (Tensor* t : {&final_in_, &embed_mask_, &losses_, &dnext_}) release(*t);
-    zero_release_gathered();
-    for (ZeroLive& g : buckets_) release(g.t);
-    buckets_.clear();
-    out_ = nullptr;
+    release_step_buffers();
     throw;
   }
+  return end_step(out);
+}
+
+void Executor::begin_step(int step, StepOutput& out) {
+  out_ = &out;
+  step_ = step;
+  phase_ = Phase::Forward;
+  saw_backward_ = false;
+  ledger_.clear();
+  alloc_.set_step(step);
+  alloc_.set_phase(Phase::Forward);
+  alloc_.reset_peak();
+  out.first_event = alloc_.events().size();
+}
+
+StepOutput& Executor::end_step(StepOutput& out) {
   finish_ledger(out);
   out.end_event = alloc_.events().size();
   if (alloc_.poison()) alloc_.release_quarantine();
   out_ = nullptr;
   return out;
+}
+
+void Executor::release_step_buffers() {
+  // Leave the allocator balanced so a caller can save what was traced and go on.
+  be_.synchronize();
+  for (auto& b : blocks_)
+    for (auto& h : b.held) release(h.t);
+  for (Tensor* t : {&final_in_, &embed_mask_, &losses_, &dnext_}) release(*t);
+  zero_release_gathered();
+  for (ZeroLive& g : buckets_) release(g.t);
+  buckets_.clear();
+  for (Tensor& t : sending_) release(t);
+  sending_.clear();
+  out_ = nullptr;
+}
+
+double Executor::read_mean_loss() {
+  std::vector<float> losses;
+  be_.read(losses_, losses);
+  double sum = 0.0;
+  for (float l : losses) sum += l;
+  release(losses_);
+  return losses.empty() ? 0.0 : sum / static_cast<double>(losses.size());
 }
 
 void Executor::run_action(ScheduleState& state, const Schedule& s, std::size_t i, StepOutput& out) {
@@ -292,7 +315,7 @@ void Executor::embedding_forward() {
        Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, sum, B, S, H, scale); });
     op("embedding.mask", "dropout_mask", -1, static_cast<std::uint64_t>(n), embed_mask_.bytes(),
        Stream::Compute, [&] {
-         be_.dropout_mask(embed_mask_, key(0xFFFF, kSiteEmbedding), static_cast<float>(cfg_.dropout), n);
+         be_.dropout_mask(embed_mask_, key(kEmbeddingMaskBlock, kSiteEmbedding), static_cast<float>(cfg_.dropout), n);
        });
     op("embedding.dropout", "dropout", -1, 2ull * n, 2 * sum.bytes() + embed_mask_.bytes(),
        Stream::Compute, [&] {

@@ -116,6 +116,13 @@ class Executor {
   void optimizer();
   // One schedule action (run_step's loop body, shared with the pipeline's micro-batches).
   void run_action(ScheduleState& state, const Schedule& s, std::size_t i, StepOutput& out);
+  // What every step does first (the step's state, the allocator's step and peak) and last (the
+  // ledger, the events); after a failure, every buffer the step still holds released.
+  void begin_step(int step, StepOutput& out);
+  StepOutput& end_step(StepOutput& out);
+  void release_step_buffers();
+  // The mean of the losses_ the head wrote (released after).
+  double read_mean_loss();
   // pipeline stages (executor_pipeline.cpp)
   StepOutput run_pipeline_step(const Schedule& s, int step, const std::vector<std::int32_t>& tokens,
                                const std::vector<std::int32_t>& targets);

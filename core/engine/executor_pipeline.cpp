@@ -70,15 +70,7 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
     }
   const bool first = stage_ == 0, last = stage_ + 1 == pp_;
   StepOutput out;
-  out_ = &out;
-  step_ = step;
-  phase_ = Phase::Forward;
-  saw_backward_ = false;
-  ledger_.clear();
-  alloc_.set_step(step);
-  alloc_.set_phase(Phase::Forward);
-  alloc_.reset_peak();
-  out.first_event = alloc_.events().size();
+  begin_step(step, out);
 
   struct Micro {
     std::unique_ptr<ScheduleState> state;
@@ -138,12 +130,7 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
         for (std::size_t i = split; i < s.actions.size(); ++i) run_action(*m.state, s, i, out);
         if (last) {
           be_.synchronize();
-          std::vector<float> losses;
-          be_.read(losses_, losses);
-          double sum = 0.0;
-          for (float l : losses) sum += l;
-          loss_sum += losses.empty() ? 0.0 : sum / static_cast<double>(losses.size());
-          release(losses_);
+          loss_sum += read_mean_loss();
         }
         if (first) {
           write_rows(st_.tokens, tokens, it.micro, "batch.tokens");
@@ -173,19 +160,10 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
         for (auto& h : b.held) release(h.t);
       for (Tensor* t : {&m.final_in, &m.embed_mask, &m.dnext}) release(*t);
     }
-    for (auto& b : blocks_)
-      for (auto& h : b.held) release(h.t);
-    for (Tensor* t : {&final_in_, &embed_mask_, &losses_, &dnext_}) release(*t);
-    for (Tensor& t : sending_) release(t);
-    sending_.clear();
-    out_ = nullptr;
+    release_step_buffers();
     throw;
   }
-  finish_ledger(out);
-  out.end_event = alloc_.events().size();
-  if (alloc_.poison()) alloc_.release_quarantine();
-  out_ = nullptr;
-  return out;
+  return end_step(out);
 }
 
 }  // namespace remat
