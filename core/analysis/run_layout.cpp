@@ -1,35 +1,20 @@
 #include "core/analysis/run_layout.h"
 
 #include <algorithm>
-#include <charconv>
 
 namespace remat {
 
-namespace {
-
-int prov_int(const Trace& t, const char* key, int fallback) {
-  for (const auto& [k, v] : t.provenance)
-    if (k == key) {
-      int x = 0;
-      const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-      if (ec == std::errc() && p == v.data() + v.size() && x >= 0) return x;
-    }
-  return fallback;
-}
-
-}  // namespace
-
 RunLayout run_layout(const Trace& t) {
   RunLayout l;
-  l.tp = std::max(1, prov_int(t, "tp_world_size", prov_int(t, "tp", 1)));
-  l.dp = std::max(1, prov_int(t, "dp_world_size", prov_int(t, "dp", 1)));
-  l.pp = std::max(1, prov_int(t, "pp_world_size", 1));
-  l.zero = prov_int(t, "zero", 0);
+  l.tp = std::max(1, provenance_int(t, "tp_world_size", provenance_int(t, "tp", 1)));
+  l.dp = std::max(1, provenance_int(t, "dp_world_size", provenance_int(t, "dp", 1)));
+  l.pp = std::max(1, provenance_int(t, "pp_world_size", 1));
+  l.zero = provenance_int(t, "zero", 0);
   if (!l.distributed()) return l;
-  const int tp_rank = prov_int(t, "tp_rank", 0), dp_rank = prov_int(t, "dp_rank", 0);
-  const int pp_rank = prov_int(t, "pp_rank", 0);
-  l.rank = prov_int(t, "rank", (pp_rank * l.dp + dp_rank) * l.tp + tp_rank);
-  const int sp = prov_int(t, "sp", -1);
+  const int tp_rank = provenance_int(t, "tp_rank", 0), dp_rank = provenance_int(t, "dp_rank", 0);
+  const int pp_rank = provenance_int(t, "pp_rank", 0);
+  l.rank = provenance_int(t, "rank", (pp_rank * l.dp + dp_rank) * l.tp + tp_rank);
+  const int sp = provenance_int(t, "sp", -1);
   if (sp >= 0) {
     l.sp = sp == 1;
   } else if (l.tp > 1) {

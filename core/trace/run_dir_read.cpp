@@ -24,21 +24,10 @@ namespace remat::run_dir_read {
 
 namespace {
 
-// An integer of the provenance, `def` when absent or not one.
-int prov_int_or(const Trace& t, const char* key, int def) {
-  for (const auto& [k, v] : t.provenance)
-    if (k == key) {
-      int x = 0;
-      const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-      return ec == std::errc() && p == v.data() + v.size() ? x : def;
-    }
-  return def;
-}
-
 // The blocks of a pipeline stage's rank (provenance `stage_blocks`, 1 to model.layers), or 0.
 int stage_blocks(const Trace& t) {
-  if (prov_int_or(t, "pp_world_size", 1) <= 1) return 0;
-  const int b = prov_int_or(t, "stage_blocks", 0);
+  if (provenance_int(t, "pp_world_size", 1) <= 1) return 0;
+  const int b = provenance_int(t, "stage_blocks", 0);
   return b >= 1 && b <= t.model.layers ? b : 0;
 }
 
@@ -444,17 +433,13 @@ void read_schedule(const std::string& dir, const nlohmann::json& summary, Trace&
   }
   // A tensor-parallel rank planned its own block table (parallel_layout.h), with or without
   // sequence parallelism, which its summary does not name: the one whose figures it has.
-  int tp = 1;
-  for (const auto& [k, v] : t.provenance)
-    if (k == "tp_world_size") {
-      const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), tp);
-      if (ec != std::errc() || p != v.data() + v.size() || tp < 1 || tp > t.model.heads) tp = 1;
-    }
+  int tp = provenance_int(t, "tp_world_size", 1);
+  if (tp < 1 || tp > t.model.heads) tp = 1;
   // A pipeline stage's rank planned one micro-batch of its stage's blocks.
   ModelConfig planned = t.model;
   if (const int blocks = stage_blocks(t); blocks > 0) {
     planned.layers = blocks;
-    const int n = prov_int_or(t, "micro_batches", 1);
+    const int n = provenance_int(t, "micro_batches", 1);
     if (n >= 1 && planned.batch % n == 0) planned.batch /= n;
   }
   auto stats_of = [&](bool sp) {
@@ -568,7 +553,7 @@ void cross_check(const std::string& dir, const nlohmann::json& j, const Trace& t
   if (stage_blocks(t) > 0) {
     // A pipeline stage runs the schedule once per micro-batch, the micro-batches' forwards and
     // backwards interleaved (1F1B): every action N times.
-    const int n = prov_int_or(t, "micro_batches", 1);
+    const int n = provenance_int(t, "micro_batches", 1);
     std::vector<int> seen(t.schedule.actions.size(), 0);
     for (const auto& r : t.schedule_records) {
       if (r.action == kHeadAction) continue;

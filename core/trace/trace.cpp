@@ -51,6 +51,16 @@ bool parse_ranks(std::string_view s, std::vector<std::int32_t>& out, std::string
   return true;
 }
 
+int provenance_int(const Trace& t, const char* key, int fallback) {
+  for (const auto& [k, v] : t.provenance)
+    if (k == key) {
+      int x = 0;
+      const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+      if (ec == std::errc() && p == v.data() + v.size() && x >= 0) return x;
+    }
+  return fallback;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());

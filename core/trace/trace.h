@@ -87,4 +87,8 @@ struct Trace {
 
 double median(std::vector<double> v);
 
+// A non-negative integer of the trace's provenance (`tp_world_size`, `stage_blocks`, ...), or
+// `fallback` when the key is absent or its value is not one.
+int provenance_int(const Trace& t, const char* key, int fallback);
+
 }  // namespace remat
