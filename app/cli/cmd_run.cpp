@@ -6,6 +6,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "core/engine/rank_prediction.h"
 #include "core/graph/parallel_layout.h"
 #include "core/trace/output_dir.h"
 #include "core/trace/run_dir.h"
@@ -56,6 +57,42 @@ void print_human(const Trace& t) {
             << ", backward " << t.flops.backward << "\n";
 }
 
+// The layout's per-rank block table for one stage and the policy's plan of it (a stage's: one
+// micro-batch of its blocks; `m` the replica's model).
+Schedule plan_rank(const RunOptions& o, const ModelConfig& m, int dp, int stage, const PolicyRegistry& reg,
+                   const std::optional<StepCosts>& costs) {
+  ParallelLayout layout;
+  layout.tp = o.dist.tp;
+  layout.sp = o.dist.sp;
+  layout.distribute_saved_activations = o.dist.distribute_saved;
+  ModelConfig planned = m;
+  if (o.dist.pp > 1) {
+    layout.pp = o.dist.pp;
+    layout.micro_batches = o.dist.micro_batches_or_default();
+    layout.first_stage_layers = o.dist.first_stage_layers;
+    layout.last_stage_layers = o.dist.last_stage_layers;
+    layout.dp = dp;
+    planned.batch = m.batch / layout.micro_batches;
+  }
+  return o.dist.tp > 1 || o.dist.pp > 1 ? o.policy.plan(reg, per_rank_graph(planned, layout, stage), costs)
+                                        : o.policy.plan(reg, m, costs);
+}
+
+// Distributed checkpoints need a policy that recomputes blocks from their inputs: checked on
+// every stage's plan before any rank starts.
+void check_distributed_before_launch(const RunOptions& o, const ModelConfig& global) {
+  const ModelConfig m = replica_model(global, o.dist, o.dist.world(), o.train);  // the layout checked
+  PolicyRegistry reg;
+  load_plugins(reg, false);
+  const std::optional<StepCosts> costs = load_step_costs(o.policy.costs_from, m);
+  ParallelLayout p;
+  p.pp = o.dist.pp;
+  p.first_stage_layers = o.dist.first_stage_layers;
+  p.last_stage_layers = o.dist.last_stage_layers;
+  for (int stage = 0; stage < o.dist.pp; ++stage)
+    check_distributed_schedule(plan_rank(o, m, o.dist.dp, stage, reg, costs), p.stage_layers(m, stage));
+}
+
 int run(RunOptions o) {
   StartupParts before_run;
   before_run.add("process", ms_since_process_start());
@@ -63,32 +100,18 @@ int run(RunOptions o) {
   // Data parallelism: this process launches the ranks, or is one of them (dist_run.h).
   const std::optional<RankEnv> rank_env = rank_from_env();
   if (!rank_env && (o.dist.world() > 1 || o.dist.pp > 1 || o.dist.zero > 0 || o.dist.micro_batches > 1 ||
-                    o.dist.first_stage_layers > 0 || o.dist.last_stage_layers > 0))
+                    o.dist.first_stage_layers > 0 || o.dist.last_stage_layers > 0 || o.dist.distribute_saved)) {
+    if (o.dist.distribute_saved) check_distributed_before_launch(o, m);
     return launch_ranks(o.dist, m, o.train, o.out, o.force, o.json);
+  }
   std::optional<RankRun> rank;
   if (rank_env) rank = join_ranks(*rank_env, o.dist, m, o.train, o.out);
   PolicyRegistry reg;
   load_plugins(reg, !o.json);
   before_run.mark("plugins");
   const std::optional<StepCosts> costs = load_step_costs(o.policy.costs_from, m);
-  // A tensor-parallel rank's or a pipeline stage's policy plans its own block table (a stage's:
-  // one micro-batch of its blocks).
-  ParallelLayout layout;
-  layout.tp = o.dist.tp;
-  layout.sp = o.dist.sp;
-  ModelConfig planned = m;
-  int stage = 0;
-  if (o.dist.pp > 1) {
-    layout.pp = o.dist.pp;
-    layout.micro_batches = o.dist.micro_batches_or_default();
-    layout.first_stage_layers = o.dist.first_stage_layers;
-    layout.last_stage_layers = o.dist.last_stage_layers;
-    layout.dp = rank ? rank->dist.dp : 1;
-    planned.batch = m.batch / layout.micro_batches;
-    stage = rank ? rank->pp_rank : 0;
-  }
-  Schedule s = o.dist.tp > 1 || o.dist.pp > 1 ? o.policy.plan(reg, per_rank_graph(planned, layout, stage), costs)
-                                              : o.policy.plan(reg, m, costs);
+  // A tensor-parallel rank's or a pipeline stage's policy plans its own block table.
+  Schedule s = plan_rank(o, m, rank ? rank->dist.dp : 1, rank ? rank->pp_rank : 0, reg, costs);
   // Refuse an output directory that would be refused at the end before spending the run on it.
   if (!o.out.empty()) check_output_dir(o.out, o.force);
   std::optional<std::uint64_t> budget;

@@ -140,7 +140,9 @@ std::string wait_ranks(std::vector<Child>& kids, pid_t group) {
 
 void print_ranks(const nlohmann::json& j, const std::string& out) {
   std::cout << "parallel         " << j["world_size"].get<int>() << " ranks (tp " << j.value("tp", 1)
-            << (j.value("sp", false) ? " sp" : "") << ", dp " << j["dp"].get<int>();
+            << (j.value("sp", false) ? " sp" : "")
+            << (j.value("distribute_saved_activations", false) ? ", distributed checkpoints" : "") << ", dp "
+            << j["dp"].get<int>();
   if (j.value("pp", 1) > 1) std::cout << ", pp " << j["pp"].get<int>() << " × " << j.value("micro_batches", 1) << " micro-batches";
   std::cout << "), ZeRO "
             << j["zero"].get<int>() << ", global batch " << j["global_batch"].get<std::int64_t>() << "\n";

@@ -43,6 +43,9 @@ void DistOptions::add(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app.add_flag("--sp", sp, "sequence parallelism over the tensor-parallel ranks (needs --tp > 1)");
+  app.add_flag("--distribute-saved-activations", distribute_saved,
+               "keep each checkpointed block input (full recomputation) as 1/T per tensor-parallel rank, "
+               "all-gathered before its recompute (needs --tp > 1, not with --sp)");
   app.add_option("--pp", pp, "pipeline stages P: the blocks split over P processes, micro-batches in the 1F1B order")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -102,6 +105,7 @@ ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int w
   p.dp = replicas;
   p.tp = d.tp;
   p.sp = d.sp;
+  p.distribute_saved_activations = d.distribute_saved;
   p.zero = d.zero;
   p.global_batch = global.batch;
   p.micro_batches = n;
@@ -194,6 +198,7 @@ RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, Train
   train.tie_comm = r.tie_comm.get();
   train.tp = d.tp;
   train.sp = d.sp;
+  train.distribute_saved = d.distribute_saved;
   train.zero = d.zero;
   train.pp = d.pp;
   train.micro_batches = d.micro_batches_or_default();
@@ -224,6 +229,7 @@ void note_comm(Trace& t, const RankRun& r) {
     t.provenance.emplace_back("stage_blocks", std::to_string(p.stage_layers(t.model, r.pp_rank)));
   }
   t.provenance.emplace_back("sp", r.dist.sp ? "1" : "0");
+  t.provenance.emplace_back("distribute_saved_activations", r.dist.distribute_saved ? "1" : "0");
   t.provenance.emplace_back("zero", std::to_string(r.dist.zero));
   t.provenance.emplace_back("comm_bytes_per_step", std::to_string(per_step + other_per_step));
 }

@@ -20,6 +20,7 @@ struct DistOptions {
   int dp = 1;               // D: data-parallel ranks
   int tp = 1;               // T: tensor-parallel ranks per replica (rank = d·T + t)
   bool sp = false;          // sequence parallelism over the T ranks
+  bool distribute_saved = false;  // checkpointed block inputs split over the T ranks (not with sp)
   int pp = 1;               // P: pipeline stages (1F1B); rank = (p·D + d)·T + t
   int micro_batches = 0;    // N per replica and step with pp > 1 (0: P)
   int first_stage_layers = 0, last_stage_layers = 0;  // blocks of the first / last stage (0: L/P)

@@ -38,6 +38,7 @@ nlohmann::json write_ranks_summary(const std::string& dir, int world, const Dist
   j["pp"] = P;
   j["micro_batches"] = d.micro_batches_or_default();
   j["sp"] = d.sp;
+  j["distribute_saved_activations"] = d.distribute_saved;
   j["zero"] = d.zero;
   j["global_batch"] = global_batch;
   bool complete = failure.empty();

@@ -86,6 +86,7 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
   spec.tp_comm = o.tp_comm;
   spec.layout.tp = o.tp;
   spec.layout.sp = o.sp;
+  spec.layout.distribute_saved_activations = o.distribute_saved;
   spec.layout.zero = o.zero;
   spec.layout.pp = o.pp;
   spec.layout.micro_batches = o.micro_batches;

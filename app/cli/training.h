@@ -26,6 +26,7 @@ struct TrainOptions {
   Communicator* tp_comm = nullptr;  // a tensor-parallel rank's group of tp (dist_run.h)
   int tp = 1;
   bool sp = false;
+  bool distribute_saved = false;  // checkpointed block inputs split over tp (dist_run.h)
   int zero = 0;  // ZeRO stage over comm's ranks (dist_run.h)
   Communicator* pp_comm = nullptr;   // a pipeline stage's group of the P stages (dist_run.h)
   Communicator* tie_comm = nullptr;  // the first and the last stage, with a tied embedding

@@ -43,6 +43,9 @@ Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc
     full_cfg_.heads = cfg_.heads * tp_;
     full_cfg_.kv_heads = cfg_.kv_heads * tp_;
     full_cfg_.ffn = cfg_.ffn * tp_;
+    distribute_ = opt_.distribute_saved;
+    if (distribute_ && sp_)
+      throw Error("distributed checkpoints cannot be combined with sequence parallelism (the inputs are already split)");
   }
   if (opt_.pp_comm && opt_.pp_comm->size() > 1) {
     pp_ = opt_.pp_comm->size();
@@ -340,7 +343,8 @@ void Executor::head() {
   const float w_offset = cfg_.norm_unit_offset ? 1.0f : 0.0f;  // the final norm as the blocks'
   phase_ = Phase::Forward;
   alloc_.set_phase(phase_);
-  // ZeRO-2: the gradients outside the blocks accumulate from here to the embedding's backward.
+  // ZeRO-2: the gradients outside the blocks accumulate from here to the embedding's backward
+  // (on a last pipeline stage, over every micro-batch to the step's end).
   if (zero_.gradients()) zero_open_bucket(zero_outer_, -1);
   if (zero_.parameters()) zero_gather(zero_head_, -1);
   Tensor w = param_at(L.lnf_w, H), dw = grad_at(L.lnf_w, H);
@@ -397,6 +401,9 @@ void Executor::embedding_backward() {
   const std::int64_t n = cfg_.tokens() * cfg_.hidden;
   const int B = cfg_.batch, S = cfg_.seq, H = cfg_.hidden;
   const auto& L = st_.layout();
+  // ZeRO-2: open since the head in one process; a first pipeline stage opens it at its first
+  // micro-batch's embedding backward and keeps it to the step's end (run_pipeline_step).
+  if (zero_.gradients()) zero_open_bucket(zero_outer_, -1);
   Tensor dwte = grad_at(L.wte, static_cast<std::int64_t>(cfg_.vocab) * H);
   Tensor dwpe = L.wpe >= 0 ? grad_at(L.wpe, static_cast<std::int64_t>(cfg_.positions) * H) : Tensor{};
   if (sp_) {  // the rows of every rank, for the embedding's whole gradient
@@ -418,7 +425,7 @@ void Executor::embedding_backward() {
      Stream::Compute, [&] { be_.embedding_bwd(st_.tokens, d, dwte, dwpe ? &dwpe : nullptr, B, S, H, cfg_.embed_multiplier()); });
   if (tmp) release(tmp);
   else release(dnext_);
-  if (zero_.gradients()) zero_close_bucket(-1);
+  if (zero_.gradients() && pp_ == 1) zero_close_bucket(-1);
 }
 
 void Executor::sync_gradients() {

@@ -39,6 +39,10 @@ struct ExecOptions {
   // is split over them too. None: one rank.
   Communicator* tp_comm = nullptr;
   bool sp = false;
+  // With tp_comm and without sp (Megatron's --distribute-saved-activations): a block input kept
+  // as the checkpoint of a recomputed block is held as this rank's 1/T of it, all-gathered
+  // before the block's recompute.
+  bool distribute_saved = false;
   // Pipeline stages (executor_pipeline.cpp): the P stages of this replica and tensor slice
   // (`pp_comm`, whose rank is the stage), the micro-batches of a step, the whole model's index
   // of the stage's first block and, with a tied embedding, the group of the first and the last
@@ -91,6 +95,7 @@ class Executor {
   struct BlockMemory {
     std::vector<Held> held;  // by tensor index
     bool pending_copy = false;
+    std::uint64_t split_input = 0;  // the held input's id while it is this rank's 1/T (distribute_saved)
   };
   struct Ledger {
     int block;
@@ -143,6 +148,10 @@ class Executor {
   // `full` summed over the T ranks; this rank's part written to (or, with acc, added into) `shard`.
   void tp_reduce_scatter(int block, Tensor& full, const Tensor& shard, bool acc, const std::string& name);
   void tp_all_reduce(int block, const Tensor& t, const std::string& name);
+  // distribute_saved: block b's checkpointed input cut to this rank's 1/T, and made whole
+  // again (an all-gather over T) before the block next runs.
+  void split_checkpoint(int b);
+  void gather_checkpoint(int b);
   // With sp: the gradients of the sequence region's parameters, each rank's from its rows only.
   void sync_tensor_parallel_gradients();
   void sync_tensor_parallel_gradients(int block);
@@ -201,6 +210,7 @@ class Executor {
   std::vector<int> last_need_;  // per tensor: the lowest step index whose backward reads it
   int tp_ = 1, tp_rank_ = 0;    // tensor-parallel ranks and this one's index
   bool sp_ = false;
+  bool distribute_ = false;     // distribute_saved with T > 1
   ModelConfig full_cfg_;        // the whole model (heads, ffn) when the state is one rank's
   BlockRegions regions_;        // of the block table, with tensor parallelism
   int pp_ = 1, stage_ = 0;      // pipeline stages and this one

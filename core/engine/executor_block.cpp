@@ -46,6 +46,7 @@ void Executor::forward(int b, const ActionEffect& e) {
     bs.pending_copy = false;
   }
   const Category made = phase_ == Phase::Forward ? Category::SavedActivations : Category::RecomputeTemps;
+  gather_checkpoint(b);  // a distributed checkpoint, whole again for the recompute
   // ZeRO-3: the block's parameters, gathered for this forward or recompute.
   if (zero_.parameters() && !e.steps.empty()) zero_gather(zero_blocks_[static_cast<std::size_t>(b)], b);
 
@@ -132,6 +133,8 @@ void Executor::forward(int b, const ActionEffect& e) {
       ledger_[static_cast<std::size_t>(bs.held[in].ledger)].decision = "checkpoint";
     }
   }
+  if (distribute_ && e.checkpoint && phase_ == Phase::Forward && bs.held[in].t && bs.split_input == 0)
+    split_checkpoint(b);
 }
 
 void Executor::backward(int b) {
@@ -145,6 +148,7 @@ void Executor::backward(int b) {
     bs.pending_copy = false;
   }
   const int in = graph_.input(), outp = graph_.output();
+  gather_checkpoint(b);
   // ZeRO-3 gathers the block's parameters again; ZeRO-2 gives its gradients a bucket.
   if (zero_.parameters()) zero_gather(zero_blocks_[static_cast<std::size_t>(b)], b);
   if (zero_.gradients()) zero_open_bucket(zero_blocks_[static_cast<std::size_t>(b)], b);

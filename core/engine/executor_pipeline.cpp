@@ -144,6 +144,9 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
     }
     pipeline_finish_sends();
     sync_tied_embedding();
+    // ZeRO-2: the outer parameters' gradients, summed over the micro-batches (and the tied
+    // embedding's two stages), reduce-scattered once.
+    if (zero_.gradients()) zero_close_bucket(-1);
     sync_tensor_parallel_gradients();
     sync_gradients();
     optimizer();

@@ -170,4 +170,34 @@ void Executor::sync_tensor_parallel_gradients(int b) {
   }
 }
 
+void Executor::split_checkpoint(int b) {
+  BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
+  Held& h = bs.held[graph_.input()];
+  const std::int64_t n = h.t.numel;
+  if (n % tp_ != 0)
+    throw Error("distributed checkpoints: block " + std::to_string(b) + "'s input of " + std::to_string(n) +
+                " elements does not split over " + std::to_string(tp_) + " ranks");
+  const std::int64_t c = n / tp_;
+  const std::string name = "h" + std::to_string(b) + ".checkpoint";
+  Tensor mine = alloc_outer(h.t.dtype, c, Category::Checkpoints, name + ".shard", b);
+  op(name + ".split", "copy", b, 0, 2 * mine.bytes(), Stream::Compute,
+     [&] { be_.copy(mine, h.t.slice(c * tp_rank_, c)); });
+  release(h.t);
+  h.t = mine;
+  if (h.ledger >= 0) ledger_[static_cast<std::size_t>(h.ledger)].bytes = mine.bytes();
+  bs.split_input = mine.id;
+}
+
+void Executor::gather_checkpoint(int b) {
+  BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
+  Held& h = bs.held[graph_.input()];
+  const bool split = bs.split_input != 0 && h.t.id == bs.split_input;
+  bs.split_input = 0;
+  if (!split) return;  // not split, or dropped since
+  Tensor whole = tp_gather(b, h.t, "h" + std::to_string(b) + ".checkpoint.all_gather");
+  alloc_.retag(whole, h.category);
+  release(h.t);
+  h.t = whole;
+}
+
 }  // namespace remat

@@ -36,11 +36,21 @@ void Executor::setup_zero() {
   for (int b = 0; b < cfg_.layers; ++b) zero_blocks_.push_back(zero_block_bucket(L, b));
   zero_outer_ = zero_outer_bucket(L);
   const std::int64_t H = cfg_.hidden, V = cfg_.vocab;
-  std::vector<std::pair<std::int64_t, std::int64_t>> embed = {{L.wte, V * H}};
-  if (L.wpe >= 0) embed.emplace_back(L.wpe, static_cast<std::int64_t>(cfg_.positions) * H);
+  // A pipeline stage holds the embedding, the head, both or neither (pipeline_stage.h).
+  std::vector<std::pair<std::int64_t, std::int64_t>> embed, head;
+  auto add = [](std::vector<std::pair<std::int64_t, std::int64_t>>& r, std::int64_t offset, std::int64_t n) {
+    if (offset >= 0) r.emplace_back(offset, n);
+  };
+  if (L.parts().embedding) {
+    add(embed, L.wte, V * H);
+    add(embed, L.wpe, static_cast<std::int64_t>(cfg_.positions) * H);
+  }
+  if (L.parts().head) {
+    add(head, L.lnf_w, H);
+    add(head, L.head_weight(), V * H);
+    add(head, L.lnf_b, H);
+  }
   zero_embed_ = ZeroBucket(embed);
-  std::vector<std::pair<std::int64_t, std::int64_t>> head = {{L.lnf_w, H}, {L.head_weight(), V * H}};
-  if (L.lnf_b >= 0) head.emplace_back(L.lnf_b, H);
   zero_head_ = ZeroBucket(head);
 }
 
@@ -90,6 +100,9 @@ void Executor::zero_release_gathered() {
 }
 
 void Executor::zero_open_bucket(const ZeroBucket& bucket, int block) {
+  for (const ZeroLive& g : buckets_)
+    if (g.bucket == &bucket) return;  // a pipeline stage's outer bucket, open for the step
+  if (bucket.empty()) return;
   ZeroLive g{&bucket, alloc_outer(cfg_.dtype, bucket.numel(), Category::Gradients, "zero.grads", block), block};
   buckets_.push_back(g);
   op("zero.grads.zero", "zero", block, 0, g.t.bytes(), Stream::Compute, [&] { be_.fill_zero(g.t); });
@@ -102,10 +115,18 @@ void Executor::zero_close_bucket(int block) {
     collective("grads.reduce_scatter", "reduce_scatter", g.block, g.t.bytes(),
                [&] { opt_.comm->reduce_scatter_sum_v(g.t.as<float>(), counts, "zero.grads"); });
     const std::vector<ZeroPiece> mine = g.bucket->pieces(zero_);
-    // Every element is in exactly one bucket a step: its summed gradient is copied, not added.
-    op("zero.grads.shard", "copy", g.block, 0, 2 * pieces_bytes(mine, cfg_.dtype), Stream::Compute, [&] {
-      for (const ZeroPiece& p : mine) be_.copy(st_.grads.slice(p.shard, p.numel), g.t.slice(p.bucket, p.numel));
-    });
+    // One process: every element is in exactly one bucket a step, its summed gradient copied.
+    // Pipeline stages close a block's bucket once per micro-batch: the sums add up in the shard
+    // (zeroed by the step's first op).
+    const bool add = pp_ > 1;
+    op("zero.grads.shard", add ? "add" : "copy", g.block, 0, (add ? 3 : 2) * pieces_bytes(mine, cfg_.dtype),
+       Stream::Compute, [&] {
+         for (const ZeroPiece& p : mine) {
+           const Tensor dst = st_.grads.slice(p.shard, p.numel), src = g.t.slice(p.bucket, p.numel);
+           if (add) be_.add_into(dst, src);
+           else be_.copy(dst, src);
+         }
+       });
     release(g.t);
   }
   buckets_.erase(std::remove_if(buckets_.begin(), buckets_.end(), [](const ZeroLive& g) { return !g.t; }),

@@ -64,13 +64,6 @@ std::vector<float> stage_weight_values(const ModelConfig& m, const ParallelLayou
 void check_pipeline(const ModelConfig& m, const ParallelLayout& p) {
   validate_layout(p, m);
   if (p.pp <= 1) return;
-  if (p.zero != 0)
-    throw ConfigError("zero", "ZeRO-" + std::to_string(p.zero) + " with pipeline stages (--pp " +
-                                  std::to_string(p.pp) + ") is not run yet; `rematlab-batch plan --pp " +
-                                  std::to_string(p.pp) + " --zero " + std::to_string(p.zero) +
-                                  "` predicts it (use --zero 0)");
-  if (p.distribute_saved_activations)
-    throw ConfigError("distribute-saved-activations", "distributed checkpoints are not run yet");
 }
 
 }  // namespace remat

@@ -74,12 +74,15 @@ RankStatic rank_static(const ModelConfig& m, const ParallelLayout& p, int stage)
   return r;
 }
 
-namespace {
-
 // Megatron distributes only the inputs of blocks recomputed in full.
-void check_distributed(const Schedule& s, int blocks) {
+void check_distributed_schedule(const Schedule& s, int blocks) {
   std::vector<bool> seen(static_cast<std::size_t>(blocks), false);
   for (const Action& a : s.actions) {
+    if (a.kind == ActionKind::Offload || a.kind == ActionKind::Prefetch)
+      throw ConfigError("distribute-saved-activations",
+                        "policy '" + s.policy + "' moves block " + std::to_string(a.block) +
+                            "'s tensors to the host; distributed checkpoints keep them split on the device "
+                            "instead (drop one of the two)");
     if (a.kind != ActionKind::Forward || a.block < 0 || a.block >= blocks || seen[a.block]) continue;
     seen[a.block] = true;
     const bool ok = a.keep.kind == KeepKind::Input || a.keep.kind == KeepKind::None;
@@ -91,8 +94,6 @@ void check_distributed(const Schedule& s, int blocks) {
                             std::to_string(blocks) + ")");
   }
 }
-
-}  // namespace
 
 RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, const StagePlanner& plan,
                              const Backend* mirror) {
@@ -113,8 +114,8 @@ RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, cons
       mb.blocks = st.blocks;
       const BlockGraph g = per_rank_graph(m, p, i);
       mb.schedule = plan(g);
-      if (p.distribute_saved_activations) check_distributed(mb.schedule, st.blocks);
-      mb.sim = simulate(g, mb.schedule, mirror, p.tp, p.sp, p.zero, p.dp);
+      if (p.distribute_saved_activations) check_distributed_schedule(mb.schedule, st.blocks);
+      mb.sim = simulate(g, mb.schedule, mirror, p);
       for (std::uint64_t b : mb.sim.saved_bytes_per_block) mb.held_bytes += b;
       st.micro_batch = static_cast<int>(r.micro_batch.size());
       r.micro_batch.push_back(std::move(mb));
@@ -124,10 +125,11 @@ RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, cons
     const std::uint64_t waiting = static_cast<std::uint64_t>(st.in_flight - 1) * mb.held_bytes;
     st.activation_bytes = waiting + mb.sim.activation_peak_bytes;
     st.peak_bytes = st.statics.total() + waiting + (mb.sim.peak_bytes - mb.sim.static_bytes);
-    if (p.pp > 1 && p.zero == 0) {
+    if (p.pp > 1) {
       // The stage's 1F1B step walked as a run executes it (simulate_stage): its micro-batches'
-      // buffers, the sends and receives between stages and the head on the last stage, to the
-      // byte of a run; the sum above is its outline, and what ZeRO with stages (not run) gets.
+      // buffers, the sends and receives between stages, the head on the last stage and ZeRO's
+      // gathered parameters and gradient buckets, to the byte of a run; the sum above is its
+      // outline.
       const Prediction w = simulate_stage(m, p, i, mb.schedule, mirror);
       st.activation_bytes = w.activation_peak_bytes;
       st.peak_bytes = w.peak_bytes;

@@ -62,6 +62,11 @@ struct RankPrediction {
   std::uint64_t peak_bytes = 0;  // the highest stage's
 };
 
+// Distributed checkpoints (Megatron's --distribute-saved-activations) split the inputs of blocks
+// recomputed in full: every block of the schedule but the last keeps its input or nothing.
+// ConfigError naming the policy and the block otherwise.
+void check_distributed_schedule(const Schedule& s, int blocks);
+
 // Plans a schedule for one stage's per-rank block table (a policy plugin, or a fixed schedule).
 using StagePlanner = std::function<Schedule(const BlockGraph&)>;
 

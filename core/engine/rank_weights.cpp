@@ -1,8 +1,10 @@
 #include "core/engine/rank_weights.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/engine/data_parallel.h"
+#include "core/engine/pipeline_stage.h"
 #include "core/engine/tensor_parallel.h"
 #include "core/io/safetensors.h"
 #include "core/util/error.h"
@@ -11,10 +13,49 @@ namespace remat {
 
 namespace {
 
-// This rank's parameter runs in the whole model's layout: its tensor-parallel slices, or every
-// parameter whole.
-std::vector<WeightRun> rank_runs(const ModelConfig& whole, const RankPlace& p) {
-  return p.tp > 1 ? rank_weight_runs(whole, p.tp, p.t) : layout_weight_runs(ParamLayout(whole));
+bool staged(const RankPlace& p) { return p.stages && p.stages->pp > 1; }
+
+// The parameter runs of tensor rank t at this rank's place, in the whole model's layout: its
+// stage's parameters, its tensor-parallel slices, or every parameter whole.
+std::vector<WeightRun> runs_of(const ModelConfig& whole, const RankPlace& p, int t) {
+  if (staged(p)) return stage_weight_runs(whole, *p.stages, p.stage, t);
+  return p.tp > 1 ? rank_weight_runs(whole, p.tp, t) : layout_weight_runs(ParamLayout(whole));
+}
+
+// The whole model's flat vector from the T tensor-parallel ranks' own (ranks[t] laid out as
+// runs[t] place them): what every rank holds whole is rank 0's; zeros where no run lands.
+std::vector<float> merge_slices(const ParamLayout& G, const std::vector<std::vector<WeightRun>>& runs,
+                                const std::vector<std::vector<float>>& ranks) {
+  std::vector<float> out(static_cast<std::size_t>(G.total()), 0.0f);
+  for (std::size_t t = 0; t < ranks.size(); ++t) {
+    const std::vector<float>& mine = ranks[t];
+    for (const WeightRun& r : runs[t]) {
+      const ParamSpec& g = G.params()[r.param];
+      if (t > 0 && r.begin == 0 && r.end == g.numel()) continue;  // whole on every rank: rank 0's
+      if (r.dst < 0 || r.dst + (r.end - r.begin) > static_cast<std::int64_t>(mine.size()))
+        throw Error("weights: a run outside tensor rank " + std::to_string(t) + "'s values");
+      std::copy(mine.data() + r.dst, mine.data() + r.dst + (r.end - r.begin), out.data() + g.offset + r.begin);
+    }
+  }
+  return out;
+}
+
+// The elements [lo, hi) of the whole model's flat vector stage s owns: from its first block's
+// first parameter (0 on the first stage: the embeddings) to the next stage's (the end on the
+// last: the final norm and the output layer). The layout's order (embeddings, blocks, head)
+// makes them contiguous and in stage order; a tied head's copy of the word embedding is not
+// owned.
+std::pair<std::int64_t, std::int64_t> owned_range(const ParamLayout& G, const ModelConfig& m,
+                                                  const ParallelLayout& p, int s) {
+  auto start = [&](int stage) -> std::int64_t {
+    if (stage == 0) return 0;
+    if (stage >= p.pp) return G.total();
+    const int b = p.stage_first_block(m, stage);
+    for (const ParamSpec& ps : G.params())
+      if (ps.block == b) return ps.offset;
+    throw Error("weights: block " + std::to_string(b) + " has no parameters");
+  };
+  return {start(s), start(s + 1)};
 }
 
 // The records a communicator made from `from` on are dropped when this ends.
@@ -56,26 +97,22 @@ std::vector<float> whole_from_rank_slices(const ModelConfig& whole, int tp,
   if (static_cast<int>(ranks.size()) != tp)
     throw Error("weights: " + std::to_string(ranks.size()) + " ranks' values, " + std::to_string(tp) +
                 " tensor-parallel ranks");
-  std::vector<float> out(static_cast<std::size_t>(G.total()));
+  std::vector<std::vector<WeightRun>> runs;
   for (int t = 0; t < tp; ++t) {
     const std::vector<float>& mine = ranks[static_cast<std::size_t>(t)];
     if (static_cast<std::int64_t>(mine.size()) != R.total())
       throw Error("weights: rank " + std::to_string(t) + " has " + std::to_string(mine.size()) +
                   " values, a rank's model " + std::to_string(R.total()));
-    for (const WeightRun& r : rank_weight_runs(whole, tp, t)) {
-      const ParamSpec& g = G.params()[r.param];
-      if (t > 0 && r.begin == 0 && r.end == g.numel()) continue;  // whole on every rank: rank 0's
-      std::copy(mine.data() + r.dst, mine.data() + r.dst + (r.end - r.begin), out.data() + g.offset + r.begin);
-    }
+    runs.push_back(rank_weight_runs(whole, tp, t));
   }
-  return out;
+  return merge_slices(G, runs, ranks);
 }
 
 void load_rank_weights(const std::string& path, ModelState& state, const ModelConfig& whole,
                        const RankPlace& place) {
   const ParamLayout G(whole);
   const std::vector<float> global = flat_from_hf(read_safetensors(path), G, whole.family, path);
-  std::vector<WeightRun> runs = rank_runs(whole, place);
+  std::vector<WeightRun> runs = runs_of(whole, place, place.t);
   const ZeroShard& z = state.zero();
   std::int64_t n = state.layout().total();
   if (z.parameters()) {
@@ -106,25 +143,46 @@ std::vector<float> gather_whole(const ModelState& state, const ModelConfig& whol
   if (static_cast<std::int64_t>(mine.size()) != n)
     throw Error("weights: a rank holds " + std::to_string(mine.size()) + " values, its model " + std::to_string(n));
   if (replica_of(place.comm) != 0) return {};
-  if (place.tp <= 1) return mine;
-  // Replica 0's tensor-parallel ranks: their vectors make the whole model's.
-  OffTheSteps quiet(place.tp_comm);
-  const std::size_t per = static_cast<std::size_t>(n);
-  std::vector<float> all(per * static_cast<std::size_t>(place.tp));
-  std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(per * place.t));
-  place.tp_comm->all_gather(all.data(), per, grads ? "grads.save.tp_all_gather" : "params.save.tp_all_gather");
-  if (place.t != 0) return {};
+  if (place.tp <= 1 && !staged(place)) return mine;
   std::vector<std::vector<float>> ranks;
-  for (int t = 0; t < place.tp; ++t)
-    ranks.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(per * t),
-                       all.begin() + static_cast<std::ptrdiff_t>(per * (t + 1)));
-  return whole_from_rank_slices(whole, place.tp, ranks);
+  if (place.tp > 1) {
+    // Replica 0's tensor-parallel ranks: their vectors make the whole model's (the stage's).
+    OffTheSteps quiet(place.tp_comm);
+    const std::size_t per = static_cast<std::size_t>(n);
+    std::vector<float> all(per * static_cast<std::size_t>(place.tp));
+    std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(per * place.t));
+    place.tp_comm->all_gather(all.data(), per, grads ? "grads.save.tp_all_gather" : "params.save.tp_all_gather");
+    if (place.t != 0) return {};
+    for (int t = 0; t < place.tp; ++t)
+      ranks.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(per * t),
+                         all.begin() + static_cast<std::ptrdiff_t>(per * (t + 1)));
+  } else {
+    ranks.push_back(std::move(mine));
+  }
+  if (!staged(place)) return whole_from_rank_slices(whole, place.tp, ranks);
+  // A stage's values in the whole layout, then every stage's own range of it to every stage.
+  const ParamLayout G(whole);
+  std::vector<std::vector<WeightRun>> runs;
+  for (int t = 0; t < place.tp; ++t) runs.push_back(runs_of(whole, place, t));
+  std::vector<float> out = merge_slices(G, runs, ranks);
+  if (!place.pp_comm || place.pp_comm->size() != place.stages->pp)
+    throw Error("weights: a pipeline stage without its communicator of " + std::to_string(place.stages->pp) + " stages");
+  std::vector<std::size_t> counts;
+  for (int s = 0; s < place.stages->pp; ++s) {
+    const auto r = owned_range(G, whole, *place.stages, s);
+    counts.push_back(static_cast<std::size_t>(r.second - r.first));
+  }
+  OffTheSteps quiet(place.pp_comm);
+  place.pp_comm->all_gather_v(out.data(), counts, grads ? "grads.save.pp_all_gather" : "params.save.pp_all_gather");
+  if (place.stage != 0) return {};
+  return out;
 }
 
 void save_rank_file(const std::string& path, const ModelState& state, const ModelConfig& whole,
                     const RankPlace& place, bool grads) {
   const std::vector<float> flat = gather_whole(state, whole, place, grads);
-  if (replica_of(place.comm) == 0 && place.t == 0) write_flat_safetensors(path, flat, ParamLayout(whole));
+  if (replica_of(place.comm) == 0 && place.t == 0 && place.stage == 0)
+    write_flat_safetensors(path, flat, ParamLayout(whole));
 }
 
 }  // namespace remat

@@ -1,11 +1,12 @@
-// Weights and gradient files of a rank of a tensor-parallel or ZeRO run, in the one-process
-// format (safetensors under the whole model's Hugging Face names and shapes). A rank holds
-// pieces of the whole model's flat vector: a tensor-parallel rank its runs (rank_weight_runs),
-// a ZeRO rank the shard of its stage's buffers. Loading: every rank reads the file and takes
-// its own pieces. Saving: the pieces travel to rank 0 of the job through the ranks'
-// communicators (all-gathers over the data-parallel group, then the tensor-parallel group of
-// replica 0), which writes the whole file; the values are those of the one-process layout bit
-// for bit, the ranks' own.
+// Weights and gradient files of a rank of a tensor-parallel, pipeline or ZeRO run, in the
+// one-process format (safetensors under the whole model's Hugging Face names and shapes). A rank
+// holds pieces of the whole model's flat vector: a tensor-parallel rank its runs
+// (rank_weight_runs), a pipeline stage its parameters' (stage_weight_runs), a ZeRO rank the
+// shard of its buffers. Loading: every rank reads the file and takes its own pieces. Saving:
+// the pieces travel to rank 0 of the job through the ranks' communicators (all-gathers over
+// the data-parallel group, then the tensor-parallel group of replica 0, then the stages of
+// its tensor rank 0), which writes the whole file; the values are the ranks' own, bit for bit.
+// A tied word embedding is stage 0's (the last stage's copy holds the same values).
 #pragma once
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "core/dist/communicator.h"
 #include "core/engine/model_state.h"
 #include "core/engine/weight_init.h"
+#include "core/graph/parallel_layout.h"
 #include "core/model/model_config.h"
 
 namespace remat {
@@ -23,6 +25,11 @@ struct RankPlace {
   int tp = 1, t = 0;
   Communicator* tp_comm = nullptr;  // the T ranks of the replica
   Communicator* comm = nullptr;     // the D replicas holding the same slice
+  // Pipeline stages: the layout (its pp, stage layers and tp; null: one stage), this rank's
+  // stage and the P stages of its replica and tensor rank.
+  const ParallelLayout* stages = nullptr;
+  int stage = 0;
+  Communicator* pp_comm = nullptr;
 };
 
 // The values `runs` name, taken from `global` (laid out as `layout`), in a buffer of n elements

@@ -10,6 +10,7 @@
 #include "core/engine/data_parallel.h"
 #include "core/engine/executor.h"
 #include "core/engine/model_state.h"
+#include "core/engine/rank_prediction.h"
 #include "core/engine/rank_weights.h"
 #include "core/engine/pipeline_stage.h"
 #include "core/engine/simulator.h"
@@ -194,9 +195,6 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     if (spec.model.batch % n != 0)
       throw ConfigError("micro-batches", "the replica's batch of " + std::to_string(spec.model.batch) +
                                              " sequences is not divisible by " + std::to_string(n) + " micro-batches");
-    if (!spec.weights_in.empty() || !spec.weights_out.empty() || !spec.grads_out.empty())
-      throw ConfigError("pp", "pipeline stages hold a part of the model: loading and saving weights or gradients is "
-                              "not supported with --pp");
     micro.batch = spec.model.batch / n;
     stages.micro_batches = n;
     stages.global_batch = 0;
@@ -212,9 +210,13 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
                                   std::to_string(dp) + " (use --dp 2 or more)");
   const BlockGraph graph = pp ? per_rank_graph(micro, stages, stage)
                           : tp ? per_rank_graph(spec.model, one_stage) : BlockGraph(spec.model);
+  if (spec.layout.distribute_saved_activations) check_distributed_schedule(spec.schedule, graph.config().layers);
+  ParallelLayout rank_layout = one_stage;
+  rank_layout.zero = zero;
+  rank_layout.dp = dp;
   // validates the schedule
   Prediction pred = pp ? simulate_stage(micro, stages, stage, spec.schedule, &backend)
-                       : simulate(graph, spec.schedule, &backend, spec.layout.tp, spec.layout.sp, zero, dp);
+                       : simulate(graph, spec.schedule, &backend, rank_layout);
   part_done("simulate", clock.now_ns());
   tr.plan = pred.plan;
   tr.predicted_peak_bytes = pred.peak_bytes;
@@ -246,16 +248,28 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     tr.static_bytes = state.static_bytes();
     part_done("memory", clock.now_ns());
     // Where this rank's pieces of the whole model lie (rank_weights.h): files are the whole model's.
-    const RankPlace place{tp ? spec.layout.tp : 1, tp_rank_of(spec.tp_comm), spec.tp_comm, spec.comm};
-    const bool pieces = tp || state.zero().parameters() || state.zero().gradients();
+    RankPlace place{tp ? spec.layout.tp : 1, tp_rank_of(spec.tp_comm), spec.tp_comm, spec.comm};
+    if (pp) {
+      place.stages = &stages;
+      place.stage = stage;
+      place.pp_comm = spec.pp_comm;
+    }
+    const bool pieces = tp || pp || state.zero().parameters() || state.zero().gradients();
     if (!spec.weights_in.empty()) {
       if (pieces) load_rank_weights(spec.weights_in, state, spec.model, place);
       else load_safetensors(spec.weights_in, state);
     } else if (pp) {
       // The stage's parameters (a tensor-parallel rank's slices of them) of the single-process
-      // initialization, drawn alone.
-      state.write_params(stage_weight_values(micro, stages, stage, tp_rank_of(spec.tp_comm), spec.seed,
-                                             backend.host_threads()));
+      // initialization, drawn alone; under ZeRO-3 this rank's shard of them, zeros past the end.
+      std::vector<float> w = stage_weight_values(micro, stages, stage, tp_rank_of(spec.tp_comm), spec.seed,
+                                                 backend.host_threads());
+      const ZeroShard& z = state.zero();
+      if (z.parameters()) {
+        std::vector<float> mine(static_cast<std::size_t>(z.shard()), 0.0f);
+        std::copy_n(w.begin() + z.begin(), z.count(), mine.begin());
+        w.swap(mine);
+      }
+      state.write_params(w);
     } else if (state.zero().parameters()) {
       // This rank's shard of the single-process initialization (of a tensor-parallel rank's
       // slices of it), drawn alone; zeros past the end.
@@ -282,6 +296,7 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     eo.comm = spec.comm;
     eo.tp_comm = spec.tp_comm;
     eo.sp = spec.layout.sp;
+    eo.distribute_saved = spec.layout.distribute_saved_activations;
     if (pp) {
       eo.pp_comm = spec.pp_comm;
       eo.tie_comm = spec.tie_comm;

@@ -42,7 +42,7 @@ struct StageSim {
 };
 
 Prediction walk(const BlockGraph& g, const Schedule& s, const Backend* mirror, int tp, bool sp, int zero,
-                int dp, const StageSim& pipe) {
+                int dp, bool distribute, const StageSim& pipe) {
   const ModelConfig& m = g.config();
   Prediction p;
   p.plan = validate_schedule(s, g);
@@ -58,6 +58,7 @@ Prediction walk(const BlockGraph& g, const Schedule& s, const Backend* mirror, i
   NullCommunicator dp_comm(0, dp);
   if (dp > 1) eo.comm = &dp_comm;
   eo.sp = sp;
+  eo.distribute_saved = distribute;
   NullCommunicator pp_comm(pipe.stage, pipe.stages);
   NullCommunicator tie_comm(pipe.stage == 0 ? 0 : 1, 2);
   if (pipe.stages > 1) {
@@ -98,7 +99,11 @@ Prediction walk(const BlockGraph& g, const Schedule& s, const Backend* mirror, i
 
 Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirror, int tp, bool sp,
                     int zero, int dp) {
-  return walk(g, s, mirror, tp, sp, zero, dp, StageSim{});
+  return walk(g, s, mirror, tp, sp, zero, dp, false, StageSim{});
+}
+
+Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirror, const ParallelLayout& p) {
+  return walk(g, s, mirror, p.tp, p.sp, p.zero, p.dp, p.distribute_saved_activations, StageSim{});
 }
 
 Prediction simulate_stage(const ModelConfig& m, const ParallelLayout& p, int stage, const Schedule& s,
@@ -111,7 +116,8 @@ Prediction simulate_stage(const ModelConfig& m, const ParallelLayout& p, int sta
   pipe.first_block = c.first_block;
   pipe.parts = c.parts;
   pipe.tied = m.tied_embeddings;
-  return walk(per_rank_graph(m, p, stage), s, mirror, p.tp, p.sp, p.zero, p.dp, pipe);
+  return walk(per_rank_graph(m, p, stage), s, mirror, p.tp, p.sp, p.zero, p.dp, p.distribute_saved_activations,
+              pipe);
 }
 
 }  // namespace remat

@@ -44,9 +44,11 @@ Prediction simulate(const BlockGraph& graph, const Schedule& s, const Backend* m
 // the gathered parameters and gradient buckets a run allocates (every rank allocates the same).
 Prediction simulate(const BlockGraph& graph, const Schedule& s, const Backend* mirror, int tp, bool sp,
                     int zero, int dp);
+// One rank of layout p without stages (its tp, sp, zero, dp and distributed checkpoints).
+Prediction simulate(const BlockGraph& graph, const Schedule& s, const Backend* mirror, const ParallelLayout& p);
 
 // One rank of pipeline stage `stage` of the layout (m.batch the micro-batch, m the whole model
-// otherwise; p valid for m, ZeRO 0): the stage's own parameters (stage_cut), its per-rank block
+// otherwise; p valid for m): the stage's own parameters (stage_cut), its per-rank block
 // table (per_rank_graph), every micro-batch of a step in the stage's 1F1B order, with null
 // communicators of the layout's sizes (pipeline, tensor, data and, tied, the embedding's pair).
 Prediction simulate_stage(const ModelConfig& m, const ParallelLayout& p, int stage, const Schedule& s,

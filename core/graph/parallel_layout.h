@@ -64,8 +64,9 @@ struct Share {
   std::int64_t num = 1, den = 1;
 };
 // The one place a block tensor's per-rank share is decided: 1/T in the Tensor region; 1/T in the
-// Sequence region with sp; the block input and output (the checkpoint a fully recomputed block
-// keeps) 1/T with distribute_saved_activations; else all of it.
+// Sequence region with sp; else all of it. (distribute_saved_activations does not change the
+// table: the executor keeps 1/T of a checkpointed block input and gathers it before the
+// recompute, ExecOptions::distribute_saved.)
 Share tensor_share(const BlockGraph& g, const BlockRegions& r, int tensor, const ParallelLayout& p);
 
 // The model one tensor-parallel rank holds: a/T query heads and kv/T kv-heads of the same head

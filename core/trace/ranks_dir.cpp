@@ -65,6 +65,8 @@ RanksDir read_ranks_json(const std::string& dir) {
   r.dp = int_field(j, "dp", 1, kMaxRanks, where);
   r.zero = int_field(j, "zero", 0, 3, where);
   r.sp = bool_field(j, "sp", where);
+  if (j.contains("distribute_saved_activations"))
+    r.distribute_saved_activations = bool_field(j, "distribute_saved_activations", where);
   if (j.contains("pp")) r.pp = int_field(j, "pp", 1, kMaxRanks, where);
   if (j.contains("micro_batches")) r.micro_batches = int_field(j, "micro_batches", 1, kMaxRanks, where);
   r.complete = bool_field(j, "complete", where);
@@ -127,6 +129,7 @@ Trace read_rank_run(const std::string& dir, const RanksDir& r, int rank) {
   t.provenance.emplace_back("tp", std::to_string(r.tp));
   t.provenance.emplace_back("dp", std::to_string(r.dp));
   t.provenance.emplace_back("sp", r.sp ? "1" : "0");
+  t.provenance.emplace_back("distribute_saved_activations", r.distribute_saved_activations ? "1" : "0");
   t.provenance.emplace_back("zero", std::to_string(r.zero));
   return t;
 }

@@ -24,6 +24,7 @@ struct RanksDir {
   int world_size = 1, dp = 1, tp = 1, zero = 0;
   int pp = 1, micro_batches = 1;  // pipeline stages (1 in directories older than them)
   bool sp = false;
+  bool distribute_saved_activations = false;  // absent in older directories: false
   bool complete = false;
   std::string status, error;
   std::vector<RankRow> ranks;  // one per rank, in rank order

@@ -4,7 +4,9 @@ on the CPU with `tiny` (4 blocks, batch 4, seq 64) in fp32 and its dropout, and 
 
 Numerics: P = 2 with N = 2, P = 2 with N = 4 and D = 2 (batch 8), P = 2 x T = 2 (with and
 without sp), llama-tiny (RoPE, SwiGLU, grouped-query attention, an untied head) at P = 2, and
-P = 3 with N = 4 and --first-stage-layers 2 (stages of 2, 1 and 1 blocks) give the
+P = 3 with N = 4 and --first-stage-layers 2 (stages of 2, 1 and 1 blocks), P = 2 x T = 2 with
+distributed checkpoints (the losses without them bit for bit), and P = 2 with
+N = 2 and D = 2 under ZeRO-1, 2 and 3 (tied and untied heads, with and without recomputation) give the
 single-process losses (same global batch) within an fp32 reduction-order bound. A stage holds
 bitwise the single process's initial values of its parameters and draws its masks at global
 positions, so what differs is the order of sums: the weight gradients are sums over the step's
@@ -26,7 +28,7 @@ for the same layout (its stage's peak and static bytes), under `none` and
 micro-batches in flight.
 
 Refusals before any process starts: layers not divisible by P, fewer micro-batches than stages,
-a batch not divisible by D·N, --micro-batches without --pp, ZeRO with --pp, bf16.
+a batch not divisible by D·N (with ZeRO too), --micro-batches without --pp, bf16.
 Failure: the last stage's rank killed with SIGKILL mid-run ends the job (exit 1) naming the rank,
 leaves no process behind and a ranks.json that says the run did not complete.
 Python standard library only.
@@ -131,7 +133,7 @@ def refusals(b, tmp):
     b.refuses(run + ["--pp", 2, "--micro-batches", 1], "1 micro-batches", "2 pipeline stages")
     b.refuses(run + ["--pp", 2, "--micro-batches", 3], "batch of 4", "--micro-batches 3")
     b.refuses(run + ["--micro-batches", 2], "micro-batches", "--pp")
-    b.refuses(run + ["--pp", 2, "--dp", 2, "--zero", 1, "--batch", 8], "ZeRO-1", "--pp 2")
+    b.refuses(run + ["--pp", 2, "--dp", 2, "--zero", 1, "--batch", 6], "batch of 6")
     b.refuses(["run", "--model", "tiny", "--steps", "1", "--pp", 2, "--out", out], "fp32")
     check(not os.path.exists(out), "a refused run leaves no directory")
 
@@ -183,21 +185,39 @@ def main():
         refusals(b, tmp)
         tokens4, tokens8 = 4 * 64, 8 * 64
         ref4 = single(b, tmp, a.steps, "none", 4)
+        seg4 = single(b, tmp, a.steps, "uniform:segments=2", 4)
         first = layout_run(b, tmp, a.steps, "none", 2, 2, 1, 1, 4, ref4, tokens4 * U32)
         again = layout_run(b, tmp, a.steps, "none", 2, 2, 1, 1, 4, ref4, tokens4 * U32, "-again")
         check(first is not None and first == again, "two P=2 runs: identical losses %r %r" % (first, again))
-        layout_run(b, tmp, a.steps, "uniform:segments=2", 2, 2, 1, 1, 4,
-                   single(b, tmp, a.steps, "uniform:segments=2", 4), tokens4 * U32)
-        layout_run(b, tmp, a.steps, "none", 2, 4, 2, 1, 8, single(b, tmp, a.steps, "none", 8), tokens8 * U32)
+        layout_run(b, tmp, a.steps, "uniform:segments=2", 2, 2, 1, 1, 4, seg4, tokens4 * U32)
+        ref8 = single(b, tmp, a.steps, "none", 8)
+        layout_run(b, tmp, a.steps, "none", 2, 4, 2, 1, 8, ref8, tokens8 * U32)
+        # ZeRO over each stage's two replicas: stage 1 shards the moments, 2 the gradients too
+        # (a block's reduce-scattered once per micro-batch and added up, the outer ones once a
+        # step after the tied embedding's sum), 3 the parameters too (gathered per micro-batch).
+        for zero in (1, 2, 3):
+            layout_run(b, tmp, a.steps, "none", 2, 2, 2, 1, 8, ref8, tokens8 * U32, extra=("--zero", zero))
+        layout_run(b, tmp, a.steps, "uniform:segments=2", 2, 2, 2, 1, 8,
+                   single(b, tmp, a.steps, "uniform:segments=2", 8), tokens8 * U32, extra=("--zero", 3))
+        layout_run(b, tmp, a.steps, "none", 2, 2, 2, 1, 8, single(b, tmp, a.steps, "none", 8, "llama-tiny"),
+                   tokens8 * U32, model="llama-tiny", extra=("--zero", 2))
         layout_run(b, tmp, a.steps, "none", 2, 2, 1, 2, 4, ref4, tokens4 * U32 + 2 * 4 * 4 * 512 * U32)
         layout_run(b, tmp, a.steps, "none", 2, 2, 1, 2, 4, ref4, tokens4 * U32 + 2 * 4 * 4 * 512 * U32, sp=True)
+        # Distributed checkpoints on stages: the same bits as without them.
+        plain = layout_run(b, tmp, a.steps, "uniform:segments=2", 2, 2, 1, 2, 4, seg4,
+                           tokens4 * U32 + 2 * 4 * 4 * 512 * U32)
+        dist = layout_run(b, tmp, a.steps, "uniform:segments=2", 2, 2, 1, 2, 4, seg4,
+                          tokens4 * U32 + 2 * 4 * 4 * 512 * U32, extra=("--distribute-saved-activations",))
+        check(plain is not None and plain == dist, "P=2 x T=2 distributed checkpoints: the losses without them "
+              "bit for bit: %r %r" % (dist, plain))
         layout_run(b, tmp, a.steps, "none", 2, 2, 1, 1, 4, single(b, tmp, a.steps, "none", 4, "llama-tiny"),
                    tokens4 * U32, model="llama-tiny")
         # Three stages, the first with 2 of the 4 blocks, the others 1 each.
         layout_run(b, tmp, a.steps, "none", 3, 4, 1, 1, 4, ref4, tokens4 * U32, extra=("--first-stage-layers", 2))
         killed_stage(b, tmp)
         print("layouts checked: P=2 N=2 (twice), P=2 N=2 uniform:segments=2, P=2 N=4 x D=2, P=2 x T=2, "
-              "P=2 x T=2 sp, llama-tiny P=2, P=3 N=4 --first-stage-layers 2")
+              "P=2 x T=2 sp, P=2 x T=2 distributed checkpoints, llama-tiny P=2, P=3 N=4 --first-stage-layers 2, "
+              "P=2 x D=2 ZeRO-1/2/3")
     return e2e_common.exit_code("pipeline-parallel runs ok")
 
 

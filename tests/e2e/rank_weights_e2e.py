@@ -1,22 +1,25 @@
 #!/usr/bin/env python3
-"""End-to-end test of weights and gradient files with tensor-parallel and ZeRO ranks
-(`run --tp T [--sp] [--dp D --zero K] --save-weights/--save-grads/--load-weights`), on the CPU
-in fp32. The files are the one-process format: rank 0 writes the whole model's tensors under
-their Hugging Face names, the other ranks' slices and shards gathered to it; every rank takes
-its own pieces of a loaded file.
+"""End-to-end test of weights and gradient files with tensor-parallel, pipeline and ZeRO ranks
+(`run --tp T [--sp] [--pp P] [--dp D --zero K] --save-weights/--save-grads/--load-weights`), on
+the CPU in fp32. The files are the one-process format: rank 0 writes the whole model's tensors
+under their Hugging Face names, the other ranks' slices, stages and shards gathered to it; every
+rank takes its own pieces of a loaded file.
 
 Saving, bit for bit:
 * The initial weights: with --lr 1e-30 an AdamW step moves no weight of a bias-free model
   (llama-tiny; its update of about 1e-30 is far below half an ulp of every weight, its norm
   weights are 1), so the saved file is the initialization. A one-process run and T = 2,
   T = 2 sp x D = 2 ZeRO-3, T = 2 x D = 2 ZeRO-2 and D = 2 ZeRO-3 write the same bytes, because
-  every rank holds bitwise slices or shards of the one-process initialization.
+  every rank holds bitwise slices or shards of the one-process initialization; so do P = 2 and
+  P = 2 x T = 2 x D = 2 ZeRO-3 (each stage's parameters drawn alone).
 * After steps, at D = 2: ZeRO-1, 2 and 3 give ZeRO-0's losses bit for bit (zero_e2e.py), and
   their weights and the gradients the optimizer read (gathered from the shards) are ZeRO-0's
-  bytes too; with T = 2 as well, ZeRO-3's files are ZeRO-0's.
+  bytes too; with T = 2 as well, ZeRO-3's files are ZeRO-0's; with P = 2 stages (the tied word
+  embedding's two copies, stage 0's written), ZeRO-1's are ZeRO-0's.
 
 Gradients against one process (--warmup 0 --steps 1: the gradients of the initial weights):
-every tensor of a T = 2 run's --save-grads is within the tensor-parallel bound of
+every tensor of a T = 2 run's --save-grads (and of P = 2, P = 2 x D = 2 ZeRO-2: micro-batch
+sums, well inside it) is within the tensor-parallel bound of
 tensor_parallel_e2e.py of the one-process tensor, norm-wise: ||g_T - g_1|| <= 2 * n_lin *
 gamma_Kmax * ||g_1||, n_lin = 4 * layers, gamma_K = K * 2^-24 (measured: 1e-6 and less). A
 slice put in the wrong place, a rank's copy of a split weight missing, or QK-norm's statistic
@@ -24,7 +27,8 @@ taken over one rank's heads instead of the whole width (small-OLMo's q_norm and 
 gradients) are off by 1e-2 and more.
 
 Loading: a one-process file after two steps (not the initialization) loaded by a one-process
-run, T = 2, T = 2 sp x D = 2 ZeRO-3 and D = 2 ZeRO-3 gives the one-process first loss within the
+run, T = 2, T = 2 sp x D = 2 ZeRO-3, D = 2 ZeRO-3, P = 2 and P = 2 x T = 2 x D = 2 ZeRO-3 gives
+the one-process first loss within the
 same bound (D = 2 ZeRO-3 equal to D = 2 ZeRO-0 bit for bit), and not the loss of the seed's
 initialization.
 Python standard library only.
@@ -120,16 +124,17 @@ def initial_weights(runs):
     args = [*base("llama-tiny"), "--lr", "1e-30", "--warmup", "0", "--steps", "1"]
     _, one = runs.run(args, files=["--save-weights"])
     for layout in (["--tp", 2], ["--tp", 2, "--sp", "--dp", 2, "--zero", 3], ["--tp", 2, "--dp", 2, "--zero", 2],
-                   ["--dp", 2, "--zero", 3]):
+                   ["--dp", 2, "--zero", 3], ["--pp", 2], ["--pp", 2, "--tp", 2, "--dp", 2, "--zero", 3]):
         _, files = runs.run(args, layout, ["--save-weights"])
         same_bytes(files["--save-weights"], one["--save-weights"], "initial weights %r" % layout)
 
 
 def zero_after_steps(runs):
     args = [*base("tiny"), "--warmup", "1", "--steps", "2"]
-    for tp in ([], ["--tp", 2]):
+    for tp in ([], ["--tp", 2], ["--pp", 2]):
         _, z0 = runs.run(args, [*tp, "--dp", 2], ["--save-weights", "--save-grads"])
-        for zero in ((1, 2, 3) if not tp else (3,)):
+        # Stages sum a ZeRO-2 gradient per micro-batch, in another order than ZeRO-0: ZeRO-1 only.
+        for zero in ((1, 2, 3) if not tp else (3,) if tp[0] == "--tp" else (1,)):
             _, z = runs.run(args, [*tp, "--dp", 2, "--zero", zero], ["--save-weights", "--save-grads"])
             for f in ("--save-weights", "--save-grads"):
                 same_bytes(z[f], z0[f], "%s ZeRO-%d D=2 %s after 2 steps" % (" ".join(map(str, tp)), zero, f))
@@ -157,7 +162,8 @@ def loading(runs):
     check(one is not None and abs(one - fresh) > 1e-2,
           "the loaded file's loss %r is not the seed's initialization's %r" % (one, fresh))
     got = {}
-    for layout in (["--tp", 2], ["--tp", 2, "--sp", "--dp", 2, "--zero", 3], ["--dp", 2, "--zero", 3], ["--dp", 2]):
+    for layout in (["--tp", 2], ["--tp", 2, "--sp", "--dp", 2, "--zero", 3], ["--dp", 2, "--zero", 3], ["--dp", 2],
+                   ["--pp", 2], ["--pp", 2, "--tp", 2, "--dp", 2, "--zero", 3]):
         loss, _ = runs.run([*args, "--load-weights", w], layout)
         got[tuple(layout)] = loss
         check(loss is not None and one is not None and abs(loss - one) <= rel * abs(one),
@@ -176,7 +182,8 @@ def main():
         runs = Runs(b, tmp)
         initial_weights(runs)
         zero_after_steps(runs)
-        worst = grads_against_one(runs, "tiny", bound(4, 512), (["--tp", 2], ["--tp", 2, "--sp", "--dp", 2, "--zero", 2]))
+        worst = grads_against_one(runs, "tiny", bound(4, 512), (["--tp", 2], ["--tp", 2, "--sp", "--dp", 2, "--zero", 2],
+                                                                ["--pp", 2], ["--pp", 2, "--dp", 2, "--zero", 2]))
         olmo = os.path.join(tmp, "olmo2-small.json")
         with open(olmo, "w") as f:
             json.dump(OLMO2_SMALL, f)

@@ -24,7 +24,13 @@ its own heads' statistic instead is off by 1e-2 and more.
 Memory: each rank's measured peak equals its predicted peak and `plan` with the same layout
 (its stage's peak and static bytes), under `none`, `selective` and `uniform:segments=4` (full per-block recomputation).
 
-Refusals before any process starts: heads not divisible by T (the numbers named), bf16.
+Distributed checkpoints (--distribute-saved-activations, full per-block recomputation at T = 2,
+alone and x D = 2): the undistributed losses bit for bit and a lower peak on every rank, the predicted and
+`plan`'s.
+
+Refusals before any process starts: heads not divisible by T (the numbers named), bf16;
+distributed checkpoints without T > 1, with sp, under a policy that keeps more than block
+inputs, or one that offloads.
 Python standard library only.
 """
 import argparse
@@ -63,14 +69,15 @@ def single(b, tmp, model, steps, policy):
     return load(out, "summary.json")
 
 
-def layout_run(b, tmp, model, steps, policy, tp, sp, dp, ref, rel, tag=""):
-    flags = ["--tp", tp] + (["--sp"] if sp else []) + (["--dp", dp] if dp > 1 else [])
-    what = "%s T=%d%s D=%d %s" % (model, tp, " sp" if sp else "", dp, policy)
+def layout_run(b, tmp, model, steps, policy, tp, sp, dp, ref, rel, tag="", extra=()):
+    """Runs the layout and checks it; returns (losses, ranks.json) or (None, {})."""
+    flags = ["--tp", tp] + (["--sp"] if sp else []) + (["--dp", dp] if dp > 1 else []) + list(extra)
+    what = "%s T=%d%s D=%d %s%s" % (model, tp, " sp" if sp else "", dp, policy, "".join(" " + str(x) for x in extra))
     out = os.path.join(tmp, what.replace(" ", "_").replace("=", "").replace(":", "_") + tag)
     b.run("run", *base(model), "--steps", steps, "--policy", policy, *flags, "--out", out)
     if not os.path.isfile(os.path.join(out, "ranks.json")):
         check(False, "%s: no ranks.json" % what)
-        return None
+        return None, {}
     j = load(out, "ranks.json")
     check(j.get("complete") and j["world_size"] == tp * dp, "%s: complete, %d ranks: %r"
           % (what, tp * dp, j.get("error")))
@@ -94,7 +101,7 @@ def layout_run(b, tmp, model, steps, policy, tp, sp, dp, ref, rel, tag=""):
               % (what, r["rank"], r["peak_bytes"], stage.get("peak_bytes")))
         check(r["static_bytes"] == stage.get("static", {}).get("total"), "%s rank %d: static %d == plan's %r"
               % (what, r["rank"], r["static_bytes"], stage.get("static", {}).get("total")))
-    return losses
+    return losses, j
 
 
 def refusals(b, tmp):
@@ -102,7 +109,38 @@ def refusals(b, tmp):
     # tiny has 4 heads: 3 does not divide them; the message names both numbers.
     b.refuses(["run", *base("tiny"), "--tp", 3, "--out", out], "heads", "4", "3")
     b.refuses(["run", "--model", "tiny", "--tp", 2, "--out", out], "fp32")
+    dist = ["run", *base("tiny"), "--distribute-saved-activations", "--out", out]
+    b.refuses(dist + ["--policy", "uniform:segments=4"], "needs tp > 1")
+    b.refuses(dist + ["--tp", 2, "--sp", "--policy", "uniform:segments=4"], "sequence parallelism")
+    b.refuses(dist + ["--tp", 2, "--policy", "none"], "block but the last recomputed")
+    b.refuses(dist + ["--tp", 2, "--policy", "offload:what=checkpoints"], "host")
     check(not os.path.exists(out), "a refused run leaves no directory")
+
+
+def distributed(b, tmp, steps, rel):
+    """--distribute-saved-activations: a checkpointed block input is kept as each rank's half and
+    all-gathered before the recompute, so the recompute reads the same bits: the losses are the
+    undistributed layout's bit for bit, and each rank holds less (3 of the 4 block inputs halved;
+    the last block keeps its whole saved set)."""
+    policy = "uniform:segments=4"
+    ref = load(os.path.join(tmp, "tiny-1-uniform_segments4"), "summary.json")  # run above
+    for dp in (1, 2):
+        plain, pj = layout_run(b, tmp, "tiny", steps, policy, 2, False, dp, ref, rel, "-plain")
+        dist, dj = layout_run(b, tmp, "tiny", steps, policy, 2, False, dp, ref, rel,
+                              extra=("--distribute-saved-activations",))
+        what = "T=2 D=%d %s distributed" % (dp, policy)
+        check(dist is not None and dist == plain, "%s: the undistributed losses bit for bit: %r %r"
+              % (what, dist, plain))
+        if not (pj and dj):
+            continue
+        for p, d in zip(pj["ranks"], dj["ranks"]):
+            check(d["peak_bytes"] < p["peak_bytes"], "%s rank %d: peak %d below the undistributed %d"
+                  % (what, d["rank"], d["peak_bytes"], p["peak_bytes"]))
+        out = os.path.join(tmp, ("tiny T=2 D=%d %s --distribute-saved-activations" % (dp, policy))
+                           .replace(" ", "_").replace("=", "").replace(":", "_"))
+        with open(os.path.join(out, "rank-0", "ops.csv")) as f:
+            gathers = sum(1 for row in f if ".checkpoint.all_gather" in row)
+        check(gathers > 0, "%s: the checkpoints' all-gathers are ops of rank 0 (%d)" % (what, gathers))
 
 
 def main():
@@ -115,13 +153,14 @@ def main():
         refusals(b, tmp)
         rel = bound_per_step(4, 512)
         ref = single(b, tmp, "tiny", a.steps, "none")
-        first = layout_run(b, tmp, "tiny", a.steps, "none", 2, False, 1, ref, rel)
-        again = layout_run(b, tmp, "tiny", a.steps, "none", 2, False, 1, ref, rel, "-again")
+        first, _ = layout_run(b, tmp, "tiny", a.steps, "none", 2, False, 1, ref, rel)
+        again, _ = layout_run(b, tmp, "tiny", a.steps, "none", 2, False, 1, ref, rel, "-again")
         check(first is not None and first == again, "two T=2 runs: identical losses %r %r" % (first, again))
         layout_run(b, tmp, "tiny", a.steps, "none", 2, True, 1, ref, rel)
         layout_run(b, tmp, "tiny", a.steps, "none", 2, False, 2, ref, rel)
         for policy in ("selective", "uniform:segments=4"):  # segments = L: full per-block recomputation
             layout_run(b, tmp, "tiny", a.steps, policy, 2, False, 1, single(b, tmp, "tiny", a.steps, policy), rel)
+        distributed(b, tmp, a.steps, rel)
         rel_llama = bound_per_step(4, 352)
         layout_run(b, tmp, "llama-tiny", a.steps, "none", 2, False, 1,
                    single(b, tmp, "llama-tiny", a.steps, "none"), rel_llama)

@@ -5,10 +5,14 @@
 
 #include "core/engine/simulator.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/engine/pipeline_stage.h"
 #include "core/engine/rank_prediction.h"
+#include "core/engine/zero_shard.h"
+#include "core/model/param_layout.h"
 #include "core/graph/parallel_layout.h"
 #include "core/model/model_source.h"
 #include "core/util/error.h"
@@ -68,10 +72,15 @@ TEST(ParallelMemory, TensorParallelBlockMatchesTable2) {
     EXPECT_EQ(layer_activation_bytes(tp, Strategy::Selective), 10 * sbh + 24 * sbh / t);
     EXPECT_EQ(layer_activation_bytes(tsp, Strategy::Selective), 34 * sbh / t);
     // Full recomputation: 2sbh, or 2sbh/t with the checkpoints distributed.
+    // The distributed one is what a rank's walk holds (simulate with the layout): each block
+    // but the last keeps its 1/t of its input.
     ParallelLayout dist = tensor(x.t);
     dist.distribute_saved_activations = true;
     EXPECT_EQ(layer_activation_bytes(tp, Strategy::Full), 2 * sbh);
-    EXPECT_EQ(layer_activation_bytes(per_rank_graph(m, dist), Strategy::Full), 2 * sbh / t);
+    const Schedule full = test::plugins().plan(parse_policy_choice("uniform:segments=4"), tp);
+    const Prediction d = simulate(tp, full, nullptr, dist);
+    ASSERT_EQ(d.saved_bytes_per_block.size(), 4u);
+    EXPECT_EQ(d.saved_bytes_per_block[0], 2 * sbh / t);
     // One rank (t = 1) is the model's own table: 34sbh + 5as²b.
     EXPECT_EQ(layer_activation_bytes(per_rank_graph(m, tensor(1)), Strategy::Store), 34 * sbh + 5 * a * s * s * b);
   }
@@ -99,7 +108,7 @@ TEST(ParallelMemory, SimulatedBlocksHoldTheTable2Bytes) {
     p.distribute_saved_activations = c.distribute;
     const BlockGraph g = per_rank_graph(m, p);
     const Schedule sch = test::plugins().plan(parse_policy_choice(c.policy), g);
-    const Prediction pr = simulate(g, sch, nullptr);
+    const Prediction pr = simulate(g, sch, nullptr, p);
     ASSERT_EQ(pr.saved_bytes_per_block.size(), 4u);
     for (int k = 0; k < 3; ++k) EXPECT_EQ(pr.saved_bytes_per_block[k], c.per_block) << "block " << k;
   }
@@ -279,6 +288,49 @@ TEST(ParallelMemory, FirstStageHoldsPMicroBatches) {
   EXPECT_EQ(r.peak_stage, 0);
   // The first stage holds P micro-batches' blocks at once: at least P x held.
   EXPECT_GE(r.stages[0].activation_bytes, 4 * mb.held_bytes);
+}
+
+TEST(ParallelMemory, ZeroShardsEachStagesOwnParameters) {
+  // Each stage's walk under ZeRO 0..3 over D = 2: its static bytes are the stage's shares
+  // (rank_static, from the element counts). ZeRO-1 and ZeRO-3 lower the peak; ZeRO-2 trades
+  // the gradients' half for its buckets (the outer one, open all step, and a block's).
+  ModelConfig m = gpt(32, 1, 64, 4, 4);
+  m.dtype = DType::F32;  // no master weights
+  m.tied_embeddings = true;
+  ParallelLayout p;
+  p.pp = 2;
+  p.dp = 2;
+  p.micro_batches = 2;
+  for (const char* policy : {"none", "uniform:segments=2"}) {
+    std::vector<std::vector<u64>> peak(4, std::vector<u64>(2, 0));
+    for (int z = 0; z <= 3; ++z) {
+      p.zero = z;
+      for (int stage = 0; stage < 2; ++stage) {
+        const BlockGraph g = per_rank_graph(m, p, stage);
+        const Schedule s = test::plugins().plan(parse_policy_choice(policy), g);
+        const Prediction w = simulate_stage(m, p, stage, s, nullptr);
+        const RankStatic st = rank_static(m, p, stage);
+        EXPECT_EQ(w.static_bytes, st.total()) << policy << " zero " << z << " stage " << stage;
+        const u64 n = rank_param_elements(m, p, stage), c = (n + 1) / 2;
+        const u64 want = 4 * ((z >= 3 ? c : n) + (z >= 2 ? c : n) + 2 * (z >= 1 ? c : n));
+        EXPECT_EQ(w.static_bytes, want) << policy << " zero " << z << " stage " << stage;
+        peak[z][stage] = w.peak_bytes;
+        if (z != 2) continue;
+        const ParamLayout L(stage_rank_model(m, p, stage), stage_cut(m, p, stage).parts);
+        u64 block = 0;
+        for (int b = 0; b < p.stage_layers(m, stage); ++b)
+          block = std::max<u64>(block, zero_block_bucket(L, b).numel());
+        const u64 buckets = 4 * (zero_outer_bucket(L).numel() + block);
+        const u64 z1 = peak[1][stage];
+        EXPECT_GT(w.peak_bytes + 4 * (n - c), z1) << policy << " stage " << stage;
+        EXPECT_LE(w.peak_bytes + 4 * (n - c), z1 + buckets) << policy << " stage " << stage;
+      }
+    }
+    for (int stage = 0; stage < 2; ++stage) {
+      EXPECT_LT(peak[1][stage], peak[0][stage]) << policy << " stage " << stage;
+      EXPECT_LT(peak[3][stage], peak[2][stage]) << policy << " stage " << stage;
+    }
+  }
 }
 
 TEST(ParallelMemory, UnevenFirstAndLastStages) {

@@ -118,21 +118,5 @@ TEST(PipelineStage, EachStageDrawsTheWholeInitializationsValuesOfItsParameters) 
     }
 }
 
-TEST(PipelineStage, ZeroWithStagesIsRefusedWithItsNumbers) {
-  ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 4);
-  ParallelLayout p;
-  p.pp = 2;
-  p.micro_batches = 2;
-  p.dp = 2;
-  p.zero = 1;
-  try {
-    check_pipeline(m, p);
-    FAIL() << "ZeRO with --pp was accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("ZeRO-1"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("--pp 2"), std::string::npos) << e.what();
-  }
-}
-
 }  // namespace
 }  // namespace remat
