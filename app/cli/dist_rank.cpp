@@ -134,10 +134,6 @@ ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int w
     throw ConfigError("device", std::string(kind) +
                                     "-parallel runs run on the CPU (their collectives move host memory), got " +
                                     train.device);
-  if (world > 1 && m.dtype != DType::F32)
-    throw ConfigError("dtype", std::string(kind) +
-                                   "-parallel runs sum fp32 values, the model is " +
-                                   to_string(m.dtype) + " (use --dtype fp32)");
   return m;
 }
 

@@ -14,6 +14,7 @@ RunLayout run_layout(const Trace& t) {
   const int tp_rank = provenance_int(t, "tp_rank", 0), dp_rank = provenance_int(t, "dp_rank", 0);
   const int pp_rank = provenance_int(t, "pp_rank", 0);
   l.rank = provenance_int(t, "rank", (pp_rank * l.dp + dp_rank) * l.tp + tp_rank);
+  l.distributed_checkpoints = provenance_int(t, "distribute_saved_activations", 0) == 1;
   const int sp = provenance_int(t, "sp", -1);
   if (sp >= 0) {
     l.sp = sp == 1;
@@ -33,7 +34,7 @@ std::string layout_label(const RunLayout& l) {
   std::string s;
   auto add = [&s](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
   if (l.pp > 1) add("pp " + std::to_string(l.pp));
-  if (l.tp > 1) add("tp " + std::to_string(l.tp) + (l.sp ? " sp" : ""));
+  if (l.tp > 1) add("tp " + std::to_string(l.tp) + (l.sp ? " sp" : "") + (l.distributed_checkpoints ? " distributed ckpt" : ""));
   if (l.dp > 1) add("dp " + std::to_string(l.dp));
   if (l.zero > 0) add("zero " + std::to_string(l.zero));
   return s;

@@ -14,6 +14,7 @@ namespace remat {
 struct RunLayout {
   int tp = 1, dp = 1, zero = 0, pp = 1;
   bool sp = false;
+  bool distributed_checkpoints = false;  // --distribute-saved-activations
   int rank = -1;  // the global rank ((pp_rank · dp + dp_rank) · tp + tp_rank), -1 for a single process
   bool distributed() const { return tp * dp * pp > 1; }
 };
@@ -21,7 +22,8 @@ struct RunLayout {
 // Without `sp` in the provenance (a rank directory opened on its own), sequence parallelism is
 // recognized by its reduce-scatters in the blocks on the tensor-parallel group.
 RunLayout run_layout(const Trace& t);
-// "tp 2 sp", "dp 2", "tp 2 dp 4 zero 1", "pp 2 dp 2"; "1 rank" for a single process.
+// "tp 2 sp", "dp 2", "tp 2 dp 4 zero 1", "pp 2 dp 2", "tp 2 distributed ckpt"; "1 rank" for a
+// single process.
 std::string layout_label(const RunLayout& l);
 // layout_label and the rank: "tp 2 sp, rank 1"; "" for a single process.
 std::string rank_label(const RunLayout& l);

@@ -25,9 +25,9 @@ int replicas_of(const Communicator* c);
 std::uint64_t dropout_mask_elements(const ModelConfig& m, DropoutSite site);
 std::uint64_t dropout_offset(const ModelConfig& m, DropoutSite site, int replica);
 
-// Refuses what a data-parallel step cannot sum yet: a backend whose memory the host cannot
-// address under a communicator that sums host memory (Gloo; NCCL's takes device memory), or
-// gradients in a dtype other than fp32 (Error naming it).
+// Refuses what a data-parallel step cannot sum: a backend whose memory the host cannot address
+// under a communicator that sums host memory (Gloo; NCCL's takes device memory). Any dtype:
+// 16-bit tensors are summed and moved as fp32 copies (Executor::collective_f32).
 void check_data_parallel(const ModelConfig& m, const Backend& b, const Communicator& c);
 
 // Rows [replica·b, (replica + 1)·b) of a global batch of `replicas`·b rows of `seq` tokens.

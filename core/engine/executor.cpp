@@ -99,6 +99,16 @@ void Executor::collective(const std::string& name, const std::string& kind, int 
   });
 }
 
+void Executor::collective_f32(const std::string& name, const std::string& kind, int block, const Tensor& t,
+                              const std::function<void(float*)>& body) {
+  if (t.dtype == DType::F32) return collective(name, kind, block, t.bytes(), [&] { body(t.as<float>()); });
+  Tensor f = alloc_outer(DType::F32, t.numel, Category::Workspace, name + ".f32", block);
+  op(name + ".to_f32", "cast", block, 0, t.bytes() + f.bytes(), Stream::Compute, [&] { be_.cast(f, t); });
+  collective(name, kind, block, f.bytes(), [&] { body(f.as<float>()); });
+  op(name + ".from_f32", "cast", block, 0, t.bytes() + f.bytes(), Stream::Compute, [&] { be_.cast(t, f); });
+  release(f);
+}
+
 DropoutKey Executor::key(int block, DropoutSite site) const {
   // A block's masks by its index in the whole model; micro-batch k of replica r is micro-batch
   // r·N + k of the global batch (every mask is batch-major).
@@ -430,10 +440,8 @@ void Executor::embedding_backward() {
 
 void Executor::sync_gradients() {
   if (replicas_of(opt_.comm) == 1 || zero_.gradients()) return;  // ZeRO-2: summed per bucket
-  const std::uint64_t bytes = st_.grads.bytes();
-  collective("grads.all_reduce", "all_reduce", -1, bytes, [&] {
-    opt_.comm->all_reduce_sum(st_.grads.as<float>(), static_cast<std::size_t>(st_.grads.numel),
-                              "grads");
+  collective_f32("grads.all_reduce", "all_reduce", -1, st_.grads, [&](float* g) {
+    opt_.comm->all_reduce_sum(g, static_cast<std::size_t>(st_.grads.numel), "grads");
   });
 }
 

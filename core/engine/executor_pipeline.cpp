@@ -47,8 +47,8 @@ void Executor::sync_tied_embedding() {
   if (!opt_.tie_comm || opt_.tie_comm->size() < 2 || st_.layout().wte < 0) return;
   const std::int64_t n = static_cast<std::int64_t>(cfg_.vocab) * cfg_.hidden;
   Tensor g = grad_at(st_.layout().wte, n);
-  collective("embedding.grads.all_reduce", "all_reduce", -1, g.bytes(), [&] {
-    opt_.tie_comm->all_reduce_sum(g.as<float>(), static_cast<std::size_t>(n), "embedding grads");
+  collective_f32("embedding.grads.all_reduce", "all_reduce", -1, g, [&](float* f) {
+    opt_.tie_comm->all_reduce_sum(f, static_cast<std::size_t>(n), "embedding grads");
   });
 }
 

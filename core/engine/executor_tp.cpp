@@ -15,6 +15,13 @@ namespace remat {
 Tensor Executor::tp_gather(int block, const Tensor& shard, const std::string& name) {
   const std::int64_t n = shard.numel;
   Tensor full = alloc_outer(shard.dtype, n * tp_, Category::Workspace, name, block);
+  if (full.dtype != DType::F32) {
+    op(name + ".copy", "copy", block, 0, 2 * shard.bytes(), Stream::Compute,
+       [&] { be_.copy(full.slice(n * tp_rank_, n), shard); });
+    collective_f32(name, "all_gather", block, full,
+                   [&](float* f) { opt_.tp_comm->all_gather(f, static_cast<std::size_t>(n), name); });
+    return full;
+  }
   collective(name, "all_gather", block, full.bytes(), [&] {
     be_.copy(full.slice(n * tp_rank_, n), shard);
     be_.synchronize();
@@ -29,6 +36,16 @@ void Executor::tp_reduce_scatter(int block, Tensor& full, const Tensor& shard, b
   if (full.numel != n * tp_)
     throw Error("internal: " + name + " scatters " + std::to_string(full.numel) + " elements to shards of " +
                 std::to_string(n));
+  if (full.dtype != DType::F32) {
+    collective_f32(name, "reduce_scatter", block, full,
+                   [&](float* f) { opt_.tp_comm->reduce_scatter_sum(f, static_cast<std::size_t>(n), name); });
+    op(name + ".shard", acc ? "add" : "copy", block, 0, (acc ? 3 : 2) * shard.bytes(), Stream::Compute, [&] {
+      if (acc) be_.add_into(shard, full.slice(n * tp_rank_, n));
+      else be_.copy(shard, full.slice(n * tp_rank_, n));
+    });
+    release(full);
+    return;
+  }
   collective(name, "reduce_scatter", block, full.bytes(), [&] {
     opt_.tp_comm->reduce_scatter_sum(full.as<float>(), static_cast<std::size_t>(n), name);
     if (acc) be_.add_into(shard, full.slice(n * tp_rank_, n));
@@ -38,9 +55,8 @@ void Executor::tp_reduce_scatter(int block, Tensor& full, const Tensor& shard, b
 }
 
 void Executor::tp_all_reduce(int block, const Tensor& t, const std::string& name) {
-  collective(name, "all_reduce", block, t.bytes(), [&] {
-    opt_.tp_comm->all_reduce_sum(t.as<float>(), static_cast<std::size_t>(t.numel), name);
-  });
+  collective_f32(name, "all_reduce", block, t,
+                 [&](float* f) { opt_.tp_comm->all_reduce_sum(f, static_cast<std::size_t>(t.numel), name); });
 }
 
 void Executor::tp_linear_forward(int b, const StepDef& s, const std::vector<Tensor>& t) {

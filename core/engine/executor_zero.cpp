@@ -90,8 +90,8 @@ void Executor::zero_gather(const ZeroBucket& bucket, int block) {
     for (const ZeroPiece& p : mine) be_.copy(g.t.slice(p.bucket, p.numel), st_.params.slice(p.shard, p.numel));
   });
   const std::vector<std::size_t> counts = bucket.counts(zero_);
-  collective("zero.all_gather", "all_gather", block, g.t.bytes(),
-             [&] { opt_.comm->all_gather_v(g.t.as<float>(), counts, "zero.params"); });
+  collective_f32("zero.all_gather", "all_gather", block, g.t,
+                 [&](float* f) { opt_.comm->all_gather_v(f, counts, "zero.params"); });
 }
 
 void Executor::zero_release_gathered() {
@@ -112,8 +112,8 @@ void Executor::zero_close_bucket(int block) {
   for (ZeroLive& g : buckets_) {
     if (g.block != block) continue;
     const std::vector<std::size_t> counts = g.bucket->counts(zero_);
-    collective("grads.reduce_scatter", "reduce_scatter", g.block, g.t.bytes(),
-               [&] { opt_.comm->reduce_scatter_sum_v(g.t.as<float>(), counts, "zero.grads"); });
+    collective_f32("grads.reduce_scatter", "reduce_scatter", g.block, g.t,
+                   [&](float* f) { opt_.comm->reduce_scatter_sum_v(f, counts, "zero.grads"); });
     const std::vector<ZeroPiece> mine = g.bucket->pieces(zero_);
     // One process: every element is in exactly one bucket a step, its summed gradient copied.
     // Pipeline stages close a block's bucket once per micro-batch: the sums add up in the shard
@@ -153,8 +153,8 @@ void Executor::zero_optimizer(const AdamArgs& a) {
   // Every rank's updated shard to every rank: the whole parameter vector, in place.
   const ZeroBucket all({{0, zero_.total}});
   const std::vector<std::size_t> counts = all.counts(zero_);
-  collective("zero.params.all_gather", "all_gather", -1, st_.params.bytes(),
-             [&] { opt_.comm->all_gather_v(st_.params.as<float>(), counts, "zero.params"); });
+  collective_f32("zero.params.all_gather", "all_gather", -1, st_.params,
+                 [&](float* f) { opt_.comm->all_gather_v(f, counts, "zero.params"); });
 }
 
 }  // namespace remat

@@ -1,8 +1,10 @@
 #include "core/engine/model_state.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "core/engine/weight_init.h"
+#include "core/util/bf16.h"
 #include "core/util/hash.h"
 
 namespace remat {
@@ -57,6 +59,12 @@ Tensor ModelState::grad(int block, ParamSlot s) const {
 
 void ModelState::init_weights(std::uint64_t seed) {
   if (!backend_.computes()) return;
+  if (master_sharded()) {  // ZeRO-1/2 in 16 bits: whole parameters, a shard of master weights
+    std::vector<float> all(static_cast<std::size_t>(layout_.total()));
+    init_weight_values(layout_, cfg_.layers, seed, all.data(), backend_.host_threads(), nullptr);
+    write_params(all);
+    return;
+  }
   // fp32 values: straight into the fp32 tensor where the host can reach it, else through a
   // host buffer. bf16 parameters are then the rounded master weights.
   // Where the host reaches the tensors, bf16 parameters are rounded in the same pass.
@@ -82,6 +90,15 @@ void ModelState::write_params(const std::vector<float>& values) {
   if (!backend_.computes()) return;
   if (cfg_.dtype == DType::F32) {
     backend_.write_bytes(params, values.data());
+  } else if (master_sharded()) {
+    // The parameters rounded from all the values, as cast() rounds; the master weights this
+    // rank's shard of them, zeros past the end.
+    std::vector<bf16_bits> p(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = float_to_bf16(values[i]);
+    backend_.write_bytes(params, p.data());
+    std::vector<float> mine(static_cast<std::size_t>(master.numel), 0.0f);
+    std::copy_n(values.begin() + zero_.begin(), zero_.count(), mine.begin());
+    backend_.write_bytes(master, mine.data());
   } else {
     backend_.write_bytes(master, values.data());
     backend_.cast(params, master);

@@ -47,7 +47,10 @@ class ModelState {
   std::vector<AdamSegment> adam_segments() const;
 
   // Sharded buffers hold this rank's shard: read_params, read_grads and grad_checksum then see
-  // the shard, param() and grad() views into it are not the model's.
+  // the shard, param() and grad() views into it are not the model's. With 16-bit parameters
+  // under ZeRO-1 and 2 the master weights are sharded and the parameters whole: read_params
+  // reads the master shard, write_params takes all the values (the master keeps its shard).
+  bool master_sharded() const { return master.id && master.numel != params.numel; }
   // Bytes held by each part (16 per parameter for bf16: 2 + 2 + 4 + 4 + 4).
   std::uint64_t static_bytes() const;
 

@@ -131,7 +131,7 @@ std::vector<float> gather_whole(const ModelState& state, const ModelConfig& whol
                 " tensor-parallel ranks without their communicators");
   std::vector<float> mine = grads ? state.read_grads() : state.read_params();
   // A ZeRO shard: the data-parallel ranks' shards make this tensor-parallel rank's vector.
-  if (grads ? z.gradients() : z.parameters()) {
+  if (grads ? z.gradients() : z.parameters() || state.master_sharded()) {
     OffTheSteps quiet(place.comm);
     const std::size_t c = static_cast<std::size_t>(z.shard());
     std::vector<float> all(c * static_cast<std::size_t>(z.ranks));

@@ -254,7 +254,8 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
       place.stage = stage;
       place.pp_comm = spec.pp_comm;
     }
-    const bool pieces = tp || pp || state.zero().parameters() || state.zero().gradients();
+    const bool pieces =
+        tp || pp || state.zero().parameters() || state.zero().gradients() || state.master_sharded();
     if (!spec.weights_in.empty()) {
       if (pieces) load_rank_weights(spec.weights_in, state, spec.model, place);
       else load_safetensors(spec.weights_in, state);

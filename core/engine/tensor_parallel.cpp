@@ -18,9 +18,6 @@ void check_tensor_parallel(const ModelConfig& m, const ParallelLayout& p) {
   if (p.pp > 1)
     throw ConfigError("pp", "runs do not execute pipeline stages; `plan --pp " + std::to_string(p.pp) +
                                 "` predicts them");
-  if (m.dtype != DType::F32)
-    throw ConfigError("dtype", std::string("tensor-parallel runs sum fp32 activations, the model is ") +
-                                   to_string(m.dtype) + " (use --dtype fp32)");
   const ModelConfig rm = tensor_rank_model(m, p.tp);
   const std::uint64_t holds = static_cast<std::uint64_t>(ParamLayout(rm).total());
   const std::uint64_t counted = rank_param_elements(m, p, 0);

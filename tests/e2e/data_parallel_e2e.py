@@ -21,7 +21,8 @@ with the same seed are bitwise identical (losses and saved weights).
 Memory: each rank's measured peak equals its predicted peak and `plan --dp D` (its stage's peak
 and static bytes).
 
-Refusals before any process starts: a batch not divisible by D, ZeRO without D > 1, bf16.
+Refusals before any process starts: a batch not divisible by D, ZeRO without D > 1 (bf16 runs:
+bf16_ranks_e2e.py).
 Failure: a rank killed with SIGKILL mid-run, or stopped with SIGSTOP (a hang: its peer's
 collective times out after --dist-timeout), ends the job (exit 1) naming the rank, leaves no
 process behind and a run directory whose ranks.json says it did not complete.
@@ -110,7 +111,6 @@ def refusals(b, tmp):
     out = os.path.join(tmp, "refused")
     b.refuses(["run", *BASE, "--dp", 3, "--out", out], "global batch", "dp")
     b.refuses(["run", *BASE, "--zero", 1, "--out", out], "zero", "--dp")
-    b.refuses(["run", "--model", "tiny", "--dp", 2, "--out", out], "fp32")
     check(not os.path.exists(out), "a refused run leaves no directory")
 
 

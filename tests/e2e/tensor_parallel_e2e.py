@@ -28,7 +28,7 @@ Distributed checkpoints (--distribute-saved-activations, full per-block recomput
 alone and x D = 2): the undistributed losses bit for bit and a lower peak on every rank, the predicted and
 `plan`'s.
 
-Refusals before any process starts: heads not divisible by T (the numbers named), bf16;
+Refusals before any process starts: heads not divisible by T (the numbers named);
 distributed checkpoints without T > 1, with sp, under a policy that keeps more than block
 inputs, or one that offloads.
 Python standard library only.
@@ -108,7 +108,6 @@ def refusals(b, tmp):
     out = os.path.join(tmp, "refused")
     # tiny has 4 heads: 3 does not divide them; the message names both numbers.
     b.refuses(["run", *base("tiny"), "--tp", 3, "--out", out], "heads", "4", "3")
-    b.refuses(["run", "--model", "tiny", "--tp", 2, "--out", out], "fp32")
     dist = ["run", *base("tiny"), "--distribute-saved-activations", "--out", out]
     b.refuses(dist + ["--policy", "uniform:segments=4"], "needs tp > 1")
     b.refuses(dist + ["--tp", 2, "--sp", "--policy", "uniform:segments=4"], "sequence parallelism")

@@ -181,6 +181,17 @@ TEST(RanksDir, ReadsTheLayoutAndEachRankWithIt) {
   EXPECT_EQ(alone.rank, 1);
 }
 
+TEST(RunLayout, ReadsDistributedCheckpointsFromTheProvenance) {
+  Trace t;
+  t.provenance = {{"tp_world_size", "2"}, {"tp_rank", "1"}, {"sp", "0"}, {"distribute_saved_activations", "1"}};
+  const RunLayout l = run_layout(t);
+  EXPECT_TRUE(l.distributed_checkpoints);
+  EXPECT_EQ(layout_label(l), "tp 2 distributed ckpt");
+  EXPECT_EQ(rank_label(l), "tp 2 distributed ckpt, rank 1");
+  t.provenance.back().second = "0";
+  EXPECT_EQ(layout_label(run_layout(t)), "tp 2");
+}
+
 TEST(RanksDir, ABadRanksJsonIsRefusedByField) {
   TempDir d;
   auto err = [](const std::string& dir) {

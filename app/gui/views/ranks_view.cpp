@@ -72,6 +72,7 @@ void RanksView::setRanks(const QString& dir, const RanksDir& r, std::vector<std:
   l.tp = r.tp;
   l.dp = r.dp;
   l.sp = r.sp;
+  l.distributed_checkpoints = r.distribute_saved_activations;
   l.zero = r.zero;
   l.pp = r.pp;
   const int peak = peak_rank(r);
