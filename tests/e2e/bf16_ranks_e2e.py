@@ -15,7 +15,10 @@ Bit for bit:
   whole; the file gathers the master shards).
 * Two runs of the same layout are identical.
 
-Within a bound: T = 2, T = 2 with sp, and P = 2 x T = 2 with sp against one process. A
+* T = 2 under full recomputation with and without distributed checkpoints.
+
+Within a bound: T = 2, T = 2 with sp, P = 2 x T = 2 with sp, and P = 2 x D = 2 under ZeRO-2
+and 3 (the tied embedding's two copies summed in the outer bucket) against one process. A
 row-parallel output (and a column-parallel input gradient) is T partial products each rounded
 to bf16 (unit roundoff u = 2^-8), summed in fp32 and rounded again, where one process rounds the
 whole sum once: each of the n_lin = 4 * layers split sums is within 2u relative of one
@@ -130,14 +133,22 @@ def main():
         fp32, _, _ = runs.run(dtype="fp32")
         noise = [abs(x - y) for x, y in zip(one, fp32)]  # one process's own bf16 rounding, per step
         check(len(noise) == len(one) and all(n > 0 for n in noise), "bf16 and fp32 losses differ: %r" % noise)
-        for layout in (["--tp", 2], ["--tp", 2, "--sp"], ["--tp", 2, "--sp", "--pp", 2]):
+        for layout in (["--tp", 2], ["--tp", 2, "--sp"], ["--tp", 2, "--sp", "--pp", 2],
+                       ["--pp", 2, "--dp", 2, "--zero", 2], ["--pp", 2, "--dp", 2, "--zero", 3]):
             got, _, _ = runs.run(layout)
             what = "bf16 %s" % " ".join(map(str, layout))
             within(got, one, rel, what)
             for k, (a, s) in enumerate(zip(got, one)):
                 check(abs(a - s) <= NOISE_FACTOR * noise[k], "%s: loss %d %r vs one process %r: %.3g, over %d x the "
                       "one-process bf16-vs-fp32 difference %.3g" % (what, k, a, s, abs(a - s), NOISE_FACTOR, noise[k]))
-        print("bf16 layouts checked: D=2 (twice), D=2 ZeRO-1/2/3, T=2, T=2 sp, P=2 x T=2 sp")
+        # Distributed checkpoints in bf16: the undistributed losses bit for bit.
+        full = ["--policy", "uniform:segments=4", "--tp", 2]
+        plain, _, _ = runs.run(full)
+        dist, _, _ = runs.run(full + ["--distribute-saved-activations"])
+        check(bool(plain) and dist == plain, "bf16 T=2 distributed checkpoints: the losses without them: %r %r"
+              % (dist, plain))
+        print("bf16 layouts checked: D=2 (twice), D=2 ZeRO-1/2/3, T=2, T=2 sp, P=2 x T=2 sp, P=2 x D=2 ZeRO-2/3, "
+              "T=2 distributed checkpoints")
     return e2e_common.exit_code("bf16 runs of several ranks ok")
 
 
