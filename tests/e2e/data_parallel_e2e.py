@@ -32,13 +32,11 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 
 import e2e_common
-from e2e_common import alive, check, children, rank_of
+from e2e_common import check
 
 BASE = ["--model", "tiny", "--dtype", "fp32", "--seed", "5", "--warmup", "1", "--threads", "2"]
 TOKENS = 4 * 64  # tiny: batch 4, seq 64
@@ -118,40 +116,18 @@ def failed_rank(b, tmp, sig):
     """Rank 1 killed (SIGKILL) or hung (SIGSTOP: its peer's collective times out) mid-run."""
     out = os.path.join(tmp, "failed-%d" % sig)
     timeout = 20 if sig == signal.SIGKILL else 3
-    p = subprocess.Popen([b.binary, "run", *map(str, BASE), "--steps", "100000", "--dp", "2",
-                          "--dist-timeout", str(timeout), "--out", out], env=b.env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    kids, victim = [], None
-    deadline = time.time() + 60
-    while time.time() < deadline and victim is None:
-        kids = children(p.pid)
-        ranks = {rank_of(k): k for k in kids}
-        if 0 in ranks and 1 in ranks:
-            victim = ranks[1]
-        time.sleep(0.05)
-    if not check(victim is not None, "the launcher started two ranks"):
-        p.kill()
-        p.wait()
+    got = e2e_common.fail_rank(b, [*BASE, "--steps", 100000, "--dp", 2, "--dist-timeout", timeout, "--out", out],
+                               1, sig)
+    if got is None:
         return
-    time.sleep(2.0)  # mid-run: past the rendezvous, in the steps
-    os.kill(victim, sig)
-    t0 = time.time()
-    try:
-        _, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        _, err = p.communicate()
-        check(False, "the job did not end after a rank was killed")
-    check(time.time() - t0 < timeout + 10, "the job ended within the timeout (%.1f s)" % (time.time() - t0))
-    check(p.returncode == 1, "exit code 1 after a rank failed, got %d" % p.returncode)
+    code, err, took = got
+    check(took < timeout + 10, "the job ended within the timeout (%.1f s)" % took)
+    check(code == 1, "exit code 1 after a rank failed, got %d" % code)
     if sig == signal.SIGKILL:
         check("rank 1 was killed by signal 9" in err, "the message names rank 1 and its signal: %r" % err.strip())
     else:
         check("timed out" in err.lower() and "still running: 1" in err,
               "the message says rank 0 timed out waiting and rank 1 was stopped: %r" % err.strip())
-    time.sleep(0.2)
-    left = [k for k in kids if alive(k)]
-    check(not left, "no rank process is left: %r" % left)
     if check(os.path.isfile(os.path.join(out, "ranks.json")), "the run directory has ranks.json"):
         j = ranks_json(out)
         check(j["complete"] is False and j["status"] == "error", "ranks.json says the run did not complete")

@@ -5,6 +5,7 @@ import json
 import os
 import struct
 import subprocess
+import time
 
 failures = []
 
@@ -107,3 +108,39 @@ def alive(pid):
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def fail_rank(b, args, victim, sig, settle=2.0):
+    """Starts `rematlab-batch run` with args (a long job of several ranks), sends `sig` to rank
+    `victim` once every rank up to it runs and `settle` seconds more have passed (mid-run: past
+    the rendezvous, in the steps), and waits for the job. Checks that the launcher started the
+    ranks and that no rank process is left afterwards. Returns (exit code, stderr, seconds from
+    the signal to the job's end), or None when the ranks never started."""
+    p = subprocess.Popen([b.binary, "run", *map(str, args)], env=b.env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kids, pid = [], None
+    deadline = time.time() + 60
+    while time.time() < deadline and pid is None:
+        kids = children(p.pid)
+        ranks = {rank_of(k): k for k in kids}
+        if all(r in ranks for r in range(victim + 1)):
+            pid = ranks[victim]
+        time.sleep(0.05)
+    if not check(pid is not None, "the launcher started ranks 0 to %d" % victim):
+        p.kill()
+        p.wait()
+        return None
+    time.sleep(settle)
+    os.kill(pid, sig)
+    t0 = time.time()
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+        check(False, "the job did not end after rank %d was signalled" % victim)
+    took = time.time() - t0
+    time.sleep(0.2)
+    left = [k for k in kids if alive(k)]
+    check(not left, "no rank process is left: %r" % left)
+    return p.returncode, err, took

@@ -38,13 +38,11 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 
 import e2e_common
-from e2e_common import alive, check, children, rank_of
+from e2e_common import check
 
 U32 = 2.0 ** -24
 BASE = ["--model", "tiny", "--dtype", "fp32", "--seed", "5", "--warmup", "1", "--threads", "2"]
@@ -139,36 +137,14 @@ def refusals(b, tmp):
 
 def killed_stage(b, tmp):
     out = os.path.join(tmp, "killed")
-    p = subprocess.Popen([b.binary, "run", *BASE, "--steps", "100000", "--pp", "2", "--micro-batches", "2",
-                          "--dist-timeout", "20", "--out", out], env=b.env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    kids, victim = [], None
-    deadline = time.time() + 60
-    while time.time() < deadline and victim is None:
-        kids = children(p.pid)
-        ranks = {rank_of(k): k for k in kids}
-        if 0 in ranks and 1 in ranks:
-            victim = ranks[1]
-        time.sleep(0.05)
-    if not check(victim is not None, "the launcher started two stage ranks"):
-        p.kill()
-        p.wait()
+    got = e2e_common.fail_rank(b, [*BASE, "--steps", 100000, "--pp", 2, "--micro-batches", 2, "--dist-timeout", 20,
+                                   "--out", out], 1, signal.SIGKILL)
+    if got is None:
         return
-    time.sleep(2.0)  # mid-run: past the rendezvous, in the steps
-    os.kill(victim, signal.SIGKILL)
-    t0 = time.time()
-    try:
-        _, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        _, err = p.communicate()
-        check(False, "the job did not end after a stage rank was killed")
-    check(time.time() - t0 < 30, "the job ended within the timeout (%.1f s)" % (time.time() - t0))
-    check(p.returncode == 1, "exit code 1 after a stage rank failed, got %d" % p.returncode)
+    code, err, took = got
+    check(took < 30, "the job ended within the timeout (%.1f s)" % took)
+    check(code == 1, "exit code 1 after a stage rank failed, got %d" % code)
     check("rank 1 was killed by signal 9" in err, "the message names rank 1 and its signal: %r" % err.strip())
-    time.sleep(0.2)
-    left = [k for k in kids if alive(k)]
-    check(not left, "no rank process is left: %r" % left)
     if check(os.path.isfile(os.path.join(out, "ranks.json")), "the run directory has ranks.json"):
         j = load(out, "ranks.json")
         check(j["complete"] is False and j["status"] == "error", "ranks.json says the run did not complete")
