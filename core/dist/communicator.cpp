@@ -74,6 +74,21 @@ void Communicator::all_gather_v(float* data, const std::vector<std::size_t>& cou
   if ((size() > 1 || device_memory()) && n) do_all_gather_v(data, counts);
 }
 
+void Communicator::all_gather(std::uint16_t* data, std::size_t shard, const std::string& what) {
+  all_gather_v(data, std::vector<std::size_t>(static_cast<std::size_t>(size()), shard), what);
+}
+
+void Communicator::all_gather_v(std::uint16_t* data, const std::vector<std::size_t>& counts,
+                                const std::string& what) {
+  const std::size_t n = total_of(counts, size());
+  record(CommKind::AllGather, what, n * sizeof(std::uint16_t));
+  if ((size() > 1 || device_memory()) && n) do_all_gather_v16(data, counts);
+}
+
+void Communicator::do_all_gather_v16(std::uint16_t*, const std::vector<std::size_t>&) {
+  throw Error("this communicator has no all-gather of 16-bit elements (bf16 ranks use Gloo)");
+}
+
 void Communicator::do_reduce_scatter_v(float* data, const std::vector<std::size_t>& counts) {
   do_all_reduce(data, total_of(counts, size()), Elem::F32);
 }

@@ -54,6 +54,9 @@ class Communicator {
   // sums the whole buffer: an all-reduce); all_gather_v leaves every part its owner's values.
   void reduce_scatter_sum_v(float* data, const std::vector<std::size_t>& counts, const std::string& what);
   void all_gather_v(float* data, const std::vector<std::size_t>& counts, const std::string& what);
+  // The same two over 16-bit elements (bf16 moved as its bits: a gather sums nothing).
+  void all_gather(std::uint16_t* data, std::size_t shard, const std::string& what);
+  void all_gather_v(std::uint16_t* data, const std::vector<std::size_t>& counts, const std::string& what);
   // data[0, n) of rank `root` on every rank.
   void broadcast(float* data, std::size_t n, int root, const std::string& what);
   void barrier(const std::string& what);
@@ -85,6 +88,7 @@ class Communicator {
   // (Error) where a communicator has none.
   virtual void do_reduce_scatter_v(float* data, const std::vector<std::size_t>& counts);
   virtual void do_all_gather_v(float* data, const std::vector<std::size_t>& counts);
+  virtual void do_all_gather_v16(std::uint16_t* data, const std::vector<std::size_t>& counts);
   virtual void do_broadcast(float* data, std::size_t n, int root) = 0;
   virtual void do_barrier() = 0;
   // Defaults: refused (Error) where a communicator has no point-to-point transfers.
@@ -111,6 +115,7 @@ class NullCommunicator final : public Communicator {
   void do_all_gather(float*, std::size_t) override {}
   void do_reduce_scatter_v(float*, const std::vector<std::size_t>&) override {}
   void do_all_gather_v(float*, const std::vector<std::size_t>&) override {}
+  void do_all_gather_v16(std::uint16_t*, const std::vector<std::size_t>&) override {}
   void do_broadcast(float*, std::size_t, int) override {}
   void do_barrier() override {}
   void do_send(const void*, std::size_t, int) override {}

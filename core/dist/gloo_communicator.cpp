@@ -144,13 +144,14 @@ void GlooCommunicator::do_all_gather(float* data, std::size_t shard) {
   });
 }
 
-void GlooCommunicator::do_all_gather_v(float* data, const std::vector<std::size_t>& counts) {
+template <typename T>
+void GlooCommunicator::all_gather_v_of(T* data, const std::vector<std::size_t>& counts) {
   guarded("all_gather_v", rank_, size_, [&] {
     std::size_t first = 0;
     for (int r = 0; r < rank_; ++r) first += counts[static_cast<std::size_t>(r)];
     const std::size_t n = counts[static_cast<std::size_t>(rank_)];
     // Gloo's all-gather takes a separate input; this rank's part is copied out of the output.
-    std::vector<float> mine(data + first, data + first + n);
+    std::vector<T> mine(data + first, data + first + n);
     mine.reserve(1);  // a rank that owns none of the bucket still hands Gloo a buffer
     gloo::AllgathervOptions opts(impl_->context);
     opts.setInput(mine.data(), n);
@@ -159,6 +160,14 @@ void GlooCommunicator::do_all_gather_v(float* data, const std::vector<std::size_
     opts.setTimeout(timeout_);
     gloo::allgatherv(opts);
   });
+}
+
+void GlooCommunicator::do_all_gather_v(float* data, const std::vector<std::size_t>& counts) {
+  all_gather_v_of(data, counts);
+}
+
+void GlooCommunicator::do_all_gather_v16(std::uint16_t* data, const std::vector<std::size_t>& counts) {
+  all_gather_v_of(data, counts);
 }
 
 void GlooCommunicator::do_broadcast(float* data, std::size_t n, int root) {

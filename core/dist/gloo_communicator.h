@@ -34,6 +34,7 @@ class GlooCommunicator final : public Communicator {
   void do_reduce_scatter(float* data, std::size_t shard) override;
   void do_all_gather(float* data, std::size_t shard) override;
   void do_all_gather_v(float* data, const std::vector<std::size_t>& counts) override;
+  void do_all_gather_v16(std::uint16_t* data, const std::vector<std::size_t>& counts) override;
   void do_broadcast(float* data, std::size_t n, int root) override;
   void do_barrier() override;
   void do_send(const void* data, std::size_t bytes, int peer) override;
@@ -41,6 +42,8 @@ class GlooCommunicator final : public Communicator {
   void do_wait_sends() override;
 
  private:
+  template <typename T>
+  void all_gather_v_of(T* data, const std::vector<std::size_t>& counts);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_, size_;

@@ -109,6 +109,14 @@ void Executor::collective_f32(const std::string& name, const std::string& kind, 
   release(f);
 }
 
+void Executor::gather_v(const std::string& name, int block, const Tensor& t, const std::vector<std::size_t>& counts,
+                        Communicator& c, const std::string& what) {
+  collective(name, "all_gather", block, t.bytes(), [&] {
+    if (t.dtype == DType::F32) c.all_gather_v(t.as<float>(), counts, what);
+    else c.all_gather_v(t.as<std::uint16_t>(), counts, what);
+  });
+}
+
 DropoutKey Executor::key(int block, DropoutSite site) const {
   // A block's masks by its index in the whole model; micro-batch k of replica r is micro-batch
   // r·N + k of the global batch (every mask is batch-major).

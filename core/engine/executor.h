@@ -178,11 +178,15 @@ class Executor {
   // kind `kind` moving `bytes`: every one goes through here, so they share one row of the trace.
   void collective(const std::string& name, const std::string& kind, int block, std::uint64_t bytes,
                   const std::function<void()>& body);
-  // A collective over t's elements as fp32 (the communicators sum and move fp32): t itself when
+  // A summing collective over t's elements as fp32 (the communicators sum fp32): t itself when
   // it is fp32; else a tracked fp32 copy (ops NAME.to_f32 and NAME.from_f32 around it), so a
   // bf16 sum is taken in fp32 and rounded once.
   void collective_f32(const std::string& name, const std::string& kind, int block, const Tensor& t,
                       const std::function<void(float*)>& body);
+  // An all-gather of variable counts over t, which moves its elements as they are (fp32, or the
+  // bits of a 16-bit dtype): nothing is summed, so no copy is needed.
+  void gather_v(const std::string& name, int block, const Tensor& t, const std::vector<std::size_t>& counts,
+                Communicator& c, const std::string& what);
   void run_forward_step(int b, const StepDef& s, const std::vector<Tensor>& t);
   void run_backward_step(int b, const StepDef& s, const std::vector<Tensor>& t,
                          const std::vector<Tensor>& g, const std::vector<bool>& acc);

@@ -15,17 +15,12 @@ namespace remat {
 Tensor Executor::tp_gather(int block, const Tensor& shard, const std::string& name) {
   const std::int64_t n = shard.numel;
   Tensor full = alloc_outer(shard.dtype, n * tp_, Category::Workspace, name, block);
-  if (full.dtype != DType::F32) {
-    op(name + ".copy", "copy", block, 0, 2 * shard.bytes(), Stream::Compute,
-       [&] { be_.copy(full.slice(n * tp_rank_, n), shard); });
-    collective_f32(name, "all_gather", block, full,
-                   [&](float* f) { opt_.tp_comm->all_gather(f, static_cast<std::size_t>(n), name); });
-    return full;
-  }
   collective(name, "all_gather", block, full.bytes(), [&] {
     be_.copy(full.slice(n * tp_rank_, n), shard);
     be_.synchronize();
-    opt_.tp_comm->all_gather(full.as<float>(), static_cast<std::size_t>(n), name);
+    // A 16-bit tensor moves as its bits (a gather sums nothing).
+    if (full.dtype == DType::F32) opt_.tp_comm->all_gather(full.as<float>(), static_cast<std::size_t>(n), name);
+    else opt_.tp_comm->all_gather(full.as<std::uint16_t>(), static_cast<std::size_t>(n), name);
   });
   return full;
 }

@@ -90,8 +90,7 @@ void Executor::zero_gather(const ZeroBucket& bucket, int block) {
     for (const ZeroPiece& p : mine) be_.copy(g.t.slice(p.bucket, p.numel), st_.params.slice(p.shard, p.numel));
   });
   const std::vector<std::size_t> counts = bucket.counts(zero_);
-  collective_f32("zero.all_gather", "all_gather", block, g.t,
-                 [&](float* f) { opt_.comm->all_gather_v(f, counts, "zero.params"); });
+  gather_v("zero.all_gather", block, g.t, counts, *opt_.comm, "zero.params");
 }
 
 void Executor::zero_release_gathered() {
@@ -153,8 +152,7 @@ void Executor::zero_optimizer(const AdamArgs& a) {
   // Every rank's updated shard to every rank: the whole parameter vector, in place.
   const ZeroBucket all({{0, zero_.total}});
   const std::vector<std::size_t> counts = all.counts(zero_);
-  collective_f32("zero.params.all_gather", "all_gather", -1, st_.params,
-                 [&](float* f) { opt_.comm->all_gather_v(f, counts, "zero.params"); });
+  gather_v("zero.params.all_gather", -1, st_.params, counts, *opt_.comm, "zero.params");
 }
 
 }  // namespace remat

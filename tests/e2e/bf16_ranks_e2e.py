@@ -3,9 +3,10 @@
 --sp, --pp), on the CPU with `tiny` (bf16 activations, parameters and gradients, fp32 master
 weights and moments).
 
-The communicators sum and move fp32: a bf16 tensor is cast to a tracked fp32 copy, the
-collective runs on it, and the result is rounded back to bf16 once (Executor::collective_f32;
-ops NAME.to_f32 / NAME.from_f32 around each collective).
+The communicators sum fp32: for an all-reduce or reduce-scatter a bf16 tensor is cast to a
+tracked fp32 copy, the collective runs on it, and the result is rounded back to bf16 once
+(Executor::collective_f32; ops NAME.to_f32 / NAME.from_f32 around it). Gathers move the bf16
+bits as they are.
 
 Bit for bit:
 * D = 2: the first loss is one process's (the forward has no collective), and ZeRO-1, 2 and 3
@@ -125,10 +126,15 @@ def main():
         check(again == d0, "two D=2 runs: identical losses %r %r" % (again, d0))
         for zero in (1, 2, 3):
             wz = os.path.join(tmp, "zero%d.safetensors" % zero)
-            z, _, _ = runs.run(["--dp", 2, "--zero", zero], ["--save-weights", wz])
+            z, _, z_dir = runs.run(["--dp", 2, "--zero", zero], ["--save-weights", wz])
             check(z == d0, "D=2 ZeRO-%d: ZeRO-0's losses bit for bit: %r %r" % (zero, z, d0))
             check(os.path.isfile(wz) and os.path.isfile(w0) and read_bytes(wz) == read_bytes(w0),
                   "D=2 ZeRO-%d: the saved weights (the master weights' shards gathered) are ZeRO-0's bytes" % zero)
+            if zero == 3:  # the parameters' gathers move bf16 bits: no fp32 copy, two bytes an element
+                with open(os.path.join(z_dir, "rank-0", "ops.csv")) as f:
+                    rows = [row for row in f if ",zero.all_gather" in row]
+                check(rows and not any("to_f32" in row for row in rows),
+                      "D=2 ZeRO-3: the parameters are gathered without an fp32 copy (%d rows)" % len(rows))
         rel = 2 * 4 * 4 * U_BF16
         fp32, _, _ = runs.run(dtype="fp32")
         noise = [abs(x - y) for x, y in zip(one, fp32)]  # one process's own bf16 rounding, per step

@@ -107,7 +107,7 @@ TEST(Communicator, NullCountsAndMovesNothing) {
   EXPECT_FALSE(c.moves_data());
   std::vector<float> v = {1.0f, 2.0f};
   c.all_reduce_sum(v.data(), v.size(), "grads");
-  c.all_gather(nullptr, 3, "params");  // no buffer is touched: the simulator passes none
+  c.all_gather(static_cast<float*>(nullptr), 3, "params");  // no buffer is touched: the simulator passes none
   EXPECT_EQ(v, (std::vector<float>{1.0f, 2.0f}));
   ASSERT_EQ(c.records().size(), 2u);
   EXPECT_EQ(c.records()[1].bytes, 3u * 4u * 4u);

@@ -68,6 +68,26 @@ TEST(ZeroCollectives, VariableCountsOverGlooWithAnEmptyPart) {
   });
 }
 
+TEST(ZeroCollectives, SixteenBitGathersMoveTheBitsAndCountTwoBytes) {
+  // bf16 parameters and activations are gathered as their bits: odd counts, odd offsets, and
+  // values no float would hold in 16 bits.
+  const std::vector<std::size_t> counts = {3, 1, 0};
+  on_ranks(3, [&](Communicator& c) {
+    const int r = c.rank();
+    const std::size_t first[] = {0, 3, 4};
+    std::vector<std::uint16_t> g(4, 0xffffu);
+    for (std::size_t i = 0; i < counts[static_cast<std::size_t>(r)]; ++i)
+      g[first[r] + i] = static_cast<std::uint16_t>(0x7f80u + 0x1001u * static_cast<unsigned>(r) + i);
+    c.all_gather_v(g.data(), counts, "g16");
+    EXPECT_EQ(g, (std::vector<std::uint16_t>{0x7f80, 0x7f81, 0x7f82, 0x8f81})) << "rank " << r;
+    std::vector<std::uint16_t> f(6, 0);
+    for (int i = 0; i < 2; ++i) f[static_cast<std::size_t>(2 * r + i)] = static_cast<std::uint16_t>(100 * r + i + 1);
+    c.all_gather(f.data(), 2, "f16");
+    EXPECT_EQ(f, (std::vector<std::uint16_t>{1, 2, 101, 102, 201, 202})) << "rank " << r;
+    EXPECT_EQ(c.bytes_recorded(), 2u * (4u + 6u));
+  });
+}
+
 TEST(ZeroCollectives, NullCountsTheBucketAndMovesNothing) {
   NullCommunicator c(1, 2);
   std::vector<float> v = {1, 2, 3};
@@ -75,6 +95,10 @@ TEST(ZeroCollectives, NullCountsTheBucketAndMovesNothing) {
   c.reduce_scatter_sum_v(v.data(), {1, 2}, "s");
   EXPECT_EQ(v, (std::vector<float>{1, 2, 3}));
   EXPECT_EQ(c.bytes_recorded(), 24u);
+  std::vector<std::uint16_t> h = {1, 2, 3};
+  c.all_gather_v(h.data(), {2, 1}, "g16");
+  EXPECT_EQ(h, (std::vector<std::uint16_t>{1, 2, 3}));
+  EXPECT_EQ(c.bytes_recorded(), 24u + 6u);
 }
 
 }  // namespace
