@@ -121,9 +121,11 @@ int main(int argc, char** argv) {
     DType dt;
     cpu::GemmPath path;
   };
-  const std::vector<Variant> variants = {{"fp32", DType::F32, cpu::GemmPath::OpenBlas},
-                                         {"bf16 openblas", DType::BF16, cpu::GemmPath::OpenBlas},
-                                         {"bf16 dnnl", DType::BF16, cpu::GemmPath::Dnnl}};
+  std::vector<Variant> variants = {{"fp32", DType::F32, cpu::GemmPath::OpenBlas},
+                                   {"bf16 openblas", DType::BF16, cpu::GemmPath::OpenBlas}};
+  std::string no_dnnl;
+  if (cpu::dnnl_matmul_available(&no_dnnl)) variants.push_back({"bf16 dnnl", DType::BF16, cpu::GemmPath::Dnnl});
+  else std::printf("bf16 dnnl left out: %s on this CPU\n", no_dnnl.c_str());
   const cpu::GemmPath initial = cpu::gemm_path();
   std::vector<std::string> step_lines;
   for (const std::string& p : presets) {

@@ -120,11 +120,17 @@ bool dnnl_has_bf16_kernel() {
   return n.find("amx") != std::string::npos || n.find("bf16") != std::string::npos;
 }
 
+bool dnnl_matmul_available(std::string* why) {
+  const bool ok = impl_name().rfind("unavailable", 0) != 0;
+  if (why) *why = ok ? "" : "oneDNN's bf16 matmul is " + impl_name();
+  return ok;
+}
+
 GemmPath gemm_path_from(const std::string& spec) {
   if (spec == "openblas") return GemmPath::OpenBlas;
   if (spec == "dnnl") {
-    if (impl_name().rfind("unavailable", 0) == 0)
-      throw Error("REMAT_GEMM=dnnl: oneDNN's matmul is " + impl_name());
+    std::string why;
+    if (!dnnl_matmul_available(&why)) throw Error("REMAT_GEMM=dnnl: " + why + " on this CPU");
     return GemmPath::Dnnl;
   }
   if (spec == "auto" || spec.empty())

@@ -28,6 +28,9 @@ void set_gemm_path(GemmPath p);
 std::string gemm_path_name();
 // Whether oneDNN has a bf16 matrix kernel for this CPU (AMX or AVX512-BF16).
 bool dnnl_has_bf16_kernel();
+// Whether oneDNN runs a bf16 matmul on this CPU at all (oneDNN 2.6 needs AVX-512 for one; on an
+// AVX2-only CPU it has none, and REMAT_GEMM=dnnl is refused); `why` says why not.
+bool dnnl_matmul_available(std::string* why = nullptr);
 
 // Row-major C[M, N] = op(A) op(B) + beta C (beta 0 or 1) on the calling thread, A and B bf16
 // (raw 16-bit words), C fp32; op(A) is [M, K], op(B) [K, N]. Operands oneDNN's bf16 kernel
