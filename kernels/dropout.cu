@@ -7,15 +7,25 @@ namespace {
 
 using namespace detail;
 
+// Element i of the mask is element mask_position(key, i) of the global mask. `by_four`: every
+// four local elements from a multiple of 4 are four global ones from a multiple of 4 (offset,
+// run and stride multiples of 4), so one Philox call serves them.
 __global__ void __launch_bounds__(256)
     dropout_mask_kernel(std::uint8_t* mask, DropoutKey key, std::uint32_t thr, std::int64_t n,
-                        bool vec4) {
-  const std::int64_t quads = (n + 3) / 4;
+                        bool vec4, bool by_four) {
+  const std::int64_t count = (n + 3) / 4;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t q = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       q < quads; q += stride) {
-    const Philox4 r = philox_quad(key, static_cast<std::uint64_t>(q));
+       q < count; q += stride) {
     const std::int64_t i = q * 4;
+    if (!by_four) {
+      for (int j = 0; j < 4 && i + j < n; ++j) {
+        const std::uint64_t p = mask_position(key, static_cast<std::uint64_t>(i + j));
+        mask[i + j] = philox_quad(key, p >> 2).v[p & 3u] >= thr ? 1 : 0;
+      }
+      continue;
+    }
+    const Philox4 r = philox_quad(key, mask_position(key, static_cast<std::uint64_t>(i)) >> 2);
     if (vec4 && i + 3 < n) {
       uchar4 m;
       m.x = r.v[0] >= thr ? 1 : 0;
@@ -76,8 +86,9 @@ void dropout_mask(std::uint8_t* mask, const DropoutKey& key, std::uint32_t thres
   const std::int64_t quads = (n + 3) / 4;
   std::int64_t blocks = (quads + 255) / 256;
   if (blocks > 8192) blocks = 8192;
+  const bool by_four = key.offset % 4 == 0 && (key.run == 0 || (key.run % 4 == 0 && key.stride % 4 == 0));
   dropout_mask_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(mask, key, threshold, n,
-                                                                     aligned_to(mask, 4));
+                                                                     aligned_to(mask, 4), by_four);
   check_launch("dropout_mask");
 }
 

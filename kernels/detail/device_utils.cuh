@@ -110,8 +110,8 @@ __device__ __forceinline__ void block_sum2(float& a, float& b, float* red) {
   b = warp_sum(rb);
 }
 
-// The four Philox outputs of counter q: element 4q + j of the mask keyed by `key` has bits
-// r.v[j]; identical to philox_bits(key, 4q + j).
+// The four Philox outputs of counter q: element 4q + j of the global mask keyed by `key` has
+// bits r.v[j]; identical to philox_block(key, q).
 __device__ __forceinline__ Philox4 philox_quad(const DropoutKey& key, std::uint64_t q) {
   Philox4 c;
   c.v[0] = static_cast<std::uint32_t>(q);
@@ -122,24 +122,21 @@ __device__ __forceinline__ Philox4 philox_quad(const DropoutKey& key, std::uint6
                     static_cast<std::uint32_t>(key.seed >> 32));
 }
 
-// Keep flags of elements idx and idx + 1 (one Philox call when both share a counter).
+// Keep flags of elements idx and idx + 1 of the mask keyed by `key` (their places in the global
+// mask by mask_position: a replica's offset, a tensor-parallel rank's runs of heads); one
+// Philox call when both share a counter. The same bits as philox_bits.
 __device__ __forceinline__ void keep_pair(const DropoutKey& key, std::uint64_t idx,
                                           std::uint32_t thr, bool& k0, bool& k1) {
-  const Philox4 r = philox_quad(key, idx >> 2);
-  const unsigned j = static_cast<unsigned>(idx & 3u);
-  k0 = r.v[j] >= thr;
-  if (j < 3) {
-    k1 = r.v[j + 1] >= thr;
-  } else {
-    const Philox4 r2 = philox_quad(key, (idx >> 2) + 1);
-    k1 = r2.v[0] >= thr;
-  }
+  const std::uint64_t p0 = mask_position(key, idx), p1 = mask_position(key, idx + 1);
+  const Philox4 r = philox_quad(key, p0 >> 2);
+  k0 = r.v[p0 & 3u] >= thr;
+  k1 = ((p1 >> 2) == (p0 >> 2) ? r : philox_quad(key, p1 >> 2)).v[p1 & 3u] >= thr;
 }
 
 __device__ __forceinline__ bool keep_one(const DropoutKey& key, std::uint64_t idx,
                                          std::uint32_t thr) {
-  const Philox4 r = philox_quad(key, idx >> 2);
-  return r.v[idx & 3u] >= thr;
+  const std::uint64_t p = mask_position(key, idx);
+  return philox_quad(key, p >> 2).v[p & 3u] >= thr;
 }
 
 // --- element-wise launcher: F::run<V>(i) handles elements [i, i + V). ---

@@ -62,6 +62,7 @@ class GpuAttention : public ::testing::TestWithParam<Case> {
     f(*d->gpu, false);
   }
   double tl() const { return tol(c.dt); }
+  void flash_vs_naive();
 
   std::unique_ptr<Dual> d;
   Case c{};
@@ -185,7 +186,20 @@ TEST_P(GpuAttention, FlashRowGroupsGiveTheSameBits) {
 }
 
 // Flash against the naive path on the GPU (masks from dropout_mask over the probabilities).
-TEST_P(GpuAttention, FlashMatchesNaiveOnGpu) {
+TEST_P(GpuAttention, FlashMatchesNaiveOnGpu) { flash_vs_naive(); }
+
+// The same with the key of a tensor-parallel rank of a data-parallel replica: its heads are runs
+// of the global mask (DropoutKey::run, stride), past the replicas before it (offset), and flash
+// draws the bits of the global positions as dropout_mask does.
+TEST_P(GpuAttention, FlashMatchesNaiveOnGpuUnderARanksKey) {
+  const std::uint64_t per_head = static_cast<std::uint64_t>(a.S) * static_cast<std::uint64_t>(a.S);
+  key.run = static_cast<std::uint64_t>(a.heads) * per_head;         // this rank's heads of a row
+  key.stride = 2 * key.run;                                           // of the two ranks' heads
+  key.offset = static_cast<std::uint64_t>(a.B) * key.stride + key.run;  // replica 1, rank 1
+  flash_vs_naive();
+}
+
+void GpuAttention::flash_vs_naive() {
   cuda::CudaBackend& g = *d->gpu;
   Both qkvb = d->random(c.dt, nqkv, -1.0f, 1.0f, 8);
   const Tensor qkv = qkvb.g;

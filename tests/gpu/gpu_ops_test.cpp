@@ -160,6 +160,33 @@ TEST_P(GpuOps, DropoutMasksAreBitEqualToCpu) {
   }());
 }
 
+// A mask's element i is element mask_position(key, i) of the global mask: a replica's offset and
+// a tensor-parallel rank's runs of heads, aligned to Philox's groups of four or not.
+TEST_P(GpuOps, DropoutMasksKeyedByGlobalPositionAreBitEqualToCpu) {
+  struct Place {
+    std::uint64_t offset, run, stride;
+  };
+  const Place places[] = {{8, 0, 0}, {5, 0, 0}, {8, 12, 36}, {3, 7, 19}, {1ull << 33, 64, 256}};
+  DropoutKey key;
+  key.seed = 0xabcdef0123ULL;
+  key.step = 2;
+  key.block = 5;
+  key.site = kSiteAttentionProbs;
+  for (const Place& pl : places) {
+    key.offset = pl.offset;
+    key.run = pl.run;
+    key.stride = pl.stride;
+    for (std::int64_t n : {std::int64_t{3}, std::int64_t{4}, std::int64_t{1001}, std::int64_t{(1 << 15) + 5}}) {
+      Both m = d->poisoned(DType::U8, n);
+      both([&](auto& b, bool c) { b.dropout_mask(T(m, c), key, 0.3f, n); });
+      std::vector<std::uint8_t> cm(static_cast<std::size_t>(n));
+      d->cpu.read_bytes(m.c, cm.data());
+      EXPECT_EQ(d->gpu_bytes(m.g), cm) << "offset " << pl.offset << " run " << pl.run << " stride " << pl.stride
+                                       << " n " << n;
+    }
+  }
+}
+
 TEST_P(GpuOps, DropoutApply) {
   const std::int64_t n = 5003;
   const float p = 0.2f;
