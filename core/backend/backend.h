@@ -125,7 +125,7 @@ class Backend {
   // - qk_norm_split, with sums holding the totals over the ranks: the forward's out[0] or the
   //   backward's din[0] (acc[0]: added into), dw and db accumulated, rows normalized by
   //   sqrt(sum / width + eps) of the whole widths.
-  // Only the CPU backend (and the simulator's) run tensor-parallel ranks; elsewhere an Error.
+  // The CPU and CUDA backends implement these (the simulator's does nothing); elsewhere an Error.
   virtual void qk_norm_sums(Pass, const OpArgs&, const Tensor&) { no_split_qk_norm(); }
   virtual void qk_norm_split(Pass, const OpArgs&, const Tensor&, int /*q_width*/, int /*k_width*/) {
     no_split_qk_norm();

@@ -246,16 +246,17 @@ void norm_fwd_launch(const void* x, const void* w, const void* b, void* y, std::
   check_launch(name);
 }
 
-template <class T, int V, bool RMS>
-void norm_bwd_launch(const void* x, const void* w, const void* dy, void* dx, void* dw, void* db,
-                     std::int64_t rows, int H, std::int64_t ld, float eps, bool acc,
-                     float* scratch, cudaStream_t s, const char* name, float off = 0.0f) {
-  float2* stats = reinterpret_cast<float2*>(scratch);
-  float* part = scratch + (static_cast<std::size_t>(rows) * 8 + 255) / 256 * 256 / 4;
-  norm_bwd_dx_kernel<T, V, RMS><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, s>>>(
-      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(dy),
-      static_cast<T*>(dx), stats, rows, H, ld, eps, acc, off);
-  check_launch(name);
+// The partial column sums' place in the scratch: after the per-row stats.
+inline float* norm_bwd_partials(float* scratch, std::int64_t rows) {
+  return scratch + norm_bwd_scratch(rows, 0) / 4;
+}
+
+// dw (and db, unless null) += the column sums of the rows' gradient terms, from the per-row
+// (mean, rstd) `stats` a dx kernel left: each fixed chunk of rows into `part`, then the chunks
+// added in order (no atomics, the same bits every run).
+template <class T>
+void norm_params_launch(const void* x, const void* dy, const float2* stats, float* part, void* dw, void* db,
+                        std::int64_t rows, int H, std::int64_t ld, cudaStream_t s, const char* name) {
   const int chunks = norm_bwd_chunks(rows);
   const std::int64_t rpc = (rows + chunks - 1) / chunks;
   dim3 grid(static_cast<unsigned>((H + 63) / 64), static_cast<unsigned>(chunks));
@@ -266,6 +267,18 @@ void norm_bwd_launch(const void* x, const void* w, const void* dy, void* dx, voi
   norm_params_final<T><<<static_cast<unsigned>((H + 7) / 8), 256, 0, s>>>(
       part, static_cast<T*>(dw), static_cast<T*>(db), chunks, H);
   check_launch(name);
+}
+
+template <class T, int V, bool RMS>
+void norm_bwd_launch(const void* x, const void* w, const void* dy, void* dx, void* dw, void* db,
+                     std::int64_t rows, int H, std::int64_t ld, float eps, bool acc,
+                     float* scratch, cudaStream_t s, const char* name, float off = 0.0f) {
+  float2* stats = reinterpret_cast<float2*>(scratch);
+  norm_bwd_dx_kernel<T, V, RMS><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, s>>>(
+      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(dy),
+      static_cast<T*>(dx), stats, rows, H, ld, eps, acc, off);
+  check_launch(name);
+  norm_params_launch<T>(x, dy, stats, norm_bwd_partials(scratch, rows), dw, db, rows, H, ld, s, name);
 }
 
 inline bool norm_vec_ok(int H, int V, const void* a, const void* b, const void* c,

@@ -75,6 +75,10 @@ class CudaBackend final : public Backend {
   void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
                    const Tensor& dw, std::int64_t rows, int H, float eps, bool acc,
                    float w_offset) override;
+  // QK-norm split over tensor-parallel ranks (kernels/qk_norm.cu).
+  void qk_norm_sums(Pass pass, const OpArgs& a, const Tensor& sums) override;
+  void qk_norm_split(Pass pass, const OpArgs& a, const Tensor& sums, int q_width,
+                     int k_width) override;
   void linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, const Tensor& y,
                   std::int64_t M, int K, int N);
   void linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, const Tensor* dx,
