@@ -58,6 +58,9 @@ class Profiler {
   // group that recorded one more (empty when none did).
   void note_comm_start();
   std::vector<std::int32_t> comm_ranks() const;
+  // The record of `op` timed [start, end) on the run's clock (at least 1 ns), with its group's
+  // ranks when it is a collective (call between note_comm_start and the next one).
+  OpRecord timed_record(const OpInfo& op, std::int64_t start, std::int64_t end) const;
 
  private:
   std::vector<CommGroup> groups_;

@@ -376,6 +376,52 @@ TEST_F(CuptiProfilerFake, CorrelationFromAnEarlierCollectStillResolves) {
   EXPECT_EQ(r2[0].op, "attn.flash");
 }
 
+// A collective is one record on the comm stream, timed by its call, with its group's global
+// ranks; NCCL's kernel (attributed to it, or launched from NCCL's own thread and unattributed)
+// is not listed beside it, other kernels are.
+TEST_F(CuptiProfilerFake, CollectivesAreTheirCallsWithTheirRanks) {
+  NullCommunicator dp(1, 2), tp(0, 2);
+  prof->set_comm_groups(layout_groups(&dp, &tp));  // global ranks: dp rank d, tp rank t -> 2d + t
+  OpInfo c = op(9, "grads.all_reduce", "all_reduce", -1, Phase::Optimizer, 2, 0, 4000);
+  c.stream = Stream::Comm;
+  OpInfo g = op(10, "h0.mlp.fc", "mlp.fc", 0, Phase::Backward, 2, 50, 60);
+  clock.t = 2'000'000;
+  prof->begin_op(c);
+  std::vector<float> grads(1000);
+  dp.all_reduce_sum(grads.data(), grads.size(), "grads");
+  clock.t = 2'500'000;
+  prof->end_op(c);
+  prof->begin_op(g);
+  prof->end_op(g);
+  api->on_flush = [&] {
+    BufferBuilder b;
+    b.add(api_rec(301)).add(ext(301, 9)).add(api_rec(302)).add(ext(302, 10));
+    b.add(kernel(301, 1'500'000, 1'800'000, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"))
+        .add(kernel(0, 1'500'000, 1'800'000, "ncclDevKernel_SendRecv"))
+        .add(kernel(302, 1'900'000, 1'950'000, "sm90_gemm"));
+    api->deliver(b.bytes());
+  };
+  const std::vector<OpRecord> r = prof->collect();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].name, "grads.all_reduce");
+  EXPECT_EQ(r[0].stream, Stream::Comm);
+  EXPECT_EQ(r[0].start_ns, 2'000'000);
+  EXPECT_EQ(r[0].end_ns, 2'500'000);
+  EXPECT_EQ(r[0].bytes, 4000u);
+  EXPECT_EQ(r[0].op_id, 9u);
+  EXPECT_EQ(r[0].ranks, (std::vector<std::int32_t>{0, 2}));  // the dp group of tp rank 0
+  EXPECT_EQ(r[1].name, "sm90_gemm");
+  EXPECT_EQ(r[1].op_id, 10u);
+  EXPECT_TRUE(r[1].ranks.empty());
+  // A late NCCL kernel of that collective, delivered with the next collect, is dropped too.
+  api->on_flush = [&] {
+    BufferBuilder b;
+    b.add(kernel(301, 1'600'000, 1'700'000, "late"));
+    api->deliver(b.bytes());
+  };
+  EXPECT_TRUE(prof->collect().empty());
+}
+
 TEST_F(CuptiProfilerFake, UnbalancedOpsAreAnError) {
   OpInfo a = op(1, "a", "a", 0, Phase::Forward, 0, 0, 0);
   OpInfo b = op(2, "b", "b", 0, Phase::Forward, 0, 0, 0);

@@ -1,7 +1,10 @@
 #include "core/backend/cuda/cupti_profiler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <iterator>
+#include <tuple>
 #include <filesystem>
 #include <fstream>
 
@@ -125,6 +128,10 @@ void CuptiProfiler::begin_op(const OpInfo& op) {
   ops_[op.op_id] = op;
   last_step_ = op.step;
   check(api_->push_external_id(op.op_id), "cuptiActivityPushExternalCorrelationId");
+  if (op.stream == Stream::Comm) {
+    note_comm_start();
+    comm_begun_ = clock_.now_ns();
+  }
 }
 
 void CuptiProfiler::end_op(const OpInfo& op) {
@@ -133,6 +140,10 @@ void CuptiProfiler::end_op(const OpInfo& op) {
   if (id != op.op_id)
     throw Error("CUPTI: popped external correlation id " + std::to_string(id) + " at the end of op " +
                 std::to_string(op.op_id) + " (" + op.name + "); begin_op/end_op are unbalanced");
+  if (op.stream != Stream::Comm) return;
+  // A collective returns once NCCL's stream has run it: the call's time is the collective's.
+  comm_.push_back(timed_record(op, comm_begun_, clock_.now_ns()));
+  comm_ids_.insert(op.op_id);
 }
 
 std::vector<OpRecord> CuptiProfiler::collect() {
@@ -196,6 +207,24 @@ std::vector<OpRecord> CuptiProfiler::collect() {
   }
   std::vector<OpRecord> out = decoder_.take(table, last_step_);
   stats_.decode = decoder_.stats();
+  // A collective is its call's record: what CUPTI saw of it (NCCL's kernels, launched from the
+  // call or from NCCL's own thread, and the copies of a staged host buffer) is inside that time.
+  const auto inside_a_collective = [&](const OpRecord& r) {
+    return (r.op_id != 0 && (comm_ids_.count(r.op_id) != 0 || prev_comm_ids_.count(r.op_id) != 0)) ||
+           (r.stream == Stream::Compute && r.name.rfind("nccl", 0) == 0);
+  };
+  out.erase(std::remove_if(out.begin(), out.end(), inside_a_collective), out.end());
+  if (!comm_.empty()) {
+    out.insert(out.end(), std::make_move_iterator(comm_.begin()), std::make_move_iterator(comm_.end()));
+    comm_.clear();
+    std::stable_sort(out.begin(), out.end(), [](const OpRecord& a, const OpRecord& b) {
+      return std::tie(a.start_ns, a.end_ns, a.stream, a.op_id, a.name) <
+             std::tie(b.start_ns, b.end_ns, b.stream, b.op_id, b.name);
+    });
+  }
+  // Kernels of this step's collectives may still arrive with the next collect.
+  prev_comm_ids_.swap(comm_ids_);
+  comm_ids_.clear();
   prev_ops_ = std::move(ops_);
   ops_.clear();
   overhead_ns_ += steady_ns() - t0;

@@ -3,7 +3,10 @@
 // and this class, which ties them to the executor's begin_op / end_op.
 //
 // begin_op pushes the op id as a CUSTOM0 external correlation id and end_op pops it, so every
-// API call in between (kernel launches, copies, memsets, allocations) is tagged with it.
+// API call in between (kernel launches, copies, memsets, allocations) is tagged with it. A
+// collective (an op on Stream::Comm) is one record timed by its call, which returns once NCCL's
+// stream has run it, with its group's ranks (Profiler::comm_ranks); the kernels and copies
+// CUPTI saw of it, and any kernel named nccl*, are not listed beside it.
 // collect() (after the backend synchronized) force-flushes CUPTI, decodes every completed
 // buffer, and returns the step's records sorted by time on the run's clock: the CUPTI clock is
 // calibrated against `clock` at start and again at each collect (midpoint of two clock reads
@@ -16,6 +19,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "core/backend/cuda/cupti_api.h"
 #include "core/backend/cuda/cupti_buffers.h"
@@ -64,6 +69,10 @@ class CuptiProfiler final : public Profiler {
   std::int64_t offset_ns_ = 0;
   std::int64_t overhead_ns_ = 0;
   std::int32_t last_step_ = 0;
+  // Collectives (ops on Stream::Comm): timed by their call, with their group's ranks.
+  std::vector<OpRecord> comm_;
+  std::int64_t comm_begun_ = 0;
+  std::unordered_set<std::uint64_t> comm_ids_, prev_comm_ids_;
   unsigned next_file_ = 0;
   bool enabled_ = false;
   ProfilerStats stats_;
