@@ -1,5 +1,6 @@
 // Errors with context. Library code throws these; front ends print them.
 #pragma once
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -66,5 +67,14 @@ class Cancelled : public Error {
  public:
   Cancelled() : Error("run cancelled") {}
 };
+
+// A message into a C caller's buffer of `len` bytes, cut to fit and NUL-terminated (the C entry
+// points of the libraries opened with dlopen: nothing throws across them).
+inline void put_error(char* buf, std::size_t len, const std::string& s) {
+  if (!buf || len == 0) return;
+  const std::size_t n = s.size() < len - 1 ? s.size() : len - 1;
+  s.copy(buf, n);
+  buf[n] = '\0';
+}
 
 }  // namespace remat

@@ -1,7 +1,5 @@
 #include "core/backend/cuda/cuda_entry.h"
 
-#include <algorithm>
-#include <cstring>
 #include <exception>
 #include <string>
 
@@ -11,30 +9,21 @@
 #include "core/backend/cuda/cupti_profiler.h"
 #include "core/util/error.h"
 
-namespace {
-
-void put(char* buf, std::size_t len, const std::string& s) {
-  if (!buf || len == 0) return;
-  const std::size_t n = std::min(len - 1, s.size());
-  std::memcpy(buf, s.data(), n);
-  buf[n] = '\0';
-}
-
-}  // namespace
 
 extern "C" int remat_cuda_device_count(char* why, std::size_t why_len) {
-  put(why, why_len, "");
+  remat::put_error(why, why_len, "");
   try {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-      put(why, why_len, std::string("cudaGetDeviceCount: ") + cudaGetErrorName(e) + ": " +
+      remat::put_error(why, why_len,
+                       std::string("cudaGetDeviceCount: ") + cudaGetErrorName(e) + ": " +
                             cudaGetErrorString(e));
       cudaGetLastError();
       return 0;
     }
     if (n <= 0) {
-      put(why, why_len, "no CUDA device");
+      remat::put_error(why, why_len, "no CUDA device");
       return 0;
     }
     int usable = 0;
@@ -56,25 +45,25 @@ extern "C" int remat_cuda_device_count(char* why, std::size_t why_len) {
                    ", this build needs 9.0 or newer; ";
       }
     }
-    if (usable == 0) put(why, why_len, reasons.empty() ? "no usable CUDA device" : reasons);
+    if (usable == 0) remat::put_error(why, why_len, reasons.empty() ? "no usable CUDA device" : reasons);
     return usable;
   } catch (const std::exception& ex) {
-    put(why, why_len, ex.what());
+    remat::put_error(why, why_len, ex.what());
     return 0;
   } catch (...) {
-    put(why, why_len, "unknown error while counting CUDA devices");
+    remat::put_error(why, why_len, "unknown error while counting CUDA devices");
     return 0;
   }
 }
 
 extern "C" remat::Backend* remat_cuda_backend_create(int device, char* err, std::size_t err_len) {
-  put(err, err_len, "");
+  remat::put_error(err, err_len, "");
   try {
     return new remat::cuda::CudaBackend(device);
   } catch (const std::exception& ex) {
-    put(err, err_len, ex.what());
+    remat::put_error(err, err_len, ex.what());
   } catch (...) {
-    put(err, err_len, "unknown error while starting the CUDA backend");
+    remat::put_error(err, err_len, "unknown error while starting the CUDA backend");
   }
   return nullptr;
 }
@@ -82,7 +71,7 @@ extern "C" remat::Backend* remat_cuda_backend_create(int device, char* err, std:
 extern "C" remat::Profiler* remat_cuda_profiler_create(remat::Backend* backend,
                                                        remat::Clock* clock, char* err,
                                                        std::size_t err_len) {
-  put(err, err_len, "");
+  remat::put_error(err, err_len, "");
   try {
     if (!clock) throw remat::Error("no clock");
     auto* cb = dynamic_cast<remat::cuda::CudaBackend*>(backend);
@@ -92,9 +81,9 @@ extern "C" remat::Profiler* remat_cuda_profiler_create(remat::Backend* backend,
       throw remat::Error(std::string("cudaSetDevice: ") + cudaGetErrorString(e));
     return new remat::cupti::CuptiProfiler(remat::cupti::make_real_cupti_api(), *clock);
   } catch (const std::exception& ex) {
-    put(err, err_len, ex.what());
+    remat::put_error(err, err_len, ex.what());
   } catch (...) {
-    put(err, err_len, "unknown error while starting the CUPTI profiler");
+    remat::put_error(err, err_len, "unknown error while starting the CUPTI profiler");
   }
   return nullptr;
 }
