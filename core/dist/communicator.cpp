@@ -86,7 +86,7 @@ void Communicator::all_gather_v(std::uint16_t* data, const std::vector<std::size
 }
 
 void Communicator::do_all_gather_v16(std::uint16_t*, const std::vector<std::size_t>&) {
-  throw Error("this communicator has no all-gather of 16-bit elements (bf16 ranks use Gloo)");
+  throw Error("this communicator has no all-gather of 16-bit elements");
 }
 
 void Communicator::do_reduce_scatter_v(float* data, const std::vector<std::size_t>& counts) {
@@ -94,7 +94,7 @@ void Communicator::do_reduce_scatter_v(float* data, const std::vector<std::size_
 }
 
 void Communicator::do_all_gather_v(float*, const std::vector<std::size_t>&) {
-  throw Error("this communicator has no all-gather of variable counts (ZeRO runs use Gloo)");
+  throw Error("this communicator has no all-gather of variable counts");
 }
 
 void Communicator::broadcast(float* data, std::size_t n, int root, const std::string& what) {
@@ -134,11 +134,11 @@ void Communicator::recv(void* data, std::size_t bytes, int peer, const std::stri
 void Communicator::wait_sends() { do_wait_sends(); }
 
 void Communicator::do_send(const void*, std::size_t, int) {
-  throw Error("this communicator has no point-to-point transfers (pipeline runs use Gloo)");
+  throw Error("this communicator has no point-to-point transfers");
 }
 
 void Communicator::do_recv(void*, std::size_t, int) {
-  throw Error("this communicator has no point-to-point transfers (pipeline runs use Gloo)");
+  throw Error("this communicator has no point-to-point transfers");
 }
 
 NullCommunicator::NullCommunicator(int rank, int size) : rank_(rank), size_(size) {

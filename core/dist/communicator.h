@@ -1,8 +1,9 @@
 // Collectives between the ranks of a run. One interface for every kind of parallelism: data
-// parallelism (gradients summed before AdamW, ZeRO's shards), and later tensor, sequence and
-// pipeline parallelism, each of which names its collectives and buffers through the same calls.
+// parallelism (gradients summed before AdamW, ZeRO's shards), tensor, sequence and pipeline
+// parallelism, each of which names its collectives and buffers through the same calls.
 // Every call is tagged with what it moves (a name for the trace) and counted by kind and bytes.
-// `GlooCommunicator` (gloo_communicator.h) moves data between processes; `NullCommunicator`
+// `GlooCommunicator` (gloo_communicator.h) moves host memory between processes,
+// `NcclCommunicator` (nccl_communicator.h, loaded through nccl_loader.h) device memory; `NullCommunicator`
 // moves nothing, for world size 1 and for the simulator, so a simulated rank allocates exactly
 // what a running one does (buffers come from the tracking allocator in the caller, never here).
 #pragma once
@@ -69,6 +70,12 @@ class Communicator {
   void recv(void* data, std::size_t bytes, int peer, const std::string& what);
   // Waits until every send posted so far has left this rank (not recorded: it moves nothing).
   void wait_sends();
+  // Lets the sends posted so far leave before this rank computes on: called where a rank's next
+  // work does not start with a recv (a pipeline's first stage before a forward, its last before
+  // a backward). Gloo's sends leave by themselves, so it does nothing there; NCCL's leave with
+  // this rank's next recv, in one group with it, or here, where it returns once they have left
+  // (nccl_communicator.h). Not recorded. The buffers stay the caller's until recv or wait_sends.
+  void flush_sends() { do_flush_sends(); }
 
   const std::vector<CommRecord>& records() const { return records_; }
   void clear_records() { records_.clear(); }
@@ -95,6 +102,7 @@ class Communicator {
   virtual void do_send(const void* data, std::size_t bytes, int peer);
   virtual void do_recv(void* data, std::size_t bytes, int peer);
   virtual void do_wait_sends() {}
+  virtual void do_flush_sends() {}
 
  private:
   void record(CommKind k, const std::string& what, std::uint64_t bytes, int peer = -1);
@@ -102,7 +110,7 @@ class Communicator {
 };
 
 // World size `size`, this process rank `rank`: every collective is counted, nothing moves.
-class NullCommunicator final : public Communicator {
+class NullCommunicator : public Communicator {
  public:
   explicit NullCommunicator(int rank = 0, int size = 1);
   int rank() const override { return rank_; }

@@ -58,6 +58,27 @@ class DeviceScope {
   int prev_ = -1;
 };
 
+// Calls `each(note)` between ncclGroupStart and ncclGroupEnd, `note` taking each NCCL call's
+// result; the group is always closed. Returns the first failure, else ncclGroupEnd's result
+// (ncclInProgress on a non-blocking communicator: settle() waits).
+template <class F>
+ncclResult_t grouped(F&& each) {
+  const ncclResult_t start = ncclGroupStart();
+  if (start != ncclSuccess) return start;
+  ncclResult_t first = ncclSuccess;
+  each([&](ncclResult_t r) {
+    if (first == ncclSuccess && r != ncclSuccess && r != ncclInProgress) first = r;
+  });
+  const ncclResult_t end = ncclGroupEnd();
+  return first != ncclSuccess ? first : end;
+}
+
+bool all_equal(const std::vector<std::size_t>& counts) {
+  for (std::size_t c : counts)
+    if (c != counts.front()) return false;
+  return true;
+}
+
 }  // namespace
 
 namespace nccl_rendezvous {
@@ -125,6 +146,12 @@ struct NcclCommunicator::Impl {
   cudaEvent_t done = nullptr;
   void* scratch = nullptr;  // host buffers staged here; the barrier's float
   std::size_t scratch_bytes = 0;
+  struct Send {
+    const void* data;
+    std::size_t bytes;
+    int peer;
+  };
+  std::vector<Send> pending;  // posted, not yet handed to NCCL
 
   std::string who(const char* what) const { return std::string(what) + " on " + rank_of(rank, size); }
 
@@ -218,11 +245,42 @@ struct NcclCommunicator::Impl {
     return dev;
   }
 
+  // Throws unless `p` is device (or managed) memory of this communicator's device.
+  void require_device(const void* p, const std::string& what) const {
+    cudaPointerAttributes a{};
+    const cudaError_t e = cudaPointerGetAttributes(&a, p);
+    if (e != cudaSuccess) cudaGetLastError();
+    if (e != cudaSuccess || (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged))
+      throw Error(who(what.c_str()) + ": point-to-point transfers take device memory, not a host buffer");
+    if (a.type == cudaMemoryTypeDevice && a.device != device)
+      throw Error(who(what.c_str()) + ": the buffer is on CUDA device " + std::to_string(a.device) +
+                  ", the communicator on device " + std::to_string(device));
+  }
+
+  // The pending sends, and with `from` >= 0 the receive of `bytes` into `data` from that rank,
+  // as one NCCL group; returns once the stream has run all of it.
+  void exchange(const std::string& what, void* data, std::size_t bytes, int from) {
+    alive(what.c_str());
+    DeviceScope scope(device);
+    const auto deadline = Clock::now() + timeout;
+    std::vector<Send> sends;
+    sends.swap(pending);
+    if (sends.empty() && from < 0) return;
+    nccl(grouped([&](const auto& note) {
+           for (const Send& x : sends) note(ncclSend(x.data, x.bytes, ncclUint8, x.peer, comm, stream));
+           if (from >= 0) note(ncclRecv(data, bytes, ncclUint8, from, comm, stream));
+         }),
+         what.c_str(), from >= 0 ? "ncclRecv" : "ncclSend");
+    settle(what.c_str(), deadline, true);
+  }
+
   // One collective on `bytes` of the caller's buffer `data`: `call(device_address)` enqueues
-  // it; returns when the stream has run it (and copied a staged buffer back).
+  // it; returns when the stream has run it (and copied a staged buffer back). Sends still
+  // waiting go first, so every rank meets its peers' sends and collectives in the same order.
   template <class F>
   void run(const char* what, void* data, std::size_t bytes, F&& call) {
     alive(what);
+    if (!pending.empty()) exchange(std::string(what) + " (the sends before it)", nullptr, 0, -1);
     DeviceScope scope(device);
     const auto deadline = Clock::now() + timeout;
     void* dev = on_device(data, bytes, what);
@@ -359,6 +417,84 @@ void NcclCommunicator::do_broadcast(float* data, std::size_t n, int root) {
     return ncclBroadcast(p, p, n, ncclFloat32, root, m.comm, m.stream);
   });
 }
+
+void NcclCommunicator::do_reduce_scatter_v(float* data, const std::vector<std::size_t>& counts) {
+  Impl& m = *impl_;
+  std::size_t total = 0;
+  for (std::size_t c : counts) total += c;
+  m.run("reduce_scatter", data, total * sizeof(float), [&](void* p) {
+    float* all = static_cast<float*>(p);
+    if (all_equal(counts)) {
+      const std::size_t c = counts.front();
+      return ncclReduceScatter(all, all + static_cast<std::size_t>(rank_) * c, c, ncclFloat32, ncclSum, m.comm,
+                               m.stream);
+    }
+    // Rank r's part summed into rank r's place (ncclReduce's receive buffer counts on the root only).
+    return grouped([&](const auto& note) {
+      std::size_t off = 0;
+      for (int r = 0; r < size_; ++r) {
+        const std::size_t c = counts[static_cast<std::size_t>(r)];
+        if (c) note(ncclReduce(all + off, all + off, c, ncclFloat32, ncclSum, r, m.comm, m.stream));
+        off += c;
+      }
+    });
+  });
+}
+
+void NcclCommunicator::gather_parts(void* data, const std::vector<std::size_t>& counts, std::size_t elem) {
+  Impl& m = *impl_;
+  std::size_t total = 0;
+  for (std::size_t c : counts) total += c;
+  m.run("all_gather", data, total * elem, [&](void* p) {
+    char* all = static_cast<char*>(p);
+    if (all_equal(counts)) {
+      const std::size_t c = counts.front() * elem;
+      return ncclAllGather(all + static_cast<std::size_t>(rank_) * c, all, c, ncclUint8, m.comm, m.stream);
+    }
+    return grouped([&](const auto& note) {
+      std::size_t off = 0;
+      for (int r = 0; r < size_; ++r) {
+        const std::size_t c = counts[static_cast<std::size_t>(r)] * elem;
+        if (c) note(ncclBroadcast(all + off, all + off, c, ncclUint8, r, m.comm, m.stream));
+        off += c;
+      }
+    });
+  });
+}
+
+void NcclCommunicator::do_all_gather_v(float* data, const std::vector<std::size_t>& counts) {
+  gather_parts(data, counts, sizeof(float));
+}
+
+void NcclCommunicator::do_all_gather_v16(std::uint16_t* data, const std::vector<std::size_t>& counts) {
+  gather_parts(data, counts, sizeof(std::uint16_t));
+}
+
+void NcclCommunicator::do_send(const void* data, std::size_t bytes, int peer) {
+  Impl& m = *impl_;
+  const std::string what = "send to rank " + std::to_string(peer);
+  m.alive(what.c_str());
+  {
+    DeviceScope scope(device_);
+    m.require_device(data, what);
+  }
+  m.pending.push_back({data, bytes, peer});
+}
+
+void NcclCommunicator::do_recv(void* data, std::size_t bytes, int peer) {
+  Impl& m = *impl_;
+  const std::string what = "recv from rank " + std::to_string(peer);
+  m.alive(what.c_str());
+  {
+    DeviceScope scope(device_);
+    m.require_device(data, what);
+  }
+  m.exchange(what, data, bytes, peer);
+}
+
+void NcclCommunicator::do_wait_sends() { impl_->exchange("the sends", nullptr, 0, -1); }
+
+void NcclCommunicator::do_flush_sends() { impl_->exchange("the sends", nullptr, 0, -1); }
 
 void NcclCommunicator::do_barrier() {
   Impl& m = *impl_;

@@ -12,6 +12,19 @@
 // data + r·shard, and each rank sends and receives (n - 1)/n of the buffer, half the traffic of
 // an all-reduce (Gloo's path runs an all-reduce instead). The other shards are left as NCCL
 // leaves them: undefined. A barrier is an all-reduce of one float in the communicator's buffer.
+// With a count per rank (ZeRO's buckets), equal counts take ncclReduceScatter / ncclAllGather;
+// unequal ones one NCCL group of an ncclReduce (or ncclBroadcast) per rank with a non-empty
+// part, rooted at that rank, so each part travels once, as in a reduce-scatter (all-gather).
+// 16-bit gathers move bytes (ncclUint8): bf16 bits arrive as they left.
+//
+// Point to point (pipeline stages): send() checks the buffer and keeps it; the transfer starts
+// with this rank's next recv(), in one NCCL group with that receive (Megatron-LM's
+// send_forward_recv_backward), or at flush_sends() / wait_sends(), which return once the sends
+// are done. So no two NCCL operations of one process are ever in flight at once (NCCL's
+// condition for using several communicators side by side), and two stages that send to each
+// other at once cannot wait on each other: each one's send travels with its receive. A
+// collective called while sends wait lets them go first. Send and receive buffers must be
+// device memory of the communicator's device (no staging).
 //
 // Rendezvous: rank 0 draws NCCL's unique id and writes it to <store_dir>/<key> atomically (a
 // temporary file renamed into place); the other ranks wait for that file. The directory must be
@@ -28,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -63,10 +77,19 @@ class NcclCommunicator final : public Communicator {
   void do_all_reduce(void* data, std::size_t n, Elem e) override;
   void do_reduce_scatter(float* data, std::size_t shard) override;
   void do_all_gather(float* data, std::size_t shard) override;
+  void do_reduce_scatter_v(float* data, const std::vector<std::size_t>& counts) override;
+  void do_all_gather_v(float* data, const std::vector<std::size_t>& counts) override;
+  void do_all_gather_v16(std::uint16_t* data, const std::vector<std::size_t>& counts) override;
   void do_broadcast(float* data, std::size_t n, int root) override;
   void do_barrier() override;
+  void do_send(const void* data, std::size_t bytes, int peer) override;
+  void do_recv(void* data, std::size_t bytes, int peer) override;
+  void do_wait_sends() override;
+  void do_flush_sends() override;
 
  private:
+  // all_gather_v over elements of `elem` bytes, moved as bytes.
+  void gather_parts(void* data, const std::vector<std::size_t>& counts, std::size_t elem);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_, size_, device_;

@@ -102,6 +102,10 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
     op("batch", "batch", -1, 0, 0, Stream::Compute, [&] { be_.fill_zero(st_.grads); });
     for (const PipelineItem& it : pipeline_order(pp_, stage_, micros_)) {
       Micro& m = mb[static_cast<std::size_t>(it.micro)];
+      // An item that does not start with a receive (the first stage's forward, the last's
+      // backward) lets this rank's sends leave first (Communicator::flush_sends): no op begins
+      // while a send waits. The others' receive takes them along.
+      if (it.forward ? first : last) opt_.pp_comm->flush_sends();
       if (it.forward) {
         m.state = std::make_unique<ScheduleState>(graph_, s);
         m.blocks.assign(static_cast<std::size_t>(cfg_.layers), BlockMemory{});
