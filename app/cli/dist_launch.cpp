@@ -1,5 +1,6 @@
-// `run --dp D`: D processes of this program, one per rank, in their own process group; each dies
-// with the launcher (PR_SET_PDEATHSIG) and all of them with the first that fails.
+// `run --tp T --pp P --dp D`: T·P·D processes of this program, one per rank (and with --device
+// cuda one GPU per rank), in their own process group; each dies with the launcher
+// (PR_SET_PDEATHSIG) and all of them with the first that fails.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -171,6 +172,7 @@ void print_ranks(const nlohmann::json& j, const std::string& out) {
 int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOptions& train,
                  const std::string& out, bool force, bool json) {
   replica_model(global, d, d.world(), train);  // refused here, before any process starts
+  if (train.device == "cuda") check_cuda_ranks(d.world());
   if (!out.empty()) check_output_dir(out, force);
   const fs::path scratch = fs::temp_directory_path() / ("rematlab-dp-" + std::to_string(getpid()));
   std::error_code ec;
@@ -191,7 +193,8 @@ int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOpt
   for (char** e = environ; *e; ++e) {
     const std::string v = *e;
     const std::string name = v.substr(0, v.find('='));
-    if (name == "RANK" || name == "WORLD_SIZE" || name.rfind("OMPI_COMM_WORLD_", 0) == 0 || name.rfind("REMAT_RANK", 0) == 0 ||
+    if (name == "RANK" || name == "WORLD_SIZE" || name == "LOCAL_RANK" || name.rfind("OMPI_COMM_WORLD_", 0) == 0 ||
+        name.rfind("REMAT_RANK", 0) == 0 || name == "REMAT_LOCAL_RANK" ||
         name == "REMAT_WORLD_SIZE" || name == "REMAT_DIST_STORE")
       continue;
     base.push_back(v);
@@ -204,6 +207,7 @@ int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOpt
       std::vector<std::string> env = base;
       env.push_back("REMAT_RANK=" + std::to_string(r));
       env.push_back("REMAT_WORLD_SIZE=" + std::to_string(d.world()));
+      env.push_back("REMAT_LOCAL_RANK=" + std::to_string(r));  // all on this machine
       env.push_back("REMAT_DIST_STORE=" + (scratch / "store").string());
       env.push_back("REMAT_RANK_OUT=" + (fs::path(staging) / ("rank-" + std::to_string(r))).string());
       Child c;

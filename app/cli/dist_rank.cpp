@@ -1,4 +1,4 @@
-// A rank's side of a data-parallel run: who it is, the replica it trains, its communicator.
+// A rank's side of a parallel run: who it is, the replica it trains, its device and communicators.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/backend/backend_factory.h"
 #include "core/dist/gloo_communicator.h"
+#include "core/dist/nccl_loader.h"
 #include "core/engine/pipeline_stage.h"
 #include "core/engine/tensor_parallel.h"
 #include "core/graph/parallel_layout.h"
@@ -87,6 +89,14 @@ std::optional<RankEnv> rank_from_env() {
     e.store = store ? store : "";
     if (const char* o = env("REMAT_RANK_OUT")) e.out = o;
     e.ours = std::string(s[0]) == "REMAT_RANK";
+    const std::string first = s[0];
+    const char* local_name = first == "REMAT_RANK" ? "REMAT_LOCAL_RANK"
+                             : first == "RANK"     ? "LOCAL_RANK"
+                                                   : "OMPI_COMM_WORLD_LOCAL_RANK";
+    const char* local = env(local_name);
+    e.local_rank = local ? env_int(local_name, local, 0) : e.rank;
+    if (e.local_rank >= e.size)
+      throw ConfigError(local_name, std::to_string(e.local_rank) + " is not below " + s[1] + " " + std::to_string(e.size));
     return e;
   }
   return std::nullopt;
@@ -129,12 +139,22 @@ ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int w
   if (d.zero != 0 && replicas < 2)
     throw ConfigError("zero", "ZeRO-" + std::to_string(d.zero) + " shards over the data-parallel ranks; --dp is " +
                                   std::to_string(replicas) + " (use --dp 2 or more)");
-  const char* kind = d.pp > 1 ? "pipeline" : d.tp > 1 ? "tensor" : "data";
-  if (world > 1 && train.device != "cpu")
-    throw ConfigError("device", std::string(kind) +
-                                    "-parallel runs run on the CPU (their collectives move host memory), got " +
+  if (world > 1 && train.device != "cpu" && train.device != "cuda")
+    throw ConfigError("device", "each rank of a parallel run takes one device: --device cpu, or --device cuda for "
+                                "the GPU of the rank's local rank (CUDA_VISIBLE_DEVICES picks the GPUs), not " +
                                     train.device);
   return m;
+}
+
+void check_cuda_ranks(int world) {
+  std::string why;
+  if (!nccl_available(&why))
+    throw Error("--device cuda with " + std::to_string(world) + " ranks: " + why);
+  const int gpus = cuda_device_count(&why);
+  if (gpus < world)
+    throw Error("--device cuda with " + std::to_string(world) + " ranks needs " + std::to_string(world) +
+                " GPUs, one per rank (NCCL cannot place two ranks of one communicator on one GPU); this machine has " +
+                std::to_string(gpus) + " usable" + (gpus == 0 && !why.empty() ? " (" + why + ")" : ""));
 }
 
 RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, TrainOptions& train,
@@ -162,11 +182,35 @@ RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, Train
   // Every rank keeps --save-weights and --save-grads: the ranks' pieces are gathered and rank 0
   // writes the file (core/engine/rank_weights.h).
   if (e.rank != 0) train.dump_batch.clear();
+  // On CUDA the GPU of the local rank, its collectives NCCL's.
+  const bool cuda = train.device == "cuda";
+  if (cuda) {
+    std::string why;
+    const int gpus = cuda_device_count(&why);
+    if (e.local_rank >= gpus)
+      throw Error("rank " + std::to_string(e.rank) + " (local rank " + std::to_string(e.local_rank) +
+                  ") takes CUDA device " + std::to_string(e.local_rank) + ", but this machine has " +
+                  std::to_string(gpus) + " usable" + (why.empty() ? "" : " (" + why + ")"));
+    train.device = "cuda:" + std::to_string(e.local_rank);
+    r.collectives = "nccl " + nccl_version();
+  } else {
+    r.collectives = "gloo";
+  }
   // A peer that died makes writes to its socket fail with EPIPE (an Error from Gloo naming the
   // collective), not kill this rank with SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
   auto group = [&](int rank, int size, const std::string& prefix) -> std::unique_ptr<Communicator> {
     if (size == 1) return std::make_unique<NullCommunicator>();
+    if (cuda) {
+      NcclSpec n;
+      n.rank = rank;
+      n.size = size;
+      n.device = e.local_rank;
+      n.store_dir = e.store;
+      n.key = prefix + ".nccl-id";
+      n.timeout = std::chrono::milliseconds(static_cast<long long>(d.timeout_s * 1000.0));
+      return make_nccl_communicator(n);
+    }
     GlooOptions g;
     g.rank = rank;
     g.size = size;
@@ -228,6 +272,7 @@ void note_comm(Trace& t, const RankRun& r) {
   t.provenance.emplace_back("distribute_saved_activations", r.dist.distribute_saved ? "1" : "0");
   t.provenance.emplace_back("zero", std::to_string(r.dist.zero));
   t.provenance.emplace_back("comm_bytes_per_step", std::to_string(per_step + other_per_step));
+  t.provenance.emplace_back("collectives", r.collectives);
 }
 
 int finish_rank(RankRun& r, const Trace& t) {

@@ -33,10 +33,13 @@ struct DistOptions {
 
 // The rank a launcher made of this process: REMAT_RANK / REMAT_WORLD_SIZE (ours), else RANK /
 // WORLD_SIZE (torchrun), else OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (mpirun), with
-// REMAT_DIST_STORE the rendezvous directory every rank reaches. Nothing set: not a rank.
+// REMAT_DIST_STORE the rendezvous directory every rank reaches. The rank on its machine (the
+// GPU it takes with --device cuda) is the set's REMAT_LOCAL_RANK, LOCAL_RANK or
+// OMPI_COMM_WORLD_LOCAL_RANK, else the rank (one machine). Nothing set: not a rank.
 // Throws ConfigError for a partial or bad set (naming the variable).
 struct RankEnv {
   int rank = 0, size = 1;
+  int local_rank = 0;
   std::string store;
   std::string out;   // REMAT_RANK_OUT: where our launcher wants this rank's run directory
   bool ours = false;  // started by `run --dp` (which writes ranks.json itself)
@@ -46,18 +49,24 @@ std::optional<RankEnv> rank_from_env();
 // The model one of `world` replicas trains: the model's batch is the global batch, split over
 // the replicas, after ParallelLayout's checks (batch divisible by D, zero 0..3, heads, kv-heads,
 // ffn and vocab divisible by T, the sequence with sp, layers by P, at least P micro-batches,
-// the replica's batch by N) and the runs' own (ZeRO only with D > 1 and without pipeline
-// stages, the CPU, fp32). The world is T·D·P ranks. Throws ConfigError / Error with the numbers.
+// the replica's batch by N) and the runs' own (ZeRO only with D > 1; --device cpu or cuda, not
+// cuda:N: each CUDA rank takes the GPU of its local rank). The world is T·D·P ranks. Throws
+// ConfigError / Error with the numbers.
 ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int world,
                           const TrainOptions& train);
+
+// Before any CUDA rank starts: `world` ranks on this machine need NCCL and as many usable GPUs.
+// Throws Error with the numbers and the reason.
+void check_cuda_ranks(int world);
 
 // Starts --dp ranks of this program and waits for them; writes `out` (or a temporary directory
 // when empty) with rank-N/ and ranks.json, prints the summary, returns the exit code.
 int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOptions& train,
                  const std::string& out, bool force, bool json);
 
-// A rank's side: connects to the others (Gloo, the timeout of --dist-timeout) and adjusts what
-// this process runs: the replica's model, threads (--threads / D, at least 1), the run
+// A rank's side: connects to the others (Gloo on the CPU, NCCL on CUDA, the timeout of
+// --dist-timeout) and adjusts what this process runs: the replica's model, the device (cuda:L
+// for local rank L), threads (--threads / D, at least 1), the run
 // directory (REMAT_RANK_OUT, or OUT/rank-N under another launcher), and only rank 0 writes
 // --dump-batch (--save-weights and --save-grads: every rank takes part, rank 0 writes).
 struct RankRun {
@@ -68,6 +77,7 @@ struct RankRun {
   std::unique_ptr<Communicator> pp_comm;  // over the P stages (the same dp_rank, tp_rank); null when P = 1
   std::unique_ptr<Communicator> tie_comm; // a tied embedding's first and last stage; else null
   DistOptions dist;                       // the layout, for ranks.json
+  std::string collectives;                // "gloo" or "nccl <version>", for the provenance
   std::string parent_out;  // under another launcher: OUT, where rank 0 writes ranks.json
 };
 RankRun join_ranks(const RankEnv& env, const DistOptions& d, ModelConfig& m, TrainOptions& train,

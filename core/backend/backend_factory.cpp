@@ -50,20 +50,19 @@ CudaLib& cuda_lib() {
 
 }  // namespace
 
-bool cuda_available(std::string* why) {
+int cuda_device_count(std::string* why) {
   CudaLib& l = cuda_lib();
   if (!l.error.empty()) {
     if (why) *why = l.error;
-    return false;
+    return 0;
   }
   char buf[512] = {0};
-  int n = l.device_count(buf, sizeof buf);
-  if (n <= 0) {
-    if (why) *why = buf[0] ? buf : "no CUDA device";
-    return false;
-  }
-  return true;
+  const int n = l.device_count(buf, sizeof buf);
+  if (n <= 0 && why) *why = buf[0] ? buf : "no CUDA device";
+  return n > 0 ? n : 0;
 }
+
+bool cuda_available(std::string* why) { return cuda_device_count(why) > 0; }
 
 Device make_device(const std::string& device, int threads, Clock& clock, bool profile) {
   Device d;

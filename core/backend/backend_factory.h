@@ -23,5 +23,7 @@ Device make_device(const std::string& device, int threads, Clock& clock, bool pr
 
 // Whether a CUDA device can be used here; `why` says why not.
 bool cuda_available(std::string* why = nullptr);
+// Usable CUDA devices here (0 with the reason in `why`: no CUDA backend, driver or device).
+int cuda_device_count(std::string* why = nullptr);
 
 }  // namespace remat

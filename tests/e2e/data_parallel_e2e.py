@@ -23,6 +23,8 @@ and static bytes).
 
 Refusals before any process starts: a batch not divisible by D, ZeRO without D > 1 (bf16 runs:
 bf16_ranks_e2e.py).
+Another launcher's ranks (torchrun's environment variables) join each other and give the same
+losses bit for bit; a local rank past the world is refused.
 Failure: a rank killed with SIGKILL mid-run, or stopped with SIGSTOP (a hang: its peer's
 collective times out after --dist-timeout), ends the job (exit 1) naming the rank, leaves no
 process behind and a run directory whose ranks.json says it did not complete.
@@ -32,6 +34,7 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 
@@ -99,6 +102,36 @@ def numerics(b, tmp, steps):
     check(runs[0][1] == runs[1][1], "two D=2 runs: identical final weights")
 
 
+def foreign_launcher(b, tmp, steps):
+    """Ranks another launcher started (torchrun's RANK, WORLD_SIZE and LOCAL_RANK, with
+    REMAT_DIST_STORE) join each other: each writes OUT/rank-N, rank 0 writes ranks.json over
+    both, and the losses are `run --dp 2`'s bit for bit (the same computation). A local rank past
+    the world is refused naming the variable, before any rendezvous."""
+    store, out = os.path.join(tmp, "store"), os.path.join(tmp, "torchrun")
+    os.mkdir(store)
+    args = [b.binary, "run", *map(str, BASE), "--steps", str(steps), "--out", out]
+    procs = [subprocess.Popen(args, env=dict(b.env, RANK=str(r), WORLD_SIZE="2", LOCAL_RANK=str(r),
+                                             REMAT_DIST_STORE=store),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    for r, p in enumerate(procs):
+        _, err = p.communicate(timeout=300)
+        check(p.returncode == 0, "rank %d under another launcher exited %d: %s" % (r, p.returncode, err[-500:]))
+    if not check(os.path.isfile(os.path.join(out, "ranks.json")), "rank 0 wrote ranks.json"):
+        return
+    j = ranks_json(out)
+    check(j["complete"] and j["world_size"] == 2, "complete, 2 ranks: %r" % j.get("error"))
+    ours = ranks_json(os.path.join(tmp, "same-a"))
+    check(j["loss"] == ours["loss"], "the losses of run --dp 2: %r %r" % (j["loss"], ours["loss"]))
+    for r in j["ranks"]:
+        prov = summary(os.path.join(out, r["dir"])).get("provenance", {})
+        check(prov.get("collectives") == "gloo", "rank %d: collectives %r" % (r["rank"], prov.get("collectives")))
+    env = dict(b.env, RANK="0", WORLD_SIZE="2", LOCAL_RANK="2", REMAT_DIST_STORE=store)
+    p = subprocess.run(args[:-1] + [os.path.join(tmp, "bad-local")], env=env, capture_output=True, text=True,
+                       timeout=60)
+    check(p.returncode != 0 and "LOCAL_RANK" in p.stderr and "2" in p.stderr,
+          "a local rank past the world is refused naming LOCAL_RANK: %d %r" % (p.returncode, p.stderr.strip()))
+
+
 def summary_of_run(b, tmp, name, steps, extra):
     out = os.path.join(tmp, name)
     b.run("run", *BASE, "--steps", steps, "--out", out, *extra)
@@ -144,6 +177,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         refusals(b, tmp)
         numerics(b, tmp, a.steps)
+        foreign_launcher(b, tmp, a.steps)
         failed_rank(b, tmp, signal.SIGKILL)
         failed_rank(b, tmp, signal.SIGSTOP)
     return e2e_common.exit_code("data-parallel runs ok")

@@ -3,6 +3,7 @@ that runs it as a user would (without the test environment's plugin or resource 
 without a display). Python standard library only."""
 import json
 import os
+import shutil
 import struct
 import subprocess
 import time
@@ -79,6 +80,14 @@ class Batch:
         except ValueError as e:
             check(False, "`%s` did not print JSON: %s: %r" % (" ".join(map(str, args)), e, p.stdout[:300]))
             return None
+
+
+def gpus():
+    """Usable NVIDIA GPUs here as `nvidia-smi -L` lists them (0 without it)."""
+    if not shutil.which("nvidia-smi"):
+        return 0
+    p = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return sum(1 for line in p.stdout.splitlines() if line.startswith("GPU ")) if p.returncode == 0 else 0
 
 
 # Processes of a distributed job, from /proc: a launcher's children, the rank a process was

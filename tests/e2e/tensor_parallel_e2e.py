@@ -30,7 +30,8 @@ alone and x D = 2): the undistributed losses bit for bit and a lower peak on eve
 
 Refusals before any process starts: heads not divisible by T (the numbers named);
 distributed checkpoints without T > 1, with sp, under a policy that keeps more than block
-inputs, or one that offloads.
+inputs, or one that offloads; --device cuda:N for ranks, and --device cuda on a machine without
+NCCL or with fewer GPUs than ranks (CUDA ranks themselves: tests/gpu/nccl_ranks_e2e.py).
 Python standard library only.
 """
 import argparse
@@ -113,6 +114,11 @@ def refusals(b, tmp):
     b.refuses(dist + ["--tp", 2, "--sp", "--policy", "uniform:segments=4"], "sequence parallelism")
     b.refuses(dist + ["--tp", 2, "--policy", "none"], "block but the last recomputed")
     b.refuses(dist + ["--tp", 2, "--policy", "offload:what=checkpoints"], "host")
+    # CUDA ranks: one GPU each, the GPU of the rank's local rank (so not cuda:N), and NCCL; a
+    # machine without them is told before any process starts.
+    b.refuses(["run", *base("tiny"), "--tp", 2, "--device", "cuda:1", "--out", out], "cuda:1", "--device cuda")
+    if e2e_common.gpus() < 2:
+        b.refuses(["run", *base("tiny"), "--tp", 2, "--device", "cuda", "--out", out], "--device cuda with 2 ranks")
     check(not os.path.exists(out), "a refused run leaves no directory")
 
 

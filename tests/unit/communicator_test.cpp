@@ -1,7 +1,9 @@
 // The collectives of core/dist: Gloo between ranks on threads of this process (TCP on loopback,
-// a FileStore in a temporary directory), the null communicator's counting, the timeout.
+// a FileStore in a temporary directory), the null communicator's counting, the timeout; the
+// loader of NCCL's communicator.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/dist/gloo_communicator.h"
+#include "core/dist/nccl_loader.h"
 #include "core/engine/data_parallel.h"
 #include "core/util/error.h"
 #include "cpu_test_util.h"
@@ -130,6 +133,35 @@ TEST(Communicator, RendezvousWithoutThePeerTimesOut) {
     EXPECT_NE(std::string(e.what()).find("rank 0 of 2"), std::string::npos) << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+}
+
+// CUDA ranks' communicator, from librematnccl.so: where the build has NCCL the library loads and
+// its entry point reaches NcclCommunicator, whose rendezvous refuses a missing store directory
+// before any CUDA call (so no GPU is needed); elsewhere the reason names the library.
+TEST(NcclLoader, ReachesTheCommunicatorOrSaysWhyNot) {
+  std::string why;
+  NcclSpec s;
+  s.rank = 1;
+  s.size = 2;
+  s.store_dir = (fs::temp_directory_path() / ("remat-no-such-store-" + std::to_string(getpid()))).string();
+  s.key = "k";
+  std::string e;
+  try {
+    make_nccl_communicator(s);
+  } catch (const Error& x) {
+    e = x.what();
+  }
+  if (!nccl_available(&why)) {
+    EXPECT_NE(why.find("librematnccl.so"), std::string::npos) << why;
+    EXPECT_EQ(nccl_version(), "");
+    EXPECT_NE(e.find("CUDA ranks need NCCL"), std::string::npos) << e;
+    return;
+  }
+  EXPECT_EQ(why, "");
+  const std::string v = nccl_version();
+  EXPECT_EQ(std::count(v.begin(), v.end(), '.'), 2) << v;
+  EXPECT_NE(e.find("rank 1 of 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("'" + s.store_dir + "' does not exist"), std::string::npos) << e;
 }
 
 // A replica's dropout mask is its slice of the global batch's mask.
