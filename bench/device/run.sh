@@ -34,10 +34,16 @@ gpu_tests_line="gpu tests: passed=${passed:-0} failed=${failed:-0} skipped=${ski
 
 # The NCCL communicator (world size 1) and its collectives 1 KiB to 256 MiB; needs libnccl.so.2
 # (CUDA toolkit's lib64). Not in a bundle built without NCCL.
+# With two or more GPUs also the two-rank tests and CUDA ranks end to end (rematlab-batch run
+# --device cuda with --tp, --dp, --zero, --pp: tests/gpu/nccl_ranks_e2e.py); with one they are left out.
 nccl_line="nccl: not in the bundle"
+ranks_line="nccl ranks: not in the bundle"
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 if [ -x "$R/bin/remat_nccl_tests" ]; then
   echo "== nccl"
-  timeout 60 "$R/bin/remat_nccl_tests" --gtest_brief=1 > "$out/nccl_tests.log" 2>&1
+  filter=""
+  [ "${gpus:-0}" -lt 2 ] && filter="--gtest_filter=-NcclTwo.*"
+  timeout 120 "$R/bin/remat_nccl_tests" --gtest_brief=1 $filter > "$out/nccl_tests.log" 2>&1
   nrc=$?
   tail -5 "$out/nccl_tests.log"
   nskipped=$(grep -c '\[  SKIPPED \]' "$out/nccl_tests.log" || true)
@@ -45,6 +51,15 @@ if [ -x "$R/bin/remat_nccl_tests" ]; then
   if [ "$nrc" -ne 0 ] || [ "${nskipped:-0}" -ne 0 ]; then status=1; fi
   nccl_line="nccl tests: passed=${npassed:-0} skipped=${nskipped:-0} rc=$nrc"
   timeout 60 "$R/bin/nccl_bench" --json "$out/nccl_bench.jsonl" > "$out/nccl_bench.txt" 2>&1 || status=1
+  if [ "${gpus:-0}" -lt 2 ]; then
+    ranks_line="nccl ranks: left out ($gpus GPU; CUDA ranks need one GPU each)"
+  elif [ -f "$R/tests/gpu/nccl_ranks_e2e.py" ]; then
+    timeout 900 python3 "$R/tests/gpu/nccl_ranks_e2e.py" --bin "$B" > "$out/nccl_ranks.log" 2>&1
+    rrc=$?
+    tail -5 "$out/nccl_ranks.log"
+    [ "$rrc" -ne 0 ] && status=1
+    ranks_line="nccl ranks ($gpus GPUs): rc=$rrc"
+  fi
 fi
 
 if [ "${1:-}" = speed ]; then  # after the tests, the speed check instead of the default sweeps
@@ -55,7 +70,7 @@ fi
 if [ "${1:-}" = tests ]; then  # only the gpu tests
   tar -C /tmp -czf "$final/results.tgz" remat-results 2>/dev/null
   echo "gpu tests: passed=${passed:-0} failed=${failed:-0} skipped=${skipped:-0} rc=$rc"
-  echo "$nccl_line"; [ -f "$out/nccl_bench.txt" ] && cat "$out/nccl_bench.txt"
+  echo "$nccl_line"; echo "$ranks_line"; [ -f "$out/nccl_bench.txt" ] && cat "$out/nccl_bench.txt"
   exit $status
 fi
 
@@ -94,5 +109,5 @@ tar -C /tmp -czf "$final/results.tgz" remat-results 2>/dev/null
 echo "== summary"
 echo "gpu tests: passed=${passed:-0} failed=${failed:-0} skipped=${skipped:-0} rc=$rc"
 for a in flash naive; do echo "-- ours, $a attention"; head -20 "$out/sweep_$a.txt"; done
-echo "$nccl_line"; [ -f "$out/nccl_bench.txt" ] && cat "$out/nccl_bench.txt"
+echo "$nccl_line"; echo "$ranks_line"; [ -f "$out/nccl_bench.txt" ] && cat "$out/nccl_bench.txt"
 exit $status
