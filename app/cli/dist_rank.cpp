@@ -182,16 +182,19 @@ RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, Train
   // Every rank keeps --save-weights and --save-grads: the ranks' pieces are gathered and rank 0
   // writes the file (core/engine/rank_weights.h).
   if (e.rank != 0) train.dump_batch.clear();
-  // On CUDA the GPU of the local rank, its collectives NCCL's.
+  // On CUDA the GPU of the local rank, or the one GPU a launcher left visible to this rank (its
+  // own CUDA_VISIBLE_DEVICES); the collectives NCCL's.
   const bool cuda = train.device == "cuda";
+  int gpu = 0;
   if (cuda) {
     std::string why;
     const int gpus = cuda_device_count(&why);
-    if (e.local_rank >= gpus)
+    gpu = gpus == 1 ? 0 : e.local_rank;
+    if (gpus < 1 || gpu >= gpus)
       throw Error("rank " + std::to_string(e.rank) + " (local rank " + std::to_string(e.local_rank) +
                   ") takes CUDA device " + std::to_string(e.local_rank) + ", but this machine has " +
                   std::to_string(gpus) + " usable" + (why.empty() ? "" : " (" + why + ")"));
-    train.device = "cuda:" + std::to_string(e.local_rank);
+    train.device = "cuda:" + std::to_string(gpu);
     r.collectives = "nccl " + nccl_version();
   } else {
     r.collectives = "gloo";
@@ -205,7 +208,7 @@ RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, Train
       NcclSpec n;
       n.rank = rank;
       n.size = size;
-      n.device = e.local_rank;
+      n.device = gpu;
       n.store_dir = e.store;
       n.key = prefix + ".nccl-id";
       n.timeout = std::chrono::milliseconds(static_cast<long long>(d.timeout_s * 1000.0));

@@ -34,8 +34,9 @@ struct DistOptions {
 // The rank a launcher made of this process: REMAT_RANK / REMAT_WORLD_SIZE (ours), else RANK /
 // WORLD_SIZE (torchrun), else OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (mpirun), with
 // REMAT_DIST_STORE the rendezvous directory every rank reaches. The rank on its machine (the
-// GPU it takes with --device cuda) is the set's REMAT_LOCAL_RANK, LOCAL_RANK or
-// OMPI_COMM_WORLD_LOCAL_RANK, else the rank (one machine). Nothing set: not a rank.
+// GPU it takes with --device cuda, unless only one is visible to it) is the set's
+// REMAT_LOCAL_RANK, LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK, else the rank (one machine).
+// Nothing set: not a rank.
 // Throws ConfigError for a partial or bad set (naming the variable).
 struct RankEnv {
   int rank = 0, size = 1;
