@@ -1,7 +1,6 @@
 #include "core/backend/backend_factory.h"
 
 #include <dlfcn.h>
-#include <filesystem>
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/profiler/host_profiler.h"
@@ -24,15 +23,8 @@ struct CudaLib {
 CudaLib& cuda_lib() {
   static CudaLib lib = [] {
     CudaLib l;
-    std::vector<std::string> candidates = {library_dir() + "/librematcuda.so", "librematcuda.so"};
     std::string errs;
-    for (const auto& c : candidates) {
-      if (c.find('/') != std::string::npos && !std::filesystem::exists(c)) continue;
-      l.handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (l.handle) break;
-      const char* e = dlerror();
-      errs = e ? e : "unknown error";
-    }
+    l.handle = open_own_library("librematcuda.so", errs);
     if (!l.handle) {
       l.error = errs.empty() ? "this build has no CUDA backend (librematcuda.so not found)"
                              : "the CUDA backend library cannot be loaded: " + errs;

@@ -2,9 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <filesystem>
-#include <vector>
-
 #include "core/util/error.h"
 #include "core/util/paths.h"
 
@@ -22,16 +19,8 @@ struct NcclLib {
 NcclLib& nccl_lib() {
   static NcclLib lib = [] {
     NcclLib l;
-    const std::vector<std::string> candidates = {library_dir() + "/librematnccl.so", "librematnccl.so"};
-    void* handle = nullptr;
     std::string errs;
-    for (const auto& c : candidates) {
-      if (c.find('/') != std::string::npos && !std::filesystem::exists(c)) continue;
-      handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (handle) break;
-      const char* e = dlerror();
-      errs = e ? e : "unknown error";
-    }
+    void* handle = open_own_library("librematnccl.so", errs);
     if (!handle) {
       l.error = errs.empty() ? "this build has no NCCL communicator (librematnccl.so not found: "
                                "the CUDA toolkit it was built with had no NCCL)"

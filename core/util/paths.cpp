@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <dlfcn.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -50,6 +51,17 @@ std::string library_dir() {
   fs::path p = fs::path(executable_dir()) / ".." / "lib";
   std::error_code ec;
   return fs::weakly_canonical(p, ec).string();
+}
+
+void* open_own_library(const std::string& file, std::string& error) {
+  error.clear();
+  for (const std::string& c : {library_dir() + "/" + file, file}) {
+    if (c.find('/') != std::string::npos && !fs::exists(c)) continue;
+    if (void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+    const char* e = dlerror();
+    error = e ? e : "unknown error";
+  }
+  return nullptr;
 }
 
 }  // namespace remat
