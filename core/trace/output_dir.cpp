@@ -33,11 +33,15 @@ bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// The files each kind of directory holds (besides the marker and, for a sweep, its runs).
+// The files each kind of directory holds (besides the marker and, for a sweep, its runs). A run
+// recorded in PyTorch (python/rematlab/run_writer.py) also holds its own tables and, on CUDA,
+// the allocator's snapshot (docs/trace-format.md, "Recorded in PyTorch").
 const std::vector<std::string>& files_of(OutputKind kind) {
   static const std::vector<std::string> run = [] {
     std::vector<std::string> f = {kSummaryFile, kScheduleFile, kChromeTraceFile};
     for (const auto& t : csv_table_files()) f.push_back(t);
+    for (const char* r : {"saved_tensors.csv", "module_calls.csv", "op_outputs.csv", "cuda_memory_snapshot.pickle"})
+      f.push_back(r);
     return f;
   }();
   static const std::vector<std::string> sweep = {schema::kSweepFile, kComparisonFile};
@@ -45,14 +49,23 @@ const std::vector<std::string>& files_of(OutputKind kind) {
   return kind == OutputKind::Run ? run : kind == OutputKind::Sweep ? sweep : ranks;
 }
 
-// One of those files, or the temporary file of one being written (csv::OutFile: NAME.tmp-PID).
+// `PID-N` or, with `bare_pid`, also `PID`.
+bool pid_suffix(std::string_view s, bool bare_pid) {
+  const std::size_t dash = s.find('-');
+  if (dash == std::string_view::npos) return bare_pid && all_digits(s);
+  return all_digits(s.substr(0, dash)) && all_digits(s.substr(dash + 1));
+}
+
+// One of those files, or the temporary file of one being written: `.NAME.tmp-PID-N`
+// (output_file.h), or `NAME.tmp-PID` of earlier versions.
 bool holds_file(OutputKind kind, const std::string& name) {
   if (name == kWritingMarkerFile) return true;
   for (const auto& f : files_of(kind)) {
     if (name == f) return true;
-    const std::string tmp = f + ".tmp-";
-    if (name.size() > tmp.size() && name.compare(0, tmp.size(), tmp) == 0 && all_digits(name.substr(tmp.size())))
-      return true;
+    for (const std::string& tmp : {"." + f + ".tmp-", f + ".tmp-"})
+      if (name.size() > tmp.size() && name.compare(0, tmp.size(), tmp) == 0 &&
+          pid_suffix(std::string_view(name).substr(tmp.size()), tmp[0] != '.'))
+        return true;
   }
   return false;
 }
@@ -137,7 +150,16 @@ std::string why_not_ours(const fs::path& p, std::optional<OutputKind> must_be) {
     const fs::path e = it->path();
     const std::string name = e.filename().string();
     const auto est = it->symlink_status(ec);
-    if (fs::is_regular_file(est) && holds_file(*kind, name)) continue;
+    if (fs::is_regular_file(est) && holds_file(*kind, name)) {
+      // Another name shares this file's contents (a hard link): deleting or rewriting the
+      // directory would reach a file that is not only ours.
+      const auto links = fs::hard_link_count(e, ec);
+      if (ec) return "cannot read " + q(e) + ": " + ec.message();
+      if (links > 1)
+        return q(e) + " has " + std::to_string(links) +
+               " links (a hard link shares its contents with another file), so it is not RematLab's alone";
+      continue;
+    }
     if ((*kind == OutputKind::Sweep || *kind == OutputKind::Ranks) && !must_be && fs::is_directory(est)) {
       std::string why = why_not_ours(e, OutputKind::Run);  // a run of the sweep or a rank's, or one being written
       if (!why.empty()) return why;
@@ -345,10 +367,19 @@ void remove_ours(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(fs::symlink_status(p, ec))) return;
   // Marked first, so that what an interruption leaves half deleted is still recognisably ours.
+  // The marker is a new file: an old one is unlinked, never written through (were it a link
+  // to someone's file, that file would change).
   const std::optional<OutputKind> kind = kind_by_file(p);
   if (kind) {
-    std::ofstream out(p / kWritingMarkerFile, std::ios::binary | std::ios::trunc);
-    out << nlohmann::json({{"format", format_of(*kind)}, {"format_version", max_version(*kind)}}).dump() << "\n";
+    const std::string marker = (p / kWritingMarkerFile).string();
+    ::unlink(marker.c_str());
+    const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      const std::string text =
+          nlohmann::json({{"format", format_of(*kind)}, {"format_version", max_version(*kind)}}).dump() + "\n";
+      [[maybe_unused]] const ssize_t n = ::write(fd, text.data(), text.size());
+      ::close(fd);
+    }
   }
   std::vector<fs::path> entries;
   for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec))

@@ -51,6 +51,7 @@ class Recorder:
         self.saved, self.calls, self.events = [], [], []
         self.op_outputs = []  # outputs of the forward's classed ops (rematlab.op_classes)
         self.loss_value = float("nan")
+        self.loss_given = False
         self.summary = None
         self.path = None  # the run directory, once written
 
@@ -265,8 +266,10 @@ class Recorder:
     # ------------------------------------------------------------------ the block
 
     def loss(self, value):
-        """The step's loss (a tensor or a number), written to loss.csv; NaN when not given."""
+        """The step's loss (a tensor or a number), written to loss.csv; NaN when not given. A loss
+        given as NaN or infinite makes the recording a diverged run (complete false)."""
         self.loss_value = float(value.detach().item() if isinstance(value, torch.Tensor) else value)
+        self.loss_given = True
 
     def __enter__(self):
         check_target(self.out_dir, self.overwrite)

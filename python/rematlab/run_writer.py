@@ -6,19 +6,21 @@ import csv
 import ctypes
 import hashlib
 import json
+import math
 import os
 import platform
-import random
 import shutil
 import sys
 import time
+import warnings
 
 import torch
 
+from . import output_dir
 from .op_classes import OP_CLASSES
+from .output_dir import check_target  # noqa: F401 (the recorder checks its target before the step)
 from .schedule import block_schedule
 
-MARKER = ".rematlab-writing"
 EVENTS_COLS = ["t_ns", "step", "id", "delta_bytes", "category", "block", "tensor", "phase", "space",
                "reserved_bytes", "op_seq"]
 OPS_COLS = ["start_ns", "end_ns", "stream", "name", "op", "block", "phase", "step", "flops", "bytes", "op_id"]
@@ -30,33 +32,6 @@ SAVED_COLS = ["id", "module", "block", "category", "phase", "op", "node", "produ
               "storage", "storage_bytes", "alias", "packed_ns", "unpacked_ns", "released_ns", "held_at_backward"]
 OUTPUT_COLS = ["id", "op", "op_class", "module", "block", "dtype", "shape", "bytes", "storage", "storage_bytes"]
 CALLS_COLS = ["index", "module", "block", "phase", "start_ns", "end_ns", "parent", "flops", "inputs"]
-
-
-def _is_ours(path):
-    """A directory `record` may replace: empty, or a RematLab run (its summary.json says so)."""
-    if not os.path.isdir(path) or os.path.islink(path):
-        return False
-    names = os.listdir(path)
-    if not names:
-        return True
-    try:
-        with open(os.path.join(path, "summary.json")) as f:
-            return json.load(f).get("format") == "rematlab-run"
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def check_target(out_dir, overwrite):
-    """Refuses, before the step runs, a target that exists (without overwrite) or is not a run."""
-    if not os.path.lexists(out_dir):
-        parent = os.path.dirname(os.path.abspath(out_dir))
-        if not os.path.isdir(parent):
-            raise FileNotFoundError("rematlab.record: the directory %r does not exist" % parent)
-        return
-    if not overwrite:
-        raise FileExistsError("rematlab.record: %r exists (pass overwrite=True to replace a recorded run)" % out_dir)
-    if not _is_ours(out_dir):
-        raise FileExistsError("rematlab.record: %r is not a RematLab run directory; not replacing it" % out_dir)
 
 
 def _write_csv(path, cols, rows):
@@ -187,15 +162,21 @@ def write_run(rec, profile, snapshot):
     fl["total"] = sum(fl.values())
     time_ms = (rec.end_ns - rec.start_ns) / 1e6
     loss = rec.loss_value
+    # A loss given as NaN or infinite is a diverged step, written as rematlab-batch writes one:
+    # incomplete, status "error", the loss null in summary.json (JSON has no NaN or Infinity).
+    diverged = getattr(rec, "loss_given", False) and not math.isfinite(loss)
+    if diverged:
+        warnings.warn("rematlab.record: the loss is %s; the step is recorded as a diverged run (complete false)"
+                      % ("NaN" if loss != loss else "infinite"))
     first_event = rec._first_event
     peak_tensors = sorted(alive.values(), key=lambda i: -rec.events[i]["delta"])[:12]
     events = _events(rec, ops, name_of)
     summary = {
         "format": "rematlab-run", "format_version": 2, "source": "pytorch", "torch_version": torch.__version__,
-        "complete": True, "status": "ok", "model": model_json(rec),
+        "complete": not diverged, "status": "error" if diverged else "ok", "model": model_json(rec),
         "policy": plan.spec if plan is not None else "none", "policy_params": "", "memory_budget_bytes": 0,
         "device": rec.device, "seed": 0, "warmup": 0, "steps": 1,
-        "loss": [None if loss != loss else loss], "warmup_loss": [],
+        "loss": [loss if math.isfinite(loss) else None], "warmup_loss": [],
         "step_time_ms": [time_ms], "step_time_ms_median": time_ms, "step_time_ms_spread": 0.0,
         "step_peak_bytes": [peak], "step_peak_bytes_median": peak, "step_peak_bytes_spread": 0,
         "peak_bytes": peak, "predicted_peak_bytes": 0, "peak_reserved_bytes": peak, "static_bytes": static,
@@ -220,6 +201,9 @@ def write_run(rec, profile, snapshot):
                        "command": " ".join(sys.argv), "os": platform.platform(), "cpu": platform.processor(),
                        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "format_version": "2"},
     }
+    if diverged:
+        summary["error"] = "training diverged: the loss of the recorded step is %s" % (
+            "NaN" if loss != loss else "infinite")
     loss_rows = [{"step": 0, "counted": 1, "loss": _fmt_float(loss), "time_ms": repr(time_ms), "peak_bytes": peak,
                   "reserved_bytes": peak, "start_ns": rec.start_ns, "end_ns": rec.end_ns}]
     calls = [dict(c, flops="" if c["flops"] is None else c["flops"],
@@ -232,50 +216,25 @@ def write_run(rec, profile, snapshot):
 
 
 def _write_dir(out_dir, overwrite, summary, schedule, tables, snapshot, timeline_rows):
+    """Written under a temporary name with the writing marker, summary.json last, then moved into
+    place by the rules rematlab-batch follows (output_dir.py)."""
     out_dir = os.path.abspath(out_dir)
-    parent, name = os.path.split(out_dir)
-    tmp = os.path.join(parent, ".%s.tmp-%d-%d" % (name, os.getpid(), random.randrange(1 << 30)))
-    os.mkdir(tmp)
+    tmp = output_dir.make_temp_dir(out_dir)
     try:
-        with open(os.path.join(tmp, MARKER), "w") as f:
-            json.dump({"format": "rematlab-run", "format_version": 2}, f)
         files = {"memory_timeline.csv": {"rows": timeline_rows}, "schedule.json": {}}
         for fname, cols, rows in tables:
             files[fname] = {"rows": _write_csv(os.path.join(tmp, fname), cols, rows)}
         with open(os.path.join(tmp, "schedule.json"), "w") as f:
-            json.dump(schedule, f, indent=2)
+            json.dump(schedule, f, indent=2, allow_nan=False)
         if snapshot is not None:
             import pickle
             with open(os.path.join(tmp, "cuda_memory_snapshot.pickle"), "wb") as f:
                 pickle.dump(snapshot, f)
         summary["files"] = files
         with open(os.path.join(tmp, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2, sort_keys=True)  # last: a directory with it is whole
-        os.remove(os.path.join(tmp, MARKER))
-        return _move_into_place(tmp, out_dir, overwrite)
+            json.dump(summary, f, indent=2, sort_keys=True, allow_nan=False)  # last: a directory with it is whole
+        output_dir.complete(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def _move_into_place(tmp, out_dir, overwrite):
-    if os.path.lexists(out_dir) and overwrite and _is_ours(out_dir):
-        old = tmp.replace(".tmp-", ".old-")
-        os.rename(out_dir, old)
-        os.rename(tmp, out_dir)
-        shutil.rmtree(old, ignore_errors=True)
-        return out_dir
-    n = 1
-    target = out_dir
-    while True:
-        if not os.path.lexists(target):
-            try:
-                os.rename(tmp, target)
-                if target != out_dir:
-                    print("rematlab.record: %s appeared meanwhile; the run is kept as %s" % (out_dir, target),
-                          file=sys.stderr)
-                return target
-            except OSError:
-                pass
-        n += 1
-        target = "%s-%d" % (out_dir, n)
+    return output_dir.move_into_place(tmp, out_dir, overwrite)
