@@ -6,6 +6,7 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/engine/rank_prediction.h"
 #include "core/model/model_source.h"
+#include "core/util/limits.h"
 #include "step_costs.h"
 
 namespace remat::cli {
@@ -67,18 +68,27 @@ void print_text(const ModelConfig& m, const RankPrediction& r, const std::string
 }  // namespace
 
 void ParallelOptions::add(CLI::App& c) {
-  c.add_option("--tp", layout.tp, "tensor-parallel ranks T (Megatron column/row-parallel linears)");
+  // Every count range-checked when the command line is read (exit 2): past these a layout has no
+  // meaning on any machine, and the prediction's time and memory stay those of a few
+  // micro-batches per stage whatever the counts (rank_prediction.h).
+  c.add_option("--tp", layout.tp, "tensor-parallel ranks T (Megatron column/row-parallel linears)")
+      ->check(CLI::Range(1, kMaxParallel));
   c.add_flag("--sp", layout.sp, "sequence parallelism over the T ranks (norms, dropouts, residuals on s/T)");
-  c.add_option("--pp", layout.pp, "pipeline stages P (1F1B)");
-  c.add_option("--dp", layout.dp, "data-parallel replicas D");
-  c.add_option("--zero", layout.zero, "ZeRO stage: 0, 1 (optimizer states / D), 2 (+ gradients), 3 (+ parameters)");
+  c.add_option("--pp", layout.pp, "pipeline stages P (1F1B)")->check(CLI::Range(1, static_cast<int>(limits::kLayers)));
+  c.add_option("--dp", layout.dp, "data-parallel replicas D")->check(CLI::Range(1, kMaxParallel));
+  c.add_option("--zero", layout.zero, "ZeRO stage: 0, 1 (optimizer states / D), 2 (+ gradients), 3 (+ parameters)")
+      ->check(CLI::Range(0, 3));
   c.add_flag("--distribute-saved-activations", layout.distribute_saved_activations,
              "split the checkpointed block inputs over the T ranks (full recomputation)");
-  c.add_option("--micro-batches", layout.micro_batches, "micro-batches per replica and step (default P)");
+  c.add_option("--micro-batches", layout.micro_batches, "micro-batches per replica and step (default P)")
+      ->check(CLI::Range(1, kMaxParallel));
   c.add_option("--global-batch", layout.global_batch,
-               "sequences per step over all replicas (must divide by D x the micro-batch size)");
-  c.add_option("--first-stage-layers", layout.first_stage_layers, "blocks of the first pipeline stage when it differs");
-  c.add_option("--last-stage-layers", layout.last_stage_layers, "blocks of the last pipeline stage when it differs");
+               "sequences per step over all replicas (must divide by D x the micro-batch size)")
+      ->check(CLI::Range(std::int64_t{1}, kMaxGlobalBatch));
+  c.add_option("--first-stage-layers", layout.first_stage_layers, "blocks of the first pipeline stage when it differs")
+      ->check(CLI::Range(1, static_cast<int>(limits::kLayers)));
+  c.add_option("--last-stage-layers", layout.last_stage_layers, "blocks of the last pipeline stage when it differs")
+      ->check(CLI::Range(1, static_cast<int>(limits::kLayers)));
   c.add_flag("--strategies", strategies,
              "print the first stage's activations under the five strategies of Korthikanti et al. 2022");
   c.add_flag("--paper-figure7", paper_figure7,
@@ -94,6 +104,12 @@ bool ParallelOptions::any() const {
 
 int plan_parallel(const ModelConfig& m, const ParallelLayout& p, const PolicyOptions& policy, bool json) {
   validate_layout(p, m);
+  const double global = static_cast<double>(m.batch) * p.micro_batches_of(m) * p.dp;
+  if (global > static_cast<double>(kMaxGlobalBatch))
+    throw ConfigError("global-batch", "a step of " + std::to_string(m.batch) + " x " +
+                                          std::to_string(p.micro_batches_of(m)) + " x " + std::to_string(p.dp) +
+                                          " sequences (micro-batch x micro-batches x replicas) is past the " +
+                                          std::to_string(kMaxGlobalBatch) + " plan takes");
   PolicyRegistry reg;
   load_plugins(reg, !json);
   const std::optional<StepCosts> costs = load_step_costs(policy.costs_from, m);

@@ -3,6 +3,7 @@
 // under Korthikanti et al.'s five strategies.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -10,6 +11,11 @@
 #include "core/graph/parallel_layout.h"
 
 namespace remat::cli {
+
+// The most tensor-parallel ranks, replicas or micro-batches plan takes, and the most sequences a
+// step over all replicas may have.
+inline constexpr int kMaxParallel = 1 << 20;
+inline constexpr std::int64_t kMaxGlobalBatch = std::int64_t{1} << 40;
 
 struct ParallelOptions {
   ParallelLayout layout;

@@ -1,6 +1,8 @@
 #include "core/engine/rank_prediction.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "core/model/param_layout.h"
 #include "core/util/error.h"
@@ -31,40 +33,61 @@ std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / 
 
 }  // namespace
 
-std::uint64_t rank_param_elements(const ModelConfig& m, const ParallelLayout& p, int stage) {
-  const ParamLayout L(m);
-  const std::vector<std::int64_t> div = slot_divisors(m, p);
-  const int from = p.stage_first_block(m, stage), to = from + p.stage_layers(m, stage);
-  std::uint64_t n = 0;
-  for (int b = from; b < to; ++b)
-    for (int s = 0; s < static_cast<int>(ParamSlot::Count); ++s) {
-      const auto slot = static_cast<ParamSlot>(s);
-      if (L.offset(b, slot) < 0) continue;
-      n += u(L.numel(b, slot)) / u(div[static_cast<std::size_t>(s)]);
+namespace {
+
+// Every stage's parameter elements from one pass over the model's layout: the blocks' (as
+// prefix sums over the blocks) and the parameters outside them, so a plan of thousands of
+// stages reads the layout once.
+class StageParams {
+ public:
+  StageParams(const ModelConfig& m, const ParallelLayout& p) : m_(m), p_(p) {
+    const ParamLayout L(m);
+    const std::vector<std::int64_t> div = slot_divisors(m, p);
+    prefix_.assign(static_cast<std::size_t>(m.layers) + 1, 0);
+    for (int b = 0; b < m.layers; ++b) {
+      std::uint64_t n = 0;
+      for (int s = 0; s < static_cast<int>(ParamSlot::Count); ++s) {
+        const auto slot = static_cast<ParamSlot>(s);
+        if (L.offset(b, slot) < 0) continue;
+        n += u(L.numel(b, slot)) / u(div[static_cast<std::size_t>(s)]);
+      }
+      prefix_[static_cast<std::size_t>(b) + 1] = prefix_[static_cast<std::size_t>(b)] + n;
     }
-  const bool first = stage == 0, last = stage == p.pp - 1;
-  for (const ParamSpec& ps : L.params()) {
-    if (ps.block >= 0) continue;
-    const std::uint64_t e = u(ps.numel());
-    if (ps.offset == L.wte) {
-      // Replicated on every tensor-parallel rank (runs hold all of it); a tied head on a later
-      // stage keeps its own copy.
-      if (first) n += e;
-      if (last && !first && L.lm_head < 0) n += e;
-    } else if (ps.offset == L.lm_head) {
-      if (last) n += e;
-    } else if (ps.offset == L.lnf_w || ps.offset == L.lnf_b) {
-      if (last) n += e;
-    } else if (first) {  // the learned positions
-      n += e;
+    for (const ParamSpec& ps : L.params()) {
+      if (ps.block >= 0) continue;
+      const std::uint64_t e = u(ps.numel());
+      if (ps.offset == L.wte) {
+        // Replicated on every tensor-parallel rank (runs hold all of it); a tied head on a later
+        // stage keeps its own copy.
+        first_ += e;
+        if (L.lm_head < 0) tied_head_ += e;
+      } else if (ps.offset == L.lm_head || ps.offset == L.lnf_w || ps.offset == L.lnf_b) {
+        last_ += e;
+      } else {  // the learned positions
+        first_ += e;
+      }
     }
   }
-  return n;
-}
+  std::uint64_t elements(int stage) const {
+    const int from = p_.stage_first_block(m_, stage), to = from + p_.stage_layers(m_, stage);
+    std::uint64_t n = prefix_[static_cast<std::size_t>(to)] - prefix_[static_cast<std::size_t>(from)];
+    const bool first = stage == 0, last = stage == p_.pp - 1;
+    if (first) n += first_;
+    if (last) n += last_;
+    if (last && !first) n += tied_head_;
+    return n;
+  }
 
-RankStatic rank_static(const ModelConfig& m, const ParallelLayout& p, int stage) {
+ private:
+  const ModelConfig& m_;
+  const ParallelLayout& p_;
+  std::vector<std::uint64_t> prefix_;
+  std::uint64_t first_ = 0, last_ = 0, tied_head_ = 0;
+};
+
+RankStatic static_of(const ModelConfig& m, const ParallelLayout& p, std::uint64_t elements) {
   RankStatic r;
-  r.param_elements = rank_param_elements(m, p, stage);
+  r.param_elements = elements;
   const std::uint64_t n = r.param_elements, D = u(p.dp);
   auto part = [&](int from_stage) { return p.zero >= from_stage ? ceil_div(n, D) : n; };
   r.parameters = part(3) * dtype_size(m.dtype);
@@ -72,6 +95,16 @@ RankStatic rank_static(const ModelConfig& m, const ParallelLayout& p, int stage)
   r.master_weights = m.dtype == DType::F32 ? 0 : part(1) * 4;
   r.optimizer_state = part(1) * 8;
   return r;
+}
+
+}  // namespace
+
+std::uint64_t rank_param_elements(const ModelConfig& m, const ParallelLayout& p, int stage) {
+  return StageParams(m, p).elements(stage);
+}
+
+RankStatic rank_static(const ModelConfig& m, const ParallelLayout& p, int stage) {
+  return static_of(m, p, rank_param_elements(m, p, stage));
 }
 
 // Megatron distributes only the inputs of blocks recomputed in full.
@@ -95,12 +128,75 @@ void check_distributed_schedule(const Schedule& s, int blocks) {
   }
 }
 
+namespace {
+
+// A stage's 1F1B step, walked short: its warm-up forwards, at most kSteadyPairs + 1
+// forward-backward pairs (every later pair repeats the last one: the same buffers are allocated
+// and freed) and its cool-down; a stage with more than kExactWarmup warm-up forwards from walks
+// with 2, 3 and 4 of them and as many pairs, whose peaks grow by the same bytes per micro-batch
+// in flight (checked; else walked).
+constexpr int kSteadyPairs = 3;
+constexpr int kExactWarmup = 4;
+
+struct StageWalk {
+  std::uint64_t peak = 0, activation_peak = 0;
+};
+
+class StageWalker {
+ public:
+  StageWalker(const ModelConfig& m, const ParallelLayout& p, const Backend* mirror)
+      : m_(m), p_(p), mirror_(mirror), n_(p.micro_batches_of(m)) {}
+
+  StageWalk stage(int i, const Schedule& s) {
+    const int w = std::min(p_.pp - i - 1, n_);
+    // Its forward-backward pairs: the step's, up to 1 + kSteadyPairs (a step with fewer pairs
+    // than that, one whose warm-up takes almost every micro-batch, peaks differently).
+    const int pairs = std::min(n_ - w, 1 + kSteadyPairs);
+    if (w <= kExactWarmup) return walk(i, s, w, pairs);
+    const StageWalk a = walk(i, s, kExactWarmup - 2, pairs), b = walk(i, s, kExactWarmup - 1, pairs),
+                    c = walk(i, s, kExactWarmup, pairs);
+    const bool linear = b.peak - a.peak == c.peak - b.peak &&
+                        b.activation_peak - a.activation_peak == c.activation_peak - b.activation_peak &&
+                        c.peak >= b.peak && c.activation_peak >= b.activation_peak;
+    if (!linear) return walk(i, s, w, pairs);
+    const std::uint64_t more = static_cast<std::uint64_t>(w - kExactWarmup);
+    return {c.peak + more * (c.peak - b.peak), c.activation_peak + more * (c.activation_peak - b.activation_peak)};
+  }
+
+ private:
+  // Stage i's rank with w warm-up forwards and then `pairs` forward-backward pairs, in a
+  // pipeline order that keeps its role (first, middle or last).
+  StageWalk walk(int i, const Schedule& s, int w, int pairs) {
+    const int role = i == 0 ? 0 : i == p_.pp - 1 ? 2 : 1;
+    const int n = w + pairs;
+    const auto key = std::make_tuple(role, p_.stage_layers(m_, i), w, n);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    int stages = 0, at = 0;
+    if (role == 0) stages = w + 1, at = 0;
+    else if (role == 1) stages = w + 2, at = 1;
+    else stages = 2, at = 1;  // the last stage warms up with nothing
+    if (stages == p_.pp) at = i;  // the step's own order
+    const Prediction pr = simulate_stage_order(m_, p_, i, s, mirror_, stages, at, n);
+    return cache_[key] = {pr.peak_bytes, pr.activation_peak_bytes};
+  }
+
+  const ModelConfig& m_;
+  const ParallelLayout& p_;
+  const Backend* mirror_;
+  int n_;
+  std::map<std::tuple<int, int, int, int>, StageWalk> cache_;
+};
+
+}  // namespace
+
 RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, const StagePlanner& plan,
                              const Backend* mirror) {
   validate_layout(p, m);
   RankPrediction r;
   r.layout = p;
   r.micro_batches = p.micro_batches_of(m);
+  StageWalker walker(m, p, mirror);
+  const StageParams params(m, p);
   for (int i = 0; i < p.pp; ++i) {
     StagePrediction st;
     st.stage = i;
@@ -121,18 +217,19 @@ RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, cons
       r.micro_batch.push_back(std::move(mb));
     }
     const MicroBatchPrediction& mb = r.micro_batch[static_cast<std::size_t>(st.micro_batch)];
-    st.statics = rank_static(m, p, i);
+    st.statics = static_of(m, p, params.elements(i));
     const std::uint64_t waiting = static_cast<std::uint64_t>(st.in_flight - 1) * mb.held_bytes;
     st.activation_bytes = waiting + mb.sim.activation_peak_bytes;
     st.peak_bytes = st.statics.total() + waiting + (mb.sim.peak_bytes - mb.sim.static_bytes);
     if (p.pp > 1) {
-      // The stage's 1F1B step walked as a run executes it (simulate_stage): its micro-batches'
-      // buffers, the sends and receives between stages, the head on the last stage and ZeRO's
-      // gathered parameters and gradient buckets, to the byte of a run; the sum above is its
-      // outline.
-      const Prediction w = simulate_stage(m, p, i, mb.schedule, mirror);
-      st.activation_bytes = w.activation_peak_bytes;
-      st.peak_bytes = w.peak_bytes;
+      // The stage's 1F1B step walked as a run executes it (simulate_stage_order): its
+      // micro-batches' buffers, the sends and receives between stages, the head on the last
+      // stage and ZeRO's gathered parameters and gradient buckets, to the byte of a run; the sum
+      // above is its outline. Walked short (StageWalker), so plan's time and memory stay those
+      // of a few micro-batches whatever the stages and micro-batches.
+      const StageWalk w = walker.stage(i, mb.schedule);
+      st.activation_bytes = w.activation_peak;
+      st.peak_bytes = w.peak;
     }
     if (st.peak_bytes > r.peak_bytes) {
       r.peak_bytes = st.peak_bytes;

@@ -68,8 +68,8 @@ Prediction walk(const BlockGraph& g, const Schedule& s, const Backend* mirror, i
     eo.first_block = pipe.first_block;
   }
   Executor ex(state, be, alloc, nullptr, eo, g);
-  std::vector<std::int32_t> tok(static_cast<std::size_t>(m.tokens() * pipe.micro_batches), 0), tgt(tok);
-  StepOutput out = ex.run_step(s, 0, tok, tgt);
+  const std::vector<std::int32_t> none;  // the null backend reads no tokens (Executor::run_step)
+  StepOutput out = ex.run_step(s, 0, none, none);
   p.peak_bytes = alloc.peak_device();
   p.flops = {out.flops_forward, out.flops_recompute, out.flops_backward, out.flops_other};
   p.block_forwards = out.block_forwards;
@@ -108,11 +108,16 @@ Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirro
 
 Prediction simulate_stage(const ModelConfig& m, const ParallelLayout& p, int stage, const Schedule& s,
                           const Backend* mirror) {
+  return simulate_stage_order(m, p, stage, s, mirror, p.pp, stage, p.micro_batches_of(m));
+}
+
+Prediction simulate_stage_order(const ModelConfig& m, const ParallelLayout& p, int stage, const Schedule& s,
+                                const Backend* mirror, int order_stages, int order_stage, int micro_batches) {
   const StageCut c = stage_cut(m, p, stage);
   StageSim pipe;
-  pipe.stages = p.pp;
-  pipe.stage = stage;
-  pipe.micro_batches = p.micro_batches_of(m);
+  pipe.stages = order_stages;
+  pipe.stage = order_stage;
+  pipe.micro_batches = micro_batches;
   pipe.first_block = c.first_block;
   pipe.parts = c.parts;
   pipe.tied = m.tied_embeddings;

@@ -54,6 +54,15 @@ Prediction simulate(const BlockGraph& graph, const Schedule& s, const Backend* m
 Prediction simulate_stage(const ModelConfig& m, const ParallelLayout& p, int stage, const Schedule& s,
                           const Backend* mirror);
 
+// Stage `stage`'s rank (its parameters, block table and role: embedding, head) walked in the
+// 1F1B order of stage `order_stage` of `order_stages` with `micro_batches` micro-batches, the
+// pipeline communicator of that size: a short walk with the stage's warm-up forwards
+// (order_stages − order_stage − 1) from which plan predicts a stage of a long pipeline
+// (rank_prediction.cpp). The order must keep the stage's role: order_stage 0 for the first stage,
+// order_stages − 1 for the last, neither for the others.
+Prediction simulate_stage_order(const ModelConfig& m, const ParallelLayout& p, int stage, const Schedule& s,
+                                const Backend* mirror, int order_stages, int order_stage, int micro_batches);
+
 // Replays events and returns the highest total of the activation categories on the device.
 std::uint64_t activation_peak(const std::vector<MemoryEvent>& events, std::size_t from = 0);
 
