@@ -1,5 +1,6 @@
 #include "cli_common.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -84,6 +85,21 @@ void load_plugins(PolicyRegistry& reg, bool report) {
 const CLI::Validator& non_empty_path() {
   static const CLI::Validator v(
       [](std::string& s) { return s.empty() ? std::string("the path is empty") : std::string(); }, "PATH");
+  return v;
+}
+
+const CLI::Validator& unsigned_64() {
+  static const CLI::Validator v(
+      [](std::string& s) {
+        std::uint64_t x = 0;
+        const auto r = std::from_chars(s.data(), s.data() + s.size(), x);
+        if (r.ec == std::errc::result_out_of_range)
+          return "'" + s + "' is past the largest value, 18446744073709551615 (2^64 - 1)";
+        if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size())
+          return "'" + s + "' is not a whole number from 0 to 18446744073709551615 (2^64 - 1)";
+        return std::string();
+      },
+      "UINT64");
   return v;
 }
 

@@ -45,6 +45,10 @@ void load_plugins(PolicyRegistry& reg, bool report);
 // command line is parsed instead of quietly meaning "none".
 const CLI::Validator& non_empty_path();
 
+// For unsigned 64-bit options (--seed): a decimal number from 0 to 2^64 - 1, nothing else (no
+// sign, no wrap-around of -1, no saturation of 2^64).
+const CLI::Validator& unsigned_64();
+
 // Prints an error in one line and returns the exit code for it.
 int fail(const std::string& message);
 // The fields of an imported config that were accepted and ignored, comma-separated.

@@ -1,6 +1,7 @@
 // rematlab-batch clean: delete what interrupted writes left behind (.NAME.tmp-PID-N and
-// .NAME.old-PID-N next to run and sweep directories), and only what is ours: a directory that
-// why_not_ours accepts, written by a process that is no longer running.
+// .NAME.old-PID-N next to run and sweep directories, the temporary files of files, a killed
+// launcher's rendezvous directory: output_dir.h, Leftover), and only what is ours (why_keep),
+// written by a process that is no longer running.
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -27,11 +28,18 @@ int clean(const CleanOptions& o) {
   std::set<std::string> seen;
   for (const auto& p : o.paths) {
     std::error_code ec;
-    if (!fs::exists(fs::symlink_status(p, ec))) throw Error("'" + p + "' does not exist");
     std::vector<Leftover> here;
-    if (auto l = parse_leftover(p)) here.push_back(*l);
-    else if (fs::is_directory(fs::symlink_status(p, ec))) here = leftovers_around(p);
-    else throw Error("'" + p + "' is neither a directory nor a leftover of an interrupted write");
+    if (!fs::exists(fs::symlink_status(p, ec))) {
+      // A write killed before it moved into place leaves only its leftover next to the name.
+      here = leftovers_around(p);
+      if (here.empty()) throw Error("'" + p + "' does not exist, and nothing next to it is left over from writing it");
+    } else if (auto l = parse_leftover(p)) {
+      here.push_back(*l);
+    } else if (fs::is_directory(fs::symlink_status(p, ec))) {
+      here = leftovers_around(p);
+    } else {
+      throw Error("'" + p + "' is neither a directory nor a leftover of an interrupted write");
+    }
     for (auto& l : here)
       if (seen.insert(l.path).second) found.push_back(std::move(l));
   }
@@ -40,7 +48,7 @@ int clean(const CleanOptions& o) {
   for (const auto& l : found) {
     std::string why = why_keep(l);
     if (why.empty() && !o.dry_run) {
-      remove_ours(l.path);
+      remove_leftover(l);
       std::error_code ec;
       if (fs::exists(fs::symlink_status(l.path, ec))) why = "cannot remove it (permissions?)";
     }

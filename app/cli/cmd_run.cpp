@@ -78,9 +78,10 @@ Schedule plan_rank(const RunOptions& o, const ModelConfig& m, int dp, int stage,
                                         : o.policy.plan(reg, m, costs);
 }
 
-// Distributed checkpoints need a policy that recomputes blocks from their inputs: checked on
-// every stage's plan before any rank starts.
-void check_distributed_before_launch(const RunOptions& o, const ModelConfig& global) {
+// Every stage's plan before any rank starts: a policy that cannot plan a stage (too few blocks
+// for its segments, a bad parameter) is refused here, not by the ranks; distributed checkpoints
+// also need a policy that recomputes blocks from their inputs.
+void plan_stages_before_launch(const RunOptions& o, const ModelConfig& global) {
   const ModelConfig m = replica_model(global, o.dist, o.dist.world(), o.train);  // the layout checked
   PolicyRegistry reg;
   load_plugins(reg, false);
@@ -89,19 +90,29 @@ void check_distributed_before_launch(const RunOptions& o, const ModelConfig& glo
   p.pp = o.dist.pp;
   p.first_stage_layers = o.dist.first_stage_layers;
   p.last_stage_layers = o.dist.last_stage_layers;
-  for (int stage = 0; stage < o.dist.pp; ++stage)
-    check_distributed_schedule(plan_rank(o, m, o.dist.dp, stage, reg, costs), p.stage_layers(m, stage));
+  for (int stage = 0; stage < o.dist.pp; ++stage) {
+    Schedule s;
+    try {
+      s = plan_rank(o, m, o.dist.dp, stage, reg, costs);
+    } catch (const Error& e) {
+      if (o.dist.pp == 1) throw;
+      throw Error("pipeline stage " + std::to_string(stage) + " of " + std::to_string(o.dist.pp) + " (" +
+                  std::to_string(p.stage_layers(m, stage)) + " blocks): " + e.what());
+    }
+    if (o.dist.distribute_saved) check_distributed_schedule(s, p.stage_layers(m, stage));
+  }
 }
 
 int run(RunOptions o) {
   StartupParts before_run;
   before_run.add("process", ms_since_process_start());
   ModelConfig m = o.model.resolve();
+  o.train.inputs = {{o.model.model, "--model"}, {o.policy.schedule_file, "--schedule"}};
   // Data parallelism: this process launches the ranks, or is one of them (dist_run.h).
   const std::optional<RankEnv> rank_env = rank_from_env();
   if (!rank_env && (o.dist.world() > 1 || o.dist.pp > 1 || o.dist.zero > 0 || o.dist.micro_batches > 1 ||
                     o.dist.first_stage_layers > 0 || o.dist.last_stage_layers > 0 || o.dist.distribute_saved)) {
-    if (o.dist.distribute_saved) check_distributed_before_launch(o, m);
+    plan_stages_before_launch(o, m);
     return launch_ranks(o.dist, m, o.train, o.out, o.force, o.json);
   }
   std::optional<RankRun> rank;
@@ -126,10 +137,16 @@ int run(RunOptions o) {
   if (rank) note_comm(t, *rank);
   // Checked above: what appeared there during the run is not replaced, the result is kept.
   if (!o.out.empty()) write_run_dir(t, o.out, o.force, true);
-  if (rank) return finish_rank(*rank, t);
+  // Our launcher's ranks speak through their run directories; a rank of another launcher
+  // (torchrun, mpirun) prints its summary as one process does, so it keeps it without --out.
+  if (rank && rank->env.ours) return finish_rank(*rank, t);
   if (o.json) std::cout << summary_json(t).dump(2) << "\n";
   else if (!t.step_stats.empty()) print_human(t);  // nothing to summarize when refused up front
   if (!o.out.empty() && !o.json) std::cout << "run directory    " << o.out << "\n";
+  if (rank) {
+    std::cout.flush();
+    return finish_rank(*rank, t);
+  }
   if (!t.complete) return fail("run " + t.status + ": " + t.error);
   return 0;
 }

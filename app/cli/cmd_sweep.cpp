@@ -81,6 +81,8 @@ std::string sanitize(const std::string& s) {
 
 int sweep(const SweepOptions& o) {
   ModelConfig m = o.model.resolve();
+  TrainOptions train = o.train;
+  train.inputs = {{o.model.model, "--model"}};
   PolicyRegistry reg;
   load_plugins(reg, !o.json);
   // The device first: a missing GPU is one line, before anything is planned or written.
@@ -146,7 +148,7 @@ int sweep(const SweepOptions& o) {
         interrupted = true;
         break;
       }
-      Trace t = train(m, e.schedule, o.train, e.budget,
+      Trace t = remat::cli::train(m, e.schedule, train, e.budget,
                       [&](double f, const std::string& what) {
                         bar.update((static_cast<double>(i) + f) / n, e.label + ": " + what);
                       },

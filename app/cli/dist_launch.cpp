@@ -46,6 +46,7 @@ struct Child {
   pid_t pid = -1;
   bool running = true;
   int status = 0;
+  int stopped_by = 0;  // the signal that stopped it (SIGSTOP, SIGTSTP, ...), until it continues
 };
 
 std::string describe_exit(int rank, int status) {
@@ -92,7 +93,15 @@ std::string wait_ranks(std::vector<Child>& kids, pid_t group) {
     for (auto& c : kids) {
       if (!c.running) continue;
       int st = 0;
-      const pid_t r = waitpid(c.pid, &st, block ? 0 : WNOHANG);
+      const pid_t r = waitpid(c.pid, &st, block ? 0 : WNOHANG | WUNTRACED | WCONTINUED);
+      if (r == c.pid && WIFSTOPPED(st)) {
+        c.stopped_by = WSTOPSIG(st);  // a stopped rank is the one its peers wait for
+        continue;
+      }
+      if (r == c.pid && WIFCONTINUED(st)) {
+        c.stopped_by = 0;
+        continue;
+      }
       if (r == c.pid || (r < 0 && errno == ECHILD)) {
         c.running = false;
         c.status = r == c.pid ? st : 0;
@@ -113,8 +122,13 @@ std::string wait_ranks(std::vector<Child>& kids, pid_t group) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::vector<int> stopped;
+  const Child* frozen = nullptr;  // a rank stopped by a signal when the others gave up
   for (const auto& c : kids)
-    if (c.running) stopped.push_back(c.rank);
+    if (c.running) {
+      stopped.push_back(c.rank);
+      if (c.stopped_by && !frozen) frozen = &c;
+    }
+  const int frozen_rank = frozen ? frozen->rank : -1, frozen_sig = frozen ? frozen->stopped_by : 0;
   if (!stopped.empty()) kill(-group, SIGKILL);
   reap(true);
   if (!why.empty()) return why;
@@ -131,7 +145,14 @@ std::string wait_ranks(std::vector<Child>& kids, pid_t group) {
         break;
       }
   if (!culprit) return {};
-  why = describe_exit(culprit->rank, culprit->status);
+  if (frozen_rank >= 0 && WIFEXITED(culprit->status)) {
+    // Its peers waited for it until --dist-timeout and failed: the stopped rank is the cause.
+    why = "rank " + std::to_string(frozen_rank) + " was stopped by signal " + std::to_string(frozen_sig) + " (" +
+          strsignal(frozen_sig) + ") and did not answer; " + describe_exit(culprit->rank, culprit->status) +
+          " after waiting for it";
+  } else {
+    why = describe_exit(culprit->rank, culprit->status);
+  }
   if (!stopped.empty()) {
     why += "; stopped the ranks still running:";
     for (int r : stopped) why += " " + std::to_string(r);
@@ -173,6 +194,7 @@ int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOpt
                  const std::string& out, bool force, bool json) {
   replica_model(global, d, d.world(), train);  // refused here, before any process starts
   if (train.device == "cuda") check_cuda_ranks(d.world());
+  else check_local_mesh(d, d.world());
   if (!out.empty()) check_output_dir(out, force);
   const fs::path scratch = fs::temp_directory_path() / ("rematlab-dp-" + std::to_string(getpid()));
   std::error_code ec;

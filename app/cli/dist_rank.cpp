@@ -4,7 +4,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cstdio>
 #include <filesystem>
+#include <sys/resource.h>
 
 #include "core/backend/backend_factory.h"
 #include "core/dist/gloo_communicator.h"
@@ -29,8 +31,8 @@ int env_int(const char* name, const char* v, int lo) {
   char* end = nullptr;
   errno = 0;
   const long x = std::strtol(v, &end, 10);
-  if (errno || end == v || *end || x < lo || x > 1 << 20)
-    throw ConfigError(name, std::string("must be an integer of at least ") + std::to_string(lo) +
+  if (errno || end == v || *end || x < lo || x > kMaxWorld)
+    throw ConfigError(name, "must be an integer from " + std::to_string(lo) + " to " + std::to_string(kMaxWorld) +
                                 ", got '" + v + "'");
   return static_cast<int>(x);
 }
@@ -146,6 +148,62 @@ ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int w
   return m;
 }
 
+namespace {
+
+// Ports a process can bind on this machine without naming one (net.ipv4.ip_local_port_range).
+std::uint64_t local_ports() {
+  std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  unsigned lo = 32768, hi = 60999;
+  if (f) {
+    if (std::fscanf(f, "%u %u", &lo, &hi) != 2 || hi < lo) lo = 32768, hi = 60999;
+    std::fclose(f);
+  }
+  return std::uint64_t{hi} - lo + 1;
+}
+
+std::string count(std::uint64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<std::size_t>(i), ",");
+  return s;
+}
+
+}  // namespace
+
+void check_local_mesh(const DistOptions& d, int world, int rank) {
+  const std::uint64_t T = static_cast<std::uint64_t>(d.tp), P = static_cast<std::uint64_t>(d.pp);
+  const std::uint64_t W = static_cast<std::uint64_t>(world), D = W / std::max<std::uint64_t>(1, T * P);
+  // Every group: (its size, how many of them). A rank is in one of each.
+  const std::pair<std::uint64_t, std::uint64_t> groups[] = {{T, P * D}, {D, P * T}, {P, D * T}};
+  std::uint64_t machine = 0, per_rank = 0;
+  for (const auto& [n, k] : groups)
+    if (n > 1) {
+      machine += k * n * (n - 1);
+      per_rank += n - 1;
+    }
+  if (per_rank == 0) return;
+  const std::uint64_t ports = local_ports();
+  const std::uint64_t need = rank >= 0 ? per_rank : machine;
+  if (need > ports)
+    throw Error(std::string(rank >= 0 ? "rank " + std::to_string(rank) + " of " : "") + std::to_string(world) +
+                " ranks on this machine need " + count(need) +
+                " listening sockets (Gloo connects every two ranks of a group over the loopback interface, each "
+                "pair with a port of its own); this machine's local port range holds " + count(ports) +
+                " (net.ipv4.ip_local_port_range): use fewer ranks");
+  // Each pair: a listening socket and a connection, plus what the process has open anyway.
+  const std::uint64_t files = 2 * per_rank + 256;
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < files) {
+    if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < files)
+      throw Error("each of " + std::to_string(world) + " ranks needs about " + count(files) +
+                  " open files for its connections; this process may open " + count(lim.rlim_max) +
+                  " (ulimit -n): use fewer ranks");
+    if (rank >= 0) {
+      lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? files : std::min<rlim_t>(lim.rlim_max, std::max<rlim_t>(files, lim.rlim_cur));
+      ::setrlimit(RLIMIT_NOFILE, &lim);
+    }
+  }
+}
+
 void check_cuda_ranks(int world) {
   std::string why;
   if (!nccl_available(&why))
@@ -166,6 +224,7 @@ RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, Train
                                                   " ranks is not divisible by --tp " + std::to_string(d.tp) +
                                                   " × --pp " + std::to_string(d.pp));
   m = replica_model(m, d, e.size, train);
+  if (train.device == "cpu") check_local_mesh(d, e.size, e.rank);  // before any socket opens
   const int replicas = e.size / (d.tp * d.pp);
   r.tp_rank = e.rank % d.tp;
   r.dp_rank = (e.rank / d.tp) % replicas;

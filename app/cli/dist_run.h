@@ -16,6 +16,9 @@
 
 namespace remat::cli {
 
+// The most ranks a job may have (WORLD_SIZE and the like).
+inline constexpr int kMaxWorld = 1 << 20;
+
 struct DistOptions {
   int dp = 1;               // D: data-parallel ranks
   int tp = 1;               // T: tensor-parallel ranks per replica (rank = d·T + t)
@@ -59,6 +62,13 @@ ModelConfig replica_model(const ModelConfig& global, const DistOptions& d, int w
 // Before any CUDA rank starts: `world` ranks on this machine need NCCL and as many usable GPUs.
 // Throws Error with the numbers and the reason.
 void check_cuda_ranks(int world);
+
+// Before any Gloo rank opens a socket: Gloo's full mesh over the loopback interface gives every
+// pair of a group's ranks a listening socket and a connection, so the groups of `world` ranks
+// laid out as `d` (or, with rank >= 0, the groups of that one rank) must fit this machine's local
+// port range (net.ipv4.ip_local_port_range) and each rank's connections its open-file limit
+// (raised to the hard limit first). Throws Error with the numbers.
+void check_local_mesh(const DistOptions& d, int world, int rank = -1);
 
 // Starts --dp ranks of this program and waits for them; writes `out` (or a temporary directory
 // when empty) with rank-N/ and ranks.json, prints the summary, returns the exit code.

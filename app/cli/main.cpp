@@ -1,4 +1,5 @@
 // rematlab-batch: what activation checkpointing costs, headless.
+#include <csignal>
 #include <iostream>
 
 #include "commands.h"
@@ -21,6 +22,9 @@ int main(int argc, char** argv) {
   remat::cli::add_clean_command(app, code);
   remat::cli::add_import_command(app, code);
   remat::cli::set_command_line(argc, argv);
+  // A file size limit (ulimit -f) makes a write fail with EFBIG, which the writer reports with
+  // the file's name, instead of killing the process with SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

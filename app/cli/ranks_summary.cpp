@@ -8,6 +8,7 @@
 
 #include "core/trace/schema.h"
 #include "core/util/error.h"
+#include "core/util/output_file.h"
 #include "core/util/json_io.h"
 #include "dist_run.h"
 
@@ -75,15 +76,8 @@ nlohmann::json write_ranks_summary(const std::string& dir, int world, const Dist
   if (!failure.empty()) j["error"] = failure;
   else if (!complete) j["error"] = "a rank did not complete (its rank-N/summary.json says why)";
   j["ranks"] = ranks;
-  // Written under a temporary name and renamed, so a reader never sees half of it.
-  const fs::path target = fs::path(dir) / schema::kRanksFile;
-  const fs::path tmp = fs::path(dir) / (std::string(schema::kRanksFile) + ".tmp-" + std::to_string(getpid()));
-  {
-    std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
-    o << j.dump(2) << "\n";
-    if (!o) throw Error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, target);
+  // Through the one writer (output_file.h): a reader never sees half of it.
+  write_output_file((fs::path(dir) / schema::kRanksFile).string(), j.dump(2) + "\n");
   return j;
 }
 

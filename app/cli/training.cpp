@@ -24,7 +24,9 @@ void TrainOptions::add(CLI::App& app) {
   app.add_option("--warmup", warmup, "steps run first and not counted")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
-  app.add_option("--seed", seed, "seed for weights, batches and dropout")->capture_default_str();
+  app.add_option("--seed", seed, "seed for weights, batches and dropout (0 to 2^64 - 1)")
+      ->capture_default_str()
+      ->check(unsigned_64());
   app.add_option("--threads", threads, "CPU threads (OpenBLAS and our ops)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
@@ -82,6 +84,7 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
   spec.weights_in = weights_in;
   spec.weights_out = weights_out;
   spec.grads_out = grads_out;
+  spec.inputs = o.inputs;
   spec.comm = o.comm;
   spec.tp_comm = o.tp_comm;
   spec.layout.tp = o.tp;
@@ -147,7 +150,10 @@ void add_cli_provenance(Trace& t) {
 std::atomic<bool>& interrupt_flag() {
   static std::atomic<bool> flag{false};
   static bool installed = [] {
+    // SIGTERM (timeout, batch schedulers, docker stop) ends a run as Ctrl-C does: kept, marked
+    // cancelled.
     std::signal(SIGINT, [](int) { flag.store(true); });
+    std::signal(SIGTERM, [](int) { flag.store(true); });
     return true;
   }();
   (void)installed;

@@ -7,6 +7,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/dist/communicator.h"
 #include "core/model/model_config.h"
@@ -31,6 +33,9 @@ struct TrainOptions {
   Communicator* pp_comm = nullptr;   // a pipeline stage's group of the P stages (dist_run.h)
   Communicator* tie_comm = nullptr;  // the first and the last stage, with a tied embedding
   int pp = 1, micro_batches = 1, first_stage_layers = 0, last_stage_layers = 0;
+  // Files the command read besides the data and weights (the model file, a schedule), with
+  // their options: never written over (RunSpec::inputs). Not an option.
+  std::vector<std::pair<std::string, std::string>> inputs;
   void add(CLI::App& app);
 };
 
@@ -47,7 +52,7 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
 void set_command_line(int argc, char** argv);
 void add_cli_provenance(Trace& t);
 
-// A flag set by SIGINT (installed on first use): a run stops cleanly between ops.
+// A flag set by SIGINT and SIGTERM (installed on first use): a run stops cleanly between ops.
 std::atomic<bool>& interrupt_flag();
 
 }  // namespace remat::cli

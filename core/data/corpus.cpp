@@ -42,10 +42,12 @@ void Corpus::batch(std::uint64_t seed, int step, int B, int S, int vocab,
       throw Error(tokens_->path() + ": " + std::to_string(n) + " tokens, fewer than one sequence of " +
                   std::to_string(S) + " and its last target");
     const std::uint64_t starts = n - static_cast<std::uint64_t>(S);
+    std::vector<std::int64_t> window;
     for (int b = 0; b < B; ++b) {
       const std::uint64_t off = philox_bits(key, static_cast<std::uint64_t>(b)) % starts;
+      tokens_->read(off, static_cast<std::size_t>(S) + 1, window);
       for (int i = 0; i <= S; ++i) {
-        const std::int64_t id = tokens_->at(off + static_cast<std::uint64_t>(i));
+        const std::int64_t id = window[static_cast<std::size_t>(i)];
         if (id < 0 || id >= vocab)
           throw Error(tokens_->path() + ": token " + std::to_string(off + i) + " is " +
                       (id < 0 ? std::string("negative or past 32 bits") : std::to_string(id)) +

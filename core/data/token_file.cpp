@@ -1,18 +1,18 @@
 #include "core/data/token_file.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 
 #include "core/util/error.h"
 #include "core/util/json_io.h"
+#include "core/util/limits.h"
+#include "core/util/output_file.h"
 
 namespace remat {
 
@@ -81,25 +81,36 @@ TokenDType token_dtype_from_string(const std::string& s) {
 
 const char* to_string(TokenDType t) { return info(t).name; }
 
+namespace {
+
+// Reads n bytes at `offset` of `fd` (fewer only at the end of the file).
+std::size_t read_at(int fd, void* out, std::size_t n, std::uint64_t offset, const std::string& path) {
+  std::size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::pread(fd, static_cast<char*>(out) + got, n - got, static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw Error(path + ": cannot be read (" + std::strerror(errno) + ")");
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return got;
+}
+
+}  // namespace
+
 std::shared_ptr<const TokenFile> TokenFile::open(const std::string& path, const std::string& dtype) {
   struct stat st {};
   const int fd = open_regular_file(path, st);
   std::shared_ptr<TokenFile> f(new TokenFile);
+  f->fd_ = fd;  // closed by the destructor, also when a check below throws
   f->path_ = path;
-  f->map_bytes_ = static_cast<std::size_t>(st.st_size);
-  if (f->map_bytes_ == 0) {
-    ::close(fd);
-    throw Error(path + ": the token file is empty");
-  }
-  f->map_ = ::mmap(nullptr, f->map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (f->map_ == MAP_FAILED) {
-    f->map_ = nullptr;
-    throw Error(path + ": cannot be mapped (" + std::strerror(errno) + ")");
-  }
-  const auto* bytes = static_cast<const unsigned char*>(f->map_);
-  std::size_t offset = 0;
-  const bool npy = f->map_bytes_ >= 10 && std::memcmp(bytes, "\x93NUMPY", 6) == 0;
+  f->file_bytes_ = static_cast<std::uint64_t>(st.st_size);
+  if (f->file_bytes_ == 0) throw Error(path + ": the token file is empty");
+  unsigned char head[12] = {};
+  const std::size_t head_n = read_at(fd, head, sizeof head, 0, path);
+  const unsigned char* bytes = head;
+  std::uint64_t offset = 0;
+  const bool npy = head_n >= 10 && std::memcmp(bytes, "\x93NUMPY", 6) == 0;
   if (npy) {
     const int major = bytes[6];
     std::size_t hlen = 0, hstart = 0;
@@ -107,15 +118,16 @@ std::shared_ptr<const TokenFile> TokenFile::open(const std::string& path, const 
       hlen = bytes[8] | (std::size_t{bytes[9]} << 8);
       hstart = 10;
     } else if (major == 2 || major == 3) {
-      if (f->map_bytes_ < 12) throw Error(path + ": truncated .npy header");
+      if (head_n < 12) throw Error(path + ": truncated .npy header");
       hlen = bytes[8] | (std::size_t{bytes[9]} << 8) | (std::size_t{bytes[10]} << 16) |
              (std::size_t{bytes[11]} << 24);
       hstart = 12;
     } else {
       throw Error(path + ": .npy format version " + std::to_string(major) + " is not one this reader knows (1-3)");
     }
-    if (hlen > f->map_bytes_ - hstart) throw Error(path + ": truncated .npy header");
-    const std::string header(reinterpret_cast<const char*>(bytes + hstart), hlen);
+    if (hlen > f->file_bytes_ - hstart || hlen > limits::kJsonFileBytes) throw Error(path + ": truncated .npy header");
+    std::string header(hlen, '\0');
+    if (read_at(fd, header.data(), hlen, hstart, path) != hlen) throw Error(path + ": truncated .npy header");
     std::string descr = npy_field(header, "descr", path);
     if (descr.size() < 2 || (descr.front() != '\'' && descr.front() != '"'))
       throw Error(path + ": the .npy dtype " + descr + " is not a simple integer type");
@@ -156,29 +168,48 @@ std::shared_ptr<const TokenFile> TokenFile::open(const std::string& path, const 
     }
     offset = hstart + hlen;
     const std::size_t esz = info(f->dtype_).bytes;
-    if (count > (f->map_bytes_ - offset) / esz)
+    if (count > (f->file_bytes_ - offset) / esz)
       throw Error(path + ": the .npy array of shape " + shape + " is longer than the file (truncated?)");
     f->count_ = count;
   } else {
     if (ends_with(path, ".npy")) throw Error(path + ": not a .npy file (no \\x93NUMPY magic)");
     f->dtype_ = dtype.empty() ? TokenDType::U16 : token_dtype_from_string(dtype);
     const std::size_t esz = info(f->dtype_).bytes;
-    if (f->map_bytes_ % esz != 0)
-      throw Error(path + ": " + std::to_string(f->map_bytes_) + " bytes is not a whole number of " +
+    if (f->file_bytes_ % esz != 0)
+      throw Error(path + ": " + std::to_string(f->file_bytes_) + " bytes is not a whole number of " +
                   to_string(f->dtype_) + " tokens (is --tokens-dtype right?)");
-    f->count_ = f->map_bytes_ / esz;
+    f->count_ = f->file_bytes_ / esz;
   }
-  f->data_ = bytes + offset;
+  f->data_offset_ = offset;
   return f;
 }
 
 TokenFile::~TokenFile() {
-  if (map_) ::munmap(map_, map_bytes_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void TokenFile::read(std::uint64_t first, std::size_t n, std::vector<std::int64_t>& out) const {
+  const std::size_t esz = info(dtype_).bytes;
+  out.resize(n);
+  if (first > count_ || n > count_ - first)
+    throw Error(path_ + ": tokens " + std::to_string(first) + " to " + std::to_string(first + n) +
+                " lie past its " + std::to_string(count_) + " tokens");
+  std::vector<unsigned char> raw(n * esz);
+  const std::uint64_t at = data_offset_ + first * esz;
+  if (read_at(fd_, raw.data(), raw.size(), at, path_) != raw.size())
+    throw Error(path_ + ": the file ends before byte " + std::to_string(at + raw.size()) + " (it held " +
+                std::to_string(file_bytes_) + " bytes when the run opened it): it was truncated while the run read it");
+  for (std::size_t j = 0; j < n; ++j) out[j] = decode(raw.data() + j * esz);
 }
 
 std::int64_t TokenFile::at(std::uint64_t i) const {
+  std::vector<std::int64_t> v;
+  read(i, 1, v);
+  return v[0];
+}
+
+std::int64_t TokenFile::decode(const unsigned char* p) const {
   const std::size_t esz = info(dtype_).bytes;
-  const unsigned char* p = data_ + i * esz;
   std::uint64_t u = 0;
   for (std::size_t k = 0; k < esz; ++k) u |= std::uint64_t{p[k]} << (8 * k);
   std::int64_t v = 0;
@@ -195,27 +226,22 @@ std::int64_t TokenFile::at(std::uint64_t i) const {
 }
 
 void write_npy_i32(const std::string& path, const std::vector<std::int64_t>& shape,
-                   const std::vector<std::int32_t>& values) {
+                   const std::vector<std::int32_t>& values, const InputFiles& inputs, const std::string& what) {
   std::string dims;
   for (auto d : shape) dims += std::to_string(d) + ",";
   if (shape.size() > 1) dims.pop_back();
   std::string header = "{'descr': '<i4', 'fortran_order': False, 'shape': (" + dims + "), }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error("cannot write '" + path + "'");
-  const unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                                 static_cast<unsigned char>(header.size() & 0xff),
-                                 static_cast<unsigned char>(header.size() >> 8)};
-  out.write(reinterpret_cast<const char*>(pre), 10);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  std::string bytes = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(header.size() & 0xff),
+                       static_cast<char>(header.size() >> 8)};
+  bytes += header;
+  bytes.reserve(bytes.size() + 4 * values.size());
   for (std::int32_t v : values) {
     const auto u = static_cast<std::uint32_t>(v);
-    const char b[4] = {static_cast<char>(u), static_cast<char>(u >> 8), static_cast<char>(u >> 16),
-                       static_cast<char>(u >> 24)};
-    out.write(b, 4);
+    for (int k = 0; k < 4; ++k) bytes.push_back(static_cast<char>(u >> (8 * k)));
   }
-  if (!out) throw Error("writing '" + path + "' failed");
+  write_output_file(path, bytes, inputs, what);  // checked writes, only over a regular file
 }
 
 }  // namespace remat

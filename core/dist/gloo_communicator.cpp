@@ -12,6 +12,9 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <vector>
 
 #include "core/util/error.h"
@@ -25,6 +28,56 @@ struct GlooCommunicator::Impl {
 };
 
 namespace {
+
+// Gloo's FileStore with the communicator's timeout on every wait (FileStore::get waits its own
+// 30 s otherwise, whatever --dist-timeout says), a clear refusal of a key another job left in the
+// directory (Gloo's own says "File already exists"), and the keys this rank wrote, so that it
+// removes them once every rank of the group has read them.
+class RendezvousStore final : public gloo::rendezvous::FileStore {
+ public:
+  RendezvousStore(const std::string& dir, std::chrono::milliseconds timeout, int rank, int size)
+      : FileStore(dir), dir_(dir), timeout_(timeout), rank_(rank), size_(size) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    if (check({key}))
+      throw Error("the rendezvous directory '" + dir_ + "' already holds the key '" + key + "' that rank " +
+                  std::to_string(rank_) + " of " + std::to_string(size_) +
+                  " writes: it is another job's (one that ended without removing its keys, or one running with "
+                  "the same REMAT_DIST_STORE); give each job an empty directory of its own");
+    FileStore::set(key, data);
+    written_.push_back(objectPath(key));
+  }
+  std::vector<char> get(const std::string& key) override {
+    wait({key}, timeout_);
+    return FileStore::get(key);
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    try {
+      FileStore::wait(keys, std::min(timeout, timeout_));
+    } catch (const std::exception& e) {
+      throw Error("no rank of the group wrote " + describe(keys) + " into the rendezvous directory '" + dir_ +
+                  "' within " + std::to_string(timeout_.count()) + " ms (--dist-timeout): a rank did not start, "
+                  "or waits in another directory");
+    }
+  }
+  // Removes the keys this rank wrote (every rank of the group has read them).
+  void remove_own_keys() {
+    for (const auto& path : written_) ::unlink(path.c_str());
+    written_.clear();
+  }
+
+ private:
+  static std::string describe(const std::vector<std::string>& keys) {
+    std::string s;
+    for (const auto& k : keys) s += (s.empty() ? "'" : ", '") + k + "'";
+    return s.empty() ? "its key" : s;
+  }
+  std::string dir_;
+  std::chrono::milliseconds timeout_;
+  int rank_, size_;
+  std::vector<std::string> written_;  // the files of the keys this rank set
+};
 
 // Gloo reports a peer that went away or a timeout as gloo::IoException or EnforceNotMet (both
 // std::exception); say which collective of which rank it was.
@@ -45,16 +98,27 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& o)
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size)
     throw Error("rank " + std::to_string(o.rank) + " of a world of " + std::to_string(o.size));
   if (o.store_dir.empty()) throw Error("the ranks' rendezvous needs a store directory");
+  std::unique_ptr<RendezvousStore> store;
   guarded("the rendezvous", rank_, size_, [&] {
+    store = std::make_unique<RendezvousStore>(o.store_dir, timeout_, rank_, size_);
+  });
+  try {
     gloo::transport::tcp::attr attr;
     attr.hostname = o.hostname;
     impl_->device = gloo::transport::tcp::CreateDevice(attr);
-    gloo::rendezvous::FileStore store(o.store_dir);
-    gloo::rendezvous::PrefixStore prefix(o.prefix, store);
+    gloo::rendezvous::PrefixStore prefix(o.prefix, *store);
     impl_->context = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
     impl_->context->setTimeout(timeout_);
     impl_->context->connectFullMesh(prefix, impl_->device);
-  });
+  } catch (const std::exception& e) {
+    store->remove_own_keys();  // a failed rendezvous leaves the directory as it found it
+    throw Error("the rendezvous on rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                " failed: " + e.what());
+  }
+  // Every rank of the group has read every key once all have connected: the keys go, so the
+  // directory is empty again for the next job.
+  do_barrier();
+  store->remove_own_keys();
 }
 
 GlooCommunicator::~GlooCommunicator() = default;

@@ -179,10 +179,10 @@ std::vector<float> gather_whole(const ModelState& state, const ModelConfig& whol
 }
 
 void save_rank_file(const std::string& path, const ModelState& state, const ModelConfig& whole,
-                    const RankPlace& place, bool grads) {
+                    const RankPlace& place, bool grads, const InputFiles& inputs, const std::string& what) {
   const std::vector<float> flat = gather_whole(state, whole, place, grads);
   if (replica_of(place.comm) == 0 && place.t == 0 && place.stage == 0)
-    write_flat_safetensors(path, flat, ParamLayout(whole));
+    write_flat_safetensors(path, flat, ParamLayout(whole), inputs, what);
 }
 
 }  // namespace remat

@@ -17,6 +17,8 @@
 #include "core/graph/parallel_layout.h"
 #include "core/model/model_config.h"
 
+#include "core/util/output_file.h"
+
 namespace remat {
 
 // Where a rank of `whole` split over `tp` tensor-parallel ranks sits: its index t, its
@@ -57,6 +59,6 @@ std::vector<float> gather_whole(const ModelState& state, const ModelConfig& whol
 
 // gather_whole, then rank 0 writes `path` (save_safetensors's format).
 void save_rank_file(const std::string& path, const ModelState& state, const ModelConfig& whole,
-                    const RankPlace& place, bool grads);
+                    const RankPlace& place, bool grads, const InputFiles& inputs = {}, const std::string& what = {});
 
 }  // namespace remat

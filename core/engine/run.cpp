@@ -129,9 +129,38 @@ void append_window(std::vector<std::int32_t>& out, const std::vector<std::int32_
   }
 }
 
-void dump_batches(const std::string& path, const std::vector<std::int32_t>& rows, const ModelConfig& m) {
+void dump_batches(const std::string& path, const std::vector<std::int32_t>& rows, const ModelConfig& m,
+                  const InputFiles& inputs) {
   const std::int64_t per_step = static_cast<std::int64_t>(m.batch) * (m.seq + 1);
-  write_npy_i32(path, {static_cast<std::int64_t>(rows.size()) / per_step, m.batch, m.seq + 1}, rows);
+  write_npy_i32(path, {static_cast<std::int64_t>(rows.size()) / per_step, m.batch, m.seq + 1}, rows, inputs,
+                "--dump-batch");
+}
+
+// The files the run reads: none of them is ever written over (output_file.h).
+InputFiles run_inputs(const RunSpec& spec) {
+  InputFiles in;
+  in.add(spec.tokens_path, "--tokens");
+  in.add(spec.corpus_path, "--corpus");
+  in.add(spec.weights_in, "--load-weights");
+  for (const auto& [path, what] : spec.inputs) in.add(path, what);
+  return in;
+}
+
+// Before any work: each output can be written, and no two options name one file.
+void check_run_outputs(const RunSpec& spec, const InputFiles& inputs) {
+  const std::pair<const std::string*, const char*> outs[] = {
+      {&spec.dump_batch_path, "--dump-batch"}, {&spec.weights_out, "--save-weights"}, {&spec.grads_out, "--save-grads"}};
+  InputFiles written;
+  for (const auto& [path, what] : outs) {
+    if (path->empty()) continue;
+    check_writable(*path, inputs, what);
+    for (const auto& [other, other_what] : outs)
+      if (other != path && *other == *path && std::string(what) < other_what)
+        throw Error(std::string(what) + " and " + other_what + " both name '" + *path + "'");
+    if (auto id = file_id(*path); id && !written.which(*id).empty())
+      throw Error(std::string(what) + " '" + *path + "' is the file " + written.which(*id) + " writes");
+    written.add(*path, what);
+  }
 }
 
 }  // namespace
@@ -177,6 +206,8 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
   };
 
   check_adam(spec.adam);
+  const InputFiles inputs = run_inputs(spec);
+  check_run_outputs(spec, inputs);
   const bool tp = spec.layout.tp > 1;
   const bool pp = spec.layout.pp > 1;
   ParallelLayout one_stage = spec.layout;
@@ -373,12 +404,12 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     // Every rank of the job meets in the gathers; rank 0 writes (rank_weights.h).
     const bool first = replica_of(spec.comm) == 0 && place.t == 0;
     if (!spec.grads_out.empty()) {
-      if (pieces) save_rank_file(spec.grads_out, state, spec.model, place, true);
-      else if (first) save_grads_safetensors(spec.grads_out, state);
+      if (pieces) save_rank_file(spec.grads_out, state, spec.model, place, true, inputs, "--save-grads");
+      else if (first) save_grads_safetensors(spec.grads_out, state, inputs, "--save-grads");
     }
     if (!spec.weights_out.empty()) {
-      if (pieces) save_rank_file(spec.weights_out, state, spec.model, place, false);
-      else if (first) save_safetensors(spec.weights_out, state);
+      if (pieces) save_rank_file(spec.weights_out, state, spec.model, place, false, inputs, "--save-weights");
+      else if (first) save_safetensors(spec.weights_out, state, inputs, "--save-weights");
     }
     if (cb.progress) cb.progress(1.0, "done");
   } catch (const Cancelled& e) {
@@ -397,8 +428,17 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     tr.status = "error";
     tr.error = e.what();
   }
-  // The batches of every step that ran, also when the run stopped early.
-  if (!spec.dump_batch_path.empty() && !dumped.empty()) dump_batches(spec.dump_batch_path, dumped, spec.model);
+  // The batches of every step that ran, also when the run stopped early. A file that cannot be
+  // written (a full disk) makes the run an error, with what it measured kept.
+  if (!spec.dump_batch_path.empty() && !dumped.empty()) {
+    try {
+      dump_batches(spec.dump_batch_path, dumped, spec.model, inputs);
+    } catch (const Error& e) {
+      tr.complete = false;
+      tr.error = tr.status == "ok" ? e.what() : tr.error + "; " + e.what();
+      tr.status = tr.status == "ok" ? "error" : tr.status;
+    }
+  }
   tr.events = alloc.events();
   tr.names = alloc.names();
   return tr;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/backend/backend.h"
 #include "core/dist/communicator.h"
@@ -34,6 +36,9 @@ struct RunSpec {
   std::string weights_in;          // safetensors to start from (empty: initialize from seed)
   std::string weights_out;         // safetensors to write after the last step
   std::string grads_out;           // safetensors of the last step's gradients (weights' names)
+  // Other files the front end read for this run (a model file, a schedule) with the option that
+  // named them: like the token file, the corpus and --load-weights, never written over.
+  std::vector<std::pair<std::string, std::string>> inputs;
   Communicator* comm = nullptr;    // data parallelism: this replica of comm->size() (the model's
                                    // batch is one replica's slice); none: one process
   // Tensor parallelism: the layout's tp and sp (the rest ignored) and this rank's communicator

@@ -13,6 +13,7 @@
 #include "core/util/bf16.h"
 #include "core/util/error.h"
 #include "core/util/json_io.h"
+#include "core/util/output_file.h"
 
 namespace remat {
 
@@ -96,7 +97,8 @@ std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
   return out;
 }
 
-void write_safetensors(const std::string& path, const std::map<std::string, SafeTensor>& tensors) {
+void write_safetensors(const std::string& path, const std::map<std::string, SafeTensor>& tensors,
+                       const InputFiles& inputs, const std::string& what) {
   nlohmann::json h;
   h["__metadata__"] = {{"format", "pt"}, {"producer", "rematlab"}};
   std::uint64_t off = 0;
@@ -107,34 +109,16 @@ void write_safetensors(const std::string& path, const std::map<std::string, Safe
   }
   std::string header = h.dump();
   while ((8 + header.size()) % 8) header.push_back(' ');
-  // A name of our own next to the target, created exclusively (an existing file is never
-  // truncated), and removed again whatever goes wrong.
-  std::string tmp;
-  std::FILE* f = nullptr;
-  for (int k = 0; k < 100 && !f; ++k) {
-    tmp = path + ".partial-" + std::to_string(::getpid()) + (k ? "-" + std::to_string(k) : "");
-    f = std::fopen(tmp.c_str(), "wbx");
-    if (!f && errno != EEXIST) break;
-  }
-  if (!f) throw Error("cannot write '" + path + "': " + std::strerror(errno));
+  // Through the one writer (output_file.h): a temporary file of ours, every write checked,
+  // renamed over nothing but a regular file that is none of the inputs.
+  OutputFile f(path, inputs, what);
   std::uint64_t n = header.size();
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
-  bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(header.data(), 1, header.size(), f) == header.size();
-  for (const auto& [name, t] : tensors)
-    ok = ok && std::fwrite(t.values.data(), 4, t.values.size(), f) == t.values.size();
-  const int err = ok ? 0 : errno;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw Error("writing '" + path + "' failed: " + std::strerror(err ? err : errno));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw Error("cannot write '" + path + "': " + ec.message());
-  }
+  f.write(len, 8);
+  f.write(header);
+  for (const auto& [name, t] : tensors) f.write(t.values.data(), t.values.size() * sizeof(float));
+  f.commit();
 }
 
 namespace {
@@ -241,19 +225,22 @@ std::map<std::string, SafeTensor> hf_from_flat(const std::vector<float>& host, c
 
 }  // namespace
 
-void write_flat_safetensors(const std::string& path, const std::vector<float>& flat, const ParamLayout& layout) {
+void write_flat_safetensors(const std::string& path, const std::vector<float>& flat, const ParamLayout& layout,
+                            const InputFiles& inputs, const std::string& what) {
   if (static_cast<std::int64_t>(flat.size()) != layout.total())
     throw Error("cannot write '" + path + "': " + std::to_string(flat.size()) + " values, the model has " +
                 std::to_string(layout.total()));
-  write_safetensors(path, hf_from_flat(flat, layout));
+  write_safetensors(path, hf_from_flat(flat, layout), inputs, what);
 }
 
-void save_safetensors(const std::string& path, const ModelState& state) {
-  write_safetensors(path, hf_from_flat(state.read_params(), state.layout()));
+void save_safetensors(const std::string& path, const ModelState& state, const InputFiles& inputs,
+                      const std::string& what) {
+  write_safetensors(path, hf_from_flat(state.read_params(), state.layout()), inputs, what);
 }
 
-void save_grads_safetensors(const std::string& path, const ModelState& state) {
-  write_safetensors(path, hf_from_flat(state.read_grads(), state.layout()));
+void save_grads_safetensors(const std::string& path, const ModelState& state, const InputFiles& inputs,
+                            const std::string& what) {
+  write_safetensors(path, hf_from_flat(state.read_grads(), state.layout()), inputs, what);
 }
 
 }  // namespace remat

@@ -7,12 +7,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <mutex>
 #include <poll.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <thread>
+#include <vector>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -20,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/plugin/registry.h"
 #include "core/util/error.h"
 #include "core/util/fork_guard.h"
 #include "core/util/printable.h"
@@ -81,10 +85,13 @@ void isolate_child(pid_t parent, int reply_fd) {
     for (int fd = kReplyFd + 1; fd < 4096; ++fd) ::close(fd);
 }
 
-[[noreturn]] void child_main(const std::function<nlohmann::json()>& work) {
+[[noreturn]] void child_main(const std::function<nlohmann::json()>& work, std::uint64_t memory_bytes) {
   nlohmann::json reply = {{kMarker, 1}};
   try {
     reply["ok"] = work();
+  } catch (const std::bad_alloc&) {
+    reply["error"] = "it ran out of memory (a plugin's process may take " + std::to_string(memory_bytes >> 20) +
+                     " MiB more than the program had; " + kPluginMemoryVar + " sets it)";
   } catch (const std::exception& e) {
     reply["error"] = e.what();
   } catch (...) {
@@ -93,6 +100,127 @@ void isolate_child(pid_t parent, int reply_fd) {
   // Invalid UTF-8 from a plugin is replaced rather than failing the reply.
   write_all(kReplyFd, reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   ::_exit(0);
+}
+
+// The address space a process has mapped now, in bytes (0 when /proc cannot tell).
+std::uint64_t mapped_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long long pages = 0;
+  const int n = std::fscanf(f, "%llu", &pages);
+  std::fclose(f);
+  return n == 1 ? pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)) : 0;
+}
+
+// The children of process `self`, from /proc (each process's parent in its stat line).
+std::vector<pid_t> children_of(pid_t self) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (const dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end) continue;
+    char path[64], buf[512];
+    std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    // "pid (comm) state ppid ...": the name may hold spaces and parentheses; the last ')' ends it.
+    const char* close = std::strrchr(buf, ')');
+    char state = 0;
+    long ppid = 0;
+    if (close && std::sscanf(close + 1, " %c %ld", &state, &ppid) == 2 && ppid == self)
+      out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  return out;
+}
+
+// The keeper: the process between the program and the plugin's code. It is a child subreaper
+// (Linux PR_SET_CHILD_SUBREAPER), so whatever the plugin starts, even a process that left its
+// group with setsid(), becomes its child when its own parent ends; when the worker ends, or the
+// program asks it to stop (SIGTERM), it kills every process left below it, then ends as the
+// worker did (the same exit status, or the same signal), so the program reads the worker's fate.
+[[noreturn]] void keeper_main(const std::function<nlohmann::json()>& work, std::uint64_t memory_bytes,
+                              std::uint64_t limit) {
+  // A handler of its own (never SIG_IGN, which would reap the worker unseen), so that SIGCHLD
+  // stays pending for sigwait.
+  ::signal(SIGCHLD, [](int) {});
+  sigset_t watched;
+  sigemptyset(&watched);
+  sigaddset(&watched, SIGTERM);
+  sigaddset(&watched, SIGCHLD);
+  ::pthread_sigmask(SIG_BLOCK, &watched, nullptr);
+#ifdef __linux__
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+#endif
+  const pid_t keeper = ::getpid();
+  const pid_t worker = ::fork();
+  if (worker == 0) {
+#ifdef __linux__
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    if (::getppid() != keeper) ::_exit(1);
+    ::setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    if (limit > 0) {
+      rlimit as{static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+      ::setrlimit(RLIMIT_AS, &as);
+    }
+    child_main(work, memory_bytes);
+  }
+  if (worker < 0) ::_exit(1);
+  ::setpgid(worker, worker);
+  ::close(kReplyFd);  // the program sees the reply end when the worker and its descendants close it
+  int worker_status = 0;
+  bool worker_done = false;
+  while (!worker_done) {
+    int sig = 0;
+    if (::sigwait(&watched, &sig) != 0) continue;
+    if (sig == SIGTERM) break;
+    int st = 0;
+    pid_t r;
+    while ((r = ::waitpid(-1, &st, WNOHANG)) > 0)
+      if (r == worker) {
+        worker_status = st;
+        worker_done = true;
+      }
+  }
+  // Everything left below: the worker's group, then each child (adopted ones included) until
+  // there are none; a killed process's own children are adopted and killed in the next round.
+  ::kill(-worker, SIGKILL);
+  for (int round = 0; round < 1000; ++round) {
+    const std::vector<pid_t> kids = children_of(keeper);
+    for (pid_t k : kids) ::kill(k, SIGKILL);
+    int st = 0;
+    pid_t r;
+    while ((r = ::waitpid(-1, &st, kids.empty() ? 0 : WNOHANG)) > 0)
+      if (r == worker && !worker_done) {
+        worker_status = st;
+        worker_done = true;
+      }
+    if (r < 0 && errno == ECHILD) break;
+    if (kids.empty()) continue;
+    ::usleep(1000);
+  }
+  if (WIFSIGNALED(worker_status)) {
+    const int sig = WTERMSIG(worker_status);
+    rlimit none{0, 0};
+    ::setrlimit(RLIMIT_CORE, &none);  // the worker's signal, not a second core file
+    ::signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    ::pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+    ::raise(sig);
+  }
+  ::_exit(WIFEXITED(worker_status) ? WEXITSTATUS(worker_status) : 1);
 }
 
 // Waits for the child until `deadline`; false when it is still running then.
@@ -111,7 +239,11 @@ bool wait_until(pid_t pid, Clock::time_point deadline, int& status) {
   }
 }
 
+// Stops the keeper: asked first (it kills the worker and everything below it), then, should it
+// not end within two seconds, killed with its process group.
 void kill_and_reap(pid_t pid, int& status) {
+  ::kill(pid, SIGTERM);
+  if (wait_until(pid, Clock::now() + std::chrono::seconds(2), status)) return;
   ::kill(-pid, SIGKILL);  // its process group: whatever it started
   ::kill(pid, SIGKILL);
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -134,6 +266,9 @@ nlohmann::json run_in_child(const std::function<nlohmann::json()>& work, const C
   if (fds[0] < 0 || fds[1] < 0) throw Error("cannot create a pipe for a child process");
   std::fflush(nullptr);  // nothing buffered in the parent's stdio is written twice
   const pid_t parent = ::getpid();
+  // The worker's address space: what the program has mapped (the child shares it) plus the limit.
+  const std::uint64_t mapped = limits.memory_bytes ? mapped_bytes() : 0;
+  const std::uint64_t as_limit = limits.memory_bytes ? mapped + limits.memory_bytes : 0;
   const Clock::time_point deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.timeout_s));
   // Not while another thread is inside OpenBLAS (core/util/fork_guard.h).
@@ -152,7 +287,7 @@ nlohmann::json run_in_child(const std::function<nlohmann::json()>& work, const C
   if (pid == 0) {
     ::close(fds[0]);
     isolate_child(parent, fds[1]);
-    child_main(work);
+    keeper_main(work, limits.memory_bytes, as_limit);
   }
   ::setpgid(pid, pid);  // also here, so that a kill of the group cannot miss it
   ::close(fds[1]);
@@ -218,6 +353,15 @@ nlohmann::json run_in_child(const std::function<nlohmann::json()>& work, const C
     throw Error(e.is_string() ? e.get<std::string>() : e.dump());
   }
   return j["ok"];
+}
+
+std::uint64_t memory_from_env(const char* var, std::uint64_t fallback) {
+  const char* v = std::getenv(var);
+  if (!v || !*v) return fallback;
+  const std::uint64_t b = parse_bytes(var, v);
+  if (b > 0 && b < (std::uint64_t{16} << 20))
+    throw ConfigError(var, std::string("expects a size of at least 16MiB (or 0 for no limit), got '") + v + "'");
+  return b;
 }
 
 double timeout_from_env(const char* var, double fallback) {

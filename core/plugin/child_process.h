@@ -12,6 +12,12 @@
 // that takes other locks of the parent's (a logging library) may deadlock in the child; the time
 // limit then stops it.
 //
+// The child is a keeper (a child subreaper) that forks the worker running the work: whatever the
+// plugin starts below it, even a process that left its group with setsid(), is killed when the
+// worker ends or the time limit stops it, so nothing a plugin started outlives the command (or
+// holds its output open). The worker's address space is limited (RLIMIT_AS) to what the program
+// had mapped plus ChildLimits::memory_bytes.
+//
 // In the child: standard input is /dev/null, standard output goes to standard error (what a
 // plugin prints never mixes with the program's own output, e.g. `--json`), every other inherited
 // descriptor is closed, signal handlers are back to their defaults and no signal is blocked; the
@@ -19,6 +25,7 @@
 // parent dies (Linux PR_SET_PDEATHSIG).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -35,8 +42,14 @@ class ChildProcessError : public Error {
   using Error::Error;
 };
 
+// The environment variable of a plugin process's memory limit (bytes above what the program has
+// mapped, e.g. 4GiB; 0: none) and its default.
+inline constexpr const char* kPluginMemoryVar = "REMAT_PLUGIN_MEMORY";
+inline constexpr std::uint64_t kDefaultPluginMemory = std::uint64_t{8} << 30;
+
 struct ChildLimits {
   double timeout_s = 60;                       // wall clock, from the fork to the child's exit
+  std::uint64_t memory_bytes = 0;              // address space the worker may add; 0: no limit
   std::size_t max_reply_bytes = 1 << 20;       // a longer reply is refused
   std::string reply_name = "reply";            // in messages: "... is not a plan reply"
   std::string timeout_hint;                    // appended to the timeout message, e.g. how to raise it
@@ -51,5 +64,8 @@ nlohmann::json run_in_child(const std::function<nlohmann::json()>& work, const C
 // Reads a time limit in seconds from environment variable `var` (a positive, finite number),
 // or `fallback` when it is unset or empty. Throws ConfigError naming the variable and the value.
 double timeout_from_env(const char* var, double fallback);
+// A size in bytes from `var` (parse_bytes: 4096, 512MiB, 8GiB; 0 for none, else at least 16 MiB),
+// or `fallback` when it is unset or empty. Throws ConfigError naming the variable and the value.
+std::uint64_t memory_from_env(const char* var, std::uint64_t fallback);
 
 }  // namespace remat

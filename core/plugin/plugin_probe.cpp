@@ -89,6 +89,7 @@ PolicyDeclaration probe_plugin(const std::string& path, double timeout_s) {
   ChildLimits limits;
   limits.timeout_s = timeout_s;
   limits.max_reply_bytes = 1 << 20;
+  limits.memory_bytes = memory_from_env(kPluginMemoryVar, kDefaultPluginMemory);
   limits.reply_name = "load probe reply";
   nlohmann::json j;
   try {

@@ -298,6 +298,7 @@ Schedule PolicyRegistry::plan(const PolicyChoice& choice, const BlockGraph& g,
   ChildLimits limits;
   limits.timeout_s = timeout_s;
   limits.max_reply_bytes = kMaxPlanReplyBytes;
+  limits.memory_bytes = memory_from_env(kPluginMemoryVar, kDefaultPluginMemory);
   limits.reply_name = "plan reply";
   limits.timeout_hint = std::string(kPlanTimeoutVar) + " sets the limit in seconds";
   nlohmann::json reply;

@@ -13,36 +13,20 @@
 
 namespace remat::csv {
 
-namespace {
-
-std::string sys_error() { return std::strerror(errno); }
-
-}  // namespace
-
 // ---------------------------------------------------------------- OutFile
 
-OutFile::OutFile(std::string path) : path_(std::move(path)) {
-  tmp_ = path_ + ".tmp-" + std::to_string(::getpid());
-  f_ = std::fopen(tmp_.c_str(), "wb");
-  if (!f_) throw Error("cannot write '" + path_ + "': " + sys_error());
-  buf_ = std::make_unique<char[]>(kSize);
-}
+OutFile::OutFile(std::string path, InputFiles inputs, std::string what)
+    : file_(std::move(path), std::move(inputs), std::move(what)), buf_(std::make_unique<char[]>(kSize)) {}
 
-OutFile::~OutFile() {
-  if (f_) std::fclose(f_);
-  if (!committed_) std::remove(tmp_.c_str());
-}
+OutFile::~OutFile() = default;
 
 void OutFile::flush() {
   if (len_ == 0) return;
-  if (std::fwrite(buf_.get(), 1, len_, f_) != len_) throw Error("cannot write '" + path_ + "': " + sys_error());
+  file_.write(buf_.get(), len_);
   len_ = 0;
 }
 
-void OutFile::write_through(std::string_view s) {
-  if (std::fwrite(s.data(), 1, s.size(), f_) != s.size())
-    throw Error("cannot write '" + path_ + "': " + sys_error());
-}
+void OutFile::write_through(std::string_view s) { file_.write(s.data(), s.size()); }
 
 void OutFile::i64(std::int64_t v) {
   char* p = room(24);
@@ -118,16 +102,8 @@ void OutFile::json_string(std::string_view s) {
 }
 
 void OutFile::commit() {
-  if (committed_) return;
   flush();
-  bool bad = std::ferror(f_) != 0;
-  int rc = std::fclose(f_);
-  f_ = nullptr;
-  if (bad || rc != 0) throw Error("cannot write '" + path_ + "': " + sys_error());
-  std::error_code ec;
-  std::filesystem::rename(tmp_, path_, ec);
-  if (ec) throw Error("cannot write '" + path_ + "': " + ec.message());
-  committed_ = true;
+  file_.commit();
 }
 
 // ---------------------------------------------------------------- Writer

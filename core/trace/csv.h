@@ -1,7 +1,8 @@
 // Fast CSV (RFC 4180) and atomic file output for run directories.
 //
-// OutFile buffers what it is given and writes it to a temporary file next to the target;
-// commit() renames it into place, so a reader never sees half a file under the final name.
+// OutFile buffers what it is given and writes it through an OutputFile (core/util/output_file.h):
+// a temporary file next to the target, every write checked, commit() renaming it into place, so
+// a reader never sees half a file under the final name and only a regular file is replaced.
 // Writer formats numbers with std::to_chars (integers exactly, doubles in the shortest form that
 // reads back to the same bits) and quotes text only when it holds a comma, quote or line break.
 // Reader loads a whole file, checks the header and that every row has as many fields as it, and
@@ -17,11 +18,13 @@
 #include <string_view>
 #include <vector>
 
+#include "core/util/output_file.h"
+
 namespace remat::csv {
 
 class OutFile {
  public:
-  explicit OutFile(std::string path);
+  explicit OutFile(std::string path, InputFiles inputs = {}, std::string what = {});
   ~OutFile();  // without commit(): the temporary file is removed
   OutFile(const OutFile&) = delete;
   OutFile& operator=(const OutFile&) = delete;
@@ -49,7 +52,7 @@ class OutFile {
   // Flushes, syncs nothing (run directories are not databases), closes and renames into place.
   // Throws Error naming the file on any write error.
   void commit();
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
 
  private:
   static constexpr std::size_t kSize = 1 << 20;
@@ -60,11 +63,9 @@ class OutFile {
   }
   void flush();
   void write_through(std::string_view s);
-  std::string path_, tmp_;
-  std::FILE* f_ = nullptr;
+  OutputFile file_;
   std::unique_ptr<char[]> buf_;
   std::size_t len_ = 0;
-  bool committed_ = false;
 };
 
 class Writer {

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -362,6 +361,13 @@ class Commit {
 
 std::string why_not_ours(const std::string& dir) { return why_not_ours(fs::path(dir), std::nullopt); }
 
+bool is_output_file_name(const std::string& name) {
+  for (OutputKind k : {OutputKind::Run, OutputKind::Sweep, OutputKind::Ranks})
+    for (const auto& f : files_of(k))
+      if (f == name) return true;
+  return false;
+}
+
 void remove_ours(const std::string& dir) {
   const fs::path p(dir);
   std::error_code ec;
@@ -428,66 +434,6 @@ void commit_temp_dir(const std::string& tmp, const std::string& dir, bool force,
   if (::unlink((fs::path(tmp) / kWritingMarkerFile).c_str()) != 0 && errno != ENOENT)
     throw Error("cannot write '" + dir + "': cannot remove the marker in '" + tmp + "': " + std::strerror(errno));
   Commit(fs::path(tmp), p, force, seams).run();
-}
-
-// ------------------------------------------------------------------ leftovers
-
-std::optional<Leftover> parse_leftover(const std::string& path) {
-  fs::path p = fs::path(path).lexically_normal();
-  if (!p.has_filename()) p = p.parent_path();
-  const std::string name = p.filename().string();
-  if (name.size() < 2 || name[0] != '.') return std::nullopt;
-  for (const char* what : {".tmp-", ".old-"}) {
-    const std::size_t at = name.rfind(what);
-    if (at == std::string::npos || at < 2) continue;
-    const std::string rest = name.substr(at + 5);
-    const std::size_t dash = rest.find('-');
-    if (dash == std::string::npos || !all_digits(rest.substr(0, dash)) || !all_digits(rest.substr(dash + 1)) ||
-        dash > 9)
-      continue;
-    Leftover l;
-    l.path = p.string();
-    l.target = (p.parent_path() / name.substr(1, at - 1)).string();
-    l.pid = std::stol(rest.substr(0, dash));
-    return l;
-  }
-  return std::nullopt;
-}
-
-std::vector<Leftover> leftovers_in(const std::string& dir) {
-  std::vector<Leftover> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (auto l = parse_leftover(it->path().string())) out.push_back(*l);
-  std::sort(out.begin(), out.end(), [](const Leftover& a, const Leftover& b) { return a.path < b.path; });
-  return out;
-}
-
-std::vector<Leftover> leftovers_around(const std::string& dir) {
-  fs::path p = fs::path(dir).lexically_normal();
-  if (!p.has_filename()) p = p.parent_path();
-  std::vector<Leftover> out;
-  if (!p.empty() && p != "." && p != ".." && p.filename() != "..")
-    for (auto& l : leftovers_in(parent_of(p).string()))
-      if (fs::path(l.target).filename() == p.filename()) out.push_back(l);
-  for (auto& l : leftovers_in(dir)) out.push_back(l);
-  return out;
-}
-
-bool process_alive(long pid) {
-  if (pid <= 0 || pid > 0x3fffffff) return false;
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
-}
-
-std::string why_keep(const Leftover& l) {
-  if (process_alive(l.pid)) return "process " + std::to_string(l.pid) + ", which wrote it, is still running";
-  return why_not_ours(l.path);
-}
-
-std::string describe(const Leftover& l) {
-  return "'" + l.path + "' is left over from an interrupted write of '" + l.target + "' (process " +
-         std::to_string(l.pid) + (process_alive(l.pid) ? ", still running" : ", no longer running") +
-         "); `rematlab-batch clean` removes it";
 }
 
 }  // namespace remat

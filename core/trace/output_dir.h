@@ -33,6 +33,9 @@ enum class OutputKind { Run, Sweep, Ranks };
 // is (an empty directory is too: there is nothing to lose). The reason names the file.
 std::string why_not_ours(const std::string& dir);
 
+// Whether `name` is one of the files an output directory holds (summary.json, ops.csv, ...).
+bool is_output_file_name(const std::string& name);
+
 // Deletes a directory that why_not_ours accepted, its marker rewritten first and removed last,
 // so that an interrupted deletion leaves a leftover that is still recognisably ours. Errors are
 // ignored: what stays is such a leftover.
@@ -60,14 +63,20 @@ struct CommitSeams {
 void commit_temp_dir(const std::string& tmp, const std::string& dir, bool force = false,
                      const CommitSeams& seams = {});
 
-// ------------------------------------------------------------------ leftovers
+// ------------------------------------------------------------------ leftovers (leftovers.cpp)
 
-// What an interrupted write leaves: `.NAME.tmp-PID-N` (a directory being written, or after an
-// exchange the old contents being deleted) or `.NAME.old-PID-N` (the old directory during a
-// two-step replace).
+// What an interrupted write leaves (docs/batch.md, clean):
+// - Dir: `.NAME.tmp-PID-N` (an output directory being written, or after an exchange the old
+//   contents being deleted) or `.NAME.old-PID-N` (the old directory during a two-step replace);
+// - File: the temporary file of a file being written, `.NAME.tmp-PID-N` (output_file.h), or of
+//   earlier versions `NAME.tmp-PID` (a run directory's files, an export) and `NAME.partial-PID`
+//   (weights and gradients);
+// - Scratch: `rematlab-dp-PID`, the rendezvous directory of a `run --dp/--tp/--pp` launcher.
 struct Leftover {
+  enum class Kind { Dir, File, Scratch };
+  Kind kind = Kind::Dir;
   std::string path;    // the leftover itself
-  std::string target;  // the directory it was written for, next to it
+  std::string target;  // what it was written for, next to it (empty for Scratch)
   long pid = 0;        // the process that wrote it
 };
 
@@ -75,12 +84,17 @@ struct Leftover {
 std::optional<Leftover> parse_leftover(const std::string& path);
 // The leftovers directly in `dir`, by name.
 std::vector<Leftover> leftovers_in(const std::string& dir);
-// The leftovers of `dir` next to it, and those in it (the runs of a sweep), by name.
+// The leftovers of `dir` next to it, and those in it (the runs of a sweep), by name. `dir` need
+// not exist (a write killed before it moved into place leaves only the leftover).
 std::vector<Leftover> leftovers_around(const std::string& dir);
 bool process_alive(long pid);
-// Why `l` may not be deleted now: its process is still running, or it is not ours
-// (why_not_ours); empty when it may.
+// Why `l` may not be deleted now: its process is still running, or it is not ours (a
+// directory by why_not_ours; a file must be a regular file with one link, an old weights file
+// empty or begun as safetensors are; a launcher's directory must hold nothing but its
+// rendezvous files and its runs); empty when it may.
 std::string why_keep(const Leftover& l);
+// Deletes a leftover that why_keep accepted (a directory as remove_ours does).
+void remove_leftover(const Leftover& l);
 // One line for a user: what the leftover is and how to remove it.
 std::string describe(const Leftover& l);
 

@@ -159,8 +159,8 @@ def failed_rank(b, tmp, sig):
     if sig == signal.SIGKILL:
         check("rank 1 was killed by signal 9" in err, "the message names rank 1 and its signal: %r" % err.strip())
     else:
-        check("timed out" in err.lower() and "still running: 1" in err,
-              "the message says rank 0 timed out waiting and rank 1 was stopped: %r" % err.strip())
+        check("rank 1 was stopped by signal" in err and "still running: 1" in err,
+              "the message names rank 1, stopped, not rank 0 that gave up waiting for it: %r" % err.strip())
     if check(os.path.isfile(os.path.join(out, "ranks.json")), "the run directory has ranks.json"):
         j = ranks_json(out)
         check(j["complete"] is False and j["status"] == "error", "ranks.json says the run did not complete")

@@ -7,9 +7,13 @@ import json
 import os
 import resource
 import shutil
+import signal
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_common  # noqa: E402
@@ -23,11 +27,14 @@ def nested(depth):
 
 
 class Case:
-    def __init__(self, name, args, code, *words, cwd=None, timeout=120, address_space=None, env=None, after=None):
+    def __init__(self, name, args, code, *words, cwd=None, timeout=120, address_space=None, env=None, after=None,
+                 file_size=None, native_only=False):
         self.name, self.args, self.code, self.words, self.cwd, self.timeout = name, args, code, words, cwd, timeout
         self.env = env  # variables added to the environment
         self.after = after  # a check of what the command left behind: returns (ok, what)
         self.address_space = address_space  # bytes of virtual memory the process may map
+        self.file_size = file_size  # bytes a file the process writes may have (ulimit -f, as a full disk)
+        self.native_only = native_only  # needs the system allocator (left out under a sanitizer)
 
 
 def write(path, text):
@@ -168,11 +175,272 @@ def catalogue(w, tiny_run):
     ]
 
 
+# ------------------------------------------------------------------ writer and process findings
+# Every file the tool writes goes through one writer (core/util/output_file.h): never over a
+# FIFO, a device, a directory, one of the run's inputs or a file with a second name; every write
+# checked. Leftovers of killed writes are all known to `clean`.
+
+DEAD = "999999999"  # a pid no process has
+
+
+def writer_process_cases(w, tiny_run):
+    def untouched(path, text):
+        return lambda: (os.path.isfile(path) and open(path).read() == text, "%s was changed" % path)
+
+    def still_fifo(path):
+        return lambda: (stat.S_ISFIFO(os.lstat(path).st_mode), "%s is no longer a FIFO" % path)
+
+    def gone(*paths):
+        return lambda: (not any(os.path.lexists(p) for p in paths), "left in place: %s"
+                        % [p for p in paths if os.path.lexists(p)])
+
+    d = os.path.join(w, "writers")
+    os.mkdir(d)
+    fifo = os.path.join(d, "out.fifo")
+    os.mkfifo(fifo)
+    ids = os.path.join(d, "ids.bin")
+    with open(ids, "wb") as f:
+        f.write(struct.pack("<2048H", *[i % 200 for i in range(2048)]))
+    with open(ids, "rb") as f:
+        id_bytes = f.read()
+    same_ids = lambda: (open(ids, "rb").read() == id_bytes, "the --tokens file was changed")  # noqa: E731
+    run = ["run", "--model", "tiny", "--steps", "1", "--warmup", "0"]
+    # A run directory whose marker is a hard link to a user's file; a leftover whose marker is one.
+    notes = write(os.path.join(d, "notes.txt"), "the user's notes")
+    linked_run = os.path.join(d, "linked_run")
+    shutil.copytree(tiny_run, linked_run)
+    os.link(notes, os.path.join(linked_run, ".rematlab-writing"))
+    linked_sweep = os.path.join(d, "linked_sweep")
+    os.mkdir(linked_sweep)
+    write(os.path.join(linked_sweep, "sweep.json"), json.dumps({"format": "rematlab-sweep", "format_version": 1,
+                                                                "complete": True}))
+    shutil.copytree(tiny_run, os.path.join(linked_sweep, "none"))
+    os.link(notes, os.path.join(linked_sweep, "none", ".rematlab-writing"))
+    linked_leftover = os.path.join(d, ".gone.tmp-%s-1" % DEAD)
+    shutil.copytree(tiny_run, linked_leftover)
+    os.link(notes, os.path.join(linked_leftover, ".rematlab-writing"))
+    # What killed writes leave: an in-place export's table, weights being saved, a launcher's store.
+    exported = os.path.join(d, "exported")
+    shutil.copytree(tiny_run, exported)
+    export_tmp = write(os.path.join(exported, "trace.json.tmp-" + DEAD), '{"traceEv')
+    partial = os.path.join(d, "w.safetensors.partial-" + DEAD)
+    with open(partial, "wb") as f:
+        f.write(struct.pack("<Q", 64) + b'{"__metadata__"')
+    scratch = os.path.join(d, "rematlab-dp-" + DEAD)
+    os.makedirs(os.path.join(scratch, "store"))
+    write(os.path.join(scratch, "store", "1844674407370955161"), "address")
+    unfinished = os.path.join(d, ".never.tmp-%s-2" % DEAD)
+    shutil.copytree(tiny_run, unfinished)
+    return [
+        Case("--save-weights onto a FIFO", run + ["--save-weights", fifo], 1, "FIFO", "--save-weights", timeout=60,
+             after=still_fifo(fifo)),
+        Case("--save-grads onto a FIFO", run + ["--save-grads", fifo], 1, "FIFO", timeout=60, after=still_fifo(fifo)),
+        Case("--dump-batch onto a FIFO", run + ["--dump-batch", fifo], 1, "FIFO", "--dump-batch", timeout=60,
+             after=still_fifo(fifo)),
+        Case("--save-weights onto a directory", run + ["--save-weights", d], 1, "directory"),
+        Case("--dump-batch onto the --tokens file", run + ["--tokens", ids, "--dump-batch", ids], 1, "--tokens",
+             after=same_ids),
+        Case("--save-weights onto the --tokens file", run + ["--tokens", ids, "--save-weights", ids], 1, "--tokens",
+             after=same_ids),
+        Case("--save-weights onto the --tokens file by another name",
+             run + ["--tokens", ids, "--save-weights", os.path.join(d, "..", "writers", "ids.bin")], 1, "--tokens",
+             after=same_ids),
+        Case("--save-weights and --save-grads onto one file", run + ["--save-weights", os.path.join(d, "x.st"),
+                                                                     "--save-grads", os.path.join(d, "x.st")], 1,
+             "both"),
+        Case("--dump-batch past a file size limit (as a full disk)",
+             run + ["--dump-batch", os.path.join(d, "batch.npy")], 1, "--dump-batch", "batch.npy",
+             "large", file_size=64, after=gone(os.path.join(d, "batch.npy"))),
+        Case("run --force onto a run whose marker is a hard link", run + ["--out", linked_run, "--force"], 1, "links",
+             after=untouched(notes, "the user's notes")),
+        Case("sweep --force onto a sweep whose run's marker is a hard link",
+             ["sweep", "--model", "tiny", "--policies", "none", "--steps", "1", "--warmup", "0", "--out", linked_sweep,
+              "--force"], 1, "links", after=untouched(notes, "the user's notes")),
+        Case("clean of a leftover whose marker is a hard link", ["clean", linked_leftover], 1, "links",
+             after=untouched(notes, "the user's notes")),
+        Case("clean of a run with a killed export's trace.json.tmp-PID", ["clean", exported], 0, "removed",
+             "trace.json.tmp-", after=gone(export_tmp)),
+        Case("clean of w.safetensors.partial-PID", ["clean", partial], 0, "removed", after=gone(partial)),
+        Case("clean of a killed launcher's rematlab-dp-PID", ["clean", scratch], 0, "removed", after=gone(scratch)),
+        Case("clean NAME where only a leftover of writing NAME is left", ["clean", os.path.join(d, "never")], 0,
+             "removed", after=gone(unfinished)),
+    ]
+
+
+def process_cases(w, plugins):
+    """Options range-checked, plans proportional to what they print, ranks refused before they
+    open a socket, plugin processes bounded."""
+    d = os.path.join(w, "process")
+    os.mkdir(d)
+    store = os.path.join(d, "store")
+    os.mkdir(store)
+    empty_store = os.path.join(d, "empty_store")
+    os.mkdir(empty_store)
+    run = ["run", "--model", "tiny", "--steps", "1", "--warmup", "0"]
+    cases = [
+        Case("--seed -1", run + ["--seed", "-1"], 2, "--seed", "not a whole number"),
+        Case("--seed 2^64", run + ["--seed", "18446744073709551616"], 2, "--seed", "largest"),
+        Case("--seed 2^64 - 1 is taken", run + ["--seed", "18446744073709551615"], 0, "peak memory"),
+        Case("WORLD_SIZE past the most ranks", run, 1, "WORLD_SIZE", "1048576", "1048577",
+             env={"RANK": "0", "WORLD_SIZE": "1048577", "REMAT_DIST_STORE": store}),
+        Case("RANK=0 WORLD_SIZE=100000 refused before it opens a socket", run + ["--batch", "100000"], 1, "100000",
+             "port", env={"RANK": "0", "WORLD_SIZE": "100000", "REMAT_DIST_STORE": store}, timeout=30),
+        Case("a rank waiting for rank 0 gives up after --dist-timeout", run + ["--batch", "2", "--dist-timeout", "2"],
+             1, "rank 1", "dist-timeout", env={"RANK": "1", "WORLD_SIZE": "2", "REMAT_DIST_STORE": empty_store},
+             timeout=20),
+        Case("a rank of another launcher without --out prints its summary", run, 0, "peak memory",
+             env={"RANK": "0", "WORLD_SIZE": "1"}),
+        Case("a stage's plan refused before any rank starts", ["run", "--model", "tiny", "--pp", "2", "--policy",
+                                                               "uniform:segments=4"], 1, "pipeline stage", "segments"),
+        Case("plan --micro-batches 0", ["plan", "--model", "tiny", "--pp", "2", "--micro-batches", "0"], 2,
+             "--micro-batches"),
+        Case("plan --dp -1", ["plan", "--model", "tiny", "--dp", "-1"], 2, "--dp"),
+        Case("plan --pp past the most layers", ["plan", "--model", "tiny", "--pp", "100001"], 2, "--pp"),
+        # Time and memory proportional to what plan prints: micro-batches used memory each (24 GB
+        # for 4,000 of a large model), stages took time squared (1,000 did not finish in 180 s), a
+        # batch of 2^24 needed more than 12 GB.
+        Case("plan --micro-batches 16000", ["plan", "--model", "llama-3.1-8b", "--pp", "2", "--micro-batches",
+                                             "16000"], 0, "per-rank peak", timeout=60, address_space=1 << 30),
+        Case("plan --pp 4000", ["plan", "--model", "tiny", "--layers", "4000", "--pp", "4000"], 0, "per-rank peak",
+             timeout=60, address_space=1 << 30),
+        Case("plan --batch 2^24", ["plan", "--model", "tiny", "--batch", "16777216"], 0, "peak", timeout=60,
+             address_space=2 << 30),
+    ]
+    if plugins:
+        # Only the two plugins these cases use (the other test plugins' warnings name crashes).
+        chosen = os.path.join(d, "plugins")
+        os.mkdir(chosen)
+        for name in ("plan_orphan.so", "plan_hog.so"):
+            os.symlink(os.path.join(plugins, name), os.path.join(chosen, name))
+        plugins = chosen
+        pidfile = os.path.join(d, "orphan.pid")
+        env = {"REMAT_PLUGIN_PATH": plugins, "REMAT_TEST_ORPHAN_PIDFILE": pidfile}
+
+        def orphan_gone():
+            try:
+                pid = int(open(pidfile).read())
+            except (OSError, ValueError):
+                return False, "the plugin's sleeper wrote no pid"
+            time.sleep(0.2)
+            return not os.path.exists("/proc/%d" % pid), "the plugin's sleeper %d outlived the command" % pid
+        cases += [
+            Case("a plugin's grandchild that left its group ends with the plan", ["plan", "--model", "tiny", "--policy",
+                                                                                "plan_orphan"], 0, "peak",
+                 env=env, timeout=30, after=orphan_gone),
+            Case("a plugin that takes more memory than its limit", ["plan", "--model", "tiny", "--policy", "plan_hog"],
+                 1, "out of memory", "REMAT_PLUGIN_MEMORY", "plan_hog",
+                 env={"REMAT_PLUGIN_PATH": plugins, "REMAT_PLUGIN_MEMORY": "256MiB"}, timeout=60,
+                 native_only=True),
+        ]
+    return cases
+
+
+def sigterm_keeps_the_run(binary, env, w):
+    """SIGTERM (timeout, a batch scheduler, docker stop) ends a run as Ctrl-C does: kept, cancelled."""
+    out = os.path.join(w, "terminated")
+    p = subprocess.Popen([binary, "run", "--model", "tiny", "--steps", "1000000", "--warmup", "0", "--no-profile",
+                          "--out", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(1.5)
+    p.send_signal(signal.SIGTERM)
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        check(False, "a run did not end on SIGTERM")
+        return
+    ok = check(p.returncode == 1, "SIGTERM: exit %d, expected 1: %s" % (p.returncode, err[-300:]))
+    try:
+        with open(os.path.join(out, "summary.json")) as f:
+            s = json.load(f)
+        ok = check(s["status"] == "cancelled" and not s["complete"], "SIGTERM: the run is kept as %s" % s["status"]) and ok
+    except (OSError, ValueError) as e:
+        ok = check(False, "SIGTERM: the run directory was not written: %s" % e) and ok
+    print("%s SIGTERM keeps the run, cancelled" % ("ok  " if ok else "FAIL"), flush=True)
+
+
+def stopped_rank_is_named(b):
+    """After SIGSTOP of rank 1 the message names rank 1, not rank 0 that gave up waiting."""
+    res = e2e_common.fail_rank(b, ["--model", "tiny", "--dp", "2", "--steps", "100000", "--warmup", "0",
+                                   "--no-profile", "--dist-timeout", "2"], 1, signal.SIGSTOP, settle=1.0)
+    if res is None:
+        return
+    code, err, _ = res
+    ok = check(code == 1 and "rank 1 was stopped" in err, "SIGSTOP of rank 1: exit %d: %r" % (code, err[-400:]))
+    print("%s a stopped rank is named" % ("ok  " if ok else "FAIL"), flush=True)
+
+
+def rendezvous_directory_reused(binary, env, w):
+    """A job's rendezvous keys are gone when it ends; another job's left in the directory (a killed
+    rank's) are refused with a clear message, not Gloo's raw "File already exists"."""
+    store = os.path.join(w, "reused_store")
+    os.mkdir(store)
+    args = [binary, "run", "--model", "tiny", "--steps", "1", "--warmup", "0", "--no-profile", "--dist-timeout", "30"]
+
+    def ranks(world, rank):
+        e = dict(env, RANK=str(rank), WORLD_SIZE=str(world), REMAT_DIST_STORE=store)
+        return subprocess.Popen(args, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = [ranks(2, r) for r in range(2)]
+    codes = [p.wait(timeout=120) for p in procs]
+    errs = [p.stderr.read() for p in procs]
+    ok = check(codes == [0, 0], "two ranks of another launcher: %s %r" % (codes, [e[-300:] for e in errs]))
+    ok = check(os.listdir(store) == [], "the rendezvous directory is empty after the job: %s" % os.listdir(store)) and ok
+    # A rank killed in the rendezvous leaves its key; the next job is refused with a message.
+    p = ranks(2, 0)
+    deadline = time.time() + 30
+    while time.time() < deadline and not [f for f in os.listdir(store) if not f.startswith(".")]:
+        time.sleep(0.02)  # its key written (Gloo writes `.KEY` first and renames it)
+    p.kill()
+    p.communicate()
+    ok = check(os.listdir(store) != [], "a killed rank left its key") and ok
+    q = ranks(2, 0)
+    try:
+        _, err = q.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        q.kill()
+        _, err = q.communicate()
+    ok = check(q.returncode == 1 and "another job" in err and "File already exists" not in err,
+               "a key of another job in the rendezvous directory: exit %s: %r" % (q.returncode, err[-400:])) and ok
+    print("%s a rendezvous directory reused" % ("ok  " if ok else "FAIL"), flush=True)
+
+
+def token_file_cut_short(binary, env, w):
+    """A token file truncated while a run reads it ends the run with a message naming it."""
+    tokens = os.path.join(w, "cut.bin")
+    with open(tokens, "wb") as f:
+        f.write(struct.pack("<%dH" % (1 << 20), *[i % 250 for i in range(1 << 20)]))
+    p = subprocess.Popen([binary, "run", "--model", "tiny", "--tokens", tokens, "--steps", "1000000", "--warmup", "0",
+                          "--no-profile"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.time() + 60
+        opened = False
+        while time.time() < deadline and not opened and p.poll() is None:
+            for fd in os.listdir("/proc/%d/fd" % p.pid):
+                try:
+                    opened = opened or os.readlink("/proc/%d/fd/%s" % (p.pid, fd)) == tokens
+                except OSError:
+                    pass
+            time.sleep(0.02)
+        check(opened, "the run opened its token file")
+        os.truncate(tokens, 0)
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        check(False, "a run whose token file was cut short did not end")
+        return
+    ok = check(p.returncode == 1, "a token file cut short: exit %d, expected 1: %s" % (p.returncode, err[-400:]))
+    ok = check("truncated" in err and tokens in err, "the message names the token file: %r" % err[-400:]) and ok
+    print("%s a token file truncated while a run reads it" % ("ok  " if ok else "FAIL"), flush=True)
+
+
 def run_case(binary, env, c):
     try:
         limit = None
         if c.address_space:
             limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (c.address_space, c.address_space))  # noqa: E731
+        elif c.file_size:
+            limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (c.file_size, c.file_size))  # noqa: E731
         p = subprocess.run([binary] + c.args, capture_output=True, text=True, env=dict(env, **(c.env or {})),
                            cwd=c.cwd, timeout=c.timeout, preexec_fn=limit)
     except subprocess.TimeoutExpired:
@@ -209,6 +477,7 @@ def offload_pairs_peak_rss(binary, env, w, pairs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
+    ap.add_argument("--plugins", help="the test plugins (build/test-plugins): a plugin's orphan, its memory")
     ap.add_argument("--sanitized", action="store_true",
                     help="a sanitizer build: its own allocator and shadow memory, so the cases that "
                          "bound the address space or measure resident memory are left out")
@@ -219,11 +488,16 @@ def main():
     try:
         tiny_run = os.path.join(w, "tiny_run")
         b.run("run", "--model", "tiny", "--steps", "1", "--warmup", "0", "--out", tiny_run)
-        for c in catalogue(w, tiny_run):
-            if c.address_space and a.sanitized:
+        plugins = os.path.abspath(a.plugins) if a.plugins else None
+        for c in catalogue(w, tiny_run) + writer_process_cases(w, tiny_run) + process_cases(w, plugins):
+            if (c.address_space or c.native_only) and a.sanitized:
                 print("skip %s (no address-space limit under a sanitizer)" % c.name)
                 continue
             run_case(binary, b.env, c)
+        token_file_cut_short(binary, b.env, w)
+        sigterm_keeps_the_run(binary, b.env, w)
+        stopped_rank_is_named(b)
+        rendezvous_directory_reused(binary, b.env, w)
         # Memory follows what is live: 3,000 offload/prefetch pairs stayed near 60 MiB (fragmented
         # heap: 2.8 GiB before).
         if a.sanitized:

@@ -291,7 +291,8 @@ TEST(Leftovers, NamesAreParsedAndNothingElseIsOne) {
   EXPECT_EQ(o->target, "runs/a.b");
   EXPECT_EQ(o->pid, 77);
   for (const char* not_one : {"runs/victim", "runs/.victim", "runs/.tmp-1-2", "runs/.v.tmp-12", "runs/.v.tmp-a-1",
-                              "runs/v.tmp-1-2", "runs/.plot.tmp-12.png", "runs/summary.json.tmp-12"})
+                              "runs/v.tmp-1-2", "runs/.plot.tmp-12.png", "runs/notes.txt.tmp-12",
+                              "runs/w.partial-x", "runs/rematlab-dp-", "runs/rematlab-dp-x"})
     EXPECT_FALSE(parse_leftover(not_one)) << not_one;
 }
 

@@ -137,5 +137,24 @@ TEST_F(TokenFileTest, WrittenNpyReadsBack) {
   EXPECT_EQ((10 + hlen) % 64, 0u);  // NumPy aligns the data to 64 bytes
 }
 
+TEST_F(TokenFileTest, AFileCutShortWhileARunReadsItEndsTheRunNamingIt) {
+  // Read through the descriptor, not a mapping: a mapping would die of SIGBUS here.
+  std::vector<std::uint16_t> v(4096);
+  std::iota(v.begin(), v.end(), std::uint16_t{0});
+  const std::string file = raw("cut.bin", v);
+  auto f = TokenFile::open(file);
+  auto c = Corpus::from_tokens(f);
+  std::vector<std::int32_t> tok, tgt;
+  c.batch(1, 0, 4, 64, 65536, tok, tgt);
+  ASSERT_EQ(::truncate(file.c_str(), 100), 0);
+  const std::string m = message_of([&] {
+    for (int step = 1; step < 64; ++step) c.batch(1, step, 4, 64, 65536, tok, tgt);
+  });
+  EXPECT_NE(m.find(file), std::string::npos) << m;
+  EXPECT_NE(m.find("truncated"), std::string::npos) << m;
+  EXPECT_NE(message_of([&] { f->at(4000); }).find("truncated"), std::string::npos);
+  EXPECT_NE(message_of([&] { f->at(4096); }).find("past"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace remat
