@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${1:-run}"
 
-packages=(build-essential cmake ninja-build pkg-config git libopenblas-dev libdnnl-dev libsleef-dev libhwy-dev nlohmann-json3-dev
+packages=(build-essential cmake ninja-build pkg-config git ccache libopenblas-dev libdnnl-dev libsleef-dev libhwy-dev nlohmann-json3-dev
           libcli11-dev libgloo-dev libgtest-dev libbenchmark-dev qt6-base-dev libqcustomplot-dev
           libgl1-mesa-dev)
 if [ "$profile" = test ]; then

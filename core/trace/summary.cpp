@@ -4,19 +4,14 @@
 #include <algorithm>
 
 #include "core/model/model_config.h"
+#include "core/util/build_info.h"
 #include "core/util/hash.h"
 
-#ifndef REMAT_VERSION
-#define REMAT_VERSION "0.0.0"
-#endif
-#ifndef REMAT_GIT_COMMIT
-#define REMAT_GIT_COMMIT "unknown"
-#endif
 
 namespace remat {
 
-std::string program_version() { return REMAT_VERSION; }
-std::string program_commit() { return REMAT_GIT_COMMIT; }
+std::string program_version() { return build_version(); }
+std::string program_commit() { return build_commit(); }
 
 nlohmann::json summary_json(const Trace& t) {
   nlohmann::json j;

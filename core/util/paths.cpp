@@ -1,5 +1,7 @@
 #include "core/util/paths.h"
 
+#include "core/util/build_info.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -23,11 +25,7 @@ std::string resource_dir() {
   fs::path installed = fs::path(executable_dir()) / ".." / "share" / "rematlab";
   std::error_code ec;
   if (fs::exists(installed / "presets", ec)) return fs::weakly_canonical(installed, ec).string();
-#ifdef REMAT_SOURCE_SHARE_DIR
-  return REMAT_SOURCE_SHARE_DIR;
-#else
-  return installed.string();
-#endif
+  return build_source_share_dir();
 }
 
 std::vector<std::string> preset_names() {
