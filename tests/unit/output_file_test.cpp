@@ -66,7 +66,9 @@ TEST(OutputFile, NeverReplacesAFifoADeviceADirectoryALinkOrASocketAndNeverWaits)
   const std::pair<std::string, const char*> cases[] = {
       {d / "fifo", "a FIFO"}, {"/dev/null", "a character device"}, {d / "dir", "a directory"},
       {d / "link", "a symbolic link"}, {sock, "a socket"}};
-  for (const auto& [path, kind] : cases) {
+  for (const auto& c : cases) {
+    const std::string& path = c.first;  // (clang 14 cannot capture a structured binding)
+    const char* kind = c.second;
     const std::string err = message_of([&] { write_output_file(path, "x", {}, "--save-weights"); });
     EXPECT_NE(err.find(kind), std::string::npos) << path << ": " << err;
     EXPECT_NE(err.find("--save-weights"), std::string::npos) << err;

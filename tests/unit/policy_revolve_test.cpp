@@ -67,7 +67,9 @@ TEST(PolicyRevolve, ReachesTheOptimumForEveryLengthAndSlotCount) {
     ModelConfig m = micro(L);
     BlockGraph g(m);
     for (int s = 1; s < L && s <= 12; ++s) {
-      Schedule sch = test::plan("revolve:snapshots=" + std::to_string(s), m);
+      // Planned in this process: ~700 plans, each through a child process, were most of the
+      // test's time under the sanitizers (ExecutedGradientsEqualNone plans through the registry).
+      Schedule sch = test::plan_here("revolve:snapshots=" + std::to_string(s), m);
       EXPECT_EQ(sch.checkpoint_slots, s);
       ScheduleStats st = validate_schedule(sch, g);
       const std::uint64_t want = static_cast<std::uint64_t>(L) + closed_form(L, s);

@@ -31,6 +31,24 @@ inline Schedule plan(const std::string& policy, const ModelConfig& m,
   return plugins().plan(parse_policy_choice(policy), m, budget);
 }
 
+// The same plan made by the plugin's plan() in this process: the registry's parameter check,
+// then the policy created here (create_policy_in_process) instead of in a child process with a
+// JSON round trip. For tests that plan hundreds of times and check each schedule themselves
+// (the child process, the round trip and the registry's validation have tests of their own).
+inline Schedule plan_here(const std::string& policy, const ModelConfig& m) {
+  const PolicyChoice c = parse_policy_choice(policy);
+  const LoadedPolicy* lp = plugins().find(c.name);
+  if (!lp) throw Error("no policy '" + c.name + "' among the built plugins");
+  const BlockGraph g(m);
+  PlanContext ctx;
+  ctx.model = &m;
+  ctx.graph = &g;
+  ctx.blocks = m.layers;
+  ctx.params = plugins().check_params(*lp, c.params, &g);
+  for (const auto& st : g.steps()) ctx.step_cost.push_back(static_cast<double>(st.flops_fwd));
+  return create_policy_in_process(*lp)->plan(ctx);
+}
+
 // 4 blocks, h=64, 4 heads, s=32, b=2, vocab 256, dropout 0.1; the RoPE families with 2 KV heads.
 inline ModelConfig tiny(Family arch, AttentionImpl attn, int layers = 4) {
   ModelConfig m;

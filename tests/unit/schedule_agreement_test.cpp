@@ -14,6 +14,7 @@
 #include "core/engine/executor.h"
 #include "core/engine/model_state.h"
 #include "core/graph/block_graph.h"
+#include "core/schedule/block_state.h"
 #include "core/schedule/validator.h"
 #include "core/util/error.h"
 
@@ -38,16 +39,6 @@ ModelConfig tiny(Family arch, AttentionImpl attn, double dropout) {
   return m;
 }
 
-// Every action up to the end is legal (the only complaint, if any, is that it ends too soon).
-bool legal_so_far(const Schedule& s, const BlockGraph& g) {
-  try {
-    validate_schedule(s, g);
-    return true;
-  } catch (const ScheduleError& e) {
-    return e.index() == s.actions.size();
-  }
-}
-
 class Generator {
  public:
   Generator(const BlockGraph& g, std::uint64_t seed)
@@ -57,20 +48,30 @@ class Generator {
     Schedule s;
     s.blocks = L_;
     s.checkpoint_slots = pick(4) == 0 ? 1 + pick(2) : 0;
+    // The rules' state after the actions so far (every one of them legal): an action is tried on
+    // a copy of it, instead of validating the whole schedule again for every try.
+    std::optional<ScheduleState> st;
+    st.emplace(g_, s);
     // A random walk over legal actions, then a greedy finish that reverses what it can. An
     // action is mostly taken only when the finish still succeeds after it; now and then a dead
     // end is left in (a block input lost for good), and the schedule ends unfinished.
     const std::size_t length = 4 + static_cast<std::size_t>(pick(24));
     for (int tries = 0; s.actions.size() < length && tries < 200; ++tries) {
-      s.actions.push_back(random_action());
-      bool keep = legal_so_far(s, g_);
+      const Action a = random_action();
+      std::optional<ScheduleState> next = st;
+      bool keep = applies(*next, s.actions.size(), a);
       if (keep && pick(10) != 0) {
         Schedule probe = s;
-        keep = finish(probe);
+        probe.actions.push_back(a);
+        std::optional<ScheduleState> probe_st = next;
+        keep = finish(probe, probe_st);
       }
-      if (!keep) s.actions.pop_back();
+      if (keep) {
+        s.actions.push_back(a);
+        st.emplace(*next);
+      }
     }
-    finish(s);
+    finish(s, st);
     // Sometimes one unchecked action somewhere: legal or not, both sides must agree.
     if (pick(3) == 0) {
       auto at = s.actions.begin() + pick(static_cast<int>(s.actions.size()) + 1);
@@ -108,29 +109,42 @@ class Generator {
     return a;
   }
 
-  bool try_push(Schedule& s, Action a) {
-    s.actions.push_back(std::move(a));
-    if (legal_so_far(s, g_)) return true;
-    s.actions.pop_back();
-    return false;
+  // Whether `a` is legal as action `index` after what `st` holds; applies it to `st` (which is
+  // of no further use when it is not).
+  static bool applies(ScheduleState& st, std::size_t index, const Action& a) {
+    try {
+      st.apply(index, a);
+      return true;
+    } catch (const ScheduleError&) {
+      return false;
+    }
   }
 
-  // Appends actions until every block is reversed; false when stuck.
-  bool finish(Schedule& s) {
+  // Appends `a` when it is legal after the schedule so far (whose state is `st`).
+  static bool try_push(Schedule& s, std::optional<ScheduleState>& st, Action a) {
+    std::optional<ScheduleState> next = st;
+    if (!applies(*next, s.actions.size(), a)) return false;
+    s.actions.push_back(std::move(a));
+    st.emplace(*next);
+    return true;
+  }
+
+  // Appends actions until every block is reversed; false when stuck. `st` is the state of `s`.
+  bool finish(Schedule& s, std::optional<ScheduleState>& st) {
     for (int step = 0; step < 8 * L_; ++step) {
       try {
-        validate_schedule(s, g_);
+        st->finish(s.actions.size());
         return true;
       } catch (const ScheduleError&) {
       }
       int next = L_ - 1;
       for (const Action& a : s.actions)
         if (a.kind == ActionKind::Backward) --next;
-      if (try_push(s, {ActionKind::Backward, next, Keep::all()})) continue;
+      if (try_push(s, st, {ActionKind::Backward, next, Keep::all()})) continue;
       bool moved = false;
-      for (int b = next; b >= 0 && !moved; --b) moved = try_push(s, {ActionKind::Prefetch, b, Keep::all()});
-      for (int b = 0; b <= next && !moved; ++b) moved = try_push(s, {ActionKind::Forward, b, Keep::all()});
-      if (!moved) moved = try_push(s, {ActionKind::Recompute, next, Keep::all()});
+      for (int b = next; b >= 0 && !moved; --b) moved = try_push(s, st, {ActionKind::Prefetch, b, Keep::all()});
+      for (int b = 0; b <= next && !moved; ++b) moved = try_push(s, st, {ActionKind::Forward, b, Keep::all()});
+      if (!moved) moved = try_push(s, st, {ActionKind::Recompute, next, Keep::all()});
       if (!moved) return false;  // stuck: the schedule stays unfinished (illegal)
     }
     return false;
