@@ -6,6 +6,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 import time
 
 failures = []
@@ -43,6 +44,15 @@ def read_safetensors(path):
     return out
 
 
+def log_time(seconds, what):
+    """With REMAT_E2E_TIMES=FILE, appends each command's wall seconds to FILE (where a slow e2e
+    test spends its time: docs/testing.md)."""
+    path = os.environ.get("REMAT_E2E_TIMES")
+    if path:
+        with open(path, "a") as f:
+            f.write("%.2f %s %s\n" % (seconds, os.path.basename(sys.argv[0]), what))
+
+
 class Batch:
     def __init__(self, binary):
         self.binary = binary
@@ -51,9 +61,11 @@ class Batch:
 
     def run(self, *args, expect=0, cwd=None):
         """Runs the binary; `expect` is the exit code it must give, or "fail" for any but 0."""
+        start = time.monotonic()
         p = subprocess.run([self.binary] + [str(a) for a in args], capture_output=True, text=True,
                            env=self.env, cwd=cwd, timeout=600)
         shown = " ".join(str(a) for a in args)
+        log_time(time.monotonic() - start, shown)
         if expect == "fail":
             check(p.returncode != 0, "`%s` should fail but exited 0" % shown)
         else:
