@@ -100,7 +100,36 @@ SliceTree::SliceTree(const Trace& t) {
     if (by_stream_[s].empty()) continue;
     SliceTrack tr{static_cast<Stream>(s), kernels_ ? SliceLevel::Kernel : SliceLevel::Op, {}};
     group(t, by_stream_[s], nullptr, tr, [](const OpRecord&, const OpRecord&) { return false; });
-    tracks_.push_back(std::move(tr));
+    nest(t, std::move(tr));
+  }
+}
+
+void SliceTree::nest(const Trace& t, SliceTrack all) {
+  const auto& order = by_stream_[static_cast<int>(all.stream)];
+  std::vector<std::uint32_t> depth(order.size(), 0), open;
+  std::uint32_t levels = 1;
+  for (std::uint32_t k = 0; k < order.size(); ++k) {
+    const OpRecord& o = t.ops[order[k]];
+    while (!open.empty()) {
+      const OpRecord& p = t.ops[order[open.back()]];
+      if (nests_in(p.start_ns, p.end_ns, o.start_ns, o.end_ns)) break;
+      open.pop_back();
+    }
+    depth[k] = static_cast<std::uint32_t>(open.size());
+    levels = std::max(levels, depth[k] + 1);
+    open.push_back(k);
+  }
+  if (levels == 1) {
+    tracks_.push_back(std::move(all));
+    return;
+  }
+  if (nested_leaf_.empty()) nested_leaf_.assign(t.ops.size(), {-1, -1});
+  const std::size_t first = tracks_.size();
+  for (std::uint32_t d = 0; d < levels; ++d) tracks_.push_back(SliceTrack{all.stream, all.level, {}, d});
+  for (std::uint32_t k = 0; k < order.size(); ++k) {  // `all` holds one slice per op, in order
+    SliceTrack& tr = tracks_[first + depth[k]];
+    nested_leaf_[order[k]] = {static_cast<int>(first + depth[k]), static_cast<int>(tr.slices.size())};
+    tr.slices.push_back(all.slices[k]);
   }
 }
 
@@ -113,6 +142,7 @@ int SliceTree::leaf_track(Stream s) const {
 
 std::pair<int, int> SliceTree::leaf_of(std::uint32_t op) const {
   if (op >= pos_.size()) return {-1, -1};
+  if (op < nested_leaf_.size() && nested_leaf_[op].first >= 0) return nested_leaf_[op];
   // Leaf tracks hold one slice per op, in the stream's order.
   for (int s = 0; s < kNumStreams; ++s) {
     const auto& v = by_stream_[s];

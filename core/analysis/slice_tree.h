@@ -34,6 +34,7 @@ struct SliceTrack {
   Stream stream = Stream::Compute;
   SliceLevel level = SliceLevel::Op;
   std::vector<Slice> slices;  // by start; slices of one track never overlap on the compute stream
+  std::uint32_t depth = 0;    // other streams: how many ops its ops run inside (core/trace/records.h nests_in)
 };
 
 class SliceTree {
@@ -41,7 +42,8 @@ class SliceTree {
   SliceTree() = default;
   explicit SliceTree(const Trace& t);
 
-  // Compute levels first (step, phase, block, op[, kernel]), then one track per other stream.
+  // Compute levels first (step, phase, block, op[, kernel]), then the tracks of each other
+  // stream, outermost first (one per stream unless its ops nest).
   const std::vector<SliceTrack>& tracks() const { return tracks_; }
   // Indices into Trace::ops of the stream's records, by start time.
   const std::vector<std::uint32_t>& stream_ops(Stream s) const { return by_stream_[static_cast<int>(s)]; }
@@ -61,9 +63,15 @@ class SliceTree {
   std::uint64_t bytes(const Trace& t, int track, int slice) const;
 
  private:
+  // Adds the one-slice-per-op track `all` of a stream other than compute, split by depth where
+  // its ops nest.
+  void nest(const Trace& t, SliceTrack all);
+
   std::vector<SliceTrack> tracks_;
   std::vector<std::uint32_t> by_stream_[kNumStreams];
   std::vector<std::uint32_t> pos_;  // Trace::ops index -> position in its stream's order
+  // Trace::ops index -> {track, slice} for the ops of streams with nested tracks; {-1, -1} else.
+  std::vector<std::pair<int, int>> nested_leaf_;
   bool kernels_ = false;
 };
 

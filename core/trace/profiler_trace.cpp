@@ -1,6 +1,8 @@
-// The torch.profiler (Kineto) Chrome trace: {"schemaVersion", "traceEvents": [...]}, or the
-// legacy autograd profiler's bare array of events. "X" events by category, "[memory]"
-// instants with args Addr, Bytes, Total Reserved and Device Type.
+// The torch.profiler Chrome trace in both layouts torch writes: Kineto's object
+// {"schemaVersion", "traceEvents": [...]} ("X" events by category, "[memory]" instants with args
+// Addr, Bytes, Total Reserved and Device Type), and the legacy autograd profiler's bare array
+// (torch without Kineto, e.g. Debian's 1.13 on the CPU): "X" events of CPU functions without a
+// category, times in whole microseconds, no memory.
 #include "core/trace/profiler_trace.h"
 
 #include <algorithm>
@@ -91,6 +93,7 @@ Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where
     return Error(where + ": not a torch.profiler trace (" + why + ")");
   };
   const nlohmann::json* list = &j;
+  const bool legacy = j.is_array();
   if (j.is_object()) {
     auto od = j.find("otherData");
     auto fmt = od != j.end() && od->is_object() ? od->find("format") : j.end();
@@ -123,7 +126,8 @@ Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where
     r.name = name->get<std::string>();
     if (p == "X") {
       auto cat = e.find("cat");
-      r.cat = cat != e.end() && cat->is_string() ? cat->get<std::string>() : std::string();
+      if (cat == e.end() && legacy) r.cat = "cpu_op";  // the legacy layout: every event a CPU function
+      else r.cat = cat != e.end() && cat->is_string() ? cat->get<std::string>() : std::string();
       if (!classify(r.cat, r.name, r)) continue;
     } else if ((p == "i" || p == "I") && r.name == "[memory]") {
       r.memory = true;
@@ -168,7 +172,9 @@ Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where
   std::int64_t tid = std::numeric_limits<std::int64_t>::min();
   for (Rec* r : host) {
     if (r->tid_key != tid) stack.clear(), tid = r->tid_key;
-    while (!stack.empty() && stack.back()->ts + stack.back()->dur <= r->ts && !(r->memory && stack.back()->ts + stack.back()->dur == r->ts))
+    while (!stack.empty() && !(r->memory ? r->ts <= stack.back()->ts + stack.back()->dur
+                                         : nests_in(stack.back()->ts, stack.back()->ts + stack.back()->dur, r->ts,
+                                                    r->ts + r->dur)))
       stack.pop_back();
     const Phase around = stack.empty() ? Phase::Forward : stack.back()->phase;
     if (r->memory) {
@@ -200,6 +206,7 @@ Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where
   }
 
   Trace t = imported_trace("pytorch-profiler", where);
+  t.provenance.emplace_back("profiler_layout", legacy ? "legacy autograd profiler (bare array)" : "kineto (traceEvents)");
   std::int64_t end_ns = 0;
   bool cuda = false;
   for (const auto& r : recs) {
@@ -219,7 +226,10 @@ Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where
     cuda = cuda || r.role == Role::Device;
     t.ops.push_back(std::move(o));
   }
-  std::stable_sort(t.ops.begin(), t.ops.end(), [](const OpRecord& a, const OpRecord& b) { return a.start_ns < b.start_ns; });
+  // By start, the enclosing op before the ops it holds.
+  std::stable_sort(t.ops.begin(), t.ops.end(), [](const OpRecord& a, const OpRecord& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+  });
 
   // Memory: the GPU's events where there are any, else the CPU's (a CPU-only profile).
   std::vector<const Rec*> mem;

@@ -31,6 +31,14 @@ struct OpRecord {
   std::vector<std::int32_t> ranks;
 };
 
+// Whether an op [cs, ce] that starts at or after an op [ps, pe] on the same thread runs inside
+// it, as profilers write nested ops: it starts before the other ends, or, where times are whole
+// microseconds (torch's legacy profiler), it is an instant at the other's very end.
+template <class T>
+constexpr bool nests_in(T ps, T pe, T cs, T ce) {
+  return cs < pe || (cs == pe && ce == cs && pe > ps);
+}
+
 // OpRecord::ranks as ops.csv writes it: "0 1" (empty for none).
 std::string ranks_text(const std::vector<std::int32_t>& ranks);
 // The ranks of `s` ("0 1": decimal ranks 0 to 2^20 - 1, ascending, one space apart). Returns

@@ -78,6 +78,26 @@ def main():
             ops = rows(os.path.join(prof, "ops.csv"))
             check(len(ops) == 11, "profiler trace: 11 ops, got %d" % len(ops))
             check({r["phase"] for r in ops} == {"forward", "backward", "optimizer"}, "profiler trace: its phases")
+        # Real traces of Debian's torch 1.13 (record_profiler_traces.py): the legacy bare array.
+        for name in ("torch-1.13.0-profiler", "torch-1.13.0-autograd-profiler"):
+            with open(os.path.join(DATA, name + ".json")) as f:
+                raw = json.load(f)
+            out = os.path.join(tmp, name)
+            p = b.run("import", os.path.join(DATA, name + ".json"), "--out", out, "--json")
+            if p.returncode:
+                continue
+            dirs.append(out)
+            got = json.loads(p.stdout)
+            ops = rows(os.path.join(out, "ops.csv"))
+            check(got["ops"] == len(ops) == sum(1 for e in raw if e.get("ph") == "X"),
+                  "%s: every complete event an op (%d)" % (name, len(ops)))
+            check(got["memory_events"] == 0, "%s: the legacy layout has no memory events" % name)
+            check({r["phase"] for r in ops} == {"forward", "backward", "optimizer"}, "%s: its phases" % name)
+            check(all(r["stream"] == "host" and r["op"] == "cpu_op" for r in ops), "%s: host cpu_ops" % name)
+            with open(os.path.join(out, "summary.json")) as f:
+                s = json.load(f)
+            check(s["device"] == "cpu" and s["provenance"]["profiler_layout"].startswith("legacy"),
+                  "%s: a CPU trace of the legacy layout" % name)
         # compare and export read them like any run.
         if dirs:
             p = b.run("compare", *dirs, "--json")

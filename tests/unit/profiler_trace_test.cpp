@@ -5,6 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/analysis/slice_tree.h"
 #include "core/trace/import_trace.h"
 #include "core/trace/profiler_trace.h"
 #include "core/trace/run_dir.h"
@@ -56,6 +57,71 @@ TEST(ProfilerTrace, BecomesARunDirectoryThatReadsBack) {
   EXPECT_EQ(back.source, "pytorch-profiler");
   EXPECT_EQ(back.ops.size(), t.ops.size());
   EXPECT_EQ(back.events.size(), t.events.size());
+}
+
+// Real traces of Debian's torch 1.13 (no Kineto), written by record_profiler_traces.py: the
+// legacy bare array of "X" events without a category. Every event is a host op; the autograd
+// engine's ops and what runs inside them are backward, the optimizer's optimizer; the ops nest
+// inside the step's record_function range.
+TEST(ProfilerTrace, ReadsTheLegacyLayoutOfTorch113) {
+  for (const char* name : {"torch-1.13.0-profiler.json", "torch-1.13.0-autograd-profiler.json"}) {
+    SCOPED_TRACE(name);
+    const auto raw = nlohmann::json::parse(remat::testing::slurp(fixture(name)));
+    ASSERT_TRUE(raw.is_array());
+    std::size_t x = 0;
+    for (const auto& e : raw) x += e.value("ph", "") == "X";
+    Trace t = import_trace_file(fixture(name));
+    EXPECT_EQ(t.source, "pytorch-profiler");
+    EXPECT_EQ(t.device, "cpu");
+    ASSERT_EQ(t.ops.size(), x);
+    EXPECT_TRUE(t.events.empty());
+    bool layout = false;
+    for (const auto& [k, v] : t.provenance) layout = layout || (k == "profiler_layout" && v.find("legacy") == 0);
+    EXPECT_TRUE(layout);
+    std::map<Phase, std::size_t> phases;
+    for (const auto& o : t.ops) {
+      EXPECT_EQ(o.stream, Stream::Host) << o.name;
+      EXPECT_EQ(o.op, "cpu_op") << o.name;
+      ++phases[o.phase];
+      if (o.name.rfind("autograd::engine::evaluate_function", 0) == 0 || o.name == "AddmmBackward0")
+        EXPECT_EQ(o.phase, Phase::Backward) << o.name;
+      if (o.name.rfind("Optimizer.", 0) == 0) EXPECT_EQ(o.phase, Phase::Optimizer) << o.name;
+      if (o.name == "aten::linear" || o.name == "aten::gelu" || o.name == "train_step")
+        EXPECT_EQ(o.phase, Phase::Forward) << o.name;
+    }
+    EXPECT_GT(phases[Phase::Forward], 10u);
+    EXPECT_GT(phases[Phase::Backward], 10u);
+    EXPECT_GT(phases[Phase::Optimizer], 3u);
+    // Nested slices: on the outer host track the step's range (and the aten::zeros that
+    // record_function makes just before it, in torch 1.13), every op inside it below it.
+    const SliceTree tree(t);
+    ASSERT_GE(tree.tracks().size(), 4u);
+    const auto& outer = tree.tracks()[0].slices;
+    ASSERT_LE(outer.size(), 2u);
+    EXPECT_EQ(tree.name(t, 0, static_cast<int>(outer.size()) - 1), "train_step");
+    if (outer.size() == 2) EXPECT_EQ(tree.name(t, 0, 0), "aten::zeros");
+    std::size_t slices = 0;
+    for (const auto& tr : tree.tracks()) slices += tr.slices.size();
+    EXPECT_EQ(slices, t.ops.size());
+  }
+}
+
+TEST(ProfilerTrace, LegacyEventsNeedTheirTimesAndOnlyTheBareArrayHasThem) {
+  Trace t = trace_from_profiler_json(nlohmann::json::parse(
+      R"([{"name": "aten::mm", "ph": "X", "ts": 3, "dur": 4, "tid": 1, "pid": "CPU functions", "args": {}},
+          {"name": "x", "ph": "s", "ts": 3, "tid": 1, "pid": "CPU functions", "id": 0, "cat": "cpu_to_cuda", "args": {}}])"),
+      "t.json");
+  ASSERT_EQ(t.ops.size(), 1u);
+  EXPECT_EQ(t.ops[0].end_ns - t.ops[0].start_ns, 4000);
+  std::string m = message_of([] {
+    trace_from_profiler_json(nlohmann::json::parse(R"([{"name": "aten::mm", "ph": "X", "ts": 3, "tid": 1}])"), "t.json");
+  });
+  EXPECT_NE(m.find("event 0 (aten::mm) has no 'dur'"), std::string::npos) << m;
+  // A Kineto object's events always have a category: one without is not a CPU op there.
+  m = message_of([] {
+    trace_from_profiler_json(nlohmann::json::parse(R"({"traceEvents": [{"name": "aten::mm", "ph": "X", "ts": 3, "dur": 1}]})"), "t.json");
+  });
+  EXPECT_NE(m.find("no cpu_op, kernel"), std::string::npos) << m;
 }
 
 TEST(ProfilerTrace, RefusesJsonThatIsNoProfilerTrace) {

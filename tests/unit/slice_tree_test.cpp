@@ -139,6 +139,40 @@ TEST(SliceTree, CudaKernelsOfOneOpIdFormOneOpSlice) {
   EXPECT_EQ(tree.leaf_track(Stream::Compute), 4);
 }
 
+// A profiler's host ops: an op, the ops it calls inside it (one of them an instant at its very
+// end, as whole microseconds write it) and one of theirs; then a sibling that starts where the
+// first ends.
+TEST(SliceTree, NestedHostOpsLieOneTrackLowerPerOpAroundThem) {
+  Trace t;
+  t.device = "cpu";
+  t.ops = {op(0, 100, Phase::Forward, -1, "aten::linear", 1, Stream::Host),
+           op(5, 40, Phase::Forward, -1, "aten::t", 2, Stream::Host),
+           op(10, 20, Phase::Forward, -1, "aten::transpose", 3, Stream::Host),
+           op(50, 90, Phase::Forward, -1, "aten::addmm", 4, Stream::Host),
+           op(100, 100, Phase::Forward, -1, "aten::detach", 5, Stream::Host),
+           op(100, 150, Phase::Backward, -1, "MmBackward0", 6, Stream::Host)};
+  const SliceTree tree(t);
+  ASSERT_EQ(tree.tracks().size(), 3u);
+  for (std::uint32_t d = 0; d < 3; ++d) {
+    EXPECT_EQ(tree.tracks()[d].stream, Stream::Host);
+    EXPECT_EQ(tree.tracks()[d].depth, d);
+  }
+  auto names = [&](int track) {
+    std::vector<std::string> v;
+    for (std::size_t i = 0; i < tree.tracks()[static_cast<std::size_t>(track)].slices.size(); ++i)
+      v.push_back(tree.name(t, track, static_cast<int>(i)));
+    return v;
+  };
+  EXPECT_EQ(names(0), (std::vector<std::string>{"aten::linear", "MmBackward0"}));
+  EXPECT_EQ(names(1), (std::vector<std::string>{"aten::t", "aten::addmm", "aten::detach"}));
+  EXPECT_EQ(names(2), (std::vector<std::string>{"aten::transpose"}));
+  EXPECT_EQ(tree.leaf_of(2), std::make_pair(2, 0));
+  EXPECT_EQ(tree.leaf_of(4), std::make_pair(1, 2));
+  EXPECT_EQ(tree.leaf_of(5), std::make_pair(0, 1));
+  EXPECT_EQ(tree.flops(t, 1, 1), 40u);
+  EXPECT_EQ(tree.span_rows().rows(), 3u);
+}
+
 TEST(SliceTree, EmptyTraceHasNoTracks) {
   const Trace t;
   const SliceTree tree(t);

@@ -75,7 +75,9 @@ void OpTimelineView::setData(std::shared_ptr<const Trace> t, std::shared_ptr<con
   bars()->setTimeSelection(0, -1);
   QStringList labels;
   for (const SliceTrack& tr : tree_->tracks())
-    labels << (tr.stream == Stream::Compute ? QString::fromLatin1(to_string(tr.level)) : stream_label(tr.stream));
+    labels << (tr.stream == Stream::Compute ? QString::fromLatin1(to_string(tr.level))
+               : tr.depth ? stream_label(tr.stream) + QStringLiteral(" ") + QString::number(tr.depth + 1)
+                          : stream_label(tr.stream));
   QVector<QColor> colors;
   for (int p = 0; p < kNumPhases; ++p) colors << phase_color(static_cast<Phase>(p));
   colors << QColor(0x9a, 0xa4, 0xb0);  // steps: no phase
