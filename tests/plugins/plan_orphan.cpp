@@ -2,6 +2,7 @@
 // five minutes holding the program's standard output and error, then plans as `none` does. The
 // sleeper's pid goes to the file named by REMAT_TEST_ORPHAN_PIDFILE. Nothing it started may
 // outlive the planning child, so a command capturing the output ends at once.
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <unistd.h>
@@ -15,6 +16,10 @@ class PlanOrphan final : public remat::Policy {
   std::string description() const override { return "leaves a process behind that left its group"; }
   std::vector<remat::ParamDecl> params() const override { return {}; }
   remat::Schedule plan(const remat::PlanContext& ctx) const override {
+    // The sleeper says on a pipe when it has left the group and written its pid: the plan waits
+    // for that (a fixed wait was too short on a loaded machine), then ends with the sleeper alive.
+    int ready[2];
+    if (::pipe(ready) != 0) std::abort();
     if (::fork() == 0) {
       if (::fork() != 0) ::_exit(0);  // the sleeper's parent ends: it is an orphan
       ::setsid();
@@ -24,10 +29,18 @@ class PlanOrphan final : public remat::Policy {
           std::fclose(out);
         }
       }
+      const char byte = 1;
+      (void)!::write(ready[1], &byte, 1);
+      ::close(ready[0]);
+      ::close(ready[1]);
       ::sleep(300);
       ::_exit(0);
     }
-    ::usleep(200 * 1000);  // the sleeper has left the group and written its pid
+    ::close(ready[1]);
+    char byte = 0;
+    while (::read(ready[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    ::close(ready[0]);
     return remat::store_all_schedule(ctx.blocks);
   }
 };

@@ -12,21 +12,13 @@
 #include <string>
 
 #include "core/memory/memory_resource.h"
+#include "under_asan.h"
 
 namespace remat {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kOwnMalloc = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kOwnMalloc = true;
-#else
-constexpr bool kOwnMalloc = false;
-#endif
-#else
-constexpr bool kOwnMalloc = false;
-#endif
+// Under AddressSanitizer malloc is the sanitizer's own.
+constexpr bool kOwnMalloc = REMAT_UNDER_ASAN != 0;
 
 long minor_faults() {
   rusage u{};

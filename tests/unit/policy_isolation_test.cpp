@@ -14,6 +14,7 @@
 #include "core/plugin/registry.h"
 #include "plugin_test_util.h"
 #include "policy_test_util.h"
+#include "under_asan.h"
 
 namespace fs = std::filesystem;
 
@@ -188,7 +189,7 @@ TEST(PolicyIsolation, APlanThatWritesGarbageIsReportedAndNeverReachesStdout) {
 // OpenBLAS's fork handler stops its threads; a GEMM running meanwhile on another thread used to
 // wait for them forever (the desktop app plans predictions while a run trains).
 TEST(PolicyIsolation, PlansWhileAnotherThreadRunsGemmsDoNotHangTheGemms) {
-#if defined(__SANITIZE_ADDRESS__)
+#if REMAT_UNDER_ASAN
   // Every plan forks a child while the other thread allocates; the AddressSanitizer runtime of
   // this toolchain does not hold its allocator's lock across fork, so a child can inherit it
   // taken and hang. The plain build runs this test.
