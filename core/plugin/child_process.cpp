@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/plugin/child_reply.h"
 #include "core/plugin/registry.h"
 #include "core/util/error.h"
 #include "core/util/fork_guard.h"
@@ -34,9 +35,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The reply's marker: a child's reply is {"remat_child_reply": 1, "ok": value} or
-// {"remat_child_reply": 1, "error": "message"}.
-constexpr const char* kMarker = "remat_child_reply";
 constexpr int kReplyFd = 3;  // where the child finds the write end of the pipe
 
 std::string seconds(double s) {
@@ -86,7 +84,7 @@ void isolate_child(pid_t parent, int reply_fd) {
 }
 
 [[noreturn]] void child_main(const std::function<nlohmann::json()>& work, std::uint64_t memory_bytes) {
-  nlohmann::json reply = {{kMarker, 1}};
+  nlohmann::json reply = {{kChildReplyMarker, 1}};
   try {
     reply["ok"] = work();
   } catch (const std::bad_alloc&) {
@@ -345,14 +343,7 @@ nlohmann::json run_in_child(const std::function<nlohmann::json()>& work, const C
       throw ChildProcessError("it exited with status " + std::to_string(WEXITSTATUS(status)) + " without replying");
     throw ChildProcessError("it exited without replying");
   }
-  nlohmann::json j = nlohmann::json::parse(data, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains(kMarker) || (!j.contains("ok") && !j.contains("error")))
-    throw ChildProcessError("it sent something that is not a " + limits.reply_name + ": '" + printable(data, 60) + "'");
-  if (j.contains("error")) {
-    const auto& e = j["error"];
-    throw Error(e.is_string() ? e.get<std::string>() : e.dump());
-  }
-  return j["ok"];
+  return decode_child_reply(data, limits.reply_name);
 }
 
 std::uint64_t memory_from_env(const char* var, std::uint64_t fallback) {

@@ -97,6 +97,10 @@ PolicyDeclaration probe_plugin(const std::string& path, double timeout_s) {
   } catch (const ChildProcessError& e) {  // what declare() threw is the reason itself
     throw Error(std::string("its load probe failed: ") + e.what());
   }
+  return declaration_from_reply(j);
+}
+
+PolicyDeclaration declaration_from_reply(const nlohmann::json& j) {
   try {
     PolicyDeclaration d;
     d.name = j.at("name").get<std::string>();

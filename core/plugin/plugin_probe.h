@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/plugin/policy.h"
 
 namespace remat {
@@ -25,6 +27,8 @@ constexpr double kPluginProbeTimeoutS = 30;
 // loaded: ...", "not a RematLab policy plugin ...", "built for policy ABI version ...", "its
 // factory failed: ...", "its description() failed: ...", "its load probe crashed (signal ...)".
 PolicyDeclaration probe_plugin(const std::string& path, double timeout_s = kPluginProbeTimeoutS);
+// The declarations in a probe's reply (what the child sent); Error when they cannot be read.
+PolicyDeclaration declaration_from_reply(const nlohmann::json& j);
 
 // Names a user can type in `--policy name:key=value,key=value`: 1 to 64 of a-z, 0-9, '_', '-'.
 bool is_choosable_name(const std::string& name);

@@ -1,5 +1,6 @@
 #include "core/schedule/schedule.h"
 
+#include <exception>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -56,11 +57,16 @@ nlohmann::json schedule_to_json(const Schedule& s) {
   return j;
 }
 
-Schedule schedule_from_json(const nlohmann::json& in) {
+namespace {
+
+// `rematlab-batch plan --json` prints the prediction with the schedule under "schedule".
+const nlohmann::json& schedule_object(const nlohmann::json& in) {
   if (!in.is_object()) throw Error("schedule: expected a JSON object");
-  // `rematlab-batch plan --json` prints the prediction with the schedule under "schedule".
-  const nlohmann::json& j =
-      !in.contains("blocks") && in.contains("schedule") && in["schedule"].is_object() ? in["schedule"] : in;
+  return !in.contains("blocks") && in.contains("schedule") && in["schedule"].is_object() ? in["schedule"] : in;
+}
+
+// Everything but the actions, checked; `count` actions in the file.
+Schedule schedule_header(const nlohmann::json& j) {
   if (!j.contains("actions") || !j["actions"].is_array())
     throw Error("schedule: missing the 'actions' array");
   if (!j.contains("blocks") || !j["blocks"].is_number_integer())
@@ -70,10 +76,6 @@ Schedule schedule_from_json(const nlohmann::json& in) {
   if (j.contains("version") && j["version"] != 1)
     throw Error("schedule: version " + json_snippet(j["version"]) +
                 " is not one this RematLab reads (1); a newer RematLab wrote it");
-  const auto& actions = j["actions"];
-  if (actions.size() > static_cast<std::size_t>(limits::kScheduleActions))
-    throw LimitError("schedule: " + std::to_string(actions.size()) + " actions, more than the " +
-                     std::to_string(limits::kScheduleActions) + " a schedule may hold");
   auto str_field = [&](const char* k, const std::string& fallback) {
     if (!j.contains(k)) return fallback;
     if (!j[k].is_string()) throw Error(std::string("schedule: '") + k + "' must be a string, got " + json_snippet(j[k]));
@@ -87,50 +89,88 @@ Schedule schedule_from_json(const nlohmann::json& in) {
     throw LimitError("schedule: blocks " + std::to_string(s.blocks) + " is more than the " +
                      std::to_string(limits::kLayers) + " layers a model may have");
   s.checkpoint_slots = j.contains("checkpoint_slots") ? json_int(j["checkpoint_slots"], "schedule: 'checkpoint_slots'") : 0;
-  std::size_t i = 0;
-  for (const auto& e : j["actions"]) {
-    auto bad = [&](const std::string& why) {
-      throw Error("schedule: action " + std::to_string(i) + ": " + why + " (" + json_snippet(e) + ")");
-    };
-    if (!e.is_object() || !e.contains("action") || !e["action"].is_string()) bad("no 'action'");
-    if (!e.contains("block") || !e["block"].is_number_integer()) bad("no integer 'block'");
-    std::string a = e["action"].get<std::string>();
-    Action act;
-    act.block = json_int(e["block"], "schedule: action " + std::to_string(i) + " block");
-    bool found = false;
-    for (int k = 0; k <= static_cast<int>(ActionKind::Drop); ++k)
-      if (a == to_string(static_cast<ActionKind>(k))) {
-        act.kind = static_cast<ActionKind>(k);
-        found = true;
-      }
-    if (!found) bad("unknown action '" + a + "'");
-    if (e.contains("keep")) {
-      const auto& k = e["keep"];
-      if (k.is_string()) {
-        std::string ks = k.get<std::string>();
-        if (ks == "all") act.keep = Keep::all();
-        else if (ks == "input") act.keep = Keep::input();
-        else if (ks == "none") act.keep = Keep::none();
-        else bad("keep must be all, input, none or a list of tensor names");
-      } else if (k.is_array()) {
-        std::vector<std::string> names;
-        for (const auto& n : k) {
-          if (!n.is_string()) bad("keep list entries must be tensor names");
-          names.push_back(n.get<std::string>());
-        }
-        act.keep = Keep::named(std::move(names));
-      } else {
-        bad("keep must be a string or a list");
-      }
+  return s;
+}
+
+LimitError too_many_actions(std::size_t n) {
+  return LimitError("schedule: " + std::to_string(n) + " actions, more than the " +
+                    std::to_string(limits::kScheduleActions) + " a schedule may hold");
+}
+
+// Action `i` of the 'actions' array.
+Action action_from_json(const nlohmann::json& e, std::size_t i) {
+  auto bad = [&](const std::string& why) {
+    throw Error("schedule: action " + std::to_string(i) + ": " + why + " (" + json_snippet(e) + ")");
+  };
+  if (!e.is_object() || !e.contains("action") || !e["action"].is_string()) bad("no 'action'");
+  if (!e.contains("block") || !e["block"].is_number_integer()) bad("no integer 'block'");
+  const std::string& a = e["action"].get_ref<const std::string&>();
+  Action act;
+  act.block = json_int(e["block"], "schedule: action " + std::to_string(i) + " block");
+  bool found = false;
+  for (int k = 0; k <= static_cast<int>(ActionKind::Drop); ++k)
+    if (a == to_string(static_cast<ActionKind>(k))) {
+      act.kind = static_cast<ActionKind>(k);
+      found = true;
     }
-    s.actions.push_back(std::move(act));
-    ++i;
+  if (!found) bad("unknown action '" + a + "'");
+  if (e.contains("keep")) {
+    const auto& k = e["keep"];
+    if (k.is_string()) {
+      const std::string& ks = k.get_ref<const std::string&>();
+      if (ks == "all") act.keep = Keep::all();
+      else if (ks == "input") act.keep = Keep::input();
+      else if (ks == "none") act.keep = Keep::none();
+      else bad("keep must be all, input, none or a list of tensor names");
+    } else if (k.is_array()) {
+      std::vector<std::string> names;
+      for (const auto& n : k) {
+        if (!n.is_string()) bad("keep list entries must be tensor names");
+        names.push_back(n.get<std::string>());
+      }
+      act.keep = Keep::named(std::move(names));
+    } else {
+      bad("keep must be a string or a list");
+    }
   }
+  return act;
+}
+
+}  // namespace
+
+Schedule schedule_from_json(const nlohmann::json& in) {
+  const nlohmann::json& j = schedule_object(in);
+  Schedule s = schedule_header(j);
+  const auto& actions = j["actions"];
+  if (actions.size() > static_cast<std::size_t>(limits::kScheduleActions)) throw too_many_actions(actions.size());
+  s.actions.reserve(actions.size());
+  for (std::size_t i = 0; i < actions.size(); ++i) s.actions.push_back(action_from_json(actions[i], i));
   return s;
 }
 
 Schedule load_schedule_file(const std::string& path) {
-  return schedule_from_json(read_json_file(path));
+  // The actions are read as the parser completes each one (a schedule may hold 10^7): those of
+  // the top level and those of a `plan --json` output's "schedule", kept apart until the rest of
+  // the file says which is the schedule; an action's error is reported after the header's.
+  std::vector<Action> actions[2];
+  std::exception_ptr error[2];
+  const nlohmann::json top = read_json_file_streaming(
+      path, {{"actions"}, {"schedule", "actions"}}, [&](std::size_t p, std::size_t i, nlohmann::json&& e) {
+        if (error[p]) return;
+        try {
+          if (i >= static_cast<std::size_t>(limits::kScheduleActions)) throw too_many_actions(i + 1);
+          actions[p].push_back(action_from_json(e, i));
+        } catch (const Error&) {
+          error[p] = std::current_exception();
+          actions[p] = {};
+        }
+      });
+  const nlohmann::json& j = schedule_object(top);
+  const std::size_t which = &j == &top ? 0 : 1;
+  Schedule s = schedule_header(j);
+  if (error[which]) std::rethrow_exception(error[which]);
+  s.actions = std::move(actions[which]);
+  return s;
 }
 
 }  // namespace remat

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include <unordered_set>
+
 #include "core/util/error.h"
 #include "core/util/json_io.h"
 #include "core/util/limits.h"
@@ -167,9 +169,11 @@ void Reader::init() {
   if (data_.back() != '\n')
     throw Error(name_ + ": truncated (the last line has no line break)");
   if (!parse_row(header_)) throw Error(name_ + ": empty (no header row)");
-  for (std::size_t i = 0; i < header_.size(); ++i)
-    for (std::size_t k = 0; k < i; ++k)
-      if (header_[i] == header_[k]) throw Error(name_ + ": column '" + std::string(header_[i]) + "' appears twice");
+  // One hash set, not every pair (a header of 10^5 columns took 10 s that way).
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(header_.size());
+  for (const auto& h : header_)
+    if (!seen.insert(h).second) throw Error(name_ + ": column " + quote_field(h) + " appears twice");
   fields_.reserve(header_.size());
 }
 
@@ -279,3 +283,25 @@ double Reader::f64(std::size_t c) const {
 }
 
 }  // namespace remat::csv
+
+namespace remat {
+
+std::string quote_field(std::string_view s) {
+  constexpr std::size_t kMax = 80;
+  std::string q = "'";
+  for (std::size_t i = 0; i < s.size() && i < kMax; ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      q += b;
+    } else {
+      q += static_cast<char>(c);
+    }
+  }
+  q += "'";
+  if (s.size() > kMax) q += "... (" + std::to_string(s.size()) + " characters)";
+  return q;
+}
+
+}  // namespace remat

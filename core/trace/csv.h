@@ -142,3 +142,10 @@ class Reader {
 };
 
 }  // namespace remat::csv
+
+namespace remat {
+
+// `s` quoted for a message: at most 80 characters, control bytes (NUL included) as \xNN.
+std::string quote_field(std::string_view s);
+
+}  // namespace remat

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <optional>
 #include <unordered_map>
@@ -32,7 +33,10 @@ struct Rec {
   bool memory = false;
   Role role = Role::CpuOp;
   Stream stream = Stream::Host;
-  const nlohmann::json* ev = nullptr;
+  // The args read: "External id", "correlation", "flops"; for [memory] instants "Device Type",
+  // "Device Id", "Addr", "Bytes", "Total Reserved" (absent where missing or not integers).
+  std::optional<std::int64_t> external, correlation;
+  std::int64_t flops = 0, device_type = 1, device_id = 0, addr = 0, bytes = 0, total_reserved = 0;
   std::string name, cat;
   Phase phase = Phase::Forward;
   std::string enclosing;  // memory: the innermost op around it
@@ -77,63 +81,51 @@ std::optional<Phase> marker_phase(const std::string& name) {
   return std::nullopt;
 }
 
-std::int64_t arg_int(const nlohmann::json& ev, const char* key, std::int64_t fallback) {
+std::optional<std::int64_t> arg(const nlohmann::json& ev, const char* key) {
   auto a = ev.find("args");
-  if (a == ev.end() || !a->is_object()) return fallback;
+  if (a == ev.end() || !a->is_object()) return std::nullopt;
   auto v = a->find(key);
-  if (v == a->end() || !v->is_number_integer()) return fallback;
+  if (v == a->end() || !v->is_number_integer()) return std::nullopt;
   return v->get<std::int64_t>();
 }
 
 
-}  // namespace
+// The events one at a time (each as soon as the parser has it), then the trace.
+class Events {
+ public:
+  Events(const std::string& where, bool legacy) : where_(where), legacy_(legacy) {}
 
-Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where) {
-  auto refuse = [&where](const std::string& why) -> Error {
-    return Error(where + ": not a torch.profiler trace (" + why + ")");
-  };
-  const nlohmann::json* list = &j;
-  const bool legacy = j.is_array();
-  if (j.is_object()) {
-    auto od = j.find("otherData");
-    auto fmt = od != j.end() && od->is_object() ? od->find("format") : j.end();
-    if (od != j.end() && od->is_object() && fmt != od->end() && *fmt == "rematlab-chrome-trace")
-      throw Error(where + ": a RematLab trace.json; open the run directory it belongs to instead");
-    auto it = j.find("traceEvents");
-    if (it == j.end() || !it->is_array()) throw refuse("no 'traceEvents' array");
-    list = &*it;
-  } else if (!j.is_array()) {
-    throw refuse("a JSON " + std::string(j.type_name()) + ", not an object with 'traceEvents'");
-  }
+  Error refuse(const std::string& why) const { return Error(where_ + ": not a torch.profiler trace (" + why + ")"); }
 
-  double t0 = std::numeric_limits<double>::infinity();
-  std::vector<Rec> recs;
-  for (std::size_t i = 0; i < list->size(); ++i) {
-    const auto& e = (*list)[i];
+  void add(std::size_t i, const nlohmann::json& e) {
     if (!e.is_object()) throw refuse("event " + std::to_string(i) + " is " + json_snippet(e) + ", not an object");
     auto ts = e.find("ts");
     if (ts != e.end() && ts->is_number()) {
       double v = ts->get<double>();
       if (!std::isfinite(v)) throw refuse("event " + std::to_string(i) + " has a 'ts' that is not finite");
-      t0 = std::min(t0, v);
+      t0_ = std::min(t0_, v);
     }
     auto ph = e.find("ph");
     auto name = e.find("name");
-    if (ph == e.end() || !ph->is_string() || name == e.end() || !name->is_string()) continue;
-    const std::string p = ph->get<std::string>();
+    if (ph == e.end() || !ph->is_string() || name == e.end() || !name->is_string()) return;
+    const std::string& p = ph->get_ref<const std::string&>();
     Rec r;
-    r.ev = &e;
     r.name = name->get<std::string>();
     if (p == "X") {
       auto cat = e.find("cat");
-      if (cat == e.end() && legacy) r.cat = "cpu_op";  // the legacy layout: every event a CPU function
+      if (cat == e.end() && legacy_) r.cat = "cpu_op";  // the legacy layout: every event a CPU function
       else r.cat = cat != e.end() && cat->is_string() ? cat->get<std::string>() : std::string();
-      if (!classify(r.cat, r.name, r)) continue;
+      if (!classify(r.cat, r.name, r)) return;
     } else if ((p == "i" || p == "I") && r.name == "[memory]") {
       r.memory = true;
     } else {
-      continue;
+      return;
     }
+    // Names become ops.csv text, whose reader refuses a NUL byte (the parser has checked UTF-8).
+    if (r.name.find('\0') != std::string::npos)
+      throw refuse("event " + std::to_string(i) + " has a 'name' holding a NUL byte: " + json_snippet(*name));
+    if (r.cat.find('\0') != std::string::npos)
+      throw refuse("event " + std::to_string(i) + " has a 'cat' holding a NUL byte");
     if (ts == e.end() || !ts->is_number()) throw refuse("event " + std::to_string(i) + " (" + r.name + ") has no 'ts'");
     r.ts = ts->get<double>();
     if (!r.memory) {
@@ -147,8 +139,81 @@ Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where
       return v != e.end() && v->is_number_integer() ? static_cast<std::uint64_t>(v->get<std::int64_t>()) : 0;
     };
     r.tid_key = static_cast<std::int64_t>((num("pid") << 32) ^ num("tid"));
-    recs.push_back(std::move(r));
+    if (r.memory) {
+      r.device_type = arg(e, "Device Type").value_or(1);
+      r.device_id = arg(e, "Device Id").value_or(0);
+      r.addr = arg(e, "Addr").value_or(0);
+      r.bytes = arg(e, "Bytes").value_or(0);
+      r.total_reserved = arg(e, "Total Reserved").value_or(0);
+    } else {
+      r.external = arg(e, "External id");
+      r.correlation = arg(e, "correlation");
+      r.flops = arg(e, "flops").value_or(0);
+    }
+    recs_.push_back(std::move(r));
   }
+
+  Trace finish();
+
+ private:
+  const std::string& where_;
+  const bool legacy_;  // the bare array of the legacy autograd profiler
+  double t0_ = std::numeric_limits<double>::infinity();
+  std::vector<Rec> recs_;
+};
+
+// What the top of the document says (the events aside): RematLab's own trace, or no event list.
+void check_top(const nlohmann::json& j, const Events& ev, const std::string& where) {
+  if (j.is_object()) {
+    auto od = j.find("otherData");
+    auto fmt = od != j.end() && od->is_object() ? od->find("format") : j.end();
+    if (od != j.end() && od->is_object() && fmt != od->end() && *fmt == "rematlab-chrome-trace")
+      throw Error(where + ": a RematLab trace.json; open the run directory it belongs to instead");
+    auto it = j.find("traceEvents");
+    if (it == j.end() || !it->is_array()) throw ev.refuse("no 'traceEvents' array");
+  } else if (!j.is_array()) {
+    throw ev.refuse("a JSON " + std::string(j.type_name()) + ", not an object with 'traceEvents'");
+  }
+}
+
+}  // namespace
+
+Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where) {
+  Events ev(where, j.is_array());
+  check_top(j, ev, where);
+  const nlohmann::json& list = j.is_object() ? *j.find("traceEvents") : j;
+  for (std::size_t i = 0; i < list.size(); ++i) ev.add(i, list[i]);
+  return ev.finish();
+}
+
+Trace import_profiler_trace(const std::string& path) {
+  // Each event is taken as the parser completes it: memory holds one event's JSON at a time and
+  // what is kept of each (a profile of 10^7 events is about 1 GB of JSON).
+  // The streamed path says the layout: {} the legacy bare array, {"traceEvents"} Kineto's object.
+  Events legacy(path, true), kineto(path, false);
+  std::exception_ptr first_error;
+  const nlohmann::json top = read_json_file_streaming(
+      path, {{}, {"traceEvents"}}, [&](std::size_t p, std::size_t i, nlohmann::json&& e) {
+        if (first_error) return;
+        try {
+          (p == 0 ? legacy : kineto).add(i, e);
+        } catch (const Error&) {
+          first_error = std::current_exception();  // reported after what the top says
+        }
+      });
+  Events& ev = top.is_array() ? legacy : kineto;
+  check_top(top, ev, path);
+  if (first_error) std::rethrow_exception(first_error);
+  return ev.finish();
+}
+
+namespace {
+
+Trace Events::finish() {
+  const std::string& where = where_;
+  auto refuse = [this](const std::string& why) { return this->refuse(why); };
+  const double t0 = t0_;
+  std::vector<Rec>& recs = recs_;
   if (recs.empty())
     throw refuse("no cpu_op, kernel, cuda_runtime, gpu_memcpy or gpu_memset event and no [memory] instant");
 
@@ -191,22 +256,22 @@ Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where
   for (const auto& r : recs) {
     if (r.memory || r.role == Role::Device) continue;
     if (r.role == Role::CpuOp) {
-      std::int64_t x = arg_int(*r.ev, "External id", -1);
+      std::int64_t x = r.external.value_or(-1);
       if (x >= 0) by_external.emplace(x, r.phase);
     } else {
-      std::int64_t c = arg_int(*r.ev, "correlation", -1);
+      std::int64_t c = r.correlation.value_or(-1);
       if (c >= 0) by_correlation.emplace(c, r.phase);
     }
   }
   for (auto& r : recs) {
     if (r.memory || r.role != Role::Device) continue;
-    std::int64_t x = arg_int(*r.ev, "External id", -1), c = arg_int(*r.ev, "correlation", -1);
+    std::int64_t x = r.external.value_or(-1), c = r.correlation.value_or(-1);
     if (auto it = by_external.find(x); x >= 0 && it != by_external.end()) r.phase = it->second;
     else if (auto it2 = by_correlation.find(c); c >= 0 && it2 != by_correlation.end()) r.phase = it2->second;
   }
 
   Trace t = imported_trace("pytorch-profiler", where);
-  t.provenance.emplace_back("profiler_layout", legacy ? "legacy autograd profiler (bare array)" : "kineto (traceEvents)");
+  t.provenance.emplace_back("profiler_layout", legacy_ ? "legacy autograd profiler (bare array)" : "kineto (traceEvents)");
   std::int64_t end_ns = 0;
   bool cuda = false;
   for (const auto& r : recs) {
@@ -219,8 +284,8 @@ Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where
     o.op = r.cat;
     o.phase = r.phase;
     o.step = 0;
-    o.flops = static_cast<std::uint64_t>(std::max<std::int64_t>(0, arg_int(*r.ev, "flops", 0)));
-    std::int64_t id = arg_int(*r.ev, "External id", arg_int(*r.ev, "correlation", 0));
+    o.flops = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.flops));
+    std::int64_t id = r.external.value_or(r.correlation.value_or(0));
     o.op_id = static_cast<std::uint64_t>(std::max<std::int64_t>(0, id));
     end_ns = std::max(end_ns, o.end_ns);
     cuda = cuda || r.role == Role::Device;
@@ -235,9 +300,9 @@ Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where
   std::vector<const Rec*> mem;
   bool any_gpu = false;
   for (const auto& r : recs)
-    if (r.memory && arg_int(*r.ev, "Device Type", 1) != 0) any_gpu = true;
+    if (r.memory && r.device_type != 0) any_gpu = true;
   for (const auto& r : recs)
-    if (r.memory && (arg_int(*r.ev, "Device Type", 1) != 0) == any_gpu) mem.push_back(&r);
+    if (r.memory && (r.device_type != 0) == any_gpu) mem.push_back(&r);
   std::stable_sort(mem.begin(), mem.end(), [](const Rec* a, const Rec* b) { return a->ts < b->ts; });
   cuda = cuda || any_gpu;
   t.device = cuda ? "cuda" : "cpu";
@@ -249,11 +314,11 @@ Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where
   for (std::size_t k = 0; k < mem.size(); ++k) {
     const Rec& r = *mem[k];
     const std::string at = "[memory] event at ts " + std::to_string(r.ts);
-    const std::int64_t bytes = arg_int(*r.ev, "Bytes", 0), addr = arg_int(*r.ev, "Addr", 0);
+    const std::int64_t bytes = r.bytes, addr = r.addr;
     if (bytes == 0) continue;
     if (bytes < -limits::kMemoryBytes || bytes > limits::kMemoryBytes)
       throw Error(where + ": " + at + ": 'Bytes' " + std::to_string(bytes) + " is out of range");
-    const std::uint64_t key = (static_cast<std::uint64_t>(arg_int(*r.ev, "Device Id", 0)) << 56) ^
+    const std::uint64_t key = (static_cast<std::uint64_t>(r.device_id) << 56) ^
                               static_cast<std::uint64_t>(addr);
     MemoryEvent m;
     m.t_ns = ns(r.ts);
@@ -262,7 +327,7 @@ Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where
     m.category = Category::Unknown;
     m.phase = r.phase;
     m.space = Space::Device;
-    m.reserved = static_cast<std::uint64_t>(std::clamp<std::int64_t>(arg_int(*r.ev, "Total Reserved", 0), 0, limits::kMemoryBytes));
+    m.reserved = static_cast<std::uint64_t>(std::clamp<std::int64_t>(r.total_reserved, 0, limits::kMemoryBytes));
     end_ns = std::max(end_ns, m.t_ns);
     if (bytes > 0) {
       if (live.count(key)) throw Error(where + ": " + at + ": allocates at " + hex_address(addr) + ", which is allocated already");
@@ -302,6 +367,6 @@ Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where
   return t;
 }
 
-Trace import_profiler_trace(const std::string& path) { return trace_from_profiler_json(read_json_file(path), path); }
+}  // namespace
 
 }  // namespace remat

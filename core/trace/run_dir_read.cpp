@@ -416,7 +416,7 @@ nlohmann::json read_summary(const std::string& dir, Trace& t) {
 void read_schedule(const std::string& dir, const nlohmann::json& summary, Trace& t) {
   const std::string file = join(dir, kScheduleFile);
   try {
-    t.schedule = schedule_from_json(read_json_file(file));
+    t.schedule = load_schedule_file(file);
   } catch (const nlohmann::json::exception& e) {
     throw Error(file + ": " + e.what());
   } catch (const Error& e) {

@@ -10,24 +10,6 @@
 
 namespace remat {
 
-std::string quote_field(std::string_view s) {
-  constexpr std::size_t kMax = 80;
-  std::string q = "'";
-  for (std::size_t i = 0; i < s.size() && i < kMax; ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\x%02x", c);
-      q += b;
-    } else {
-      q += static_cast<char>(c);
-    }
-  }
-  q += "'";
-  if (s.size() > kMax) q += "... (" + std::to_string(s.size()) + " characters)";
-  return q;
-}
-
 namespace {
 
 std::string join_values(const std::vector<std::string_view>& v) {

@@ -77,7 +77,4 @@ class TableReader {
   bool nul_ = false;  // the file holds a NUL byte: look for it in each text field
 };
 
-// `s` quoted for a message: at most 80 characters, control bytes (NUL included) as \xNN.
-std::string quote_field(std::string_view s);
-
 }  // namespace remat

@@ -103,22 +103,6 @@ std::string read_regular_file(const std::string& path, std::uint64_t max_bytes) 
   return out;
 }
 
-nlohmann::json parse_json(const std::string& text, const std::string& where) {
-  auto depth_check = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json&) {
-    if ((ev == nlohmann::json::parse_event_t::object_start ||
-         ev == nlohmann::json::parse_event_t::array_start) &&
-        depth >= limits::kJsonDepth)
-      throw LimitError(where + ": JSON nested deeper than " + std::to_string(limits::kJsonDepth) +
-                       " levels");
-    return true;
-  };
-  try {
-    return nlohmann::json::parse(text, depth_check);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(where + ": not valid JSON (truncated or corrupt): " + e.what());
-  }
-}
-
 nlohmann::json read_json_file(const std::string& path) {
   return parse_json(read_regular_file(path, limits::kJsonFileBytes), path);
 }

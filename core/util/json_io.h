@@ -1,11 +1,15 @@
-// Reading what a user hands us: only regular files, bounded in size; JSON bounded in nesting
-// depth and refused with trailing bytes; values quoted in messages without dumping a whole tree.
+// Reading what a user hands us: only regular files, bounded in size; JSON parsed in time and
+// memory linear in its text, bounded in nesting depth and in the memory its values take, refused
+// with trailing bytes; values quoted in messages without dumping a whole tree.
 #pragma once
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/util/limits.h"
 
@@ -19,11 +23,32 @@ void require_regular_file(const std::string& path);
 // The same check, keeping the file open: a read-only descriptor the caller closes, and its stat.
 int open_regular_file(const std::string& path, struct stat& st);
 
-// Parses `text` as one JSON document: nesting deeper than limits::kJsonDepth is a LimitError,
-// bad syntax or bytes after the document an Error; both start with `where`.
-nlohmann::json parse_json(const std::string& text, const std::string& where);
+// Parses `text` as one JSON document, in time and memory linear in its size (nlohmann's SAX
+// parser and a document builder of ours). Nesting deeper than limits::kJsonDepth, text longer than
+// limits::kJsonFileBytes and values needing more memory than the host has available (counted as
+// they are built, about 16 to 64 bytes per value) are a LimitError; bad syntax or bytes after the
+// document an Error. Both start with `where`. Duplicate keys: the last one wins.
+nlohmann::json parse_json(std::string_view text, const std::string& where);
+// parse_json with a bound of `max_value_bytes` on the memory its values take, in place of what
+// the host has available.
+nlohmann::json parse_json(std::string_view text, const std::string& where, std::uint64_t max_value_bytes);
 // read_regular_file + parse_json, bounded by limits::kJsonFileBytes.
 nlohmann::json read_json_file(const std::string& path);
+
+// Keys from the top of a document to an array: {} is the document itself, {"traceEvents"} the
+// array under that key of the top-level object.
+using JsonPath = std::vector<std::string>;
+// Called with the index of the path in `streamed`, the element's index in its array, the element.
+using JsonElementFn = std::function<void(std::size_t path, std::size_t index, nlohmann::json&& element)>;
+// parse_json, except that each element of an array at one of the `streamed` paths goes to `each`
+// as soon as it is complete and is not kept: memory holds one element and the rest of the
+// document. Those arrays are left empty in what it returns. An exception from `each` ends the
+// parse. A streamed path that occurs twice (a repeated key) is an Error.
+nlohmann::json parse_json_streaming(std::string_view text, const std::string& where,
+                                    const std::vector<JsonPath>& streamed, const JsonElementFn& each);
+// read_regular_file + parse_json_streaming.
+nlohmann::json read_json_file_streaming(const std::string& path, const std::vector<JsonPath>& streamed,
+                                        const JsonElementFn& each);
 
 // A short quotation of `v` for a message: its JSON, cut at 80 characters with what was cut
 // (an array's or object's size, a string's length). For values read through parse_json.

@@ -43,6 +43,33 @@ def write(path, text):
     return path
 
 
+def reader_findings(w, tiny_run, plugins):
+    """Cases of what readers took from users: nested plugin replies, bytes a run directory cannot
+    hold. Each failed before its fix (said in the commit that fixed it)."""
+    cases = []
+    if plugins:
+        for lib in ("probe_nested.so", "plan_nested.so"):
+            d = os.path.join(w, lib + ".dir")
+            os.mkdir(d)
+            os.symlink(os.path.join(plugins, lib), os.path.join(d, lib))
+        # A child's reply of half a million nested arrays crashed the parent (SIGSEGV).
+        cases += [
+            Case("a load probe replying nested arrays", ["list", "policies"], 0, "probe_nested.so",
+                 "nested deeper than 64", env={"REMAT_PLUGIN_PATH": os.path.join(w, "probe_nested.so.dir")}, timeout=60),
+            Case("a plan replying nested arrays", ["plan", "--model", "tiny", "--policy", "plan_nested"], 1,
+                 "plan_nested.so", "not a plan reply", "nested deeper than 64",
+                 env={"REMAT_PLUGIN_PATH": os.path.join(w, "plan_nested.so.dir")}, timeout=60),
+        ]
+    # A NUL in an imported op name made a directory compare and export refuse.
+    nul_op = write(os.path.join(w, "nul_op.json"), json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::m\u0000m", "ts": 1, "dur": 2}]}))
+    cases += [
+        Case("a profiler op name with a NUL", ["import", nul_op, "--out", os.path.join(w, "i3")], 1,
+             "event 0 has a 'name' holding a NUL byte"),
+    ]
+    return cases
+
+
 def catalogue(w, tiny_run):
     """Builds the files the cases read, in `w`, and returns the cases."""
     j = lambda name, obj: write(os.path.join(w, name), json.dumps(obj))  # noqa: E731
@@ -477,7 +504,7 @@ def offload_pairs_peak_rss(binary, env, w, pairs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
-    ap.add_argument("--plugins", help="the test plugins (build/test-plugins): a plugin's orphan, its memory")
+    ap.add_argument("--plugins", help="the test plugins (build/test-plugins): a plugin's orphan, its memory, nested replies")
     ap.add_argument("--sanitized", action="store_true",
                     help="a sanitizer build: its own allocator and shadow memory, so the cases that "
                          "bound the address space or measure resident memory are left out")
@@ -489,7 +516,8 @@ def main():
         tiny_run = os.path.join(w, "tiny_run")
         b.run("run", "--model", "tiny", "--steps", "1", "--warmup", "0", "--out", tiny_run)
         plugins = os.path.abspath(a.plugins) if a.plugins else None
-        for c in catalogue(w, tiny_run) + writer_process_cases(w, tiny_run) + process_cases(w, plugins):
+        for c in (catalogue(w, tiny_run) + writer_process_cases(w, tiny_run) + process_cases(w, plugins) +
+                  reader_findings(w, tiny_run, plugins)):
             if (c.address_space or c.native_only) and a.sanitized:
                 print("skip %s (no address-space limit under a sanitizer)" % c.name)
                 continue

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/model/model_config.h"
 #include "core/model/model_source.h"
@@ -53,6 +55,94 @@ TEST_F(JsonIo, TrailingBytesAfterTheDocumentAreRefused) {
   std::string m = message_of([&] { load_model_file(p); });
   EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
   EXPECT_NO_THROW(parse_json("{}\n  \n", "x"));
+}
+
+TEST_F(JsonIo, StreamedArraysHandEachElementOverAndKeepTheRest) {
+  std::vector<std::pair<std::size_t, std::string>> got;
+  auto each = [&](std::size_t path, std::size_t i, nlohmann::json&& e) {
+    got.emplace_back(path * 100 + i, e.dump());
+  };
+  nlohmann::json j = parse_json_streaming(
+      R"({"a": 1, "traceEvents": [{"x": [1, 2]}, 2, [3], "s"], "b": {"traceEvents": [9]}, "c": [true]})", "x",
+      {{"traceEvents"}, {"b", "c"}}, each);
+  // The top-level array under the key only: the nested one of the same name and "c" are kept.
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0], std::make_pair(std::size_t{0}, std::string(R"({"x":[1,2]})")));
+  EXPECT_EQ(got[1], std::make_pair(std::size_t{1}, std::string("2")));
+  EXPECT_EQ(got[2], std::make_pair(std::size_t{2}, std::string("[3]")));
+  EXPECT_EQ(got[3], std::make_pair(std::size_t{3}, std::string(R"("s")")));
+  EXPECT_EQ(j, nlohmann::json::parse(R"({"a": 1, "traceEvents": [], "b": {"traceEvents": [9]}, "c": [true]})"));
+
+  got.clear();
+  j = parse_json_streaming(R"({"schedule": {"blocks": 2, "actions": [{"a": 0}, {"a": 1}]}})", "x",
+                           {{"actions"}, {"schedule", "actions"}}, each);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1], std::make_pair(std::size_t{101}, std::string(R"({"a":1})")));
+  EXPECT_EQ(j["schedule"]["actions"], nlohmann::json::array());
+
+  got.clear();
+  j = parse_json_streaming("[[1], {}, null]", "x", {{}}, each);  // {}: the document itself
+  EXPECT_EQ(got.size(), 3u);
+  EXPECT_EQ(j, nlohmann::json::array());
+}
+
+TEST_F(JsonIo, StreamingKeepsEveryLimitAndRule) {
+  auto each = [](std::size_t, std::size_t, nlohmann::json&&) {};
+  EXPECT_THROW(parse_json_streaming("{\"e\": [" + nested(limits::kJsonDepth - 1) + "]}", "x", {{"e"}}, each), LimitError);
+  EXPECT_NO_THROW(parse_json_streaming("{\"e\": [" + nested(limits::kJsonDepth - 2) + "]}", "x", {{"e"}}, each));
+  std::string m = message_of([&] { parse_json_streaming(R"({"e": [1], "e": [2]})", "f.json", {{"e"}}, each); });
+  EXPECT_NE(m.find("f.json: 'e' appears twice"), std::string::npos) << m;
+  m = message_of([&] { parse_json_streaming(R"({"e": [1]} x)", "f.json", {{"e"}}, each); });
+  EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
+  m = message_of([&] { parse_json_streaming(R"({"e": [1, )", "f.json", {{"e"}}, each); });
+  EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
+  // What the handler throws ends the parse.
+  EXPECT_THROW(parse_json_streaming("[1, 2]", "x", {{}}, [](std::size_t, std::size_t i, nlohmann::json&&) {
+                 if (i == 1) throw Error("no");
+               }),
+               Error);
+}
+
+TEST_F(JsonIo, TheMemoryOfTheValuesIsBounded) {
+  // 100,000 empty objects: about 6 MB of values from 300 KB of text.
+  std::string text = "[";
+  for (int i = 0; i < 100000; ++i) text += i ? ",{}" : "{}";
+  text += "]";
+  EXPECT_EQ(parse_json(text, "x", std::uint64_t{64} << 20).size(), 100000u);
+  std::string m = message_of([&] { parse_json(text, "many.json", std::uint64_t{1} << 20); });
+  EXPECT_NE(m.find("many.json: its values need more than the 1 MiB of memory this reader allows"), std::string::npos)
+      << m;
+  EXPECT_THROW(parse_json(text, "x", std::uint64_t{1} << 20), LimitError);
+  // A streamed element's memory is let go with it.
+  std::size_t n = 0;
+  parse_json_streaming("{\"e\": " + text + "}", "x", {{"e"}}, [&](std::size_t, std::size_t, nlohmann::json&&) { ++n; });
+  EXPECT_EQ(n, 100000u);
+}
+
+TEST_F(JsonIo, DuplicateKeysKeepTheLastValueAndNumbersKeepTheirKinds) {
+  nlohmann::json j = parse_json(R"({"a": 1, "a": 2, "u": 18446744073709551615, "i": -1, "f": 0.5, "n": null})", "x");
+  EXPECT_EQ(j["a"], 2);
+  EXPECT_TRUE(j["u"].is_number_unsigned());
+  EXPECT_EQ(j["u"].get<std::uint64_t>(), 18446744073709551615ULL);
+  EXPECT_TRUE(j["i"].is_number_integer() && !j["i"].is_number_unsigned());
+  EXPECT_TRUE(j["f"].is_number_float());
+  EXPECT_TRUE(j["n"].is_null());
+  EXPECT_EQ(parse_json(R"("\u00e9")", "x").get<std::string>(), "\xc3\xa9");
+  std::string m = message_of([] { parse_json("[1e999]", "x"); });
+  EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
+  m = message_of([] { parse_json("\"\xff\"", "x"); });  // the parser checks UTF-8
+  EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
+}
+
+TEST_F(JsonIo, ALargeArrayOfObjectsParsesWhole) {
+  // nlohmann's callback parser rescanned an object's parent at each end of an object: 10^5
+  // events took 2 s, 10^6 took 204 s (bench/json_read_bench.cpp measures the slope).
+  std::string text = "[";
+  for (int i = 0; i < 200000; ++i) text += std::string(i ? "," : "") + "{\"i\":" + std::to_string(i) + "}";
+  text += "]";
+  nlohmann::json j = parse_json(text, "x");
+  ASSERT_EQ(j.size(), 200000u);
+  EXPECT_EQ(j[199999]["i"], 199999);
 }
 
 TEST_F(JsonIo, OnlyRegularFilesAreRead) {

@@ -186,6 +186,26 @@ TEST(PolicyIsolation, APlanThatWritesGarbageIsReportedAndNeverReachesStdout) {
   expect_shipped_policies_work(r);
 }
 
+TEST(PolicyIsolation, ANestedReplyIsRefusedNotACrashOfTheParent) {
+  // {"remat_child_reply": 1, "ok": [[[...]]]}: copying or reading the reply recursed once per
+  // level and overflowed the parent's stack (list policies, plan: SIGSEGV).
+  PluginDir dir;
+  dir.link("probe_nested.so");
+  dir.link("plan_nested.so");
+  PolicyRegistry r;
+  r.load_dirs({kPlugins, dir.str()});
+  const RejectedPlugin* x = rejected(r, "probe_nested.so");
+  ASSERT_NE(x, nullptr);
+  EXPECT_TRUE(contains(x->reason, "not a load probe reply")) << x->reason;
+  EXPECT_TRUE(contains(x->reason, "nested deeper than 64")) << x->reason;
+  ASSERT_NE(r.find("plan_nested"), nullptr);
+  std::string e = plan_error(r, "plan_nested");
+  EXPECT_TRUE(contains(e, "plan_nested.so")) << e;
+  EXPECT_TRUE(contains(e, "not a plan reply")) << e;
+  EXPECT_TRUE(contains(e, "nested deeper than 64")) << e;
+  expect_shipped_policies_work(r);
+}
+
 // OpenBLAS's fork handler stops its threads; a GEMM running meanwhile on another thread used to
 // wait for them forever (the desktop app plans predictions while a run trains).
 TEST(PolicyIsolation, PlansWhileAnotherThreadRunsGemmsDoNotHangTheGemms) {

@@ -46,9 +46,10 @@ TEST(PolicyRegistry, RejectsBrokenLibrariesWithFileAndReason) {
   x = rejected(r, "factory_throws.so");
   ASSERT_NE(x, nullptr);
   EXPECT_NE(x->reason.find("cannot start: no configuration"), std::string::npos) << x->reason;
-  for (const char* f : {"description_throws.so", "bad_name.so", "bad_param_name.so", "static_init_crash.so"})
+  for (const char* f : {"description_throws.so", "bad_name.so", "bad_param_name.so", "static_init_crash.so",
+                        "probe_nested.so"})
     EXPECT_NE(rejected(r, f), nullptr) << f;  // each has its own test (policy_isolation_test.cpp)
-  EXPECT_EQ(r.rejected().size(), 8u);
+  EXPECT_EQ(r.rejected().size(), 9u);
   // The first "none" found wins.
   for (const auto& l : r.policies())
     if (l.name == "none") EXPECT_EQ(fs::path(l.file).parent_path(), fs::path(kPlugins));

@@ -137,5 +137,54 @@ TEST(ProfilerTrace, RefusesJsonThatIsNoProfilerTrace) {
   EXPECT_NE(m.find("not a torch.profiler trace"), std::string::npos) << m;
 }
 
+TEST(ProfilerTrace, AFileReadAsItIsParsedGivesWhatTheWholeDocumentGives) {
+  // import_profiler_trace takes each event as the parser completes it; trace_from_profiler_json
+  // walks a parsed document. Both wrapped in the object and as a bare array.
+  const std::string text = remat::testing::slurp(fixture("profiler-trace.json"));
+  const nlohmann::json whole = nlohmann::json::parse(text);
+  remat::testing::TempDir d;
+  for (const nlohmann::json& doc : {whole, whole["traceEvents"]}) {
+    remat::testing::spit(d / "t.json", doc.dump());
+    Trace a = import_profiler_trace(d / "t.json");
+    Trace b = trace_from_profiler_json(doc, d / "t.json");
+    ASSERT_EQ(a.ops.size(), b.ops.size());
+    ASSERT_FALSE(a.ops.empty());
+    for (std::size_t i = 0; i < a.ops.size(); ++i) {
+      EXPECT_EQ(a.ops[i].name, b.ops[i].name);
+      EXPECT_EQ(a.ops[i].start_ns, b.ops[i].start_ns);
+      EXPECT_EQ(a.ops[i].phase, b.ops[i].phase);
+      EXPECT_EQ(a.ops[i].op_id, b.ops[i].op_id);
+    }
+    ASSERT_EQ(a.events.size(), b.events.size());
+    for (std::size_t i = 0; i < a.events.size(); ++i) {
+      EXPECT_EQ(a.events[i].delta, b.events[i].delta);
+      EXPECT_EQ(a.names[a.events[i].tensor], b.names[b.events[i].tensor]);
+    }
+    EXPECT_EQ(a.peak_bytes, b.peak_bytes);
+  }
+}
+
+TEST(ProfilerTrace, RefusesWhatItCouldNotWriteBackAndReadsPastLeadingWhiteSpace) {
+  remat::testing::TempDir d;
+  // A NUL in an op's name would make an ops.csv that compare and export refuse.
+  remat::testing::spit(d / "nul.json", R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::m\u0000m", "ts": 1, "dur": 2}]})");
+  std::string m = message_of([&] { import_trace_file(d / "nul.json"); });
+  EXPECT_NE(m.find("event 0 has a 'name' holding a NUL byte"), std::string::npos) << m;
+  // A RematLab trace is named as such whatever its events hold.
+  remat::testing::spit(d / "own.json", R"({"traceEvents": [42], "otherData": {"format": "rematlab-chrome-trace"}})");
+  m = message_of([&] { import_trace_file(d / "own.json"); });
+  EXPECT_NE(m.find("a RematLab trace.json"), std::string::npos) << m;
+  // Two event lists are one too many.
+  remat::testing::spit(d / "twice.json", R"({"traceEvents": [], "traceEvents": []})");
+  m = message_of([&] { import_trace_file(d / "twice.json"); });
+  EXPECT_NE(m.find("'traceEvents' appears twice"), std::string::npos) << m;
+  // A megabyte of white space before the document (read a byte per read() before).
+  remat::testing::spit(d / "ws.json", std::string(1 << 20, ' ') + "\n\t" + remat::testing::slurp(fixture("profiler-trace.json")));
+  EXPECT_FALSE(import_trace_file(d / "ws.json").ops.empty());
+  remat::testing::spit(d / "blank.json", std::string(1 << 17, '\n'));
+  m = message_of([&] { import_trace_file(d / "blank.json"); });
+  EXPECT_NE(m.find("empty"), std::string::npos) << m;
+}
+
 }  // namespace
 }  // namespace remat
