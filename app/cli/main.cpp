@@ -4,6 +4,8 @@
 
 #include "commands.h"
 #include "core/trace/summary.h"
+#include "core/util/printable.h"
+#include "core/util/text_check.h"
 #include "training.h"
 
 int main(int argc, char** argv) {
@@ -21,6 +23,16 @@ int main(int argc, char** argv) {
   remat::cli::add_export_command(app, code);
   remat::cli::add_clean_command(app, code);
   remat::cli::add_import_command(app, code);
+  // Every argument is recorded (summary.json's provenance "command") and paths and names are
+  // written into JSON and CSV: bytes those cannot hold are refused before any work.
+  for (int i = 1; i < argc; ++i) {
+    const std::string problem = remat::text_problem(argv[i]);
+    if (!problem.empty()) {
+      std::cerr << "rematlab-batch: argument " << i << " '" << remat::printable(argv[i], 120) << "' " << problem
+                << "; names and paths must be UTF-8, as RematLab writes them into its JSON and CSV files\n";
+      return 2;
+    }
+  }
   remat::cli::set_command_line(argc, argv);
   // A file size limit (ulimit -f) makes a write fail with EFBIG, which the writer reports with
   // the file's name, instead of killing the process with SIGXFSZ.

@@ -16,6 +16,7 @@
 #include "core/util/error.h"
 #include "core/util/json_io.h"
 #include "core/util/limits.h"
+#include "core/util/text_check.h"
 
 namespace remat {
 
@@ -27,6 +28,13 @@ std::uint64_t parse_u64(std::string_view s, const csv::Reader& r, std::size_t c)
   if (s.empty() || res.ec != std::errc() || res.ptr != s.data() + s.size())
     r.fail(c, "'" + std::string(s) + "' is not a non-negative integer");
   return v;
+}
+
+// A name field (module path, op name): text that messages and JSON output can carry.
+std::string name_field(const csv::Reader& r, std::size_t c) {
+  const std::string_view s = r.str(c);
+  if (std::string p = text_problem(s); !p.empty()) r.fail(c, quote_field(s) + " " + p);
+  return std::string(s);
 }
 
 // "S:B S:B": the storages and bytes of a call's tensor arguments.
@@ -87,8 +95,8 @@ void read_op_tables(const std::string& dir, RecordedRun& run) {
                       csb = r.col("storage_bytes");
     while (r.next()) {
       RecordedOutput o;
-      o.op = std::string(r.str(co));
-      o.module = std::string(r.str(cm));
+      o.op = name_field(r, co);
+      o.module = name_field(r, cm);
       o.block = r.i32(cb);
       if (o.block < -1 || o.block >= std::max(run.blocks, 1)) r.fail(cb, "not a block of the run");
       o.storage = r.u64(cs);
@@ -101,8 +109,8 @@ void read_op_tables(const std::string& dir, RecordedRun& run) {
   while (r.next()) {
     if (r.str(cp) != "forward") continue;
     RecordedOp o;
-    o.name = std::string(r.str(cn));
-    o.module = std::string(r.str(cm));
+    o.name = name_field(r, cn);
+    o.module = name_field(r, cm);
     o.flops = r.u64(cf);
     run.forward_ops.push_back(std::move(o));
   }
@@ -149,7 +157,7 @@ RecordedRun read_recorded_run(const std::string& dir) {
                       ca = r.col("alias"), ch = r.col("held_at_backward");
     while (r.next()) {
       RecordedTensor t;
-      t.module = std::string(r.str(cm));
+      t.module = name_field(r, cm);
       t.block = r.i32(cb);
       if (t.block < -1 || t.block >= std::max(run.blocks, 1)) r.fail(cb, "not a block of the run");
       t.storage = r.u64(cs);
@@ -164,7 +172,7 @@ RecordedRun read_recorded_run(const std::string& dir) {
                     ci = r.col("inputs");
   while (r.next()) {
     RecordedCall c;
-    c.module = std::string(r.str(cm));
+    c.module = name_field(r, cm);
     c.block = r.i32(cb);
     c.forward = r.str(cp) == "forward";
     if (!r.str(cf).empty()) c.flops = r.u64(cf);

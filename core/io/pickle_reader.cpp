@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
-#include <unordered_map>
 
 #include "core/util/error.h"
 #include "core/util/json_io.h"
@@ -70,7 +69,10 @@ std::string hex_byte(unsigned char c) {
 
 class Reader {
  public:
-  Reader(std::string_view data, const std::string& where) : in_(data), where_(where) {}
+  Reader(std::string_view data, const std::string& where)
+      : in_(data), where_(where),
+        max_expansion_(limits::kPickleExpansionPerByte * static_cast<std::uint64_t>(data.size()) +
+                       limits::kPickleExpansionFloor) {}
 
   Document run() {
     while (true) {
@@ -129,7 +131,9 @@ class Reader {
   }
 
   // ---------------------------------------------------------------- values
+  // Every value the pickle builds comes through here (not those a GET or DUP repeats).
   Value scalar(Kind k) {
+    ++built_;
     Value v;
     v.kind = k;
     return v;
@@ -164,6 +168,7 @@ class Reader {
     doc_.lists_.push_back(std::move(items));
     sealed_lists_.push_back(false);
     depth_lists_.push_back(0);
+    expansion_lists_.push_back(1);
     for (const auto& x : doc_.lists_.back()) adopt(v, x);
     return v;
   }
@@ -173,15 +178,29 @@ class Reader {
     doc_.dicts_.emplace_back();
     sealed_dicts_.push_back(false);
     depth_dicts_.push_back(0);
+    expansion_dicts_.push_back(1);
     return v;
   }
   static bool is_container(const Value& v) { return v.kind == Kind::List || v.kind == Kind::Tuple || v.kind == Kind::Dict; }
   int& depth_of(const Value& v) { return v.kind == Kind::Dict ? depth_dicts_[v.index] : depth_lists_[v.index]; }
+  std::uint64_t& expansion_of(const Value& v) {
+    return v.kind == Kind::Dict ? expansion_dicts_[v.index] : expansion_lists_[v.index];
+  }
   std::vector<bool>::reference sealed(const Value& v) {
     return v.kind == Kind::Dict ? sealed_dicts_[v.index] : sealed_lists_[v.index];
   }
-  // `child` goes inside `parent`: it may not change from now on, and it bounds the depth.
+  // `child` goes inside `parent`: it may not change from now on, and it bounds the depth and the
+  // expansion: the values a walk of the parent visits, a shared (memo GET) container once per
+  // place it appears. That is what a reader of the document does, so sharing is bounded by the
+  // file's size, not only by the depth (a 12 KB DAG expanded past 3 GB).
   void adopt(const Value& parent, const Value& child) {
+    std::uint64_t& e = expansion_of(parent);
+    e += is_container(child) ? expansion_of(child) : 1;
+    if (e > max_expansion_)
+      limit("lists, tuples or dicts shared through the memo expand to more than " + std::to_string(max_expansion_) +
+            " values (" + std::to_string(limits::kPickleExpansionPerByte) + " per byte of the pickle's " +
+            std::to_string(in_.size()) + " bytes, and " + std::to_string(limits::kPickleExpansionFloor) +
+            "): a document this reader refuses");
     if (!is_container(child)) return;
     if (child.kind == parent.kind && child.index == parent.index)
       fail(std::string("puts a ") + to_string(child.kind) + " inside itself (a self-referencing structure)");
@@ -221,23 +240,29 @@ class Reader {
   }
 
   // ---------------------------------------------------------------- memo
+  // One array, indexed by entry. A pickler numbers its entries in the order it memoizes values,
+  // each value once (an optimized pickle may skip numbers), so an entry's number is below the
+  // count of values built so far: the memo never holds more entries than the pickle built values,
+  // 16 bytes each, and a PUT numbered past that is refused.
   void memo_put(std::uint64_t idx) {
     if (stack_.size() <= base()) fail("memo PUT with an empty stack");
-    const Value& v = stack_.back();
-    if (idx < memo_.size()) {
-      memo_[static_cast<std::size_t>(idx)] = v;
-      return;
-    }
-    if (memo_.size() + sparse_.size() >= limits::kPickleMemoEntries)
+    if (idx >= built_)
+      fail("memo PUT of entry " + std::to_string(idx) + " when only " + std::to_string(built_) +
+           " values were built (a pickler numbers entries in order, one per value)");
+    if (idx >= limits::kPickleMemoEntries)
       limit("more than " + std::to_string(limits::kPickleMemoEntries) + " memo entries");
-    if (idx == memo_.size()) memo_.push_back(v);
-    else sparse_[idx] = v;
+    if (idx >= memo_.size()) {
+      memo_.resize(static_cast<std::size_t>(idx) + 1);
+      memo_set_.resize(static_cast<std::size_t>(idx) + 1, false);
+    }
+    memo_[static_cast<std::size_t>(idx)] = stack_.back();
+    if (!memo_set_[static_cast<std::size_t>(idx)]) ++memo_entries_;
+    memo_set_[static_cast<std::size_t>(idx)] = true;
   }
   void memo_get(std::uint64_t idx) {
-    if (idx < memo_.size()) return push(memo_[static_cast<std::size_t>(idx)]);
-    auto it = sparse_.find(idx);
-    if (it == sparse_.end()) fail("memo GET of entry " + std::to_string(idx) + ", which was never PUT");
-    push(it->second);
+    if (idx >= memo_.size() || !memo_set_[static_cast<std::size_t>(idx)])
+      fail("memo GET of entry " + std::to_string(idx) + ", which was never PUT");
+    push(memo_[static_cast<std::size_t>(idx)]);
   }
 
   // ---------------------------------------------------------------- text opcodes
@@ -404,7 +429,7 @@ class Reader {
         return;
       }
       case 'u': return set_items(pop_mark("SETITEMS"), "SETITEMS");
-      case 0x94: return memo_put(memo_.size() + sparse_.size());  // MEMOIZE
+      case 0x94: return memo_put(memo_entries_);  // MEMOIZE: the next entry, as len(memo)
       case 'p': return memo_put(static_cast<std::uint64_t>(std::max<std::int64_t>(0, decimal(line("PUT"), "PUT"))));
       case 'q': return memo_put(le(1, "BINPUT"));
       case 'r': return memo_put(le(4, "LONG_BINPUT"));
@@ -444,9 +469,13 @@ class Reader {
   std::vector<Value> stack_;
   std::vector<std::size_t> marks_;
   std::vector<Value> memo_;
-  std::unordered_map<std::uint64_t, Value> sparse_;
+  std::vector<bool> memo_set_;
+  std::uint64_t memo_entries_ = 0;  // set entries (the array may have gaps)
+  std::uint64_t built_ = 0;  // values built (not repeated by GET or DUP)
   std::vector<bool> sealed_lists_, sealed_dicts_;
   std::vector<int> depth_lists_, depth_dicts_;
+  std::vector<std::uint64_t> expansion_lists_, expansion_dicts_;
+  const std::uint64_t max_expansion_;
   Document doc_;
 };
 

@@ -3,7 +3,11 @@
 // that would import a name or call something (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ,
 // NEWOBJ, NEWOBJ_EX, EXT1/2/4, PERSID, BINPERSID, out-of-band buffers) is refused with its name
 // and offset, so reading a file can never run code. Bounded by limits.h: nesting depth, memo
-// entries, string length, file size. Sets are refused too (no snapshot holds one).
+// entries (and no more of them than values built: one 16-byte entry per value at most), string
+// length, file size, and the expansion of what is shared through the memo: a walk of the
+// document, a shared container counted where each appears, visits at most
+// kPickleExpansionPerByte values per byte of the file (plus kPickleExpansionFloor), so no
+// reader of it amplifies the file past that. Sets are refused too (no snapshot holds one).
 #pragma once
 #include <cstdint>
 #include <deque>

@@ -1,5 +1,6 @@
 #include "core/io/safetensors.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -49,7 +50,17 @@ std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
   nlohmann::json h = parse_json(header, "safetensors file '" + path + "': malformed header");
   if (!h.is_object()) throw bad("header is not a JSON object");
   const std::uint64_t data_size = size - 8 - n;
-  std::map<std::string, SafeTensor> out;
+
+  // Every entry is checked before any data is read; the data ranges may not overlap (as the
+  // reference implementation requires), so what is read is at most the file's data, and what is
+  // kept (fp32) at most twice it: no names aliasing one buffer.
+  struct Entry {
+    const std::string* name;
+    SafeTensor t;
+    std::size_t esz;
+    std::uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
   for (auto it = h.begin(); it != h.end(); ++it) {
     if (it.key() == "__metadata__") continue;
     const auto& d = it.value();
@@ -78,10 +89,30 @@ std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
     std::uint64_t b = offsets[0].get<std::uint64_t>(), e = offsets[1].get<std::uint64_t>();
     if (e < b || e > data_size || e - b != numel * esz)
       throw bad("tensor '" + it.key() + "' has data offsets outside the file or not matching its shape");
-    std::vector<unsigned char> raw(e - b);
+    entries.push_back({&it.key(), std::move(t), esz, b, e});
+  }
+  std::vector<const Entry*> by_offset;
+  for (const auto& e : entries)
+    if (e.end > e.begin) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const Entry* a, const Entry* b) { return a->begin != b->begin ? a->begin < b->begin : a->end < b->end; });
+  for (std::size_t k = 1; k < by_offset.size(); ++k) {
+    const Entry& a = *by_offset[k - 1];
+    const Entry& b = *by_offset[k];
+    if (b.begin < a.end)
+      throw bad("tensors '" + *a.name + "' and '" + *b.name + "' share bytes (data_offsets [" + std::to_string(a.begin) +
+                ", " + std::to_string(a.end) + ") and [" + std::to_string(b.begin) + ", " + std::to_string(b.end) +
+                ")); each tensor must have its own");
+  }
+
+  std::map<std::string, SafeTensor> out;
+  std::vector<unsigned char> raw;
+  for (auto& [name, t, esz, b, e] : entries) {
+    const std::uint64_t numel = (e - b) / esz;
+    raw.resize(e - b);
     in.seekg(static_cast<std::streamoff>(8 + n + b));
     in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()));
-    if (!in) throw bad("truncated data for tensor '" + it.key() + "'");
+    if (!in) throw bad("truncated data for tensor '" + *name + "'");
     t.values.resize(numel);
     for (std::uint64_t i = 0; i < numel; ++i) {
       if (esz == 4) {
@@ -92,7 +123,7 @@ std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
         t.values[i] = t.dtype == "BF16" ? bf16_to_float(v) : half_to_float(v);
       }
     }
-    out.emplace(it.key(), std::move(t));
+    out.emplace(*name, std::move(t));
   }
   return out;
 }

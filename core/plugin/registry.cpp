@@ -17,6 +17,8 @@
 #include "core/plugin/plugin_probe.h"
 #include "core/schedule/validator.h"
 #include "core/util/error.h"
+#include "core/util/text_check.h"
+#include "core/util/printable.h"
 #include "core/util/paths.h"
 
 namespace fs = std::filesystem;
@@ -107,6 +109,11 @@ void PolicyRegistry::load_dirs(const std::vector<std::string>& dirs) {
 }
 
 void PolicyRegistry::load_file(const std::string& path) {
+  // Its path is listed and written as JSON (list policies --json, a run's provenance).
+  if (std::string bad = text_problem(path); !bad.empty()) {
+    rejected_.push_back({printable(path, 1000), "its path " + bad + "; skipped without opening it"});
+    return;
+  }
   if (std::string why = not_a_regular_file(path); !why.empty()) {
     rejected_.push_back({path, why});
     return;

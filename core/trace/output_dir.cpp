@@ -101,9 +101,12 @@ std::string why_not_our_file(const fs::path& file, OutputKind kind, bool needs_c
     return q(file) + " is not " + what + " (its \"format\" is not \"" + format_of(kind) + "\")";
   auto v = j.find("format_version");
   if (v == j.end() || !v->is_number_integer()) return q(file) + " has no integer \"format_version\"";
-  const auto version = v->get<std::int64_t>();
-  if (version < 1 || version > max_version(kind))
-    return q(file) + " has format version " + std::to_string(version) + ", this program knows 1 to " +
+  // Compared as read (a version past 2^63 is unsigned) and quoted as written.
+  const auto max = static_cast<std::uint64_t>(max_version(kind));
+  const bool known = v->is_number_unsigned() ? v->get<std::uint64_t>() >= 1 && v->get<std::uint64_t>() <= max
+                                             : v->get<std::int64_t>() >= 1 && v->get<std::int64_t>() <= max_version(kind);
+  if (!known)
+    return q(file) + " has format version " + v->dump() + ", this program knows 1 to " +
            std::to_string(max_version(kind)) + " (written by a newer RematLab?)";
   if (needs_complete) {
     auto c = j.find("complete");

@@ -14,6 +14,8 @@
 #include "core/trace/imported_trace.h"
 #include "core/util/error.h"
 #include "core/util/limits.h"
+#include "core/util/printable.h"
+#include "core/util/text_check.h"
 
 namespace remat {
 
@@ -25,6 +27,16 @@ using pickle::Value;
 
 // Frames named in an event's name: the innermost ones, where the allocation was asked for.
 constexpr std::size_t kNameFrames = 3;
+// Bytes of a frame's file or function name kept in an event's name (a pickle string may have
+// 64 MiB; each event carrying it would copy it).
+constexpr std::size_t kNamePartBytes = 200;
+
+// `s` cut to at most `n` bytes at a UTF-8 character boundary, "..." where it was cut.
+std::string cut(std::string_view s, std::size_t n) {
+  if (s.size() <= n) return std::string(s);
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xc0) == 0x80) --n;
+  return std::string(s.substr(0, n)) + "...";
+}
 
 class SnapshotReader {
  public:
@@ -86,10 +98,14 @@ class SnapshotReader {
                  lower.find("autograd::engine") != std::string::npos;
       if (k >= kNameFrames) continue;
       std::string_view file = str_field(fs[k], "filename", fat);
+      // They become the event's name in memory_events.csv and summary.json: text we can write.
+      if (std::string p = text_problem(name); !p.empty()) fail(fat, "'name' " + p);
+      if (std::string p = text_problem(file); !p.empty()) fail(fat, "'filename' " + p);
       auto slash = file.rfind('/');
       if (slash != std::string_view::npos) file.remove_prefix(slash + 1);
       if (!s.empty()) s += " < ";
-      s.append(file).append(":").append(std::to_string(int_field(fs[k], "line", fat))).append(":").append(name);
+      s.append(cut(file, kNamePartBytes)).append(":").append(std::to_string(int_field(fs[k], "line", fat)))
+          .append(":").append(cut(name, kNamePartBytes));
     }
     if (backward) backward_frames_.insert(frames->index);
     it->second = std::move(s);
@@ -169,7 +185,7 @@ Trace trace_from_torch_snapshot(const Document& doc, const std::string& where) {
       offset += size;
       if (state == "inactive") continue;
       if (state != "active_allocated" && state != "active_pending_free")
-        r.fail(bat, "block state '" + std::string(state) + "' is not one this reader knows (active_allocated, "
+        r.fail(bat, "block state '" + printable(std::string(state.substr(0, 80))) + "' is not one this reader knows (active_allocated, "
                     "active_pending_free, inactive): a newer snapshot layout?");
       if (state == "active_pending_free") continue;  // freed by the program already
       const Value* frames = doc.get(blk, "frames");
@@ -320,7 +336,7 @@ Trace trace_from_torch_snapshot(const Document& doc, const std::string& where) {
       else live.erase(it);
       continue;
     }
-    r.fail(at, "action '" + std::string(action) + "' is not one this reader knows (alloc, free_requested, "
+    r.fail(at, "action '" + printable(std::string(action.substr(0, 80))) + "' is not one this reader knows (alloc, free_requested, "
                "free_completed, segment_alloc, segment_free, segment_map, segment_unmap, snapshot, oom): a newer "
                "snapshot layout?");
   }

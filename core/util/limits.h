@@ -31,11 +31,16 @@ inline constexpr std::int64_t kClockNs = 1'000'000'000'000'000'000;
 // (64 PiB). Running sums of events this size cannot overflow.
 inline constexpr std::int64_t kMemoryBytes = std::int64_t{1} << 56;
 // Python pickles (a torch memory snapshot): file size, nesting depth of lists, tuples and dicts
-// (and of MARKs open at once), memo entries, and one string's bytes.
+// (and of MARKs open at once), memo entries (besides: no more than the values built), and one
+// string's bytes.
 inline constexpr std::uint64_t kPickleFileBytes = std::uint64_t{16} << 30;  // 16 GiB
 inline constexpr int kPickleDepth = 64;
 inline constexpr std::uint64_t kPickleMemoEntries = std::uint64_t{1} << 28;
 inline constexpr std::uint64_t kPickleStringBytes = std::uint64_t{64} << 20;  // 64 MiB
+// The values a walk of a pickle's document visits, shared containers counted where each appears:
+// at most this many per byte of the file, plus the floor (real snapshots: about 5 per byte).
+inline constexpr std::uint64_t kPickleExpansionPerByte = 64;
+inline constexpr std::uint64_t kPickleExpansionFloor = std::uint64_t{1} << 16;
 }  // namespace limits
 
 // An input past one of the limits above.

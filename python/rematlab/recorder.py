@@ -20,6 +20,17 @@ def current():
     return _active[-1] if _active else None
 
 
+
+def _text_problem(text):
+    """What keeps `text` from being written into a run directory, or None."""
+    if "\0" in text:
+        return "holds a NUL byte (at %d)" % text.index("\0")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return "cannot be written as UTF-8 (%s at %d)" % (e.reason, e.start)
+    return None
+
 class _Held:
     """What autograd keeps for a saved tensor while recording: the tensor and, when autograd
     drops it (the node ran, or the graph was freed), a note of the time."""
@@ -311,6 +322,15 @@ class Recorder:
 
     def _attach_model(self):
         m = self.model
+        # Module and parameter names become CSV and JSON text of the run directory: refused here,
+        # before the step runs, when they hold what RematLab's readers refuse or UTF-8 cannot hold.
+        for kind, names in (("module", (n for n, _ in m.named_modules())),
+                            ("parameter", (n for n, _ in m.named_parameters()))):
+            for name in names:
+                problem = _text_problem(name)
+                if problem:
+                    raise ValueError("rematlab.record: the %s name %r %s; rename it to record this model"
+                                     % (kind, name, problem))
         for name, mod in m.named_modules():
             if self.block_prefix is None and isinstance(mod, torch.nn.ModuleList) and len(mod) > 0:
                 self.block_prefix = name + "." if name else ""

@@ -5,6 +5,7 @@ only."""
 import argparse
 import json
 import os
+import pickle
 import resource
 import shutil
 import signal
@@ -43,9 +44,28 @@ def write(path, text):
     return path
 
 
+def safetensors(header, data_bytes):
+    h = json.dumps(header).encode()
+    return struct.pack("<Q", len(h)) + h + bytes(data_bytes)
+
+
+def write_bytes(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def one_alloc_snapshot(filename, name):
+    """A torch 2 memory snapshot of one allocation whose frame is (filename, 7, name)."""
+    return pickle.dumps({"segments": [], "device_traces": [[{
+        "action": "alloc", "addr": 4096, "size": 512, "time_us": 10,
+        "frames": [{"filename": filename, "line": 7, "name": name}]}]]}, protocol=4)
+
+
 def reader_findings(w, tiny_run, plugins):
     """Cases of what readers took from users: nested plugin replies, bytes a run directory cannot
-    hold. Each failed before its fix (said in the commit that fixed it)."""
+    hold, shared or aliased data that expands past the file, a version past 2^63. Each failed
+    before its fix (said in the commit that fixed it)."""
     cases = []
     if plugins:
         for lib in ("probe_nested.so", "plan_nested.so"):
@@ -60,12 +80,56 @@ def reader_findings(w, tiny_run, plugins):
                  "plan_nested.so", "not a plan reply", "nested deeper than 64",
                  env={"REMAT_PLUGIN_PATH": os.path.join(w, "plan_nested.so.dir")}, timeout=60),
         ]
-    # A NUL in an imported op name made a directory compare and export refuse.
+    # Invalid UTF-8 in a name lost the trained run at the end (nlohmann's type_error.316).
+    bad_out = os.fsencode(os.path.join(w, "out")) + b"\xff"
+    # NUL and invalid UTF-8 in an imported name made a directory compare and export refuse.
+    nul_frame = write_bytes(os.path.join(w, "nul_frame.pickle"), one_alloc_snapshot("/src/model.py", "for\0ward"))
+    utf8_frame = write_bytes(os.path.join(w, "utf8_frame.pickle"),
+                             one_alloc_snapshot("/src/model.py", "forwarX").replace(b"forwarX", b"forwa\xff\xfe"))
     nul_op = write(os.path.join(w, "nul_op.json"), json.dumps({"traceEvents": [
         {"ph": "X", "cat": "cpu_op", "name": "aten::m\u0000m", "ts": 1, "dur": 2}]}))
+    nul_module = os.path.join(w, "nul_module")
+    shutil.copytree(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gui", "data", "recorded-gpt2"),
+                    nul_module)
+    calls = os.path.join(nul_module, "module_calls.csv")
+    with open(calls, "rb") as f:
+        text = f.read()
+    write_bytes(calls, text.replace(b",wte,", b",w\0e,", 1))
+    # Shared containers: 20,000 references to one list of 50,000 entries walked 10^9 entries.
+    entries = [{"action": "snapshot", "time_us": t} for t in range(50000)]
+    dag = write_bytes(os.path.join(w, "dag.pickle"),
+                      pickle.dumps({"segments": [], "device_traces": [entries] * 20000}, protocol=4))
+    memo = write_bytes(os.path.join(w, "memo.pickle"), b"\x80\x04N" + b"\x94" * 1000 + b".")
+    # Safetensors names aliasing one buffer, and ranges that overlap.
+    alias = write_bytes(os.path.join(w, "alias.safetensors"), safetensors(
+        {"w%d" % i: {"dtype": "F32", "shape": [16384], "data_offsets": [0, 65536]} for i in range(2000)}, 65536))
+    overlap = write_bytes(os.path.join(w, "overlap.safetensors"), safetensors(
+        {"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+         "b": {"dtype": "BF16", "shape": [4], "data_offsets": [8, 16]}}, 16))
+    # A format version past 2^63 was said as "-9223372036854775808".
+    huge_version = os.path.join(w, "huge_version")
+    shutil.copytree(tiny_run, huge_version)
+    with open(os.path.join(huge_version, "summary.json")) as f:
+        s = json.load(f)
+    s["format_version"] = 2 ** 63
+    write(os.path.join(huge_version, "summary.json"), json.dumps(s))
+    imp = lambda f, name: ["import", f, "--out", os.path.join(w, name)]  # noqa: E731
     cases += [
-        Case("a profiler op name with a NUL", ["import", nul_op, "--out", os.path.join(w, "i3")], 1,
-             "event 0 has a 'name' holding a NUL byte"),
+        Case("--out with invalid UTF-8", ["run", "--model", "tiny", "--steps", "1", "--out", bad_out], 2,
+             "argument 7", "not valid UTF-8 (byte 0xff"),
+        Case("a snapshot frame with a NUL", imp(nul_frame, "i1"), 1, "frame 0: 'name' holds a NUL byte"),
+        Case("a snapshot frame with invalid UTF-8", imp(utf8_frame, "i2"), 1, "'name' is not valid UTF-8"),
+        Case("a profiler op name with a NUL", imp(nul_op, "i3"), 1, "event 0 has a 'name' holding a NUL byte"),
+        Case("a recorded module name with a NUL", ["plan", "--from-run", nul_module, "--policy", "per-block"], 1,
+             "module_calls.csv line 3, column 'module'", "NUL byte"),
+        Case("a snapshot sharing one list 20,000 times", imp(dag, "i4"), 1, "expand to more than", timeout=60),
+        Case("a pickle memoizing one value 1,000 times", imp(memo, "i5"), 1, "memo PUT of entry 1"),
+        Case("2,000 safetensors names aliasing one buffer", ["run", "--model", "tiny", "--steps", "1",
+                                                             "--load-weights", alias], 1, "share bytes", timeout=60),
+        Case("overlapping safetensors ranges", ["run", "--model", "tiny", "--steps", "1", "--load-weights", overlap],
+             1, "'a' and 'b' share bytes"),
+        Case("a format version of 2^63", ["run", "--model", "tiny", "--steps", "1", "--out", huge_version, "--force"],
+             1, "format version 9223372036854775808,"),
     ]
     return cases
 

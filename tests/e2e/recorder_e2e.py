@@ -375,6 +375,20 @@ for what, content in (("cut-summary", json.dumps(summary(os.path.join(work, "gpt
         check("not a RematLab run directory" in str(e), "record(overwrite=True) refuses %s: %s" % (what, e))
     check(sorted(os.listdir(target)) == ["summary.json" if content is not None else "notes.txt"],
           "%s is left as it was" % what)
+# Module names a run directory cannot hold are refused before the step runs, naming the module
+# (a NUL made a complete directory that compare and export refused; a lone surrogate lost the run
+# when summary.json was written).
+for bad, why in (("a\0b", "holds a NUL byte"), ("a\udcffb", "cannot be written as UTF-8")):
+    odd = models.Gpt2(vocab=128, hidden=32, heads=2, layers=2, positions=16)
+    odd.add_module(bad, torch.nn.Identity())
+    target = os.path.join(work, "odd-name")
+    try:
+        with rematlab.record(target, model=odd):
+            check(False, "record of a module named %r runs the step" % bad)
+    except ValueError as e:
+        check("module name %r" % bad in str(e) and why in str(e), "record refuses a module named %r: %s" % (bad, e))
+    check(not os.path.exists(target), "nothing is written for a module named %r" % bad)
+    check(rematlab.recorder.current() is None, "the recorder is not attached after refusing %r" % bad)
 try:
     rematlab.checkpoint_plan(copy.deepcopy(m), "selective:keep=foo")
     check(False, "checkpoint_plan refuses an unknown op class")

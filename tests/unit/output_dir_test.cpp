@@ -107,6 +107,14 @@ TEST(OutputDir, ANewerFormatVersionOrAMissingCompleteFlagIsNotOurs) {
   std::string why = why_not_ours(d / "run");
   EXPECT_NE(why.find("format version 99"), std::string::npos) << why;
   EXPECT_THROW(check_output_dir(d / "run", true), Error);
+  // Past 2^63 a version is unsigned: said as written (it was "-9223372036854775808").
+  j["format_version"] = 9223372036854775808ULL;
+  spit(d / "run/summary.json", j.dump());
+  why = why_not_ours(d / "run");
+  EXPECT_NE(why.find("format version 9223372036854775808,"), std::string::npos) << why;
+  j["format_version"] = -1;
+  spit(d / "run/summary.json", j.dump());
+  EXPECT_NE(why_not_ours(d / "run").find("format version -1,"), std::string::npos);
   j["format_version"] = 1;
   j.erase("complete");
   spit(d / "run/summary.json", j.dump());

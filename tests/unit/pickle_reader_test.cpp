@@ -102,8 +102,8 @@ TEST(PickleReader, MemoSharesOneObject) {
   // [x, x] with x = {"n": 1} memoized by MEMOIZE, BINPUT, LONG_BINPUT, PUT and read back by
   // BINGET, LONG_BINGET and GET.
   for (const auto& [put, get] : std::vector<std::pair<std::string, std::string>>{
-           {b({0x94}), b({'h', 1})}, {b({'q', 5}), b({'h', 5})}, {"r" + le32(70000), "j" + le32(70000)},
-           {"p3\n", "g3\n"}}) {
+           {b({0x94}), b({'h', 1})}, {b({'q', 1}), b({'h', 1})}, {"r" + le32(1), "j" + le32(1)},
+           {"p1\n", "g1\n"}}) {
     std::string body = b({']', 0x94, '(', '}'}) + put + b({0x8c, 1, 'n', 'K', 1, 's'}) + get + "e";
     auto d = parse(p4(body));
     const auto& l = d.items(d.root());
@@ -186,6 +186,42 @@ TEST(PickleReader, EveryTruncationIsAnErrorWithItsOffset) {
     for (std::size_t n = 0; n < old.size(); n += 61)
       ASSERT_NE(message_of([&] { parse(old.substr(0, n)); }).find("pickle offset"), std::string::npos) << f << n;
   }
+}
+
+TEST(PickleReader, TheMemoHoldsNoMoreEntriesThanThePickleBuiltValues) {
+  // A pickler numbers entries in order, one per value: a PUT numbered past the values built so
+  // far, or a second MEMOIZE of one value, is refused (entries once cost up to 62 bytes each,
+  // 2^28 of them, from 1 to 5 bytes of pickle each).
+  std::string m = message_of([] { parse(p4(b({']', 'N'}) + "r" + le32(70000) + b({'0', 'a'}))); });
+  EXPECT_NE(m.find("memo PUT of entry 70000 when only 2 values were built"), std::string::npos) << m;
+  m = message_of([] { parse(p4(b({'N', 0x94, 0x94}))); });
+  EXPECT_NE(m.find("memo PUT of entry 1 when only 1 values were built"), std::string::npos) << m;
+  // An optimized pickle may skip numbers; a GET of one that was skipped is refused.
+  auto d = parse(p4(b({']', '(', 'N', 'N', 'N', 'q', 2, 'h', 2, 'e'})));
+  EXPECT_EQ(d.items(d.root()).size(), 4u);
+  m = message_of([] { parse(p4(b({']', '(', 'N', 'N', 'N', 'q', 2, 'h', 1, 'e'}))); });
+  EXPECT_NE(m.find("memo GET of entry 1, which was never PUT"), std::string::npos) << m;
+}
+
+// Lists L0 = [None, None], L(i) = [L(i-1), L(i-1)] through the memo: a walk of L(k) visits
+// 2^(k+2) - 1 values from about 10 bytes a level.
+std::string doubling(int levels) {
+  std::string body = b({']', '(', 'N', 'N', 'e', 0x94, '0'});
+  for (int i = 1; i <= levels; ++i) body += b({']', '(', 'h', i - 1, 'h', i - 1, 'e', 0x94, '0'});
+  return p4(body + b({'h', levels}));
+}
+
+TEST(PickleReader, SharingThatExpandsPastTheFilesSizeIsRefusedByName) {
+  auto d = parse(doubling(8));  // 1,023 values from 85 bytes: within the floor
+  EXPECT_EQ(d.items(d.root()).size(), 2u);
+  std::string m;
+  try {
+    parse(doubling(40));  // 2^42 values from 370 bytes (a 12 KB pickle once expanded past 3 GB)
+  } catch (const LimitError& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("shared through the memo expand to more than"), std::string::npos) << m;
+  EXPECT_NE(m.find(std::to_string(limits::kPickleExpansionPerByte) + " per byte"), std::string::npos) << m;
 }
 
 TEST(PickleReader, Limits) {

@@ -206,6 +206,20 @@ TEST(PolicyIsolation, ANestedReplyIsRefusedNotACrashOfTheParent) {
   expect_shipped_policies_work(r);
 }
 
+TEST(PolicyIsolation, APluginPathThatIsNotUtf8IsSkippedAndListedReadably) {
+  // list policies --json could not be written at all with such a name in a plugin directory.
+  PluginDir dir;
+  std::filesystem::create_symlink(fs::path(kPlugins) / "uniform.so", dir.path() / "odd\xff.so");
+  PolicyRegistry r;
+  r.load_dirs({kPlugins, dir.str()});
+  const RejectedPlugin* x = nullptr;
+  for (const auto& y : r.rejected())
+    if (contains(y.file, "odd\\xff.so")) x = &y;
+  ASSERT_NE(x, nullptr);
+  EXPECT_TRUE(contains(x->reason, "is not valid UTF-8 (byte 0xff")) << x->reason;
+  expect_shipped_policies_work(r);
+}
+
 // OpenBLAS's fork handler stops its threads; a GEMM running meanwhile on another thread used to
 // wait for them forever (the desktop app plans predictions while a run trains).
 TEST(PolicyIsolation, PlansWhileAnotherThreadRunsGemmsDoNotHangTheGemms) {

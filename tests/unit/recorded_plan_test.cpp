@@ -4,8 +4,11 @@
 // selective plans (the kept ops' outputs inside the regions, the other ops' FLOPs).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "core/analysis/recorded_plan.h"
 #include "core/util/error.h"
+#include "test_files.h"
 
 namespace remat {
 namespace {
@@ -229,6 +232,29 @@ TEST(RecordedPlan, SelectiveRefusesUnknownClassesAndOldRecordings) {
   }
   // A plain plan of a recording with op outputs is as before: they are not counted.
   EXPECT_EQ(predict_recorded_plan(with_outputs(), parse_checkpoint_plan("per-block")).saved_bytes, 1000u + 100 + 2 * 7);
+}
+
+TEST(RecordedPlan, NamesItCouldNotPrintOrWriteAreRefusedWithTheirPlace) {
+  // The GUI's recording; module names go into plan --from-run's text and JSON output.
+  remat::testing::TempDir d;
+  std::filesystem::copy(std::string(REMAT_SOURCE_DIR) + "/tests/gui/data/recorded-gpt2", d / "rec");
+  EXPECT_EQ(read_recorded_run(d / "rec").blocks, 2);
+  const std::string calls = remat::testing::slurp(d / "rec/module_calls.csv");
+  const auto at = calls.find(",wte,");
+  ASSERT_NE(at, std::string::npos);
+  for (const auto& [bad, why] : {std::pair<std::string, std::string>{std::string("w\0e", 3), "holds a NUL byte at offset 1"},
+                                 {"w\xfe" "e", "is not valid UTF-8 (byte 0xfe at offset 1)"}}) {
+    std::string c = calls;
+    c.replace(at + 1, 3, bad);
+    remat::testing::spit(d / "rec/module_calls.csv", c);
+    try {
+      read_recorded_run(d / "rec");
+      FAIL() << why;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("module_calls.csv line 3, column 'module'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

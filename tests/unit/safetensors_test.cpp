@@ -80,6 +80,46 @@ TEST(Safetensors, RefusesCorruptFilesNamingTheProblem) {
   std::remove(path.c_str());
 }
 
+// A file of `header` (a JSON object) and `data_bytes` zero bytes of data.
+std::string safetensors_bytes(const std::string& header, std::size_t data_bytes) {
+  std::string len(8, '\0');
+  for (int i = 0; i < 8; ++i) len[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 255);
+  return len + header + std::string(data_bytes, '\0');
+}
+
+TEST(Safetensors, TensorsThatShareBytesAreRefusedBeforeAnyIsRead) {
+  std::string path = ::testing::TempDir() + "/alias.safetensors";
+  auto message = [&](const std::string& header, std::size_t data_bytes) {
+    std::ofstream(path, std::ios::binary) << safetensors_bytes(header, data_bytes);
+    try {
+      auto t = read_safetensors(path);
+      return "accepted " + std::to_string(t.size()) + " tensors";
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  };
+  // Names aliasing one buffer: 20,000 of them over 3.3 MB once materialized 66 GB.
+  std::string aliases = "{";
+  for (int i = 0; i < 1000; ++i)
+    aliases += std::string(i ? "," : "") + "\"w" + std::to_string(i) + "\": {\"dtype\": \"F32\", \"shape\": [256], \"data_offsets\": [0, 1024]}";
+  aliases += "}";
+  std::string m = message(aliases, 1024);
+  EXPECT_NE(m.find("share bytes"), std::string::npos) << m;
+  EXPECT_NE(m.find("[0, 1024) and [0, 1024)"), std::string::npos) << m;
+  // Overlapping ranges, as the reference implementation refuses them.
+  m = message(R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+                  "b": {"dtype": "BF16", "shape": [4], "data_offsets": [8, 16]}})", 16);
+  EXPECT_NE(m.find("tensors 'a' and 'b' share bytes (data_offsets [0, 16) and [8, 16))"), std::string::npos) << m;
+  // Adjacent ranges, a gap, and empty tensors anywhere are fine.
+  m = message(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                  "b": {"dtype": "F16", "shape": [2], "data_offsets": [8, 12]},
+                  "c": {"dtype": "F32", "shape": [1], "data_offsets": [16, 20]},
+                  "d": {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]},
+                  "e": {"dtype": "F32", "shape": [0, 3], "data_offsets": [4, 4]}})", 20);
+  EXPECT_EQ(m, "accepted 5 tensors");
+  std::remove(path.c_str());
+}
+
 TEST(Safetensors, RefusesAMissingOrMisshapenTensor) {
   ModelConfig m = testing::small_model(Family::Gpt2, AttentionImpl::Naive, 0.0, DType::F32);
   CpuBackend be(1);

@@ -86,6 +86,53 @@ TEST(TorchSnapshot, RefusesWhatIsNoSnapshot) {
   EXPECT_NE(m.find("neither a torch memory snapshot"), std::string::npos) << m;
 }
 
+// A torch 2 snapshot of one allocation whose only frame is {filename, line, name}, written with
+// the pickle opcodes Python's pickler uses (protocol 4).
+std::string one_alloc_snapshot(const std::string& filename, const std::string& name) {
+  auto str = [](const std::string& v) {
+    std::string s = "X";
+    for (int i = 0; i < 4; ++i) s += static_cast<char>((v.size() >> (8 * i)) & 255);
+    return s + v;
+  };
+  auto num = [](int v) { return std::string("J") + static_cast<char>(v & 255) + static_cast<char>((v >> 8) & 255) +
+                                static_cast<char>((v >> 16) & 255) + static_cast<char>((v >> 24) & 255); };
+  const std::string frame = "}(" + str("filename") + str(filename) + str("line") + num(7) + str("name") + str(name) + "u";
+  const std::string entry = "}(" + str("action") + str("alloc") + str("addr") + num(4096) + str("size") + num(512) +
+                            str("time_us") + num(10) + str("frames") + "](" + frame + "eu";
+  return std::string("\x80\x04") + "}(" + str("segments") + "]" + str("device_traces") + "](](" + entry + "ee" + "u.";
+}
+
+TEST(TorchSnapshot, FrameNamesAreTextItCanWriteAndNoLongerThanAName) {
+  remat::testing::TempDir d;
+  remat::testing::spit(d / "ok.pickle", one_alloc_snapshot("/src/model.py", "forward"));
+  Trace t = import_torch_snapshot(d / "ok.pickle");
+  ASSERT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(t.names[t.events[0].tensor], "model.py:7:forward");
+  // A NUL or invalid UTF-8 would make a directory that compare and export refuse, or none.
+  std::string m = message_of([&] {
+    remat::testing::spit(d / "nul.pickle", one_alloc_snapshot("/src/model.py", std::string("for\0ward", 8)));
+    import_torch_snapshot(d / "nul.pickle");
+  });
+  EXPECT_NE(m.find("trace entry 0 of device 0 frame 0: 'name' holds a NUL byte at offset 3"), std::string::npos) << m;
+  m = message_of([&] {
+    remat::testing::spit(d / "utf8.pickle", one_alloc_snapshot("/src/mod\xff" "el.py", "forward"));
+    import_torch_snapshot(d / "utf8.pickle");
+  });
+  EXPECT_NE(m.find("'filename' is not valid UTF-8 (byte 0xff at offset 8)"), std::string::npos) << m;
+  // A name of a megabyte is cut at a character boundary, as every event carrying it would copy it.
+  std::string long_name;
+  while (long_name.size() < (1u << 20)) long_name += "\xe2\x82\xac";  // €, three bytes
+  remat::testing::spit(d / "long.pickle", one_alloc_snapshot("/src/model.py", long_name));
+  t = import_torch_snapshot(d / "long.pickle");
+  const std::string& n = t.names[t.events[0].tensor];
+  EXPECT_LT(n.size(), 300u);
+  EXPECT_EQ(n.substr(n.size() - 3), "...");
+  EXPECT_EQ(n.substr(0, 11), "model.py:7:");
+  EXPECT_EQ((n.size() - 11 - 3) % 3, 0u) << "cut inside a character";
+  write_run_dir(t, d / "run", false);
+  EXPECT_EQ(read_run_dir(d / "run").events.size(), 1u);
+}
+
 TEST(TorchSnapshot, BecomesARunDirectoryThatReadsBack) {
   remat::testing::TempDir d;
   Trace t = import_trace_file(fixture("snapshot-torch2.pickle"));
