@@ -5,6 +5,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace remat::fuzz {
 
@@ -17,6 +19,15 @@ void safetensors(const std::uint8_t* data, std::size_t size);   // read_safetens
 void run_dir(const std::uint8_t* data, std::size_t size);       // read_run_dir (one file replaced), export
 void sweep(const std::uint8_t* data, std::size_t size);         // read_sweep_json
 void torch_snapshot(const std::uint8_t* data, std::size_t size);  // pickle::parse + trace_from_torch_snapshot
+void profiler_trace(const std::uint8_t* data, std::size_t size);  // import_profiler_trace, written and read back
+void recorded_run(const std::uint8_t* data, std::size_t size);    // read_recorded_run (one file replaced) + plans
+void ranks_json(const std::uint8_t* data, std::size_t size);      // read_ranks_json
+void token_file(const std::uint8_t* data, std::size_t size);      // TokenFile::open + batches
+void plugin_reply(const std::uint8_t* data, std::size_t size);    // decode_child_reply + declarations, schedule
+
+// The files of a recording a recorded_run input replaces: a tag byte (an index into this list,
+// modulo its size) and the bytes that replace that file.
+const std::vector<std::string>& recorded_run_files();
 
 struct Target {
   const char* name;  // the directory name under fuzz/corpus and tests/fuzz-regressions
@@ -26,7 +37,8 @@ struct Target {
 inline constexpr Target kTargets[] = {
     {"model_config", model_config}, {"hf_config", hf_config}, {"schedule", schedule},
     {"safetensors", safetensors},   {"run_dir", run_dir},     {"sweep", sweep},
-    {"torch_snapshot", torch_snapshot},
+    {"torch_snapshot", torch_snapshot}, {"profiler_trace", profiler_trace}, {"recorded_run", recorded_run},
+    {"ranks_json", ranks_json},         {"token_file", token_file},         {"plugin_reply", plugin_reply},
 };
 
 }  // namespace remat::fuzz
