@@ -1,6 +1,7 @@
 // The readers of what users hand us, by input size: profiler traces of 10^5 to 10^7 events
-// (import_profiler_trace), schedules of 10^5 to 10^7 actions (load_schedule_file, 10^7 being the
-// documented maximum), CSV headers of 10^4 to 10^6 columns, white space before a trace, and,
+// (import_profiler_trace; where 10^7 events would pass the 1 GiB a JSON file may have, the
+// largest trace under it instead), schedules of 10^5 to 10^7 actions (load_schedule_file, 10^7
+// being the documented maximum), CSV headers of 10^4 to 10^6 columns, white space before a trace, and,
 // for the slope it had, nlohmann's callback parser with the depth check our reader used before.
 // Each measurement runs in a child process of its own: its wall time and its peak resident
 // memory (getrusage of the child). Prints one line each; with --max-s S exits 1 when a
@@ -197,7 +198,11 @@ int main(int argc, char** argv) {
     const std::string path = dir + "/trace.json";
     std::uint64_t bytes = 0;
     {
-      const std::string text = profiler_text(n);
+      std::string text = profiler_text(n);
+      if (text.size() > limits::kJsonFileBytes) {  // the largest trace the reader accepts instead
+        n = static_cast<std::uint64_t>(static_cast<double>(n) * limits::kJsonFileBytes / text.size() * 0.999);
+        text = profiler_text(n);
+      }
       bytes = text.size();
       write(path, text);
     }
@@ -206,7 +211,7 @@ int main(int argc, char** argv) {
       return "ok " + std::to_string(t.ops.size()) + " ops, " + std::to_string(t.events.size()) + " memory events";
     });
     print("import_profiler_trace", n, bytes, r);
-    slow = slow || (n == max_events && max_s > 0 && r.seconds > max_s);
+    slow = slow || (n * 10 > max_events && max_s > 0 && r.seconds > max_s);
     fs::remove(path);
   }
   for (std::uint64_t n = 100'000; n <= max_actions; n *= 10) {
