@@ -13,10 +13,10 @@ namespace remat::fuzz {
 
 namespace {
 
-struct Base {
+struct Recording {
   std::string dir;
   std::vector<std::string> contents;  // of recorded_run_files(), as recorded
-  Base() : dir(scratch_path("recorded")) {
+  Recording() : dir(scratch_path("recorded")) {
     const fs::path from = fs::path(REMAT_SOURCE_DIR) / "tests" / "data" / "recorded-v2";
     fs::create_directories(dir);
     for (const auto& f : recorded_run_files()) {
@@ -35,7 +35,7 @@ const std::vector<std::string>& recorded_run_files() {
 }
 
 void recorded_run(const std::uint8_t* data, std::size_t size) {
-  static const Base base;
+  static const Recording base;
   if (size == 0) return;
   const std::size_t tag = data[0] % recorded_run_files().size();
   const std::string path = (fs::path(base.dir) / recorded_run_files()[tag]).string();

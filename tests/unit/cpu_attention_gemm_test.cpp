@@ -17,6 +17,9 @@ namespace {
 
 using cputest::Env;
 using cputest::randv;
+using cputest::ctx_n;
+using cputest::probs_n;
+using cputest::qkv_n;
 using simdtest::row_ulps;
 namespace simd = cpu::simd;
 
@@ -27,16 +30,6 @@ AttnDims dims(int S, int kv, int window, float softcap) {
   a.window = window;
   a.softcap = softcap;
   return a;
-}
-
-std::int64_t qkv_n(const AttnDims& a) {
-  return static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
-}
-std::int64_t probs_n(const AttnDims& a) {
-  return static_cast<std::int64_t>(a.B) * a.heads * a.S * a.S;
-}
-std::int64_t ctx_n(const AttnDims& a) {
-  return static_cast<std::int64_t>(a.B) * a.S * a.heads * a.d;
 }
 
 // Every output of the four ops, each op run on the same inputs: probs of softmax_fwd; dqkv of

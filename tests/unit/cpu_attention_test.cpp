@@ -16,6 +16,9 @@ using cputest::dotd;
 using cputest::expect_grad;
 using cputest::expect_near_all;
 using cputest::randv;
+using cputest::ctx_n;
+using cputest::probs_n;
+using cputest::qkv_n;
 
 AttnDims dims(int B, int S, int heads, int kv, int d, int window = 0, float softcap = 0.0f) {
   AttnDims a;
@@ -28,16 +31,6 @@ AttnDims dims(int B, int S, int heads, int kv, int d, int window = 0, float soft
 
 std::string describe(const AttnDims& a) {
   return "window " + std::to_string(a.window) + " softcap " + std::to_string(a.softcap);
-}
-
-std::int64_t qkv_n(const AttnDims& a) {
-  return static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
-}
-std::int64_t probs_n(const AttnDims& a) {
-  return static_cast<std::int64_t>(a.B) * a.heads * a.S * a.S;
-}
-std::int64_t ctx_n(const AttnDims& a) {
-  return static_cast<std::int64_t>(a.B) * a.S * a.heads * a.d;
 }
 
 // Double-precision causal softmax(softcap(Q K^T * scale)) row over keys 0..i (0 outside the

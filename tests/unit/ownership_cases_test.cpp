@@ -84,12 +84,12 @@ TEST(OwnershipCases, EveryCaseIsJudgedAsTheSharedTableSays) {
 }
 
 // A run directory as RematLab writes it.
-void write_run(const std::string& dir) { write_run_dir(Trace{}, dir, false); }
+void write_empty_run(const std::string& dir) { write_run_dir(Trace{}, dir, false); }
 
 TEST(OwnershipCases, ForceAndCleanNeverWriteThroughAHardLinkedMarkerOrFile) {
   TempDir d;
   spit(d / "notes.txt", "the user's notes");
-  write_run(d / "run");
+  write_empty_run(d / "run");
   fs::create_hard_link(d / "notes.txt", d.path() / "run" / kWritingMarkerFile);
   std::string err = testing::message_of([&] { check_output_dir(d / "run", true); });
   EXPECT_NE(err.find("links"), std::string::npos) << err;
@@ -104,7 +104,7 @@ TEST(OwnershipCases, ForceAndCleanNeverWriteThroughAHardLinkedMarkerOrFile) {
 
 TEST(OwnershipCases, RemovingOurDirectoryWritesANewMarkerAndLeavesOtherNamesAlone) {
   TempDir d;
-  write_run(d / "run");
+  write_empty_run(d / "run");
   // What a deletion does with a marker already there: a new file, never a write through it
   // (checked separately from why_not_ours, which would refuse the link in the first place).
   spit(d / "notes.txt", "the user's notes");
@@ -117,7 +117,7 @@ TEST(OwnershipCases, RemovingOurDirectoryWritesANewMarkerAndLeavesOtherNamesAlon
 
 TEST(OwnershipCases, ARecordingIsOursAndForceReplacesIt) {
   TempDir d;
-  write_run(d / "rec");
+  write_empty_run(d / "rec");
   for (const char* f : {"saved_tensors.csv", "module_calls.csv", "op_outputs.csv"}) spit((d.path() / "rec" / f).string(), "id\n");
   EXPECT_EQ(why_not_ours(d / "rec"), "");
   write_run_dir(Trace{}, d / "rec", true);

@@ -19,14 +19,14 @@ using test::plan;
 using test::run;
 using test::tiny;
 
-struct Config {
+struct EquivalenceCase {
   Family arch;
   AttentionImpl attn;
   std::optional<MlpKind> mlp = std::nullopt;  // the family's MLP when absent
   std::optional<OpKind> runs = std::nullopt;   // the op this configuration is here for
 };
 
-class PolicyEquivalence : public ::testing::TestWithParam<Config> {};
+class PolicyEquivalence : public ::testing::TestWithParam<EquivalenceCase> {};
 
 // The budget policy gets a budget between its smallest feasible one and none's peak.
 std::uint64_t middle_budget(const ModelConfig& m) {
@@ -112,28 +112,28 @@ TEST_P(PolicyEquivalence, BitwiseEqualToNoneAndCountedFromTheRun) {
 
 INSTANTIATE_TEST_SUITE_P(
     PolicyConfigs, PolicyEquivalence,
-    ::testing::Values(Config{Family::Gpt2, AttentionImpl::Naive},
-                      Config{Family::Gpt2, AttentionImpl::Flash},
-                      Config{Family::Llama, AttentionImpl::Naive},
-                      Config{Family::Llama, AttentionImpl::Flash},
-                      Config{Family::Qwen2, AttentionImpl::Naive},
-                      Config{Family::Qwen2, AttentionImpl::Flash},
-                      Config{Family::Phi3, AttentionImpl::Naive},
-                      Config{Family::Phi3, AttentionImpl::Flash},
-                      Config{Family::Llama, AttentionImpl::Flash, MlpKind::GeGlu, OpKind::GeGlu},
-                      Config{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu, OpKind::GeluErf},
-                      Config{Family::Olmo2, AttentionImpl::Naive, std::nullopt, OpKind::QkNorm},
-                      Config{Family::Olmo2, AttentionImpl::Flash, std::nullopt, OpKind::QkNorm},
+    ::testing::Values(EquivalenceCase{Family::Gpt2, AttentionImpl::Naive},
+                      EquivalenceCase{Family::Gpt2, AttentionImpl::Flash},
+                      EquivalenceCase{Family::Llama, AttentionImpl::Naive},
+                      EquivalenceCase{Family::Llama, AttentionImpl::Flash},
+                      EquivalenceCase{Family::Qwen2, AttentionImpl::Naive},
+                      EquivalenceCase{Family::Qwen2, AttentionImpl::Flash},
+                      EquivalenceCase{Family::Phi3, AttentionImpl::Naive},
+                      EquivalenceCase{Family::Phi3, AttentionImpl::Flash},
+                      EquivalenceCase{Family::Llama, AttentionImpl::Flash, MlpKind::GeGlu, OpKind::GeGlu},
+                      EquivalenceCase{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu, OpKind::GeluErf},
+                      EquivalenceCase{Family::Olmo2, AttentionImpl::Naive, std::nullopt, OpKind::QkNorm},
+                      EquivalenceCase{Family::Olmo2, AttentionImpl::Flash, std::nullopt, OpKind::QkNorm},
                       // (1 + w) RMSNorms, the final one too, and embeddings * sqrt(hidden)
-                      Config{Family::Gemma, AttentionImpl::Naive, std::nullopt, OpKind::RmsNorm},
-                      Config{Family::Gemma, AttentionImpl::Flash, std::nullopt, OpKind::RmsNorm},
+                      EquivalenceCase{Family::Gemma, AttentionImpl::Naive, std::nullopt, OpKind::RmsNorm},
+                      EquivalenceCase{Family::Gemma, AttentionImpl::Flash, std::nullopt, OpKind::RmsNorm},
                       // banded attention (window 12 of 32), and Gemma 2's alternating windows,
                       // soft-caps and sandwich norms
-                      Config{Family::Mistral, AttentionImpl::Naive},
-                      Config{Family::Mistral, AttentionImpl::Flash},
-                      Config{Family::Gemma2, AttentionImpl::Naive},
-                      Config{Family::Gemma2, AttentionImpl::Flash}),
-    [](const ::testing::TestParamInfo<Config>& i) {
+                      EquivalenceCase{Family::Mistral, AttentionImpl::Naive},
+                      EquivalenceCase{Family::Mistral, AttentionImpl::Flash},
+                      EquivalenceCase{Family::Gemma2, AttentionImpl::Naive},
+                      EquivalenceCase{Family::Gemma2, AttentionImpl::Flash}),
+    [](const ::testing::TestParamInfo<EquivalenceCase>& i) {
       return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn) +
              (i.param.mlp ? std::string("_") + to_string(*i.param.mlp) : "");
     });
