@@ -5,12 +5,12 @@
 // definitions; another checkout's paths recompile that one file alone.
 #pragma once
 
-namespace remat::testing {
+namespace remat::test_paths {
 const char* test_data_dir();      // tests/data
 const char* source_dir();         // the source tree
 const char* build_dir();          // the build tree
-}  // namespace remat::testing
+}  // namespace remat::test_paths
 
-#define REMAT_TEST_DATA_DIR (::remat::testing::test_data_dir())
-#define REMAT_SOURCE_DIR (::remat::testing::source_dir())
-#define REMAT_BUILD_DIR (::remat::testing::build_dir())
+#define REMAT_TEST_DATA_DIR (::remat::test_paths::test_data_dir())
+#define REMAT_SOURCE_DIR (::remat::test_paths::source_dir())
+#define REMAT_BUILD_DIR (::remat::test_paths::build_dir())

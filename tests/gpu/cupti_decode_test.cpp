@@ -12,6 +12,7 @@
 
 #include "core/backend/cuda/cupti_profiler.h"
 #include "core/util/error.h"
+#include "tests/test_paths.h"
 
 namespace remat::cupti {
 namespace {
@@ -490,7 +491,7 @@ TEST_F(CuptiRecordMode, DumpedBuffersDecodeToTheSameRecords) {
 // Buffers recorded by a real run (GpuProfiler.AttributesKernelsAndCopiesToOps on an H200 with
 // CUDA 13.0): the decoder reads them back without CUPTI or a GPU.
 TEST(CuptiRecorded, RealH200BuffersDecode) {
-  const std::string dir = REMAT_CUPTI_DATA_DIR;
+  const std::string dir = std::string(REMAT_SOURCE_DIR) + "/tests/gpu/data/cupti_h200";
   DecodeStats st;
   std::vector<OpRecord> r = decode_recorded_dir(dir, &st);
   ASSERT_FALSE(r.empty());

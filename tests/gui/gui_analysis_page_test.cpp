@@ -26,7 +26,7 @@ using namespace remat::gui;
 
 namespace {
 
-const QString kData = QStringLiteral(REMAT_GUI_TEST_DATA);
+const QString kData = remat::gui::testing::gui_test_data();
 const QString kRecorded = kData + "/recorded-gpt2";
 const QString kSnapshot = kData + "/../../data/torch/snapshot-torch2.pickle";
 

@@ -18,7 +18,7 @@ class GuiPluginsTest : public QObject {
  private slots:
   void initTestCase() {
     testing::isolate_settings();
-    qputenv("REMAT_PLUGIN_PATH", REMAT_TEST_PLUGIN_DIR);
+    qputenv("REMAT_PLUGIN_PATH", QByteArray(REMAT_BUILD_DIR) + "/test-plugins");
     qputenv("REMAT_PLAN_TIMEOUT_S", "1");
   }
   void brokenPluginsAreSkippedAtStart();

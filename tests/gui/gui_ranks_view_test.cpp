@@ -21,7 +21,7 @@ using namespace remat;
 using namespace remat::gui;
 
 namespace {
-const QString kRanksDir = QStringLiteral(REMAT_GUI_TEST_DATA) + "/../../data/ranks-v3";
+const QString kRanksDir = remat::gui::testing::gui_test_data() + "/../../data/ranks-v3";
 }  // namespace
 
 class GuiRanksViewTest : public QObject {

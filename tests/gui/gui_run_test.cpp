@@ -172,7 +172,7 @@ void GuiRunTest::openingATorchSnapshotOrTraceImportsIt() {
   WindowOptions o = options();
   o.error_dialogs = false;
   MainWindow w(o);
-  const QString data = QStringLiteral(REMAT_GUI_TEST_DATA "/../../data/torch/");
+  const QString data = remat::gui::testing::gui_test_data() + "/../../data/torch/";
   QSignalSpy opened(&w, &MainWindow::runOpened);
   w.openRunDir(data + "snapshot-torch2.pickle");
   QVERIFY(opened.wait(30000));

@@ -21,9 +21,13 @@
 #include "core/plugin/registry.h"
 #include "core/profiler/host_profiler.h"
 #include "main_window.h"
+#include "tests/test_paths.h"
 #include "views/run_view.h"
 
 namespace remat::gui::testing {
+
+// tests/gui/data in the source tree (tests/test_paths.h: the paths are not compile definitions).
+inline QString gui_test_data() { return QString::fromUtf8(REMAT_SOURCE_DIR) + "/tests/gui/data"; }
 
 // Settings and recent runs go to the test locations, never the user's.
 inline void isolate_settings() {

@@ -202,7 +202,7 @@ void GuiTrackViewTest::cpuAndCudaRunsNestTheirLevels() {
   for (std::size_t i = 1; i < tr[1].slices.size(); ++i) QVERIFY(tr[1].slices[i - 1].phase != tr[1].slices[i].phase);
 
   // A CUDA run: the kernels of one executor op are one op slice.
-  const auto h200 = std::make_shared<const Trace>(read_run_dir(REMAT_GUI_TEST_DATA "/cuda-tiny-offload"));
+  const auto h200 = std::make_shared<const Trace>(read_run_dir((remat::gui::testing::gui_test_data() + "/cuda-tiny-offload").toStdString()));
   const SliceTree cuda(*h200);
   QVERIFY(cuda.has_kernels());
   const auto& ct = cuda.tracks();

@@ -479,7 +479,7 @@ void GuiViewsTest::cudaRunsShowReservedBytesAndHostLine() {
 // tiny under offload on an H200 (rematlab-batch run --device cuda --steps 2), without the
 // derived trace.json and memory_timeline.csv: kernels on three streams, reserved bytes.
 void GuiViewsTest::aRecordedH200RunOpens() {
-  const auto t = std::make_shared<const Trace>(read_run_dir(REMAT_GUI_TEST_DATA "/cuda-tiny-offload"));
+  const auto t = std::make_shared<const Trace>(read_run_dir((remat::gui::testing::gui_test_data() + "/cuda-tiny-offload").toStdString()));
   QCOMPARE(QString::fromStdString(t->device), QString("cuda"));
   RunView view;
   view.resize(1400, 900);
