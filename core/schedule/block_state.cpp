@@ -1,35 +1,42 @@
 #include "core/schedule/block_state.h"
 
 #include <algorithm>
+#include <bit>
 #include <string>
 
 #include "core/util/error.h"
 
 namespace remat {
 
-bool TensorSet::empty() const { return std::find(bits_.begin(), bits_.end(), true) == bits_.end(); }
+bool TensorSet::empty() const {
+  return std::all_of(words_.begin(), words_.end(), [](std::uint64_t w) { return w == 0; });
+}
 
 int TensorSet::first() const {
-  auto it = std::find(bits_.begin(), bits_.end(), true);
-  return it == bits_.end() ? -1 : static_cast<int>(it - bits_.begin());
+  for (std::size_t i = 0; i < words_.size(); ++i)
+    if (words_[i]) return static_cast<int>(i * 64 + static_cast<std::size_t>(std::countr_zero(words_[i])));
+  return -1;
 }
 
 TensorSet& TensorSet::operator|=(const TensorSet& o) {
-  for (std::size_t i = 0; i < bits_.size(); ++i)
-    if (o.bits_[i]) bits_[i] = true;
+  for (std::size_t i = 0; i < words_.size(); ++i) words_[i] |= o.words_[i];
   return *this;
 }
 
 TensorSet& TensorSet::operator&=(const TensorSet& o) {
-  for (std::size_t i = 0; i < bits_.size(); ++i)
-    if (!o.bits_[i]) bits_[i] = false;
+  for (std::size_t i = 0; i < words_.size(); ++i) words_[i] &= o.words_[i];
   return *this;
 }
 
 TensorSet& TensorSet::operator-=(const TensorSet& o) {
-  for (std::size_t i = 0; i < bits_.size(); ++i)
-    if (o.bits_[i]) bits_[i] = false;
+  for (std::size_t i = 0; i < words_.size(); ++i) words_[i] &= ~o.words_[i];
   return *this;
+}
+
+std::vector<bool> TensorSet::bits() const {
+  std::vector<bool> b(size_, false);
+  for (std::size_t t = 0; t < size_; ++t) b[t] = has(static_cast<int>(t));
+  return b;
 }
 
 ScheduleState::ScheduleState(const BlockGraph& g, const Schedule& s)

@@ -15,20 +15,21 @@
 namespace remat {
 
 // A set of a block's tensors, by index into the block table; as many as the table has. Sets
-// combined with each other are over the same table.
+// combined with each other are over the same table. Sixty-four tensors to a word: the sets are
+// copied with every action and state, which then copies a word, not each tensor's flag.
 class TensorSet {
  public:
   TensorSet() = default;
-  explicit TensorSet(std::size_t tensors) : bits_(tensors, false) {}
+  explicit TensorSet(std::size_t tensors) : size_(tensors), words_((tensors + 63) / 64, 0) {}
   static TensorSet of(std::size_t tensors, int t) {
     TensorSet s(tensors);
     s.insert(t);
     return s;
   }
 
-  bool has(int t) const { return bits_[static_cast<std::size_t>(t)]; }
-  void insert(int t) { bits_[static_cast<std::size_t>(t)] = true; }
-  void clear() { bits_.assign(bits_.size(), false); }
+  bool has(int t) const { return (words_[word(t)] >> bit(t)) & 1u; }
+  void insert(int t) { words_[word(t)] |= std::uint64_t{1} << bit(t); }
+  void clear() { words_.assign(words_.size(), 0); }
   bool empty() const;
   int first() const;  // lowest index in the set, -1 when empty
 
@@ -41,10 +42,13 @@ class TensorSet {
   bool operator==(const TensorSet& o) const = default;
 
   // One flag per tensor, as BlockGraph::recompute_flops takes them.
-  const std::vector<bool>& bits() const { return bits_; }
+  std::vector<bool> bits() const;
 
  private:
-  std::vector<bool> bits_;
+  static std::size_t word(int t) { return static_cast<std::size_t>(t) / 64; }
+  static unsigned bit(int t) { return static_cast<unsigned>(t) % 64; }
+  std::size_t size_ = 0;
+  std::vector<std::uint64_t> words_;
 };
 
 // What a block holds between actions.

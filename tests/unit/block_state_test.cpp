@@ -24,6 +24,17 @@ TEST(TensorSet, HoldsIndicesPastSixtyFour) {
   EXPECT_EQ((a | b).first(), 3);
   EXPECT_TRUE((b - a - TensorSet::of(130, 3)).empty());
   EXPECT_FALSE((a | b) == a);
+  EXPECT_TRUE(a.has(129));
+  EXPECT_TRUE(a.has(70));
+  EXPECT_FALSE(a.has(64));
+  EXPECT_FALSE(a.has(128));
+  const std::vector<bool> bits = (a | b).bits();
+  ASSERT_EQ(bits.size(), 130u);
+  for (int t = 0; t < 130; ++t) EXPECT_EQ(bits[static_cast<std::size_t>(t)], t == 3 || t == 70 || t == 129) << t;
+  TensorSet c(130);
+  c.insert(63);
+  c.insert(64);
+  EXPECT_EQ((c - TensorSet::of(130, 63)).first(), 64);
   a.clear();
   EXPECT_TRUE(a.empty());
 }
