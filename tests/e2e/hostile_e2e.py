@@ -322,7 +322,27 @@ def writer_process_cases(w, tiny_run):
     write(os.path.join(scratch, "store", "1844674407370955161"), "address")
     unfinished = os.path.join(d, ".never.tmp-%s-2" % DEAD)
     shutil.copytree(tiny_run, unfinished)
-    return [
+    # A character device of our own, the kind of /dev/full (which a run replaced by a 3 MB file):
+    # made here, so that a regression could replace only this node. Where nodes cannot be made
+    # (not root), the unit test of the writer still covers devices (output_file_test.cpp).
+    device = os.path.join(d, "full")
+    try:
+        os.mknod(device, stat.S_IFCHR | 0o600, os.makedev(1, 7))
+    except OSError:
+        device = None
+
+    def still_device():
+        return (stat.S_ISCHR(os.lstat(device).st_mode), "%s is no longer a character device" % device)
+
+    devices = [] if device is None else [
+        Case("--save-weights onto a character device", run + ["--save-weights", device], 1, "character device",
+             "--save-weights", after=still_device),
+        Case("--save-grads onto a character device", run + ["--save-grads", device], 1, "character device",
+             "--save-grads", after=still_device),
+        Case("--dump-batch onto a character device", run + ["--dump-batch", device], 1, "character device",
+             "--dump-batch", after=still_device),
+    ]
+    return devices + [
         Case("--save-weights onto a FIFO", run + ["--save-weights", fifo], 1, "FIFO", "--save-weights", timeout=60,
              after=still_fifo(fifo)),
         Case("--save-grads onto a FIFO", run + ["--save-grads", fifo], 1, "FIFO", timeout=60, after=still_fifo(fifo)),
