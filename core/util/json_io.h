@@ -46,7 +46,9 @@ using JsonElementFn = std::function<void(std::size_t path, std::size_t index, nl
 // parse. A streamed path that occurs twice (a repeated key) is an Error.
 nlohmann::json parse_json_streaming(std::string_view text, const std::string& where,
                                     const std::vector<JsonPath>& streamed, const JsonElementFn& each);
-// read_regular_file + parse_json_streaming.
+// parse_json_streaming of the regular file `path` (at most limits::kJsonFileBytes), read a
+// megabyte at a time as the parser goes: memory holds one element, the rest of the document and
+// the buffer, never the whole text.
 nlohmann::json read_json_file_streaming(const std::string& path, const std::vector<JsonPath>& streamed,
                                         const JsonElementFn& each);
 

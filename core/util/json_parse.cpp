@@ -3,8 +3,13 @@
 // is rescanned (nlohmann's callback parser looks through an object's parent for discarded values
 // at each end of an object, quadratic in an array of objects), nesting is bounded before a level
 // is opened, and the memory the document takes is counted as it grows.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -213,9 +218,95 @@ nlohmann::json parse_json_streaming(std::string_view text, const std::string& wh
   return parse(text, where, streamed, &each, host_budget(), true);
 }
 
+namespace {
+
+// An open file's bytes for the parser, read a megabyte at a time, so its text is never held whole
+// (a profiler trace at the 1 GiB limit). Past `max_bytes` (a file that grew as it was read) is a
+// LimitError; a read error an Error naming the file.
+class FileBytes {
+ public:
+  FileBytes(int fd, const std::string& path, std::uint64_t max_bytes)
+      : fd_(fd), path_(path), max_(max_bytes), buf_(std::size_t{1} << 20) {}
+  ~FileBytes() { ::close(fd_); }
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
+
+  bool at_end() {
+    if (pos_ == len_) fill();
+    return pos_ == len_;
+  }
+  const char& get() const { return buf_[pos_]; }
+  void next() { ++pos_; }
+
+ private:
+  void fill() {
+    pos_ = len_ = 0;
+    while (!eof_) {
+      const ssize_t n = ::read(fd_, buf_.data(), buf_.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw Error(path_ + ": cannot be read (" + std::strerror(errno) + ")");
+      if (n == 0) {
+        eof_ = true;
+        break;
+      }
+      total_ += static_cast<std::uint64_t>(n);
+      if (total_ > max_)
+        throw LimitError(path_ + ": more than the " + human(max_) + " this reader accepts");
+      len_ = static_cast<std::size_t>(n);
+      break;
+    }
+  }
+
+  int fd_;
+  const std::string& path_;
+  std::uint64_t max_, total_ = 0;
+  std::vector<char> buf_;
+  std::size_t pos_ = 0, len_ = 0;
+  bool eof_ = false;
+};
+
+// FileBytes as the input iterator nlohmann's parser reads from; the default one is the end.
+class FileIterator {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+
+  FileIterator() = default;
+  explicit FileIterator(FileBytes* f) : f_(f) {}
+  const char& operator*() const { return f_->get(); }
+  FileIterator& operator++() {
+    f_->next();
+    return *this;
+  }
+  FileIterator operator++(int) {
+    FileIterator was = *this;
+    f_->next();
+    return was;
+  }
+  bool operator==(const FileIterator& o) const { return done() == o.done(); }
+
+ private:
+  bool done() const { return f_ == nullptr || f_->at_end(); }
+  FileBytes* f_ = nullptr;
+};
+
+}  // namespace
+
 nlohmann::json read_json_file_streaming(const std::string& path, const std::vector<JsonPath>& streamed,
                                         const JsonElementFn& each) {
-  return parse_json_streaming(read_regular_file(path, limits::kJsonFileBytes), path, streamed, each);
+  struct stat st {};
+  FileBytes bytes(open_regular_file(path, st), path, limits::kJsonFileBytes);
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > limits::kJsonFileBytes)
+    throw LimitError(path + ": " + human(size) + " is larger than the " + human(limits::kJsonFileBytes) +
+                     " this reader accepts");
+  DocumentBuilder b(path, size, streamed, &each, host_budget(), true);
+  // strict: the document must be followed by nothing but white space.
+  json::sax_parse(FileIterator(&bytes), FileIterator(), &b, json::input_format_t::json, true);
+  return b.take();
 }
 
 }  // namespace remat

@@ -159,6 +159,44 @@ TEST_F(JsonIo, OnlyRegularFilesAreRead) {
   EXPECT_NE(m.find("is a FIFO"), std::string::npos) << m;
 }
 
+TEST_F(JsonIo, AStreamedFileIsReadAMegabyteAtATimeWithEveryRuleKept) {
+  // About 3 MiB: a string across the first megabyte's end, then elements across the next ones.
+  std::string text = "{\"pad\": \"" + std::string((1 << 20) - 5, 'p') + "\", \"e\": [";
+  const int n = 40000;
+  for (int i = 0; i < n; ++i) text += (i ? ", " : "") + std::string("{\"i\": ") + std::to_string(i) + ", \"s\": \"" +
+                                     std::string(static_cast<std::size_t>(i % 97), 's') + "\"}";
+  text += "], \"after\": 7}\n";
+  ASSERT_GT(text.size(), std::size_t{3} << 20);
+  const std::string p = write("big.json", text);
+  int seen = 0;
+  bool in_order = true;
+  nlohmann::json top = read_json_file_streaming(p, {{"e"}}, [&](std::size_t, std::size_t i, nlohmann::json&& e) {
+    in_order = in_order && e["i"] == static_cast<int>(i) && e["s"].get<std::string>().size() == i % 97;
+    ++seen;
+  });
+  EXPECT_EQ(seen, n);
+  EXPECT_TRUE(in_order);
+  EXPECT_EQ(top["pad"].get<std::string>().size(), std::size_t{(1 << 20) - 5});
+  EXPECT_EQ(top["after"], 7);
+  auto each = [](std::size_t, std::size_t, nlohmann::json&&) {};
+  // Cut short, followed by more than white space, too deep: as parse_json_streaming says them.
+  std::string m = message_of([&] { read_json_file_streaming(write("cut.json", text.substr(0, (2 << 20) + 3)), {{"e"}}, each); });
+  EXPECT_NE(m.find("cut.json: not valid JSON"), std::string::npos) << m;
+  m = message_of([&] { read_json_file_streaming(write("more.json", text + " x"), {{"e"}}, each); });
+  EXPECT_NE(m.find("more.json: not valid JSON"), std::string::npos) << m;
+  EXPECT_THROW(read_json_file_streaming(write("deep.json", "{\"e\": [" + nested(limits::kJsonDepth) + "]}"), {{"e"}}, each),
+               LimitError);
+  // Only regular files, and none past the limit (refused before reading: the file is sparse).
+  const std::string fifo = (dir_ / "events.fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  m = message_of([&] { read_json_file_streaming(fifo, {{"e"}}, each); });
+  EXPECT_NE(m.find("is a FIFO"), std::string::npos) << m;
+  const std::string huge = write("huge.json", "");
+  ASSERT_EQ(::truncate(huge.c_str(), static_cast<off_t>(limits::kJsonFileBytes) + 1), 0);
+  m = message_of([&] { read_json_file_streaming(huge, {{"e"}}, each); });
+  EXPECT_NE(m.find("huge.json: 1 GiB is larger than the 1 GiB this reader accepts"), std::string::npos) << m;
+}
+
 TEST_F(JsonIo, FilesLargerThanTheLimitAreRefusedBeforeReading) {
   std::string p = write("big.txt", std::string(1000, 'x'));
   EXPECT_EQ(read_regular_file(p, 1000).size(), 1000u);
