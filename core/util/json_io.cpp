@@ -67,6 +67,12 @@ int open_regular_file(const std::string& path, struct stat& st) {
   return fd;
 }
 
+void require_file_size_at_most(const std::string& path, std::uint64_t size, std::uint64_t max_bytes) {
+  if (size > max_bytes)
+    throw LimitError(path + ": " + human_bytes(size) + " is larger than the " + human_bytes(max_bytes) +
+                     " this reader accepts");
+}
+
 void require_regular_file(const std::string& path) {
   struct stat st {};
   Fd fd(open_regular_file(path, st));
@@ -76,9 +82,7 @@ std::string read_regular_file(const std::string& path, std::uint64_t max_bytes) 
   struct stat st {};
   Fd fd(open_regular_file(path, st));
   auto size = static_cast<std::uint64_t>(st.st_size);
-  if (size > max_bytes)
-    throw LimitError(path + ": " + human_bytes(size) + " is larger than the " + human_bytes(max_bytes) +
-                     " this reader accepts");
+  require_file_size_at_most(path, size, max_bytes);
   // Refused before allocating when the host cannot hold it (an allocation past that may be
   // granted by overcommit and then kill the process as it fills).
   const std::uint64_t avail = host_memory_available();

@@ -22,6 +22,8 @@ std::string read_regular_file(const std::string& path, std::uint64_t max_bytes);
 void require_regular_file(const std::string& path);
 // The same check, keeping the file open: a read-only descriptor the caller closes, and its stat.
 int open_regular_file(const std::string& path, struct stat& st);
+// LimitError naming `path` when the file's `size` is past the `max_bytes` its reader accepts.
+void require_file_size_at_most(const std::string& path, std::uint64_t size, std::uint64_t max_bytes);
 
 // Parses `text` as one JSON document, in time and memory linear in its size (nlohmann's SAX
 // parser and a document builder of ours). Nesting deeper than limits::kJsonDepth, text longer than

@@ -190,15 +190,22 @@ class DocumentBuilder : public nlohmann::json_sax<json> {
   json root_, slot_;
 };
 
+// The document of `bytes` bytes in [first, last): held text or a file as it is read.
+template <class It>
+json build(It first, It last, const std::string& where, std::uint64_t bytes, const std::vector<JsonPath>& streamed,
+           const JsonElementFn* each, std::uint64_t budget, bool host) {
+  DocumentBuilder b(where, bytes, streamed, each, budget, host);
+  // strict: the document must be followed by nothing but white space.
+  json::sax_parse(first, last, &b, json::input_format_t::json, true);
+  return b.take();
+}
+
 json parse(std::string_view text, const std::string& where, const std::vector<JsonPath>& streamed,
            const JsonElementFn* each, std::uint64_t budget, bool host) {
   if (text.size() > limits::kJsonFileBytes)
     throw LimitError(where + ": " + human(text.size()) + " of JSON is more than the " + human(limits::kJsonFileBytes) +
                      " a document may have");
-  DocumentBuilder b(where, text.size(), streamed, each, budget, host);
-  // strict: the document must be followed by nothing but white space.
-  json::sax_parse(text.data(), text.data() + text.size(), &b, json::input_format_t::json, true);
-  return b.take();
+  return build(text.data(), text.data() + text.size(), where, text.size(), streamed, each, budget, host);
 }
 
 }  // namespace
@@ -300,13 +307,8 @@ nlohmann::json read_json_file_streaming(const std::string& path, const std::vect
   struct stat st {};
   FileBytes bytes(open_regular_file(path, st), path, limits::kJsonFileBytes);
   const auto size = static_cast<std::uint64_t>(st.st_size);
-  if (size > limits::kJsonFileBytes)
-    throw LimitError(path + ": " + human(size) + " is larger than the " + human(limits::kJsonFileBytes) +
-                     " this reader accepts");
-  DocumentBuilder b(path, size, streamed, &each, host_budget(), true);
-  // strict: the document must be followed by nothing but white space.
-  json::sax_parse(FileIterator(&bytes), FileIterator(), &b, json::input_format_t::json, true);
-  return b.take();
+  require_file_size_at_most(path, size, limits::kJsonFileBytes);
+  return build(FileIterator(&bytes), FileIterator(), path, size, streamed, &each, host_budget(), true);
 }
 
 }  // namespace remat

@@ -38,13 +38,8 @@ class Env {
   Env& operator=(const Env&) = delete;
 
   Tensor make(DType dt, std::int64_t n, Space sp = Space::Device) {
-    Tensor t;
-    t.dtype = dt;
-    t.numel = n;
-    t.space = sp;
-    t.data = be.memory(sp).allocate(t.bytes());
+    Tensor t = allocate(dt, n, sp);
     std::memset(t.data, 0, t.bytes());
-    owned_.push_back(t);
     return t;
   }
   Tensor from(const std::vector<float>& v, DType dt = DType::F32) {
@@ -76,18 +71,22 @@ class Env {
   // The backend's scratch, not zeroed (the engine's is not either): a test touches only the pages
   // its kernels write. Zeroing 32 MiB for every Env was most of the sanitized kernel tests' time.
   void set_workspace_bytes(std::uint64_t bytes) {
-    Tensor ws;
-    ws.dtype = DType::U8;
-    ws.numel = static_cast<std::int64_t>(bytes);
-    ws.space = Space::Device;
-    ws.data = be.memory(ws.space).allocate(ws.bytes());
-    owned_.push_back(ws);
-    be.set_workspace(ws);
+    be.set_workspace(allocate(DType::U8, static_cast<std::int64_t>(bytes), Space::Device));
   }
 
   CpuBackend be;
 
  private:
+  // Memory of the backend's, freed with the Env; not zeroed.
+  Tensor allocate(DType dt, std::int64_t n, Space sp) {
+    Tensor t;
+    t.dtype = dt;
+    t.numel = n;
+    t.space = sp;
+    t.data = be.memory(sp).allocate(t.bytes());
+    owned_.push_back(t);
+    return t;
+  }
   std::vector<Tensor> owned_;
 };
 
