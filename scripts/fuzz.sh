@@ -47,7 +47,7 @@ done
 # The gist of a sanitizer or libFuzzer report: what happened, and the stack frames in our code.
 report() {
   grep -E "runtime error|terminate called|what\(\)|==ERROR|ERROR: libFuzzer|SUMMARY:|#[0-9]+ .*(core|fuzz|app)/[A-Za-z0-9_/]+\.(cpp|h)" "$1" |
-    sed -E "s|[^ ]*/((core|fuzz|app)/)|\1|g; s/\(BuildId: [0-9a-f]+\)//" | cut -c1-240 | head -20 | sed 's/^/    /'
+    sed -E "s#[^ ]*/((core|fuzz|app)/)#\1#g; s/\(BuildId: [0-9a-f]+\)//" | cut -c1-240 | head -20 | sed 's/^/    /'
   echo "    (the whole report: $1)"
 }
 

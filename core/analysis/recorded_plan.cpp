@@ -128,7 +128,7 @@ RecordedRun read_recorded_run(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string sfile = (fs::path(dir) / "summary.json").string();
   const nlohmann::json j = read_json_file(sfile);
-  if (!j.is_object() || j.value("source", std::string()) != "pytorch")
+  if (!j.is_object() || !json_string_is(j, "source", "pytorch"))
     throw Error(sfile + ": not a recorded PyTorch run (summary.json has no \"source\": \"pytorch\"; "
                 "rematlab.record in python/ writes one)");
   schema::check_format_version(j.contains("format_version") ? j["format_version"] : nlohmann::json(),

@@ -55,7 +55,7 @@ bool is_ranks_dir(const std::string& dir) {
 RanksDir read_ranks_json(const std::string& dir) {
   const std::string where = path_of(dir);
   const nlohmann::json j = read_json_file(where);
-  if (!j.is_object() || j.value("format", std::string()) != schema::kRanksFormat)
+  if (!j.is_object() || !json_string_is(j, "format", schema::kRanksFormat))
     throw Error(where + ": not a RematLab ranks summary (its \"format\" is not \"" + schema::kRanksFormat + "\")");
   schema::check_format_version(field(j, "format_version", where), schema::kRanksFormatVersion, where);
   constexpr int kMaxRanks = 1 << 20;
@@ -70,8 +70,8 @@ RanksDir read_ranks_json(const std::string& dir) {
   if (j.contains("pp")) r.pp = int_field(j, "pp", 1, kMaxRanks, where);
   if (j.contains("micro_batches")) r.micro_batches = int_field(j, "micro_batches", 1, kMaxRanks, where);
   r.complete = bool_field(j, "complete", where);
-  r.status = j.value("status", std::string());
-  r.error = j.value("error", std::string());
+  r.status = json_string(j, "status", "", where);
+  r.error = json_string(j, "error", "", where);
   if (static_cast<std::int64_t>(r.tp) * r.dp * r.pp != r.world_size)
     throw Error(where + ": world_size " + std::to_string(r.world_size) + " is not tp " + std::to_string(r.tp) +
                 " × dp " + std::to_string(r.dp) + " × pp " + std::to_string(r.pp));
@@ -93,10 +93,10 @@ RanksDir read_ranks_json(const std::string& dir) {
                   " × dp " + std::to_string(r.dp) + " + dp_rank " + std::to_string(row.dp_rank) + ") × tp " +
                   std::to_string(r.tp) + " + tp_rank " + std::to_string(row.tp_rank));
     row.dir = "rank-" + std::to_string(row.rank);
-    if (e.value("dir", std::string()) != row.dir)
+    if (!json_string_is(e, "dir", row.dir))
       throw Error(w + ": field 'dir' must be \"" + row.dir + "\", got " + json_snippet(e.value("dir", nlohmann::json())));
     row.complete = bool_field(e, "complete", w);
-    row.status = e.value("status", std::string());
+    row.status = json_string(e, "status", "", w);
     row.peak_bytes = bytes_field(e, "peak_bytes", w);
     row.predicted_peak_bytes = bytes_field(e, "predicted_peak_bytes", w);
     row.comm_bytes_per_step = bytes_field(e, "comm_bytes_per_step", w);

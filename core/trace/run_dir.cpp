@@ -196,7 +196,7 @@ void write_run_dir(const Trace& t, const std::string& dir, bool force, bool chec
 // A run of several ranks (ranks.json over rank-N/): rank 0's run, with a note saying so.
 static Trace read_first_rank(const std::string& dir) {
   const nlohmann::json j = read_json_file(join(dir, schema::kRanksFile));
-  if (!j.is_object() || j.value("format", std::string()) != schema::kRanksFormat)
+  if (!j.is_object() || !json_string_is(j, "format", schema::kRanksFormat))
     throw Error("'" + join(dir, schema::kRanksFile) + "' is not a RematLab ranks summary (its \"format\" is not \"" +
                 schema::kRanksFormat + "\")");
   const auto v = j.find("format_version");
@@ -209,7 +209,7 @@ static Trace read_first_rank(const std::string& dir) {
   const std::string first = join(dir, "rank-0");
   if (!fs::exists(join(first, kSummaryFile)))
     throw Error("'" + dir + "' is a run of " + world + " ranks whose rank 0 left no run directory (" +
-                j.value("error", std::string("see ranks.json")) + ")");
+                json_string(j, "error", "see ranks.json", join(dir, schema::kRanksFile)) + ")");
   Trace t = read_run_dir(first);
   t.provenance.emplace_back("note", "rank 0 of a run of " + world + " ranks; every rank is in " + dir +
                                         "/rank-N and ranks.json sums them up");

@@ -123,6 +123,18 @@ std::string json_snippet(const nlohmann::json& v) {
   return d.substr(0, kMax) + "... (" + what + ")";
 }
 
+std::string json_string(const nlohmann::json& j, const char* key, const std::string& fallback, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if (!it->is_string()) throw Error(where + ": field '" + key + "' must be a string, got " + json_snippet(*it));
+  return it->get<std::string>();
+}
+
+bool json_string_is(const nlohmann::json& j, const char* key, std::string_view expected) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() && it->get_ref<const std::string&>() == expected;
+}
+
 int json_int(const nlohmann::json& v, const std::string& field) {
   if (!v.is_number_integer()) throw ConfigError(field, "must be an integer, got " + json_snippet(v));
   if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<long long>::max()))

@@ -58,6 +58,14 @@ nlohmann::json read_json_file_streaming(const std::string& path, const std::vect
 // (an array's or object's size, a string's length). For values read through parse_json.
 std::string json_snippet(const nlohmann::json& v);
 
+// Field `key` of the object `j` when it is a string, `fallback` when it is absent; an Error
+// naming `where` and the field when it is there but not a string.
+std::string json_string(const nlohmann::json& j, const char* key, const std::string& fallback, const std::string& where);
+
+// Whether field `key` of the object `j` is the string `expected` (false when absent or of
+// another type): how a reader tells its own files by their "format".
+bool json_string_is(const nlohmann::json& j, const char* key, std::string_view expected);
+
 // An integer field of `j` narrowed to int: ConfigError naming `field` when it is not an
 // integer or does not fit.
 int json_int(const nlohmann::json& v, const std::string& field);

@@ -11,9 +11,12 @@
 #include <utility>
 #include <vector>
 
+#include "core/analysis/recorded_plan.h"
 #include "core/model/model_config.h"
 #include "core/model/model_source.h"
 #include "core/schedule/schedule.h"
+#include "core/trace/ranks_dir.h"
+#include "core/trace/run_dir.h"
 #include "core/util/json_io.h"
 #include "test_files.h"
 
@@ -249,6 +252,42 @@ TEST_F(JsonIo, SchedulesOfAnotherFormatOrANewerVersionAreRefused) {
   s["version"] = 1;
   s["format"] = "something-else";
   EXPECT_THROW(schedule_from_json(s), Error);
+}
+
+TEST_F(JsonIo, AStringFieldOfAnotherTypeIsRefusedByName) {
+  const nlohmann::json j = parse_json(R"({"format": 2, "status": "ok", "error": [1]})", "x");
+  EXPECT_FALSE(json_string_is(j, "format", "2"));
+  EXPECT_FALSE(json_string_is(j, "missing", ""));
+  EXPECT_TRUE(json_string_is(j, "status", "ok"));
+  EXPECT_EQ(json_string(j, "status", "-", "x"), "ok");
+  EXPECT_EQ(json_string(j, "missing", "-", "x"), "-");
+  const std::string m = message_of([&] { json_string(j, "error", "", "f.json"); });
+  EXPECT_NE(m.find("f.json: field 'error' must be a string, got [1]"), std::string::npos) << m;
+
+  // What the fuzzer found: a ranks.json whose "format" is a number threw the JSON library's
+  // type error past every reader. Each of these is an Error now, saying what is wrong.
+  const fs::path ranks = dir_ / "ranks";
+  fs::create_directories(ranks);
+  const std::string ok = R"("format_version": 1, "world_size": 1, "tp": 1, "dp": 1, "zero": 0, "sp": false,
+      "complete": true, "ranks": [{"rank": 0, "tp_rank": 0, "dp_rank": 0, "dir": "rank-0", "complete": true)";
+  const std::string file = (ranks / "ranks.json").string();
+  std::ofstream(file) << R"({"format": 2, "complete": true, "dp": 1, "zero": 0})";
+  EXPECT_THROW(read_ranks_json(ranks.string()), Error);
+  EXPECT_THROW(read_run_dir(ranks.string()), Error);
+  std::ofstream(file) << R"({"format": "rematlab-ranks", )" + ok + "}]}";
+  EXPECT_NO_THROW(read_ranks_json(ranks.string()));
+  std::ofstream(file) << R"({"format": "rematlab-ranks", "status": 7, )" + ok + "}]}";
+  EXPECT_NE(message_of([&] { read_ranks_json(ranks.string()); }).find("field 'status' must be a string"), std::string::npos);
+  std::ofstream(file) << R"({"format": "rematlab-ranks", )" + ok + R"(, "status": false}]})";
+  EXPECT_NE(message_of([&] { read_ranks_json(ranks.string()); }).find("ranks[0]: field 'status' must be a string"),
+            std::string::npos);
+  std::ofstream(file) << R"({"format": "rematlab-ranks", "error": {}, )" + ok + "}]}";
+  EXPECT_THROW(read_run_dir(ranks.string()), Error);  // rank 0 left no run directory; the error says why
+
+  const fs::path rec = dir_ / "recorded";
+  fs::create_directories(rec);
+  std::ofstream((rec / "summary.json").string()) << R"({"source": 1})";
+  EXPECT_THROW(read_recorded_run(rec.string()), Error);
 }
 
 TEST_F(JsonIo, SnippetsAreShort) {
