@@ -10,8 +10,11 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <numeric>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,19 +30,44 @@ namespace {
 
 enum class Role { CpuOp, Runtime, Device };
 
+constexpr std::uint32_t kNoText = std::numeric_limits<std::uint32_t>::max();
+
+// What is kept of an event: numbers, and its texts as indices into the trace's interned texts
+// (a profile names a few thousand ops over millions of events), so the vector of them moves and
+// grows as plain bytes.
 struct Rec {
   double ts = 0, dur = 0;  // microseconds
   std::int64_t tid_key = 0;
+  // The args read: "External id", "correlation", "flops"; for [memory] instants "Device Type",
+  // "Device Id", "Addr", "Bytes", "Total Reserved" (the has_ flags: present and integers).
+  std::int64_t external = 0, correlation = 0;
+  std::int64_t flops = 0, device_type = 1, device_id = 0, addr = 0, bytes = 0, total_reserved = 0;
+  std::uint32_t name = kNoText, cat = kNoText;
+  std::uint32_t enclosing = kNoText;  // memory: the innermost op around it
+  bool has_external = false, has_correlation = false;
   bool memory = false;
   Role role = Role::CpuOp;
   Stream stream = Stream::Host;
-  // The args read: "External id", "correlation", "flops"; for [memory] instants "Device Type",
-  // "Device Id", "Addr", "Bytes", "Total Reserved" (absent where missing or not integers).
-  std::optional<std::int64_t> external, correlation;
-  std::int64_t flops = 0, device_type = 1, device_id = 0, addr = 0, bytes = 0, total_reserved = 0;
-  std::string name, cat;
   Phase phase = Phase::Forward;
-  std::string enclosing;  // memory: the innermost op around it
+};
+static_assert(std::is_trivially_copyable_v<Rec>);
+
+// The texts of a trace's events, each kept once.
+class Texts {
+ public:
+  std::uint32_t id(const std::string& s) {
+    auto [it, fresh] = ids_.try_emplace(s, static_cast<std::uint32_t>(texts_.size()));
+    if (fresh) texts_.push_back(&it->first);
+    return it->second;
+  }
+  // The empty text for kNoText.
+  const std::string& operator[](std::uint32_t i) const { return i == kNoText ? empty_ : *texts_[i]; }
+  std::size_t size() const { return texts_.size(); }
+
+ private:
+  std::unordered_map<std::string, std::uint32_t> ids_;  // nodes: their keys never move
+  std::vector<const std::string*> texts_;
+  std::string empty_;
 };
 
 std::string lower(std::string s) {
@@ -109,29 +137,31 @@ class Events {
     auto name = e.find("name");
     if (ph == e.end() || !ph->is_string() || name == e.end() || !name->is_string()) return;
     const std::string& p = ph->get_ref<const std::string&>();
+    const std::string& nm = name->get_ref<const std::string&>();
+    static const std::string kLegacyCat = "cpu_op", kNoCat;
     Rec r;
-    r.name = name->get<std::string>();
+    const std::string* cat_text = &kNoCat;
     if (p == "X") {
       auto cat = e.find("cat");
-      if (cat == e.end() && legacy_) r.cat = "cpu_op";  // the legacy layout: every event a CPU function
-      else r.cat = cat != e.end() && cat->is_string() ? cat->get<std::string>() : std::string();
-      if (!classify(r.cat, r.name, r)) return;
-    } else if ((p == "i" || p == "I") && r.name == "[memory]") {
+      if (cat == e.end() && legacy_) cat_text = &kLegacyCat;  // the legacy layout: every event a CPU function
+      else if (cat != e.end() && cat->is_string()) cat_text = &cat->get_ref<const std::string&>();
+      if (!classify(*cat_text, nm, r)) return;
+    } else if ((p == "i" || p == "I") && nm == "[memory]") {
       r.memory = true;
     } else {
       return;
     }
     // Names become ops.csv text, whose reader refuses a NUL byte (the parser has checked UTF-8).
-    if (r.name.find('\0') != std::string::npos)
+    if (nm.find('\0') != std::string::npos)
       throw refuse("event " + std::to_string(i) + " has a 'name' holding a NUL byte: " + json_snippet(*name));
-    if (r.cat.find('\0') != std::string::npos)
+    if (cat_text->find('\0') != std::string::npos)
       throw refuse("event " + std::to_string(i) + " has a 'cat' holding a NUL byte");
-    if (ts == e.end() || !ts->is_number()) throw refuse("event " + std::to_string(i) + " (" + r.name + ") has no 'ts'");
+    if (ts == e.end() || !ts->is_number()) throw refuse("event " + std::to_string(i) + " (" + nm + ") has no 'ts'");
     r.ts = ts->get<double>();
     if (!r.memory) {
       auto dur = e.find("dur");
       if (dur == e.end() || !dur->is_number() || !(dur->get<double>() >= 0) || !std::isfinite(dur->get<double>()))
-        throw refuse("event " + std::to_string(i) + " (" + r.name + ") has no 'dur' of at least 0");
+        throw refuse("event " + std::to_string(i) + " (" + nm + ") has no 'dur' of at least 0");
       r.dur = dur->get<double>();
     }
     auto num = [&e](const char* k) -> std::uint64_t {
@@ -146,11 +176,14 @@ class Events {
       r.bytes = arg(e, "Bytes").value_or(0);
       r.total_reserved = arg(e, "Total Reserved").value_or(0);
     } else {
-      r.external = arg(e, "External id");
-      r.correlation = arg(e, "correlation");
+      const auto x = arg(e, "External id"), c = arg(e, "correlation");
+      r.has_external = x.has_value(), r.external = x.value_or(0);
+      r.has_correlation = c.has_value(), r.correlation = c.value_or(0);
       r.flops = arg(e, "flops").value_or(0);
     }
-    recs_.push_back(std::move(r));
+    r.name = texts_.id(nm);
+    if (!r.memory) r.cat = texts_.id(*cat_text);
+    recs_.push_back(r);
   }
 
   Trace finish();
@@ -160,6 +193,7 @@ class Events {
   const bool legacy_;  // the bare array of the legacy autograd profiler
   double t0_ = std::numeric_limits<double>::infinity();
   std::vector<Rec> recs_;
+  Texts texts_;
 };
 
 // What the top of the document says (the events aside): RematLab's own trace, or no event list.
@@ -214,6 +248,7 @@ Trace Events::finish() {
   auto refuse = [this](const std::string& why) { return this->refuse(why); };
   const double t0 = t0_;
   std::vector<Rec>& recs = recs_;
+  const Texts& texts = texts_;
   if (recs.empty())
     throw refuse("no cpu_op, kernel, cuda_runtime, gpu_memcpy or gpu_memset event and no [memory] instant");
 
@@ -233,6 +268,9 @@ Trace Events::finish() {
     if (a->ts != b->ts) return a->ts < b->ts;
     return a->dur > b->dur;  // the outer op first
   });
+  // What each name says of its phase, worked out once per name.
+  std::vector<std::optional<Phase>> marker(texts.size());
+  std::vector<bool> marker_known(texts.size());
   std::vector<Rec*> stack;
   std::int64_t tid = std::numeric_limits<std::int64_t>::min();
   for (Rec* r : host) {
@@ -244,10 +282,11 @@ Trace Events::finish() {
     const Phase around = stack.empty() ? Phase::Forward : stack.back()->phase;
     if (r->memory) {
       r->phase = around;
-      r->enclosing = stack.empty() ? std::string() : stack.back()->name;
+      r->enclosing = stack.empty() ? kNoText : stack.back()->name;
       continue;
     }
-    r->phase = marker_phase(r->name).value_or(around);
+    if (!marker_known[r->name]) marker[r->name] = marker_phase(texts[r->name]), marker_known[r->name] = true;
+    r->phase = marker[r->name].value_or(around);
     stack.push_back(r);
   }
   // Device work takes the phase of the CPU op that launched it (External id), else of the
@@ -256,16 +295,14 @@ Trace Events::finish() {
   for (const auto& r : recs) {
     if (r.memory || r.role == Role::Device) continue;
     if (r.role == Role::CpuOp) {
-      std::int64_t x = r.external.value_or(-1);
-      if (x >= 0) by_external.emplace(x, r.phase);
+      if (r.has_external && r.external >= 0) by_external.emplace(r.external, r.phase);
     } else {
-      std::int64_t c = r.correlation.value_or(-1);
-      if (c >= 0) by_correlation.emplace(c, r.phase);
+      if (r.has_correlation && r.correlation >= 0) by_correlation.emplace(r.correlation, r.phase);
     }
   }
   for (auto& r : recs) {
     if (r.memory || r.role != Role::Device) continue;
-    std::int64_t x = r.external.value_or(-1), c = r.correlation.value_or(-1);
+    const std::int64_t x = r.has_external ? r.external : -1, c = r.has_correlation ? r.correlation : -1;
     if (auto it = by_external.find(x); x >= 0 && it != by_external.end()) r.phase = it->second;
     else if (auto it2 = by_correlation.find(c); c >= 0 && it2 != by_correlation.end()) r.phase = it2->second;
   }
@@ -274,27 +311,34 @@ Trace Events::finish() {
   t.provenance.emplace_back("profiler_layout", legacy_ ? "legacy autograd profiler (bare array)" : "kineto (traceEvents)");
   std::int64_t end_ns = 0;
   bool cuda = false;
-  for (const auto& r : recs) {
-    if (r.memory) continue;
-    OpRecord o;
-    o.start_ns = ns(r.ts);
-    o.end_ns = ns(r.ts + r.dur);
+  // The ops by start, the enclosing op before the ops it holds (ties in the order of the file):
+  // their times first, so that each OpRecord is built once, in place.
+  struct Span { std::int64_t start, end; std::uint32_t rec; };
+  std::vector<Span> spans;
+  for (std::size_t k = 0; k < recs.size(); ++k)
+    if (!recs[k].memory)
+      spans.push_back({ns(recs[k].ts), ns(recs[k].ts + recs[k].dur), static_cast<std::uint32_t>(k)});
+  std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.start != b.start ? a.start < b.start : a.end > b.end;
+  });
+  t.ops.reserve(spans.size());
+  for (const Span& sp : spans) {
+    const Rec& r = recs[sp.rec];
+    OpRecord& o = t.ops.emplace_back();
+    o.start_ns = sp.start;
+    o.end_ns = sp.end;
     o.stream = r.stream;
-    o.name = !r.name.empty() ? r.name : !r.cat.empty() ? r.cat : "(unnamed)";
-    o.op = r.cat;
+    const std::string &name = texts[r.name], &cat = texts[r.cat];
+    o.name = !name.empty() ? name : !cat.empty() ? cat : "(unnamed)";
+    o.op = cat;
     o.phase = r.phase;
     o.step = 0;
     o.flops = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.flops));
-    std::int64_t id = r.external.value_or(r.correlation.value_or(0));
+    const std::int64_t id = r.has_external ? r.external : r.has_correlation ? r.correlation : 0;
     o.op_id = static_cast<std::uint64_t>(std::max<std::int64_t>(0, id));
     end_ns = std::max(end_ns, o.end_ns);
     cuda = cuda || r.role == Role::Device;
-    t.ops.push_back(std::move(o));
   }
-  // By start, the enclosing op before the ops it holds.
-  std::stable_sort(t.ops.begin(), t.ops.end(), [](const OpRecord& a, const OpRecord& b) {
-    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
-  });
 
   // Memory: the GPU's events where there are any, else the CPU's (a CPU-only profile).
   std::vector<const Rec*> mem;
@@ -332,7 +376,8 @@ Trace Events::finish() {
     if (bytes > 0) {
       if (live.count(key)) throw Error(where + ": " + at + ": allocates at " + hex_address(addr) + ", which is allocated already");
       m.id = next_id++;
-      m.tensor = names.id(r.enclosing.empty() ? "[memory] " + hex_address(addr) : r.enclosing);
+      const std::string& enclosing = texts[r.enclosing];
+      m.tensor = names.id(enclosing.empty() ? "[memory] " + hex_address(addr) : enclosing);
       live.emplace(key, Live{m.id, bytes, m.tensor});
       events.push_back(m);
       continue;
