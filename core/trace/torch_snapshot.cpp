@@ -157,6 +157,12 @@ Trace trace_from_torch_snapshot(const Document& doc, const std::string& where) {
   std::vector<EndBlock> end_blocks;
   std::unordered_map<int, std::int64_t> reserved_end;
   std::optional<SnapshotLayout> layout;
+  // Each segment is its own range of addresses and each live block its own address: a segment or
+  // block listed twice (a pickle can repeat one by reference for two bytes) is refused, so what
+  // the file holds bounds the blocks it names.
+  struct Range { int device; std::int64_t base, total; std::size_t segment; };
+  std::vector<Range> ranges;
+  std::unordered_map<std::uint64_t, std::string> block_at;
   for (std::size_t s = 0; s < segments->size(); ++s) {
     const std::string at = "segment " + std::to_string(s);
     const Value& seg = (*segments)[s];
@@ -165,6 +171,7 @@ Trace trace_from_torch_snapshot(const Document& doc, const std::string& where) {
     const std::int64_t total = r.bytes_field(seg, "total_size", at);
     const int device = doc.get(seg, "device") ? static_cast<int>(r.int_field(seg, "device", at)) : 0;
     reserved_end[device] += total;
+    ranges.push_back({device, base, total, s});
     std::int64_t offset = 0;
     const auto& blocks = r.list_field(seg, "blocks", at);
     for (std::size_t b = 0; b < blocks.size(); ++b) {
@@ -182,7 +189,10 @@ Trace trace_from_torch_snapshot(const Document& doc, const std::string& where) {
       layout = here;
       const std::int64_t addr = here == SnapshotLayout::Torch2 && doc.get(blk, "address")
                                     ? r.int_field(blk, "address", bat) : base + offset;
-      offset += size;
+      offset += size;  // at most 2^57: each at most limits::kMemoryBytes
+      if (offset > total)
+        r.fail(bat, "the segment's blocks hold more than its total_size of " + std::to_string(total) +
+                        " bytes (an inconsistent snapshot)");
       if (state == "inactive") continue;
       if (state != "active_allocated" && state != "active_pending_free")
         r.fail(bat, "block state '" + printable(std::string(state.substr(0, 80))) + "' is not one this reader knows (active_allocated, "
@@ -196,10 +206,28 @@ Trace trace_from_torch_snapshot(const Document& doc, const std::string& where) {
           frames = doc.get(hist.back(), "frames");
         }
       }
+      const std::uint64_t where_key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(device)) << 48) ^
+                                      static_cast<std::uint64_t>(addr);
+      if (auto [it, fresh] = block_at.try_emplace(where_key, bat); !fresh)
+        r.fail(bat, "a live block at " + hex_address(addr) + ", where " + it->second +
+                        " is already (a block listed twice: an inconsistent snapshot)");
       std::string nm = r.frames_name(frames, bat);
       end_blocks.push_back({device, addr, size, nm.empty() ? hex_address(addr) : nm,
                             r.is_backward(frames) ? Phase::Backward : Phase::Forward});
     }
+  }
+
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return a.device != b.device ? a.device < b.device : a.base != b.base ? a.base < b.base : a.segment < b.segment;
+  });
+  for (std::size_t k = 1; k < ranges.size(); ++k) {
+    const Range &a = ranges[k - 1], &b = ranges[k];
+    if (a.device == b.device && (b.base == a.base || static_cast<std::uint64_t>(b.base) - static_cast<std::uint64_t>(a.base) <
+                                                  static_cast<std::uint64_t>(a.total)))
+      r.fail("segment " + std::to_string(std::max(a.segment, b.segment)),
+             "its addresses overlap segment " + std::to_string(std::min(a.segment, b.segment)) + "'s (" +
+                 hex_address(b.base) + " within " + hex_address(a.base) + " + " + std::to_string(a.total) +
+                 " bytes): a segment listed twice or an inconsistent snapshot");
   }
 
   // The trace entries, every device in time order.

@@ -113,8 +113,29 @@ def reader_findings(w, tiny_run, plugins):
         s = json.load(f)
     s["format_version"] = 2 ** 63
     write(os.path.join(huge_version, "summary.json"), json.dumps(s))
+    # Segments and blocks a pickle repeats by reference: one segment's live blocks 2,000 times
+    # (4.4 KB became a 4.3 MB run directory of 16,000 allocations at the same eight addresses),
+    # one segment of free blocks 2,000 times, one block 400 times in a segment of 4 KiB.
+    live = [{"address": 4096 + 512 * i, "size": 512, "state": "active_allocated", "frames": []} for i in range(8)]
+    seg = lambda base, blocks: {"device": 0, "address": base, "total_size": 4096, "allocated_size": 0,  # noqa: E731
+                                "active_size": 0, "segment_type": "large", "blocks": blocks}
+    seg_twice = write_bytes(os.path.join(w, "seg_twice.pickle"), pickle.dumps(
+        {"segments": [seg(4096, live)] * 2000, "device_traces": [[]]}, protocol=4))
+    free = [{"size": 512, "state": "inactive", "history": []}] * 8
+    seg_overlap = write_bytes(os.path.join(w, "seg_overlap.pickle"), pickle.dumps(
+        {"segments": [seg(4096, free)] * 2000, "device_traces": [[]]}, protocol=4))
+    one_block = {"size": 512, "state": "active_allocated", "history": []}
+    seg_overfull = write_bytes(os.path.join(w, "seg_overfull.pickle"), pickle.dumps(
+        {"segments": [seg(4096 * 1000 * (k + 1), [one_block] * 400) for k in range(15)], "device_traces": [[]]},
+        protocol=4))
     imp = lambda f, name: ["import", f, "--out", os.path.join(w, name)]  # noqa: E731
     cases += [
+        Case("a snapshot listing one segment's live blocks 2,000 times", imp(seg_twice, "i6"), 1,
+             "segment 1 block 0", "a block listed twice"),
+        Case("a snapshot listing one segment 2,000 times", imp(seg_overlap, "i7"), 1,
+             "segment 1: its addresses overlap segment 0's"),
+        Case("a segment whose blocks hold more than it", imp(seg_overfull, "i8"), 1,
+             "segment 0 block 8", "more than its total_size of 4096"),
         Case("--out with invalid UTF-8", ["run", "--model", "tiny", "--steps", "1", "--out", bad_out], 2,
              "argument 7", "not valid UTF-8 (byte 0xff"),
         Case("a snapshot frame with a NUL", imp(nul_frame, "i1"), 1, "frame 0: 'name' holds a NUL byte"),
@@ -446,6 +467,62 @@ def process_cases(w, plugins):
     return cases
 
 
+def profiler_events(n):
+    """A torch.profiler trace of n events: per 8, six ops (CPU, backward, runtime, kernel) and an
+    allocation and its free."""
+    ev = []
+    for i in range(n):
+        ts, k, xid = 1000 + 10 * i, i % 8, i // 8
+        if k < 4:
+            ev.append('{"ph":"X","cat":"cpu_op","name":"%s","pid":1,"tid":%d,"ts":%d,"dur":8,"args":{"External id":%d}}'
+                      % ("MmBackward0" if k == 3 else "aten::mm", 2 if k == 3 else 1, ts, xid))
+        elif k == 4:
+            ev.append('{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":%d,"dur":3,'
+                      '"args":{"correlation":%d}}' % (ts, xid))
+        elif k == 5:
+            ev.append('{"ph":"X","cat":"kernel","name":"sgemm","pid":0,"tid":7,"ts":%d,"dur":5,"args":{"correlation":%d}}'
+                      % (ts, xid))
+        else:
+            ev.append('{"ph":"i","name":"[memory]","pid":1,"tid":1,"ts":%d,"args":{"Addr":%d,"Bytes":%d}}'
+                      % (ts, 4096 + 512 * (xid % 1000), 512 if k == 6 else -512))
+    return '{"schemaVersion":1,"traceEvents":[' + ",".join(ev) + "]}"
+
+
+def scale_cases(w, tiny_run):
+    """Inputs where a reader was quadratic (a DOM rescanned per object, a header checked column by
+    column against every other, white space read a byte per call): each took minutes or did not
+    finish, and must now be read within its timeout. Not under a sanitizer: its slowdown is not
+    the reader's."""
+    trace = write(os.path.join(w, "trace_500k.json"), profiler_events(500000))
+    spaces = os.path.join(w, "spaces.json")
+    with open(spaces, "w") as f:
+        f.write(" " * (100 << 20))
+        f.write(profiler_events(8))
+    fwd = lambda b: {"action": "forward", "block": b, "keep": "all"}  # noqa: E731
+    acts = [fwd(b) for b in range(4)] + [fwd(3)] * 399992 + [{"action": "backward", "block": b} for b in (3, 2, 1, 0)]
+    sched = write(os.path.join(w, "sched_400k.json"), json.dumps({"blocks": 4, "actions": acts}))
+    wide = os.path.join(w, "wide_header")
+    shutil.copytree(tiny_run, wide)
+    with open(os.path.join(wide, "loss.csv")) as f:
+        rows = f.read().split("\n")
+    rows[0] += "".join(",c%d" % i for i in range(1000000))
+    write(os.path.join(wide, "loss.csv"), "\n".join(rows))
+    return [
+        # 10^5 events took 2.1 s, 10^6 204 s.
+        Case("a profiler trace of 500,000 events", ["import", trace, "--out", os.path.join(w, "t500k")], 0,
+             "375000 ops", "125000 memory events", timeout=30),
+        # 100 MB of white space took 54 s.
+        Case("100 MB of white space before a trace", ["import", spaces, "--out", os.path.join(w, "tspaces")], 0,
+             "6 ops", timeout=20),
+        # 400,000 actions took 26.9 s.
+        Case("a schedule of 400,000 actions", ["plan", "--model", "tiny", "--schedule", sched], 1,
+             "schedule action 4", "already holds", timeout=15),
+        # A header of 10^5 columns took 9.8 s, 10^6 did not finish.
+        Case("a loss.csv header of 1,000,000 columns", ["compare", wide], 1, "column 'c0' is not in format version",
+             timeout=15),
+    ]
+
+
 def sigterm_keeps_the_run(binary, env, w):
     """SIGTERM (timeout, a batch scheduler, docker stop) ends a run as Ctrl-C does: kept, cancelled."""
     out = os.path.join(w, "terminated")
@@ -601,11 +678,13 @@ def main():
         b.run("run", "--model", "tiny", "--steps", "1", "--warmup", "0", "--out", tiny_run)
         plugins = os.path.abspath(a.plugins) if a.plugins else None
         for c in (catalogue(w, tiny_run) + writer_process_cases(w, tiny_run) + process_cases(w, plugins) +
-                  reader_findings(w, tiny_run, plugins)):
+                  reader_findings(w, tiny_run, plugins) + ([] if a.sanitized else scale_cases(w, tiny_run))):
             if (c.address_space or c.native_only) and a.sanitized:
                 print("skip %s (no address-space limit under a sanitizer)" % c.name)
                 continue
             run_case(binary, b.env, c)
+        if a.sanitized:
+            print("skip the inputs at scale (their timeouts check the optimized readers, not a sanitizer's)")
         token_file_cut_short(binary, b.env, w)
         sigterm_keeps_the_run(binary, b.env, w)
         stopped_rank_is_named(b)
