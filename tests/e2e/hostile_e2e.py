@@ -463,6 +463,13 @@ def process_cases(w, plugins):
                  1, "out of memory", "REMAT_PLUGIN_MEMORY", "plan_hog",
                  env={"REMAT_PLUGIN_PATH": plugins, "REMAT_PLUGIN_MEMORY": "256MiB"}, timeout=60,
                  native_only=True),
+            # Without REMAT_PLUGIN_MEMORY: the default limit (8 GiB) holds; 12 GiB asked for at
+            # once and never touched is refused in the plugin's process.
+            Case("a plugin asking for 12 GiB under the default limit", ["plan", "--model", "tiny", "--policy",
+                                                                         "plan_hog"],
+                 1, "out of memory", "REMAT_PLUGIN_MEMORY", "plan_hog",
+                 env={"REMAT_PLUGIN_PATH": plugins, "REMAT_TEST_HOG_RESERVE_GIB": "12"}, timeout=60,
+                 native_only=True),
         ]
     return cases
 
