@@ -10,7 +10,6 @@
 #include <cmath>
 #include <exception>
 #include <limits>
-#include <numeric>
 #include <optional>
 #include <type_traits>
 #include <unordered_map>
