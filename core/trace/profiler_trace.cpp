@@ -108,11 +108,35 @@ std::optional<Phase> marker_phase(const std::string& name) {
   return std::nullopt;
 }
 
-std::optional<std::int64_t> arg(const nlohmann::json& ev, const char* key) {
-  auto a = ev.find("args");
-  if (a == ev.end() || !a->is_object()) return std::nullopt;
-  auto v = a->find(key);
-  if (v == a->end() || !v->is_number_integer()) return std::nullopt;
+// The fields of an event that are read, found in one pass over its members (null where absent).
+struct Fields {
+  const nlohmann::json *ts = nullptr, *ph = nullptr, *name = nullptr, *cat = nullptr, *dur = nullptr,
+                       *pid = nullptr, *tid = nullptr, *args = nullptr;
+  explicit Fields(const nlohmann::json& e) {
+    for (auto it = e.begin(); it != e.end(); ++it) {
+      const std::string& k = it.key();
+      const nlohmann::json* v = &*it;
+      if (k.size() == 2) {
+        if (k == "ts") ts = v;
+        else if (k == "ph") ph = v;
+      } else if (k.size() == 3) {
+        if (k == "cat") cat = v;
+        else if (k == "dur") dur = v;
+        else if (k == "pid") pid = v;
+        else if (k == "tid") tid = v;
+      } else if (k.size() == 4) {
+        if (k == "name") name = v;
+        else if (k == "args") args = v;
+      }
+    }
+  }
+};
+
+// An integer of an event's "args" (absent where missing or not an integer).
+std::optional<std::int64_t> arg(const nlohmann::json* args, const char* key) {
+  if (!args || !args->is_object()) return std::nullopt;
+  auto v = args->find(key);
+  if (v == args->end() || !v->is_number_integer()) return std::nullopt;
   return v->get<std::int64_t>();
 }
 
@@ -126,24 +150,23 @@ class Events {
 
   void add(std::size_t i, const nlohmann::json& e) {
     if (!e.is_object()) throw refuse("event " + std::to_string(i) + " is " + json_snippet(e) + ", not an object");
-    auto ts = e.find("ts");
-    if (ts != e.end() && ts->is_number()) {
+    const Fields f(e);
+    const nlohmann::json *ts = f.ts, *ph = f.ph, *name = f.name;
+    if (ts && ts->is_number()) {
       double v = ts->get<double>();
       if (!std::isfinite(v)) throw refuse("event " + std::to_string(i) + " has a 'ts' that is not finite");
       t0_ = std::min(t0_, v);
     }
-    auto ph = e.find("ph");
-    auto name = e.find("name");
-    if (ph == e.end() || !ph->is_string() || name == e.end() || !name->is_string()) return;
+    if (!ph || !ph->is_string() || !name || !name->is_string()) return;
     const std::string& p = ph->get_ref<const std::string&>();
     const std::string& nm = name->get_ref<const std::string&>();
     static const std::string kLegacyCat = "cpu_op", kNoCat;
     Rec r;
     const std::string* cat_text = &kNoCat;
     if (p == "X") {
-      auto cat = e.find("cat");
-      if (cat == e.end() && legacy_) cat_text = &kLegacyCat;  // the legacy layout: every event a CPU function
-      else if (cat != e.end() && cat->is_string()) cat_text = &cat->get_ref<const std::string&>();
+      const nlohmann::json* cat = f.cat;
+      if (!cat && legacy_) cat_text = &kLegacyCat;  // the legacy layout: every event a CPU function
+      else if (cat && cat->is_string()) cat_text = &cat->get_ref<const std::string&>();
       if (!classify(*cat_text, nm, r)) return;
     } else if ((p == "i" || p == "I") && nm == "[memory]") {
       r.memory = true;
@@ -155,30 +178,29 @@ class Events {
       throw refuse("event " + std::to_string(i) + " has a 'name' holding a NUL byte: " + json_snippet(*name));
     if (cat_text->find('\0') != std::string::npos)
       throw refuse("event " + std::to_string(i) + " has a 'cat' holding a NUL byte");
-    if (ts == e.end() || !ts->is_number()) throw refuse("event " + std::to_string(i) + " (" + nm + ") has no 'ts'");
+    if (!ts || !ts->is_number()) throw refuse("event " + std::to_string(i) + " (" + nm + ") has no 'ts'");
     r.ts = ts->get<double>();
     if (!r.memory) {
-      auto dur = e.find("dur");
-      if (dur == e.end() || !dur->is_number() || !(dur->get<double>() >= 0) || !std::isfinite(dur->get<double>()))
+      const nlohmann::json* dur = f.dur;
+      if (!dur || !dur->is_number() || !(dur->get<double>() >= 0) || !std::isfinite(dur->get<double>()))
         throw refuse("event " + std::to_string(i) + " (" + nm + ") has no 'dur' of at least 0");
       r.dur = dur->get<double>();
     }
-    auto num = [&e](const char* k) -> std::uint64_t {
-      auto v = e.find(k);
-      return v != e.end() && v->is_number_integer() ? static_cast<std::uint64_t>(v->get<std::int64_t>()) : 0;
+    auto num = [](const nlohmann::json* v) -> std::uint64_t {
+      return v && v->is_number_integer() ? static_cast<std::uint64_t>(v->get<std::int64_t>()) : 0;
     };
-    r.tid_key = static_cast<std::int64_t>((num("pid") << 32) ^ num("tid"));
+    r.tid_key = static_cast<std::int64_t>((num(f.pid) << 32) ^ num(f.tid));
     if (r.memory) {
-      r.device_type = arg(e, "Device Type").value_or(1);
-      r.device_id = arg(e, "Device Id").value_or(0);
-      r.addr = arg(e, "Addr").value_or(0);
-      r.bytes = arg(e, "Bytes").value_or(0);
-      r.total_reserved = arg(e, "Total Reserved").value_or(0);
+      r.device_type = arg(f.args, "Device Type").value_or(1);
+      r.device_id = arg(f.args, "Device Id").value_or(0);
+      r.addr = arg(f.args, "Addr").value_or(0);
+      r.bytes = arg(f.args, "Bytes").value_or(0);
+      r.total_reserved = arg(f.args, "Total Reserved").value_or(0);
     } else {
-      const auto x = arg(e, "External id"), c = arg(e, "correlation");
+      const auto x = arg(f.args, "External id"), c = arg(f.args, "correlation");
       r.has_external = x.has_value(), r.external = x.value_or(0);
       r.has_correlation = c.has_value(), r.correlation = c.value_or(0);
-      r.flops = arg(e, "flops").value_or(0);
+      r.flops = arg(f.args, "flops").value_or(0);
     }
     r.name = texts_.id(nm);
     if (!r.memory) r.cat = texts_.id(*cat_text);
