@@ -497,8 +497,8 @@ def profiler_events(n):
 
 def scale_cases(w, tiny_run):
     """Inputs where a reader was quadratic (a DOM rescanned per object, a header checked column by
-    column against every other, white space read a byte per call): each took minutes or did not
-    finish, and must now be read within its timeout. Not under a sanitizer: its slowdown is not
+    column against every other, white space read a byte per call): each took from half a minute to
+    minutes, or did not finish, and must now be read within its timeout. Not under a sanitizer: its slowdown is not
     the reader's."""
     trace = write(os.path.join(w, "trace_500k.json"), profiler_events(500000))
     spaces = os.path.join(w, "spaces.json")
