@@ -157,6 +157,10 @@ Trace trace_from_torch_snapshot(const Document& doc, const std::string& where) {
   std::vector<EndBlock> end_blocks;
   std::unordered_map<int, std::int64_t> reserved_end;
   std::optional<SnapshotLayout> layout;
+  // (device, address): where a block or an allocation is.
+  auto key = [](int dev, std::int64_t addr) {
+    return (static_cast<std::uint64_t>(dev) << 56) ^ static_cast<std::uint64_t>(addr);
+  };
   // Each segment is its own range of addresses and each live block its own address: a segment or
   // block listed twice (a pickle can repeat one by reference for two bytes) is refused, so what
   // the file holds bounds the blocks it names.
@@ -206,9 +210,7 @@ Trace trace_from_torch_snapshot(const Document& doc, const std::string& where) {
           frames = doc.get(hist.back(), "frames");
         }
       }
-      const std::uint64_t where_key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(device)) << 48) ^
-                                      static_cast<std::uint64_t>(addr);
-      if (auto [it, fresh] = block_at.try_emplace(where_key, bat); !fresh)
+      if (auto [it, fresh] = block_at.try_emplace(key(device, addr), bat); !fresh)
         r.fail(bat, "a live block at " + hex_address(addr) + ", where " + it->second +
                         " is already (a block listed twice: an inconsistent snapshot)");
       std::string nm = r.frames_name(frames, bat);
@@ -270,9 +272,6 @@ Trace trace_from_torch_snapshot(const Document& doc, const std::string& where) {
   std::uint64_t next_id = 0;
   std::vector<MemoryEvent> events;
   std::unordered_map<std::uint64_t, Live> live;  // (device, addr) -> the allocation there
-  auto key = [](int dev, std::int64_t addr) {
-    return (static_cast<std::uint64_t>(dev) << 56) ^ static_cast<std::uint64_t>(addr);
-  };
   std::vector<MemoryEvent> baseline;
   std::unordered_map<int, std::int64_t> reserved;
   for (const auto& e : entries) {
