@@ -54,6 +54,25 @@ nlohmann::json parse_json_streaming(std::string_view text, const std::string& wh
 nlohmann::json read_json_file_streaming(const std::string& path, const std::vector<JsonPath>& streamed,
                                         const JsonElementFn& each);
 
+// Takes the elements of streamed arrays as parse events, no value built for them: nlohmann's SAX
+// calls for one element (a scalar, or an object or array from its start to its end) between
+// begin_element and end_element. The parser checks the syntax, the nesting depth (the element's
+// levels counted with those around it) and the size of the file; what a sink keeps is its own to
+// bound. Its return values are not read: a sink ends the parse by throwing. parse_error is never
+// called on it.
+class JsonElementSax : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  // Element `index` of the array at `path`, an index into the `streamed` paths.
+  virtual void begin_element(std::size_t path, std::size_t index) = 0;
+  virtual void end_element() = 0;
+  bool binary(binary_t&) override { return true; }  // never in JSON text
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+};
+// read_json_file_streaming with the elements going to `sink` as parse events: memory holds none
+// of them, only what the sink keeps.
+nlohmann::json read_json_file_streaming(const std::string& path, const std::vector<JsonPath>& streamed,
+                                        JsonElementSax& sink);
+
 // A short quotation of `v` for a message: its JSON, cut at 80 characters with what was cut
 // (an array's or object's size, a string's length). For values read through parse_json.
 std::string json_snippet(const nlohmann::json& v);

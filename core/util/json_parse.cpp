@@ -46,39 +46,65 @@ std::string human(std::uint64_t b) {
 class DocumentBuilder : public nlohmann::json_sax<json> {
  public:
   DocumentBuilder(const std::string& where, std::uint64_t text_bytes, const std::vector<JsonPath>& streamed,
-                  const JsonElementFn* each, std::uint64_t budget, bool host)
-      : where_(where), streamed_(streamed), each_(each), text_bytes_(text_bytes), budget_(budget), host_(host) {
+                  const JsonElementFn* each, JsonElementSax* sink, std::uint64_t budget, bool host)
+      : where_(where), streamed_(streamed), each_(each), sink_(sink), text_bytes_(text_bytes), budget_(budget),
+        host_(host) {
     done_.assign(streamed_.size(), false);
     for (const auto& p : streamed_) max_path_ = std::max(max_path_, p.size());
   }
 
   json take() { return std::move(root_); }
 
-  bool null() override { return scalar(json(nullptr)); }
-  bool boolean(bool v) override { return scalar(json(v)); }
-  bool number_integer(number_integer_t v) override { return scalar(json(v)); }
-  bool number_unsigned(number_unsigned_t v) override { return scalar(json(v)); }
-  bool number_float(number_float_t v, const string_t&) override { return scalar(json(v)); }
+  bool null() override {
+    if (sinking()) return sunk_scalar([&] { sink_->null(); });
+    return scalar(json(nullptr));
+  }
+  bool boolean(bool v) override {
+    if (sinking()) return sunk_scalar([&] { sink_->boolean(v); });
+    return scalar(json(v));
+  }
+  bool number_integer(number_integer_t v) override {
+    if (sinking()) return sunk_scalar([&] { sink_->number_integer(v); });
+    return scalar(json(v));
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    if (sinking()) return sunk_scalar([&] { sink_->number_unsigned(v); });
+    return scalar(json(v));
+  }
+  bool number_float(number_float_t v, const string_t& text) override {
+    if (sinking()) return sunk_scalar([&] { sink_->number_float(v, text); });
+    return scalar(json(v));
+  }
   bool string(string_t& v) override {
+    if (sinking()) return sunk_scalar([&] { sink_->string(v); });
     const std::uint64_t heap = kHeapBlockBytes + (v.size() > kShortString ? v.size() : 0);
     return scalar(json(std::move(v)), heap);
   }
   bool binary(binary_t&) override { return scalar(json(nullptr)); }  // never in JSON text
 
-  bool start_object(std::size_t) override { return open(json::value_t::object); }
-  bool start_array(std::size_t) override {
+  bool start_object(std::size_t n) override {
+    if (sinking()) return sunk_open([&] { sink_->start_object(n); });
+    return open(json::value_t::object);
+  }
+  bool start_array(std::size_t n) override {
+    if (sinking()) return sunk_open([&] { sink_->start_array(n); });
     const int path = streamed_path();
     if (!open(json::value_t::array)) return false;
     levels_.back().streamed = path;
     return true;
   }
   bool key(string_t& k) override {
+    if (in_element_ > 0) return sink_->key(k), true;
     charge(kMemberBytes + (k.size() > kShortString ? k.size() : 0));
     key_ = std::move(k);
     return true;
   }
-  bool end_object() override { return close(); }
+  bool end_object() override {
+    if (in_element_ > 0) return sunk_close([&] { sink_->end_object(); });
+    return close();
+  }
   bool end_array() override {
+    if (in_element_ > 0) return sunk_close([&] { sink_->end_array(); });
     if (levels_.back().streamed >= 0) done_[static_cast<std::size_t>(levels_.back().streamed)] = true;
     return close();
   }
@@ -127,6 +153,37 @@ class DocumentBuilder : public nlohmann::json_sax<json> {
     return &m;
   }
 
+  // Whether a value goes to the sink: inside one of its elements, or starting one.
+  bool sinking() const { return sink_ && (in_element_ > 0 || (!levels_.empty() && levels_.back().streamed >= 0)); }
+  void begin_sunk() {
+    Level& top = levels_.back();
+    sink_->begin_element(static_cast<std::size_t>(top.streamed), top.count++);
+  }
+  template <class F>
+  bool sunk_scalar(F&& f) {
+    if (in_element_ == 0) begin_sunk();
+    f();
+    if (in_element_ == 0) sink_->end_element();
+    return true;
+  }
+  template <class F>
+  bool sunk_open(F&& f) {
+    if (levels_.size() + in_element_ >= static_cast<std::size_t>(limits::kJsonDepth)) too_deep();
+    if (in_element_ == 0) begin_sunk();
+    ++in_element_;
+    f();
+    return true;
+  }
+  template <class F>
+  bool sunk_close(F&& f) {
+    f();
+    if (--in_element_ == 0) sink_->end_element();
+    return true;
+  }
+  [[noreturn]] void too_deep() const {
+    throw LimitError(where_ + ": JSON nested deeper than " + std::to_string(limits::kJsonDepth) + " levels");
+  }
+
   // A value complete in a streamed array goes to the handler and is let go.
   void complete_in_streamed(Level& parent) {
     (*each_)(static_cast<std::size_t>(parent.streamed), parent.count++, std::move(slot_));
@@ -141,8 +198,7 @@ class DocumentBuilder : public nlohmann::json_sax<json> {
   }
 
   bool open(json::value_t kind) {
-    if (levels_.size() >= static_cast<std::size_t>(limits::kJsonDepth))
-      throw LimitError(where_ + ": JSON nested deeper than " + std::to_string(limits::kJsonDepth) + " levels");
+    if (levels_.size() >= static_cast<std::size_t>(limits::kJsonDepth)) too_deep();
     // Keys are kept only as deep as a streamed path reaches.
     std::string k = levels_.size() < max_path_ && !levels_.empty() && levels_.back().value->is_object()
                         ? key_ : std::string();
@@ -160,7 +216,7 @@ class DocumentBuilder : public nlohmann::json_sax<json> {
   // The index of the streamed path an array about to open sits at, or -1: every open level an
   // object, under the path's keys, the array under its last key.
   int streamed_path() const {
-    if (!each_) return -1;
+    if (!each_ && !sink_) return -1;
     for (std::size_t p = 0; p < streamed_.size(); ++p) {
       const JsonPath& path = streamed_[p];
       if (path.size() != levels_.size()) continue;
@@ -181,6 +237,8 @@ class DocumentBuilder : public nlohmann::json_sax<json> {
   const std::string& where_;
   const std::vector<JsonPath>& streamed_;
   const JsonElementFn* each_;
+  JsonElementSax* sink_;
+  std::size_t in_element_ = 0;  // the levels open in the sink's element
   std::uint64_t text_bytes_, budget_ = 0, held_ = 0, slot_held_ = 0;
   bool host_;
   std::vector<bool> done_;
@@ -193,8 +251,8 @@ class DocumentBuilder : public nlohmann::json_sax<json> {
 // The document of `bytes` bytes in [first, last): held text or a file as it is read.
 template <class It>
 json build(It first, It last, const std::string& where, std::uint64_t bytes, const std::vector<JsonPath>& streamed,
-           const JsonElementFn* each, std::uint64_t budget, bool host) {
-  DocumentBuilder b(where, bytes, streamed, each, budget, host);
+           const JsonElementFn* each, JsonElementSax* sink, std::uint64_t budget, bool host) {
+  DocumentBuilder b(where, bytes, streamed, each, sink, budget, host);
   // strict: the document must be followed by nothing but white space.
   json::sax_parse(first, last, &b, json::input_format_t::json, true);
   return b.take();
@@ -205,7 +263,7 @@ json parse(std::string_view text, const std::string& where, const std::vector<Js
   if (text.size() > limits::kJsonFileBytes)
     throw LimitError(where + ": " + human(text.size()) + " of JSON is more than the " + human(limits::kJsonFileBytes) +
                      " a document may have");
-  return build(text.data(), text.data() + text.size(), where, text.size(), streamed, each, budget, host);
+  return build(text.data(), text.data() + text.size(), where, text.size(), streamed, each, nullptr, budget, host);
 }
 
 }  // namespace
@@ -300,15 +358,25 @@ class FileIterator {
   FileBytes* f_ = nullptr;
 };
 
-}  // namespace
-
-nlohmann::json read_json_file_streaming(const std::string& path, const std::vector<JsonPath>& streamed,
-                                        const JsonElementFn& each) {
+json stream_file(const std::string& path, const std::vector<JsonPath>& streamed, const JsonElementFn* each,
+                 JsonElementSax* sink) {
   struct stat st {};
   FileBytes bytes(open_regular_file(path, st), path, limits::kJsonFileBytes);
   const auto size = static_cast<std::uint64_t>(st.st_size);
   require_file_size_at_most(path, size, limits::kJsonFileBytes);
-  return build(FileIterator(&bytes), FileIterator(), path, size, streamed, &each, host_budget(), true);
+  return build(FileIterator(&bytes), FileIterator(), path, size, streamed, each, sink, host_budget(), true);
+}
+
+}  // namespace
+
+nlohmann::json read_json_file_streaming(const std::string& path, const std::vector<JsonPath>& streamed,
+                                        const JsonElementFn& each) {
+  return stream_file(path, streamed, &each, nullptr);
+}
+
+nlohmann::json read_json_file_streaming(const std::string& path, const std::vector<JsonPath>& streamed,
+                                        JsonElementSax& sink) {
+  return stream_file(path, streamed, nullptr, &sink);
 }
 
 }  // namespace remat

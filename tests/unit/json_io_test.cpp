@@ -200,6 +200,75 @@ TEST_F(JsonIo, AStreamedFileIsReadAMegabyteAtATimeWithEveryRuleKept) {
   EXPECT_NE(m.find("huge.json: 1 GiB is larger than the 1 GiB this reader accepts"), std::string::npos) << m;
 }
 
+// Writes the elements it is handed back as compact JSON text, one "path/index=" line each.
+class EchoSax final : public JsonElementSax {
+ public:
+  std::string out;
+  void begin_element(std::size_t path, std::size_t index) override {
+    out += std::to_string(path) + "/" + std::to_string(index) + "=";
+    first_ = {true};
+  }
+  void end_element() override { out += "\n"; }
+  bool null() override { return put("null"); }
+  bool boolean(bool v) override { return put(v ? "true" : "false"); }
+  bool number_integer(number_integer_t v) override { return put(std::to_string(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return put(std::to_string(v)); }
+  bool number_float(number_float_t, const string_t& text) override { return put(text); }
+  bool string(string_t& v) override { return put(nlohmann::json(v).dump()); }
+  bool start_object(std::size_t) override { return open("{"); }
+  bool start_array(std::size_t) override { return open("["); }
+  bool key(string_t& k) override {
+    put(nlohmann::json(k).dump() + ":");
+    after_key_ = true;
+    return true;
+  }
+  bool end_object() override { return close("}"); }
+  bool end_array() override { return close("]"); }
+
+ private:
+  bool put(const std::string& t) {
+    if (!after_key_ && !first_.back()) out += ",";
+    first_.back() = after_key_ ? first_.back() : false;
+    after_key_ = false;
+    out += t;
+    return true;
+  }
+  bool open(const char* t) {
+    put(t);
+    first_.push_back(true);
+    return true;
+  }
+  bool close(const char* t) {
+    first_.pop_back();
+    out += t;
+    return true;
+  }
+  std::vector<bool> first_{true};
+  bool after_key_ = false;
+};
+
+TEST_F(JsonIo, AStreamedFileCanGoToASinkAsParseEvents) {
+  const std::string p = write("sink.json", R"({"a": [1, {"b": [true, null, "x\"y", 2.5, -3, 18446744073709551615], "b": {}},
+      [[]], "s", {}], "c": {"a": [9]}, "d": 1})");
+  EchoSax sink;
+  const nlohmann::json top = read_json_file_streaming(p, {{"a"}, {"c", "a"}}, sink);
+  EXPECT_EQ(sink.out, "0/0=1\n0/1={\"b\":[true,null,\"x\\\"y\",2.5,-3,18446744073709551615],\"b\":{}}\n"
+                      "0/2=[[]]\n0/3=\"s\"\n0/4={}\n1/0=9\n");
+  EXPECT_EQ(top.dump(), R"({"a":[],"c":{"a":[]},"d":1})");
+  // The element's levels count with those around it; a path twice, cut text and trailing bytes
+  // are refused as without a sink.
+  EchoSax s2;
+  EXPECT_THROW(read_json_file_streaming(write("deep.json", "{\"e\": [" + nested(limits::kJsonDepth - 1) + "]}"), {{"e"}}, s2),
+               LimitError);
+  EXPECT_NO_THROW(read_json_file_streaming(write("ok.json", "{\"e\": [" + nested(limits::kJsonDepth - 2) + "]}"), {{"e"}}, s2));
+  std::string m = message_of([&] { read_json_file_streaming(write("twice.json", R"({"e": [1], "e": [2]})"), {{"e"}}, s2); });
+  EXPECT_NE(m.find("'e' appears twice"), std::string::npos) << m;
+  m = message_of([&] { read_json_file_streaming(write("cut.json", R"({"e": [{"a": )"), {{"e"}}, s2); });
+  EXPECT_NE(m.find("cut.json: not valid JSON"), std::string::npos) << m;
+  m = message_of([&] { read_json_file_streaming(write("more.json", R"({"e": []} x)"), {{"e"}}, s2); });
+  EXPECT_NE(m.find("more.json: not valid JSON"), std::string::npos) << m;
+}
+
 TEST_F(JsonIo, FilesLargerThanTheLimitAreRefusedBeforeReading) {
   std::string p = write("big.txt", std::string(1000, 'x'));
   EXPECT_EQ(read_regular_file(p, 1000).size(), 1000u);
