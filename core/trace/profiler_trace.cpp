@@ -5,6 +5,8 @@
 // category, times in whole microseconds, no memory.
 #include "core/trace/profiler_trace.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -18,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/trace/imported_trace.h"
+#include "core/trace/profiler_event.h"
 #include "core/trace/run_dir.h"
 #include "core/util/error.h"
 #include "core/util/json_io.h"
@@ -108,65 +111,32 @@ std::optional<Phase> marker_phase(const std::string& name) {
   return std::nullopt;
 }
 
-// The fields of an event that are read, found in one pass over its members (null where absent).
-struct Fields {
-  const nlohmann::json *ts = nullptr, *ph = nullptr, *name = nullptr, *cat = nullptr, *dur = nullptr,
-                       *pid = nullptr, *tid = nullptr, *args = nullptr;
-  explicit Fields(const nlohmann::json& e) {
-    for (auto it = e.begin(); it != e.end(); ++it) {
-      const std::string& k = it.key();
-      const nlohmann::json* v = &*it;
-      if (k.size() == 2) {
-        if (k == "ts") ts = v;
-        else if (k == "ph") ph = v;
-      } else if (k.size() == 3) {
-        if (k == "cat") cat = v;
-        else if (k == "dur") dur = v;
-        else if (k == "pid") pid = v;
-        else if (k == "tid") tid = v;
-      } else if (k.size() == 4) {
-        if (k == "name") name = v;
-        else if (k == "args") args = v;
-      }
-    }
-  }
-};
-
-// An integer of an event's "args" (absent where missing or not an integer).
-std::optional<std::int64_t> arg(const nlohmann::json* args, const char* key) {
-  if (!args || !args->is_object()) return std::nullopt;
-  auto v = args->find(key);
-  if (v == args->end() || !v->is_number_integer()) return std::nullopt;
-  return v->get<std::int64_t>();
-}
-
-
 // The events one at a time (each as soon as the parser has it), then the trace.
 class Events {
  public:
   Events(const std::string& where, bool legacy) : where_(where), legacy_(legacy) {}
 
+  // Room for the events of a file of `bytes`, so that the records are not moved as they grow
+  // (an event of a torch trace takes 150 to 400 bytes of JSON; fewer bytes only mean a move).
+  void expect_bytes(std::uint64_t bytes) { expected_ = static_cast<std::size_t>(bytes / kBytesPerEvent); }
+
   Error refuse(const std::string& why) const { return Error(where_ + ": not a torch.profiler trace (" + why + ")"); }
 
-  void add(std::size_t i, const nlohmann::json& e) {
-    if (!e.is_object()) throw refuse("event " + std::to_string(i) + " is " + json_snippet(e) + ", not an object");
-    const Fields f(e);
-    const nlohmann::json *ts = f.ts, *ph = f.ph, *name = f.name;
-    if (ts && ts->is_number()) {
-      double v = ts->get<double>();
-      if (!std::isfinite(v)) throw refuse("event " + std::to_string(i) + " has a 'ts' that is not finite");
-      t0_ = std::min(t0_, v);
+  void add(std::size_t i, const ProfilerEvent& e) {
+    if (!e.not_object.empty()) throw refuse("event " + std::to_string(i) + " is " + e.not_object + ", not an object");
+    if (e.ts) {
+      if (!std::isfinite(*e.ts)) throw refuse("event " + std::to_string(i) + " has a 'ts' that is not finite");
+      t0_ = std::min(t0_, *e.ts);
     }
-    if (!ph || !ph->is_string() || !name || !name->is_string()) return;
-    const std::string& p = ph->get_ref<const std::string&>();
-    const std::string& nm = name->get_ref<const std::string&>();
+    if (!e.has_ph || !e.has_name) return;
+    const std::string& p = e.ph;
+    const std::string& nm = e.name;
     static const std::string kLegacyCat = "cpu_op", kNoCat;
     Rec r;
     const std::string* cat_text = &kNoCat;
     if (p == "X") {
-      const nlohmann::json* cat = f.cat;
-      if (!cat && legacy_) cat_text = &kLegacyCat;  // the legacy layout: every event a CPU function
-      else if (cat && cat->is_string()) cat_text = &cat->get_ref<const std::string&>();
+      if (e.cat_kind == ProfilerEvent::Cat::Absent && legacy_) cat_text = &kLegacyCat;  // the legacy layout: every event a CPU function
+      else if (e.cat_kind == ProfilerEvent::Cat::Text) cat_text = &e.cat;
       if (!classify(*cat_text, nm, r)) return;
     } else if ((p == "i" || p == "I") && nm == "[memory]") {
       r.memory = true;
@@ -175,35 +145,34 @@ class Events {
     }
     // Names become ops.csv text, whose reader refuses a NUL byte (the parser has checked UTF-8).
     if (nm.find('\0') != std::string::npos)
-      throw refuse("event " + std::to_string(i) + " has a 'name' holding a NUL byte: " + json_snippet(*name));
+      throw refuse("event " + std::to_string(i) + " has a 'name' holding a NUL byte: " + json_snippet(nlohmann::json(nm)));
     if (cat_text->find('\0') != std::string::npos)
       throw refuse("event " + std::to_string(i) + " has a 'cat' holding a NUL byte");
-    if (!ts || !ts->is_number()) throw refuse("event " + std::to_string(i) + " (" + nm + ") has no 'ts'");
-    r.ts = ts->get<double>();
+    if (!e.ts) throw refuse("event " + std::to_string(i) + " (" + nm + ") has no 'ts'");
+    r.ts = *e.ts;
     if (!r.memory) {
-      const nlohmann::json* dur = f.dur;
-      if (!dur || !dur->is_number() || !(dur->get<double>() >= 0) || !std::isfinite(dur->get<double>()))
+      if (!e.dur || !(*e.dur >= 0) || !std::isfinite(*e.dur))
         throw refuse("event " + std::to_string(i) + " (" + nm + ") has no 'dur' of at least 0");
-      r.dur = dur->get<double>();
+      r.dur = *e.dur;
     }
-    auto num = [](const nlohmann::json* v) -> std::uint64_t {
-      return v && v->is_number_integer() ? static_cast<std::uint64_t>(v->get<std::int64_t>()) : 0;
-    };
-    r.tid_key = static_cast<std::int64_t>((num(f.pid) << 32) ^ num(f.tid));
+    r.tid_key = static_cast<std::int64_t>((e.pid << 32) ^ e.tid);
+    using A = ProfilerEvent;
     if (r.memory) {
-      r.device_type = arg(f.args, "Device Type").value_or(1);
-      r.device_id = arg(f.args, "Device Id").value_or(0);
-      r.addr = arg(f.args, "Addr").value_or(0);
-      r.bytes = arg(f.args, "Bytes").value_or(0);
-      r.total_reserved = arg(f.args, "Total Reserved").value_or(0);
+      r.device_type = e.args[A::DeviceType].value_or(1);
+      r.device_id = e.args[A::DeviceId].value_or(0);
+      r.addr = e.args[A::Addr].value_or(0);
+      r.bytes = e.args[A::Bytes].value_or(0);
+      r.total_reserved = e.args[A::TotalReserved].value_or(0);
     } else {
-      const auto x = arg(f.args, "External id"), c = arg(f.args, "correlation");
+      const auto& x = e.args[A::ExternalId];
+      const auto& c = e.args[A::Correlation];
       r.has_external = x.has_value(), r.external = x.value_or(0);
       r.has_correlation = c.has_value(), r.correlation = c.value_or(0);
-      r.flops = arg(f.args, "flops").value_or(0);
+      r.flops = e.args[A::Flops].value_or(0);
     }
     r.name = texts_.id(nm);
     if (!r.memory) r.cat = texts_.id(*cat_text);
+    if (recs_.empty()) recs_.reserve(expected_);
     recs_.push_back(r);
   }
 
@@ -211,6 +180,8 @@ class Events {
 
  private:
   const std::string& where_;
+  static constexpr std::uint64_t kBytesPerEvent = 96;
+  std::size_t expected_ = 0;
   const bool legacy_;  // the bare array of the legacy autograd profiler
   double t0_ = std::numeric_limits<double>::infinity();
   std::vector<Rec> recs_;
@@ -237,25 +208,28 @@ Trace trace_from_profiler_json(const nlohmann::json& j, const std::string& where
   Events ev(where, j.is_array());
   check_top(j, ev, where);
   const nlohmann::json& list = j.is_object() ? *j.find("traceEvents") : j;
-  for (std::size_t i = 0; i < list.size(); ++i) ev.add(i, list[i]);
+  for (std::size_t i = 0; i < list.size(); ++i) ev.add(i, profiler_event(list[i]));
   return ev.finish();
 }
 
 Trace import_profiler_trace(const std::string& path) {
-  // Each event is taken as the parser completes it: memory holds one event's JSON at a time and
-  // what is kept of each (a profile of 10^7 events is about 1 GB of JSON).
+  // Each event is read from the parse events as the parser has them, no JSON value built for it:
+  // memory holds what is kept of each (a profile of 10^7 events is about 1 GB of JSON).
   // The streamed path says the layout: {} the legacy bare array, {"traceEvents"} Kineto's object.
   Events legacy(path, true), kineto(path, false);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+    for (Events* e : {&legacy, &kineto}) e->expect_bytes(static_cast<std::uint64_t>(st.st_size));
   std::exception_ptr first_error;
-  const nlohmann::json top = read_json_file_streaming(
-      path, {{}, {"traceEvents"}}, [&](std::size_t p, std::size_t i, nlohmann::json&& e) {
-        if (first_error) return;
-        try {
-          (p == 0 ? legacy : kineto).add(i, e);
-        } catch (const Error&) {
-          first_error = std::current_exception();  // reported after what the top says
-        }
-      });
+  ProfilerEventSax sax([&](std::size_t p, std::size_t i, const ProfilerEvent& e) {
+    if (first_error) return;
+    try {
+      (p == 0 ? legacy : kineto).add(i, e);
+    } catch (const Error&) {
+      first_error = std::current_exception();  // reported after what the top says
+    }
+  });
+  const nlohmann::json top = read_json_file_streaming(path, {{}, {"traceEvents"}}, sax);
   Events& ev = top.is_array() ? legacy : kineto;
   check_top(top, ev, path);
   if (first_error) std::rethrow_exception(first_error);
@@ -282,6 +256,7 @@ Trace Events::finish() {
   // Phases of the host side: per thread, each op takes its own marker's phase or the one of the
   // op around it; memory instants take the innermost op's phase and name.
   std::vector<Rec*> host;
+  host.reserve(recs.size());
   for (auto& r : recs)
     if (r.memory || r.role != Role::Device) host.push_back(&r);
   std::stable_sort(host.begin(), host.end(), [](const Rec* a, const Rec* b) {
@@ -311,21 +286,30 @@ Trace Events::finish() {
     stack.push_back(r);
   }
   // Device work takes the phase of the CPU op that launched it (External id), else of the
-  // runtime call with its correlation id.
-  std::unordered_map<std::int64_t, Phase> by_external, by_correlation;
+  // runtime call with its correlation id: the first such op in the file, its id looked up in ids
+  // sorted once (a profile's ids mostly come in order).
+  struct IdPhase { std::int64_t id; Phase phase; };
+  std::vector<IdPhase> by_external, by_correlation;
   for (const auto& r : recs) {
     if (r.memory || r.role == Role::Device) continue;
     if (r.role == Role::CpuOp) {
-      if (r.has_external && r.external >= 0) by_external.emplace(r.external, r.phase);
+      if (r.has_external && r.external >= 0) by_external.push_back({r.external, r.phase});
     } else {
-      if (r.has_correlation && r.correlation >= 0) by_correlation.emplace(r.correlation, r.phase);
+      if (r.has_correlation && r.correlation >= 0) by_correlation.push_back({r.correlation, r.phase});
     }
   }
+  const auto by_id = [](const IdPhase& a, const IdPhase& b) { return a.id < b.id; };
+  std::stable_sort(by_external.begin(), by_external.end(), by_id);
+  std::stable_sort(by_correlation.begin(), by_correlation.end(), by_id);
+  const auto phase_of = [&](const std::vector<IdPhase>& ids, bool has, std::int64_t id) -> const Phase* {
+    if (!has || id < 0) return nullptr;
+    auto it = std::lower_bound(ids.begin(), ids.end(), IdPhase{id, Phase::Forward}, by_id);
+    return it != ids.end() && it->id == id ? &it->phase : nullptr;
+  };
   for (auto& r : recs) {
     if (r.memory || r.role != Role::Device) continue;
-    const std::int64_t x = r.has_external ? r.external : -1, c = r.has_correlation ? r.correlation : -1;
-    if (auto it = by_external.find(x); x >= 0 && it != by_external.end()) r.phase = it->second;
-    else if (auto it2 = by_correlation.find(c); c >= 0 && it2 != by_correlation.end()) r.phase = it2->second;
+    if (const Phase* p = phase_of(by_external, r.has_external, r.external)) r.phase = *p;
+    else if (const Phase* q = phase_of(by_correlation, r.has_correlation, r.correlation)) r.phase = *q;
   }
 
   Trace t = imported_trace("pytorch-profiler", where);
@@ -336,6 +320,7 @@ Trace Events::finish() {
   // their times first, so that each OpRecord is built once, in place.
   struct Span { std::int64_t start, end; std::uint32_t rec; };
   std::vector<Span> spans;
+  spans.reserve(recs.size());
   for (std::size_t k = 0; k < recs.size(); ++k)
     if (!recs[k].memory)
       spans.push_back({ns(recs[k].ts), ns(recs[k].ts + recs[k].dur), static_cast<std::uint32_t>(k)});
@@ -378,11 +363,11 @@ Trace Events::finish() {
   std::uint64_t next_id = 0;
   for (std::size_t k = 0; k < mem.size(); ++k) {
     const Rec& r = *mem[k];
-    const std::string at = "[memory] event at ts " + std::to_string(r.ts);
+    auto at = [&r] { return "[memory] event at ts " + std::to_string(r.ts); };
     const std::int64_t bytes = r.bytes, addr = r.addr;
     if (bytes == 0) continue;
     if (bytes < -limits::kMemoryBytes || bytes > limits::kMemoryBytes)
-      throw Error(where + ": " + at + ": 'Bytes' " + std::to_string(bytes) + " is out of range");
+      throw Error(where + ": " + at() + ": 'Bytes' " + std::to_string(bytes) + " is out of range");
     const std::uint64_t key = (static_cast<std::uint64_t>(r.device_id) << 56) ^
                               static_cast<std::uint64_t>(addr);
     MemoryEvent m;
@@ -395,7 +380,7 @@ Trace Events::finish() {
     m.reserved = static_cast<std::uint64_t>(std::clamp<std::int64_t>(r.total_reserved, 0, limits::kMemoryBytes));
     end_ns = std::max(end_ns, m.t_ns);
     if (bytes > 0) {
-      if (live.count(key)) throw Error(where + ": " + at + ": allocates at " + hex_address(addr) + ", which is allocated already");
+      if (live.count(key)) throw Error(where + ": " + at() + ": allocates at " + hex_address(addr) + ", which is allocated already");
       m.id = next_id++;
       const std::string& enclosing = texts[r.enclosing];
       m.tensor = names.id(enclosing.empty() ? "[memory] " + hex_address(addr) : enclosing);
@@ -418,7 +403,7 @@ Trace Events::finish() {
       continue;
     }
     if (it->second.size != -bytes)
-      throw Error(where + ": " + at + ": frees " + std::to_string(-bytes) + " bytes at " + hex_address(addr) +
+      throw Error(where + ": " + at() + ": frees " + std::to_string(-bytes) + " bytes at " + hex_address(addr) +
                   ", allocated with " + std::to_string(it->second.size));
     m.id = it->second.id;
     m.tensor = it->second.tensor;
