@@ -329,6 +329,8 @@ void note_comm(Trace& t, const RankRun& r) {
     p.first_stage_layers = r.dist.first_stage_layers;
     p.last_stage_layers = r.dist.last_stage_layers;
     t.provenance.emplace_back("stage_blocks", std::to_string(p.stage_layers(t.model, r.pp_rank)));
+    // The whole model's index of the stage's block 0: a diff names its blocks by it.
+    t.provenance.emplace_back("stage_first_block", std::to_string(p.stage_first_block(t.model, r.pp_rank)));
   }
   t.provenance.emplace_back("sp", r.dist.sp ? "1" : "0");
   t.provenance.emplace_back("distribute_saved_activations", r.dist.distribute_saved ? "1" : "0");
