@@ -2,7 +2,9 @@
 // sweep directories, which stand for all their runs, and runs of several ranks, which stand as
 // their peak rank or the rank --rank names, labelled with their layout).
 // rematlab-batch export: regenerate trace.json or the CSV tables of a run directory from what it
-// holds.
+// holds; of a run of several ranks, one trace.json with a process per rank (the ranks whose
+// directories are runs of this job; a missing rank is said on stderr, a rank of another job
+// refuses the export).
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -14,7 +16,9 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "comparison.h"
+#include "core/analysis/rank_check.h"
 #include "core/analysis/run_layout.h"
+#include "core/trace/chrome_trace.h"
 #include "core/trace/export_target.h"
 #include "core/trace/output_dir.h"
 #include "core/trace/ranks_dir.h"
@@ -94,9 +98,42 @@ struct ExportOptions {
   bool json = false, force = false;
 };
 
+// A run of several ranks as one Chrome trace.
+std::string export_ranks(const ExportOptions& o) {
+  if (o.format != "chrome")
+    throw Error("'" + o.dir + "' is a run of several ranks: export the CSV tables of each of its rank-N directories");
+  const RanksDir r = read_ranks_json(o.dir);
+  std::vector<std::unique_ptr<Trace>> traces(static_cast<std::size_t>(r.world_size));
+  std::vector<const Trace*> raw;
+  for (int k = 0; k < r.world_size; ++k) {
+    std::error_code ec;
+    if (fs::exists(fs::path(o.dir) / r.ranks[static_cast<std::size_t>(k)].dir / kSummaryFile, ec))
+      traces[static_cast<std::size_t>(k)] = std::make_unique<Trace>(read_rank_run(o.dir, r, k));
+    raw.push_back(traces[static_cast<std::size_t>(k)].get());
+  }
+  const std::vector<RankIssue> issues = check_ranks(r, raw);
+  std::vector<ChromeRank> ranks;
+  for (int k = 0; k < r.world_size; ++k) ranks.push_back({raw[static_cast<std::size_t>(k)], rank_title(r, k)});
+  for (const RankIssue& i : issues) {
+    if (!i.missing) throw Error("'" + o.dir + "': " + i.what);
+    std::cerr << "rematlab-batch: note: " << i.what << "; exported without it\n";
+  }
+  const std::string path = o.out.empty() ? (fs::path(o.dir) / kChromeTraceFile).string() : o.out;
+  check_export_file(o.dir, path, o.force);
+  write_ranks_chrome_trace(ranks, path);
+  return path;
+}
+
 int export_run(const ExportOptions& o) {
-  Trace t = read_run_dir(o.dir);
   std::vector<std::string> files;
+  std::error_code ec;
+  if (!fs::exists(fs::path(o.dir) / kSummaryFile, ec) && is_ranks_dir(o.dir)) {
+    files.push_back(export_ranks(o));
+    if (o.json) std::cout << nlohmann::json({{"dir", o.dir}, {"format", o.format}, {"files", files}}).dump(2) << "\n";
+    else std::cout << files.front() << "\n";
+    return 0;
+  }
+  Trace t = read_run_dir(o.dir);
   if (o.format == "chrome") {
     std::string path = o.out.empty() ? (fs::path(o.dir) / kChromeTraceFile).string() : o.out;
     check_export_file(o.dir, path, o.force);
@@ -105,7 +142,6 @@ int export_run(const ExportOptions& o) {
   } else {
     std::string dir = o.out.empty() ? o.dir : o.out;
     check_export_dir(o.dir, dir, o.force);
-    std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) throw Error("cannot create '" + dir + "': " + ec.message());
     write_csv_tables(t, dir);
@@ -142,7 +178,7 @@ void add_compare_command(CLI::App& app, int& exit_code) {
 void add_export_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<ExportOptions>();
   CLI::App* c = app.add_subcommand("export", "regenerate trace.json or the CSV tables of a run directory");
-  c->add_option("dir", o->dir, "run directory")->required();
+  c->add_option("dir", o->dir, "run directory, or a run of several ranks (chrome: one process per rank)")->required();
   c->add_option("--format,-f", o->format, "chrome (trace.json) | csv (the CSV tables)")
       ->required()
       ->check(CLI::IsMember({"chrome", "csv"}));

@@ -44,7 +44,8 @@ const std::vector<std::string>& files_of(OutputKind kind) {
     return f;
   }();
   static const std::vector<std::string> sweep = {schema::kSweepFile, kComparisonFile};
-  static const std::vector<std::string> ranks = {schema::kRanksFile};
+  // A ranks directory: also the trace of all its ranks that `export` writes there.
+  static const std::vector<std::string> ranks = {schema::kRanksFile, kChromeTraceFile};
   return kind == OutputKind::Run ? run : kind == OutputKind::Sweep ? sweep : ranks;
 }
 

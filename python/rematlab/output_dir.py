@@ -23,7 +23,7 @@ FILES = {
           # a recording's own tables and CUDA snapshot (docs/trace-format.md, "Recorded in PyTorch")
           "saved_tensors.csv", "module_calls.csv", "op_outputs.csv", "cuda_memory_snapshot.pickle"),
     SWEEP: ("sweep.json", "comparison.csv"),
-    RANKS: ("ranks.json",),
+    RANKS: ("ranks.json", "trace.json"),  # trace.json: the trace of all ranks `export` writes
 }
 JSON_LIMIT = 1 << 30  # bytes of a JSON file (core/util/limits.h)
 JSON_DEPTH = 64  # arrays and objects nested in one another (core/util/limits.h)
