@@ -101,6 +101,7 @@ class GuiTrackViewTest : public QObject {
   void searchCyclesThroughTheMatches();
   void rangeSelectionCountsTheOpsInIt();
   void statsTableSumsToTheTraceAndExports();
+  void statsTableSplitsEachRowByPhaseAndSaysWhatRecomputationCost();
   void clickShowsDetailsAndMemory();
   void scheduleStripGivesTheHeadItsOwnLabelledRow();
 
@@ -376,6 +377,38 @@ void GuiTrackViewTest::statsTableSumsToTheTraceAndExports() {
   QCOMPARE(row, st->stats().size());
   QVERIFY(!st->exportCsv(dir.filePath("no/such/dir/x.csv"), &err));
   QVERIFY(!err.isEmpty());
+}
+
+void GuiTrackViewTest::statsTableSplitsEachRowByPhaseAndSaysWhatRecomputationCost() {
+  const auto uniform = testing::train("tiny", "uniform");
+  QVERIFY(uniform->complete);
+  std::int64_t recompute = 0;
+  for (const auto& o : uniform->ops)
+    if (o.phase == Phase::Recompute) recompute += std::max<std::int64_t>(0, o.end_ns - o.start_ns);
+  QVERIFY(recompute > 0);
+  OpTimelinePane pane;
+  pane.resize(1400, 360);
+  pane.setTrace(uniform, uniform->step_start_ns, uniform->step_end_ns - uniform->step_start_ns);
+  OpStatsTable* st = pane.statsTable();
+  for (OpStatKey key : {OpStatKey::OpType, OpStatKey::Kernel, OpStatKey::Block}) {
+    st->setKey(key);
+    QSortFilterProxyModel* m = st->proxy();
+    std::int64_t column = 0;
+    for (int r = 0; r < m->rowCount(); ++r) {
+      column += m->index(r, OpStatsTable::Recompute).data(OpStatsTable::kSortRole).toLongLong();
+      std::int64_t phases = 0;
+      for (int c : {OpStatsTable::Forward, OpStatsTable::Recompute, OpStatsTable::Backward, OpStatsTable::Optimizer})
+        phases += m->index(r, c).data(OpStatsTable::kSortRole).toLongLong();
+      QCOMPARE(phases, m->index(r, OpStatsTable::Total).data(OpStatsTable::kSortRole).toLongLong());
+    }
+    QCOMPARE(column, recompute);
+    QVERIFY2(st->recomputeText().contains("recomputation"), qPrintable(st->recomputeText()));
+  }
+  // Per block: a row per block and one for the ops outside them.
+  QCOMPARE(st->proxy()->rowCount(), uniform->model.layers + 1);
+  // Without recomputation the line says nothing.
+  pane.setTrace(tiny_, tiny_->step_start_ns, tiny_->step_end_ns - tiny_->step_start_ns);
+  QVERIFY(st->recomputeText().isEmpty());
 }
 
 void GuiTrackViewTest::clickShowsDetailsAndMemory() {

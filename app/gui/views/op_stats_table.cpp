@@ -20,6 +20,7 @@ OpStatsTable::OpStatsTable(QWidget* parent)
     : QWidget(parent),
       group_(new QComboBox(this)),
       note_(new QLabel(this)),
+      recompute_(new QLabel(this)),
       export_(new QPushButton(tr("Export CSV…"), this)),
       model_(new QStandardItemModel(this)),
       proxy_(new QSortFilterProxyModel(this)),
@@ -29,12 +30,19 @@ OpStatsTable::OpStatsTable(QWidget* parent)
   auto* top = new QHBoxLayout;
   group_->addItem(tr("per op type"));
   group_->addItem(tr("per kernel / op name"));
+  group_->addItem(tr("per block"));
   top->addWidget(group_);
   top->addWidget(note_, 1);
   top->addWidget(export_);
   l->addLayout(top);
+  recompute_->setTextFormat(Qt::RichText);
+  recompute_->setWordWrap(true);
+  l->addWidget(recompute_);
   l->addWidget(table_, 1);
-  model_->setHorizontalHeaderLabels({tr("name"), tr("count"), tr("total"), tr("mean"), tr("min"), tr("max"), tr("share of step")});
+  model_->setHorizontalHeaderLabels({tr("name"), tr("count"), tr("total"), tr("forward"), tr("recompute"), tr("backward"),
+                                     tr("optimizer"), tr("mean"), tr("min"), tr("max"), tr("share of step")});
+  model_->horizontalHeaderItem(Recompute)->setToolTip(tr("What recomputation cost: the time of these ops run again "
+                                                        "before the backward"));
   proxy_->setSourceModel(model_);
   proxy_->setSortRole(kSortRole);
   table_->setModel(proxy_);
@@ -46,7 +54,7 @@ OpStatsTable::OpStatsTable(QWidget* parent)
   table_->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 4);
   table_->horizontalHeader()->setSectionResizeMode(Key, QHeaderView::Stretch);
   connect(group_, qOverload<int>(&QComboBox::currentIndexChanged), this,
-          [this](int i) { setKey(i == 1 ? OpStatKey::Kernel : OpStatKey::OpType); });
+          [this](int i) { setKey(i == 2 ? OpStatKey::Block : i == 1 ? OpStatKey::Kernel : OpStatKey::OpType); });
   connect(export_, &QPushButton::clicked, this, &OpStatsTable::exportClicked);
 }
 
@@ -64,7 +72,7 @@ void OpStatsTable::setFilter(const OpStatsFilter& f) {
 void OpStatsTable::setKey(OpStatKey k) {
   key_ = k;
   group_->blockSignals(true);
-  group_->setCurrentIndex(k == OpStatKey::Kernel ? 1 : 0);
+  group_->setCurrentIndex(k == OpStatKey::Block ? 2 : k == OpStatKey::Kernel ? 1 : 0);
   group_->blockSignals(false);
   refresh();
 }
@@ -106,8 +114,27 @@ void OpStatsTable::fill() {
     set(r, Max, human_time_ns(static_cast<double>(s.max_ns)), QVariant::fromValue<qlonglong>(s.max_ns));
     const double share = step > 0 ? static_cast<double>(s.total_ns) / step : 0.0;
     set(r, Share, QString::number(100.0 * share, 'f', 2) + " %", share);
+    const int cols[] = {Forward, Recompute, Backward, Optimizer};
+    for (std::size_t p = 0; p < kStatPhases.size(); ++p) {
+      const std::int64_t ns = s.in(kStatPhases[p]);
+      set(r, cols[p], ns ? human_time_ns(static_cast<double>(ns)) : QStringLiteral("—"), QVariant::fromValue<qlonglong>(ns));
+    }
   }
   export_->setEnabled(!stats_.empty());
+  recompute_->setText(recomputeText());
+  recompute_->setVisible(!recompute_->text().isEmpty());
+}
+
+QString OpStatsTable::recomputeText() const {
+  const OpStat all = op_stats_total(stats_);
+  if (all.recompute_ns() <= 0) return {};
+  const double step = trace_ ? static_cast<double>(step_length_ns(*trace_)) : 0.0;
+  const std::uint64_t flops = all.phase_flops[static_cast<std::size_t>(Phase::Recompute)];
+  QString s = tr("<b>recomputation</b>: %1 in %2 ops").arg(human_time_ns(static_cast<double>(all.recompute_ns())))
+                  .arg(all.phase_count[static_cast<std::size_t>(Phase::Recompute)]);
+  if (step > 0) s += tr(", %1 % of the step").arg(100.0 * static_cast<double>(all.recompute_ns()) / step, 0, 'f', 1);
+  if (flops) s += ", " + human_flops(static_cast<double>(flops));
+  return s;
 }
 
 bool OpStatsTable::exportCsv(const QString& path, QString* error) const {

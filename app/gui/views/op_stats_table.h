@@ -1,6 +1,8 @@
-// A sortable table of time per op type or per kernel (core/analysis/op_stats.h): count, total,
-// mean, min, max and share of the step, with a choice of grouping and CSV export. The op
-// timeline shows one for the whole step and one for the selected time range.
+// A sortable table of time per op type, per kernel or per block (core/analysis/op_stats.h):
+// count, total and the total split by phase (forward, recompute, backward, optimizer: the
+// recompute column is what recomputation cost each op type or block), mean, min, max and share
+// of the step, with a choice of grouping, a line of what recomputation cost in all, and CSV
+// export. The op timeline shows one for the whole step and one for the selected time range.
 #pragma once
 #include <QWidget>
 #include <memory>
@@ -35,7 +37,9 @@ class OpStatsTable : public QWidget {
   bool exportCsv(const QString& path, QString* error = nullptr) const;
 
   // Columns.
-  enum Column { Key, Count, Total, Mean, Min, Max, Share, NumColumns };
+  enum Column { Key, Count, Total, Forward, Recompute, Backward, Optimizer, Mean, Min, Max, Share, NumColumns };
+  // What recomputation cost over the rows shown (rich text; "" without recomputation).
+  QString recomputeText() const;
   static constexpr int kSortRole = Qt::UserRole + 1;
 
  private:
@@ -49,6 +53,7 @@ class OpStatsTable : public QWidget {
   std::vector<OpStat> stats_;
   QComboBox* group_;
   QLabel* note_;
+  QLabel* recompute_;
   QPushButton* export_;
   QStandardItemModel* model_;
   QSortFilterProxyModel* proxy_;

@@ -1,6 +1,8 @@
-// The CLI's diff of two runs op by op, on real runs: `none` against full recomputation (the
-// recompute ops added, nothing else, matched by name, block and phase), runs that are not alike
-// refused with what differs, and a pipeline stage's blocks named by the whole model.
+// What recomputation cost, on real runs: `none` against full recomputation. The time per op
+// type, kernel and block split by phase (the recompute column summing to the recompute ops);
+// the diff of the two runs op by op (the recompute ops added, nothing else, matched by name,
+// block and phase); runs that are not alike refused with what differs; a pipeline stage's
+// blocks named by the whole model.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,6 +10,7 @@
 
 #include "core/analysis/block_names.h"
 #include "core/analysis/op_diff.h"
+#include "core/analysis/op_stats.h"
 #include "core/trace/csv.h"
 #include "engine_test_util.h"
 #include "test_files.h"
@@ -45,6 +48,66 @@ const Trace& recompute_run() {
   }();
   return t;
 }
+
+TEST(PhaseStats, EachRowSplitsItsTimeByPhaseAndRecomputationIsItsOwnColumn) {
+  const Trace& t = recompute_run();
+  ASSERT_TRUE(t.complete) << t.error;
+  for (OpStatKey key : {OpStatKey::OpType, OpStatKey::Kernel, OpStatKey::Block}) {
+    const auto stats = op_stats(t, key);
+    std::int64_t recompute = 0, total = 0;
+    for (const OpStat& s : stats) {
+      std::int64_t sum = 0;
+      std::uint64_t n = 0;
+      for (std::size_t p = 0; p < s.phase_ns.size(); ++p) {
+        sum += s.phase_ns[p];
+        n += s.phase_count[p];
+      }
+      EXPECT_EQ(sum, s.total_ns) << s.key;
+      EXPECT_EQ(n, s.count) << s.key;
+      recompute += s.recompute_ns();
+      total += s.total_ns;
+    }
+    std::int64_t want = 0, all = 0;
+    for (const OpRecord& o : t.ops) {
+      const std::int64_t d = std::max<std::int64_t>(0, o.end_ns - o.start_ns);
+      all += d;
+      if (o.phase == Phase::Recompute) want += d;
+    }
+    EXPECT_GT(want, 0);
+    EXPECT_EQ(recompute, want);
+    EXPECT_EQ(total, all);
+    EXPECT_EQ(op_stats_total(stats).recompute_ns(), want);
+  }
+  // Per block: the blocks in order, then the ops outside them; each block recomputed.
+  const auto blocks = op_stats(t, OpStatKey::Block);
+  ASSERT_EQ(blocks.size(), static_cast<std::size_t>(t.model.layers) + 1);
+  for (int b = 0; b < t.model.layers; ++b) {
+    EXPECT_EQ(blocks[static_cast<std::size_t>(b)].key, "h" + std::to_string(b));
+    EXPECT_GT(blocks[static_cast<std::size_t>(b)].recompute_ns(), 0);
+  }
+  EXPECT_EQ(blocks.back().key, kOutsideBlocks);
+  EXPECT_EQ(blocks.back().recompute_ns(), 0);
+  EXPECT_GT(blocks.back().in(Phase::Optimizer), 0);
+  // Under `none` nothing is recomputed.
+  EXPECT_EQ(op_stats_total(op_stats(none_run(), OpStatKey::OpType)).recompute_ns(), 0);
+
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "stats.csv").string();
+  write_op_stats_csv(path, blocks, step_length_ns(t));
+  csv::Reader r(path);
+  const std::size_t key = r.col("key"), rec = r.col("recompute_us"), fwd = r.col("forward_us"),
+                    share = r.col("recompute_share_of_step");
+  std::size_t row = 0;
+  while (r.next()) {
+    EXPECT_EQ(r.str(key), blocks[row].key);
+    EXPECT_DOUBLE_EQ(r.f64(rec), static_cast<double>(blocks[row].recompute_ns()) / 1e3);
+    EXPECT_DOUBLE_EQ(r.f64(fwd), static_cast<double>(blocks[row].in(Phase::Forward)) / 1e3);
+    EXPECT_DOUBLE_EQ(r.f64(share), static_cast<double>(blocks[row].recompute_ns()) / static_cast<double>(step_length_ns(t)));
+    ++row;
+  }
+  EXPECT_EQ(row, blocks.size());
+}
+
 
 TEST(OpDiff, FullRecomputationAddsTheRecomputeOpsAndNothingElse) {
   const Trace& a = none_run();
