@@ -3,6 +3,7 @@
 // pixel of its color left in the plot) and refits the byte axis to the rest; the hover names the
 // allocation under the mouse and a click pins it and picks its tensor.
 #include <QLabel>
+#include <cmath>
 #include <QSignalSpy>
 #include <QToolButton>
 #include <QtTest>
@@ -47,6 +48,8 @@ class GuiAllocViewTest : public QObject {
   void theModeButtonsSwitchBetweenStackedAndAllocations();
   void aLegendClickRemovesTheCategorysBandsAndRefitsTheByteAxis();
   void hoverNamesTheBandUnderTheMouseAndAClickPinsIt();
+  void theClickedAllocationsDetailsAreWhole();
+  void theCrosshairLeavesWithTheMouse();
 
  private:
   std::shared_ptr<const Trace> none_;
@@ -185,6 +188,71 @@ void GuiAllocViewTest::hoverNamesTheBandUnderTheMouseAndAClickPinsIt() {
   QTest::mouseClick(v.plot(), Qt::LeftButton, {}, empty.toPoint());
   QCOMPARE(p->pinned(), static_cast<std::size_t>(AllocBands::npos));
   QVERIFY(v.pinnedLabel()->text().isEmpty());
+}
+
+void GuiAllocViewTest::theClickedAllocationsDetailsAreWhole() {
+  MemoryTimelineView v;
+  v.resize(1000, 520);  // the memory plot's width in the window at 1280x800
+  v.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&v));
+  v.setTrace(none_, "none");
+  v.setMemoryMode(MemoryMode::Allocations);
+  v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+  QVERIFY(!v.pinnedLabel()->isVisible());  // nothing clicked: no empty line
+  const AllocBandsPlottable* p = v.allocations();
+  const AllocLayout& L = p->layout();
+  QCPAxis* x = v.plot()->xAxis;
+  QCPAxis* y = v.plot()->yAxis;
+  int checked = 0;
+  for (std::size_t r = 0; r < L.size() && checked < 4; r += 2) {
+    const AllocBand& b = p->bands()->bands()[L.big[r]];
+    const std::int64_t mid = b.t0 + (b.t1 - b.t0) / 2;
+    const double bottom = L.bottom(r, mid), h = static_cast<double>(b.a.bytes);
+    if (x->coordToPixel(static_cast<double>(b.t1 - v.origin())) - x->coordToPixel(static_cast<double>(b.t0 - v.origin())) < 20 ||
+        y->coordToPixel(bottom) - y->coordToPixel(bottom + h) < 6)
+      continue;
+    QTest::mouseClick(v.plot(), Qt::LeftButton, {},
+                      QPoint(static_cast<int>(x->coordToPixel(static_cast<double>(mid - v.origin()))),
+                             static_cast<int>(y->coordToPixel(bottom + h / 2))));
+    QApplication::processEvents();
+    QLabel* l = v.pinnedLabel();
+    QVERIFY(!l->text().isEmpty());
+    QVERIFY(l->isVisible());
+    // Every line of it inside the label: as high as its text needs at its width, no wider than
+    // the view.
+    QVERIFY2(l->heightForWidth(l->width()) <= l->height(),
+             qPrintable(QString("needs %1 px, has %2").arg(l->heightForWidth(l->width())).arg(l->height())));
+    QVERIFY2(l->sizeHint().width() <= l->width() || l->wordWrap(),
+             qPrintable(QString("needs %1 px wide, has %2").arg(l->sizeHint().width()).arg(l->width())));
+    QVERIFY(l->geometry().right() <= v.width());
+    ++checked;
+  }
+  QVERIFY(checked > 0);
+  // Back to the stacked view: the line goes with the pin.
+  v.setMemoryMode(MemoryMode::Stacked);
+  QVERIFY(!v.pinnedLabel()->isVisible());
+}
+
+void GuiAllocViewTest::theCrosshairLeavesWithTheMouse() {
+  MemoryTimelineView v;
+  v.resize(1000, 520);
+  v.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&v));
+  v.setTrace(none_, "none");
+  v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+  QSignalSpy moved(&v, &MemoryTimelineView::cursorMoved);
+  const QRect ar = v.plot()->axisRect()->rect();
+  QTest::mouseMove(v.plot(), ar.center());
+  QApplication::processEvents();
+  QVERIFY(v.cursorShown());
+  QVERIFY(!moved.isEmpty());
+  QVERIFY(!std::isnan(moved.last().at(0).toDouble()));
+  // The pointer leaves the plot (to another window): the crosshair goes, the views that follow
+  // it are told.
+  QEvent leave(QEvent::Leave);
+  QApplication::sendEvent(v.plot(), &leave);
+  QVERIFY(!v.cursorShown());
+  QVERIFY(std::isnan(moved.last().at(0).toDouble()));
 }
 
 QTEST_MAIN(GuiAllocViewTest)

@@ -44,6 +44,7 @@ void MemoryTimelineView::setMemoryMode(MemoryMode m) {
   if (m == MemoryMode::Allocations) showAllocations();
   bands_->setPinned(AllocBands::npos);
   pinned_->clear();
+  pinned_->setVisible(false);
   applyFocus();
 }
 
@@ -56,6 +57,7 @@ void MemoryTimelineView::pinAllocationAt(const QPointF& pos) {
   const BandHit h = memory_mode_ == MemoryMode::Allocations ? bands_->hitAt(pos) : BandHit{};
   bands_->setPinned(h.kind == BandHit::Band ? h.band : AllocBands::npos);
   pinned_->setText(h.kind == BandHit::Band ? bands_->describe(h).replace("<br>", " · ") : QString());
+  pinned_->setVisible(h.kind == BandHit::Band);
   plot_->replot();
   if (h.kind == BandHit::Band) {
     const AllocBand& b = bands_->bands()->bands()[h.band];

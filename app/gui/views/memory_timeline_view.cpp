@@ -94,13 +94,17 @@ MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
                                    "byte axis to the rest. Click a legend item to hide or show its category; "
                                    "wheel over the byte axis (or Ctrl+wheel) to zoom bytes."));
   bar->addWidget(activations_only_);
-  pinned_ = new QLabel(focus_bar_);
+  bar->addStretch(1);
+  // The clicked allocation's details on a line of their own under the buttons, wrapped at
+  // spaces, so that they are never cut; hidden while nothing is clicked.
+  pinned_ = new QLabel(this);
   pinned_->setTextFormat(Qt::RichText);
-  pinned_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-  bar->addSpacing(12);
-  bar->addWidget(pinned_, 1);
+  pinned_->setWordWrap(true);
+  pinned_->setContentsMargins(kLeftMargin - 4, 0, kRightMargin, 0);
+  pinned_->setVisible(false);
   focus_bar_->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
   static_cast<QVBoxLayout*>(layout())->insertWidget(0, focus_bar_, 0);
+  static_cast<QVBoxLayout*>(layout())->insertWidget(1, pinned_, 0);
   static_cast<QVBoxLayout*>(layout())->setStretchFactor(plot_, 1);
   connect(activations_only_, &QToolButton::toggled, this, [this](bool on) { setActivationsOnly(on); });
   rebuild();
@@ -128,6 +132,7 @@ void MemoryTimelineView::setData(std::shared_ptr<const Trace> t, std::shared_ptr
   bands_->setBands(trace_ ? std::move(bands) : nullptr);
   if (layout && bands_->bands()) bands_->addLayout(std::move(layout));
   pinned_->clear();
+  pinned_->setVisible(false);
   if (trace_) {
     restack();
     if (memory_mode_ == MemoryMode::Allocations) showAllocations();
@@ -486,6 +491,8 @@ void MemoryTimelineView::setCursorKey(double key) {
   plot_->layer("overlay")->replot();
 }
 
+bool MemoryTimelineView::cursorShown() const { return cursor_ && cursor_->visible(); }
+
 void MemoryTimelineView::onMouseMove(QMouseEvent* e) {
   if (d_->x.empty()) return;
   if (e->buttons() != Qt::NoButton) {
@@ -632,6 +639,12 @@ void MemoryTimelineView::zoomValue(double steps, double at) {
 }
 
 bool MemoryTimelineView::eventFilter(QObject* o, QEvent* e) {
+  if (o == plot_ && e->type() == QEvent::Leave) {
+    // The crosshair and the hover belong to the mouse: gone when it leaves the plot.
+    setCursorKey(std::nan(""));
+    QToolTip::hideText();
+    emit cursorMoved(std::nan(""));
+  }
   if (o == plot_ && e->type() == QEvent::Wheel) {
     auto* we = static_cast<QWheelEvent*>(e);
     const QRect ar = plot_->axisRect()->rect();

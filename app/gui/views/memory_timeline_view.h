@@ -110,6 +110,7 @@ class MemoryTimelineView : public PlotView {
   QString describeAllocationAt(const QPointF& pos) const;
   void pinAllocationAt(const QPointF& pos);
   QLabel* pinnedLabel() const { return pinned_; }
+  bool cursorShown() const;  // whether the vertical cursor is drawn
 
  signals:
   void tensorsPicked(const QList<QPair<int, QString>>& tensors, qint64 t_ns);
