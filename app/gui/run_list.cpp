@@ -48,7 +48,9 @@ int RunListModel::add(std::shared_ptr<const Trace> trace, const QString& dir) {
   const QString state = incomplete_state(t);
   if (!state.isEmpty()) e.label += " (" + state + ")";
   runs_.push_back(std::move(e));
-  checked_.push_back(t.complete);  // an incomplete trace is never compared unasked
+  // An incomplete trace is never compared unasked, nor an imported one (no model of ours to
+  // compare it with; it is its own group when checked).
+  checked_.push_back(t.complete && !t.imported());
   endInsertRows();
   emit checkedChanged();
   return row;

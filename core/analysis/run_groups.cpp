@@ -20,7 +20,13 @@ StepSpread spread_of(std::vector<double> v) {
   return s;
 }
 
-std::string group_key(const Trace& t) { return model_to_json(global_model(t)).dump() + "\n" + t.device; }
+// Like runs: the same global model on the same device, laid out alike over ranks (a rank's
+// memory is sharded: set against one process's it would read as a reduction no policy made).
+// An imported trace has no model of ours: it is its own group, by its file.
+std::string group_key(const Trace& t) {
+  if (t.imported()) return "imported\n" + t.source + "\n" + imported_from(t);
+  return model_to_json(global_model(t)).dump() + "\n" + t.device + "\n" + layout_label(run_layout(t));
+}
 
 }  // namespace
 
@@ -43,9 +49,20 @@ std::optional<Overhead> step_overhead(const StepSpread& run, const StepSpread& b
   return o;
 }
 
+std::string imported_from(const Trace& t) {
+  for (const auto& [k, v] : t.provenance)
+    if (k == "imported_from") return v;
+  return {};
+}
+
 std::string group_label(const Trace& t) {
+  if (t.imported()) {
+    const std::string file = imported_from(t);
+    return (file.empty() ? std::string("an imported trace") : file) + " (" + t.source + ")";
+  }
+  const RunLayout l = run_layout(t);
   return t.model.name + " s" + std::to_string(t.model.seq) + " b" + std::to_string(global_model(t).batch) + " " +
-         to_string(t.model.dtype) + " " + t.device;
+         to_string(t.model.dtype) + " " + t.device + (l.distributed() ? " · " + layout_label(l) : std::string());
 }
 
 std::vector<RunGroup> group_runs(const std::vector<const Trace*>& runs) {

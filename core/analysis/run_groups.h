@@ -1,6 +1,6 @@
 // What the compare view needs to put only like runs side by side: runs grouped by what they
-// trained and where (the model's whole configuration and the device, as `relate` keys its
-// baseline), a short label per group ("small s128 b4 bf16 cpu"), the spread of a figure over
+// trained and where (the model's whole configuration, the device and the layout over ranks), a
+// short label per group ("small s128 b4 bf16 cpu"), the spread of a figure over
 // the counted steps (median, min, max), and whether a step-time overhead against the group's
 // `none` run is larger than the noise of the two runs.
 #pragma once
@@ -32,16 +32,21 @@ struct Overhead {
 };
 std::optional<Overhead> step_overhead(const StepSpread& run, const StepSpread& base);
 
-// "small s128 b4 bf16 cpu": model name, sequence, batch (global: a rank's times D), dtype, device.
+// "small s128 b4 bf16 cpu": model name, sequence, batch (global: a rank's times D), dtype, device,
+// and the layout of a rank ("tiny s64 b4 fp32 cpu · tp 2 sp"); an imported trace, which has no
+// model of ours: its file and source ("trace.json (pytorch-profiler)").
 std::string group_label(const Trace& t);
+// The file an imported trace came from (provenance `imported_from`), "" for none.
+std::string imported_from(const Trace& t);
 
 struct RunGroup {
   std::string key;    // the model's configuration and the device
   std::string label;  // group_label of its first run
   std::vector<std::size_t> members;  // indices into the runs, in their order
 };
-// Complete runs grouped by model configuration and device, groups in order of their first
-// run; incomplete runs (null or !complete) are left out.
+// Complete runs grouped by model configuration, device and layout over ranks (each imported
+// trace alone), groups in order of their first run; incomplete runs (null or !complete) are
+// left out.
 std::vector<RunGroup> group_runs(const std::vector<const Trace*>& runs);
 
 // "2 groups: small s128 b4 bf16 cpu (5 runs), tiny s64 b4 bf16 cpu (1 run); each has its own

@@ -19,6 +19,7 @@
 #include "core/util/error.h"
 #include "export.h"
 #include "format.h"
+#include "import_open.h"
 #include "gui_test_util.h"
 #include "run_list.h"
 #include "views/analysis_view.h"
@@ -43,6 +44,8 @@ class GuiViewsTest : public QObject {
   void compareFrontierIgnoresUncheckedAndCancelledRuns();
   void compareGroupsUnlikeRunsWithTheirOwnScales();
   void compareMarksOverheadsWithinNoise();
+  void compareSetsARankOnlyAgainstRunsOfItsLayout();
+  void anImportedTraceIsNotComparedUnaskedAndIsNamedByItsFile();
   void colorsFollowThePolicyNotThePosition();
   void exportWritesFilesThatReadBack();
   void clickOnTheTimelineSelectsLedgerRows();
@@ -500,6 +503,55 @@ void GuiViewsTest::aRecordedH200RunOpens() {
   QCOMPARE(ticker->ticks().size(), 7);  // step, phase, block, op, kernel; to host, to device
   view.ops()->plot()->replot(QCustomPlot::rpImmediateRefresh);
   QVERIFY(view.ops()->drawnBars() > 0);
+}
+
+void GuiViewsTest::compareSetsARankOnlyAgainstRunsOfItsLayout() {
+  // A tensor-parallel rank holds half the memory of one process: set against it, it would read
+  // as a reduction no policy made.
+  auto rank = std::make_shared<Trace>(*none_);
+  rank->provenance = {{"tp_world_size", "2"}, {"tp_rank", "0"}, {"sp", "1"}};
+  rank->peak_bytes /= 2;
+  auto stage = std::make_shared<Trace>(*none_);
+  stage->provenance = {{"pp_world_size", "2"}, {"pp_rank", "1"}, {"stage_blocks", "2"}};
+  RunListModel list;
+  list.add(none_, {});
+  list.add(uniform_, {});
+  list.add(rank, {});
+  list.add(stage, {});
+  CompareView v;
+  v.resize(1280, 800);
+  v.show();
+  v.setRuns(list.checked());
+  QApplication::processEvents();
+  // One group of single processes, one per layout.
+  QCOMPARE(v.groupCount(), 3);
+  QCOMPARE(v.peakChart(0)->barCount(), 2);
+  for (int g = 1; g < 3; ++g) {
+    RunBarChart* c = v.peakChart(g);
+    QCOMPARE(c->barCount(), 1);
+    QVERIFY2(!c->bar(0).note.contains(QChar(0x2212)), qPrintable(c->bar(0).note));  // no "−47.7 %"
+    QVERIFY2(c->bar(0).label.contains("rank"), qPrintable(c->bar(0).label));
+  }
+  QVERIFY2(v.banner().contains("tp 2 sp") && v.banner().contains("pp 2"), qPrintable(v.banner()));
+}
+
+void GuiViewsTest::anImportedTraceIsNotComparedUnaskedAndIsNamedByItsFile() {
+  const QString snapshot = testing::gui_test_data() + "/../../data/torch/snapshot-torch2.pickle";
+  const auto snap = read_run_or_import(snapshot);
+  RunListModel list;
+  const int row = list.add(snap, {});
+  QVERIFY(!list.isChecked(row));  // not compared on arrival
+  list.add(none_, {});
+  list.setChecked(row, true);
+  CompareView v;
+  v.resize(1280, 800);
+  v.show();
+  v.setRuns(list.checked());
+  QApplication::processEvents();
+  QCOMPARE(v.groupCount(), 2);
+  // Its heading names its file, not a model it never had.
+  QVERIFY2(v.banner().contains("snapshot-torch2.pickle (pytorch-snapshot)"), qPrintable(v.banner()));
+  QVERIFY2(!v.banner().contains(QString(" s%1 b%2 ").arg(snap->model.seq).arg(snap->model.batch)), qPrintable(v.banner()));
 }
 
 QTEST_MAIN(GuiViewsTest)

@@ -1,5 +1,6 @@
 // The "all ranks" view's data (core/analysis/rank_lanes.h) on the committed run of two ranks,
-// and the grouping of a rank with the single-process runs of its global model.
+// and the grouping of runs for the Compare page: a rank with runs of its own layout, an imported
+// trace alone, named by its file.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -69,20 +70,46 @@ TEST(RankLanes, EachRankIsALaneOfItsOpsAndItsCollectivesFromItsStepStart) {
   EXPECT_EQ(peaks[2].measured, 0u);
 }
 
-TEST(RankLanes, ARankGroupsWithTheSingleProcessOfItsGlobalModel) {
+TEST(RankLanes, ARankGroupsWithRunsOfItsLayoutNotWithTheSingleProcess) {
   Trace one;
   one.model.batch = 4;
   one.device = "cpu";
   Trace rank = one;
   rank.model.batch = 2;
   rank.provenance = {{"dp_world_size", "2"}, {"dp_rank", "0"}};
+  Trace rank1 = rank;
+  rank1.provenance = {{"dp_world_size", "2"}, {"dp_rank", "1"}};
+  Trace tp = one;
+  tp.provenance = {{"tp_world_size", "2"}, {"tp_rank", "0"}, {"sp", "1"}};
   Trace other = rank;
   other.provenance.clear();  // batch 2 in one process: another model
-  const auto g = group_runs({&one, &rank, &other});
-  ASSERT_EQ(g.size(), 2u);
-  EXPECT_EQ(g[0].members, (std::vector<std::size_t>{0, 1}));
-  EXPECT_EQ(g[1].members, (std::vector<std::size_t>{2}));
+  // A rank's memory is sharded: set against one process's it would read as a reduction.
+  const auto g = group_runs({&one, &rank, &other, &rank1, &tp});
+  ASSERT_EQ(g.size(), 4u);
+  EXPECT_EQ(g[0].members, (std::vector<std::size_t>{0}));
+  EXPECT_EQ(g[1].members, (std::vector<std::size_t>{1, 3}));
+  EXPECT_EQ(g[2].members, (std::vector<std::size_t>{2}));
+  EXPECT_EQ(g[3].members, (std::vector<std::size_t>{4}));
   EXPECT_NE(group_label(rank).find(" b4 "), std::string::npos) << group_label(rank);
+  EXPECT_NE(group_label(rank).find("· dp 2"), std::string::npos) << group_label(rank);
+  EXPECT_NE(group_label(tp).find("· tp 2 sp"), std::string::npos) << group_label(tp);
+  EXPECT_EQ(group_label(one).find("·"), std::string::npos) << group_label(one);
+}
+
+TEST(RankLanes, AnImportedTraceIsItsOwnGroupNamedByItsFile) {
+  Trace a;
+  a.source = "pytorch-snapshot";
+  a.model.seq = 32;
+  a.model.batch = 2;
+  a.provenance = {{"imported_from", "snap.pickle"}};
+  Trace b = a;
+  b.provenance = {{"imported_from", "other.pickle"}};
+  Trace own;
+  own.model = a.model;
+  const auto g = group_runs({&a, &b, &own});
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_EQ(g[0].label, "snap.pickle (pytorch-snapshot)");
+  EXPECT_EQ(g[0].label.find("s32"), std::string::npos);  // no model it never had
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "core/analysis/run_compare.h"
 #include "core/analysis/run_groups.h"
+#include "core/analysis/run_layout.h"
 #include "format.h"
 #include "theme.h"
 #include "views/compare_charts.h"
@@ -36,8 +37,11 @@ QVBoxLayout* column(QWidget* box) {
   return l;
 }
 
+// "#3 selective"; a rank says which ("#9 none rank 0"), its group heading says the layout.
 QString bar_label(const RunEntry& r) {
-  return QString("#%1 %2").arg(r.id).arg(QString::fromStdString(r.trace->policy));
+  const RunLayout l = run_layout(*r.trace);
+  return QString("#%1 %2").arg(r.id).arg(QString::fromStdString(r.trace->policy)) +
+         (l.distributed() ? QObject::tr(" rank %1").arg(l.rank) : QString());
 }
 
 }  // namespace
