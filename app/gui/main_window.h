@@ -134,6 +134,7 @@ class MainWindow : public QMainWindow {
   QLabel* status_label_;
   QPointer<QCustomPlot> last_plot_;
   int current_ = -1;
+  int message_row_ = -1;  // the run the panel's message is about (-1: none)
   int pending_reads_ = 0;
   // Leftovers of interrupted writes next to the directories opened (rematlab-batch clean).
   QStringList leftovers_;

@@ -60,9 +60,18 @@ void MainWindow::onRunFinished(std::shared_ptr<const Trace> trace, const QString
   showRun(row);
   pages_->setCurrentIndex(0);
   QStringList problems;
-  if (!t.complete) problems << tr("run %1: %2").arg(QString::fromStdString(t.status), QString::fromStdString(t.error));
+  if (!t.complete) {
+    // "run cancelled after 23 of 200 steps", not the status said twice ("run cancelled: run cancelled").
+    const int done = static_cast<int>(t.step_times_ms().size());
+    QString what = tr("run %1 after %2 of %3 steps").arg(incomplete_state(t)).arg(done).arg(t.steps);
+    const QString err = QString::fromStdString(t.error);
+    if (!err.isEmpty() && !err.contains(QString::fromStdString(t.status)) && !err.contains(incomplete_state(t)))
+      what += ": " + err;
+    problems << what;
+  }
   if (!save_error.isEmpty()) problems << tr("not saved: %1").arg(save_error);
   panel_->showError(problems.join("\n"));
+  message_row_ = problems.isEmpty() ? -1 : row;
   panel_->setProgress(t.complete ? 1.0 : 0.0, t.complete ? tr("Done") : QString::fromStdString(t.status));
   statusBar()->showMessage(t.complete ? tr("Run finished%1").arg(dir.isEmpty() ? QString() : tr(", saved to %1").arg(dir))
                                       : tr("Run %1").arg(QString::fromStdString(t.status)),
@@ -168,6 +177,11 @@ void MainWindow::showRun(int row) {
     return;
   }
   current_ = row;
+  // A finished run's message (cancelled, not saved) is about that run: gone when another shows.
+  if (message_row_ >= 0 && message_row_ != row) {
+    panel_->showError({});
+    message_row_ = -1;
+  }
   const RunEntry& e = runs_->at(row);
   run_view_->setTrace(e.trace, e.label);
   analysis_->setCurrent(e);

@@ -43,6 +43,21 @@ std::uint64_t plotted_peak_bytes(const Trace& t) {
   return static_cast<std::uint64_t>(std::max<std::int64_t>(peak, 0));
 }
 
+QString no_ops_note(const Trace& t) {
+  if (t.imported())
+    return QObject::tr("This trace, imported from %1, holds no ops: the memory timeline shows every allocation it "
+                       "records.")
+        .arg(QString::fromStdString(t.source));
+  const int done = static_cast<int>(t.step_times_ms().size());
+  const QString all = QObject::tr("the memory timeline shows every allocation of the run until it stopped.");
+  if (done > 0)
+    return QObject::tr("The run stopped after %1 of %2, before its last counted step, the one whose schedule and ops "
+                       "a run records: %3")
+        .arg(done)
+        .arg(steps_word(t.steps), all);
+  return QObject::tr("No counted step finished, so no schedule or ops were recorded: %1").arg(all);
+}
+
 QString run_header(const Trace& t) {
   const QString params = t.policy_params.empty() ? QString() : ":" + QString::fromStdString(t.policy_params).toHtmlEscaped();
   QString s = QString("<b>%1</b> · %2%3 on %4")

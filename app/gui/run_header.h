@@ -21,5 +21,8 @@ std::uint64_t plotted_peak_bytes(const Trace& t);
 
 // Rich text.
 QString run_header(const Trace& t);
+// What the Timeline page says in place of the op timeline of a run that has no ops, agreeing
+// with the header about how far it got.
+QString no_ops_note(const Trace& t);
 
 }  // namespace remat::gui

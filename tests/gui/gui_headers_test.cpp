@@ -18,6 +18,8 @@
 #include "format.h"
 #include "gui_test_util.h"
 #include "main_window.h"
+#include "run_controller.h"
+#include "run_list.h"
 #include "run_header.h"
 #include "run_panel.h"
 #include "start_page.h"
@@ -78,6 +80,7 @@ class GuiHeadersTest : public QObject {
   void oneStepHasNoSpread();
   void cancelledRunSaysHowFarItGot();
   void cancelledInWarmupDrawsNoEmptyTimelines();
+  void aCancelledRunsMessageIsSaidOnceAndGoesWithIt();
   void startPageUntilARunIsShown();
   void openRecentHasOneEntryPerSweep();
 
@@ -141,6 +144,30 @@ void GuiHeadersTest::cancelledRunSaysHowFarItGot() {
   QVERIFY2(h.contains("plots: every event of the run"), qPrintable(h));
   // The peak the header names is the one the plot marks.
   QCOMPARE(view.memory()->plottedMaximum(), static_cast<double>(peak));
+  // The note in place of the op timeline agrees with the header: a step did finish.
+  const QString note = view.noOpsText();
+  QVERIFY2(note.contains("after 1 of 3 steps"), qPrintable(note));
+  QVERIFY2(!note.contains("No step finished") && !note.contains("No counted step finished"), qPrintable(note));
+}
+
+void GuiHeadersTest::aCancelledRunsMessageIsSaidOnceAndGoesWithIt() {
+  const auto t = cancelled_run(0, 3, 3);  // two counted steps done, the third not
+  QCOMPARE(t->step_times_ms().size(), std::size_t{2});
+  MainWindow w(options());
+  w.resize(1280, 800);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  emit w.controller()->finished(t, QString(), QString());
+  QVERIFY(testing::wait_loaded(*w.runView()));
+  QVERIFY2(w.runView()->headerText().contains("cancelled after 2 of 3 steps"), qPrintable(w.runView()->headerText()));
+  // Said once ("run cancelled: run cancelled" before), with how far it got.
+  const QString msg = w.runPanel()->errorText();
+  QVERIFY2(msg.contains("cancelled after 2 of 3 steps"), qPrintable(msg));
+  QVERIFY2(msg.count("cancelled") == 1, qPrintable(msg));
+  // About that run: gone when another is shown, not again when it is shown again.
+  const int other = w.runs()->add(testing::train("tiny", "none", 1), {});
+  w.showRun(other);
+  QVERIFY2(w.runPanel()->errorText().isEmpty(), qPrintable(w.runPanel()->errorText()));
 }
 
 void GuiHeadersTest::cancelledInWarmupDrawsNoEmptyTimelines() {

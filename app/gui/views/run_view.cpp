@@ -164,12 +164,7 @@ void RunView::setData(std::shared_ptr<const RunViewData> d, const QString& title
   op_pane_->setVisible(have_ops);
   op_pane_->sidePanel()->setVisible(have_ops);
   no_ops_->setVisible(!have_ops);
-  no_ops_->setText(trace_->imported()
-                       ? tr("This trace, imported from %1, holds no ops: the memory timeline shows every "
-                            "allocation it records.")
-                             .arg(QString::fromStdString(trace_->source))
-                       : tr("No step finished in full, so no schedule or ops were recorded: the memory timeline "
-                            "shows every allocation of the run until it stopped."));
+  no_ops_->setText(no_ops_note(*trace_));
   summary_->setText(run_header(*trace_));
   showStartPage(false);
   resetZoom();
@@ -193,6 +188,8 @@ void RunView::showStartPage(bool on) {
 bool RunView::startPageShown() const { return start_ && stack_->currentWidget() == start_; }
 
 QString RunView::headerText() const { return summary_->text(); }
+
+QString RunView::noOpsText() const { return no_ops_->isVisibleTo(this) ? no_ops_->text() : QString(); }
 
 void RunView::sync(QObject* from, const QCPRange& r) {
   if (syncing_) return;

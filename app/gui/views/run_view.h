@@ -52,6 +52,8 @@ class RunView : public QWidget {
   void setStartPage(QWidget* page);
   bool startPageShown() const;
   QString headerText() const;  // rich text
+  // What the page says in place of the op timeline when the run has no ops ("" when it has).
+  QString noOpsText() const;
 
  signals:
   void loaded();
