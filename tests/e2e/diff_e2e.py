@@ -9,18 +9,12 @@ process refused with what differs; --out never into a run directory nor over ano
 Python standard library only.
 """
 import argparse
-import csv
 import os
 import sys
 import tempfile
 
 import e2e_common
-from e2e_common import check
-
-
-def rows(path):
-    with open(path) as f:
-        return list(csv.DictReader(f))
+from e2e_common import check, csv_rows as rows
 
 
 def main():

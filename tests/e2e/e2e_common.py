@@ -1,6 +1,7 @@
 """What the end-to-end scripts share: the failure list, check(), and a driver of rematlab-batch
 that runs it as a user would (without the test environment's plugin or resource overrides and
 without a display). Python standard library only."""
+import csv
 import json
 import os
 import shutil
@@ -26,6 +27,12 @@ def exit_code(ok_message="ok"):
         return 1
     print(ok_message)
     return 0
+
+
+def csv_rows(path):
+    """The rows of a CSV table with a header, as dicts."""
+    with open(path) as f:
+        return list(csv.DictReader(f))
 
 
 def read_safetensors(path):

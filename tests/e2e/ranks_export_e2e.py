@@ -8,7 +8,6 @@ tables of such a directory are refused (each rank-N/ is exported on its own).
 Python standard library only.
 """
 import argparse
-import csv
 import json
 import os
 import shutil
@@ -16,12 +15,7 @@ import sys
 import tempfile
 
 import e2e_common
-from e2e_common import check
-
-
-def rows(path):
-    with open(path) as f:
-        return list(csv.DictReader(f))
+from e2e_common import check, csv_rows as rows
 
 
 def main():
