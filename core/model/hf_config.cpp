@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -128,6 +129,17 @@ void check_sizes_impl(const ModelConfig& m, Problems& p) {
 
 }  // namespace
 
+namespace {
+
+// GPT-2's default inner width, 4 * n_embd, refused by name where it does not fit an int.
+int four_times_hidden(int hidden) {
+  if (hidden > std::numeric_limits<int>::max() / 4)
+    throw ConfigError("n_embd", std::to_string(hidden) + " is too large: 4 * n_embd, the default n_inner, does not fit");
+  return 4 * hidden;
+}
+
+}  // namespace
+
 void check_sizes(const ModelConfig& m, Problems& p) { check_sizes_impl(m, p); }
 
 ModelConfig gpt2_from_hf(const nlohmann::json& j, Problems& p, std::vector<std::string>& ignored) {
@@ -145,7 +157,7 @@ ModelConfig gpt2_from_hf(const nlohmann::json& j, Problems& p, std::vector<std::
   m.positions = p.take([&] { return int_field(j, "n_positions"); }, 1);
   m.vocab = p.take([&] { return int_field(j, "vocab_size"); }, 1);
   m.ffn = p.take([&] { return (j.contains("n_inner") && !j.at("n_inner").is_null()) ? int_field(j, "n_inner")
-                                                                                    : 4 * m.hidden; }, 4);
+                                                                                    : four_times_hidden(m.hidden); }, 4);
   m.mlp = p.take([&] {
     std::string act = string_field(j, "activation_function", "gelu_new");
     if (act == "gelu_new" || act == "gelu_pytorch_tanh") return MlpKind::GeluTanh;
