@@ -27,6 +27,7 @@
 #include "run_controller.h"
 #include "format.h"
 #include "run_panel.h"
+#include "shortcuts.h"
 #include "start_page.h"
 #include "views/ranks_view.h"
 #include "views/analysis_view.h"
@@ -175,47 +176,47 @@ void MainWindow::buildMenus() {
     connect(a, &QAction::triggered, this, slot);
     return a;
   };
-  add(file, tr("&Open run directory…"), QKeySequence::Open, &MainWindow::openRunDialog);
-  add(file, tr("Open PyTorch &snapshot or trace…"), QKeySequence(tr("Ctrl+Alt+O")), [this] {
+  add(file, tr("&Open run directory…"), shortcut_key("open"), &MainWindow::openRunDialog);
+  add(file, tr("Open PyTorch &snapshot or trace…"), shortcut_key("open_import"), [this] {
     const QString path = pick_import_file(this, runs_dir_);
     if (!path.isEmpty()) openRunDir(path);
   });
   recent_menu_ = file->addMenu(tr("Open &recent"));
-  add(file, tr("Open &model config…"), QKeySequence(tr("Ctrl+Shift+O")), [this] {
+  add(file, tr("Open &model config…"), shortcut_key("open_model"), [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open a model"), QString(),
                                                       tr("Model or Hugging Face config (*.json);;All files (*)"));
     if (!path.isEmpty()) panel_->openModelFile(path);
   });
   file->addSeparator();
-  add(file, tr("&Save run as…"), QKeySequence::Save, &MainWindow::saveRunAs);
-  add(file, tr("Export CSV &tables…"), QKeySequence(tr("Ctrl+E")), &MainWindow::exportCsv);
-  add(file, tr("Export &Chrome trace…"), QKeySequence(tr("Ctrl+Shift+E")), &MainWindow::exportChromeTrace);
-  add(file, tr("Export &plot (PNG, PDF)…"), QKeySequence(tr("Ctrl+P")), &MainWindow::exportPlot);
+  add(file, tr("&Save run as…"), shortcut_key("save"), &MainWindow::saveRunAs);
+  add(file, tr("Export CSV &tables…"), shortcut_key("export_csv"), &MainWindow::exportCsv);
+  add(file, tr("Export &Chrome trace…"), shortcut_key("export_chrome"), &MainWindow::exportChromeTrace);
+  add(file, tr("Export &plot (PNG, PDF)…"), shortcut_key("export_plot"), &MainWindow::exportPlot);
   file->addSeparator();
-  add(file, tr("&Quit"), QKeySequence::Quit, &QWidget::close);
+  add(file, tr("&Quit"), shortcut_key("quit"), &QWidget::close);
 
   QMenu* run = menuBar()->addMenu(tr("&Run"));
-  add(run, tr("&Run"), QKeySequence(tr("Ctrl+R")), &MainWindow::startRun);
-  add(run, tr("&Cancel"), QKeySequence(Qt::Key_Escape), &MainWindow::cancelRun);
+  add(run, tr("&Run"), shortcut_key("run"), &MainWindow::startRun);
+  add(run, tr("&Cancel"), shortcut_key("cancel"), &MainWindow::cancelRun);
   run->addSeparator();
-  add(run, tr("Re&move run from the list"), QKeySequence(tr("Ctrl+Backspace")), &MainWindow::removeCurrentRun);
+  add(run, tr("Re&move run from the list"), shortcut_key("remove_run"), &MainWindow::removeCurrentRun);
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
-  add(view, tr("&Timeline"), QKeySequence(tr("Ctrl+1")), [this] { pages_->setCurrentIndex(0); });
-  add(view, tr("&Compare"), QKeySequence(tr("Ctrl+2")), [this] { pages_->setCurrentIndex(1); });
-  add(view, tr("&Analysis"), QKeySequence(tr("Ctrl+3")), [this] { pages_->setCurrentIndex(2); });
+  add(view, tr("&Timeline"), shortcut_key("page_timeline"), [this] { pages_->setCurrentIndex(0); });
+  add(view, tr("&Compare"), shortcut_key("page_compare"), [this] { pages_->setCurrentIndex(1); });
+  add(view, tr("&Analysis"), shortcut_key("page_analysis"), [this] { pages_->setCurrentIndex(2); });
   view->addSeparator();
-  add(view, tr("Zoom &in"), QKeySequence::ZoomIn, [this] { run_view_->zoom(0.5); });
-  add(view, tr("Zoom &out"), QKeySequence::ZoomOut, [this] { run_view_->zoom(2.0); });
-  add(view, tr("&Reset zoom"), QKeySequence(tr("Ctrl+0")), [this] {
+  add(view, tr("Zoom &in"), shortcut_key("zoom_in"), [this] { run_view_->zoom(0.5); });
+  add(view, tr("Zoom &out"), shortcut_key("zoom_out"), [this] { run_view_->zoom(2.0); });
+  add(view, tr("&Reset zoom"), shortcut_key("zoom_reset"), [this] {
     run_view_->resetZoom();
     compare_->resetZoom();
   });
-  QAction* norm = add(view, tr("&Normalize compared time axes"), QKeySequence(tr("Ctrl+T")), [this](bool on) {
+  QAction* norm = add(view, tr("&Normalize compared time axes"), shortcut_key("normalize"), [this](bool on) {
     compare_->setTimeMode(on ? TimeMode::Normalized : TimeMode::Absolute);
   });
   norm->setCheckable(true);
-  QAction* overlay = add(view, tr("O&verlay compared runs"), QKeySequence(tr("Ctrl+L")),
+  QAction* overlay = add(view, tr("O&verlay compared runs"), shortcut_key("overlay"),
                          [this](bool on) { compare_->setOverlay(on); });
   overlay->setCheckable(true);
   view->addSeparator();
@@ -232,7 +233,7 @@ void MainWindow::buildMenus() {
   theme_actions_.front()->setChecked(true);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
-  add(help, tr("&Keyboard shortcuts"), QKeySequence::HelpContents, &MainWindow::showShortcuts);
+  add(help, tr("&Keyboard shortcuts"), shortcut_key("help"), &MainWindow::showShortcuts);
   add(help, tr("&About RematLab"), QKeySequence(), &MainWindow::about);
 }
 
@@ -327,23 +328,7 @@ void MainWindow::dropEvent(QDropEvent* e) {
 }
 
 void MainWindow::showShortcuts() {
-  QMessageBox::information(
-      this, tr("Keyboard shortcuts"),
-      tr("<table cellpadding=3>"
-         "<tr><td><b>Ctrl+R</b></td><td>run the chosen model and policy</td></tr>"
-         "<tr><td><b>Esc</b></td><td>cancel the run (between two ops)</td></tr>"
-         "<tr><td><b>Ctrl+O</b></td><td>open a run directory</td></tr>"
-         "<tr><td><b>Ctrl+Shift+O</b></td><td>open a model or Hugging Face config.json</td></tr>"
-         "<tr><td><b>Ctrl+S</b></td><td>save the current run as a run directory</td></tr>"
-         "<tr><td><b>Ctrl+E</b> / <b>Ctrl+Shift+E</b></td><td>export the CSV tables / the Chrome trace</td></tr>"
-         "<tr><td><b>Ctrl+P</b></td><td>export the last clicked plot as PNG or PDF</td></tr>"
-         "<tr><td><b>Ctrl+1</b>, <b>2</b>, <b>3</b></td><td>timeline, compare, analysis</td></tr>"
-         "<tr><td><b>Ctrl++</b> / <b>Ctrl+-</b> / <b>Ctrl+0</b></td><td>zoom in, out, reset</td></tr>"
-         "<tr><td><b>Ctrl+T</b> / <b>Ctrl+L</b></td><td>normalized time / overlay in Compare</td></tr>"
-         "<tr><td><b>Ctrl+Backspace</b></td><td>remove the current run from the list</td></tr>"
-         "<tr><td>wheel, drag</td><td>zoom and pan a timeline (the others follow)</td></tr>"
-         "<tr><td>click</td><td>on the memory timeline: select the tensors alive then in the ledger</td></tr>"
-         "</table>"));
+  QMessageBox::information(this, tr("Keyboard shortcuts"), shortcuts_html());
 }
 
 void MainWindow::about() {

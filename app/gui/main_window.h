@@ -5,8 +5,10 @@
 #pragma once
 #include <QMainWindow>
 #include <QPointer>
+#include <deque>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "core/plugin/registry.h"
 #include "core/trace/ranks_dir.h"
@@ -72,6 +74,10 @@ class MainWindow : public QMainWindow {
   // A PNG of the window and, next to it (<path>.json), the memory plot's area in its pixels.
   bool saveScreenshot(const QString& path, QString* error = nullptr);
   void setTheme(ThemeChoice t);
+  // File › Export Chrome trace without the file dialog: the current run's trace, or every rank's
+  // when it is a rank of a run of several that is open (what it wrote in the status bar). Throws
+  // remat::Error when it cannot.
+  void exportChromeTraceTo(const QString& path);
 
  signals:
   void runAdded(int row);   // a finished run or a run directory joined the list
@@ -100,6 +106,8 @@ class MainWindow : public QMainWindow {
   bool openRanksDir(const QString& dir, bool remember);
   void onRankRead(int row);
   void updateRanksView(const QString& dir);
+  // The ranks of an open run of several as read so far (null: not read), in rank order.
+  std::vector<std::shared_ptr<const Trace>> rankTraces(const QString& dir) const;
   void showRank(const QString& dir, int rank);
   void refreshRunViews();
   void connectPlots();
@@ -136,6 +144,18 @@ class MainWindow : public QMainWindow {
   int current_ = -1;
   int message_row_ = -1;  // the run the panel's message is about (-1: none)
   int pending_reads_ = 0;
+  // The reads asked for, in that order: a read that finishes before one asked earlier waits for
+  // it, so the runs of a sweep or ranks directory join the list in the directory's order.
+  struct PendingRead {
+    QString dir;
+    bool remember = false;
+    bool done = false;
+    std::shared_ptr<const Trace> trace;  // null when it failed
+    QString error;
+  };
+  std::deque<PendingRead> reads_;
+  std::uint64_t first_read_ = 0;  // the number of reads_.front()
+  void addReadRuns();  // the finished reads at the front of reads_, in order
   // Leftovers of interrupted writes next to the directories opened (rematlab-batch clean).
   QStringList leftovers_;
   void noteLeftovers(const QString& dir);

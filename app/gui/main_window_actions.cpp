@@ -16,6 +16,9 @@
 
 #include "core/trace/output_dir.h"
 #include "core/trace/run_dir.h"
+#include "core/trace/schema.h"
+#include "core/trace/sweep_json.h"
+#include "core/util/error.h"
 #include "export.h"
 #include "import_open.h"
 #include "main_window.h"
@@ -101,13 +104,32 @@ void MainWindow::showLeftovers() {
   leftovers_.clear();
 }
 
+namespace {
+// The run directories sweep.json lists, in its order; none when there is no readable sweep.json
+// (its error is the CLI's to tell: the runs are opened by name then).
+QStringList sweep_run_dirs(const QString& dir) {
+  QStringList out;
+  const QString path = QDir(dir).filePath(QString::fromUtf8(schema::kSweepFile));
+  if (!QFileInfo::exists(path)) return out;
+  try {
+    const nlohmann::json j = read_sweep_json(path.toStdString());
+    for (const auto& r : j.at("runs")) out << QString::fromStdString(r.at("dir").get<std::string>());
+  } catch (const std::exception&) {
+    out.clear();
+  }
+  return out;
+}
+}  // namespace
+
 void MainWindow::openRunDirAs(const QString& dir, bool remember) {
   noteLeftovers(dir);
   const QDir d(dir);
   if (openRanksDir(dir, remember)) return;
   if (d.exists() && !d.exists("summary.json")) {
-    // A sweep directory, or any directory of run directories: open each.
-    const QStringList subs = d.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name);
+    // A sweep directory, or any directory of run directories: open each, in sweep.json's order
+    // (the CLI's), else by name.
+    QStringList subs = sweep_run_dirs(dir);
+    if (subs.isEmpty()) subs = d.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name);
     QStringList runs;
     for (const QString& s : subs)
       if (QFileInfo::exists(d.filePath(s + "/summary.json"))) runs << d.filePath(s);
@@ -126,29 +148,17 @@ void MainWindow::openRunDirAs(const QString& dir, bool remember) {
   }
   statusBar()->showMessage(tr("Reading %1…").arg(dir));
   ++pending_reads_;
+  const std::uint64_t number = first_read_ + reads_.size();
+  reads_.push_back({dir, remember});
   auto* watcher = new QFutureWatcher<std::pair<std::shared_ptr<const Trace>, QString>>(this);
-  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, dir, remember] {
+  connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, number] {
     auto [trace, error] = watcher->result();
     watcher->deleteLater();
-    const bool last = --pending_reads_ == 0;
-    if (!trace) {
-      statusBar()->showMessage(tr("Cannot open %1").arg(dir), 8000);
-      if (options_.error_dialogs) QMessageBox::warning(this, tr("Open run"), error);
-      emit openFailed(dir, error);
-    } else {
-      const int row = runs_->add(trace, QFileInfo(dir).absoluteFilePath());
-      if (remember) addRecent(dir);
-      onRankRead(row);
-      run_list_->setCurrentIndex(runs_->index(row));
-      showRun(row);
-      statusBar()->showMessage(tr("Opened %1").arg(dir), 5000);
-      emit runAdded(row);
-      emit runOpened(row);
-    }
-    if (last) {
-      showLeftovers();
-      emit readsDone();
-    }
+    PendingRead& r = reads_[static_cast<std::size_t>(number - first_read_)];
+    r.done = true;
+    r.trace = std::move(trace);
+    r.error = std::move(error);
+    addReadRuns();
   });
   watcher->setFuture(QtConcurrent::run([dir]() -> std::pair<std::shared_ptr<const Trace>, QString> {
     try {
@@ -161,6 +171,33 @@ void MainWindow::openRunDirAs(const QString& dir, bool remember) {
       return {nullptr, QStringLiteral("an unknown error while reading the run directory")};
     }
   }));
+}
+
+void MainWindow::addReadRuns() {
+  while (!reads_.empty() && reads_.front().done) {
+    const PendingRead r = std::move(reads_.front());
+    reads_.pop_front();
+    ++first_read_;
+    const bool last = --pending_reads_ == 0;
+    if (!r.trace) {
+      statusBar()->showMessage(tr("Cannot open %1").arg(r.dir), 8000);
+      if (options_.error_dialogs) QMessageBox::warning(this, tr("Open run"), r.error);
+      emit openFailed(r.dir, r.error);
+    } else {
+      const int row = runs_->add(r.trace, QFileInfo(r.dir).absoluteFilePath());
+      if (r.remember) addRecent(r.dir);
+      onRankRead(row);
+      run_list_->setCurrentIndex(runs_->index(row));
+      showRun(row);
+      statusBar()->showMessage(tr("Opened %1").arg(r.dir), 5000);
+      emit runAdded(row);
+      emit runOpened(row);
+    }
+    if (last) {
+      showLeftovers();
+      emit readsDone();
+    }
+  }
 }
 
 void MainWindow::openRunDialog() {
@@ -234,15 +271,36 @@ void MainWindow::exportCsv() {
 void MainWindow::exportChromeTrace() {
   const RunEntry* e = current();
   if (!e) return;
-  const QString path = QFileDialog::getSaveFileName(this, tr("Export the Chrome trace"), "trace.json",
-                                                    tr("Chrome trace (*.json)"));
+  const QString parent = e->dir.isEmpty() ? QString() : QFileInfo(e->dir).absolutePath();
+  const bool ranks = ranks_dirs_.count(parent) > 0;
+  const QString title = ranks ? tr("Export the Chrome trace of every rank") : tr("Export the Chrome trace");
+  const QString path = QFileDialog::getSaveFileName(this, title, "trace.json", tr("Chrome trace (*.json)"));
   if (path.isEmpty()) return;
   try {
-    export_chrome_trace(*e->trace, path);
-    statusBar()->showMessage(tr("Wrote %1 (open it in Perfetto)").arg(path), 6000);
+    exportChromeTraceTo(path);
   } catch (const std::exception& ex) {
     QMessageBox::warning(this, tr("Export Chrome trace"), QString::fromStdString(ex.what()));
   }
+}
+
+void MainWindow::exportChromeTraceTo(const QString& path) {
+  const RunEntry* e = current();
+  if (!e) throw Error("no run is shown");
+  const QString parent = e->dir.isEmpty() ? QString() : QFileInfo(e->dir).absolutePath();
+  const auto it = ranks_dirs_.find(parent);
+  if (it == ranks_dirs_.end()) {
+    export_chrome_trace(*e->trace, path);
+    statusBar()->showMessage(tr("Wrote %1 (open it in Perfetto)").arg(path), 6000);
+    return;
+  }
+  const auto traces = rankTraces(parent);
+  std::vector<const Trace*> raw;
+  for (const auto& t : traces) raw.push_back(t.get());
+  const QString left_out = export_ranks_chrome_trace(it->second, raw, path);
+  statusBar()->showMessage(left_out.isEmpty()
+                               ? tr("Wrote %1: all %2 ranks (open it in Perfetto)").arg(path).arg(raw.size())
+                               : tr("Wrote %1 without a rank: %2").arg(path, left_out.simplified()),
+                           left_out.isEmpty() ? 6000 : 20000);
 }
 
 void MainWindow::exportPlot() {

@@ -62,12 +62,18 @@ void MainWindow::onRankRead(int row) {
 void MainWindow::updateRanksView(const QString& dir) {
   const auto it = ranks_dirs_.find(dir);
   if (it == ranks_dirs_.end()) return;
+  ranks_view_->setRanks(dir, it->second, rankTraces(dir));
+}
+
+std::vector<std::shared_ptr<const Trace>> MainWindow::rankTraces(const QString& dir) const {
   std::vector<std::shared_ptr<const Trace>> traces;
+  const auto it = ranks_dirs_.find(dir);
+  if (it == ranks_dirs_.end()) return traces;
   for (const auto& row : it->second.ranks) {
     const int k = runs_->findDir(QDir(dir).filePath(QString::fromStdString(row.dir)));
     traces.push_back(k >= 0 ? runs_->at(k).trace : nullptr);
   }
-  ranks_view_->setRanks(dir, it->second, std::move(traces));
+  return traces;
 }
 
 void MainWindow::showRank(const QString& dir, int rank) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/analysis/block_names.h"
+
 namespace remat {
 
 const char* to_string(SliceLevel l) {
@@ -53,6 +55,7 @@ void group(const Trace& t, const std::vector<std::uint32_t>& order, const SliceT
 
 SliceTree::SliceTree(const Trace& t) {
   kernels_ = t.device == "cuda";
+  first_block_ = remat::first_block(t);
   pos_.assign(t.ops.size(), 0);
   for (std::uint32_t i = 0; i < t.ops.size(); ++i) by_stream_[static_cast<int>(t.ops[i].stream)].push_back(i);
   for (auto& v : by_stream_) {
@@ -174,11 +177,11 @@ std::string SliceTree::name(const Trace& t, int track, int slice) const {
   switch (tr.level) {
     case SliceLevel::Step: return "step " + std::to_string(s.step);
     case SliceLevel::Phase: return to_string(s.phase);
-    case SliceLevel::Block: return "block " + std::to_string(s.block);
+    case SliceLevel::Block: return "block " + std::to_string(s.block + first_block_);
     case SliceLevel::Op:
       if (kernels_ && tr.stream == Stream::Compute)
-        return o.block >= 0 ? "h" + std::to_string(o.block) + "." + o.op : o.op;
-      return o.name;
+        return o.block >= 0 ? block_name(first_block_, o.block) + "." + o.op : o.op;
+      return global_op_name(first_block_, o.name);
     case SliceLevel::Kernel: return o.name;
   }
   return {};

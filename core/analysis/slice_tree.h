@@ -56,7 +56,10 @@ class SliceTree {
   // for steps, which have none).
   SpanRows span_rows() const;
 
-  // Display name: "step 3", "backward", "block 2", the op's name, the kernel's name.
+  // The whole model's index of the trace's block 0: a pipeline stage's blocks are named by it.
+  int first_block() const { return first_block_; }
+  // Display name: "step 3", "backward", "block 2", the op's name, the kernel's name; a pipeline
+  // stage's blocks and the ops in them as the whole model numbers them ("h2.attn" for its block 0).
   std::string name(const Trace& t, int track, int slice) const;
   // FLOPs and bytes of the slice's ops.
   std::uint64_t flops(const Trace& t, int track, int slice) const;
@@ -73,6 +76,7 @@ class SliceTree {
   // Trace::ops index -> {track, slice} for the ops of streams with nested tracks; {-1, -1} else.
   std::vector<std::pair<int, int>> nested_leaf_;
   bool kernels_ = false;
+  int first_block_ = 0;  // the whole model's index of the trace's block 0 (block_names.h)
 };
 
 // Bytes allocated and freed by ops, from the step's memory events attributed by op id

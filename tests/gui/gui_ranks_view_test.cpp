@@ -2,19 +2,33 @@
 // with its picker, the peak of each rank as bars (measured and predicted, the ranks' own
 // figures), the ranks' op timelines stacked with each rank's collectives on their own row and
 // drawn; the run list labels each rank with its layout and checks only the peak rank for
-// Compare; picking a rank shows its run view, whose op timeline has a comm track.
+// Compare; picking a rank shows its run view, whose op timeline has a comm track. Exporting the
+// Chrome trace of a rank writes every rank; a pipeline stage (a real pp 2 run of the CLI) names
+// its blocks as the whole model does.
 #include <QComboBox>
+#include <QFileInfo>
+#include <QProcess>
+#include <QStatusBar>
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QSignalSpy>
 #include <QTest>
+#include <set>
 #include <qcustomplot.h>
 
 #include "core/analysis/rank_lanes.h"
 #include "core/trace/run_dir.h"
+#include "core/util/error.h"
 #include "gui_test_util.h"
 #include "views/op_timeline_view.h"
 #include "views/ranks_peak_chart.h"
 #include "views/ranks_timeline_view.h"
 #include "views/ranks_view.h"
+#include "views/run_view.h"
+#include "views/schedule_strip.h"
 #include "views/span_plottable.h"
 
 using namespace remat;
@@ -33,6 +47,8 @@ class GuiRanksViewTest : public QObject {
   }
   void theRanksPageShowsEveryRank();
   void pickingARankShowsItsRun();
+  void exportingARankExportsEveryRank();
+  void aPipelineStageNamesTheModelsBlocks();
 
  private:
   QTemporaryDir tmp_;
@@ -111,6 +127,110 @@ void GuiRanksViewTest::pickingARankShowsItsRun() {
   QVERIFY(comm >= 0);
   QVERIFY(!ops->tree().tracks()[static_cast<std::size_t>(comm)].slices.empty());
   QCOMPARE(p->currentIndex(), 0);  // the Ranks page stays the view of all ranks
+}
+
+// File › Export Chrome trace on a rank of a run of several writes every rank: a process each,
+// named as the CLI names them, and flows between partner collectives; with a rank not read it
+// is left out and said; a rank of another job refuses the export.
+void GuiRanksViewTest::exportingARankExportsEveryRank() {
+  auto processes = [](const QString& path, int* flows) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) return QStringList{};
+    QStringList names;
+    *flows = 0;
+    for (const QJsonValue& v : QJsonDocument::fromJson(f.readAll()).object()["traceEvents"].toArray()) {
+      const QJsonObject e = v.toObject();
+      if (e["ph"] == "M" && e["name"] == "process_name") names << e["args"].toObject()["name"].toString();
+      if (e["ph"] == "s") ++*flows;
+    }
+    return names;
+  };
+  {
+    MainWindow w(testing::window_options(tmp_, false, false));
+    w.openRunDir(kRanksDir);
+    QVERIFY(QTest::qWaitFor([&] { return w.runs()->rowCount() == 2 && w.pendingReads() == 0; }, 60000));
+    w.showRun(1);
+    const QString path = tmp_.filePath("ranks-trace.json");
+    w.exportChromeTraceTo(path);
+    int flows = 0;
+    const QStringList names = processes(path, &flows);
+    QCOMPARE(names.size(), 2);
+    QVERIFY2(names[0].startsWith("rank 0") && names[1].startsWith("rank 1"), qPrintable(names.join(", ")));
+    QVERIFY(flows > 0);
+    QVERIFY2(w.statusBar()->currentMessage().contains("all 2 ranks"), qPrintable(w.statusBar()->currentMessage()));
+  }
+  // Rank 1 left nothing: rank 0 alone, and the message says which is missing.
+  const QString copy = tmp_.filePath("ranks-copy");
+  QVERIFY(QDir().mkpath(copy + "/rank-0"));
+  for (const QString& f : QDir(kRanksDir + "/rank-0").entryList(QDir::Files))
+    QVERIFY(QFile::copy(kRanksDir + "/rank-0/" + f, copy + "/rank-0/" + f));
+  QVERIFY(QFile::copy(kRanksDir + "/ranks.json", copy + "/ranks.json"));
+  {
+    MainWindow w(testing::window_options(tmp_, false, false));
+    w.openRunDir(copy);
+    QVERIFY(QTest::qWaitFor([&] { return w.runs()->rowCount() == 1 && w.pendingReads() == 0; }, 60000));
+    w.showRun(0);
+    const QString path = tmp_.filePath("one-rank-trace.json");
+    w.exportChromeTraceTo(path);
+    int flows = 0;
+    QCOMPARE(processes(path, &flows).size(), 1);
+    QVERIFY2(w.statusBar()->currentMessage().contains("rank 1 of 2 is missing"),
+             qPrintable(w.statusBar()->currentMessage()));
+  }
+  // Rank 1 of another run in its place: refused, nothing written.
+  QVERIFY(QDir().mkpath(copy + "/rank-1"));
+  for (const QString& f : QDir(kRanksDir + "/rank-0").entryList(QDir::Files))
+    QVERIFY(QFile::copy(kRanksDir + "/rank-0/" + f, copy + "/rank-1/" + f));
+  {
+    MainWindow w(testing::window_options(tmp_, false, false));
+    w.openRunDir(copy);
+    QVERIFY(QTest::qWaitFor([&] { return w.runs()->rowCount() == 2 && w.pendingReads() == 0; }, 60000));
+    w.showRun(0);
+    const QString path = tmp_.filePath("mixed-trace.json");
+    QString error;
+    try {
+      w.exportChromeTraceTo(path);
+    } catch (const Error& e) {
+      error = QString::fromStdString(e.what());
+    }
+    QVERIFY2(error.contains("rank-1"), qPrintable(error));
+    QVERIFY(!QFileInfo::exists(path));
+  }
+}
+
+// Stage 1 of a 2-stage pipeline of tiny (4 blocks) holds h2 and h3: its schedule strip has
+// their rows and no others (each with its actions), its op timeline names and finds them.
+void GuiRanksViewTest::aPipelineStageNamesTheModelsBlocks() {
+  const QString out = tmp_.filePath("pp2");
+  QProcess p;
+  p.start(QString::fromUtf8(remat::test_paths::build_dir()) + "/bin/rematlab-batch",
+          {"run", "--model", "tiny", "--pp", "2", "--policy", "none", "--steps", "1", "--warmup", "0", "--out", out});
+  QVERIFY(p.waitForFinished(120000));
+  QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+  auto stage = std::make_shared<const Trace>(read_run_dir((out + "/rank-1").toStdString()));
+  QCOMPARE(stage->model.layers, 4);
+  RunView v;
+  v.resize(1280, 800);
+  v.show();
+  v.setTrace(stage, "stage 1");
+  QVERIFY(testing::wait_loaded(v));
+  const QStringList labels = v.schedule()->rowLabels();
+  QCOMPARE(labels.mid(0, 2), (QStringList{"h2", "h3"}));
+  QVERIFY2(!labels.contains("h0") && !labels.contains("h1"), qPrintable(labels.join(",")));
+  const SpanRows* rows = v.schedule()->bars()->rows();
+  QCOMPARE(rows->rows(), static_cast<std::size_t>(labels.size()));
+  for (std::size_t r = 0; r < rows->rows(); ++r) QVERIFY2(!rows->row(r).empty(), qPrintable(labels[static_cast<int>(r)]));
+  OpTimelineView* ops = v.ops();
+  QVERIFY(ops->find("h3.") > 0);
+  QCOMPARE(ops->find("h0."), 0);
+  QCOMPARE(QString::fromStdString(stage->ops[ops->matchOp(0)].name).left(3), QString("h1."));  // as recorded
+  std::set<std::string> blocks;
+  const auto& tracks = ops->tree().tracks();
+  for (std::size_t k = 0; k < tracks.size(); ++k)
+    if (tracks[k].level == SliceLevel::Block && tracks[k].stream == Stream::Compute)
+      for (std::size_t i = 0; i < tracks[k].slices.size(); ++i)
+        blocks.insert(ops->tree().name(*stage, static_cast<int>(k), static_cast<int>(i)));
+  QCOMPARE(blocks, (std::set<std::string>{"block 2", "block 3"}));
 }
 
 QTEST_MAIN(GuiRanksViewTest)

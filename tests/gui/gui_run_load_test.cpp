@@ -4,6 +4,11 @@
 // asked for is shown; an error of core on the worker is shown in the page, in loadFailed and in
 // the window's status bar.
 #include <QAction>
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QListView>
 #include <QSignalSpy>
 #include <QStatusBar>
@@ -12,6 +17,7 @@
 #include <QtTest>
 #include <limits>
 
+#include "export.h"
 #include "gui_test_util.h"
 #include "main_window.h"
 #include "run_list.h"
@@ -63,6 +69,7 @@ class GuiRunLoadTest : public QObject {
   void destroyedWhileLoadingKeepsNothing();
   void closingARunWhileItLoads();
   void anErrorOnTheWorkerIsShown();
+  void aSweepAndRanksJoinInTheirOrder();
 
  private:
   WindowOptions options() { return testing::window_options(tmp_, false, false); }
@@ -204,6 +211,53 @@ void GuiRunLoadTest::anErrorOnTheWorkerIsShown() {
   w.showRun(row);
   QVERIFY(!testing::wait_loaded(*w.runView()));
   QVERIFY2(w.statusBar()->currentMessage().contains("overflow"), qPrintable(w.statusBar()->currentMessage()));
+}
+
+// The runs of a sweep directory join the list in sweep.json's order (neither by name nor as
+// their reads finish: the first is the largest), the ranks of a run of several in ranks.json's.
+void GuiRunLoadTest::aSweepAndRanksJoinInTheirOrder() {
+  const QString sweep = tmp_.filePath("sweep-order");
+  QVERIFY(QDir().mkpath(sweep));
+  const auto big = testing::train("tiny", "none", 3);
+  const QStringList order = {"zz-big", "aa", "mm", "bb"};
+  save_run_dir(*big, sweep + "/zz-big", false);
+  for (const QString& name : order.mid(1)) save_run_dir(*a_, sweep + "/" + name, false);
+  QFile f(testing::gui_test_data() + "/../../data/sweep-v1/sweep.json");
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  QJsonObject j = QJsonDocument::fromJson(f.readAll()).object();
+  const QJsonObject row = j["runs"].toArray().first().toObject();
+  QJsonArray runs;
+  for (const QString& name : order) {
+    QJsonObject r = row;
+    r["run"] = name;
+    r["dir"] = name;
+    runs.append(r);
+  }
+  j["runs"] = runs;
+  QFile out(sweep + "/sweep.json");
+  QVERIFY(out.open(QIODevice::WriteOnly));
+  out.write(QJsonDocument(j).toJson());
+  out.close();
+
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    MainWindow w(options());
+    QSignalSpy done(&w, &MainWindow::readsDone);
+    w.openRunDir(sweep);
+    QVERIFY(done.wait(60000));
+    QCOMPARE(w.runs()->rowCount(), 4);
+    for (int k = 0; k < 4; ++k)
+      QCOMPARE(QFileInfo(w.runs()->at(k).dir).fileName(), order[k]);
+    QCOMPARE(w.runs()->at(0).trace->steps, big->steps);
+
+    MainWindow r(options());
+    QSignalSpy rdone(&r, &MainWindow::readsDone);
+    r.openRunDir(testing::gui_test_data() + "/../../data/ranks-v3");
+    QVERIFY(rdone.wait(60000));
+    QCOMPARE(r.runs()->rowCount(), 2);
+    QCOMPARE(QFileInfo(r.runs()->at(0).dir).fileName(), QString("rank-0"));
+    QCOMPARE(QFileInfo(r.runs()->at(1).dir).fileName(), QString("rank-1"));
+  }
+  settle();
 }
 
 QTEST_MAIN(GuiRunLoadTest)

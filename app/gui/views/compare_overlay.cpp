@@ -11,6 +11,7 @@
 namespace remat::gui {
 
 OverlayTimelineView::OverlayTimelineView(QWidget* parent) : PlotView(parent) {
+  setTimeNavigation(true);
   plot_->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new BytesTicker));
   plot_->yAxis->setLabel(tr("device bytes"));
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);

@@ -65,4 +65,12 @@ void MemoryTimelineView::pinAllocationAt(const QPointF& pos) {
   }
 }
 
+std::optional<std::pair<double, double>> MemoryTimelineView::selection() const {
+  if (!bands_ || !bands_->bands() || bands_->pinned() == AllocBands::npos) return std::nullopt;
+  const AllocBand& b = bands_->bands()->bands()[bands_->pinned()];
+  const std::int64_t end = b.free_ns >= 0 ? b.free_ns : origin_ + duration_;
+  const double s = timeScale();
+  return std::pair{static_cast<double>(b.alloc_ns - origin_) * s, static_cast<double>(end - origin_) * s};
+}
+
 }  // namespace remat::gui

@@ -30,6 +30,7 @@ constexpr double kWheelZoomFactor = 0.85;
 }  // namespace
 
 MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
+  setTimeNavigation(true);
   plot_->addLayer("shading", plot_->layer("grid"), QCustomPlot::limBelow);
   plot_->layer("overlay")->setMode(QCPLayer::lmBuffered);
   plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new TimeTicker));
@@ -312,6 +313,7 @@ void MemoryTimelineView::rebuild() {
   }
   style_plot(plot_, palette());
   onRestyle();
+  drawMark();
   focus_bar_->setVisible(!compact_);
   clamping_ = true;
   plot_->xAxis->setRange(dataTimeRange());

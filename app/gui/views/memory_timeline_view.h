@@ -109,6 +109,9 @@ class MemoryTimelineView : public PlotView {
   // there pins it (none: unpins).
   QString describeAllocationAt(const QPointF& pos) const;
   void pinAllocationAt(const QPointF& pos);
+  // The pinned allocation's lifetime (x-axis coordinates; to the end of the range when never
+  // freed).
+  std::optional<std::pair<double, double>> selection() const override;
   QLabel* pinnedLabel() const { return pinned_; }
   bool cursorShown() const;  // whether the vertical cursor is drawn
 

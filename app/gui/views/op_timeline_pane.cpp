@@ -11,6 +11,7 @@
 #include <QVBoxLayout>
 
 #include "format.h"
+#include "shortcuts.h"
 #include "views/op_stats_table.h"
 #include "views/op_timeline_view.h"
 #include "views/run_view_data.h"
@@ -64,7 +65,7 @@ OpTimelinePane::OpTimelinePane(QWidget* parent)
   tabs_->addTab(range_, tr("Selection"));
   tabs_->addTab(stats_, tr("Statistics"));
 
-  auto* find = new QShortcut(QKeySequence::Find, this);
+  auto* find = new QShortcut(shortcut_key("find"), this);
   find->setContext(Qt::WindowShortcut);
   connect(find, &QShortcut::activated, this, [this] {
     search_->setFocus(Qt::ShortcutFocusReason);

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <qcustomplot.h>
 
+#include "core/analysis/block_names.h"
 #include "format.h"
 #include "theme.h"
 #include "views/span_plottable.h"
@@ -115,6 +116,15 @@ void OpTimelineView::selectSlice(int track, int slice) {
   emit sliceSelected(selected_.first, selected_.second);
 }
 
+std::optional<std::pair<double, double>> OpTimelineView::selection() const {
+  const double o = static_cast<double>(timeOrigin());
+  if (range_t1_ >= range_t0_) return std::pair{static_cast<double>(range_t0_) - o, static_cast<double>(range_t1_) - o};
+  const auto [track, slice] = selected_;
+  if (track < 0) return std::nullopt;
+  const Slice& s = tree_->tracks()[static_cast<std::size_t>(track)].slices[static_cast<std::size_t>(slice)];
+  return std::pair{static_cast<double>(s.start) - o, static_cast<double>(s.end) - o};
+}
+
 QString OpTimelineView::sliceDetails(int track, int slice) const {
   const auto& tracks = tree_->tracks();
   if (!trace_ || track < 0 || static_cast<std::size_t>(track) >= tracks.size() || slice < 0 ||
@@ -138,7 +148,7 @@ QString OpTimelineView::sliceDetails(int track, int slice) const {
   if (tk.level >= SliceLevel::Op) h += row(tr("op"), QString::fromStdString(o.op).toHtmlEscaped());
   if (tk.stream == Stream::Comm && s.last - s.first == 1)
     h += row(tr("ranks"), o.ranks.empty() ? tr("not recorded") : QString::fromStdString(ranks_text(o.ranks)));
-  if (tk.level >= SliceLevel::Block) h += row(tr("block"), s.block >= 0 ? QString::number(s.block) : tr("none"));
+  if (tk.level >= SliceLevel::Block) h += row(tr("block"), s.block >= 0 ? QString::number(s.block + tree_->first_block()) : tr("none"));
   if (tk.level >= SliceLevel::Phase) h += row(tr("phase"), QString::fromLatin1(to_string(s.phase)));
   h += row(tr("step"), QString::number(s.step));
   if (s.last - s.first > 1) h += row(tr("records"), QString::number(s.last - s.first));
@@ -162,9 +172,11 @@ int OpTimelineView::find(const QString& text) {
   current_ = -1;
   const std::string needle = text.trimmed().toLower().toStdString();
   if (trace_ && !needle.empty()) {
+    const int first = tree_->first_block();  // a pipeline stage's ops by the whole model's blocks
     for (std::uint32_t i = 0; i < trace_->ops.size(); ++i) {
       const OpRecord& o = trace_->ops[i];
-      if (contains_nocase(o.name, needle) || contains_nocase(o.op, needle)) matches_.push_back(i);
+      const std::string name = first ? global_op_name(first, o.name) : o.name;
+      if (contains_nocase(name, needle) || contains_nocase(o.op, needle)) matches_.push_back(i);
     }
     std::stable_sort(matches_.begin(), matches_.end(), [this](std::uint32_t a, std::uint32_t b) {
       return trace_->ops[a].start_ns < trace_->ops[b].start_ns;

@@ -32,6 +32,8 @@ class OpTimelineView : public SpanTimelineView {
   // The slice under a point of the plot (pixels): {track, slice}, or {-1, -1}.
   std::pair<int, int> sliceAt(const QPointF& pos) const;
   void selectSlice(int track, int slice);
+  // The selected time range, else the clicked slice (x-axis coordinates).
+  std::optional<std::pair<double, double>> selection() const override;
   std::pair<int, int> selectedSlice() const { return selected_; }
   // The details of a slice (HTML): level, name, op, block, phase, step, ops, FLOPs, bytes, time,
   // and the memory its ops allocated and freed.

@@ -72,6 +72,7 @@ RunView::RunView(QWidget* parent)
   side->setStretchFactor(1, 1);
   l->addWidget(side, 1);
   l->addWidget(no_ops_);
+  PlotView::linkTimeViews({memory_, schedule_, ops_});
   for (PlotView* v : std::initializer_list<PlotView*>{memory_, schedule_, ops_}) {
     QObject* src = v;
     connect(v->plot()->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
@@ -143,6 +144,7 @@ QString RunView::loadingText() const { return loading_label_->text(); }
 void RunView::setData(std::shared_ptr<const RunViewData> d, const QString& title) {
   data_ = d && d->trace ? d : nullptr;
   trace_ = data_ ? data_->trace : nullptr;
+  for (PlotView* v : std::initializer_list<PlotView*>{memory_, schedule_, ops_}) v->setMark(std::nullopt);
   if (trace_) {
     memory_->setData(trace_, d->memory, title, d->bands, d->layout);
   } else {

@@ -2,6 +2,7 @@
 
 #include <qcustomplot.h>
 
+#include "core/analysis/block_names.h"
 #include "format.h"
 #include "theme.h"
 
@@ -19,8 +20,10 @@ void ScheduleStrip::setTrace(std::shared_ptr<const Trace> t, std::int64_t origin
   QStringList labels;
   std::array<bool, static_cast<int>(ActionClass::Count)> seen{};
   if (trace_) {
-    // Rows: the blocks, the head (recorded with the last block's number), the rest.
-    const int L = std::max(trace_->model.layers, 0);
+    // Rows: the blocks the run holds (a pipeline stage's only, named as the whole model numbers
+    // them), the head (recorded with the last block's number), the rest.
+    const int L = std::max(held_blocks(*trace_), 0);
+    const int first = first_block(*trace_);
     bool head = false, other = false;
     for (const auto& r : trace_->schedule_records) {
       if (r.action == kHeadAction)
@@ -30,7 +33,7 @@ void ScheduleStrip::setTrace(std::shared_ptr<const Trace> t, std::int64_t origin
     }
     const std::size_t head_row = static_cast<std::size_t>(L), other_row = head_row + (head ? 1 : 0);
     rows.resize(other_row + (other ? 1 : 0));
-    for (int b = 0; b < L; ++b) labels << QString("h%1").arg(b);
+    for (int b = 0; b < L; ++b) labels << QString::fromStdString(block_name(first, b));
     if (head) labels << tr("head");
     if (other) labels << tr("outside");
     for (std::size_t i = 0; i < trace_->schedule_records.size(); ++i) {
@@ -62,7 +65,7 @@ QString ScheduleStrip::describe(const Span& s, int) const {
   if (!trace_ || s.index >= trace_->schedule_records.size()) return {};
   const ScheduleRecord& r = trace_->schedule_records[s.index];
   QString h = QString("<b>%1</b>").arg(QString::fromStdString(r.action).toHtmlEscaped());
-  if (r.block >= 0 && r.action != kHeadAction) h += QString(" block %1").arg(r.block);
+  if (r.block >= 0 && r.action != kHeadAction) h += QString(" block %1").arg(r.block + first_block(*trace_));
   if (!r.keep.empty() && r.action != "backward") h += "<br>keep " + QString::fromStdString(r.keep).toHtmlEscaped();
   h += QString("<br>action %1 · %2").arg(r.index).arg(QString::fromLatin1(to_string(r.phase)));
   h += "<br>" + human_time_ns(static_cast<double>(r.end_ns - r.start_ns)) + " at " +

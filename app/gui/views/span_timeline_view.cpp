@@ -16,6 +16,7 @@ constexpr int kLeftMargin = 84, kRightMargin = 18;
 }
 
 SpanTimelineView::SpanTimelineView(QWidget* parent) : PlotView(parent) {
+  setTimeNavigation(true);
   bars_ = new SpanPlottable(plot_->xAxis, plot_->yAxis);
   bars_->setName(QString());
   bars_->removeFromLegend();

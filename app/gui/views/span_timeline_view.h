@@ -27,6 +27,7 @@ class SpanTimelineView : public PlotView {
   std::int64_t timeOrigin() const { return origin_; }
   void resetZoom() override;
   SpanPlottable* bars() const { return bars_; }
+  QStringList rowLabels() const { return labels_; }
   // Bars drawn by the last replot.
   std::size_t drawnBars() const;
 
