@@ -1,13 +1,19 @@
 // The memory timeline's focus, offscreen on a real tiny run: a legend click hides a category and
 // refits the byte axis, "Activations only" hides the four static categories and fits the
 // activations' peak, the hover's largest tensors are those of shown categories, and the wheel
-// over the byte axis (or Ctrl+wheel) zooms bytes while the plain wheel zooms time.
+// over the byte axis (or Ctrl+wheel) zooms bytes while the plain wheel zooms time; "Alive at the
+// peak" (the button, or a click on the peak's marker) lists the tensors alive at the peak, their
+// bytes in the table summing to the peak.
+#include <QLabel>
+#include <QMouseEvent>
+#include <QTableWidget>
 #include <QToolButton>
 #include <QtTest>
 #include <qcustomplot.h>
 
 #include "gui_test_util.h"
 #include "views/memory_timeline_view.h"
+#include "views/peak_dialog.h"
 #include "views/op_timeline_view.h"
 #include "views/run_view.h"
 
@@ -46,6 +52,7 @@ class GuiMemoryFocusTest : public QObject {
   void activationsOnlyHidesTheStaticCategoriesAndFitsTheActivationsPeak();
   void largestAliveLeavesHiddenCategoriesOut();
   void wheelOverTheByteAxisZoomsBytesNotTime();
+  void thePeakListsWhatIsAliveThen();
 
  private:
   std::shared_ptr<const Trace> none_;
@@ -222,6 +229,50 @@ void GuiMemoryFocusTest::wheelOverTheByteAxisZoomsBytesNotTime() {
   m->resetZoom();
   QCOMPARE(p->yAxis->range().upper, y0.upper);
   QCOMPARE(p->xAxis->range().upper, x0.upper);
+}
+
+void GuiMemoryFocusTest::thePeakListsWhatIsAliveThen() {
+  MemoryTimelineView v;
+  QVERIFY(!v.peakButton()->isEnabled());
+  QVERIFY(!v.showPeakAlive());
+  v.resize(1280, 500);
+  v.show();
+  v.setTrace(none_, "none");
+  QVERIFY(v.peakButton()->isEnabled());
+  // The button opens it.
+  QTest::mouseClick(v.peakButton(), Qt::LeftButton);
+  auto dialogs = v.findChildren<PeakAliveDialog*>();
+  QCOMPARE(dialogs.size(), 1);
+  PeakAliveDialog* d = dialogs.front();
+  QTableWidget* table = d->table();
+  QCOMPARE(table->rowCount(), static_cast<int>(d->peak().tensors.size()));
+  QVERIFY(table->rowCount() > 0);
+  qulonglong sum = 0;
+  for (int r = 0; r < table->rowCount(); ++r) {
+    const QString exact = table->item(r, 1)->toolTip();  // "N B"
+    sum += exact.section(' ', 0, 0).toULongLong();
+    QVERIFY(!table->item(r, 6)->text().isEmpty());
+  }
+  QCOMPARE(sum, static_cast<qulonglong>(none_->peak_bytes));
+  QVERIFY2(d->header()->text().contains("the peak exactly"), qPrintable(d->header()->text()));
+  QVERIFY2(d->header()->text().contains(QString("%1 tensors").arg(table->rowCount())), qPrintable(d->header()->text()));
+  // Largest first.
+  QCOMPARE(table->item(0, 1)->toolTip(), QString("%1 B").arg(d->peak().tensors.front().bytes));
+  d->close();
+  QCoreApplication::sendPostedEvents(nullptr, QEvent::DeferredDelete);
+  QVERIFY(v.findChildren<PeakAliveDialog*>().isEmpty());
+
+  // A click on the peak's marker opens it too; a click elsewhere does not.
+  QCustomPlot* p = v.plot();
+  p->replot();
+  const MemoryTimeline tl = memory_timeline(*none_);
+  const double key = static_cast<double>(tl.points[tl.peak_point].t_ns - v.origin());
+  const QPoint at(static_cast<int>(p->xAxis->coordToPixel(key)),
+                  static_cast<int>(p->yAxis->coordToPixel(static_cast<double>(none_->peak_bytes))));
+  QTest::mouseClick(p, Qt::LeftButton, {}, at + QPoint(0, 60));
+  QVERIFY(v.findChildren<PeakAliveDialog*>().isEmpty());
+  QTest::mouseClick(p, Qt::LeftButton, {}, at);
+  QCOMPARE(v.findChildren<PeakAliveDialog*>().size(), 1);
 }
 
 QTEST_MAIN(GuiMemoryFocusTest)

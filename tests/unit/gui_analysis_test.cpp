@@ -1,6 +1,8 @@
 // The Qt-free helpers behind the desktop app's views: downsampling that keeps every bucket's
 // maximum, merging sub-pixel op bars, the analytic bytes per block, tensors alive at a moment,
-// and the relations between runs (overhead against none, the frontier).
+// and the relations between runs (overhead against none, the frontier); what is alive at the
+// peak, summing to it, on real runs of two policies, the ranks of a tp 2 run and an imported
+// torch snapshot.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -8,8 +10,12 @@
 #include "core/analysis/block_formula.h"
 #include "core/analysis/downsample.h"
 #include "core/analysis/live_tensors.h"
+#include "core/analysis/peak_alive.h"
 #include "core/analysis/phase_spans.h"
 #include "core/analysis/run_compare.h"
+#include "core/trace/run_dir.h"
+#include "core/trace/torch_snapshot.h"
+#include "engine_test_util.h"
 #include "core/graph/block_graph.h"
 
 namespace remat {
@@ -180,6 +186,77 @@ TEST(RunCompare, OverheadAgainstNoneAndTheFrontier) {
   other.model.layers = 7;
   rel = relate_runs({&other, &uni});
   EXPECT_EQ(rel[1].baseline, -1);  // a none run of another model is no baseline
+}
+
+// Every tensor alive at the peak: bytes summing to the timeline's peak (the run's measured peak),
+// largest first, each alive at that instant and with a reason.
+void expect_peak_alive_sums(const Trace& t, const std::string& what) {
+  const PeakAlive p = peak_alive(t);
+  ASSERT_TRUE(p.found) << what;
+  EXPECT_EQ(p.sum_bytes, p.peak_bytes) << what;
+  EXPECT_EQ(p.peak_bytes, t.peak_bytes) << what;
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < p.tensors.size(); ++i) {
+    const PeakTensor& x = p.tensors[i];
+    sum += x.bytes;
+    if (i) EXPECT_GE(p.tensors[i - 1].bytes, x.bytes) << what;
+    EXPECT_LE(x.alloc_ns, p.t_ns) << what << " " << x.label;
+    EXPECT_TRUE(x.free_ns < 0 || x.free_ns >= p.t_ns) << what << " " << x.label;
+    EXPECT_FALSE(x.why.empty()) << what << " " << x.label;
+    EXPECT_FALSE(x.label.empty()) << what;
+  }
+  EXPECT_EQ(sum, p.sum_bytes) << what;
+}
+
+Schedule peak_alive_recompute_all(int blocks) {
+  Schedule s;
+  s.policy = "uniform";
+  s.blocks = blocks;
+  for (int b = 0; b < blocks; ++b) s.forward(b, Keep::input());
+  for (int b = blocks - 1; b >= 0; --b) {
+    s.recompute(b, Keep::all());
+    s.backward(b);
+  }
+  return s;
+}
+
+TEST(PeakAlive, SumsToThePeakUnderEveryKindOfPolicy) {
+  const ModelConfig m = testing::small_model(Family::Gpt2, AttentionImpl::Naive, 0.1);
+  Schedule none = store_all_schedule(m.layers);
+  none.policy = "none";
+  const Trace a = testing::train(m, none, 1, 5);
+  expect_peak_alive_sums(a, "none");
+  const PeakAlive pa = peak_alive(a);
+  // Under none the peak holds the weights' state and the saved activations the policy keeps.
+  bool weights = false, kept = false;
+  for (const PeakTensor& x : pa.tensors) {
+    weights = weights || (x.category == Category::Parameters && x.why.find("whole run") != std::string::npos);
+    kept = kept || (x.category == Category::SavedActivations && x.block >= 0 &&
+                    x.why.find("the policy keeps it") != std::string::npos && x.label.rfind("h", 0) == 0);
+  }
+  EXPECT_TRUE(weights);
+  EXPECT_TRUE(kept);
+  EXPECT_FALSE(pa.op.empty());
+
+  const Trace b = testing::train(m, peak_alive_recompute_all(m.layers), 1, 5);
+  expect_peak_alive_sums(b, "recompute all");
+  // Checkpointing every block: what the policy keeps at the peak is checkpoints and recomputed
+  // tensors, fewer bytes than none keeps.
+  std::uint64_t saved_a = 0, saved_b = 0;
+  for (const PeakTensor& x : pa.tensors) saved_a += x.category == Category::SavedActivations ? x.bytes : 0;
+  for (const PeakTensor& x : peak_alive(b).tensors) saved_b += x.category == Category::SavedActivations ? x.bytes : 0;
+  EXPECT_LT(saved_b, saved_a);
+}
+
+TEST(PeakAlive, SumsToThePeakOfEachRankAndOfAnImportedSnapshot) {
+  const std::string ranks = std::string(REMAT_TEST_DATA_DIR) + "/ranks-v3";
+  for (const char* r : {"rank-0", "rank-1"}) expect_peak_alive_sums(read_run_dir(ranks + "/" + r), r);
+  const Trace s = import_torch_snapshot(std::string(REMAT_TEST_DATA_DIR) + "/torch/snapshot-small.pickle");
+  const PeakAlive p = peak_alive(s);
+  ASSERT_TRUE(p.found);
+  EXPECT_EQ(p.peak_bytes, s.peak_bytes);
+  EXPECT_EQ(p.sum_bytes, p.peak_bytes);
+  EXPECT_FALSE(p.tensors.empty());
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "core/analysis/downsample.h"
 #include "format.h"
+#include "views/peak_dialog.h"
 #include "theme.h"
 #include "views/alloc_bands_plottable.h"
 #include "views/axis_tickers.h"
@@ -95,6 +96,13 @@ MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
                                    "byte axis to the rest. Click a legend item to hide or show its category; "
                                    "wheel over the byte axis (or Ctrl+wheel) to zoom bytes."));
   bar->addWidget(activations_only_);
+  bar->addSpacing(12);
+  peak_button_ = new QToolButton(focus_bar_);
+  peak_button_->setText(tr("Alive at the peak…"));
+  peak_button_->setToolTip(tr("Every tensor alive at the peak instant, with its bytes, category, block and why it "
+                              "is kept (or click the peak's marker)."));
+  bar->addWidget(peak_button_);
+  connect(peak_button_, &QToolButton::clicked, this, [this] { showPeakAlive(); });
   bar->addStretch(1);
   // The clicked allocation's details on a line of their own under the buttons, wrapped at
   // spaces, so that they are never cut; hidden while nothing is clicked.
@@ -315,6 +323,7 @@ void MemoryTimelineView::rebuild() {
   onRestyle();
   drawMark();
   focus_bar_->setVisible(!compact_);
+  peak_button_->setEnabled(trace_ && !d_->x.empty());
   clamping_ = true;
   plot_->xAxis->setRange(dataTimeRange());
   clamping_ = false;
@@ -524,9 +533,30 @@ void MemoryTimelineView::onMouseRelease(QMouseEvent* e) {
   if (d_->x.empty() || e->button() != Qt::LeftButton) return;
   if ((e->pos() - press_pos_).manhattanLength() > 4) return;
   if (!plot_->axisRect()->rect().contains(e->pos())) return;
+  if (onPeak(e->position())) {
+    showPeakAlive();
+    return;
+  }
   if (memory_mode_ == MemoryMode::Allocations) return pinAllocationAt(e->position());
   const double key = plot_->xAxis->pixelToCoord(e->position().x());
   emit tensorsPicked(tensorsAt(key, 8), origin_ + static_cast<qint64>(key / timeScale()));
+}
+
+bool MemoryTimelineView::onPeak(const QPointF& pos) const {
+  if (!peak_graph_ || peak_graph_->data()->isEmpty() || !peak_graph_->visible()) return false;
+  const auto pk = peak_graph_->data()->constBegin();
+  const QPointF point(plot_->xAxis->coordToPixel(pk->key), plot_->yAxis->coordToPixel(pk->value));
+  if (QLineF(point, pos).length() <= 8) return true;
+  return peak_label_ && peak_label_->visible() && peak_label_->selectTest(pos, false) >= 0 &&
+         peak_label_->selectTest(pos, false) <= 1;
+}
+
+PeakAliveDialog* MemoryTimelineView::showPeakAlive() {
+  if (!trace_) return nullptr;
+  auto* d = new PeakAliveDialog(*trace_, origin_, this);
+  d->setAttribute(Qt::WA_DeleteOnClose);
+  d->show();
+  return d;
 }
 
 QCPGraph* MemoryTimelineView::categoryGraph(Category c) const {

@@ -43,6 +43,7 @@ class QHBoxLayout;
 namespace remat::gui {
 
 class AllocBandsPlottable;
+class PeakAliveDialog;
 
 enum class TimeMode { Absolute, Normalized };
 enum class MemoryMode { Stacked, Allocations };
@@ -114,6 +115,10 @@ class MemoryTimelineView : public PlotView {
   std::optional<std::pair<double, double>> selection() const override;
   QLabel* pinnedLabel() const { return pinned_; }
   bool cursorShown() const;  // whether the vertical cursor is drawn
+  // "Alive at the peak" (views/peak_dialog.h) for the run shown, opened non-modal (its button
+  // above the plot, or a click on the peak's marker or label); null without a run.
+  PeakAliveDialog* showPeakAlive();
+  QToolButton* peakButton() const { return peak_button_; }
 
  signals:
   void tensorsPicked(const QList<QPair<int, QString>>& tensors, qint64 t_ns);
@@ -132,6 +137,7 @@ class MemoryTimelineView : public PlotView {
   void onMouseMove(QMouseEvent* e);
   void onMousePress(QMouseEvent* e);
   void onMouseRelease(QMouseEvent* e);
+  bool onPeak(const QPointF& pos) const;  // on the peak's marker or label (pixels)
   void onLegendClick(QCPAbstractLegendItem* item);
   // Restacks the shown categories, hides the rest, refits the value axis and replots.
   void applyFocus();
@@ -170,6 +176,7 @@ class MemoryTimelineView : public PlotView {
   AllocBandsPlottable* bands_ = nullptr;
   QToolButton* stacked_button_ = nullptr;
   QToolButton* allocations_button_ = nullptr;
+  QToolButton* peak_button_ = nullptr;
   QLabel* pinned_ = nullptr;
   bool clamping_ = false;
   QPoint press_pos_;
