@@ -9,6 +9,7 @@
 #include <QMouseEvent>
 #include <QRegularExpression>
 #include <QShortcut>
+#include <QTabWidget>
 #include <QtTest>
 #include <set>
 #include <qcustomplot.h>
@@ -46,6 +47,7 @@ class GuiNavigationTest : public QObject {
   void keysZoomAroundTheMouse();
   void aFieldKeepsItsKeys();
   void focusAndMarkTheSelection();
+  void theSidePanelKeepsItsWidthAcrossTabs();
 
  private:
   void showRun(RunView& v) {
@@ -254,6 +256,25 @@ void GuiNavigationTest::focusAndMarkTheSelection() {
   for (int i = 0; i < mem->plot()->itemCount(); ++i)
     if (auto* r = qobject_cast<QCPItemRect*>(mem->plot()->item(i)))
       QVERIFY(r->topLeft->coords().x() != static_cast<double>(t0 - ops->timeOrigin()));
+}
+
+// Switching the side panel's tabs (details, selection, statistics) moves nothing: the panel and
+// the plots keep their widths.
+void GuiNavigationTest::theSidePanelKeepsItsWidthAcrossTabs() {
+  RunView v;
+  showRun(v);
+  QWidget* side = v.opPane()->sidePanel();
+  QTabWidget* tabs = v.opPane()->tabs();
+  const int panel = side->width(), plot = v.memory()->plot()->width();
+  QVERIFY(panel > 0);
+  v.ops()->selectTimeRange(v.ops()->timeOrigin(), v.ops()->timeOrigin() + 1000000);
+  for (int round = 0; round < 2; ++round)
+    for (int k = 0; k < tabs->count(); ++k) {
+      tabs->setCurrentIndex(k);
+      QTest::qWait(20);
+      QCOMPARE(side->width(), panel);
+      QCOMPARE(v.memory()->plot()->width(), plot);
+    }
 }
 
 QTEST_MAIN(GuiNavigationTest)

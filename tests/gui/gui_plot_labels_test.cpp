@@ -1,11 +1,14 @@
 // The memory timeline's "peak" and "predicted" labels on a run whose peak is its last point and
 // whose prediction equals the measured peak: at every size and zoom tried, each label's box (as
 // QCustomPlot itself hit-tests it) lies inside the axis rect, and the two boxes do not overlap.
+// The time axis' tick labels of the memory and op timelines never run into each other, from a
+// narrow Compare-sized plot to the full width, zoomed or not.
 #include <QtTest>
 #include <qcustomplot.h>
 
 #include "gui_test_util.h"
 #include "views/memory_timeline_view.h"
+#include "views/op_timeline_view.h"
 #include "views/plot_labels.h"
 
 using namespace remat;
@@ -65,6 +68,7 @@ class GuiPlotLabelsTest : public QObject {
   void initTestCase();
   void peakAndPredictedLabelsStayInsideAndApart_data();
   void peakAndPredictedLabelsStayInsideAndApart();
+  void timeTickLabelsNeverTouch();
 
  private:
   std::shared_ptr<const Trace> trace_;
@@ -126,6 +130,43 @@ void GuiPlotLabelsTest::peakAndPredictedLabelsStayInsideAndApart() {
              qPrintable(QString("'%1': computed %2,%3 %4x%5, hit-tested %6,%7 %8x%9").arg(t->text())
                             .arg(box.left()).arg(box.top()).arg(box.width()).arg(box.height())
                             .arg(hit.left()).arg(hit.top()).arg(hit.width()).arg(hit.height())));
+  }
+}
+
+void GuiPlotLabelsTest::timeTickLabelsNeverTouch() {
+  // Each pair of neighbouring labels, as the axis draws them centered on their ticks, at least
+  // 4 px apart.
+  auto check = [](QCustomPlot* p, const QString& what) {
+    p->replot();
+    QCPAxis* x = p->xAxis;
+    const QFontMetrics fm(x->tickLabelFont());
+    const QVector<double> ticks = x->tickVector();
+    const QVector<QString> labels = x->tickVectorLabels();
+    int shown = 0;
+    double prev_right = -1e9;
+    for (int i = 0; i < ticks.size(); ++i) {
+      if (!x->range().contains(ticks[i])) continue;
+      const double c = x->coordToPixel(ticks[i]), w = fm.horizontalAdvance(labels[i]);
+      QVERIFY2(c - w / 2 >= prev_right + 4,
+               qPrintable(QString("%1: '%2' at %3 px runs into the label before it").arg(what, labels[i]).arg(c)));
+      prev_right = c + w / 2;
+      ++shown;
+    }
+    QVERIFY2(shown >= 2, qPrintable(what + ": fewer than two time labels"));
+  };
+  for (int width : {320, 420, 560, 800, 1280}) {
+    MemoryTimelineView m;
+    m.resize(width, 400);
+    m.show();
+    m.setTrace(trace_, "none");
+    check(m.plot(), QString("memory timeline %1 px").arg(width));
+    m.plot()->xAxis->scaleRange(0.013, m.plot()->xAxis->range().center());
+    check(m.plot(), QString("memory timeline %1 px, zoomed").arg(width));
+    OpTimelineView o;
+    o.resize(width, 300);
+    o.show();
+    o.setTrace(trace_, m.origin(), static_cast<std::int64_t>(m.dataTimeRange().upper));
+    check(o.plot(), QString("op timeline %1 px").arg(width));
   }
 }
 

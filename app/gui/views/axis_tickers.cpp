@@ -1,5 +1,7 @@
 #include "views/axis_tickers.h"
 
+#include <QFontMetrics>
+#include <algorithm>
 #include <cmath>
 
 namespace remat::gui {
@@ -13,6 +15,16 @@ double nice_step(double size, int ticks) {
   double mag = std::pow(10.0, std::floor(std::log10(raw)));
   double m = raw / mag;
   double nice = m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10;
+  return nice * mag;
+}
+
+// The smallest 1-2-5 step at least size/ticks: at most `ticks` steps in `size`.
+double nice_step_at_least(double size, int ticks) {
+  double raw = size / std::max(ticks, 1);
+  if (!(raw > 0)) return 1;
+  double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double m = raw / mag;
+  double nice = m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10;
   return nice * mag;
 }
 
@@ -57,6 +69,13 @@ double TimeTicker::getTickStep(const QCPRange& range) {
   while (u < 3 && size >= 2 * units[u + 1]) ++u;
   unit_ = units[u];
   double step = nice_step(size / unit_, tickCount());
+  if (axis_ && axis_->axisRect()) {
+    // Room for the widest label this axis can show ("888.888 ms") and a gap on each side.
+    const QFontMetrics fm(axis_->tickLabelFont());
+    const int label = fm.horizontalAdvance(QStringLiteral("888.888 ms")) + fm.horizontalAdvance(QStringLiteral("MM"));
+    const int fit = std::max(2, axis_->axisRect()->width() / std::max(label, 1));
+    step = nice_step_at_least(size / unit_, std::min(fit, tickCount()));
+  }
   if (u == 0) step = std::max(1.0, step);
   decimals_ = decimals_for(step);
   return step * unit_;

@@ -15,12 +15,18 @@ class BytesTicker : public QCPAxisTicker {
   int decimals_ = 0;
 };
 
+// With its axis given, as many ticks as the axis' width holds labels of its font side by side
+// (never more than tickCount()), so labels never run into each other however narrow the plot.
 class TimeTicker : public QCPAxisTicker {
+ public:
+  explicit TimeTicker(QCPAxis* axis = nullptr) : axis_(axis) {}
+
  protected:
   double getTickStep(const QCPRange& range) override;
   QString getTickLabel(double tick, const QLocale& locale, QChar formatChar, int precision) override;
 
  private:
+  QCPAxis* axis_;
   double unit_ = 1;
   int decimals_ = 0;
 };

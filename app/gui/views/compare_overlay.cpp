@@ -30,7 +30,7 @@ void OverlayTimelineView::setRuns(const std::vector<RunEntry>& runs, TimeMode mo
   series_.clear();
   extent_ = 1;
   ymax_ = 1;
-  plot_->xAxis->setTicker(mode == TimeMode::Absolute ? QSharedPointer<QCPAxisTicker>(new TimeTicker)
+  plot_->xAxis->setTicker(mode == TimeMode::Absolute ? QSharedPointer<QCPAxisTicker>(new TimeTicker(plot_->xAxis))
                                                      : QSharedPointer<QCPAxisTicker>(new FractionTicker));
   plot_->xAxis->setLabel(mode == TimeMode::Absolute ? tr("time in the step") : tr("fraction of the step"));
   std::map<std::string, int> seen;

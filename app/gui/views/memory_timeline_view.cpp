@@ -34,7 +34,7 @@ MemoryTimelineView::MemoryTimelineView(QWidget* parent) : PlotView(parent) {
   setTimeNavigation(true);
   plot_->addLayer("shading", plot_->layer("grid"), QCustomPlot::limBelow);
   plot_->layer("overlay")->setMode(QCPLayer::lmBuffered);
-  plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new TimeTicker));
+  plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new TimeTicker(plot_->xAxis)));
   plot_->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new BytesTicker));
   plot_->xAxis->ticker()->setTickCount(8);
   plot_->yAxis->ticker()->setTickCount(5);
@@ -158,7 +158,7 @@ void MemoryTimelineView::restack() {
 void MemoryTimelineView::setTimeMode(TimeMode m) {
   if (m == mode_) return;
   mode_ = m;
-  plot_->xAxis->setTicker(m == TimeMode::Absolute ? QSharedPointer<QCPAxisTicker>(new TimeTicker)
+  plot_->xAxis->setTicker(m == TimeMode::Absolute ? QSharedPointer<QCPAxisTicker>(new TimeTicker(plot_->xAxis))
                                                   : QSharedPointer<QCPAxisTicker>(new FractionTicker));
   rebuild();
 }

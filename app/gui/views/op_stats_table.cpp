@@ -35,6 +35,10 @@ OpStatsTable::OpStatsTable(QWidget* parent)
   top->addWidget(note_, 1);
   top->addWidget(export_);
   l->addLayout(top);
+  // The note wraps rather than widening the panel (a tab switch would move the plots).
+  note_->setWordWrap(true);
+  note_->setMinimumWidth(0);
+  note_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   recompute_->setTextFormat(Qt::RichText);
   recompute_->setWordWrap(true);
   l->addWidget(recompute_);

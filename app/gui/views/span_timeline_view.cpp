@@ -20,7 +20,7 @@ SpanTimelineView::SpanTimelineView(QWidget* parent) : PlotView(parent) {
   bars_ = new SpanPlottable(plot_->xAxis, plot_->yAxis);
   bars_->setName(QString());
   bars_->removeFromLegend();
-  plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new TimeTicker));
+  plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new TimeTicker(plot_->xAxis)));
   plot_->xAxis->ticker()->setTickCount(8);
   plot_->yAxis->setRangeReversed(true);
   plot_->yAxis->grid()->setVisible(false);
