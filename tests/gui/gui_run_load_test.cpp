@@ -18,6 +18,7 @@
 #include <limits>
 
 #include "export.h"
+#include "core/trace/profiler_trace.h"
 #include "gui_test_util.h"
 #include "main_window.h"
 #include "run_list.h"
@@ -27,6 +28,7 @@
 #include "views/op_timeline_pane.h"
 #include "views/op_timeline_view.h"
 #include "views/run_view.h"
+#include "views/schedule_strip.h"
 
 using namespace remat;
 using namespace remat::gui;
@@ -70,6 +72,7 @@ class GuiRunLoadTest : public QObject {
   void closingARunWhileItLoads();
   void anErrorOnTheWorkerIsShown();
   void aSweepAndRanksJoinInTheirOrder();
+  void anImportedTraceShowsNoEmptyScheduleStrip();
 
  private:
   WindowOptions options() { return testing::window_options(tmp_, false, false); }
@@ -258,6 +261,24 @@ void GuiRunLoadTest::aSweepAndRanksJoinInTheirOrder() {
     QCOMPARE(QFileInfo(r.runs()->at(1).dir).fileName(), QString("rank-1"));
   }
   settle();
+}
+
+// A torch.profiler trace has ops but no schedule: the strip is not drawn (it drew empty rows
+// on an axis of its own); a run of this engine has it.
+void GuiRunLoadTest::anImportedTraceShowsNoEmptyScheduleStrip() {
+  auto imported = std::make_shared<const Trace>(
+      import_profiler_trace(QString::fromUtf8(REMAT_SOURCE_DIR).toStdString() + "/tests/data/torch/profiler-trace.json"));
+  QVERIFY(imported->schedule_records.empty() && !imported->ops.empty());
+  RunView v;
+  v.resize(1280, 800);
+  v.show();
+  v.setTrace(imported, "imported");
+  QVERIFY(testing::wait_loaded(v));
+  QVERIFY(!v.schedule()->isVisibleTo(&v));
+  QVERIFY(v.ops()->isVisibleTo(&v));
+  v.setTrace(a_, "tiny");
+  QVERIFY(testing::wait_loaded(v));
+  QVERIFY(v.schedule()->isVisibleTo(&v));
 }
 
 QTEST_MAIN(GuiRunLoadTest)

@@ -162,7 +162,8 @@ void RunView::setData(std::shared_ptr<const RunViewData> d, const QString& title
   }
   // Without ops (no step finished in full) the strip and the op timeline would be empty axes.
   const bool have_ops = !trace_->ops.empty() || !trace_->schedule_records.empty();
-  schedule_->setVisible(have_ops);
+  // A trace without schedule actions (an imported profiler trace) has no strip to show.
+  schedule_->setVisible(have_ops && !trace_->schedule_records.empty());
   op_pane_->setVisible(have_ops);
   op_pane_->sidePanel()->setVisible(have_ops);
   no_ops_->setVisible(!have_ops);
