@@ -9,6 +9,8 @@
 #include <QPixmap>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QtTest>
 #include <nlohmann/json.hpp>
 #include <qcustomplot.h>
@@ -44,6 +46,7 @@ class GuiViewsTest : public QObject {
   void compareFrontierIgnoresUncheckedAndCancelledRuns();
   void compareGroupsUnlikeRunsWithTheirOwnScales();
   void compareMarksOverheadsWithinNoise();
+  void scatterNamesLeaveTheOtherPointsFree();
   void compareSetsARankOnlyAgainstRunsOfItsLayout();
   void anImportedTraceIsNotComparedUnaskedAndIsNamedByItsFile();
   void colorsFollowThePolicyNotThePosition();
@@ -263,6 +266,37 @@ void GuiViewsTest::compareMarksOverheadsWithinNoise() {
     const QRectF area = QRectF(s->plot()->axisRect()->rect()).adjusted(-1, -1, 1, 1);
     for (int i = 0; i < s->pointCount(); ++i)
       QVERIFY2(area.contains(s->nameRect(i)), qPrintable(QString("name %1 at %2 px wide cut").arg(i).arg(width)));
+  }
+}
+
+// Two runs close on the scatter (the second a few pixels right of and above the first): the
+// first's name goes where it covers no other point (its first choice, right and above, covered
+// the second run's point); and the page needs no horizontal scroll.
+void GuiViewsTest::scatterNamesLeaveTheOtherPointsFree() {
+  RunListModel list;
+  list.add(with_figures(*none_, "none", 1000000, {10}), {});
+  list.add(with_figures(*none_, "uniform", 1050000, {10.5}), {});
+  list.add(with_figures(*none_, "selective", 2000000, {20}), {});
+  list.add(with_figures(*none_, "revolve", 1500000, {16}), {});
+  CompareView v;
+  for (int width : {900, 1280, 1800}) {
+    v.resize(width, 800);
+    v.show();
+    v.setRuns(list.checked());
+    QApplication::processEvents();
+    // The page fits its width: no chart needs a horizontal scroll (at 1280x800 the window gives
+    // it about 900 px).
+    for (QScrollArea* a : v.findChildren<QScrollArea*>())
+      QVERIFY2(!a->horizontalScrollBar()->isVisible(), qPrintable(QString("a horizontal scroll at %1 px").arg(width)));
+    FrontierScatter* s = v.scatter();
+    QCOMPARE(s->pointCount(), 4);
+    for (int i = 0; i < s->pointCount(); ++i)
+      for (int j = 0; j < s->pointCount(); ++j) {
+        if (i == j) continue;
+        const QPointF p = s->pointPixel(j);
+        QVERIFY2(!s->nameRect(i).intersects(QRectF(p - QPointF(3, 3), QSizeF(6, 6))),
+                 qPrintable(QString("at %1 px: run %2's name covers run %3's point").arg(width).arg(i).arg(j)));
+      }
   }
 }
 

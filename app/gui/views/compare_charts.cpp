@@ -270,17 +270,26 @@ void FrontierScatter::placeNames() {
   const QFontMetrics fm(plot_->font());
   const QVector<QCPItemText*>& labels = names_;
   QVector<QRectF> placed;
+  // Every point's marker is in the way of the other runs' names (a name over another point
+  // reads as that point's).
+  QVector<QRectF> markers;
+  for (QCPItemText* l : labels) {
+    const QPointF p = l->position->pixelPosition();
+    markers << QRectF(p - QPointF(5, 5), QSizeF(10, 10));
+  }
   const Qt::Alignment sides[] = {Qt::AlignLeft | Qt::AlignBottom, Qt::AlignLeft | Qt::AlignTop,
                                  Qt::AlignRight | Qt::AlignBottom, Qt::AlignRight | Qt::AlignTop};
-  for (QCPItemText* l : labels) {
+  for (int i = 0; i < labels.size(); ++i) {
+    QCPItemText* l = labels[i];
     const QPointF p = l->position->pixelPosition();
     const QSizeF size(fm.horizontalAdvance(l->text()) + 7, fm.height() + 2);
     for (const Qt::Alignment a : sides) {
       const double left = a & Qt::AlignLeft ? p.x() : p.x() - size.width();
       const double topy = a & Qt::AlignBottom ? p.y() - size.height() : p.y();
       const QRectF r(QPointF(left, topy), size);
-      const bool free = QRectF(plot_->axisRect()->rect()).contains(r) &&
-                        std::none_of(placed.begin(), placed.end(), [&](const QRectF& q) { return q.intersects(r); });
+      bool free = QRectF(plot_->axisRect()->rect()).contains(r) &&
+                  std::none_of(placed.begin(), placed.end(), [&](const QRectF& q) { return q.intersects(r); });
+      for (int j = 0; free && j < markers.size(); ++j) free = j == i || !markers[j].intersects(r);
       if (!free && a != sides[3]) continue;
       l->setPositionAlignment(a);
       l->setPadding(a & Qt::AlignLeft ? QMargins(7, 0, 0, 2) : QMargins(0, 0, 7, 2));
@@ -292,6 +301,10 @@ void FrontierScatter::placeNames() {
 }
 
 QRectF FrontierScatter::nameRect(int i) const { return text_rect(names_.value(i)); }
+
+QPointF FrontierScatter::pointPixel(int i) const {
+  return i >= 0 && i < names_.size() ? names_[i]->position->pixelPosition() : QPointF();
+}
 
 bool FrontierScatter::eventFilter(QObject* o, QEvent* e) {
   if (!names_.isEmpty() && resized_first(plot_, o, e)) placeNames();

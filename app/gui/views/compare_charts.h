@@ -65,6 +65,8 @@ class FrontierScatter : public PlotView {
   int frontierCount() const { return frontier_; }
   // Where run i's name is drawn, in the plot's pixels.
   QRectF nameRect(int i) const;
+  // Where run i's point is, in the plot's pixels.
+  QPointF pointPixel(int i) const;
   void resetZoom() override;
 
  protected:
