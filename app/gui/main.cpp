@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   QCommandLineOption runs_dir("runs-dir", "Save finished runs here (default: the settings' directory).", "DIR");
   QCommandLineOption no_save("no-save", "Do not save finished runs as run directories.");
   QCommandLineOption theme("theme", "light, dark or system.", "THEME");
-  QCommandLineOption tab("page", "Show this page first: timeline, compare, analysis or ranks.", "PAGE", "timeline");
+  QCommandLineOption tab("page", "Show this page first: timeline, compare, analysis, diff or ranks.", "PAGE", "timeline");
   QCommandLineOption timeout("timeout", "With --screenshot: give up after this many seconds (default 600).", "S", "600");
   QCommandLineOption act_only("activations-only", "With --screenshot: show the memory timeline with its Activations only button on.");
   QCommandLineOption size("size", "The window's size, WIDTHxHEIGHT (e.g. 1280x800).", "WxH");
@@ -91,8 +91,8 @@ int main(int argc, char** argv) {
   w.show();
 
   const QString shot_path = cl.value(shot);
-  const int page = QStringList{"timeline", "compare", "analysis", "ranks"}.indexOf(cl.value(tab));
-  if (page < 0) return fail("unknown page '" + cl.value(tab) + "' (timeline, compare, analysis, ranks)");
+  const int page = QStringList{"timeline", "compare", "analysis", "diff", "ranks"}.indexOf(cl.value(tab));
+  if (page < 0) return fail("unknown page '" + cl.value(tab) + "' (timeline, compare, analysis, diff, ranks)");
   const int memory_view = QStringList{"stacked", "allocations"}.indexOf(cl.value(mem_view));
   if (memory_view < 0) return fail("unknown memory view '" + cl.value(mem_view) + "' (stacked, allocations)");
   const MemoryMode memory_mode = memory_view == 1 ? MemoryMode::Allocations : MemoryMode::Stacked;

@@ -32,6 +32,7 @@
 #include "views/ranks_view.h"
 #include "views/analysis_view.h"
 #include "views/compare_view.h"
+#include "views/diff_view.h"
 #include "views/ledger_view.h"
 #include "views/memory_timeline_view.h"
 #include "views/run_view.h"
@@ -75,6 +76,8 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent)
   pages_->addTab(run_view_, tr("Timeline"));
   pages_->addTab(compare_, tr("Compare"));
   pages_->addTab(analysis_, tr("Analysis"));
+  diff_ = new DiffView(this);
+  pages_->addTab(diff_, tr("Diff"));
   ranks_view_ = new RanksView(this);
   pages_->addTab(ranks_view_, tr("Ranks"));
   pages_->setTabVisible(pages_->indexOf(ranks_view_), false);  // until a run of several ranks opens
@@ -205,6 +208,7 @@ void MainWindow::buildMenus() {
   add(view, tr("&Timeline"), shortcut_key("page_timeline"), [this] { pages_->setCurrentIndex(0); });
   add(view, tr("&Compare"), shortcut_key("page_compare"), [this] { pages_->setCurrentIndex(1); });
   add(view, tr("&Analysis"), shortcut_key("page_analysis"), [this] { pages_->setCurrentIndex(2); });
+  add(view, tr("&Diff"), shortcut_key("page_diff"), [this] { pages_->setCurrentWidget(diff_); });
   view->addSeparator();
   add(view, tr("Zoom &in"), shortcut_key("zoom_in"), [this] { run_view_->zoom(0.5); });
   add(view, tr("Zoom &out"), shortcut_key("zoom_out"), [this] { run_view_->zoom(2.0); });

@@ -25,6 +25,7 @@ class QTabWidget;
 namespace remat::gui {
 
 class AnalysisView;
+class DiffView;
 class CompareView;
 class RunController;
 class RunPanel;
@@ -51,6 +52,7 @@ class MainWindow : public QMainWindow {
   RunView* runView() const { return run_view_; }
   CompareView* compareView() const { return compare_; }
   AnalysisView* analysisView() const { return analysis_; }
+  DiffView* diffView() const { return diff_; }
   RanksView* ranksView() const { return ranks_view_; }
   QTabWidget* pages() const { return pages_; }
   RunController* controller() const { return controller_; }
@@ -136,6 +138,7 @@ class MainWindow : public QMainWindow {
   StartPage* start_ = nullptr;
   CompareView* compare_;
   AnalysisView* analysis_;
+  DiffView* diff_;
   RanksView* ranks_view_;
   std::map<QString, RanksDir> ranks_dirs_;  // by absolute path: the runs of several ranks opened
   QMenu* recent_menu_ = nullptr;

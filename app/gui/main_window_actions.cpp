@@ -228,6 +228,7 @@ void MainWindow::showRun(int row) {
 void MainWindow::refreshRunViews() {
   compare_->setRuns(runs_->checked());
   analysis_->setRuns(runs_->runs());
+  diff_->setRuns(runs_->runs(), current_);
   connectPlots();
 }
 

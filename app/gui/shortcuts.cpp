@@ -18,6 +18,7 @@ const std::vector<Shortcut>& shortcut_table() {
       {"page_timeline", "Ctrl+1", "the Timeline page"},
       {"page_compare", "Ctrl+2", "the Compare page"},
       {"page_analysis", "Ctrl+3", "the Analysis page"},
+      {"page_diff", "Ctrl+4", "the Diff page"},
       {"zoom_in", "Ctrl++", "zoom in the timelines"},
       {"zoom_out", "Ctrl+-", "zoom out the timelines"},
       {"zoom_reset", "Ctrl+0", "reset the zoom"},

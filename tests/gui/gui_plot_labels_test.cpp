@@ -136,7 +136,7 @@ void GuiPlotLabelsTest::peakAndPredictedLabelsStayInsideAndApart() {
 void GuiPlotLabelsTest::timeTickLabelsNeverTouch() {
   // Each pair of neighbouring labels, as the axis draws them centered on their ticks, at least
   // 4 px apart.
-  auto check = [](QCustomPlot* p, const QString& what) {
+  auto check = [](QCustomPlot* p, const QString& what, int* count = nullptr) {
     p->replot();
     QCPAxis* x = p->xAxis;
     const QFontMetrics fm(x->tickLabelFont());
@@ -153,6 +153,7 @@ void GuiPlotLabelsTest::timeTickLabelsNeverTouch() {
       ++shown;
     }
     QVERIFY2(shown >= 2, qPrintable(what + ": fewer than two time labels"));
+    if (count) *count = shown;
   };
   for (int width : {320, 420, 560, 800, 1280}) {
     MemoryTimelineView m;
@@ -168,6 +169,18 @@ void GuiPlotLabelsTest::timeTickLabelsNeverTouch() {
     o.setTrace(trace_, m.origin(), static_cast<std::int64_t>(m.dataTimeRange().upper));
     check(o.plot(), QString("op timeline %1 px").arg(width));
   }
+  // Made narrow, then widened: the first replot at the new width labels it as wide (the ticks
+  // are made before that replot's layout).
+  MemoryTimelineView m;
+  m.resize(320, 400);
+  m.show();
+  m.setTrace(trace_, "none");
+  m.plot()->replot();
+  m.resize(1280, 400);
+  m.plot()->setViewport(m.plot()->rect());  // what the plot's resize event does
+  int shown = 0;
+  check(m.plot(), "memory timeline widened to 1280 px", &shown);
+  QVERIFY2(shown >= 5, qPrintable(QString("%1 time labels at 1280 px").arg(shown)));
 }
 
 QTEST_MAIN(GuiPlotLabelsTest)

@@ -73,7 +73,12 @@ double TimeTicker::getTickStep(const QCPRange& range) {
     // Room for the widest label this axis can show ("888.888 ms") and a gap on each side.
     const QFontMetrics fm(axis_->tickLabelFont());
     const int label = fm.horizontalAdvance(QStringLiteral("888.888 ms")) + fm.horizontalAdvance(QStringLiteral("MM"));
-    const int fit = std::max(2, axis_->axisRect()->width() / std::max(label, 1));
+    // The ticks are made before the layout of the replot that draws them: the axis rect still
+    // has the previous size, so its width is taken from the plot's current viewport less the
+    // margins it had around it.
+    const QCPAxisRect* r = axis_->axisRect();
+    const int width = axis_->parentPlot()->viewport().width() - (r->outerRect().width() - r->width());
+    const int fit = std::max(2, width / std::max(label, 1));
     step = nice_step_at_least(size / unit_, std::min(fit, tickCount()));
   }
   if (u == 0) step = std::max(1.0, step);
