@@ -36,6 +36,7 @@ const std::vector<Shortcut>& shortcut_table() {
       {"", "F", "zoom every time view to the selection"},
       {"", "Shift+drag / Shift+click", "select a time range on the op timeline / clear it"},
       {"", "wheel / drag", "zoom / pan a time view (the others follow)"},
+      {"", "drag a track's label", "move the track up or down (right-click a track: pin on top, hide, move, show hidden, reset)"},
       {"", "click", "on the memory timeline: the tensors alive then, in the ledger"},
   };
   return table;

@@ -2,7 +2,8 @@
 // end at several zoom levels (and two adjacent ops are two slices, with an empty column between
 // them in the image), the nested levels of a CPU and a CUDA run, search with next / previous,
 // the time-range table, the statistics table against the trace's sums and its CSV export, and
-// the details of a clicked op with the memory it allocated.
+// the details of a clicked op with the memory it allocated; tracks pinned on top, hidden, moved
+// (by call and by dragging a label) and reset, the bars following their tracks.
 #include <QApplication>
 #include <QImage>
 #include <QLabel>
@@ -104,6 +105,7 @@ class GuiTrackViewTest : public QObject {
   void statsTableSplitsEachRowByPhaseAndSaysWhatRecomputationCost();
   void clickShowsDetailsAndMemory();
   void scheduleStripGivesTheHeadItsOwnLabelledRow();
+  void tracksArePinnedHiddenAndMoved();
 
  private:
   std::shared_ptr<const Trace> tiny_;
@@ -477,6 +479,65 @@ void GuiTrackViewTest::scheduleStripGivesTheHeadItsOwnLabelledRow() {
   QCOMPARE(ticker->ticks().size(), static_cast<int>(rows->rows()));
   QCOMPARE(ticker->ticks().value(L), QString("head"));
   QCOMPARE(ticker->ticks().value(0), QString("h0"));
+}
+
+void GuiTrackViewTest::tracksArePinnedHiddenAndMoved() {
+  const auto t = toy_trace();
+  OpTimelineView v;
+  v.resize(1400, 420);
+  v.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&v));
+  v.setTrace(t, t->step_start_ns, t->step_end_ns - t->step_start_ns);
+  const int n = static_cast<int>(v.tree().tracks().size());
+  QVERIFY(n >= 5);
+  const QStringList plain = v.rowLabels();
+  std::vector<int> identity(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) identity[static_cast<std::size_t>(i)] = i;
+  QCOMPARE(v.shownTracks(), identity);
+  const int leaf = v.tree().leaf_track(Stream::Compute);
+  const QRect ar = v.plot()->axisRect()->rect();
+  // The x of the middle of a leaf slice, and the pixel row of display position p.
+  const Slice& mid = v.tree().tracks()[static_cast<std::size_t>(leaf)].slices[6];
+  const int x = static_cast<int>(v.plot()->xAxis->coordToPixel(static_cast<double>((mid.start + mid.end) / 2 - v.timeOrigin())));
+  auto y_of = [&](int p) { return static_cast<int>(v.plot()->yAxis->coordToPixel(p)); };
+
+  // Pinned: on top, marked, and what is drawn there is its slices.
+  v.setTrackPinned(leaf, true);
+  QCOMPARE(v.shownTracks().front(), leaf);
+  QCOMPARE(v.rowLabels().front(), "⚑ " + plain[leaf]);
+  QCOMPARE(v.sliceAt(QPointF(x, y_of(0))).first, leaf);
+  QCOMPARE(v.trackAt(QPoint(ar.left() - 20, y_of(0))), leaf);  // its label
+  QCOMPARE(v.trackAt(QPoint(ar.left() + 5, y_of(0))), leaf);
+  QCOMPARE(v.trackAt(QPoint(ar.left() + 5, ar.bottom() + 10)), -1);  // under the rows
+  // Hidden: gone from the labels and the bars.
+  const int step = 0;
+  v.setTrackHidden(step, true);
+  QCOMPARE(static_cast<int>(v.shownTracks().size()), n - 1);
+  QVERIFY(!v.rowLabels().contains(plain[step]));
+  v.plot()->replot();
+  for (const auto& b : v.bars()->lastBars()) QVERIFY(static_cast<int>(b.row) != step);
+  // Moved to the bottom, then dragged back to the top by its label.
+  const int phase = 1;
+  v.moveTrack(phase, n - 2);
+  QCOMPARE(v.shownTracks().back(), phase);
+  const int last = static_cast<int>(v.shownTracks().size()) - 1;
+  QTest::mousePress(v.plot(), Qt::LeftButton, {}, QPoint(ar.left() - 20, y_of(last)));
+  QTest::mouseRelease(v.plot(), Qt::LeftButton, {}, QPoint(ar.left() - 20, y_of(0)));
+  QCOMPARE(v.shownTracks().front(), phase);
+  QVERIFY(v.trackPinned(phase));  // among the pinned ones, so pinned
+  QCOMPARE(v.sliceAt(QPointF(x, y_of(0))).first, phase);
+  // The last shown track cannot be hidden.
+  for (int r = 0; r < n; ++r) v.setTrackHidden(r, true);
+  QCOMPARE(v.shownTracks().size(), std::size_t{1});
+  // Another run of the same tracks keeps the arrangement; reset undoes it.
+  v.setTrackHidden(step, false);
+  v.setTrackHidden(leaf, false);
+  const std::vector<int> arranged = v.shownTracks();
+  v.setTrace(t, t->step_start_ns, t->step_end_ns - t->step_start_ns);
+  QCOMPARE(v.shownTracks(), arranged);
+  v.resetTracks();
+  QCOMPARE(v.shownTracks(), identity);
+  QCOMPARE(v.rowLabels(), plain);
 }
 
 QTEST_MAIN(GuiTrackViewTest)

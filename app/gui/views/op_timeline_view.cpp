@@ -248,7 +248,8 @@ bool OpTimelineView::saveScreenshot(const QString& path, QString* error) const {
   o["width"] = area.width();
   o["height"] = area.height();
   if (leaf >= 0) {
-    const double y0 = plot_->yAxis->coordToPixel(leaf - 0.42), y1 = plot_->yAxis->coordToPixel(leaf + 0.42);
+    const int at = bars()->positionOf(leaf);  // where the leaf track is drawn (tracks may be moved)
+    const double y0 = plot_->yAxis->coordToPixel(at - 0.42), y1 = plot_->yAxis->coordToPixel(at + 0.42);
     o["bar_top"] = static_cast<int>(std::ceil(std::min(y0, y1)));
     o["bar_bottom"] = static_cast<int>(std::floor(std::max(y0, y1)));
   }

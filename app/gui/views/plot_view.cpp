@@ -149,6 +149,8 @@ bool PlotView::eventFilter(QObject* o, QEvent* e) {
     if (e->type() == QEvent::ContextMenu) {
       auto* ce = static_cast<QContextMenuEvent*>(e);
       QMenu menu(this);
+      addMenuActions(menu, ce->pos());
+      if (!menu.isEmpty()) menu.addSeparator();
       QAction* reset = menu.addAction(tr("Reset zoom"));
       QAction* save = menu.addAction(tr("Save image…"));
       QAction* chosen = menu.exec(ce->globalPos());

@@ -18,6 +18,7 @@
 
 class QCustomPlot;
 class QCPItemRect;
+class QMenu;
 
 namespace remat::gui {
 
@@ -55,6 +56,8 @@ class PlotView : public QWidget {
   bool eventFilter(QObject* o, QEvent* e) override;
   // Views recolor what style_plot does not know (their own items) here.
   virtual void onRestyle() {}
+  // Actions of their own at the top of the right-click menu at `pos` (the plot's pixels).
+  virtual void addMenuActions(QMenu& menu, const QPoint& pos) { (void)menu, (void)pos; }
   // Draws the mark again (after the view cleared its plot's items).
   void drawMark();
 

@@ -1,5 +1,6 @@
 #include "views/span_plottable.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace remat::gui {
@@ -8,6 +9,23 @@ SpanPlottable::SpanPlottable(QCPAxis* keyAxis, QCPAxis* valueAxis) : TimePlottab
 
 void SpanPlottable::setRows(std::shared_ptr<const SpanRows> rows) { rows_ = std::move(rows); }
 
+int SpanPlottable::shownRows() const {
+  if (!rows_) return 0;
+  return order_.empty() ? static_cast<int>(rows_->rows()) : static_cast<int>(order_.size());
+}
+
+int SpanPlottable::rowAtPosition(int p) const {
+  if (p < 0 || p >= shownRows()) return -1;
+  const int r = order_.empty() ? p : order_[static_cast<std::size_t>(p)];
+  return rows_ && r >= 0 && static_cast<std::size_t>(r) < rows_->rows() ? r : -1;
+}
+
+int SpanPlottable::positionOf(int row) const {
+  if (order_.empty()) return rows_ && row >= 0 && static_cast<std::size_t>(row) < rows_->rows() ? row : -1;
+  const auto it = std::find(order_.begin(), order_.end(), row);
+  return it == order_.end() ? -1 : static_cast<int>(it - order_.begin());
+}
+
 QCPRange SpanPlottable::getKeyRange(bool& found, QCP::SignDomain) const {
   found = rows_ && rows_->size() > 0;
   if (!found) return {};
@@ -15,9 +33,9 @@ QCPRange SpanPlottable::getKeyRange(bool& found, QCP::SignDomain) const {
 }
 
 QCPRange SpanPlottable::getValueRange(bool& found, QCP::SignDomain, const QCPRange&) const {
-  found = rows_ && rows_->rows() > 0;
+  found = shownRows() > 0;
   if (!found) return {};
-  return QCPRange(-0.5, static_cast<double>(rows_->rows()) - 0.5);
+  return QCPRange(-0.5, static_cast<double>(shownRows()) - 0.5);
 }
 
 void SpanPlottable::draw(QCPPainter* painter) {
@@ -33,9 +51,12 @@ void SpanPlottable::draw(QCPPainter* painter) {
   const QFontMetrics fm(font_);
   auto pixel = [&](std::int64_t t) { return k->coordToPixel(toKey(t)); };
   painter->setPen(Qt::NoPen);
-  for (std::size_t r = 0; r < rows_->rows(); ++r) {
-    const double y0 = v->coordToPixel(static_cast<double>(r) - height_ / 2);
-    const double y1 = v->coordToPixel(static_cast<double>(r) + height_ / 2);
+  for (int p = 0; p < shownRows(); ++p) {
+    const int row = rowAtPosition(p);
+    if (row < 0) continue;
+    const auto r = static_cast<std::size_t>(row);
+    const double y0 = v->coordToPixel(static_cast<double>(p) - height_ / 2);
+    const double y1 = v->coordToPixel(static_cast<double>(p) + height_ / 2);
     const double top = std::min(y0, y1), h = std::fabs(y1 - y0);
     if (top > clip.bottom() || top + h < clip.top()) continue;
     const bool text = labeler_ && h >= fm.height() - 2;
@@ -76,8 +97,8 @@ void SpanPlottable::draw(QCPPainter* painter) {
       painter->drawLine(QPointF(b, clip.top()), QPointF(b, clip.bottom()));
     }
   }
-  if (hl_row_ >= 0 && static_cast<std::size_t>(hl_row_) < rows_->rows()) {
-    const double y0 = v->coordToPixel(hl_row_ - height_ / 2 - 0.08), y1 = v->coordToPixel(hl_row_ + height_ / 2 + 0.08);
+  if (const int hp = positionOf(hl_row_); hl_row_ >= 0 && hp >= 0) {
+    const double y0 = v->coordToPixel(hp - height_ / 2 - 0.08), y1 = v->coordToPixel(hp + height_ / 2 + 0.08);
     double a = pixel(hl_start_), b = pixel(hl_end_);
     if (b - a < 3) {  // a sub-pixel slice still gets a visible marker
       const double m = (a + b) / 2;
@@ -99,12 +120,12 @@ void SpanPlottable::drawLegendIcon(QCPPainter* painter, const QRectF& rect) cons
 const Span* SpanPlottable::spanAt(const QPointF& pos, int* row) const {
   if (!rows_ || !keyAxis() || !valueAxis()) return nullptr;
   const double rv = valueAxis()->pixelToCoord(pos.y());
-  const long r = std::lround(rv);
-  if (r < 0 || static_cast<std::size_t>(r) >= rows_->rows() || std::fabs(rv - static_cast<double>(r)) > height_ / 2 + 0.08)
-    return nullptr;
+  const long p = std::lround(rv);
+  const int r = p >= 0 && p < shownRows() ? rowAtPosition(static_cast<int>(p)) : -1;
+  if (r < 0 || std::fabs(rv - static_cast<double>(p)) > height_ / 2 + 0.08) return nullptr;
   const std::int64_t t = toTime(keyAxis()->pixelToCoord(pos.x()));
   const std::int64_t slack = std::abs(toTime(keyAxis()->pixelToCoord(pos.x() + 2)) - t);
-  if (row) *row = static_cast<int>(r);
+  if (row) *row = r;
   return rows_->at(static_cast<std::size_t>(r), t, slack);
 }
 

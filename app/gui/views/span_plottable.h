@@ -41,6 +41,12 @@ class SpanPlottable : public TimePlottable {
     hl_start_ = start;
     hl_end_ = end;
   }
+  // Which rows are drawn, top to bottom... as values 0, 1, ...: order[p] is the row drawn at
+  // value p (empty: every row at its own index). Rows left out are not drawn.
+  void setRowOrder(std::vector<int> order) { order_ = std::move(order); }
+  int shownRows() const;
+  int rowAtPosition(int p) const;  // -1 outside
+  int positionOf(int row) const;   // -1 when the row is not drawn
   // A shaded time range over every row (t1 < t0: none).
   void setTimeSelection(std::int64_t t0, std::int64_t t1) {
     sel_t0_ = t0;
@@ -63,6 +69,7 @@ class SpanPlottable : public TimePlottable {
 
  private:
   std::shared_ptr<const SpanRows> rows_;
+  std::vector<int> order_;
   QVector<QColor> colors_;
   double height_ = 0.72;
   Labeler labeler_;

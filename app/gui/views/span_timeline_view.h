@@ -5,6 +5,7 @@
 #include <QStringList>
 #include <QVector>
 #include <memory>
+#include <vector>
 
 #include "core/analysis/downsample.h"
 #include "views/plot_view.h"
@@ -27,7 +28,21 @@ class SpanTimelineView : public PlotView {
   std::int64_t timeOrigin() const { return origin_; }
   void resetZoom() override;
   SpanPlottable* bars() const { return bars_; }
-  QStringList rowLabels() const { return labels_; }
+  // The row labels as drawn, top to bottom (a pinned track's marked "⚑ ").
+  QStringList rowLabels() const;
+
+  // The tracks (rows) as the user arranges them: pinned tracks first, then the others, each in
+  // the order given by moves; hidden tracks not drawn. By the right-click menu over a track, or
+  // by dragging its label up or down. Rows are the data's (setRows) indices.
+  std::vector<int> shownTracks() const;  // top to bottom
+  void setTrackPinned(int row, bool on);
+  void setTrackHidden(int row, bool on);
+  void moveTrack(int row, int position);  // to that place among the shown tracks
+  void resetTracks();
+  bool trackPinned(int row) const;
+  bool trackHidden(int row) const;
+  // The track under a point of the plot (pixels), over its bars or its label; -1 for none.
+  int trackAt(const QPoint& pos) const;
   // Bars drawn by the last replot.
   std::size_t drawnBars() const;
 
@@ -36,6 +51,8 @@ class SpanTimelineView : public PlotView {
                const QStringList& legend_names, const QVector<QColor>& legend_colors);
   // The tooltip for a bar of row `row` (its Span::index names the record).
   virtual QString describe(const Span& s, int row) const = 0;
+  void addMenuActions(QMenu& menu, const QPoint& pos) override;
+  bool eventFilter(QObject* o, QEvent* e) override;
 
  private:
   void clampRange(const QCPRange& r);
@@ -44,8 +61,13 @@ class SpanTimelineView : public PlotView {
   // still too close for each to have one.
   void updateRowLabels();
 
+  void applyTracks();  // the order, pins and hidden rows to the bars and the labels
+
   QStringList labels_;
   int label_stride_ = 0;
+  std::vector<int> order_;        // every row, in the user's order (pins taken first when drawn)
+  std::vector<char> pinned_, hidden_;
+  int drag_row_ = -1;             // the track whose label is being dragged
 
   SpanPlottable* bars_;
   std::int64_t origin_ = 0, duration_ = 1;
