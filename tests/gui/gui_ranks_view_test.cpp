@@ -4,7 +4,9 @@
 // drawn; the run list labels each rank with its layout and checks only the peak rank for
 // Compare; picking a rank shows its run view, whose op timeline has a comm track. Exporting the
 // Chrome trace of a rank writes every rank; a pipeline stage (a real pp 2 run of the CLI) names
-// its blocks as the whole model does.
+// its blocks as the whole model does; each rank's memory lane reaches its peak on one scale, on
+// the op lanes' time axis, and arrows join each collective to its partner on the other rank.
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFileInfo>
 #include <QProcess>
@@ -26,6 +28,8 @@
 #include "views/op_timeline_view.h"
 #include "views/ranks_peak_chart.h"
 #include "views/ranks_timeline_view.h"
+#include "views/flow_plottable.h"
+#include "views/ranks_memory_view.h"
 #include "views/ranks_view.h"
 #include "views/run_view.h"
 #include "views/schedule_strip.h"
@@ -49,6 +53,7 @@ class GuiRanksViewTest : public QObject {
   void pickingARankShowsItsRun();
   void exportingARankExportsEveryRank();
   void aPipelineStageNamesTheModelsBlocks();
+  void memoryLanesAndFlowsLinkTheRanks();
 
  private:
   QTemporaryDir tmp_;
@@ -231,6 +236,59 @@ void GuiRanksViewTest::aPipelineStageNamesTheModelsBlocks() {
       for (std::size_t i = 0; i < tracks[k].slices.size(); ++i)
         blocks.insert(ops->tree().name(*stage, static_cast<int>(k), static_cast<int>(i)));
   QCOMPARE(blocks, (std::set<std::string>{"block 2", "block 3"}));
+}
+
+void GuiRanksViewTest::memoryLanesAndFlowsLinkTheRanks() {
+  MainWindow w(testing::window_options(tmp_, false, false));
+  w.resize(1280, 800);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  w.openRunDir(kRanksDir);
+  QVERIFY(QTest::qWaitFor([&] { return w.runs()->rowCount() == 2 && w.pendingReads() == 0; }, 60000));
+  RanksView* v = w.ranksView();
+  RanksMemoryView* m = v->memory();
+  QCOMPARE(m->lanes(), 2);
+  std::uint64_t highest = 0;
+  std::vector<Trace> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.push_back(read_run_dir((kRanksDir + "/rank-" + QString::number(rank)).toStdString()));
+    highest = std::max(highest, ranks.back().peak_bytes);
+  }
+  QCOMPARE(m->scaleBytes(), highest);
+  for (int rank = 0; rank < 2; ++rank) {
+    QCPGraph* g = m->lane(rank);
+    QVERIFY(g && !g->data()->isEmpty());
+    double top = -1e9;
+    for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it) top = std::max(top, it->value);
+    QCOMPARE(top, m->laneValue(rank, static_cast<double>(ranks[static_cast<std::size_t>(rank)].peak_bytes)));
+    QVERIFY(top < m->laneValue(rank, static_cast<double>(highest)) + 1e-12);  // within its lane
+  }
+  // One time axis: zooming the memory lanes moves the op lanes.
+  m->plot()->xAxis->setRange(1000, 500000);
+  QCOMPARE(v->timelines()->plot()->xAxis->range().lower, 1000.0);
+  QCOMPARE(v->timelines()->plot()->xAxis->range().upper, 500000.0);
+  v->timelines()->resetZoom();
+  QCOMPARE(m->plot()->xAxis->range().upper, v->timelines()->plot()->xAxis->range().upper);
+
+  // The flows: every exchange of the two ranks linked, all drawn at full zoom.
+  RanksTimelineView* t = v->timelines();
+  QVERIFY(!t->links().flows.empty());
+  QCOMPARE(t->links().unmatched, std::size_t{0});
+  t->plot()->replot(QCustomPlot::rpImmediateRefresh);
+  QCOMPARE(t->flows()->lastDrawn(), t->links().flows.size());
+  // Off with the box; none when rank 1's collectives are hidden.
+  v->flowsBox()->setChecked(false);
+  QVERIFY(!t->flows()->visible());
+  v->flowsBox()->setChecked(true);
+  t->setTrackHidden(3, true);  // "1 comm"
+  QCOMPARE(t->commPosition(1), -1);
+  t->plot()->replot(QCustomPlot::rpImmediateRefresh);
+  QCOMPARE(t->flows()->lastDrawn(), std::size_t{0});
+  t->resetTracks();
+  t->setTrackPinned(3, true);  // on top: the arrows follow the row
+  QCOMPARE(t->commPosition(1), 0);
+  t->plot()->replot(QCustomPlot::rpImmediateRefresh);
+  QCOMPARE(t->flows()->lastDrawn(), t->links().flows.size());
 }
 
 QTEST_MAIN(GuiRanksViewTest)

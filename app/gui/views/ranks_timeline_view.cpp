@@ -4,6 +4,7 @@
 
 #include "format.h"
 #include "theme.h"
+#include "views/flow_plottable.h"
 #include "views/span_plottable.h"
 
 namespace remat::gui {
@@ -16,7 +17,14 @@ const QColor kComm(0x8e, 0x44, 0xad);
 QColor RanksTimelineView::commColor() { return kComm; }
 
 RanksTimelineView::RanksTimelineView(QWidget* parent)
-    : SpanTimelineView(parent), lanes_(std::make_shared<const RankLanes>()) {
+    : SpanTimelineView(parent),
+      lanes_(std::make_shared<const RankLanes>()),
+      links_(std::make_shared<const CollectiveLinks>()),
+      flows_(new FlowPlottable(plot_->xAxis, plot_->yAxis)) {
+  flows_->removeFromLegend();
+  flows_->setColor(kComm.darker(130));
+  flows_->setTimeMapping(0, 1.0);
+  flows_->setLinks(links_, [this](int rank) { return commPosition(rank); });
   plot_->xAxis->setLabel(tr("time in each rank's last step"));
   plot_->setMinimumHeight(200);
   bars()->setBarHeight(0.8);
@@ -27,6 +35,11 @@ void RanksTimelineView::setRanks(std::vector<std::shared_ptr<const Trace>> ranks
   raw_.clear();
   for (const auto& t : ranks_) raw_.push_back(t.get());
   lanes_ = std::make_shared<const RankLanes>(rank_lanes(raw_));
+  links_ = std::make_shared<const CollectiveLinks>(collective_links(raw_));
+  comm_row_.assign(raw_.size(), -1);
+  for (std::size_t r = 0; r < lanes_->lanes.size(); ++r)
+    if (lanes_->lanes[r].stream == Stream::Comm) comm_row_[static_cast<std::size_t>(lanes_->lanes[r].rank)] = static_cast<int>(r);
+  flows_->setLinks(links_, [this](int rank) { return commPosition(rank); });
   QStringList labels;
   for (const RankLaneRow& l : lanes_->lanes)
     labels << (l.stream == Stream::Comm ? tr("%1 comm").arg(l.rank) : tr("rank %1").arg(l.rank));
@@ -54,6 +67,16 @@ void RanksTimelineView::setRanks(std::vector<std::shared_ptr<const Trace>> ranks
   }
   setTimeAxis(0, lanes_->duration);
   setRows(std::shared_ptr<const SpanRows>(lanes_, &lanes_->rows), labels, colors, names, legend);
+}
+
+int RanksTimelineView::commPosition(int rank) const {
+  const int row = rank >= 0 && static_cast<std::size_t>(rank) < comm_row_.size() ? comm_row_[static_cast<std::size_t>(rank)] : -1;
+  return row >= 0 ? bars()->positionOf(row) : -1;
+}
+
+void RanksTimelineView::setFlowsShown(bool on) {
+  flows_->setVisible(on);
+  plot_->replot();
 }
 
 QString RanksTimelineView::describe(const Span& s, int row) const {

@@ -1,5 +1,6 @@
 #include "views/ranks_view.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -13,6 +14,7 @@
 #include "format.h"
 #include <qcustomplot.h>
 
+#include "views/ranks_memory_view.h"
 #include "views/ranks_peak_chart.h"
 #include "views/ranks_timeline_view.h"
 
@@ -24,6 +26,8 @@ RanksView::RanksView(QWidget* parent)
       picker_(new QComboBox(this)),
       peaks_(new RanksPeakChart(this)),
       timelines_(new RanksTimelineView(this)),
+      memory_(new RanksMemoryView(this)),
+      flows_(new QCheckBox(tr("Flows"), this)),
       hint_(new QLabel(this)) {
   auto* top = new QHBoxLayout;
   top->addWidget(title_, 1);
@@ -34,11 +38,29 @@ RanksView::RanksView(QWidget* parent)
   picker_->setToolTip(tr("All ranks here, or one rank's run view (its memory and op timelines)"));
   hint_->setText(tr("Open a directory of several ranks (written by <tt>rematlab-batch run --tp T --dp D --pp P</tt>) to see its ranks here."));
   hint_->setWordWrap(true);
+  flows_->setChecked(true);
+  flows_->setToolTip(tr("Arrows from each collective to its partners on the other ranks"));
+  top->addWidget(flows_);
   auto* split = new QSplitter(Qt::Vertical, this);
   split->addWidget(peaks_);
+  split->addWidget(memory_);
   split->addWidget(timelines_);
   split->setStretchFactor(0, 2);
-  split->setStretchFactor(1, 3);
+  split->setStretchFactor(1, 2);
+  split->setStretchFactor(2, 3);
+  // The memory lanes and the op lanes share the time axis and the keyboard's selection.
+  for (PlotView* v : std::initializer_list<PlotView*>{memory_, timelines_}) {
+    QObject* src = v;
+    connect(v->plot()->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+            [this, src](const QCPRange& r) {
+              PlotView* other = src == memory_ ? static_cast<PlotView*>(timelines_) : memory_;
+              if (other->plot()->xAxis->range() == r) return;
+              other->plot()->xAxis->setRange(r);
+              other->plot()->replot(QCustomPlot::rpQueuedReplot);
+            });
+  }
+  PlotView::linkTimeViews({memory_, timelines_});
+  connect(flows_, &QCheckBox::toggled, timelines_, &RanksTimelineView::setFlowsShown);
   auto* v = new QVBoxLayout(this);
   v->addLayout(top);
   v->addWidget(hint_);
@@ -61,6 +83,7 @@ void RanksView::clear() {
   hint_->setVisible(true);
   peaks_->setPeaks({});
   timelines_->setRanks({});
+  memory_->setRanks({});
 }
 
 QString RanksView::title() const { return title_->text(); }
@@ -107,6 +130,7 @@ void RanksView::setRanks(const QString& dir, const RanksDir& r, std::vector<std:
       p.predicted = row.predicted_peak_bytes;
     }
   peaks_->setPeaks(peaks);
+  memory_->setRanks(traces);
   timelines_->setRanks(std::move(traces));
 }
 

@@ -1,7 +1,8 @@
 // A run of several ranks (ranks.json over rank-N/): a rank picker (a rank shows its run view as
 // any run does: rankChosen) and the "all ranks" view, the peak of every rank as bars (measured
-// and predicted) above the ranks' op timelines stacked on one time axis, a lane per rank with its
-// collectives on their own row.
+// and predicted) above each rank's device bytes over its step (a memory lane per rank) and the
+// ranks' op timelines, stacked on one time axis, a lane per rank with its collectives on their own
+// row and arrows between each collective and its partners (the Flows box).
 #pragma once
 #include <QJsonObject>
 #include <QString>
@@ -11,11 +12,13 @@
 
 #include "core/trace/ranks_dir.h"
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 
 namespace remat::gui {
 
+class RanksMemoryView;
 class RanksPeakChart;
 class RanksTimelineView;
 
@@ -31,6 +34,8 @@ class RanksView : public QWidget {
   QComboBox* picker() const { return picker_; }
   RanksPeakChart* peaks() const { return peaks_; }
   RanksTimelineView* timelines() const { return timelines_; }
+  RanksMemoryView* memory() const { return memory_; }
+  QCheckBox* flowsBox() const { return flows_; }
   QString title() const;
   // For checks of a screenshot of `window` (device pixel ratio `dpr`): where the ranks' timeline
   // plot and each of its rows are, the collectives' color, where the peak bars' plot is.
@@ -47,6 +52,8 @@ class RanksView : public QWidget {
   QComboBox* picker_;
   RanksPeakChart* peaks_;
   RanksTimelineView* timelines_;
+  RanksMemoryView* memory_;
+  QCheckBox* flows_;
   QLabel* hint_;
 };
 
