@@ -7,11 +7,17 @@
 // band per allocation) is timed on the same trace: first draw, zoom, pan and byte-zoom steps as
 // min / median / max, each frame held to --max-ms. The whole run view is loaded as the app does
 // (its data built on a worker): the time until it is shown and the longest the GUI thread was
-// blocked meanwhile (a 5 ms timer's longest gap).
+// blocked meanwhile (a 5 ms timer's longest gap). The op timeline is timed again with its tracks
+// arranged (one pinned, one hidden); the Ranks page's lanes of four ranks (a quarter of the ops
+// each, an all-reduce every 50 ops) with the arrows between their collectives; and the Diff page
+// on two runs of a million ops and a tenth more.
 //
 //   build/bin/gui_timeline_bench [--ops N] [--max-ms N]
 #include <QApplication>
 #include <QElapsedTimer>
+#include <QLabel>
+#include <QScrollBar>
+#include <QTableView>
 #include <QTimer>
 #include <algorithm>
 #include <cstdio>
@@ -20,6 +26,9 @@
 #include <qcustomplot.h>
 
 #include "views/alloc_bands_plottable.h"
+#include "views/diff_view.h"
+#include "views/flow_plottable.h"
+#include "views/ranks_timeline_view.h"
 #include "views/memory_timeline_view.h"
 #include "core/analysis/slice_tree.h"
 #include "views/op_timeline_view.h"
@@ -202,6 +211,114 @@ bool op_track_view_bench(const std::shared_ptr<const Trace>& trace, double max_m
     }
   }
   ok = report_min_median_max("pan step (a tenth of the view, 3 zooms)", pans, max_ms) && ok;
+  // The same with the tracks arranged: the op level pinned on top, the step hidden.
+  v.setTrackPinned(v.tree().leaf_track(Stream::Compute), true);
+  v.setTrackHidden(0, true);
+  v.resetZoom();
+  ok = report_min_median_max("zoom step, op track pinned, step hidden", zoom_steps(v.plot(), 20), max_ms) && ok;
+  x->setRange(v.dataTimeRange().size() * 0.3, v.dataTimeRange().size() * 0.3 + v.dataTimeRange().size() / 2500);
+  ok = report_min_median_max("pan step, tracks arranged (1/2500 view)", pan_steps(v.plot(), 10), max_ms) && ok;
+  return ok;
+}
+
+// Rank `rank` of a run of `ranks`: the big step of `n` ops, with an all-reduce of every rank
+// every 50 ops on the comm stream, each rank arriving a little later than the one before.
+std::shared_ptr<const Trace> rank_trace(int n, int rank, int ranks) {
+  auto t = std::make_shared<Trace>(*big_trace(n));
+  std::vector<std::int32_t> group(static_cast<std::size_t>(ranks));
+  std::iota(group.begin(), group.end(), 0);
+  const std::size_t compute = t->ops.size();
+  for (std::size_t i = 0; i < compute; i += 50) {
+    OpRecord c = t->ops[i];
+    c.stream = Stream::Comm;
+    c.name = "tp.allreduce";
+    c.op = "all_reduce";
+    c.ranks = group;
+    c.start_ns += 30 * rank;
+    c.end_ns = t->ops[i].start_ns + 30 * ranks + 400;
+    c.bytes = 1 << 20;
+    t->ops.push_back(c);
+  }
+  return t;
+}
+
+// The Ranks page's op lanes of four ranks with the arrows between their collectives: load,
+// first draw, zoom and pan steps with every arrow that crosses the view drawn.
+bool ranks_flows_bench(int n, double max_ms) {
+  constexpr int kRanks = 4;
+  std::printf("ranks page, %d ranks of %d ops with flows (1400 x 400):\n", kRanks, n);
+  std::vector<std::shared_ptr<const Trace>> ranks;
+  for (int r = 0; r < kRanks; ++r) ranks.push_back(rank_trace(n, r, kRanks));
+  RanksTimelineView v;
+  v.resize(1400, 400);
+  v.show();
+  QApplication::processEvents();
+  QElapsedTimer t;
+  t.start();
+  v.setRanks(ranks);
+  std::printf("  %-44s %8.2f ms (%zu flows)\n", "load (lanes and links, GUI thread)", ms(t), v.links().flows.size());
+  bool ok = true;
+  std::vector<double> first;
+  for (int i = 0; i < 5; ++i) {
+    t.restart();
+    v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+    first.push_back(ms(t));
+  }
+  std::printf("  %-44s %zu in %zu lines\n", "flows drawn for the whole step", v.flows()->lastDrawn(), v.flows()->lastLines());
+  ok = report_min_median_max("full draw (5 times)", first, max_ms) && ok;
+  ok = report_min_median_max("zoom step (x0.6 in, then out)", zoom_steps(v.plot(), 20), max_ms) && ok;
+  QCPAxis* x = v.plot()->xAxis;
+  x->setRange(v.dataTimeRange().size() * 0.3, v.dataTimeRange().size() * 0.3 + v.dataTimeRange().size() / 500);
+  v.plot()->replot(QCustomPlot::rpImmediateRefresh);
+  std::printf("  %-44s %zu in %zu lines\n", "flows drawn at 1/500 of the step", v.flows()->lastDrawn(), v.flows()->lastLines());
+  ok = report_min_median_max("pan step (a tenth of 1/500 of the step)", pan_steps(v.plot(), 10), max_ms) && ok;
+  return ok;
+}
+
+// The Diff page on two runs of `n` ops (the second with a tenth more, so it adds ops): the diff
+// on its worker, then the lanes' first draw, zoom and pan steps, and the table's scrolling.
+bool diff_bench(int n, double max_ms) {
+  std::printf("diff page, %d against %d ops (1400 x 700):\n", n, n + n / 10);
+  auto a = big_trace(n), b = big_trace(n + n / 10);
+  std::vector<RunEntry> runs(2);
+  runs[0].trace = a;
+  runs[0].label = "A";
+  runs[1].trace = b;
+  runs[1].label = "B";
+  DiffView v;
+  v.resize(1400, 700);
+  v.show();
+  QApplication::processEvents();
+  QElapsedTimer t;
+  t.start();
+  v.setRuns(runs, 1);
+  while (v.busy()) QApplication::processEvents(QEventLoop::AllEvents | QEventLoop::WaitForMoreEvents, 5);
+  std::printf("  %-44s %8.2f ms (%llu matched, %llu added, %llu removed)\n", "diff (worker) and the views filled", ms(t),
+              static_cast<unsigned long long>(v.result() ? v.result()->matched : 0),
+              static_cast<unsigned long long>(v.result() ? v.result()->added : 0),
+              static_cast<unsigned long long>(v.result() ? v.result()->removed : 0));
+  if (!v.result()) {
+    std::printf("  no diff: %s\n", qPrintable(v.summary()->text()));
+    return false;
+  }
+  bool ok = true;
+  std::vector<double> first;
+  for (int i = 0; i < 5; ++i) {
+    t.restart();
+    v.lanes()->plot()->replot(QCustomPlot::rpImmediateRefresh);
+    first.push_back(ms(t));
+  }
+  ok = report_min_median_max("lanes: full draw (5 times)", first, max_ms) && ok;
+  ok = report_min_median_max("lanes: zoom step (x0.6 in, then out)", zoom_steps(v.lanes()->plot(), 20), max_ms) && ok;
+  std::vector<double> scroll;
+  QScrollBar* bar = v.table()->verticalScrollBar();
+  for (int i = 0; i < 20; ++i) {
+    t.restart();
+    bar->setValue(bar->maximum() * i / 19);
+    v.table()->viewport()->repaint();
+    scroll.push_back(ms(t));
+  }
+  ok = report_min_median_max("table: scroll and repaint (20 places)", scroll, max_ms) && ok;
   return ok;
 }
 
@@ -326,6 +443,8 @@ int main(int argc, char** argv) {
     report_steps("zoom step (x0.6 in, then out)", zoom_steps(v.plot(), 20));
   }
   ok = bench_allocations(trace, max_ms) && ok;
+  ok = ranks_flows_bench(n / 4, max_ms) && ok;
+  ok = diff_bench(n, max_ms) && ok;
   {
     std::printf("run view (memory, schedule, ops in step; 1500 x 900):\n");
     RunView v;
