@@ -1,6 +1,7 @@
 // rematlab: the desktop app. With --run it starts a run at once; with --screenshot it saves a
 // PNG of the window when the run (or the opened run directory) is shown, and exits.
 #include <QApplication>
+#include <QElapsedTimer>
 #include <QCommandLineParser>
 #include <QTabWidget>
 #include <QTimer>
@@ -14,6 +15,7 @@
 #include "core/trace/summary.h"
 #include "main_window.h"
 #include "views/memory_timeline_view.h"
+#include "views/diff_view.h"
 #include "views/op_timeline_view.h"
 #include "views/run_view.h"
 #include "run_panel.h"
@@ -108,6 +110,12 @@ int main(int argc, char** argv) {
     // ... and the run shown has loaded into the views.
     auto shoot = [&w, shot_path, op_shot_path, page, ok, focus_activations, memory_mode] {
       w.pages()->setCurrentIndex(page);
+      // The Diff page diffs on a worker once shown: the picture waits for it.
+      QElapsedTimer waited;
+      waited.start();
+      QApplication::processEvents();
+      while (w.diffView()->busy() && waited.elapsed() < 120000)
+        QApplication::processEvents(QEventLoop::AllEvents | QEventLoop::WaitForMoreEvents, 20);
       if (focus_activations) w.runView()->memory()->setActivationsOnly(true);
       w.runView()->memory()->setMemoryMode(memory_mode);
       QApplication::processEvents();

@@ -35,9 +35,9 @@ def main():
                 x += 1
         else:
             x += 1
-    # Slices cut by the plot area's edges (an op running into the zoomed range) have no edge
-    # of their own there to check.
-    wide = [(a, b) for a, b in meta["leaf_slices"] if b - a >= 4 and a >= x0 and b <= x0 + w]
+    # Slices cut by the plot area's edges (an op running into the zoomed range), or starting on
+    # its first column (where the axis line is drawn), have no edge of their own there to check.
+    wide = [(a, b) for a, b in meta["leaf_slices"] if b - a >= 4 and a > x0 and b <= x0 + w]
     print(f"op row scan at y={y}: {runs} colored runs, {len(wide)} op slices at least 4 px wide")
     failures = []
     if len(wide) < 3:

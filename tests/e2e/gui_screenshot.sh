@@ -52,6 +52,7 @@ shoot --run tiny --policy uniform:segments=2 --steps 1 --screenshot "$out/unifor
 uniform_dir=$(dirname "$(find "$out/runs-uniform" -name summary.json | head -n 1)")
 shoot "$run_dir" "$uniform_dir" --page compare --screenshot "$out/docs/compare.png"
 shoot "$run_dir" "$uniform_dir" --page analysis --screenshot "$out/docs/analysis.png"
+shoot "$run_dir" "$uniform_dir" --page diff --screenshot "$out/docs/diff.png"
 # A run of several ranks (the committed tp 2 sp fixture): the Ranks page, every rank's peak and
 # its ops and collectives on their own rows.
 shoot "$root/tests/data/ranks-v3" --page ranks --screenshot "$out/docs/ranks.png"

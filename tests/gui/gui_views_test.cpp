@@ -273,6 +273,20 @@ void GuiViewsTest::compareMarksOverheadsWithinNoise() {
 // first's name goes where it covers no other point (its first choice, right and above, covered
 // the second run's point); and the page needs no horizontal scroll.
 void GuiViewsTest::scatterNamesLeaveTheOtherPointsFree() {
+  {
+    // Two runs, the Compare page as wide as the window gives it at 1280x800.
+    RunListModel two;
+    two.add(with_figures(*none_, "none", 1000000, {10}), {});
+    two.add(with_figures(*none_, "uniform", 800000, {12}), {});
+    CompareView c;
+    c.resize(890, 720);
+    c.show();
+    c.setRuns(two.checked());
+    QTest::qWait(50);
+    for (QScrollArea* a : c.findChildren<QScrollArea*>())
+      QVERIFY2(a->widget()->width() <= a->viewport()->width(),
+               qPrintable(QString("two runs: %1 in %2").arg(a->widget()->width()).arg(a->viewport()->width())));
+  }
   RunListModel list;
   list.add(with_figures(*none_, "none", 1000000, {10}), {});
   list.add(with_figures(*none_, "uniform", 1050000, {10.5}), {});
@@ -286,8 +300,11 @@ void GuiViewsTest::scatterNamesLeaveTheOtherPointsFree() {
     QApplication::processEvents();
     // The page fits its width: no chart needs a horizontal scroll (at 1280x800 the window gives
     // it about 900 px).
+    QTest::qWait(50);
     for (QScrollArea* a : v.findChildren<QScrollArea*>())
-      QVERIFY2(!a->horizontalScrollBar()->isVisible(), qPrintable(QString("a horizontal scroll at %1 px").arg(width)));
+      QVERIFY2(!a->horizontalScrollBar()->isVisible() && a->widget()->width() <= a->viewport()->width(),
+               qPrintable(QString("a horizontal scroll at %1 px: %2 in %3").arg(width).arg(a->widget()->width())
+                              .arg(a->viewport()->width())));
     FrontierScatter* s = v.scatter();
     QCOMPARE(s->pointCount(), 4);
     for (int i = 0; i < s->pointCount(); ++i)

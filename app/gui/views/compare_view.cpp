@@ -228,9 +228,15 @@ void CompareView::addCharts(const Group& g) {
   auto* time = new RunBarChart(tr("Step time: median, min–max (overhead against none)"), RunBarChart::Unit::Milliseconds, row);
   auto* scatter = new FrontierScatter(row);
   auto* charts = new QSplitter(Qt::Horizontal, row);
-  charts->addWidget(peak);
-  charts->addWidget(time);
-  charts->addWidget(scatter);
+  // The three share the page's width: none asks for the width of its title on one line (the
+  // titles break into lines), so the page never scrolls sideways.
+  for (PlotView* c : std::initializer_list<PlotView*>{peak, time, scatter}) {
+    c->setMinimumWidth(160);
+    c->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Expanding);
+    c->plot()->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Expanding);
+    charts->addWidget(c);
+    charts->setStretchFactor(charts->count() - 1, 1);
+  }
   charts->setMinimumHeight(200);
   rl->addWidget(charts, 1);
   peaks_ << peak;

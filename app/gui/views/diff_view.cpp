@@ -187,6 +187,13 @@ DiffView::DiffView(QWidget* parent)
   table_->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 4);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->horizontalHeader()->setSectionResizeMode(DiffTableModel::Name, QHeaderView::Stretch);
+  // Widths from the font (sizing to the contents would read every row of a million-op diff).
+  const QFontMetrics fm = table_->fontMetrics();
+  const int time_w = fm.horizontalAdvance(QStringLiteral("−888.88 ms")) + 16;
+  for (int c = DiffTableModel::AStart; c <= DiffTableModel::Delta; ++c) table_->setColumnWidth(c, time_w);
+  table_->setColumnWidth(DiffTableModel::Status, fm.horizontalAdvance(QStringLiteral("removed")) + 16);
+  table_->setColumnWidth(DiffTableModel::Phase_, fm.horizontalAdvance(QStringLiteral("recompute")) + 16);
+  table_->setColumnWidth(DiffTableModel::Block, fm.horizontalAdvance(QStringLiteral("h888")) + 16);
   split_ = new QSplitter(Qt::Vertical, this);
   split_->addWidget(lanes_);
   split_->addWidget(table_);
@@ -298,7 +305,6 @@ void DiffView::showResult(std::shared_ptr<const OpDiff> d, const QString& error)
   lanes_->setDiff(diff_, a_->currentText(), b_->currentText());
   split_->setVisible(diff_ != nullptr);
   model_->setDiff(diff_, changes_->isChecked());
-  table_->resizeColumnToContents(DiffTableModel::Status);
   emit diffShown();
 }
 
