@@ -15,6 +15,10 @@ namespace remat::gui {
 
 namespace {
 
+// Not laid out yet (no size): a replot would paint into an empty buffer (QPainter warnings).
+// The charts lay their labels out again when first resized.
+bool unsized(const QCustomPlot* p) { return p->width() < 1 || p->height() < 1; }
+
 // A title over the plot, in lines as wide as the plot (views/plot_fit.h).
 void add_title(QCustomPlot* p, const QString& title) {
   p->plotLayout()->insertRow(0);
@@ -27,6 +31,9 @@ void add_title(QCustomPlot* p, const QString& title) {
 }  // namespace
 
 RunBarChart::RunBarChart(const QString& title, Unit unit, QWidget* parent) : PlotView(parent), unit_(unit) {
+  // A cached tick label of no size is painted into an empty pixmap (QPainter warnings, seen
+  // when the bars are set); a handful of labels need no cache.
+  plot_->setPlottingHint(QCP::phCacheLabels, false);
   add_title(plot_, title);
   if (unit_ == Unit::Bytes) plot_->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new BytesTicker));
   else plot_->yAxis->setLabel(tr("ms"));
@@ -86,6 +93,7 @@ void RunBarChart::layoutLabels() {
     plot_->replot();
     return;
   }
+  if (unsized(plot_)) return;
   const QFontMetrics fm(labels_.front()->font());
   const QFontMetrics tick_fm(plot_->xAxis->tickLabelFont());
   // The bar's slot in pixels at the current size (the axis rect as last laid out).
@@ -265,7 +273,7 @@ void FrontierScatter::setRuns(const std::vector<RunEntry>& runs) {
 // Each name beside its point on the first side where it overlaps no name placed before and
 // stays inside the plot; again whenever the plot's size or range changes.
 void FrontierScatter::placeNames() {
-  if (names_.isEmpty()) return;
+  if (names_.isEmpty() || unsized(plot_)) return;
   plot_->replot(QCustomPlot::rpImmediateRefresh);  // the axis rect of the current size
   const QFontMetrics fm(plot_->font());
   const QVector<QCPItemText*>& labels = names_;
@@ -314,6 +322,7 @@ bool FrontierScatter::eventFilter(QObject* o, QEvent* e) {
 void FrontierScatter::resetZoom() {
   plot_->xAxis->setRange(x_range_.first, x_range_.second);
   plot_->yAxis->setRange(y_range_.first, y_range_.second);
+  if (unsized(plot_)) return;
   plot_->replot(QCustomPlot::rpImmediateRefresh);
   placeNames();
 }
