@@ -70,6 +70,7 @@ void GuiRanksViewTest::theRanksPageShowsEveryRank() {
   QVERIFY(w.pages()->isTabVisible(w.pages()->indexOf(v)));
   QCOMPARE(w.pages()->currentWidget(), v);
   QVERIFY2(v->title().contains("2 ranks (tp 2 sp)"), qPrintable(v->title()));
+  QCOMPARE(v->banner(), QString());  // both ranks are of this run
   QCOMPARE(v->picker()->count(), 3);  // all ranks, rank 0, rank 1
   QVERIFY(v->picker()->itemText(2).startsWith("rank 1 (tp rank 1, dp rank 0)"));
 
@@ -200,6 +201,12 @@ void GuiRanksViewTest::exportingARankExportsEveryRank() {
     }
     QVERIFY2(error.contains("rank-1"), qPrintable(error));
     QVERIFY(!QFileInfo::exists(path));
+    // The Ranks page leaves it out of its charts and says so.
+    RanksView* v = w.ranksView();
+    QVERIFY2(v->banner().contains("rank-1/ is not rank 1"), qPrintable(v->banner()));
+    QVERIFY(v->timelines()->lanes().rows.row(2).empty() && v->timelines()->lanes().rows.row(3).empty());
+    QVERIFY(!v->timelines()->lanes().rows.row(0).empty());
+    QVERIFY(!v->memory()->lane(1) && v->memory()->lane(0));
   }
 }
 

@@ -9,6 +9,7 @@
 #include <QSplitter>
 #include <QVBoxLayout>
 
+#include "core/analysis/rank_check.h"
 #include "core/analysis/rank_lanes.h"
 #include "core/analysis/run_layout.h"
 #include "format.h"
@@ -28,7 +29,13 @@ RanksView::RanksView(QWidget* parent)
       timelines_(new RanksTimelineView(this)),
       memory_(new RanksMemoryView(this)),
       flows_(new QCheckBox(tr("Flows"), this)),
-      hint_(new QLabel(this)) {
+      hint_(new QLabel(this)),
+      banner_(new QLabel(this)) {
+  banner_->setWordWrap(true);
+  banner_->setTextFormat(Qt::RichText);
+  banner_->setStyleSheet("QLabel { background: #fff4ce; color: #4a3b00; border: 1px solid #e0c060; "
+                         "border-radius: 3px; padding: 4px 8px; }");
+  banner_->hide();
   auto* top = new QHBoxLayout;
   top->addWidget(title_, 1);
   auto* pick = new QLabel(tr("Show:"), this);
@@ -64,6 +71,7 @@ RanksView::RanksView(QWidget* parent)
   auto* v = new QVBoxLayout(this);
   v->addLayout(top);
   v->addWidget(hint_);
+  v->addWidget(banner_);
   v->addWidget(split, 1);
   connect(picker_, qOverload<int>(&QComboBox::activated), this, [this](int i) {
     if (i > 0) {
@@ -81,12 +89,15 @@ void RanksView::clear() {
   picker_->clear();
   picker_->setEnabled(false);
   hint_->setVisible(true);
+  banner_->hide();
   peaks_->setPeaks({});
   timelines_->setRanks({});
   memory_->setRanks({});
 }
 
 QString RanksView::title() const { return title_->text(); }
+
+QString RanksView::banner() const { return banner_->isVisibleTo(this) ? banner_->text() : QString(); }
 
 void RanksView::setRanks(const QString& dir, const RanksDir& r, std::vector<std::shared_ptr<const Trace>> traces) {
   dir_ = dir;
@@ -118,6 +129,19 @@ void RanksView::setRanks(const QString& dir, const RanksDir& r, std::vector<std:
   picker_->setEnabled(true);
   hint_->setVisible(false);
   traces.resize(static_cast<std::size_t>(r.world_size));
+  // A rank of another job is left out of every chart, and said.
+  {
+    std::vector<const Trace*> read;
+    for (const auto& x : traces) read.push_back(x.get());
+    QStringList foreign;
+    for (const RankIssue& i : check_ranks(r, read))
+      if (!i.missing) {
+        foreign << QString::fromStdString(i.what).toHtmlEscaped();
+        traces[static_cast<std::size_t>(i.rank)].reset();
+      }
+    banner_->setText(foreign.isEmpty() ? QString() : tr("Left out of the charts: %1").arg(foreign.join("<br>")));
+    banner_->setVisible(!foreign.isEmpty());
+  }
   std::vector<const Trace*> raw;
   for (const auto& x : traces) raw.push_back(x.get());
   std::vector<RankPeak> peaks = rank_peaks(raw);

@@ -36,6 +36,8 @@ class RanksView : public QWidget {
   RanksTimelineView* timelines() const { return timelines_; }
   RanksMemoryView* memory() const { return memory_; }
   QCheckBox* flowsBox() const { return flows_; }
+  // What is left out of the charts and why (a rank of another job), "" when nothing.
+  QString banner() const;
   QString title() const;
   // For checks of a screenshot of `window` (device pixel ratio `dpr`): where the ranks' timeline
   // plot and each of its rows are, the collectives' color, where the peak bars' plot is.
@@ -55,6 +57,7 @@ class RanksView : public QWidget {
   RanksMemoryView* memory_;
   QCheckBox* flows_;
   QLabel* hint_;
+  QLabel* banner_;
 };
 
 }  // namespace remat::gui
