@@ -31,6 +31,31 @@ const std::set<std::string> kMetadata = {
     "gradient_checkpointing", "torchscript", "use_return_dict", "cache_implementation",
     "attn_implementation", "_attn_implementation", "auto_map", "sep_token_id", "unk_token_id"};
 
+// Fields that published configs carry and that change nothing in the step at the values given:
+// listed as ignored there; any other value is a problem that says what it would change.
+struct InertField {
+  const char* key;
+  // Whether `v` is a value that changes nothing (`j` the whole config).
+  bool (*inert)(const nlohmann::json& v, const nlohmann::json& j);
+  const char* otherwise;  // why another value is refused
+};
+const InertField kInert[] = {
+    // Qwen2.5: multimodal RoPE, on only in the vision-language models.
+    {"use_mrope", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_boolean() && !v.get<bool>(); },
+     "multimodal RoPE (true) is not modelled"},
+    // SmolLM2: a marker of the Llama layout, and the rotary halves not interleaved (Llama's).
+    {"is_llama_config", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_boolean(); },
+     "must be true or false"},
+    {"rope_interleaved", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_boolean() && !v.get<bool>(); },
+     "interleaved rotary pairs (true) are not modelled; Llama rotates the two halves (false)"},
+    // gemma-2-9b: the window again under an older name, the same value.
+    {"sliding_window_size",
+     [](const nlohmann::json& v, const nlohmann::json& j) {
+       return v.is_number_integer() && j.contains("sliding_window") && j.at("sliding_window") == v;
+     },
+     "must equal sliding_window, the window the step uses"},
+};
+
 }  // namespace
 
 const nlohmann::json& field(const nlohmann::json& j, const char* key) {
@@ -108,6 +133,12 @@ void sort_fields(const nlohmann::json& j, const std::set<std::string>& modelled,
     if (modelled.count(k)) continue;
     if (kMetadata.count(k)) {
       if (k != "model_type") ignored.push_back(k);
+      continue;
+    }
+    const auto inert = std::find_if(std::begin(kInert), std::end(kInert), [&](const InertField& f) { return k == f.key; });
+    if (inert != std::end(kInert)) {
+      if (inert->inert(*it, j)) ignored.push_back(k);
+      else p.add(k, std::string(inert->otherwise) + " (value " + json_snippet(*it) + ")");
       continue;
     }
     p.add(k, "Hugging Face field not modelled by RematLab (value " + json_snippet(*it) +
