@@ -215,11 +215,109 @@ ModelConfig gpt2_from_hf(const nlohmann::json& j, Problems& p, std::vector<std::
 
 }  // namespace hf
 
-ModelConfig model_from_hf_json(const nlohmann::json& j, const std::string& name) {
-  std::string type = j.at("model_type").is_string() ? j.at("model_type").get<std::string>() : "";
+namespace {
+
+// Families people ask for that are not modelled: the nearest that is, and what it lacks.
+struct NearFamily {
+  const char* type;
+  const char* nearest;
+  const char* missing;
+};
+const NearFamily kNearFamilies[] = {
+    {"qwen3", "qwen2", "Qwen3's per-head QK-norm (and with q/k/v biases Qwen3 has not)"},
+    {"qwen3_moe", "qwen2", "per-head QK-norm and the mixture-of-experts MLPs"},
+    {"gemma3_text", "gemma2", "per-head QK-norm, five sliding-window layers to each global one and a RoPE base per kind"},
+    {"granite", "llama", "Granite's embedding, attention, residual and logits multipliers"},
+    {"gpt_neox", "gpt2", "the parallel attention and MLP, partial rotary embeddings and LayerNorm biases"},
+    {"falcon", "llama", "multi-query attention, the parallel block and its single LayerNorm"},
+    {"mixtral", "mistral", "the mixture-of-experts MLPs"},
+};
+
+// transformers 5 writes RoPE's parameters as one object, `rope_parameters` ({"rope_type": ...,
+// "rope_theta": ..., the type's own fields, maybe "partial_rotary_factor"}), or one such object
+// per layer kind. Read here into the 4.x fields they replace (rope_theta, rope_scaling,
+// partial_rotary_factor), so both layouts mean the same; a top-level field that says otherwise
+// is a problem, as are kinds with different parameters (a RoPE per layer kind is not modelled).
+void read_rope_parameters(nlohmann::json& j, hf::Problems& p) {
+  if (!j.contains("rope_parameters")) return;
+  nlohmann::json rp = j.at("rope_parameters");
+  j.erase("rope_parameters");
+  if (rp.is_null()) return;
+  if (!rp.is_object()) {
+    p.add("rope_parameters", "must be an object, got " + json_snippet(rp));
+    return;
+  }
+  // Per layer kind: {"full_attention": {...}, "sliding_attention": {...}}.
+  if (!rp.contains("rope_type") && !rp.contains("rope_theta") && !rp.empty() && rp.begin()->is_object()) {
+    const nlohmann::json first = *rp.begin();
+    for (auto it = rp.begin(); it != rp.end(); ++it)
+      if (*it != first) {
+        p.add("rope_parameters", "a RoPE per layer kind (" + rp.begin().key() + " and " + it.key() +
+                                     " differ) is not modelled");
+        return;
+      }
+    rp = first;
+  }
+  auto take = [&](const char* key) {
+    if (!rp.contains(key)) return;
+    if (j.contains(key) && !j.at(key).is_null() && j.at(key) != rp.at(key))
+      p.add("rope_parameters", std::string(key) + " " + json_snippet(rp.at(key)) + " contradicts the top-level " +
+                                   key + " " + json_snippet(j.at(key)));
+    else
+      j[key] = rp.at(key);
+    rp.erase(key);
+  };
+  take("rope_theta");
+  take("partial_rotary_factor");
+  const std::string type = rp.contains("rope_type") && rp.at("rope_type").is_string() ? rp.at("rope_type").get<std::string>() : "";
+  if (type == "default" && rp.size() == 1) return;  // nothing beyond the base
+  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null() && j.at("rope_scaling") != rp)
+    p.add("rope_parameters", "contradicts rope_scaling " + json_snippet(j.at("rope_scaling")));
+  else
+    j["rope_scaling"] = rp;
+}
+
+// `layer_types` (transformers 5): each layer's attention, which must be the family's as this
+// import models it ("sliding_attention" where the layer has a window, else "full_attention").
+void check_layer_types(const nlohmann::json& lt, const ModelConfig& m, hf::Problems& p) {
+  if (lt.is_null()) return;
+  if (!lt.is_array()) {
+    p.add("layer_types", "must be a list of layer kinds, got " + json_snippet(lt));
+    return;
+  }
+  if (static_cast<int>(lt.size()) != m.layers) {
+    p.add("layer_types", "lists " + std::to_string(lt.size()) + " layers; num_hidden_layers is " + std::to_string(m.layers));
+    return;
+  }
+  for (int l = 0; l < m.layers; ++l) {
+    const nlohmann::json& k = lt[static_cast<std::size_t>(l)];
+    const std::string kind = k.is_string() ? k.get<std::string>() : "";
+    if (kind != "full_attention" && kind != "sliding_attention") {
+      p.add("layer_types", "layer " + std::to_string(l) + " is " + json_snippet(k) +
+                               " (known: full_attention, sliding_attention)");
+      return;
+    }
+    const std::string modelled = m.window_of(l) > 0 ? "sliding_attention" : "full_attention";
+    if (kind != modelled) {
+      p.add("layer_types", "layer " + std::to_string(l) + " is " + kind + " where this family's layout has " + modelled +
+                               "; other per-layer kinds are not modelled");
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name) {
+  std::string type = in.at("model_type").is_string() ? in.at("model_type").get<std::string>() : "";
   using namespace hf;
   Problems p;
   std::vector<std::string> ignored;
+  // transformers 5's fields read as the 4.x ones they replace.
+  nlohmann::json j = in;
+  read_rope_parameters(j, p);
+  const nlohmann::json layer_types = j.contains("layer_types") ? j.at("layer_types") : nlohmann::json();
+  j.erase("layer_types");
   ModelConfig m;
   if (type == "gpt2") {
     m = gpt2_from_hf(j, p, ignored);
@@ -228,10 +326,14 @@ ModelConfig model_from_hf_json(const nlohmann::json& j, const std::string& name)
   } else {
     std::string known = "gpt2";
     for (const auto& n : hf_family_types()) known += ", " + n;
-    throw ConfigError("model_type", "unsupported Hugging Face model_type " +
-                                        json_snippet(j.at("model_type")) + " (known: " + known + ")");
+    std::string near;
+    for (const NearFamily& n : kNearFamilies)
+      if (type == n.type) near = "; the nearest supported is " + std::string(n.nearest) + ", without " + n.missing;
+    throw ConfigError("model_type", "unsupported Hugging Face model_type " + json_snippet(j.at("model_type")) + near +
+                                        " (known: " + known + ")");
   }
   check_sizes(m, p);
+  check_layer_types(layer_types, m, p);
   p.throw_if_any();
   m.name = name;
   m.ignored_fields = std::move(ignored);

@@ -374,5 +374,83 @@ TEST(ModelConfig, PublishedConfigFilesImportAsTheyAre) {
   }
 }
 
+nlohmann::json published_config(const char* file) {
+  std::ifstream in(std::string(REMAT_TEST_DATA_DIR) + "/hf-configs/" + file);
+  return nlohmann::json::parse(in);
+}
+
+// The refusal's message, or "" when `j` imports.
+std::string published_refusal(const nlohmann::json& j) {
+  try {
+    model_from_hf_json(j, "x");
+    return "";
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+}
+
+TEST(ModelConfig, TransformersFiveLayoutMeansWhatTheFourLayoutMeans) {
+  const nlohmann::json v4 = published_config("qwen2.5-0.5b.json");
+  const ModelConfig a = model_from_hf_json(v4, "x");
+  // As transformers 5 saves it: RoPE's base inside rope_parameters, every layer's kind, dtype.
+  nlohmann::json v5 = v4;
+  v5.erase("rope_theta");
+  v5.erase("torch_dtype");
+  v5["dtype"] = "bfloat16";
+  v5["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+  v5["layer_types"] = std::vector<std::string>(24, "full_attention");
+  const ModelConfig b = model_from_hf_json(v5, "x");
+  EXPECT_EQ(b.rope_theta, 1000000.0);  // not the 10000 default
+  EXPECT_EQ(b.rope_theta, a.rope_theta);
+  EXPECT_EQ(ParamLayout(b).total(), ParamLayout(a).total());
+  EXPECT_EQ(b.layers, a.layers);
+  // One object per layer kind, the same for both: read as one.
+  nlohmann::json kinds = v5;
+  kinds["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1000000.0}}},
+                              {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1000000.0}}}};
+  EXPECT_EQ(model_from_hf_json(kinds, "x").rope_theta, 1000000.0);
+  // A scaling type inside rope_parameters is rope_scaling.
+  nlohmann::json yarn = v5;
+  yarn["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1000000.0}, {"factor", 4.0},
+                             {"original_max_position_embeddings", 32768}};
+  yarn["max_position_embeddings"] = 131072;
+  nlohmann::json yarn4 = v4;
+  yarn4["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+  yarn4["max_position_embeddings"] = 131072;
+  EXPECT_EQ(model_from_hf_json(yarn, "x").rope_scaling, model_from_hf_json(yarn4, "x").rope_scaling);
+  EXPECT_EQ(model_from_hf_json(yarn, "x").rope_scaling.type, RopeType::Yarn);
+  // Gemma 2's alternation as layer_types.
+  nlohmann::json gemma = published_config("gemma-2-9b.json");
+  std::vector<std::string> alternate;
+  for (int l = 0; l < 42; ++l) alternate.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+  gemma["layer_types"] = alternate;
+  EXPECT_EQ(published_refusal(gemma), "");
+
+  // What contradicts or is not modelled: refused by name, every problem in one message.
+  nlohmann::json bad = v5;
+  bad["rope_theta"] = 10000.0;  // against rope_parameters' 1e6
+  bad["layer_types"] = std::vector<std::string>(23, "full_attention");
+  std::string w = published_refusal(bad);
+  EXPECT_NE(w.find("rope_theta 1000000.0 contradicts the top-level rope_theta 10000.0"), std::string::npos) << w;
+  EXPECT_NE(w.find("lists 23 layers; num_hidden_layers is 24"), std::string::npos) << w;
+  EXPECT_NE(w.find("(2 problems)"), std::string::npos) << w;
+  nlohmann::json unknown = v5;
+  unknown["layer_types"][3] = "chunked_attention";
+  w = published_refusal(unknown);
+  EXPECT_NE(w.find("layer 3 is \"chunked_attention\""), std::string::npos) << w;
+  gemma["layer_types"] = std::vector<std::string>(42, "full_attention");
+  w = published_refusal(gemma);
+  EXPECT_NE(w.find("layer 0 is full_attention where this family's layout has sliding_attention"), std::string::npos) << w;
+  nlohmann::json per_kind = kinds;
+  per_kind["rope_parameters"]["sliding_attention"]["rope_theta"] = 10000.0;
+  w = published_refusal(per_kind);
+  EXPECT_NE(w.find("a RoPE per layer kind"), std::string::npos) << w;
+  // A family that is not modelled: the nearest one and what it lacks.
+  nlohmann::json qwen3 = v4;
+  qwen3["model_type"] = "qwen3";
+  w = published_refusal(qwen3);
+  EXPECT_NE(w.find("the nearest supported is qwen2, without Qwen3's per-head QK-norm"), std::string::npos) << w;
+}
+
 }  // namespace
 }  // namespace remat
