@@ -47,8 +47,9 @@ void FlowPlottable::draw(QCPPainter* painter) {
     const QPointF q(k->coordToPixel(toKey(f->to_ns)), v->coordToPixel(b));
     ++drawn_;
     const auto col = [](double x) { return static_cast<std::uint64_t>(std::clamp(std::lround(x) + 32768L, 0L, 65535L)); };
-    seen.push_back(static_cast<std::uint64_t>(a & 0xff) << 48 | static_cast<std::uint64_t>(b & 0xff) << 40 | col(p.x()) << 20 |
-                   col(q.x()));
+    // Rows in 12 bits each (4,096 rows: 2,048 ranks), columns in 16 bits each, 20 apart.
+    seen.push_back(static_cast<std::uint64_t>(a & 0xfff) << 52 | static_cast<std::uint64_t>(b & 0xfff) << 40 |
+                   col(p.x()) << 20 | col(q.x()));
     lines.push_back({p, q});
   }
   // Keep the first line of each key.
