@@ -20,11 +20,6 @@ namespace {
 // Values per piece of work: large enough to amortize a piece, small enough to balance threads.
 constexpr std::int64_t kPiece = std::int64_t{1} << 16;
 
-bool ends_with(const std::string& s, const char* tail) {
-  const std::size_t n = std::char_traits<char>::length(tail);
-  return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
-}
-
 // One normal pair from two uniform draws: (cos, sin) of Box-Muller, both times stddev.
 inline void box_muller(std::uint32_t a, std::uint32_t b, float stddev, float& c, float& s) {
   const float u1 = (static_cast<float>(a) + 1.0f) / 4294967296.0f;
@@ -171,8 +166,8 @@ void init_weight_values(const ParamLayout& layout, int layers, std::uint64_t see
       const ParamSpec& p = layout.params()[pc.param];
       float* o = out + p.offset + pc.begin;
       const std::int64_t n = pc.end - pc.begin;
-      if (p.cols == 1) {  // vectors: norm weights 1, biases 0
-        std::fill(o, o + n, ends_with(p.name, ".w") ? 1.0f : 0.0f);
+      if (p.cols == 1) {  // vectors: norm weights their identity, biases 0 (ParamSpec::fill)
+        std::fill(o, o + n, p.fill);
       } else {
         normal_values(weight_init_key(seed, pc.param), is_residual_proj(p) ? resid : base,
                       p.numel(), pc.begin, pc.end, o);
@@ -204,7 +199,7 @@ void init_weight_runs(const ParamLayout& layout, int layers, std::uint64_t seed,
       const ParamSpec& p = layout.params()[pc.param];
       float* o = out + pc.dst;
       if (p.cols == 1)
-        std::fill(o, o + (pc.end - pc.begin), ends_with(p.name, ".w") ? 1.0f : 0.0f);
+        std::fill(o, o + (pc.end - pc.begin), p.fill);
       else
         normal_range(weight_init_key(seed, pc.param), is_residual_proj(p) ? resid : base,
                      p.numel(), pc.begin, pc.end, o);
@@ -238,8 +233,7 @@ std::vector<float> reference_weight_values(const ParamLayout& layout, int layers
     const ParamSpec& p = layout.params()[pi];
     float* out = host.data() + p.offset;
     if (p.cols == 1) {
-      const bool is_weight = ends_with(p.name, ".w");
-      for (std::int64_t i = 0; i < p.numel(); ++i) out[i] = is_weight ? 1.0f : 0.0f;
+      for (std::int64_t i = 0; i < p.numel(); ++i) out[i] = p.fill;
       continue;
     }
     const bool residual_proj = p.name.find("attn.proj.w") != std::string::npos ||

@@ -67,8 +67,15 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
     slots_[i] = add(std::move(p));
   };
   // A norm's weight (and LayerNorm's bias) under its Hugging Face module name.
+  // A norm's weight starts at its identity: 1, or 0 under Gemma's 1 + w.
+  const float norm_one = m.norm_unit_offset ? 0.0f : 1.0f;
+  auto norm_w = [&](const std::string& ours, const std::string& hf) {
+    ParamSpec p = vec(ours, hf, h);
+    p.fill = norm_one;
+    return p;
+  };
   auto norm = [&](int b, ParamSlot w, const std::string& ours, const std::string& hf) {
-    slot(b, w, vec(ours + ".w", hf + ".weight", h));
+    slot(b, w, norm_w(ours + ".w", hf + ".weight"));
     if (ln) slot(b, static_cast<ParamSlot>(static_cast<int>(w) + 1), vec(ours + ".b", hf + ".bias", h));
   };
   const std::string root = gpt2 ? "transformer." : "model.";
@@ -104,8 +111,11 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
       slot(b, ParamSlot::QkvB, phi3 ? qb : fused(qb, qkv_parts, ".bias"));
     }
     if (m.qk_norm) {
-      slot(b, ParamSlot::QNormW, vec(p + "attn.q_norm.w", at + "q_norm.weight", q));
-      slot(b, ParamSlot::KNormW, vec(p + "attn.k_norm.w", at + "k_norm.weight", kv));
+      // QK-norm scales by its weight (no offset): it starts at 1.
+      ParamSpec qn = vec(p + "attn.q_norm.w", at + "q_norm.weight", q), kn = vec(p + "attn.k_norm.w", at + "k_norm.weight", kv);
+      qn.fill = kn.fill = 1.0f;
+      slot(b, ParamSlot::QNormW, qn);
+      slot(b, ParamSlot::KNormW, kn);
     }
     slot(b, ParamSlot::ProjW, mat(p + "attn.proj.w", at + "o_proj.weight", h, q));
     if (m.out_bias) slot(b, ParamSlot::ProjB, vec(p + "attn.proj.b", at + "o_proj.bias", h));
@@ -127,7 +137,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
     if (post) norm(b, ParamSlot::PostMlpW, p + "mlp.post_norm", hf + "post_feedforward_layernorm");
   }
   if (!parts.head) return;
-  lnf_w = add(vec("lnf.w", root + (gpt2 ? "ln_f.weight" : "norm.weight"), h));
+  lnf_w = add(norm_w("lnf.w", root + (gpt2 ? "ln_f.weight" : "norm.weight")));
   if (ln) lnf_b = add(vec("lnf.b", root + (gpt2 ? "ln_f.bias" : "norm.bias"), h));
   if (!m.tied_embeddings) lm_head = add(mat("lm_head", "lm_head.weight", V, h));
 }

@@ -27,6 +27,9 @@ struct ParamSpec {
   int block = -1;            // -1 outside the blocks
   bool decay = false;        // AdamW weight decay applies (matrices, not norms or biases)
   bool hf_transposed = false;  // stored [in, out] by Hugging Face (GPT-2 Conv1D)
+  // The value a vector starts at: a norm's weight its identity (1; 0 where the norm scales by
+  // 1 + w, as Gemma's does and Hugging Face starts it), a bias 0. Matrices start random.
+  float fill = 0.0f;
   // A fused tensor (q|k|v and gate|up) is several Hugging Face tensors stacked by rows, except
   // where the family stores it fused (GPT-2's c_attn, Phi-3's qkv_proj and gate_up_proj).
   std::vector<std::pair<std::string, std::int64_t>> hf_parts;  // (name, rows); empty if one

@@ -159,6 +159,33 @@ TEST(WeightInit, AShardOfTheLayoutsRunsGivesTheSameSliceOfTheWhole) {
   }
 }
 
+// A norm starts at its identity: weight 1, or 0 where it scales by 1 + w (Gemma, as Hugging Face
+// starts it; it started at 1, a gain of 2). So the first step of Gemma equals, to the bit, that
+// of the same model whose norms scale by w starting at 1.
+TEST(WeightInit, NormsStartAtTheirIdentityUnderAUnitOffsetToo) {
+  ModelConfig g = testing::small_model(Family::Gemma, AttentionImpl::Naive, 0.0, DType::F32);
+  ModelConfig plain = g;
+  plain.norm_unit_offset = false;
+  for (const ModelConfig* m : {&g, &plain}) {
+    const ParamLayout L(*m);
+    std::vector<float> v(static_cast<std::size_t>(L.total()));
+    init_weight_values(L, m->layers, 3, v.data(), 1);
+    int norms = 0;
+    for (const ParamSpec& p : L.params()) {
+      if (p.cols != 1 || p.name.back() != 'w') continue;  // a norm's weight ("ln1.w"), not a bias
+      ++norms;
+      for (std::int64_t i = 0; i < p.numel(); ++i)
+        ASSERT_EQ(v[static_cast<std::size_t>(p.offset + i)], m->norm_unit_offset ? 0.0f : 1.0f) << p.name;
+    }
+    EXPECT_EQ(norms, 2 * m->layers + 1);  // two per block and the final norm
+  }
+  Schedule s = store_all_schedule(g.layers);
+  s.policy = "none";
+  const Trace a = testing::train(g, s, 1, 7), b = testing::train(plain, s, 1, 7);
+  ASSERT_EQ(a.losses().size(), 1u);
+  EXPECT_EQ(a.losses()[0], b.losses()[0]);
+}
+
 TEST(WeightInit, RangesOffTheFourValueGridAreRefused) {
   std::vector<float> out(16);
   const DropoutKey key = weight_init_key(1, 0);
