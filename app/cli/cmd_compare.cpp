@@ -111,13 +111,14 @@ std::string export_ranks(const ExportOptions& o) {
       traces[static_cast<std::size_t>(k)] = std::make_unique<Trace>(read_rank_run(o.dir, r, k));
     raw.push_back(traces[static_cast<std::size_t>(k)].get());
   }
-  const std::vector<RankIssue> issues = check_ranks(r, raw);
   std::vector<ChromeRank> ranks;
-  for (int k = 0; k < r.world_size; ++k) ranks.push_back({raw[static_cast<std::size_t>(k)], rank_title(r, k)});
-  for (const RankIssue& i : issues) {
-    if (!i.missing) throw Error("'" + o.dir + "': " + i.what);
-    std::cerr << "rematlab-batch: note: " << i.what << "; exported without it\n";
+  std::vector<RankIssue> missing;
+  try {
+    missing = chrome_ranks(r, raw, ranks);
+  } catch (const Error& e) {
+    throw Error("'" + o.dir + "': " + e.what());  // a rank of another job
   }
+  for (const RankIssue& i : missing) std::cerr << "rematlab-batch: note: " << i.what << "; exported without it\n";
   const std::string path = o.out.empty() ? (fs::path(o.dir) / kChromeTraceFile).string() : o.out;
   check_export_file(o.dir, path, o.force);
   write_ranks_chrome_trace(ranks, path);

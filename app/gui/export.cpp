@@ -26,14 +26,8 @@ QStringList export_csv_tables(const Trace& t, const QString& dir) {
 void export_chrome_trace(const Trace& t, const QString& path) { write_chrome_trace(t, path.toStdString()); }
 
 QString export_ranks_chrome_trace(const RanksDir& r, const std::vector<const Trace*>& ranks, const QString& path) {
-  std::vector<RankIssue> issues = check_ranks(r, ranks);
   std::vector<ChromeRank> out;
-  for (std::size_t k = 0; k < ranks.size(); ++k) out.push_back({ranks[k], rank_title(r, static_cast<int>(k))});
-  std::vector<RankIssue> missing;
-  for (const RankIssue& i : issues) {
-    if (!i.missing) throw Error(i.what);
-    missing.push_back(i);
-  }
+  const std::vector<RankIssue> missing = chrome_ranks(r, ranks, out);
   write_ranks_chrome_trace(out, path.toStdString());
   return QString::fromStdString(describe(missing));
 }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/analysis/run_layout.h"
+#include "core/util/error.h"
 
 namespace remat {
 
@@ -88,6 +89,18 @@ std::string describe(const std::vector<RankIssue>& issues) {
   std::string s;
   for (const auto& i : issues) s += (s.empty() ? "" : "\n") + i.what;
   return s;
+}
+
+std::vector<RankIssue> chrome_ranks(const RanksDir& r, const std::vector<const Trace*>& ranks,
+                                    std::vector<ChromeRank>& out) {
+  std::vector<RankIssue> missing;
+  for (const RankIssue& i : check_ranks(r, ranks)) {
+    if (!i.missing) throw Error(i.what);
+    missing.push_back(i);
+  }
+  out.clear();
+  for (std::size_t k = 0; k < ranks.size(); ++k) out.push_back({ranks[k], rank_title(r, static_cast<int>(k))});
+  return missing;
 }
 
 }  // namespace remat

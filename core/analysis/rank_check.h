@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/trace/chrome_trace.h"
 #include "core/trace/ranks_dir.h"
 #include "core/trace/trace.h"
 
@@ -26,5 +27,12 @@ std::string describe(const std::vector<RankIssue>& issues);
 // How a rank is named where all ranks show: "rank 1 (tp rank 1, dp rank 0)", with its stage
 // first in a pipeline ("rank 2 (stage 1, tp rank 0, dp rank 0)").
 std::string rank_title(const RanksDir& r, int rank);
+
+// The ranks as the Chrome trace of the whole run writes them (write_ranks_chrome_trace), each
+// named by rank_title, after check_ranks: a rank of another job is refused (Error with its
+// issue's text), a missing rank is left out (no process). Returns the missing ranks' issues,
+// for the caller to say.
+std::vector<RankIssue> chrome_ranks(const RanksDir& r, const std::vector<const Trace*>& ranks,
+                                    std::vector<ChromeRank>& out);
 
 }  // namespace remat
