@@ -108,6 +108,9 @@ class MainWindow : public QMainWindow {
   bool openRanksDir(const QString& dir, bool remember);
   void onRankRead(int row);
   void updateRanksView(const QString& dir);
+  // The open run of several ranks `e` is a rank of (its directory, the key of ranks_dirs_), or
+  // "" when it is none.
+  QString ranksDirOf(const RunEntry& e) const;
   // The ranks of an open run of several as read so far (null: not read), in rank order.
   std::vector<std::shared_ptr<const Trace>> rankTraces(const QString& dir) const;
   void showRank(const QString& dir, int rank);

@@ -272,9 +272,7 @@ void MainWindow::exportCsv() {
 void MainWindow::exportChromeTrace() {
   const RunEntry* e = current();
   if (!e) return;
-  const QString parent = e->dir.isEmpty() ? QString() : QFileInfo(e->dir).absolutePath();
-  const bool ranks = ranks_dirs_.count(parent) > 0;
-  const QString title = ranks ? tr("Export the Chrome trace of every rank") : tr("Export the Chrome trace");
+  const QString title = !ranksDirOf(*e).isEmpty() ? tr("Export the Chrome trace of every rank") : tr("Export the Chrome trace");
   const QString path = QFileDialog::getSaveFileName(this, title, "trace.json", tr("Chrome trace (*.json)"));
   if (path.isEmpty()) return;
   try {
@@ -287,9 +285,8 @@ void MainWindow::exportChromeTrace() {
 void MainWindow::exportChromeTraceTo(const QString& path) {
   const RunEntry* e = current();
   if (!e) throw Error("no run is shown");
-  const QString parent = e->dir.isEmpty() ? QString() : QFileInfo(e->dir).absolutePath();
-  const auto it = ranks_dirs_.find(parent);
-  if (it == ranks_dirs_.end()) {
+  const QString parent = ranksDirOf(*e);
+  if (parent.isEmpty()) {
     export_chrome_trace(*e->trace, path);
     statusBar()->showMessage(tr("Wrote %1 (open it in Perfetto)").arg(path), 6000);
     return;
@@ -297,7 +294,7 @@ void MainWindow::exportChromeTraceTo(const QString& path) {
   const auto traces = rankTraces(parent);
   std::vector<const Trace*> raw;
   for (const auto& t : traces) raw.push_back(t.get());
-  const QString left_out = export_ranks_chrome_trace(it->second, raw, path);
+  const QString left_out = export_ranks_chrome_trace(ranks_dirs_.at(parent), raw, path);
   statusBar()->showMessage(left_out.isEmpty()
                                ? tr("Wrote %1: all %2 ranks (open it in Perfetto)").arg(path).arg(raw.size())
                                : tr("Wrote %1 without a rank: %2").arg(path, left_out.simplified()),

@@ -47,11 +47,17 @@ bool MainWindow::openRanksDir(const QString& dir, bool remember) {
   return true;
 }
 
+QString MainWindow::ranksDirOf(const RunEntry& e) const {
+  if (e.dir.isEmpty()) return {};
+  const QString parent = QFileInfo(e.dir).absolutePath();
+  return ranks_dirs_.count(parent) ? parent : QString();
+}
+
 void MainWindow::onRankRead(int row) {
   const RunEntry& e = runs_->at(row);
-  const QString parent = QFileInfo(e.dir).absolutePath();
+  const QString parent = ranksDirOf(e);
+  if (parent.isEmpty()) return;
   const auto it = ranks_dirs_.find(parent);
-  if (it == ranks_dirs_.end()) return;
   const QString name = QFileInfo(e.dir).fileName();
   const int compared = compared_rank(it->second, std::nullopt, parent.toStdString());
   if (name != QString::fromStdString(it->second.ranks[static_cast<std::size_t>(compared)].dir))
