@@ -24,7 +24,7 @@ namespace remat::gui {
 
 namespace {
 
-constexpr int kLeftMargin = 84, kRightMargin = 18;
+constexpr int kLeftMargin = kTimeAxisLeftMargin, kRightMargin = kTimeAxisRightMargin;
 // The factor of one wheel step, as QCustomPlot's own zoom.
 constexpr double kWheelZoomFactor = 0.85;
 

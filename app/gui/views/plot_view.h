@@ -22,6 +22,10 @@ class QMenu;
 
 namespace remat::gui {
 
+// The plot area's left and right margins of every view drawn on a step's time axis (the run
+// view's three, the Ranks page's lanes), so that views stacked on one page line up to the pixel.
+inline constexpr int kTimeAxisLeftMargin = 84, kTimeAxisRightMargin = 18;
+
 class PlotView : public QWidget {
   Q_OBJECT
  public:

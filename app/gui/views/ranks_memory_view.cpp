@@ -8,31 +8,20 @@
 #include "core/analysis/memory_timeline.h"
 #include "format.h"
 #include "theme.h"
-#include "views/axis_tickers.h"
+#include "views/span_timeline_view.h"
 
 namespace remat::gui {
 
 namespace {
 constexpr double kLaneFill = 0.85;  // of a lane's height, at the scale's bytes
-constexpr int kLeftMargin = 84, kRightMargin = 18;
 }  // namespace
 
 RanksMemoryView::RanksMemoryView(QWidget* parent) : PlotView(parent) {
   setTimeNavigation(true);
   plot_->setMinimumHeight(120);
-  plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new TimeTicker(plot_->xAxis)));
-  plot_->xAxis->ticker()->setTickCount(8);
+  set_lane_axes(plot_);  // as the op lanes under it, so the time axes line up
   plot_->xAxis->setTickLabels(false);
-  plot_->yAxis->grid()->setVisible(false);
-  plot_->yAxis->setSubTicks(false);
-  plot_->yAxis->setTickLength(0, 0);
   plot_->yAxis->setLabel(tr("device bytes"));
-  plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
-  plot_->axisRect()->setRangeDrag(Qt::Horizontal);
-  plot_->axisRect()->setRangeZoom(Qt::Horizontal);
-  // The same left and right margins as the op lanes under it, so the time axes line up.
-  plot_->axisRect()->setAutoMargins(QCP::msTop | QCP::msBottom);
-  plot_->axisRect()->setMargins(QMargins(kLeftMargin, 0, kRightMargin, 0));
   plot_->setMouseTracking(true);
   connect(plot_, &QCustomPlot::mouseMove, this, &RanksMemoryView::onMouseMove);
 }

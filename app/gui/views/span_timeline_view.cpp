@@ -13,8 +13,17 @@
 
 namespace remat::gui {
 
-namespace {
-constexpr int kLeftMargin = 84, kRightMargin = 18;
+void set_lane_axes(QCustomPlot* plot) {
+  plot->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new TimeTicker(plot->xAxis)));
+  plot->xAxis->ticker()->setTickCount(8);
+  plot->yAxis->grid()->setVisible(false);
+  plot->yAxis->setSubTicks(false);
+  plot->yAxis->setTickLength(0, 0);
+  plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  plot->axisRect()->setRangeDrag(Qt::Horizontal);
+  plot->axisRect()->setRangeZoom(Qt::Horizontal);
+  plot->axisRect()->setAutoMargins(QCP::msTop | QCP::msBottom);
+  plot->axisRect()->setMargins(QMargins(kTimeAxisLeftMargin, 0, kTimeAxisRightMargin, 0));
 }
 
 SpanTimelineView::SpanTimelineView(QWidget* parent) : PlotView(parent) {
@@ -22,17 +31,8 @@ SpanTimelineView::SpanTimelineView(QWidget* parent) : PlotView(parent) {
   bars_ = new SpanPlottable(plot_->xAxis, plot_->yAxis);
   bars_->setName(QString());
   bars_->removeFromLegend();
-  plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new TimeTicker(plot_->xAxis)));
-  plot_->xAxis->ticker()->setTickCount(8);
+  set_lane_axes(plot_);
   plot_->yAxis->setRangeReversed(true);
-  plot_->yAxis->grid()->setVisible(false);
-  plot_->yAxis->setSubTicks(false);
-  plot_->yAxis->setTickLength(0, 0);
-  plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
-  plot_->axisRect()->setRangeDrag(Qt::Horizontal);
-  plot_->axisRect()->setRangeZoom(Qt::Horizontal);
-  plot_->axisRect()->setAutoMargins(QCP::msTop | QCP::msBottom);
-  plot_->axisRect()->setMargins(QMargins(kLeftMargin, 0, kRightMargin, 0));
   plot_->legend->setVisible(true);
   plot_->axisRect()->insetLayout()->take(plot_->legend);
   plot_->legend->setFillOrder(QCPLegend::foColumnsFirst);

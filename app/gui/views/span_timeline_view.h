@@ -17,6 +17,10 @@ namespace remat::gui {
 
 class SpanPlottable;
 
+// The axes of a view of lanes over a step's time axis: time labels fitted to the width, the
+// lanes without grid or ticks, dragged and zoomed along time only, the shared margins.
+void set_lane_axes(QCustomPlot* plot);
+
 class SpanTimelineView : public PlotView {
   Q_OBJECT
  public:
