@@ -40,6 +40,12 @@ using namespace remat::gui;
 
 namespace {
 const QString kRanksDir = remat::gui::testing::gui_test_data() + "/../../data/ranks-v3";
+
+// Opens `dir` in `w`; true once its `runs` ranks are in the list and no read is pending.
+bool open_ranks(MainWindow& w, const QString& dir, int runs) {
+  w.openRunDir(dir);
+  return QTest::qWaitFor([&] { return w.runs()->rowCount() == runs && w.pendingReads() == 0; }, 60000);
+}
 }  // namespace
 
 class GuiRanksViewTest : public QObject {
@@ -64,8 +70,7 @@ void GuiRanksViewTest::theRanksPageShowsEveryRank() {
   w.resize(1280, 800);
   w.show();
   QVERIFY(QTest::qWaitForWindowExposed(&w));
-  w.openRunDir(kRanksDir);
-  QVERIFY(QTest::qWaitFor([&] { return w.runs()->rowCount() == 2 && w.pendingReads() == 0; }, 60000));
+  QVERIFY(open_ranks(w, kRanksDir, 2));
   RanksView* v = w.ranksView();
   QVERIFY(w.pages()->isTabVisible(w.pages()->indexOf(v)));
   QCOMPARE(w.pages()->currentWidget(), v);
@@ -119,8 +124,7 @@ void GuiRanksViewTest::pickingARankShowsItsRun() {
   w.resize(1280, 800);
   w.show();
   QVERIFY(QTest::qWaitForWindowExposed(&w));
-  w.openRunDir(kRanksDir);
-  QVERIFY(QTest::qWaitFor([&] { return w.runs()->rowCount() == 2 && w.pendingReads() == 0; }, 60000));
+  QVERIFY(open_ranks(w, kRanksDir, 2));
   QComboBox* p = w.ranksView()->picker();
   p->setCurrentIndex(2);
   emit p->activated(2);  // as a user's choice
@@ -153,8 +157,7 @@ void GuiRanksViewTest::exportingARankExportsEveryRank() {
   };
   {
     MainWindow w(testing::window_options(tmp_, false, false));
-    w.openRunDir(kRanksDir);
-    QVERIFY(QTest::qWaitFor([&] { return w.runs()->rowCount() == 2 && w.pendingReads() == 0; }, 60000));
+    QVERIFY(open_ranks(w, kRanksDir, 2));
     w.showRun(1);
     const QString path = tmp_.filePath("ranks-trace.json");
     w.exportChromeTraceTo(path);
@@ -173,8 +176,7 @@ void GuiRanksViewTest::exportingARankExportsEveryRank() {
   QVERIFY(QFile::copy(kRanksDir + "/ranks.json", copy + "/ranks.json"));
   {
     MainWindow w(testing::window_options(tmp_, false, false));
-    w.openRunDir(copy);
-    QVERIFY(QTest::qWaitFor([&] { return w.runs()->rowCount() == 1 && w.pendingReads() == 0; }, 60000));
+    QVERIFY(open_ranks(w, copy, 1));
     w.showRun(0);
     const QString path = tmp_.filePath("one-rank-trace.json");
     w.exportChromeTraceTo(path);
@@ -189,8 +191,7 @@ void GuiRanksViewTest::exportingARankExportsEveryRank() {
     QVERIFY(QFile::copy(kRanksDir + "/rank-0/" + f, copy + "/rank-1/" + f));
   {
     MainWindow w(testing::window_options(tmp_, false, false));
-    w.openRunDir(copy);
-    QVERIFY(QTest::qWaitFor([&] { return w.runs()->rowCount() == 2 && w.pendingReads() == 0; }, 60000));
+    QVERIFY(open_ranks(w, copy, 2));
     w.showRun(0);
     const QString path = tmp_.filePath("mixed-trace.json");
     QString error;
@@ -250,8 +251,7 @@ void GuiRanksViewTest::memoryLanesAndFlowsLinkTheRanks() {
   w.resize(1280, 800);
   w.show();
   QVERIFY(QTest::qWaitForWindowExposed(&w));
-  w.openRunDir(kRanksDir);
-  QVERIFY(QTest::qWaitFor([&] { return w.runs()->rowCount() == 2 && w.pendingReads() == 0; }, 60000));
+  QVERIFY(open_ranks(w, kRanksDir, 2));
   RanksView* v = w.ranksView();
   RanksMemoryView* m = v->memory();
   QCOMPARE(m->lanes(), 2);

@@ -27,6 +27,19 @@ inline ModelConfig small_model(Family arch, AttentionImpl attn, double dropout,
   return m;
 }
 
+// Full recomputation: every block keeps only its input, and is recomputed before its backward.
+inline Schedule checkpoint_all_schedule(int blocks) {
+  Schedule s;
+  s.policy = "uniform";
+  s.blocks = blocks;
+  for (int b = 0; b < blocks; ++b) s.forward(b, Keep::input());
+  for (int b = blocks - 1; b >= 0; --b) {
+    s.recompute(b, Keep::all());
+    s.backward(b);
+  }
+  return s;
+}
+
 inline Trace train(const ModelConfig& m, const Schedule& s, int steps, std::uint64_t seed,
                    bool poison = false, int warmup = 0, float lr = 1e-3f) {
   CpuBackend be(2);

@@ -208,18 +208,6 @@ void expect_peak_alive_sums(const Trace& t, const std::string& what) {
   EXPECT_EQ(sum, p.sum_bytes) << what;
 }
 
-Schedule peak_alive_recompute_all(int blocks) {
-  Schedule s;
-  s.policy = "uniform";
-  s.blocks = blocks;
-  for (int b = 0; b < blocks; ++b) s.forward(b, Keep::input());
-  for (int b = blocks - 1; b >= 0; --b) {
-    s.recompute(b, Keep::all());
-    s.backward(b);
-  }
-  return s;
-}
-
 TEST(PeakAlive, SumsToThePeakUnderEveryKindOfPolicy) {
   const ModelConfig m = testing::small_model(Family::Gpt2, AttentionImpl::Naive, 0.1);
   Schedule none = store_all_schedule(m.layers);
@@ -238,7 +226,7 @@ TEST(PeakAlive, SumsToThePeakUnderEveryKindOfPolicy) {
   EXPECT_TRUE(kept);
   EXPECT_FALSE(pa.op.empty());
 
-  const Trace b = testing::train(m, peak_alive_recompute_all(m.layers), 1, 5);
+  const Trace b = testing::train(m, testing::checkpoint_all_schedule(m.layers), 1, 5);
   expect_peak_alive_sums(b, "recompute all");
   // Checkpointing every block: what the policy keeps at the peak is checkpoints and recomputed
   // tensors, fewer bytes than none keeps.

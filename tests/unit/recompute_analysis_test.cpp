@@ -18,19 +18,6 @@
 namespace remat {
 namespace {
 
-// Full recomputation: every block keeps only its input, and is recomputed before its backward.
-Schedule checkpoint_all(int blocks) {
-  Schedule s;
-  s.policy = "uniform";
-  s.blocks = blocks;
-  for (int b = 0; b < blocks; ++b) s.forward(b, Keep::input());
-  for (int b = blocks - 1; b >= 0; --b) {
-    s.recompute(b, Keep::all());
-    s.backward(b);
-  }
-  return s;
-}
-
 const Trace& none_run() {
   static const Trace t = [] {
     ModelConfig m = testing::small_model(Family::Gpt2, AttentionImpl::Naive, 0.1);
@@ -44,7 +31,7 @@ const Trace& none_run() {
 const Trace& recompute_run() {
   static const Trace t = [] {
     ModelConfig m = testing::small_model(Family::Gpt2, AttentionImpl::Naive, 0.1);
-    return testing::train(m, checkpoint_all(m.layers), 1, 5);
+    return testing::train(m, testing::checkpoint_all_schedule(m.layers), 1, 5);
   }();
   return t;
 }

@@ -9,11 +9,6 @@ namespace remat::gui {
 
 FlowPlottable::FlowPlottable(QCPAxis* keyAxis, QCPAxis* valueAxis) : TimePlottable(keyAxis, valueAxis) {}
 
-void FlowPlottable::setLinks(std::shared_ptr<const CollectiveLinks> links, RowOf row_of) {
-  links_ = std::move(links);
-  row_of_ = std::move(row_of);
-}
-
 QCPRange FlowPlottable::getKeyRange(bool& found, QCP::SignDomain) const {
   found = false;  // the bars give the range
   return {};

@@ -20,7 +20,8 @@ class FlowPlottable : public TimePlottable {
   using RowOf = std::function<int(int rank)>;
 
   FlowPlottable(QCPAxis* keyAxis, QCPAxis* valueAxis);
-  void setLinks(std::shared_ptr<const CollectiveLinks> links, RowOf row_of);
+  void setRowOf(RowOf row_of) { row_of_ = std::move(row_of); }
+  void setLinks(std::shared_ptr<const CollectiveLinks> links) { links_ = std::move(links); }
   void setColor(const QColor& c) { color_ = c; }
   // Flows drawn by the last replot, and the lines they took (for tests and benchmarks).
   std::size_t lastDrawn() const { return drawn_; }

@@ -547,8 +547,9 @@ bool MemoryTimelineView::onPeak(const QPointF& pos) const {
   const auto pk = peak_graph_->data()->constBegin();
   const QPointF point(plot_->xAxis->coordToPixel(pk->key), plot_->yAxis->coordToPixel(pk->value));
   if (QLineF(point, pos).length() <= 8) return true;
-  return peak_label_ && peak_label_->visible() && peak_label_->selectTest(pos, false) >= 0 &&
-         peak_label_->selectTest(pos, false) <= 1;
+  if (!peak_label_ || !peak_label_->visible()) return false;
+  const double d = peak_label_->selectTest(pos, false);  // the distance from its box; -1: no hit
+  return d >= 0 && d <= 1;
 }
 
 PeakAliveDialog* MemoryTimelineView::showPeakAlive() {

@@ -24,7 +24,8 @@ RanksTimelineView::RanksTimelineView(QWidget* parent)
   flows_->removeFromLegend();
   flows_->setColor(kComm.darker(130));
   flows_->setTimeMapping(0, 1.0);
-  flows_->setLinks(links_, [this](int rank) { return commPosition(rank); });
+  flows_->setRowOf([this](int rank) { return commPosition(rank); });
+  flows_->setLinks(links_);
   plot_->xAxis->setLabel(tr("time in each rank's last step"));
   plot_->setMinimumHeight(200);
   bars()->setBarHeight(0.8);
@@ -39,7 +40,7 @@ void RanksTimelineView::setRanks(std::vector<std::shared_ptr<const Trace>> ranks
   comm_row_.assign(raw_.size(), -1);
   for (std::size_t r = 0; r < lanes_->lanes.size(); ++r)
     if (lanes_->lanes[r].stream == Stream::Comm) comm_row_[static_cast<std::size_t>(lanes_->lanes[r].rank)] = static_cast<int>(r);
-  flows_->setLinks(links_, [this](int rank) { return commPosition(rank); });
+  flows_->setLinks(links_);
   QStringList labels;
   for (const RankLaneRow& l : lanes_->lanes)
     labels << (l.stream == Stream::Comm ? tr("%1 comm").arg(l.rank) : tr("rank %1").arg(l.rank));
