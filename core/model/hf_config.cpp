@@ -224,8 +224,7 @@ struct NearFamily {
   const char* missing;
 };
 const NearFamily kNearFamilies[] = {
-    {"qwen3", "qwen2", "Qwen3's per-head QK-norm (and with q/k/v biases Qwen3 has not)"},
-    {"qwen3_moe", "qwen2", "per-head QK-norm and the mixture-of-experts MLPs"},
+    {"qwen3_moe", "qwen3", "the mixture-of-experts MLPs"},
     {"gemma3_text", "gemma2", "per-head QK-norm, five sliding-window layers to each global one and a RoPE base per kind"},
     {"granite", "llama", "Granite's embedding, attention, residual and logits multipliers"},
     {"gpt_neox", "gpt2", "the parallel attention and MLP, partial rotary embeddings and LayerNorm biases"},

@@ -1,5 +1,5 @@
-// Import of the Llama-like Hugging Face configs: llama, mistral, qwen2, gemma, gemma2, phi3,
-// olmo2. One reader of the fields they share; each family adds or fixes its own.
+// Import of the Llama-like Hugging Face configs: llama, mistral, qwen2, qwen3, gemma, gemma2,
+// phi3, olmo2. One reader of the fields they share; each family adds or fixes its own.
 #include <algorithm>
 #include <cmath>
 
@@ -17,7 +17,7 @@ struct FamilyType {
 const FamilyType kTypes[] = {{"llama", Family::Llama},   {"mistral", Family::Mistral},
                              {"qwen2", Family::Qwen2},   {"gemma", Family::Gemma},
                              {"gemma2", Family::Gemma2}, {"phi3", Family::Phi3},
-                             {"olmo2", Family::Olmo2}};
+                             {"olmo2", Family::Olmo2},   {"qwen3", Family::Qwen3}};
 
 // Fields every family here reads.
 const std::set<std::string> kShared = {
@@ -30,7 +30,8 @@ const std::set<std::string> kShared = {
 std::set<std::string> extra_fields(Family f) {
   switch (f) {
     case Family::Mistral: return {"sliding_window"};
-    case Family::Qwen2: return {"sliding_window", "use_sliding_window", "max_window_layers"};
+    case Family::Qwen2:
+    case Family::Qwen3: return {"sliding_window", "use_sliding_window", "max_window_layers"};
     case Family::Gemma: return {"hidden_activation"};
     case Family::Gemma2:
       return {"hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
@@ -73,9 +74,10 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
                             std::vector<std::string>& ignored) {
   std::set<std::string> modelled = kShared;
   for (const auto& e : extra_fields(f)) modelled.insert(e);
-  // Qwen2 reads its window only when use_sliding_window is true.
-  const bool qwen_window = f == Family::Qwen2 && p.take([&] { return bool_field(j, "use_sliding_window", false); }, false);
-  if (f == Family::Qwen2 && !qwen_window) {
+  // Qwen2 and Qwen3 read their window only when use_sliding_window is true.
+  const bool qwen = f == Family::Qwen2 || f == Family::Qwen3;
+  const bool qwen_window = qwen && p.take([&] { return bool_field(j, "use_sliding_window", false); }, false);
+  if (qwen && !qwen_window) {
     for (const char* k : {"sliding_window", "max_window_layers"})
       if (j.contains(k)) {
         modelled.erase(k);

@@ -20,7 +20,7 @@ std::size_t dtype_size(DType t) {
 }
 
 namespace {
-const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2"};
+const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3"};
 }  // namespace
 
 const char* to_string(Family f) { return kFamilies[static_cast<int>(f)]; }
@@ -44,6 +44,10 @@ const char* to_string(MlpKind k) {
   return n[static_cast<int>(k)];
 }
 const char* to_string(WindowLayers w) { return w == WindowLayers::All ? "all" : "even"; }
+const char* to_string(QkNormKind k) {
+  static const char* n[] = {"none", "projection", "head"};
+  return n[static_cast<int>(k)];
+}
 
 std::vector<std::string> family_names() { return {std::begin(kFamilies), std::end(kFamilies)}; }
 
@@ -68,7 +72,9 @@ void set_family(ModelConfig& m, Family f) {
   m.qkv_bias = gpt2 || f == Family::Qwen2;
   m.out_bias = gpt2;
   m.mlp_bias = gpt2;
-  m.qk_norm = f == Family::Olmo2;
+  m.qk_norm = f == Family::Olmo2 ? QkNormKind::Projection
+              : f == Family::Qwen3 ? QkNormKind::Head
+                                   : QkNormKind::None;
   m.mlp = gpt2 ? MlpKind::GeluTanh
                : (f == Family::Gemma || f == Family::Gemma2) ? MlpKind::GeGlu : MlpKind::SwiGlu;
   m.tied_embeddings = gpt2 || f == Family::Gemma || f == Family::Gemma2;

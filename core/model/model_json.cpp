@@ -57,6 +57,7 @@ const char* const kPosition[] = {"learned", "rope"};
 const char* const kMlp[] = {"gelu_tanh", "gelu", "swiglu", "geglu"};
 const char* const kWindowLayers[] = {"all", "even"};
 const char* const kSites[] = {"embedding", "attention", "residual"};
+const char* const kQkNorm[] = {"none", "projection", "head"};
 
 unsigned get_sites(const nlohmann::json& j) {
   const auto& v = j.at("dropout_sites");
@@ -122,7 +123,12 @@ ModelConfig model_from_json(const nlohmann::json& j) {
   if (j.contains("qkv_bias")) m.qkv_bias = get_bool(j, "qkv_bias");
   if (j.contains("out_bias")) m.out_bias = get_bool(j, "out_bias");
   if (j.contains("mlp_bias")) m.mlp_bias = get_bool(j, "mlp_bias");
-  if (j.contains("qk_norm")) m.qk_norm = get_bool(j, "qk_norm");
+  if (j.contains("qk_norm")) {
+    // true and false: the projection-wide norm or none, as files before "head" wrote them.
+    const auto& v = j.at("qk_norm");
+    m.qk_norm = v.is_boolean() ? (v.get<bool>() ? QkNormKind::Projection : QkNormKind::None)
+                               : get_enum<QkNormKind>(j, "qk_norm", kQkNorm);
+  }
   if (j.contains("sliding_window")) m.sliding_window = get_int(j, "sliding_window");
   if (j.contains("sliding_window_layers"))
     m.window_layers = get_enum<WindowLayers>(j, "sliding_window_layers", kWindowLayers);
@@ -178,7 +184,7 @@ nlohmann::json model_to_json(const ModelConfig& m) {
   feature("qkv_bias", m.qkv_bias, d.qkv_bias, m.qkv_bias);
   feature("out_bias", m.out_bias, d.out_bias, m.out_bias);
   feature("mlp_bias", m.mlp_bias, d.mlp_bias, m.mlp_bias);
-  feature("qk_norm", m.qk_norm, d.qk_norm, m.qk_norm);
+  feature("qk_norm", m.qk_norm, d.qk_norm, to_string(m.qk_norm));
   feature("sliding_window", m.sliding_window, 0, m.sliding_window);
   feature("sliding_window_layers", m.window_layers, d.window_layers, to_string(m.window_layers));
   feature("attn_scale", m.attn_scale, 0.0, m.attn_scale);

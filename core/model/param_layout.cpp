@@ -110,9 +110,12 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
       ParamSpec qb = vec(p + "attn.qkv.b", at + "qkv_proj.bias", q + 2 * kv);
       slot(b, ParamSlot::QkvB, phi3 ? qb : fused(qb, qkv_parts, ".bias"));
     }
-    if (m.qk_norm) {
-      // QK-norm scales by its weight (no offset): it starts at 1.
-      ParamSpec qn = vec(p + "attn.q_norm.w", at + "q_norm.weight", q), kn = vec(p + "attn.k_norm.w", at + "k_norm.weight", kv);
+    if (m.qk_norm != QkNormKind::None) {
+      // QK-norm scales by its weight (no offset): it starts at 1. Per head: one d-wide weight
+      // for the q heads, one for the k heads.
+      const bool heads = m.qk_norm == QkNormKind::Head;
+      ParamSpec qn = vec(p + "attn.q_norm.w", at + "q_norm.weight", heads ? m.head_dim() : q),
+                kn = vec(p + "attn.k_norm.w", at + "k_norm.weight", heads ? m.head_dim() : kv);
       qn.fill = kn.fill = 1.0f;
       slot(b, ParamSlot::QNormW, qn);
       slot(b, ParamSlot::KNormW, kn);

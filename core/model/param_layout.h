@@ -12,7 +12,7 @@ namespace remat {
 // Parameters a block step can refer to. Not every architecture has all of them.
 enum class ParamSlot : std::uint8_t {
   Ln1W, Ln1B, QkvW, QkvB, ProjW, ProjB, Ln2W, Ln2B, FcW, FcB, Fc2W, Fc2B,
-  QNormW, KNormW,      // qk_norm (OLMo 2)
+  QNormW, KNormW,      // qk_norm (OLMo 2, Qwen3)
   PostAttnW, PostAttnB, PostMlpW, PostMlpB,  // norms after a sublayer (post, sandwich)
   Count
 };

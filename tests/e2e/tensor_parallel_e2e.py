@@ -50,6 +50,12 @@ OLMO2_SMALL = {"name": "olmo2-small", "architecture": "olmo2", "layers": 2, "hid
                "kv_heads": 2, "ffn": 128, "seq": 32, "batch": 4, "vocab": 256, "dropout": 0.0,
                "attention": "naive", "dtype": "fp32"}
 
+# Qwen3 in small: QK-norm per head (one head_dim weight each for q and k, whole on every rank, its
+# gradient summed over the ranks), head_dim past hidden / heads.
+QWEN3_SMALL = {"name": "qwen3-small", "architecture": "qwen3", "layers": 2, "hidden": 64, "heads": 4,
+               "kv_heads": 2, "head_dim": 32, "ffn": 128, "seq": 32, "batch": 4, "vocab": 256,
+               "dropout": 0.0, "attention": "naive", "dtype": "fp32"}
+
 
 def base(model):
     return ["--model", model, "--dtype", "fp32", "--seed", "5", "--warmup", "1", "--threads", "2"]
@@ -178,8 +184,15 @@ def main():
         layout_run(b, tmp, olmo, a.steps, "none", 2, True, 1, olmo_ref, rel_olmo)
         layout_run(b, tmp, olmo, a.steps, "selective", 2, False, 2,
                    single(b, tmp, olmo, a.steps, "selective"), rel_olmo)
+        qwen = os.path.join(tmp, "qwen3-small.json")
+        with open(qwen, "w") as f:
+            json.dump(QWEN3_SMALL, f)
+        qwen_ref = single(b, tmp, qwen, a.steps, "none")
+        layout_run(b, tmp, qwen, a.steps, "none", 2, False, 1, qwen_ref, rel_olmo)
+        layout_run(b, tmp, qwen, a.steps, "none", 2, True, 1, qwen_ref, rel_olmo)
         print("layouts checked: T=2, T=2 sp, T=2 x D=2, selective, uniform:segments=4, llama-tiny, "
-              "olmo2-small (QK-norm) T=2, T=2 sp, T=2 x D=2 selective")
+              "olmo2-small (QK-norm) T=2, T=2 sp, T=2 x D=2 selective, qwen3-small (per-head QK-norm) "
+              "T=2, T=2 sp")
     return e2e_common.exit_code("tensor-parallel runs ok")
 
 

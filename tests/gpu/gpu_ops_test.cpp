@@ -372,6 +372,44 @@ TEST_P(GpuOps, QkNorm) {
   }
 }
 
+// Per-head QK-norm: heads of 128 (vector width) and of 10 (not), q and k weights one head wide.
+TEST_P(GpuOps, QkHeadNorm) {
+  const std::int64_t rows = 45;
+  for (auto [hd, heads, kv] : {std::tuple{128, 4, 2}, std::tuple{10, 6, 3}}) {
+    const int K = heads * hd, N = kv * hd;
+    const std::int64_t n = rows * (K + 2 * N);
+    Both x = d->random(dt, n, -2.0f, 2.0f, 150 + hd);
+    Both wq = d->random(dt, hd, 0.5f, 1.5f, 151), wk = d->random(dt, hd, 0.5f, 1.5f, 152);
+    Both y = d->poisoned(dt, n);
+    auto args = [&](bool c) {
+      OpArgs a;
+      a.in[0] = &T(x, c), a.w = &T(wq, c), a.b = &T(wk, c);
+      a.M = rows, a.K = K, a.N = N, a.eps = 1e-6f;
+      a.attn.d = hd;
+      return a;
+    };
+    both([&](auto& b, bool c) {
+      OpArgs a = args(c);
+      a.out[0] = &T(y, c);
+      b.run(OpKind::QkHeadNorm, Pass::Forward, a);
+    });
+    EXPECT_LE(d->rel(y), tol(dt)) << "qk_head_norm_fwd d=" << hd;
+    Both dy = d->random(dt, n, -1.0f, 1.0f, 153);
+    for (bool acc : {false, true}) {
+      Both dx = acc ? d->random(dt, n, -1.0f, 1.0f, 154) : d->poisoned(dt, n);
+      Both dwq = d->random(dt, hd, -0.1f, 0.1f, 155), dwk = d->random(dt, hd, -0.1f, 0.1f, 156);
+      both([&](auto& b, bool c) {
+        OpArgs a = args(c);
+        a.dout[0] = &T(dy, c), a.din[0] = &T(dx, c), a.acc[0] = acc, a.dw = &T(dwq, c), a.db = &T(dwk, c);
+        b.run(OpKind::QkHeadNorm, Pass::Backward, a);
+      });
+      EXPECT_LE(d->rel(dx), tol(dt)) << "qk_head_norm_bwd dx d=" << hd << " acc=" << acc;
+      EXPECT_LE(d->rel(dwq), tol(dt)) << "qk_head_norm_bwd dwq d=" << hd;
+      EXPECT_LE(d->rel(dwk), tol(dt)) << "qk_head_norm_bwd dwk d=" << hd;
+    }
+  }
+}
+
 TEST_P(GpuOps, Linear) {
   struct Dims {
     std::int64_t M;

@@ -3,7 +3,8 @@
 architectures (no transformers library), to check RematLab from outside.
 
 One generic decoder-only transformer, parameterised by the model features of
-docs/model-config.md (norm kind and placement, positions, head_dim, GQA, biases, qk_norm, sliding
+docs/model-config.md (norm kind and placement, positions, head_dim, GQA, biases, qk_norm (none,
+projection or head), sliding
 window, attention scale and softcaps, MLP kind, tied embeddings, embed_scale), reading its
 weights under each family's Hugging Face tensor names. `FAMILIES` holds a tiny Hugging Face
 config.json per family; `features_from_hf` reads one the way Hugging Face's model classes do;
@@ -92,6 +93,12 @@ FAMILIES = {
     "olmo2": dict(_LLAMA_LIKE, model_type="olmo2", architectures=["Olmo2ForCausalLM"],
                   max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=500000.0, rope_scaling=None,
                   attention_bias=False, pad_token_id=0, tie_word_embeddings=False),
+    # Qwen3-0.6B's shape of config: head_dim past hidden / heads (16 against 8), the window
+    # fields present and off, a tied head.
+    "qwen3": dict(_LLAMA_LIKE, model_type="qwen3", architectures=["Qwen3ForCausalLM"], head_dim=16,
+                  max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=1000000.0, rope_scaling=None,
+                  attention_bias=False, use_sliding_window=False, sliding_window=None, max_window_layers=2,
+                  tie_word_embeddings=True),
 }
 # Features no family above has by default, in configs of the same model types: GPT-2 without
 # the 1/sqrt(d) scale, with the inverse-layer scale and exact GELU; Llama with every bias.
@@ -119,7 +126,7 @@ def features_from_hf(c):
                     norm="layernorm", norm_eps=c["layer_norm_epsilon"], norm_unit_offset=False,
                     norm_placement="pre", position="learned", rope_theta=0.0, rope_scaling=None,
                     partial_rotary_factor=1.0, original_max_position_embeddings=None,
-                    qkv_bias=True, out_bias=True, mlp_bias=True, qk_norm=False,
+                    qkv_bias=True, out_bias=True, mlp_bias=True, qk_norm="none",
                     sliding_window=0, sliding_window_layers="all",
                     attn_scale=0.0 if _get(c, "scale_attn_weights", True) else 1.0,
                     attn_scale_inverse_layer=_get(c, "scale_attn_by_inverse_layer_idx", False),
@@ -136,7 +143,7 @@ def features_from_hf(c):
              partial_rotary_factor=_get(c, "partial_rotary_factor", 1.0),
              original_max_position_embeddings=c.get("original_max_position_embeddings"),
              qkv_bias=_get(c, "attention_bias", False), out_bias=_get(c, "attention_bias", False),
-             mlp_bias=_get(c, "mlp_bias", False), qk_norm=False, sliding_window=0,
+             mlp_bias=_get(c, "mlp_bias", False), qk_norm="none", sliding_window=0,
              sliding_window_layers="all", attn_scale=0.0, attn_scale_inverse_layer=False,
              attn_softcap=0.0, final_softcap=0.0, mlp="swiglu",
              tied_embeddings=_get(c, "tie_word_embeddings", False), embed_scale=False)
@@ -155,7 +162,11 @@ def features_from_hf(c):
                      attn_softcap=_get(c, "attn_logit_softcapping", 0.0),
                      final_softcap=_get(c, "final_logit_softcapping", 0.0))
     elif t == "olmo2":
-        f.update(norm_placement="post", qk_norm=True)
+        f.update(norm_placement="post", qk_norm="projection")
+    elif t == "qwen3":
+        f["qk_norm"] = "head"
+        if _get(c, "use_sliding_window", False):
+            f["sliding_window"] = _get(c, "sliding_window", 0)
     return f
 
 
@@ -318,8 +329,10 @@ def tensor_shapes(f):
         s[a + "o_proj.weight"] = (h, q)
         if f["out_bias"]:
             s[a + "o_proj.bias"] = (h,)
-        if f["qk_norm"]:
+        if f["qk_norm"] == "projection":
             s[a + "q_norm.weight"], s[a + "k_norm.weight"] = (q,), (kv,)
+        elif f["qk_norm"] == "head":
+            s[a + "q_norm.weight"], s[a + "k_norm.weight"] = (f["head_dim"],), (f["head_dim"],)
         m = p + "mlp."
         if f["names"] == "phi3":
             s[m + "gate_up_proj.weight"] = (2 * ff, h)
@@ -415,10 +428,12 @@ def attention(f, P, l, y, rope):
     B, S, _ = y.shape
     a, kv, d = f["heads"], f["kv_heads"], f["head_dim"]
     q, k, v = linear(y, P["q"], P.get("q_b")), linear(y, P["k"], P.get("k_b")), linear(y, P["v"], P.get("v_b"))
-    if f["qk_norm"]:
+    if f["qk_norm"] == "projection":  # over the whole projections
         q, k = norm(f, q, P["q_norm"]), norm(f, k, P["k_norm"])
-    q = q.view(B, S, a, d).transpose(1, 2)
-    k = k.view(B, S, kv, d).transpose(1, 2)
+    q, k = q.view(B, S, a, d), k.view(B, S, kv, d)
+    if f["qk_norm"] == "head":  # over each head's d
+        q, k = norm(f, q, P["q_norm"]), norm(f, k, P["k_norm"])
+    q, k = q.transpose(1, 2), k.transpose(1, 2)
     v = v.view(B, S, kv, d).transpose(1, 2)
     if rope is not None:
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)

@@ -147,8 +147,14 @@ TEST(ModelConfig, AcceptsTheExactGeluGegluAndQkNorm) {
   j["mlp"] = "geglu";
   EXPECT_TRUE(runs(model_from_json(j), OpKind::GeGlu));
   j["mlp"] = "swiglu";
-  j["qk_norm"] = true;
+  j["qk_norm"] = true;  // as files before "head" wrote the projection-wide norm
+  EXPECT_EQ(model_from_json(j).qk_norm, QkNormKind::Projection);
   EXPECT_TRUE(runs(model_from_json(j), OpKind::QkNorm));
+  j["qk_norm"] = "head";
+  EXPECT_TRUE(runs(model_from_json(j), OpKind::QkHeadNorm));
+  EXPECT_EQ(model_to_json(model_from_json(j)).at("qk_norm"), "head");
+  j["qk_norm"] = "heads";
+  EXPECT_THROW(model_from_json(j), ConfigError);
   nlohmann::json gpt2 = {{"model_type", "gpt2"}, {"n_layer", 2}, {"n_embd", 64}, {"n_head", 4},
                          {"n_positions", 64}, {"vocab_size", 256}, {"activation_function", "gelu"}};
   ModelConfig g = model_from_hf_json(gpt2, "gpt2");
@@ -159,7 +165,7 @@ TEST(ModelConfig, AcceptsTheExactGeluGegluAndQkNorm) {
                           {"num_key_value_heads", 4}, {"max_position_embeddings", 64},
                           {"vocab_size", 256}, {"rms_norm_eps", 1e-6}, {"hidden_act", "silu"}};
   ModelConfig o = model_from_hf_json(olmo2, "olmo2");
-  EXPECT_TRUE(o.qk_norm);
+  EXPECT_EQ(o.qk_norm, QkNormKind::Projection);
   EXPECT_TRUE(runs(o, OpKind::QkNorm));
 }
 
@@ -306,7 +312,10 @@ TEST(ModelConfig, FamilyPresetsHaveThePublishedParameterCounts) {
   const std::pair<const char*, std::int64_t> kPublished[] = {
       {"llama-3.2-1b", 1'235'814'400},  {"llama-3.1-8b", 8'030'261'248},
       {"mistral-7b", 7'241'732'096},    {"qwen2.5-0.5b", 494'032'768},
-      {"phi-3-mini", 3'821'079'552}};
+      {"phi-3-mini", 3'821'079'552},
+      // Qwen3's model cards round them (8.2B, 6.95B without the embeddings; 0.6B, 0.44B): the
+      // counts of the published checkpoints' tensors.
+      {"qwen3-8b", 8'190'735'360},      {"qwen3-0.6b", 596'049'920}};
   for (const auto& [name, count] : kPublished) {
     const ModelConfig m = resolve_model(name);
     EXPECT_EQ(ParamLayout(m).total(), count) << name;
@@ -446,10 +455,10 @@ TEST(ModelConfig, TransformersFiveLayoutMeansWhatTheFourLayoutMeans) {
   w = published_refusal(per_kind);
   EXPECT_NE(w.find("a RoPE per layer kind"), std::string::npos) << w;
   // A family that is not modelled: the nearest one and what it lacks.
-  nlohmann::json qwen3 = v4;
-  qwen3["model_type"] = "qwen3";
-  w = published_refusal(qwen3);
-  EXPECT_NE(w.find("the nearest supported is qwen2, without Qwen3's per-head QK-norm"), std::string::npos) << w;
+  nlohmann::json moe = v4;
+  moe["model_type"] = "qwen3_moe";
+  w = published_refusal(moe);
+  EXPECT_NE(w.find("the nearest supported is qwen3, without the mixture-of-experts MLPs"), std::string::npos) << w;
 }
 
 }  // namespace

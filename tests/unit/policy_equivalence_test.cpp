@@ -124,6 +124,8 @@ INSTANTIATE_TEST_SUITE_P(
                       EquivalenceCase{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu, OpKind::GeluErf},
                       EquivalenceCase{Family::Olmo2, AttentionImpl::Naive, std::nullopt, OpKind::QkNorm},
                       EquivalenceCase{Family::Olmo2, AttentionImpl::Flash, std::nullopt, OpKind::QkNorm},
+                      EquivalenceCase{Family::Qwen3, AttentionImpl::Naive, std::nullopt, OpKind::QkHeadNorm},
+                      EquivalenceCase{Family::Qwen3, AttentionImpl::Flash, std::nullopt, OpKind::QkHeadNorm},
                       // (1 + w) RMSNorms, the final one too, and embeddings * sqrt(hidden)
                       EquivalenceCase{Family::Gemma, AttentionImpl::Naive, std::nullopt, OpKind::RmsNorm},
                       EquivalenceCase{Family::Gemma, AttentionImpl::Flash, std::nullopt, OpKind::RmsNorm},
