@@ -226,7 +226,6 @@ struct NearFamily {
 const NearFamily kNearFamilies[] = {
     {"qwen3_moe", "qwen3", "the mixture-of-experts MLPs"},
     {"gemma3_text", "gemma2", "per-head QK-norm, five sliding-window layers to each global one and a RoPE base per kind"},
-    {"granite", "llama", "Granite's embedding, attention, residual and logits multipliers"},
     {"gpt_neox", "gpt2", "the parallel attention and MLP, partial rotary embeddings and LayerNorm biases"},
     {"falcon", "llama", "multi-query attention, the parallel block and its single LayerNorm"},
     {"mixtral", "mistral", "the mixture-of-experts MLPs"},

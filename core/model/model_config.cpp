@@ -20,7 +20,7 @@ std::size_t dtype_size(DType t) {
 }
 
 namespace {
-const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3"};
+const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3", "granite"};
 }  // namespace
 
 const char* to_string(Family f) { return kFamilies[static_cast<int>(f)]; }
@@ -102,7 +102,7 @@ double ModelConfig::score_scale(int block) const {
 }
 
 float ModelConfig::embed_multiplier() const {
-  if (!embed_scale) return 1.0f;
+  if (!embed_scale) return static_cast<float>(embedding_multiplier);
   const float s = static_cast<float>(std::sqrt(static_cast<double>(hidden)));
   return dtype == DType::BF16 ? round_bf16(s) : s;
 }
@@ -175,6 +175,11 @@ void ModelConfig::validate() const {
   require_number("attn_scale", attn_scale, true);
   require_number("attn_softcap", attn_softcap, true);
   require_number("final_softcap", final_softcap, true);
+  require_number("embedding_multiplier", embedding_multiplier, false);
+  require_number("residual_multiplier", residual_multiplier, false);
+  require_number("logits_scaling", logits_scaling, false);
+  if (embed_scale && embedding_multiplier != 1.0)
+    throw ConfigError("embedding_multiplier", "and embed_scale both scale the embeddings; set one");
   if (sliding_window < 0)
     throw ConfigError("sliding_window", "must be 0 (none) or a positive window, got " +
                                             std::to_string(sliding_window));

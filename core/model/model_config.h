@@ -13,7 +13,7 @@
 
 namespace remat {
 
-enum class Family : std::uint8_t { Gpt2, Llama, Mistral, Qwen2, Gemma, Gemma2, Phi3, Olmo2, Qwen3 };
+enum class Family : std::uint8_t { Gpt2, Llama, Mistral, Qwen2, Gemma, Gemma2, Phi3, Olmo2, Qwen3, Granite };
 enum class AttentionImpl { Naive, Flash };
 enum class DType : std::uint8_t { F32, BF16, U8, I32 };
 enum class NormKind : std::uint8_t { LayerNorm, RmsNorm };
@@ -83,6 +83,10 @@ struct ModelConfig {
   MlpKind mlp = MlpKind::GeluTanh;
   bool tied_embeddings = true;
   bool embed_scale = false;     // embeddings * sqrt(hidden), the factor in the model's dtype
+  // Granite's multipliers (1: none): the embeddings times embedding_multiplier, each branch
+  // (attention, MLP) times residual_multiplier before its residual add, the logits divided by
+  // logits_scaling. (Its attention_multiplier is attn_scale.)
+  double embedding_multiplier = 1.0, residual_multiplier = 1.0, logits_scaling = 1.0;
 
   // Fields of an imported config that do not change a training step (tokenizer ids, packaging,
   // inference settings): accepted, and listed by plan and run. Not part of the model's JSON.
@@ -104,7 +108,7 @@ struct ModelConfig {
   // Score scale of a block.
   double score_scale(int block) const;
   // The embeddings' factor: sqrt(hidden) rounded to the model's dtype with embed_scale (as
-  // Hugging Face's Gemma), else 1.
+  // Hugging Face's Gemma), else embedding_multiplier.
   float embed_multiplier() const;
 
   // Throws ConfigError naming the first bad field and its value.
@@ -119,7 +123,7 @@ ModelConfig model_from_json(const nlohmann::json& j);
 nlohmann::json model_to_json(const ModelConfig& m);
 
 // A Hugging Face config.json (model_type gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2,
-// phi3, olmo2). Fields we do not model are refused, all of them at once.
+// phi3, olmo2, granite). Fields we do not model are refused, all of them at once.
 ModelConfig model_from_hf_json(const nlohmann::json& j, const std::string& name);
 
 // Reads a file: our format, or a Hugging Face config.json (detected by `model_type`).

@@ -17,7 +17,7 @@ const std::set<std::string> kOwnKeys = {
     "norm_unit_offset", "norm_placement", "position", "qkv_bias", "out_bias", "mlp_bias",
     "qk_norm", "sliding_window", "sliding_window_layers", "attn_scale",
     "attn_scale_inverse_layer", "attn_softcap", "final_softcap", "mlp", "tied_embeddings",
-    "embed_scale"};
+    "embed_scale", "embedding_multiplier", "residual_multiplier", "logits_scaling"};
 
 int get_int(const nlohmann::json& j, const char* key) { return json_int(j.at(key), key); }
 
@@ -138,6 +138,10 @@ ModelConfig model_from_json(const nlohmann::json& j) {
   if (j.contains("final_softcap")) m.final_softcap = get_number(j, "final_softcap");
   if (j.contains("tied_embeddings")) m.tied_embeddings = get_bool(j, "tied_embeddings");
   if (j.contains("embed_scale")) m.embed_scale = get_bool(j, "embed_scale");
+  for (auto [key, field] : {std::pair{"embedding_multiplier", &m.embedding_multiplier},
+                            std::pair{"residual_multiplier", &m.residual_multiplier},
+                            std::pair{"logits_scaling", &m.logits_scaling}})
+    if (j.contains(key)) *field = get_number(j, key);
   m.validate();
   return m;
 }
@@ -194,6 +198,9 @@ nlohmann::json model_to_json(const ModelConfig& m) {
   feature("mlp", m.mlp, d.mlp, to_string(m.mlp));
   feature("tied_embeddings", m.tied_embeddings, d.tied_embeddings, m.tied_embeddings);
   feature("embed_scale", m.embed_scale, d.embed_scale, m.embed_scale);
+  feature("embedding_multiplier", m.embedding_multiplier, 1.0, m.embedding_multiplier);
+  feature("residual_multiplier", m.residual_multiplier, 1.0, m.residual_multiplier);
+  feature("logits_scaling", m.logits_scaling, 1.0, m.logits_scaling);
   return j;
 }
 

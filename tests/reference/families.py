@@ -99,6 +99,13 @@ FAMILIES = {
                   max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=1000000.0, rope_scaling=None,
                   attention_bias=False, use_sliding_window=False, sliding_window=None, max_window_layers=2,
                   tie_word_embeddings=True),
+    # Granite 3's multipliers at this size: the score scale 1 / head_dim (as 1/128 at d = 128),
+    # embeddings x 12, each branch x 0.22, logits / 16.
+    "granite": dict(_LLAMA_LIKE, model_type="granite", architectures=["GraniteForCausalLM"],
+                    max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=10000000.0, rope_scaling=None,
+                    attention_bias=False, mlp_bias=False, embedding_multiplier=12.0,
+                    attention_multiplier=0.125, residual_multiplier=0.22, logits_scaling=16.0,
+                    pad_token_id=0, tie_word_embeddings=True),
 }
 # Features no family above has by default, in configs of the same model types: GPT-2 without
 # the 1/sqrt(d) scale, with the inverse-layer scale and exact GELU; Llama with every bias.
@@ -132,7 +139,8 @@ def features_from_hf(c):
                     attn_scale_inverse_layer=_get(c, "scale_attn_by_inverse_layer_idx", False),
                     attn_softcap=0.0, final_softcap=0.0,
                     mlp="gelu" if c.get("activation_function") == "gelu" else "gelu_tanh",
-                    tied_embeddings=True, embed_scale=False)
+                    tied_embeddings=True, embed_scale=False, embedding_multiplier=1.0,
+                    residual_multiplier=1.0, logits_scaling=1.0)
     h, a = c["hidden_size"], c["num_attention_heads"]
     f = dict(names=t if t in ("phi3", "olmo2", "gemma2") else "llama", layers=c["num_hidden_layers"],
              hidden=h, heads=a, kv_heads=_get(c, "num_key_value_heads", a),
@@ -146,7 +154,8 @@ def features_from_hf(c):
              mlp_bias=_get(c, "mlp_bias", False), qk_norm="none", sliding_window=0,
              sliding_window_layers="all", attn_scale=0.0, attn_scale_inverse_layer=False,
              attn_softcap=0.0, final_softcap=0.0, mlp="swiglu",
-             tied_embeddings=_get(c, "tie_word_embeddings", False), embed_scale=False)
+             tied_embeddings=_get(c, "tie_word_embeddings", False), embed_scale=False,
+             embedding_multiplier=1.0, residual_multiplier=1.0, logits_scaling=1.0)
     if t in ("mistral", "phi3"):
         f["sliding_window"] = _get(c, "sliding_window", 0)
     elif t == "qwen2":
@@ -163,6 +172,11 @@ def features_from_hf(c):
                      final_softcap=_get(c, "final_logit_softcapping", 0.0))
     elif t == "olmo2":
         f.update(norm_placement="post", qk_norm="projection")
+    elif t == "granite":
+        f.update(attn_scale=_get(c, "attention_multiplier", 1.0),
+                 embedding_multiplier=_get(c, "embedding_multiplier", 1.0),
+                 residual_multiplier=_get(c, "residual_multiplier", 1.0),
+                 logits_scaling=_get(c, "logits_scaling", 1.0))
     elif t == "qwen3":
         f["qk_norm"] = "head"
         if _get(c, "use_sliding_window", False):
@@ -477,6 +491,7 @@ def forward(w, f, idx):
     x = wte[idx]
     if f["embed_scale"]:
         x = x * embed_factor(f, dtype)
+    x = x * f["embedding_multiplier"]
     if f["position"] == "learned":
         x = x + w["transformer.wpe.weight"][:S]
     rope = rope_tables(f, S, dtype) if f["position"] == "rope" else None
@@ -486,14 +501,15 @@ def forward(w, f, idx):
 
     for l in range(f["layers"]):
         P = _layer(w, f, l)
-        x = x + maybe_norm(P["attn_out"], attention(f, P, l, maybe_norm(P["attn_in"], x), rope))
-        x = x + maybe_norm(P["mlp_out"], mlp(f, P, maybe_norm(P["mlp_in"], x)))
+        r = f["residual_multiplier"]
+        x = x + maybe_norm(P["attn_out"], attention(f, P, l, maybe_norm(P["attn_in"], x), rope)) * r
+        x = x + maybe_norm(P["mlp_out"], mlp(f, P, maybe_norm(P["mlp_in"], x))) * r
     if gpt2:
         x = norm(f, x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"])
     else:
         x = norm(f, x, w["model.norm.weight"], w.get("model.norm.bias"))
     head = wte if f["tied_embeddings"] else w["lm_head.weight"]
-    return softcap(x @ head.t(), f["final_softcap"])
+    return softcap(x @ head.t() / f["logits_scaling"], f["final_softcap"])
 
 
 def loss_of(w, f, window):

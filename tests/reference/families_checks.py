@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from families import (BATCH, FAMILIES, SEQ, apply_rope, embed_factor, features_from_hf,  # noqa: E402
                       forward, is_norm_weight, loss_of, make_weights, rope_parameters, rope_tables,
                       rotate_half)
+import granite_by_hand  # noqa: E402
 import qwen3_by_hand  # noqa: E402
 
 
@@ -89,6 +90,10 @@ def self_checks():
     check("qwen3 forward = hand-written block with per-head q_norm / k_norm (qwen3_by_hand.py)",
           qwen3_by_hand.matches(qw3, make_weights(qw3, 13), win, loss_of))
 
+    gr = features_from_hf(FAMILIES["granite"])
+    check("granite forward = hand-written block with its four multipliers (granite_by_hand.py)",
+          granite_by_hand.matches(gr, make_weights(gr, 14), win, loss_of))
+
     # Phi-3's fused tensors = Llama's separate ones.
     ph = features_from_hf(FAMILIES["phi3"])
     wp = make_weights(ph, 9)
@@ -142,6 +147,10 @@ _EFFECTS = [
     ("phi3", dict(partial_rotary_factor=1.0, rope_scaling=None), None),  # (the factors fit rotary_dim)
     ("olmo2", dict(qk_norm="none"), "q_norm.weight k_norm.weight"),
     ("qwen3", dict(qk_norm="none"), "q_norm.weight k_norm.weight"),
+    ("granite", dict(attn_scale=0.0), None),
+    ("granite", dict(embedding_multiplier=1.0), None),
+    ("granite", dict(residual_multiplier=1.0), None),
+    ("granite", dict(logits_scaling=1.0), None),
 ]
 
 

@@ -315,7 +315,8 @@ TEST(ModelConfig, FamilyPresetsHaveThePublishedParameterCounts) {
       {"phi-3-mini", 3'821'079'552},
       // Qwen3's model cards round them (8.2B, 6.95B without the embeddings; 0.6B, 0.44B): the
       // counts of the published checkpoints' tensors.
-      {"qwen3-8b", 8'190'735'360},      {"qwen3-0.6b", 596'049'920}};
+      {"qwen3-8b", 8'190'735'360},      {"qwen3-0.6b", 596'049'920},
+      {"granite-3.1-8b", 8'170'848'256}};
   for (const auto& [name, count] : kPublished) {
     const ModelConfig m = resolve_model(name);
     EXPECT_EQ(ParamLayout(m).total(), count) << name;
@@ -459,6 +460,42 @@ TEST(ModelConfig, TransformersFiveLayoutMeansWhatTheFourLayoutMeans) {
   moe["model_type"] = "qwen3_moe";
   w = published_refusal(moe);
   EXPECT_NE(w.find("the nearest supported is qwen3, without the mixture-of-experts MLPs"), std::string::npos) << w;
+}
+
+// Granite's four multipliers: read from its config (the score scale is attention_multiplier,
+// 1 when absent, never 1/sqrt(head_dim)), kept by our JSON, and refused where they make no sense.
+TEST(ModelConfig, GraniteMultipliersAreReadKeptAndChecked) {
+  nlohmann::json g = {{"model_type", "granite"}, {"hidden_size", 64}, {"intermediate_size", 128},
+                      {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                      {"max_position_embeddings", 64}, {"vocab_size", 256}, {"rms_norm_eps", 1e-5},
+                      {"hidden_act", "silu"}, {"embedding_multiplier", 12.0},
+                      {"attention_multiplier", 0.0078125}, {"residual_multiplier", 0.22},
+                      {"logits_scaling", 16.0}, {"tie_word_embeddings", true}};
+  const ModelConfig m = model_from_hf_json(g, "granite");
+  EXPECT_EQ(m.family, Family::Granite);
+  EXPECT_EQ(m.attn_scale, 0.0078125);
+  EXPECT_EQ(m.score_scale(1), 0.0078125);
+  EXPECT_EQ(m.embed_multiplier(), 12.0f);
+  EXPECT_EQ(m.residual_multiplier, 0.22);
+  EXPECT_EQ(m.logits_scaling, 16.0);
+  const ModelConfig back = model_from_json(model_to_json(m));
+  EXPECT_EQ(back.residual_multiplier, 0.22);
+  EXPECT_EQ(back.logits_scaling, 16.0);
+  EXPECT_EQ(back.embedding_multiplier, 12.0);
+  nlohmann::json plain = g;
+  plain.erase("attention_multiplier");
+  EXPECT_EQ(model_from_hf_json(plain, "g").score_scale(0), 1.0);
+  nlohmann::json bad = model_to_json(m);
+  bad["logits_scaling"] = 0.0;
+  EXPECT_THROW(model_from_json(bad), ConfigError);
+  bad = model_to_json(m);
+  bad["embed_scale"] = true;
+  try {
+    model_from_json(bad);
+    FAIL() << "embed_scale with an embedding_multiplier accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "embedding_multiplier");
+  }
 }
 
 }  // namespace

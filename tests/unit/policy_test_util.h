@@ -65,6 +65,12 @@ inline ModelConfig tiny(Family arch, AttentionImpl attn, int layers = 4) {
   }
   if (arch == Family::Mistral || arch == Family::Gemma2) m.sliding_window = 12;  // banded at seq 32
   if (arch == Family::Gemma2) m.attn_softcap = 3.0, m.final_softcap = 4.0;       // caps that bite
+  if (arch == Family::Granite) {  // Granite 3's multipliers
+    m.attn_scale = 1.0 / 16.0;
+    m.embedding_multiplier = 12.0;
+    m.residual_multiplier = 0.22;
+    m.logits_scaling = 16.0;
+  }
   m.seq = 32;
   m.positions = 32;
   m.batch = 2;
