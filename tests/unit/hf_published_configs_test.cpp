@@ -106,8 +106,35 @@ struct PublishedFile {
 };
 
 const PublishedFile kPublishedFiles[] = {
+    {"falcon-40b.json", 41'303'293'952, Expect::Refused, {"\"RefinedWeb\"", "known: gpt2"}},
+    {"falcon3-7b-instruct.json", 7'455'550'464, Expect::Imports, {"pretraining_tp", "use_cache"}},
+    {"gemma-2-2b.json", 2'614'341'888, Expect::Imports, {"cache_implementation", "pad_token_id"}},
     {"gemma-2-9b.json", 9'241'705'984, Expect::Imports, {"sliding_window_size", "cache_implementation"}},
+    {"gemma-3-1b-it.json", 999'885'952, Expect::Refused, {"gemma3_text", "nearest supported is gemma2", "QK-norm"}},
+    {"gpt2.json", 124'439'808, Expect::Imports, {"n_ctx", "summary_type", "task_specific_params"}},
+    {"granite-3.3-8b-instruct.json", 8'170'864'640, Expect::Refused,
+     {"\"granite\"", "nearest supported is llama", "multipliers"}},
+    {"llama-2-7b.json", 6'738'415'616, Expect::Imports, {"_name_or_path", "pretraining_tp"}},
+    {"llama-3.1-8b-instruct.json", 8'030'261'248, Expect::Imports, {"eos_token_id", "pretraining_tp"}},
+    {"llama-3.1-8b.json", 8'030'261'248, Expect::Imports, {"pretraining_tp"}},
+    {"llama-3.2-1b.json", 1'235'814'400, Expect::Imports, {"pretraining_tp"}},
+    {"llama-3.2-3b.json", 3'212'749'824, Expect::Imports, {"pretraining_tp"}},
+    {"meta-llama-3-8b.json", 8'030'261'248, Expect::Imports, {"pretraining_tp"}},
+    {"mistral-7b-instruct-v0.3.json", 7'248'023'552, Expect::Imports, {"torch_dtype"}},
+    {"mistral-7b-v0.1.json", 7'241'732'096, Expect::Imports, {"torch_dtype"}},
+    {"olmo-2-1124-7b-instruct.json", 7'298'617'344, Expect::Imports, {"_name_or_path", "pad_token_id"}},
+    {"phi-3-mini-4k-instruct.json", 3'821'079'552, Expect::Imports, {"auto_map", "pad_token_id"}},
+    {"phi-4-mini-instruct.json", 3'836'021'760, Expect::Refused,
+     {"full_attn_mod", "interpolate_factor", "lm_head_bias"}},
+    {"qwen2-7b.json", 7'615'616'512, Expect::Imports, {"sliding_window", "max_window_layers"}},
     {"qwen2.5-0.5b.json", 494'032'768, Expect::Imports, {"use_mrope", "sliding_window", "max_window_layers"}},
+    {"qwen2.5-14b.json", 14'770'033'664, Expect::Imports, {"sliding_window", "max_window_layers"}},
+    {"qwen2.5-3b.json", 3'085'938'688, Expect::Imports, {"use_mrope", "sliding_window"}},
+    {"qwen2.5-7b.json", 7'615'616'512, Expect::Imports, {"use_mrope", "sliding_window"}},
+    {"qwen3-0.6b.json", 596'049'920, Expect::Refused, {"\"qwen3\"", "nearest supported is qwen2", "QK-norm"}},
+    {"qwen3-14b.json", 14'768'307'200, Expect::Refused, {"\"qwen3\"", "nearest supported is qwen2", "QK-norm"}},
+    {"qwen3-8b-base.json", 8'190'735'360, Expect::Refused, {"\"qwen3\"", "nearest supported is qwen2", "QK-norm"}},
+    {"qwen3-8b.json", 8'190'735'360, Expect::Refused, {"\"qwen3\"", "nearest supported is qwen2", "QK-norm"}},
     {"smollm2-135m.json", 134'515'008, Expect::Imports, {"is_llama_config", "rope_interleaved", "pretraining_tp"}},
 };
 
@@ -140,7 +167,7 @@ TEST(HfPublishedConfigs, EveryFileHasItsPublishedCountAndImportsOrIsRefusedInWor
   }
 }
 
-// Every file in the directory has its row.
+// Every file in the directory has its row, and the directory holds at least 25 of them.
 TEST(HfPublishedConfigs, EveryFileInTheDirectoryIsInTheTable) {
   std::set<std::string> rows;
   for (const PublishedFile& f : kPublishedFiles) rows.insert(f.file);
@@ -151,6 +178,7 @@ TEST(HfPublishedConfigs, EveryFileInTheDirectoryIsInTheTable) {
     EXPECT_TRUE(rows.count(e.path().filename().string())) << e.path().filename() << " has no row";
   }
   EXPECT_EQ(files, static_cast<int>(rows.size()));
+  EXPECT_GE(files, 25);
 }
 
 // The counter is the file's: untying a tied head adds V·h, and a model_type it does not know has
