@@ -228,6 +228,8 @@ const NearFamily kNearFamilies[] = {
     {"gemma3_text", "gemma2", "per-head QK-norm, five sliding-window layers to each global one and a RoPE base per kind"},
     {"gpt_neox", "gpt2", "the parallel attention and MLP, partial rotary embeddings and LayerNorm biases"},
     {"falcon", "llama", "multi-query attention, the parallel block and its single LayerNorm"},
+    {"RefinedWeb", "llama", "Falcon's multi-query or grouped attention and its parallel block"},
+    {"RefinedWebModel", "llama", "Falcon's multi-query attention, the parallel block and its single LayerNorm"},
     {"mixtral", "mistral", "the mixture-of-experts MLPs"},
 };
 
