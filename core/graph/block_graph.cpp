@@ -239,6 +239,14 @@ void BlockGraph::build() {
   int proj = add_tensor("attn.proj_out", m.dtype, n, width_formula(m.hidden));
   add_step(linear("attn.proj", ctx, proj, ParamSlot::ProjW, ParamSlot::ProjB, m.out_bias, bs,
                   m.q_width(), m.hidden));
+  if (m.block_layout != BlockLayout::Sequential) {
+    // Parallel: the attention's sum first (its output is freed), then the MLP of the block's
+    // input, normed on its own or (shared norm) by ln1 already.
+    int mid = residual_step("attn.residual", input_, proj, "attn.residual_out", kSiteAttentionResidual);
+    x = m.block_layout == BlockLayout::Parallel ? norm_step("ln2", "ln2.out", input_, ParamSlot::Ln2W) : x;
+    output_ = residual_step("mlp.residual", mid, build_mlp(x), "block.out", kSiteMlpResidual);
+    return;
+  }
   if (post) proj = norm_step("attn.post_norm", "attn.post_norm_out", proj, ParamSlot::PostAttnW);
   int mid = residual_step("attn.residual", input_, proj, "ln2.in", kSiteAttentionResidual);
   x = pre ? norm_step("ln2", "ln2.out", mid, ParamSlot::Ln2W) : mid;

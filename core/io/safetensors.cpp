@@ -196,7 +196,11 @@ std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& file, c
   };
   for (const auto& p : L.params()) {
     float* dst = host.data() + p.offset;
-    if (p.hf_parts.empty()) {
+    if (p.hf_qkv.groups > 0) {  // stored by kv group: read, then put in our order
+      std::vector<float> grouped(static_cast<std::size_t>(p.numel()));
+      take(p.hf_name, p.rows, p.cols, false, grouped.data());
+      qkv_rows_from_hf(p, grouped.data(), dst);
+    } else if (p.hf_parts.empty()) {
       take(p.hf_name, p.rows, p.cols, p.hf_transposed, dst);
     } else {
       for (const auto& [name, rows] : p.hf_parts) {
@@ -249,6 +253,7 @@ std::map<std::string, SafeTensor> hf_from_flat(const std::vector<float>& host, c
       t.shape = {p.rows, p.cols};
       t.values.assign(src, src + p.numel());
     }
+    if (p.hf_qkv.groups > 0) qkv_rows_to_hf(p, src, t.values.data());
     out[p.hf_name] = std::move(t);
   }
   return out;

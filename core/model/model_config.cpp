@@ -20,7 +20,7 @@ std::size_t dtype_size(DType t) {
 }
 
 namespace {
-const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3", "granite"};
+const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3", "granite", "gpt_neox"};
 }  // namespace
 
 const char* to_string(Family f) { return kFamilies[static_cast<int>(f)]; }
@@ -44,6 +44,10 @@ const char* to_string(MlpKind k) {
   return n[static_cast<int>(k)];
 }
 const char* to_string(WindowLayers w) { return w == WindowLayers::All ? "all" : "even"; }
+const char* to_string(BlockLayout b) {
+  static const char* n[] = {"sequential", "parallel", "parallel_shared_norm"};
+  return n[static_cast<int>(b)];
+}
 const char* to_string(QkNormKind k) {
   static const char* n[] = {"none", "projection", "head"};
   return n[static_cast<int>(k)];
@@ -62,20 +66,22 @@ Family parse_family(const std::string& s, const char* field) {
 
 void set_family(ModelConfig& m, Family f) {
   m.family = f;
-  const bool gpt2 = f == Family::Gpt2;
-  m.norm = gpt2 ? NormKind::LayerNorm : NormKind::RmsNorm;
+  const bool gpt2 = f == Family::Gpt2, neox = f == Family::GptNeox;
+  m.norm = gpt2 || neox ? NormKind::LayerNorm : NormKind::RmsNorm;
   m.norm_unit_offset = f == Family::Gemma || f == Family::Gemma2;
   m.placement = f == Family::Olmo2    ? NormPlacement::Post
                 : f == Family::Gemma2 ? NormPlacement::Sandwich
                                       : NormPlacement::Pre;
   m.position = gpt2 ? PositionKind::Learned : PositionKind::Rope;
-  m.qkv_bias = gpt2 || f == Family::Qwen2;
-  m.out_bias = gpt2;
-  m.mlp_bias = gpt2;
+  m.block_layout = neox ? BlockLayout::Parallel : BlockLayout::Sequential;
+  m.qkv_bias = gpt2 || neox || f == Family::Qwen2;
+  m.out_bias = gpt2 || neox;
+  m.mlp_bias = gpt2 || neox;
   m.qk_norm = f == Family::Olmo2 ? QkNormKind::Projection
               : f == Family::Qwen3 ? QkNormKind::Head
                                    : QkNormKind::None;
   m.mlp = gpt2 ? MlpKind::GeluTanh
+         : neox ? MlpKind::Gelu
                : (f == Family::Gemma || f == Family::Gemma2) ? MlpKind::GeGlu : MlpKind::SwiGlu;
   m.tied_embeddings = gpt2 || f == Family::Gemma || f == Family::Gemma2;
   m.embed_scale = f == Family::Gemma || f == Family::Gemma2;
@@ -183,6 +189,9 @@ void ModelConfig::validate() const {
   if (sliding_window < 0)
     throw ConfigError("sliding_window", "must be 0 (none) or a positive window, got " +
                                             std::to_string(sliding_window));
+  if (block_layout != BlockLayout::Sequential && placement != NormPlacement::Pre)
+    throw ConfigError("block_layout", std::string(to_string(block_layout)) + " blocks norm their input (norm_placement pre), not " +
+                                          to_string(placement));
   if (norm_unit_offset && norm != NormKind::RmsNorm)
     throw ConfigError("norm_unit_offset", "applies to rmsnorm only");
   if (dtype != DType::BF16 && dtype != DType::F32)

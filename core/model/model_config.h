@@ -13,7 +13,8 @@
 
 namespace remat {
 
-enum class Family : std::uint8_t { Gpt2, Llama, Mistral, Qwen2, Gemma, Gemma2, Phi3, Olmo2, Qwen3, Granite };
+enum class Family : std::uint8_t { Gpt2, Llama, Mistral, Qwen2, Gemma, Gemma2, Phi3, Olmo2, Qwen3, Granite,
+                                   GptNeox };
 enum class AttentionImpl { Naive, Flash };
 enum class DType : std::uint8_t { F32, BF16, U8, I32 };
 enum class NormKind : std::uint8_t { LayerNorm, RmsNorm };
@@ -27,6 +28,9 @@ enum class WindowLayers : std::uint8_t { All, Even };
 // heads·d and kv_heads·d wide); over each head (Qwen3: one weight of d for the q heads, one for
 // the k heads).
 enum class QkNormKind : std::uint8_t { None, Projection, Head };
+// sequential: the MLP reads the attention's residual sum; parallel (GPT-NeoX): x + attn(ln1(x))
+// + mlp(ln2(x)); parallel_shared_norm (Falcon 7B): both branches read one norm of x.
+enum class BlockLayout : std::uint8_t { Sequential, Parallel, ParallelSharedNorm };
 
 // Where dropout applies (bits).
 enum DropoutSites : unsigned { kDropEmbedding = 1, kDropAttention = 2, kDropResidual = 4,
@@ -42,6 +46,7 @@ const char* to_string(PositionKind k);
 const char* to_string(MlpKind k);
 const char* to_string(WindowLayers w);
 const char* to_string(QkNormKind k);
+const char* to_string(BlockLayout b);
 // Throws ConfigError(field, ...) naming the known values.
 Family parse_family(const std::string& s, const char* field);
 std::vector<std::string> family_names();
@@ -69,6 +74,7 @@ struct ModelConfig {
   NormKind norm = NormKind::LayerNorm;
   bool norm_unit_offset = false;  // RMSNorm weight applied as (1 + w)
   NormPlacement placement = NormPlacement::Pre;
+  BlockLayout block_layout = BlockLayout::Sequential;
   PositionKind position = PositionKind::Learned;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
@@ -123,7 +129,7 @@ ModelConfig model_from_json(const nlohmann::json& j);
 nlohmann::json model_to_json(const ModelConfig& m);
 
 // A Hugging Face config.json (model_type gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2,
-// phi3, olmo2, granite). Fields we do not model are refused, all of them at once.
+// phi3, olmo2, granite, gpt_neox). Fields we do not model are refused, all of them at once.
 ModelConfig model_from_hf_json(const nlohmann::json& j, const std::string& name);
 
 // Reads a file: our format, or a Hugging Face config.json (detected by `model_type`).

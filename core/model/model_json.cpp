@@ -17,7 +17,7 @@ const std::set<std::string> kOwnKeys = {
     "norm_unit_offset", "norm_placement", "position", "qkv_bias", "out_bias", "mlp_bias",
     "qk_norm", "sliding_window", "sliding_window_layers", "attn_scale",
     "attn_scale_inverse_layer", "attn_softcap", "final_softcap", "mlp", "tied_embeddings",
-    "embed_scale", "embedding_multiplier", "residual_multiplier", "logits_scaling"};
+    "embed_scale", "block_layout", "embedding_multiplier", "residual_multiplier", "logits_scaling"};
 
 int get_int(const nlohmann::json& j, const char* key) { return json_int(j.at(key), key); }
 
@@ -58,6 +58,7 @@ const char* const kMlp[] = {"gelu_tanh", "gelu", "swiglu", "geglu"};
 const char* const kWindowLayers[] = {"all", "even"};
 const char* const kSites[] = {"embedding", "attention", "residual"};
 const char* const kQkNorm[] = {"none", "projection", "head"};
+const char* const kBlockLayout[] = {"sequential", "parallel", "parallel_shared_norm"};
 
 unsigned get_sites(const nlohmann::json& j) {
   const auto& v = j.at("dropout_sites");
@@ -119,6 +120,7 @@ ModelConfig model_from_json(const nlohmann::json& j) {
   if (j.contains("norm")) m.norm = get_enum<NormKind>(j, "norm", kNorm);
   if (j.contains("norm_unit_offset")) m.norm_unit_offset = get_bool(j, "norm_unit_offset");
   if (j.contains("norm_placement")) m.placement = get_enum<NormPlacement>(j, "norm_placement", kPlacement);
+  if (j.contains("block_layout")) m.block_layout = get_enum<BlockLayout>(j, "block_layout", kBlockLayout);
   if (j.contains("position")) m.position = get_enum<PositionKind>(j, "position", kPosition);
   if (j.contains("qkv_bias")) m.qkv_bias = get_bool(j, "qkv_bias");
   if (j.contains("out_bias")) m.out_bias = get_bool(j, "out_bias");
@@ -182,6 +184,7 @@ nlohmann::json model_to_json(const ModelConfig& m) {
   feature("norm", m.norm, d.norm, to_string(m.norm));
   feature("norm_unit_offset", m.norm_unit_offset, d.norm_unit_offset, m.norm_unit_offset);
   feature("norm_placement", m.placement, d.placement, to_string(m.placement));
+  feature("block_layout", m.block_layout, d.block_layout, to_string(m.block_layout));
   feature("position", m.position, d.position, to_string(m.position));
   if (m.rope_scaling.type != RopeType::Default) j["rope_scaling"] = rope_scaling_to_json(m.rope_scaling);
   feature("partial_rotary_factor", m.partial_rotary, 1.0, m.partial_rotary);

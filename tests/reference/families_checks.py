@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from families import (BATCH, FAMILIES, SEQ, apply_rope, embed_factor, features_from_hf,  # noqa: E402
                       forward, is_norm_weight, loss_of, make_weights, rope_parameters, rope_tables,
                       rotate_half)
+import gpt_neox_by_hand  # noqa: E402
 import granite_by_hand  # noqa: E402
 import qwen3_by_hand  # noqa: E402
 
@@ -94,6 +95,10 @@ def self_checks():
     check("granite forward = hand-written block with its four multipliers (granite_by_hand.py)",
           granite_by_hand.matches(gr, make_weights(gr, 14), win, loss_of))
 
+    nx = features_from_hf(FAMILIES["gpt_neox"])
+    check("gpt_neox forward = hand-written parallel block, per-head query_key_value, partial rotary "
+          "(gpt_neox_by_hand.py)", gpt_neox_by_hand.matches(nx, make_weights(nx, 15), win, loss_of))
+
     # Phi-3's fused tensors = Llama's separate ones.
     ph = features_from_hf(FAMILIES["phi3"])
     wp = make_weights(ph, 9)
@@ -151,6 +156,8 @@ _EFFECTS = [
     ("granite", dict(embedding_multiplier=1.0), None),
     ("granite", dict(residual_multiplier=1.0), None),
     ("granite", dict(logits_scaling=1.0), None),
+    ("gpt_neox", dict(block_layout="sequential"), None),
+    ("gpt_neox", dict(partial_rotary_factor=1.0), None),
 ]
 
 

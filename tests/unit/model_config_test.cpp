@@ -316,7 +316,9 @@ TEST(ModelConfig, FamilyPresetsHaveThePublishedParameterCounts) {
       // Qwen3's model cards round them (8.2B, 6.95B without the embeddings; 0.6B, 0.44B): the
       // counts of the published checkpoints' tensors.
       {"qwen3-8b", 8'190'735'360},      {"qwen3-0.6b", 596'049'920},
-      {"granite-3.1-8b", 8'170'848'256}};
+      {"granite-3.1-8b", 8'170'848'256},
+      // Pythia's model card gives it exactly.
+      {"pythia-1.4b", 1'414'647'808}};
   for (const auto& [name, count] : kPublished) {
     const ModelConfig m = resolve_model(name);
     EXPECT_EQ(ParamLayout(m).total(), count) << name;
@@ -439,6 +441,57 @@ TEST(ModelConfig, GraniteMultipliersAreReadKeptAndChecked) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.field(), "embedding_multiplier");
   }
+}
+
+// GPT-NeoX (Pythia 1.4B's sizes): a quarter of each head rotated, the parallel block, exact GELU,
+// biases and LayerNorm biases, an untied head; use_parallel_residual false is the sequential
+// block; contradicting RoPE fields and unmodelled activations are refused by name, together.
+TEST(ModelConfig, GptNeoxImportsItsRotaryShareAndParallelBlock) {
+  nlohmann::json j = {{"model_type", "gpt_neox"}, {"architectures", {"GPTNeoXForCausalLM"}},
+                      {"hidden_size", 2048}, {"intermediate_size", 8192}, {"num_hidden_layers", 24},
+                      {"num_attention_heads", 16}, {"vocab_size", 50304}, {"max_position_embeddings", 2048},
+                      {"rotary_pct", 0.25}, {"rotary_emb_base", 10000}, {"layer_norm_eps", 1e-5},
+                      {"hidden_act", "gelu"}, {"use_parallel_residual", true}, {"tie_word_embeddings", false},
+                      {"classifier_dropout", 0.1}, {"torch_dtype", "float16"}};
+  const ModelConfig m = model_from_hf_json(j, "pythia");
+  EXPECT_EQ(m.family, Family::GptNeox);
+  EXPECT_EQ(m.rotary_dim(), 32);
+  EXPECT_EQ(m.block_layout, BlockLayout::Parallel);
+  EXPECT_EQ(m.mlp, MlpKind::Gelu);
+  EXPECT_EQ(m.norm, NormKind::LayerNorm);
+  EXPECT_EQ(ParamLayout(m).total(), ParamLayout(resolve_model("pythia-1.4b")).total());
+  const ParamSpec* qkv = ParamLayout(m).find("gpt_neox.layers.3.attention.query_key_value.weight");
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(qkv->hf_qkv.groups, 16);
+  j["use_parallel_residual"] = false;
+  EXPECT_EQ(model_from_hf_json(j, "x").block_layout, BlockLayout::Sequential);
+  j["partial_rotary_factor"] = 0.5;
+  j["rope_theta"] = 500.0;
+  j["hidden_act"] = "relu";
+  try {
+    model_from_hf_json(j, "x");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    const std::string w = e.what();
+    for (const char* k : {"partial_rotary_factor", "rope_theta", "hidden_act", "(3 problems)"})
+      EXPECT_NE(w.find(k), std::string::npos) << k << " missing from: " << w;
+  }
+}
+
+// Hugging Face's per-head q|k|v rows and ours: every row lands once, each head where it belongs.
+TEST(ModelConfig, GroupedQkvRowsRoundTrip) {
+  ParamSpec p;
+  p.rows = 2 * 3 * 2 + 2 * 2 * 2;  // groups 2, rep 3 (six q heads), d 2: q 12 rows, k 4, v 4
+  p.cols = 1;
+  p.hf_qkv = {2, 3, 2};
+  std::vector<float> ours(20), hf(20), back(20);
+  for (int i = 0; i < 20; ++i) ours[static_cast<std::size_t>(i)] = static_cast<float>(i);
+  qkv_rows_to_hf(p, ours.data(), hf.data());
+  // Group 0: q heads 0-2 (rows 0-5), k head 0 (rows 12-13), v head 0 (rows 16-17); then group 1.
+  const std::vector<float> want = {0, 1, 2, 3, 4, 5, 12, 13, 16, 17, 6, 7, 8, 9, 10, 11, 14, 15, 18, 19};
+  EXPECT_EQ(hf, want);
+  qkv_rows_from_hf(p, hf.data(), back.data());
+  EXPECT_EQ(back, ours);
 }
 
 }  // namespace

@@ -129,6 +129,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // Granite's multipliers (residual branches, embeddings, logits, scores)
                       EquivalenceCase{Family::Granite, AttentionImpl::Naive},
                       EquivalenceCase{Family::Granite, AttentionImpl::Flash},
+                      // GPT-NeoX's parallel block, partial rotary, exact GELU
+                      EquivalenceCase{Family::GptNeox, AttentionImpl::Naive},
+                      EquivalenceCase{Family::GptNeox, AttentionImpl::Flash},
                       // (1 + w) RMSNorms, the final one too, and embeddings * sqrt(hidden)
                       EquivalenceCase{Family::Gemma, AttentionImpl::Naive, std::nullopt, OpKind::RmsNorm},
                       EquivalenceCase{Family::Gemma, AttentionImpl::Flash, std::nullopt, OpKind::RmsNorm},
