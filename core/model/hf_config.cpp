@@ -227,9 +227,6 @@ struct NearFamily {
 const NearFamily kNearFamilies[] = {
     {"qwen3_moe", "qwen3", "the mixture-of-experts MLPs"},
     {"gemma3_text", "gemma2", "per-head QK-norm, five sliding-window layers to each global one and a RoPE base per kind"},
-    {"falcon", "llama", "multi-query attention, the parallel block and its single LayerNorm"},
-    {"RefinedWeb", "llama", "Falcon's multi-query or grouped attention and its parallel block"},
-    {"RefinedWebModel", "llama", "Falcon's multi-query attention, the parallel block and its single LayerNorm"},
     {"mixtral", "mistral", "the mixture-of-experts MLPs"},
 };
 
@@ -323,12 +320,14 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
     m = gpt2_from_hf(j, p, ignored);
   } else if (type == "gpt_neox") {
     m = gpt_neox_from_hf(j, p, ignored);
+  } else if (type == "falcon" || type == "RefinedWeb" || type == "RefinedWebModel") {
+    m = falcon_from_hf(j, type, p, ignored);
   } else if (auto f = hf_family(type)) {
     m = decoder_from_hf(j, *f, p, ignored);
   } else {
     std::string known = "gpt2";
     for (const auto& n : hf_family_types()) known += ", " + n;
-    known += ", gpt_neox";
+    known += ", gpt_neox, falcon";
     std::string near;
     for (const NearFamily& n : kNearFamilies)
       if (type == n.type) near = "; the nearest supported is " + std::string(n.nearest) + ", without " + n.missing;

@@ -79,6 +79,9 @@ std::vector<std::string> hf_family_types();
 void check_sizes(const ModelConfig& m, Problems& p);
 ModelConfig gpt2_from_hf(const nlohmann::json& j, Problems& p, std::vector<std::string>& ignored);
 ModelConfig gpt_neox_from_hf(const nlohmann::json& j, Problems& p, std::vector<std::string>& ignored);  // hf_gpt_neox.cpp
+// model_type falcon, RefinedWeb or RefinedWebModel (hf_falcon.cpp).
+ModelConfig falcon_from_hf(const nlohmann::json& j, const std::string& type, Problems& p,
+                           std::vector<std::string>& ignored);
 ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
                             std::vector<std::string>& ignored);
 

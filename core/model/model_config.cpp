@@ -20,7 +20,7 @@ std::size_t dtype_size(DType t) {
 }
 
 namespace {
-const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3", "granite", "gpt_neox"};
+const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3", "granite", "gpt_neox", "falcon"};
 }  // namespace
 
 const char* to_string(Family f) { return kFamilies[static_cast<int>(f)]; }
@@ -66,14 +66,14 @@ Family parse_family(const std::string& s, const char* field) {
 
 void set_family(ModelConfig& m, Family f) {
   m.family = f;
-  const bool gpt2 = f == Family::Gpt2, neox = f == Family::GptNeox;
-  m.norm = gpt2 || neox ? NormKind::LayerNorm : NormKind::RmsNorm;
+  const bool gpt2 = f == Family::Gpt2, neox = f == Family::GptNeox, falcon = f == Family::Falcon;
+  m.norm = gpt2 || neox || falcon ? NormKind::LayerNorm : NormKind::RmsNorm;
   m.norm_unit_offset = f == Family::Gemma || f == Family::Gemma2;
   m.placement = f == Family::Olmo2    ? NormPlacement::Post
                 : f == Family::Gemma2 ? NormPlacement::Sandwich
                                       : NormPlacement::Pre;
   m.position = gpt2 ? PositionKind::Learned : PositionKind::Rope;
-  m.block_layout = neox ? BlockLayout::Parallel : BlockLayout::Sequential;
+  m.block_layout = neox ? BlockLayout::Parallel : falcon ? BlockLayout::ParallelSharedNorm : BlockLayout::Sequential;
   m.qkv_bias = gpt2 || neox || f == Family::Qwen2;
   m.out_bias = gpt2 || neox;
   m.mlp_bias = gpt2 || neox;
@@ -81,9 +81,9 @@ void set_family(ModelConfig& m, Family f) {
               : f == Family::Qwen3 ? QkNormKind::Head
                                    : QkNormKind::None;
   m.mlp = gpt2 ? MlpKind::GeluTanh
-         : neox ? MlpKind::Gelu
+         : neox || falcon ? MlpKind::Gelu
                : (f == Family::Gemma || f == Family::Gemma2) ? MlpKind::GeGlu : MlpKind::SwiGlu;
-  m.tied_embeddings = gpt2 || f == Family::Gemma || f == Family::Gemma2;
+  m.tied_embeddings = gpt2 || falcon || f == Family::Gemma || f == Family::Gemma2;
   m.embed_scale = f == Family::Gemma || f == Family::Gemma2;
   m.window_layers = f == Family::Gemma2 ? WindowLayers::Even : WindowLayers::All;
   if (gpt2) m.kv_heads = m.heads;

@@ -14,7 +14,7 @@
 namespace remat {
 
 enum class Family : std::uint8_t { Gpt2, Llama, Mistral, Qwen2, Gemma, Gemma2, Phi3, Olmo2, Qwen3, Granite,
-                                   GptNeox };
+                                   GptNeox, Falcon };
 enum class AttentionImpl { Naive, Flash };
 enum class DType : std::uint8_t { F32, BF16, U8, I32 };
 enum class NormKind : std::uint8_t { LayerNorm, RmsNorm };
@@ -129,7 +129,7 @@ ModelConfig model_from_json(const nlohmann::json& j);
 nlohmann::json model_to_json(const ModelConfig& m);
 
 // A Hugging Face config.json (model_type gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2,
-// phi3, olmo2, granite, gpt_neox). Fields we do not model are refused, all of them at once.
+// phi3, olmo2, granite, gpt_neox, falcon and its first names RefinedWeb, RefinedWebModel). Fields we do not model are refused, all of them at once.
 ModelConfig model_from_hf_json(const nlohmann::json& j, const std::string& name);
 
 // Reads a file: our format, or a Hugging Face config.json (detected by `model_type`).

@@ -82,7 +82,8 @@ ParamSpec fused(ParamSpec p, const std::vector<std::pair<std::string, std::int64
 ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts) {
   const std::int64_t h = m.hidden, f = m.ffn, V = m.vocab, q = m.q_width(), kv = m.kv_width();
   const std::int64_t up = m.gated_mlp() ? 2 * f : f;
-  const bool gpt2 = m.family == Family::Gpt2, phi3 = m.family == Family::Phi3, neox = m.family == Family::GptNeox;
+  const bool gpt2 = m.family == Family::Gpt2, phi3 = m.family == Family::Phi3, neox = m.family == Family::GptNeox,
+             falcon = m.family == Family::Falcon;
   const bool ln = m.norm == NormKind::LayerNorm;
   const int kSlots = static_cast<int>(ParamSlot::Count);
   slots_.assign(static_cast<std::size_t>(m.layers) * kSlots, -1);
@@ -105,14 +106,16 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
     slot(b, w, norm_w(ours + ".w", hf + ".weight"));
     if (ln) slot(b, static_cast<ParamSlot>(static_cast<int>(w) + 1), vec(ours + ".b", hf + ".bias", h));
   };
-  const std::string root = gpt2 ? "transformer." : neox ? "gpt_neox." : "model.";
+  const std::string root = gpt2 || falcon ? "transformer." : neox ? "gpt_neox." : "model.";
   if (parts.embedding || (parts.head && m.tied_embeddings))
-    wte = add(mat("wte", root + (gpt2 ? "wte.weight" : neox ? "embed_in.weight" : "embed_tokens.weight"), V, h));
+    wte = add(mat("wte", root + (gpt2 ? "wte.weight" : neox ? "embed_in.weight" : falcon ? "word_embeddings.weight"
+                                                                                   : "embed_tokens.weight"),
+                  V, h));
   if (parts.embedding && m.position == PositionKind::Learned)
     wpe = add(mat("wpe", root + (gpt2 ? "wpe.weight" : "embed_positions.weight"), m.positions, h));
   for (int b = 0; b < m.layers; ++b) {
     const std::string p = "h." + std::to_string(b) + ".";
-    const std::string hf = root + (gpt2 ? "h." : "layers.") + std::to_string(b) + ".";
+    const std::string hf = root + (gpt2 || falcon ? "h." : "layers.") + std::to_string(b) + ".";
     const bool pre = m.placement != NormPlacement::Post, post = m.placement != NormPlacement::Pre;
     if (gpt2) {
       if (pre) norm(b, ParamSlot::Ln1W, p + "ln1", hf + "ln_1");
@@ -127,22 +130,26 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
       if (m.mlp_bias) slot(b, ParamSlot::Fc2B, vec(p + "mlp.fc2.b", hf + "mlp.c_proj.bias", h));
       continue;
     }
-    if (neox) {
-      // GPT-NeoX: query_key_value stored per head [q, k, v]; a shared norm (Falcon-like) has no ln2.
-      const ParamSpec::QkvGroups per_head{m.kv_heads, m.heads / m.kv_heads, m.head_dim()};
-      norm(b, ParamSlot::Ln1W, p + "ln1", hf + "input_layernorm");
-      ParamSpec qkv = mat(p + "attn.qkv.w", hf + "attention.query_key_value.weight", q + 2 * kv, h);
-      qkv.hf_qkv = per_head;
+    if (neox || falcon) {
+      // query_key_value stored by kv group: per head [q, k, v] (GPT-NeoX), a group's q heads then
+      // its k and v (Falcon; multi-query: all q heads, then k, then v). Falcon's parallel block
+      // names its two norms ln_attn and ln_mlp; a shared norm has no ln2.
+      const ParamSpec::QkvGroups groups{m.kv_heads, m.heads / m.kv_heads, m.head_dim()};
+      const std::string at = hf + (neox ? "attention." : "self_attention.");
+      const bool two = m.block_layout == BlockLayout::Parallel && falcon;
+      norm(b, ParamSlot::Ln1W, p + "ln1", hf + (two ? "ln_attn" : "input_layernorm"));
+      ParamSpec qkv = mat(p + "attn.qkv.w", at + "query_key_value.weight", q + 2 * kv, h);
+      qkv.hf_qkv = groups;
       slot(b, ParamSlot::QkvW, qkv);
       if (m.qkv_bias) {
-        ParamSpec qb = vec(p + "attn.qkv.b", hf + "attention.query_key_value.bias", q + 2 * kv);
-        qb.hf_qkv = per_head;
+        ParamSpec qb = vec(p + "attn.qkv.b", at + "query_key_value.bias", q + 2 * kv);
+        qb.hf_qkv = groups;
         slot(b, ParamSlot::QkvB, qb);
       }
-      slot(b, ParamSlot::ProjW, mat(p + "attn.proj.w", hf + "attention.dense.weight", h, q));
-      if (m.out_bias) slot(b, ParamSlot::ProjB, vec(p + "attn.proj.b", hf + "attention.dense.bias", h));
+      slot(b, ParamSlot::ProjW, mat(p + "attn.proj.w", at + "dense.weight", h, q));
+      if (m.out_bias) slot(b, ParamSlot::ProjB, vec(p + "attn.proj.b", at + "dense.bias", h));
       if (m.block_layout != BlockLayout::ParallelSharedNorm)
-        norm(b, ParamSlot::Ln2W, p + "ln2", hf + "post_attention_layernorm");
+        norm(b, ParamSlot::Ln2W, p + "ln2", hf + (two ? "ln_mlp" : "post_attention_layernorm"));
       slot(b, ParamSlot::FcW, mat(p + "mlp.fc.w", hf + "mlp.dense_h_to_4h.weight", up, h));
       if (m.mlp_bias) slot(b, ParamSlot::FcB, vec(p + "mlp.fc.b", hf + "mlp.dense_h_to_4h.bias", up));
       slot(b, ParamSlot::Fc2W, mat(p + "mlp.fc2.w", hf + "mlp.dense_4h_to_h.weight", h, f));
@@ -189,7 +196,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
     if (post) norm(b, ParamSlot::PostMlpW, p + "mlp.post_norm", hf + "post_feedforward_layernorm");
   }
   if (!parts.head) return;
-  const std::string lnf = gpt2 ? "ln_f" : neox ? "final_layer_norm" : "norm";
+  const std::string lnf = gpt2 || falcon ? "ln_f" : neox ? "final_layer_norm" : "norm";
   lnf_w = add(norm_w("lnf.w", root + lnf + ".weight"));
   if (ln) lnf_b = add(vec("lnf.b", root + lnf + ".bias", h));
   if (!m.tied_embeddings) lm_head = add(mat("lm_head", neox ? "embed_out.weight" : "lm_head.weight", V, h));

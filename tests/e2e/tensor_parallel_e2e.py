@@ -62,6 +62,11 @@ NEOX_SMALL = {"name": "neox-small", "architecture": "gpt_neox", "layers": 2, "hi
               "kv_heads": 4, "ffn": 256, "seq": 32, "batch": 4, "vocab": 256, "dropout": 0.0,
               "attention": "naive", "dtype": "fp32", "partial_rotary_factor": 0.25}
 
+# Falcon's new decoder architecture in small: kv groups, a norm per branch, no linear biases.
+FALCON_SMALL = {"name": "falcon-small", "architecture": "falcon", "block_layout": "parallel", "layers": 2,
+                "hidden": 64, "heads": 4, "kv_heads": 2, "ffn": 256, "seq": 32, "batch": 4, "vocab": 256,
+                "dropout": 0.0, "attention": "naive", "dtype": "fp32"}
+
 
 def base(model):
     return ["--model", model, "--dtype", "fp32", "--seed", "5", "--warmup", "1", "--threads", "2"]
@@ -202,9 +207,13 @@ def main():
         neox_ref = single(b, tmp, neox, a.steps, "none")
         layout_run(b, tmp, neox, a.steps, "none", 2, False, 1, neox_ref, rel_olmo)
         layout_run(b, tmp, neox, a.steps, "none", 2, True, 1, neox_ref, rel_olmo)
+        falcon = os.path.join(tmp, "falcon-small.json")
+        with open(falcon, "w") as f:
+            json.dump(FALCON_SMALL, f)
+        layout_run(b, tmp, falcon, a.steps, "none", 2, True, 1, single(b, tmp, falcon, a.steps, "none"), rel_olmo)
         print("layouts checked: T=2, T=2 sp, T=2 x D=2, selective, uniform:segments=4, llama-tiny, "
               "olmo2-small (QK-norm) T=2, T=2 sp, T=2 x D=2 selective, qwen3-small (per-head QK-norm) "
-              "T=2, T=2 sp, neox-small (parallel block) T=2, T=2 sp")
+              "T=2, T=2 sp, neox-small (parallel block) T=2, T=2 sp, falcon-small (kv groups) T=2 sp")
     return e2e_common.exit_code("tensor-parallel runs ok")
 
 

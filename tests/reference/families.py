@@ -116,6 +116,23 @@ FAMILIES = {
                  "classifier_dropout": 0.1, "initializer_range": 0.02, "tie_word_embeddings": False,
                  "use_cache": True, "bos_token_id": 0, "eos_token_id": 0, "torch_dtype": "float16",
                  "transformers_version": "4.24.0"},
+    # Falcon 7B's layout: multi-query attention (one kv head), both branches reading one
+    # LayerNorm, no linear biases, tied embeddings.
+    "falcon": {"model_type": "falcon", "architectures": ["FalconForCausalLM"], "hidden_size": 32,
+               "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 64, "multi_query": True,
+               "new_decoder_architecture": False, "parallel_attn": True, "bias": False, "alibi": False,
+               "layer_norm_epsilon": 1e-5, "hidden_dropout": 0.0, "attention_dropout": 0.0,
+               "rope_theta": 10000.0, "max_position_embeddings": 64, "bos_token_id": 11,
+               "eos_token_id": 11, "initializer_range": 0.02, "use_cache": True,
+               "torch_dtype": "bfloat16", "transformers_version": "4.33.0"},
+    # Falcon 40B's first config (model_type RefinedWeb): the new decoder architecture, kv groups
+    # (2 of 4 heads) in query_key_value, a LayerNorm per branch.
+    "falcon_rw": {"model_type": "RefinedWeb", "architectures": ["RWForCausalLM"], "hidden_size": 32,
+                  "n_layer": 2, "n_head": 4, "n_head_kv": 2, "vocab_size": 64, "alibi": False,
+                  "apply_residual_connection_post_layernorm": False, "bias": False, "parallel_attn": True,
+                  "layer_norm_epsilon": 1e-5, "hidden_dropout": 0.0, "attention_dropout": 0.0,
+                  "bos_token_id": 11, "eos_token_id": 11, "initializer_range": 0.02, "use_cache": True,
+                  "torch_dtype": "bfloat16", "transformers_version": "4.27.4"},
 }
 # Features no family above has by default, in configs of the same model types: GPT-2 without
 # the 1/sqrt(d) scale, with the inverse-layer scale and exact GELU; Llama with every bias.
@@ -136,6 +153,8 @@ def features_from_hf(c):
     """The features (docs/model-config.md names) of a Hugging Face config, as its model class
     reads it; `names` is the family whose tensor names the weights carry."""
     t = c["model_type"]
+    if t in ("falcon", "RefinedWeb", "RefinedWebModel"):
+        return _falcon_features(c, t)
     if t == "gpt_neox":
         h, a = c["hidden_size"], c["num_attention_heads"]
         return dict(names="gpt_neox", layers=c["num_hidden_layers"], hidden=h, heads=a, kv_heads=a,
@@ -207,6 +226,32 @@ def features_from_hf(c):
         if _get(c, "use_sliding_window", False):
             f["sliding_window"] = _get(c, "sliding_window", 0)
     return f
+
+
+def _falcon_features(c, t):
+    """Falcon (FalconConfig; RefinedWeb's n_layer, n_head, n_head_kv): kv heads and the block
+    layout from multi_query, new_decoder_architecture, parallel_attn and num_ln_in_parallel_attn."""
+    h = c["hidden_size"]
+    a = c.get("num_attention_heads", c.get("n_head"))
+    new_arch = _get(c, "new_decoder_architecture", t == "RefinedWeb")
+    if new_arch:
+        kv = _get(c, "num_kv_heads", _get(c, "n_head_kv", a))
+        layout = "parallel_shared_norm" if _get(c, "num_ln_in_parallel_attn", 2) == 1 else "parallel"
+    else:
+        kv = 1 if _get(c, "multi_query", True) else a
+        layout = "parallel_shared_norm" if _get(c, "parallel_attn", True) else "sequential"
+    bias = _get(c, "bias", False)
+    return dict(names="falcon", layers=c.get("num_hidden_layers", c.get("n_layer")), hidden=h, heads=a,
+                kv_heads=kv, head_dim=h // a, ffn=_get(c, "ffn_hidden_size", 4 * h), vocab=c["vocab_size"],
+                positions=_get(c, "max_position_embeddings", 2048), norm="layernorm",
+                norm_eps=_get(c, "layer_norm_epsilon", 1e-5), norm_unit_offset=False, norm_placement="pre",
+                block_layout=layout, position="rope", rope_theta=_get(c, "rope_theta", 10000.0),
+                rope_scaling=c.get("rope_scaling"), partial_rotary_factor=1.0,
+                original_max_position_embeddings=None, qkv_bias=bias, out_bias=bias, mlp_bias=bias,
+                qk_norm="none", sliding_window=0, sliding_window_layers="all", attn_scale=0.0,
+                attn_scale_inverse_layer=False, attn_softcap=0.0, final_softcap=0.0, mlp="gelu",
+                tied_embeddings=_get(c, "tie_word_embeddings", True), embed_scale=False,
+                embedding_multiplier=1.0, residual_multiplier=1.0, logits_scaling=1.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,6 +397,8 @@ def tensor_shapes(f):
         return s
     if f["names"] == "gpt_neox":
         return _neox_shapes(f)
+    if f["names"] == "falcon":
+        return _falcon_shapes(f)
     s["model.embed_tokens.weight"] = (V, h)
     for l in range(f["layers"]):
         p = "model.layers.%d." % l
@@ -409,6 +456,34 @@ def _neox_shapes(f):
     return s
 
 
+def _falcon_norms(f):
+    """Falcon's norm names per layout: (attention's, MLP's or None when shared)."""
+    return {"parallel": ("ln_attn", "ln_mlp"), "parallel_shared_norm": ("input_layernorm", None),
+            "sequential": ("input_layernorm", "post_attention_layernorm")}[f["block_layout"]]
+
+
+def _falcon_shapes(f):
+    """Falcon's names: query_key_value by kv group (a group's q heads, then its k and v)."""
+    h, ff, V = f["hidden"], f["ffn"], f["vocab"]
+    qkv = (f["heads"] + 2 * f["kv_heads"]) * f["head_dim"]
+    s = {"transformer.word_embeddings.weight": (V, h)}
+    for l in range(f["layers"]):
+        p = "transformer.h.%d." % l
+        for n in _falcon_norms(f):
+            if n:
+                s[p + n + ".weight"], s[p + n + ".bias"] = (h,), (h,)
+        mats = (("self_attention.query_key_value", (qkv, h)), ("self_attention.dense", (h, h)),
+                ("mlp.dense_h_to_4h", (ff, h)), ("mlp.dense_4h_to_h", (h, ff)))
+        for n, shape in mats:
+            s[p + n + ".weight"] = shape
+            if f["qkv_bias"]:
+                s[p + n + ".bias"] = (shape[0],)
+    s["transformer.ln_f.weight"], s["transformer.ln_f.bias"] = (h,), (h,)
+    if not f["tied_embeddings"]:
+        s["lm_head.weight"] = (V, h)
+    return s
+
+
 def is_norm_weight(name):
     return name.endswith("norm.weight") or name.endswith("layernorm.weight") or ".ln_" in name
 
@@ -445,6 +520,23 @@ def _layer(w, f, l):
         P["down"], P["down_b"] = w[p + "mlp.dense_4h_to_h.weight"], w[p + "mlp.dense_4h_to_h.bias"]
         P["attn_in"] = (w[p + "input_layernorm.weight"], w[p + "input_layernorm.bias"])
         P["mlp_in"] = (w[p + "post_attention_layernorm.weight"], w[p + "post_attention_layernorm.bias"])
+        P["attn_out"] = P["mlp_out"] = None
+        return P
+    if f["names"] == "falcon":
+        p = "transformer.h.%d." % l
+        kvh, d = f["kv_heads"], f["head_dim"]
+        rep = f["heads"] // kvh
+        qkv = w[p + "self_attention.query_key_value.weight"].view(kvh, rep + 2, d, h)
+        P["q"], P["k"], P["v"] = qkv[:, :rep].reshape(q, h), qkv[:, rep].reshape(kv, h), qkv[:, rep + 1].reshape(kv, h)
+        bias = w.get(p + "self_attention.query_key_value.bias")
+        if bias is not None:
+            bias = bias.view(kvh, rep + 2, d)
+            P["q_b"], P["k_b"], P["v_b"] = bias[:, :rep].reshape(q), bias[:, rep].reshape(kv), bias[:, rep + 1].reshape(kv)
+        for key, n in (("o", "self_attention.dense"), ("fc", "mlp.dense_h_to_4h"), ("down", "mlp.dense_4h_to_h")):
+            P[key], P[key + "_b"] = w[p + n + ".weight"], w.get(p + n + ".bias")
+        ln_a, ln_m = _falcon_norms(f)
+        P["attn_in"] = (w[p + ln_a + ".weight"], w[p + ln_a + ".bias"])
+        P["mlp_in"] = (w[p + ln_m + ".weight"], w[p + ln_m + ".bias"]) if ln_m else None
         P["attn_out"] = P["mlp_out"] = None
         return P
     if f["names"] == "gpt2":
@@ -545,8 +637,9 @@ def forward(w, f, idx):
     """Logits [B, S, vocab] of token ids idx [B, S]."""
     B, S = idx.shape
     dtype = next(iter(w.values())).dtype
-    gpt2, neox = f["names"] == "gpt2", f["names"] == "gpt_neox"
-    wte = w["transformer.wte.weight" if gpt2 else "gpt_neox.embed_in.weight" if neox else "model.embed_tokens.weight"]
+    gpt2, neox, falcon = f["names"] == "gpt2", f["names"] == "gpt_neox", f["names"] == "falcon"
+    wte = w["transformer.wte.weight" if gpt2 else "gpt_neox.embed_in.weight" if neox
+            else "transformer.word_embeddings.weight" if falcon else "model.embed_tokens.weight"]
     x = wte[idx]
     if f["embed_scale"]:
         x = x * embed_factor(f, dtype)
@@ -561,13 +654,14 @@ def forward(w, f, idx):
     for l in range(f["layers"]):
         P = _layer(w, f, l)
         r = f["residual_multiplier"]
-        if f["block_layout"] == "parallel":  # both branches read the block's input
-            a_out = attention(f, P, l, maybe_norm(P["attn_in"], x), rope)
-            x = x + a_out * r + mlp(f, P, maybe_norm(P["mlp_in"], x)) * r
+        if f["block_layout"] != "sequential":  # both branches read the block's input
+            y = maybe_norm(P["attn_in"], x)
+            z = y if f["block_layout"] == "parallel_shared_norm" else maybe_norm(P["mlp_in"], x)
+            x = x + attention(f, P, l, y, rope) * r + mlp(f, P, z) * r
             continue
         x = x + maybe_norm(P["attn_out"], attention(f, P, l, maybe_norm(P["attn_in"], x), rope)) * r
         x = x + maybe_norm(P["mlp_out"], mlp(f, P, maybe_norm(P["mlp_in"], x))) * r
-    if gpt2:
+    if gpt2 or falcon:
         x = norm(f, x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"])
     elif neox:
         x = norm(f, x, w["gpt_neox.final_layer_norm.weight"], w["gpt_neox.final_layer_norm.bias"])

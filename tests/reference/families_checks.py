@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from families import (BATCH, FAMILIES, SEQ, apply_rope, embed_factor, features_from_hf,  # noqa: E402
                       forward, is_norm_weight, loss_of, make_weights, rope_parameters, rope_tables,
                       rotate_half)
+import falcon_by_hand  # noqa: E402
 import gpt_neox_by_hand  # noqa: E402
 import granite_by_hand  # noqa: E402
 import qwen3_by_hand  # noqa: E402
@@ -98,6 +99,11 @@ def self_checks():
     nx = features_from_hf(FAMILIES["gpt_neox"])
     check("gpt_neox forward = hand-written parallel block, per-head query_key_value, partial rotary "
           "(gpt_neox_by_hand.py)", gpt_neox_by_hand.matches(nx, make_weights(nx, 15), win, loss_of))
+
+    for name, new_arch in (("falcon", False), ("falcon_rw", True)):
+        fa = features_from_hf(FAMILIES[name])
+        check("%s forward = hand-written Falcon layer, its query_key_value split as Hugging Face splits "
+              "it (falcon_by_hand.py)" % name, falcon_by_hand.matches(fa, make_weights(fa, 16), win, loss_of, new_arch))
 
     # Phi-3's fused tensors = Llama's separate ones.
     ph = features_from_hf(FAMILIES["phi3"])

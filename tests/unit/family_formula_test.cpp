@@ -51,7 +51,7 @@ TEST(FamilyFormula, SavedBytesOfEveryFamilyAreTheFormulasToTheByte) {
   int checked = 0;
   for (Family f : {Family::Gpt2, Family::Llama, Family::Mistral, Family::Qwen2, Family::Gemma,
                    Family::Gemma2, Family::Phi3, Family::Olmo2, Family::Qwen3, Family::Granite,
-                   Family::GptNeox})
+                   Family::GptNeox, Family::Falcon})
     for (AttentionImpl attn : {AttentionImpl::Naive, AttentionImpl::Flash})
       for (DType dt : {DType::BF16, DType::F32})
         for (double p : {0.0, 0.1})
@@ -67,13 +67,13 @@ TEST(FamilyFormula, SavedBytesOfEveryFamilyAreTheFormulasToTheByte) {
             EXPECT_EQ(BlockGraph(m).saved_bytes(), formula(m));
             ++checked;
           }
-  EXPECT_EQ(checked, 11 * 2 * 2 * 2 * 2);
+  EXPECT_EQ(checked, 12 * 2 * 2 * 2 * 2);
 }
 
 TEST(FamilyFormula, TheSimulatedStepHoldsTheFormulasBytesPerBlock) {
   for (Family f : {Family::Gpt2, Family::Llama, Family::Mistral, Family::Qwen2, Family::Gemma,
                    Family::Gemma2, Family::Phi3, Family::Olmo2, Family::Qwen3, Family::Granite,
-                   Family::GptNeox}) {
+                   Family::GptNeox, Family::Falcon}) {
     ModelConfig m = family(f);
     m.dropout = 0.1;
     SCOPED_TRACE(to_string(f));

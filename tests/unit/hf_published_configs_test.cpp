@@ -106,7 +106,7 @@ struct PublishedFile {
 };
 
 const PublishedFile kPublishedFiles[] = {
-    {"falcon-40b.json", 41'303'293'952, Expect::Refused, {"\"RefinedWeb\"", "nearest supported is llama", "parallel block"}},
+    {"falcon-40b.json", 41'303'293'952, Expect::Imports, {"auto_map", "torch_dtype"}},
     {"falcon3-7b-instruct.json", 7'455'550'464, Expect::Imports, {"pretraining_tp", "use_cache"}},
     {"gemma-2-2b.json", 2'614'341'888, Expect::Imports, {"cache_implementation", "pad_token_id"}},
     {"gemma-2-9b.json", 9'241'705'984, Expect::Imports, {"sliding_window_size", "cache_implementation"}},

@@ -318,7 +318,7 @@ TEST(ModelConfig, FamilyPresetsHaveThePublishedParameterCounts) {
       {"qwen3-8b", 8'190'735'360},      {"qwen3-0.6b", 596'049'920},
       {"granite-3.1-8b", 8'170'848'256},
       // Pythia's model card gives it exactly.
-      {"pythia-1.4b", 1'414'647'808}};
+      {"pythia-1.4b", 1'414'647'808},   {"falcon-7b", 6'921'720'704}};
   for (const auto& [name, count] : kPublished) {
     const ModelConfig m = resolve_model(name);
     EXPECT_EQ(ParamLayout(m).total(), count) << name;
@@ -492,6 +492,46 @@ TEST(ModelConfig, GroupedQkvRowsRoundTrip) {
   EXPECT_EQ(hf, want);
   qkv_rows_from_hf(p, hf.data(), back.data());
   EXPECT_EQ(back, ours);
+}
+
+// Falcon's three layouts from its flags: the 7B's multi-query attention with one shared norm, the
+// new decoder architecture's kv groups with a norm per branch (also under RefinedWeb's first
+// names), a sequential block without parallel_attn; ALiBi and the post-norm residual refused.
+TEST(ModelConfig, FalconLayoutsFollowItsFlags) {
+  nlohmann::json seven = {{"model_type", "falcon"}, {"hidden_size", 4544}, {"num_hidden_layers", 32},
+                          {"num_attention_heads", 71}, {"vocab_size", 65024}, {"multi_query", true},
+                          {"parallel_attn", true}, {"bias", false}, {"alibi", false},
+                          {"new_decoder_architecture", false}, {"layer_norm_epsilon", 1e-5}};
+  const ModelConfig m = model_from_hf_json(seven, "falcon-7b");
+  EXPECT_EQ(m.kv_heads, 1);
+  EXPECT_EQ(m.block_layout, BlockLayout::ParallelSharedNorm);
+  EXPECT_EQ(m.ffn, 4 * 4544);
+  EXPECT_TRUE(m.tied_embeddings);
+  EXPECT_EQ(ParamLayout(m).total(), ParamLayout(resolve_model("falcon-7b")).total());
+  EXPECT_EQ(ParamLayout(m).total(), 6'921'720'704);  // Falcon 7B's published count
+  EXPECT_EQ(ParamLayout(m).find("transformer.h.0.post_attention_layernorm.weight"), nullptr);
+  nlohmann::json forty = {{"model_type", "RefinedWeb"}, {"hidden_size", 256}, {"n_layer", 2}, {"n_head", 8},
+                          {"n_head_kv", 2}, {"vocab_size", 512}, {"parallel_attn", true}, {"bias", false}};
+  const ModelConfig g = model_from_hf_json(forty, "rw");
+  EXPECT_EQ(g.kv_heads, 2);
+  EXPECT_EQ(g.block_layout, BlockLayout::Parallel);
+  const ParamLayout L(g);
+  ASSERT_NE(L.find("transformer.h.1.ln_mlp.bias"), nullptr);
+  EXPECT_EQ(L.find("transformer.h.1.self_attention.query_key_value.weight")->hf_qkv.groups, 2);
+  nlohmann::json seq = seven;
+  seq["parallel_attn"] = false;
+  EXPECT_EQ(model_from_hf_json(seq, "x").block_layout, BlockLayout::Sequential);
+  seven["alibi"] = true;
+  seven["apply_residual_connection_post_layernorm"] = true;
+  seven["num_kv_heads"] = 8;
+  try {
+    model_from_hf_json(seven, "x");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    const std::string w = e.what();
+    for (const char* k : {"alibi", "apply_residual_connection_post_layernorm", "num_kv_heads", "(3 problems)"})
+      EXPECT_NE(w.find(k), std::string::npos) << k << " missing from: " << w;
+  }
 }
 
 }  // namespace

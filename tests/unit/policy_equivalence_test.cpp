@@ -132,6 +132,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // GPT-NeoX's parallel block, partial rotary, exact GELU
                       EquivalenceCase{Family::GptNeox, AttentionImpl::Naive},
                       EquivalenceCase{Family::GptNeox, AttentionImpl::Flash},
+                      // Falcon 7B's multi-query attention and one norm for both branches
+                      EquivalenceCase{Family::Falcon, AttentionImpl::Naive},
+                      EquivalenceCase{Family::Falcon, AttentionImpl::Flash},
                       // (1 + w) RMSNorms, the final one too, and embeddings * sqrt(hidden)
                       EquivalenceCase{Family::Gemma, AttentionImpl::Naive, std::nullopt, OpKind::RmsNorm},
                       EquivalenceCase{Family::Gemma, AttentionImpl::Flash, std::nullopt, OpKind::RmsNorm},

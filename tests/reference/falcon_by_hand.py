@@ -1,0 +1,76 @@
+"""Falcon's forward written out from its Hugging Face layer (FalconDecoderLayer, FalconAttention's
+_split_heads), float64, to check the generic reference (families.py) on what Falcon adds: its
+query_key_value split as Hugging Face splits it (multi-query: the q heads, then one k and one v
+head; the new decoder architecture: per kv group, the group's q heads, then its k and its v),
+both branches added to the block's input (parallel_attn), read from one LayerNorm (7B) or from
+ln_attn and ln_mlp (new decoder architecture), linears without biases, exact GELU, RoPE over
+whole heads, a tied head. Shares nothing with the engine; imported by families_checks.py.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def _ln(x, w, b, eps):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * w + b
+
+
+def _rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def _split_heads(fused, heads, kv_heads, d, new_arch):
+    """q [B, heads, S, d], k and v [B, kv_heads, S, d] from query_key_value's output."""
+    B, S, _ = fused.shape
+    if new_arch:
+        g = fused.view(B, S, kv_heads, heads // kv_heads + 2, d)
+        q, k, v = g[:, :, :, :-2], g[:, :, :, [-2]], g[:, :, :, [-1]]
+        q = q.reshape(B, S, heads, d)
+        k = k.reshape(B, S, kv_heads, d)
+        v = v.reshape(B, S, kv_heads, d)
+    else:  # multi-query
+        g = fused.view(B, S, heads + 2, d)
+        q, k, v = g[:, :, :-2], g[:, :, [-2]], g[:, :, [-1]]
+    return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+
+def loss(f, w, win, new_arch):
+    """Mean cross-entropy of windows [B, S + 1] under the Falcon config's features `f`."""
+    dt = torch.float64
+    w = {n: t.to(dt) for n, t in w.items()}
+    idx = win[:, :-1]
+    B, S = idx.shape
+    a, kv, d, eps = f["heads"], f["kv_heads"], f["head_dim"], f["norm_eps"]
+    inv = 1.0 / (f["rope_theta"] ** (torch.arange(0, d, 2, dtype=dt) / d))
+    ang = torch.arange(S, dtype=dt)[:, None] * inv
+    cos, sin = torch.cat((ang, ang), -1).cos(), torch.cat((ang, ang), -1).sin()
+    causal = torch.full((S, S), float("-inf"), dtype=dt).triu(1)
+    x = w["transformer.word_embeddings.weight"][idx]
+    for l in range(f["layers"]):
+        p = "transformer.h.%d." % l
+        if new_arch:
+            y = _ln(x, w[p + "ln_attn.weight"], w[p + "ln_attn.bias"], eps)
+            z = _ln(x, w[p + "ln_mlp.weight"], w[p + "ln_mlp.bias"], eps)
+        else:
+            y = z = _ln(x, w[p + "input_layernorm.weight"], w[p + "input_layernorm.bias"], eps)
+        q, k, v = _split_heads(y @ w[p + "self_attention.query_key_value.weight"].t(), a, kv, d, new_arch)
+        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        k = k.repeat_interleave(a // kv, dim=1)
+        v = v.repeat_interleave(a // kv, dim=1)
+        probs = (q @ k.transpose(-1, -2) / math.sqrt(d) + causal).softmax(-1)
+        attn = (probs @ v).transpose(1, 2).reshape(B, S, a * d) @ w[p + "self_attention.dense.weight"].t()
+        mlp = F.gelu(z @ w[p + "mlp.dense_h_to_4h.weight"].t()) @ w[p + "mlp.dense_4h_to_h.weight"].t()
+        x = (mlp + attn) + x
+    x = _ln(x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], eps)
+    logits = x @ w["transformer.word_embeddings.weight"].t()
+    return F.cross_entropy(logits.reshape(-1, f["vocab"]), win[:, 1:].reshape(-1)).item()
+
+
+def matches(f, w, win, generic_loss, new_arch):
+    """True when the generic reference's loss equals this one's to 1e-12."""
+    dt = torch.float64
+    return abs(loss(f, w, win, new_arch) - generic_loss({n: t.to(dt) for n, t in w.items()}, f, win).item()) < 1e-12
