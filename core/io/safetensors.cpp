@@ -262,7 +262,7 @@ void check_hf_tensors(const std::map<std::string, std::vector<std::int64_t>>& sh
   });
   for (const auto& [n, t] : by_name)
     if (!is_buffer(n, gpt2, tied) && !taken.count(n))
-      throw Error(origin.of(*t.first) + ": tensor '" + n + "' is not part of this model");
+      throw Error(origin.of(*t.first) + ": tensor '" + *t.first + "' is not part of this model");
 }
 
 std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& file, const ParamLayout& L,

@@ -127,8 +127,8 @@ WeightFiles open_index(const std::string& index) {
     std::error_code ec;
     if (!fs::exists(path, ec))
       throw Error(where + ": shard " + q(s) + " (of " + std::to_string(tensors.size()) + " tensor" +
-                  (tensors.size() == 1 ? "" : "s") + ", e.g. " + q(tensors.front()) + ") is missing: no file " +
-                  q(path));
+                  (tensors.size() == 1 ? "" : "s") + ", e.g. " + q(tensors.front()) + ") is missing: " + q(path) +
+                  " is not there");
     names.push_back(s);
   }
   for (std::size_t k = 0; k < names.size(); ++k) {
@@ -207,12 +207,16 @@ void check_weight_files(const WeightFiles& w, const ParamLayout& layout, Family 
   check_hf_tensors(w.shapes(), layout, family, w.origin());
 }
 
+std::map<std::string, SafeTensor> read_weight_files(const WeightFiles& w) {
+  std::map<std::string, SafeTensor> all;
+  for (const auto& f : w.files) all.merge(read_safetensors_data(f));
+  return all;
+}
+
 std::vector<float> weight_values(const WeightFiles& w, const ParamLayout& layout, Family family) {
   const TensorOrigin origin = w.origin();
   check_hf_tensors(w.shapes(), layout, family, origin);
-  std::map<std::string, SafeTensor> all;
-  for (const auto& f : w.files) all.merge(read_safetensors_data(f));
-  return flat_from_hf(all, layout, family, origin);
+  return flat_from_hf(read_weight_files(w), layout, family, origin);
 }
 
 void load_weights(const std::string& path, ModelState& state) {

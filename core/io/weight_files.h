@@ -45,6 +45,9 @@ WeightFiles open_weight_files(const std::string& path);
 // Checks every tensor's name and shape against `layout` from the headers (check_hf_tensors).
 void check_weight_files(const WeightFiles& w, const ParamLayout& layout, Family family);
 
+// Every tensor of the files (fp32), each file's data read once.
+std::map<std::string, SafeTensor> read_weight_files(const WeightFiles& w);
+
 // The flat fp32 parameters of `layout` from `w` (checked first), each file's data read once.
 std::vector<float> weight_values(const WeightFiles& w, const ParamLayout& layout, Family family);
 
