@@ -78,27 +78,6 @@ def write_safetensors(path, tensors):
             f.write(struct.pack("<%df" % len(values), *values))
 
 
-def read_sharded(d):
-    """The tensors of the shards under d/model.safetensors.index.json, each checked to be where the
-    weight_map says, and the index's total_size against their data."""
-    with open(os.path.join(d, "model.safetensors.index.json")) as f:
-        index = json.load(f)
-    shards = sorted(set(index["weight_map"].values()))
-    n = len(shards)
-    check(shards == ["model-%05d-of-%05d.safetensors" % (i + 1, n) for i in range(n)],
-          "shards are named as Hugging Face names them: %r" % shards)
-    out, total = {}, 0
-    for s in shards:
-        for name, (shape, values) in read_safetensors(os.path.join(d, s)).items():
-            check(index["weight_map"].get(name) == s, "%s is in %s, as the weight_map says" % (name, s))
-            out[name] = (shape, values)
-            total += 4 * len(values)
-    check(sorted(out) == sorted(index["weight_map"]), "every tensor of the weight_map is in a shard")
-    check(index["metadata"]["total_size"] == total, "total_size %r is the shards' data, %d bytes"
-          % (index["metadata"]["total_size"], total))
-    return out, n
-
-
 def check_sharded_weights(b, w, npy):
     """--save-shard-size writes Hugging Face's sharded layout holding the one file's tensors;
     --load-weights reads an index or its directory, also one written here, to the same run; an index
@@ -107,7 +86,7 @@ def check_sharded_weights(b, w, npy):
     w0, sharded = os.path.join(w, "s0.safetensors"), os.path.join(w, "s0")
     b.run(*one, "--save-weights", w0)
     b.run(*one, "--save-weights", sharded, "--save-shard-size", "300KB")
-    tensors, n = read_sharded(sharded)
+    tensors, n = e2e_common.read_sharded_safetensors(sharded)
     check(n > 2, "300KB shards of tiny are several: %d" % n)
     check(tensors == read_safetensors(w0), "the shards hold the one file's tensors")
     # A sharded checkpoint written here, two shards split at the middle.
