@@ -113,7 +113,6 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
   }
   t.startup_breakdown_ms.insert(t.startup_breakdown_ms.begin(), {"device", device_ms});
   t.memory_budget = memory_budget.value_or(0);
-  if (!m.ignored_fields.empty()) t.provenance.emplace_back("config_ignored", ignored_list(m));
   add_cli_provenance(t);
   return t;
 }
