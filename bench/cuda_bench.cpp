@@ -421,7 +421,7 @@ void head_chunks(const Options& o) {
       EventTimer tm;
       const int warm = 2, reps = o.quick ? 3 : 10;
       const double ms = tm.median_ms(g.compute_stream(), [&] {
-        g.head_loss(x, W, targets, losses, dx, dW, rows, H, V, 1.0f / static_cast<float>(rows), 0.0f);
+        g.head_loss(x, W, targets, losses, dx, dW, rows, H, V, 1.0f / static_cast<float>(rows), 0.0f, 1.0f);
       }, warm, reps);
       const double flops = 3.0 * 2.0 * static_cast<double>(rows) * H * V;
       emit({{"figure", "head_loss"}, {"model", m.name}, {"rows", rows}, {"H", H}, {"V", V},

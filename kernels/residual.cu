@@ -21,7 +21,7 @@ struct ResFwd {
     load_vec<V>(x + i, a);
     if (mask) load_mask<V>(mask + i, m);
 #pragma unroll
-    for (int k = 0; k < V; ++k) o[k] = r[k] + a[k] * (mask ? (m[k] != 0.0f ? scale : 0.0f) : 1.0f);
+    for (int k = 0; k < V; ++k) o[k] = r[k] + a[k] * (mask ? (m[k] != 0.0f ? scale : 0.0f) : scale);
     store_vec<V>(out + i, o);
   }
 };
@@ -43,7 +43,7 @@ struct ResBwd {
     if (acc_x) load_vec<V>(dx + i, px);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const float vx = g[k] * (mask ? (m[k] != 0.0f ? scale : 0.0f) : 1.0f);
+      const float vx = g[k] * (mask ? (m[k] != 0.0f ? scale : 0.0f) : scale);
       ox[k] = acc_x ? px[k] + vx : vx;
       orr[k] = acc_res ? pr[k] + g[k] : g[k];
     }

@@ -137,6 +137,8 @@ class Backend {
   //   statistics are recomputed from x in backward.
   // - QkNorm: in[0] qkv rows [M, K + 2N] -> out[0]: RMSNorm of the q part (K wide) with w, of
   //   the k part (N wide) with b, v copied; backward dw and db (the k weight's) accumulate.
+  // - QkHeadNorm: as QkNorm over each attn.d-wide head of the q part (w) and of the k part (b),
+  //   both weights d wide.
   // - Linear: y = x W^T + b (b may be absent), M rows, K in, N out; backward dx = dy W (acc:
   //   +=), dW += dy^T x, db += colsum(dy).
   // - Rope: Hugging Face rotate_half on the first rope.rotary_dim dims of every q and k head
@@ -149,8 +151,9 @@ class Backend {
   // - FlashAttn: tiled, online softmax, out[0] ctx and out[1] lse [B, heads, S] fp32; attention
   //   dropout (p > 0) uses the naive path's mask bits, index ((b * heads + head) * S + i) * S + j;
   //   backward always accumulates into din[0].
-  // - Residual: out = in[0] + in[1] * in[2] / (1 - p) (in[2], the mask, absent when p == 0);
-  //   backward din[0] = dout (acc[0]), din[1] = dout * mask / (1 - p) (acc[1]).
+  // - Residual: out = in[0] + in[1] * in[2] / (1 - p) * branch_mult (in[2], the mask, absent
+  //   when p == 0); backward din[0] = dout (acc[0]), din[1] = dout * mask / (1 - p) * branch_mult
+  //   (acc[1]).
   // - Gelu (tanh form) and GeluErf (exact, x * Phi(x)) over M elements.
   // - SwiGlu: in[0] [M, 2K] (gate | up) -> [M, K] silu(gate) * up; GeGlu: gelu_tanh(gate) * up.
   // - DropoutMask: out[0][i] = philox_bits(key, i) >= dropout_threshold(p) (1 = kept), M elements.
@@ -160,10 +163,12 @@ class Backend {
   // exist whole; losses[r] = logsumexp - logit[target] (fp32); with dlogits = (softmax -
   // onehot) * scale: dx = dlogits W (overwritten), dW += dlogits^T x. softcap > 0 (Gemma 2's
   // final_logit_softcapping): the logits are softcap * tanh(logits / softcap) before the loss,
-  // and dlogits is taken through the cap.
+  // and dlogits is taken through the cap. logit_mult (Granite's 1 / logits_scaling) multiplies
+  // the logits first, and dlogits is taken through it.
   virtual void head_loss(const Tensor& x, const Tensor& W, const Tensor& targets,
                          const Tensor& losses, const Tensor& dx, const Tensor& dW,
-                         std::int64_t rows, int H, int V, float scale, float softcap) = 0;
+                         std::int64_t rows, int H, int V, float scale, float softcap,
+                         float logit_mult) = 0;
 
   // --- AdamW over segments of the flat parameter buffer. master is empty for fp32 models
   // (the parameters are the master weights). ---

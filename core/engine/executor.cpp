@@ -394,7 +394,7 @@ void Executor::head() {
     // The mean over the global batch's tokens: a replica's share of the summed gradient.
     be_.head_loss(lnf, W, st_.targets, losses_, dlnf, dW, rows, H, V,
                   1.0f / static_cast<float>(rows * micros_ * replicas_of(opt_.comm)),
-                  static_cast<float>(cfg_.final_softcap));
+                  static_cast<float>(cfg_.final_softcap), static_cast<float>(1.0 / cfg_.logits_scaling));
   });
   out_->flops_forward -= 2 * mm;  // split the fused op's FLOPs: 1/3 forward, 2/3 backward
   out_->flops_backward += 2 * mm;

@@ -23,6 +23,7 @@ OpArgs Executor::op_args(int b, const StepDef& s, const std::vector<Tensor>& t,
   a.eps = static_cast<float>(cfg_.norm_eps);
   a.w_offset = s.w_offset;
   a.p = static_cast<float>(dropout_at(s.site));
+  if (s.op == OpKind::Residual) a.branch_mult = static_cast<float>(cfg_.residual_multiplier);
   a.key = key(b, s.site);
   a.attn = attn(b);
   a.rope = rope_table();

@@ -5,7 +5,8 @@
 // backward mirrors them: the column-parallel input gradient summed over T, the sequence region's
 // gradients gathered and scattered. QK-norm's row statistics span the T ranks' heads: their
 // partial sums are all-reduced between the op's two parts (Backend::qk_norm_sums, qk_norm_split),
-// forward and backward. Every exchange goes through collective() and every buffer
+// forward and backward; per-head QK-norm (Qwen3) runs on a rank's own heads, its weights'
+// gradients summed over the ranks. Every exchange goes through collective() and every buffer
 // through the tracking allocator, so the simulator (a null communicator of T ranks) walks it.
 #include "core/engine/executor.h"
 #include "core/util/error.h"
@@ -170,11 +171,13 @@ void Executor::sync_tensor_parallel_gradients() {
 }
 
 void Executor::sync_tensor_parallel_gradients(int b) {
-  if (tp_ <= 1 || !sp_) return;
-  // Norm weights and biases of the sequence region saw only this rank's rows.
+  if (tp_ <= 1) return;
+  // Norm weights and biases of the sequence region saw only this rank's rows (with sp); a
+  // per-head QK-norm's weights, only this rank's heads.
   for (std::size_t i = 0; i < graph_.steps().size(); ++i) {
     const StepDef& s = graph_.steps()[i];
-    if (s.op == OpKind::Linear || regions_.step[i] != Region::Sequence) continue;
+    const bool rows = sp_ && s.op != OpKind::Linear && regions_.step[i] == Region::Sequence;
+    if (!rows && s.op != OpKind::QkHeadNorm) continue;
     for (ParamSlot slot : {s.w, s.b})
       if (slot != ParamSlot::Count && st_.has(b, slot))
         tp_all_reduce(b, grad_at(b, slot), "h" + std::to_string(b) + "." + s.name + ".grad.all_reduce");

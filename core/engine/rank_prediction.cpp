@@ -21,7 +21,8 @@ std::vector<std::int64_t> slot_divisors(const ModelConfig& m, const ParallelLayo
   const BlockRegions r = block_regions(g);
   for (std::size_t s = 0; s < g.steps().size(); ++s) {
     const StepDef& st = g.steps()[s];
-    const bool split = st.op == OpKind::Linear || r.step[s] == Region::Tensor;
+    // A per-head QK-norm's weights are every head's: held whole by each rank.
+    const bool split = st.op == OpKind::Linear || (r.step[s] == Region::Tensor && st.op != OpKind::QkHeadNorm);
     if (st.w != ParamSlot::Count) div[static_cast<std::size_t>(st.w)] = split ? p.tp : 1;
     // A row-parallel linear adds its bias once, after the reduction: every rank holds all of it.
     if (st.b != ParamSlot::Count) div[static_cast<std::size_t>(st.b)] = split && !r.row_parallel[s] ? p.tp : 1;

@@ -209,7 +209,7 @@ void BlockGraph::build() {
   const ModelConfig& m = cfg_;
   const std::int64_t bs = m.tokens(), n = bs * m.hidden;
   const bool pre = m.placement != NormPlacement::Post, post = m.placement != NormPlacement::Pre;
-  const bool rope = m.position == PositionKind::Rope, qkn = m.qk_norm;
+  const bool rope = m.position == PositionKind::Rope, qkn = m.qk_norm != QkNormKind::None;
   input_ = add_tensor("block.in", m.dtype, n, width_formula(m.hidden));
   int x = pre ? norm_step("ln1", "ln1.out", input_, ParamSlot::Ln1W) : input_;
   const int w = m.qkv_width();
@@ -217,7 +217,8 @@ void BlockGraph::build() {
   add_step(linear("attn.qkv", x, qkv, ParamSlot::QkvW, ParamSlot::QkvB, m.qkv_bias, bs, m.hidden, w));
   if (qkn) {
     int o = add_tensor(rope ? "attn.qkv_normed" : "attn.qkv", m.dtype, bs * w, width_formula(w));
-    StepDef s = step("attn.qk_norm", OpKind::QkNorm, {qkv}, {o});
+    const bool heads = m.qk_norm == QkNormKind::Head;
+    StepDef s = step("attn.qk_norm", heads ? OpKind::QkHeadNorm : OpKind::QkNorm, {qkv}, {o});
     s.w = ParamSlot::QNormW;
     s.b = ParamSlot::KNormW;
     s.M = bs;
@@ -238,6 +239,14 @@ void BlockGraph::build() {
   int proj = add_tensor("attn.proj_out", m.dtype, n, width_formula(m.hidden));
   add_step(linear("attn.proj", ctx, proj, ParamSlot::ProjW, ParamSlot::ProjB, m.out_bias, bs,
                   m.q_width(), m.hidden));
+  if (m.block_layout != BlockLayout::Sequential) {
+    // Parallel: the attention's sum first (its output is freed), then the MLP of the block's
+    // input, normed on its own or (shared norm) by ln1 already.
+    int mid = residual_step("attn.residual", input_, proj, "attn.residual_out", kSiteAttentionResidual);
+    x = m.block_layout == BlockLayout::Parallel ? norm_step("ln2", "ln2.out", input_, ParamSlot::Ln2W) : x;
+    output_ = residual_step("mlp.residual", mid, build_mlp(x), "block.out", kSiteMlpResidual);
+    return;
+  }
   if (post) proj = norm_step("attn.post_norm", "attn.post_norm_out", proj, ParamSlot::PostAttnW);
   int mid = residual_step("attn.residual", input_, proj, "ln2.in", kSiteAttentionResidual);
   x = pre ? norm_step("ln2", "ln2.out", mid, ParamSlot::Ln2W) : mid;

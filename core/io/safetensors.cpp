@@ -223,16 +223,20 @@ std::map<std::string, std::pair<const std::string*, const T*>> by_layout_name(co
   return out;
 }
 
-// Calls f(name, rows, cols, transposed, offset) for every tensor of the layout in its order.
+// Calls f(name, rows, cols, transposed, offset, grouped) for every tensor of the layout in its
+// order; `grouped` is the parameter whose q|k|v rows Hugging Face stores by kv group (hf_qkv),
+// else null.
 template <class F>
 void each_hf_tensor(const ParamLayout& L, F&& f) {
   for (const auto& p : L.params()) {
-    if (p.hf_parts.empty()) {
-      f(p.hf_name, p.rows, p.cols, p.hf_transposed, p.offset);
+    if (p.hf_qkv.groups > 0) {
+      f(p.hf_name, p.rows, p.cols, false, p.offset, &p);
+    } else if (p.hf_parts.empty()) {
+      f(p.hf_name, p.rows, p.cols, p.hf_transposed, p.offset, nullptr);
     } else {
       std::int64_t off = p.offset;
       for (const auto& [name, rows] : p.hf_parts) {
-        f(name, rows, p.cols, false, off);
+        f(name, rows, p.cols, false, off, nullptr);
         off += rows * p.cols;
       }
     }
@@ -246,7 +250,8 @@ void check_hf_tensors(const std::map<std::string, std::vector<std::int64_t>>& sh
   const bool gpt2 = family == Family::Gpt2, tied = L.lm_head < 0;
   const auto by_name = by_layout_name(shapes, gpt2, tied);
   std::set<std::string> taken;
-  each_hf_tensor(L, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed, std::int64_t) {
+  each_hf_tensor(L, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed, std::int64_t,
+                        const ParamSpec*) {
     auto it = by_name.find(name);
     if (it == by_name.end()) throw Error(origin.whole + ": missing tensor '" + name + "'");
     taken.insert(name);
@@ -280,10 +285,12 @@ std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& file, c
   const auto by_name = by_layout_name(file, family == Family::Gpt2, L.lm_head < 0);
   std::vector<float> host(static_cast<std::size_t>(L.total()));
   each_hf_tensor(L, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed,
-                        std::int64_t offset) {
+                        std::int64_t offset, const ParamSpec* grouped) {
     const SafeTensor& t = *by_name.at(name).second;
     float* dst = host.data() + offset;
-    if (!transposed) {
+    if (grouped) {  // stored by kv group: put in our order
+      qkv_rows_from_hf(*grouped, t.values.data(), dst);
+    } else if (!transposed) {
       std::copy(t.values.begin(), t.values.end(), dst);
     } else {
       for (std::int64_t i = 0; i < rows; ++i)
@@ -305,14 +312,17 @@ void load_safetensors(const std::string& path, ModelState& state) {
 std::vector<std::pair<std::string, SafeTensor>> hf_tensors(const std::vector<float>& host, const ParamLayout& layout) {
   std::vector<std::pair<std::string, SafeTensor>> out;
   each_hf_tensor(layout, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed,
-                             std::int64_t offset) {
+                             std::int64_t offset, const ParamSpec* grouped) {
     const float* src = host.data() + offset;
     SafeTensor t;
     t.dtype = "F32";
     t.shape = cols == 1 ? std::vector<std::int64_t>{rows}
               : transposed ? std::vector<std::int64_t>{cols, rows}
                            : std::vector<std::int64_t>{rows, cols};
-    if (!transposed) {
+    if (grouped) {
+      t.values.resize(static_cast<std::size_t>(rows * cols));
+      qkv_rows_to_hf(*grouped, src, t.values.data());
+    } else if (!transposed) {
       t.values.assign(src, src + rows * cols);
     } else {
       t.values.resize(static_cast<std::size_t>(rows * cols));
@@ -326,7 +336,8 @@ std::vector<std::pair<std::string, SafeTensor>> hf_tensors(const std::vector<flo
 
 std::vector<std::pair<std::string, std::uint64_t>> hf_tensor_bytes(const ParamLayout& layout) {
   std::vector<std::pair<std::string, std::uint64_t>> out;
-  each_hf_tensor(layout, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool, std::int64_t) {
+  each_hf_tensor(layout, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool, std::int64_t,
+                             const ParamSpec*) {
     out.emplace_back(name, static_cast<std::uint64_t>(rows * cols) * sizeof(float));
   });
   return out;

@@ -29,7 +29,8 @@ const std::set<std::string> kMetadata = {
     "n_ctx",           "output_hidden_states", "output_attentions", "return_dict",
     "dtype",           "n_special",         "predict_special_tokens", "output_past",
     "gradient_checkpointing", "torchscript", "use_return_dict", "cache_implementation",
-    "attn_implementation", "_attn_implementation", "auto_map", "sep_token_id", "unk_token_id"};
+    "attn_implementation", "_attn_implementation", "auto_map", "sep_token_id", "unk_token_id",
+    "classifier_dropout"};
 
 // Fields that published configs carry and that change nothing in the step at the values given:
 // listed as ignored there; any other value is a problem that says what it would change.
@@ -224,12 +225,11 @@ struct NearFamily {
   const char* missing;
 };
 const NearFamily kNearFamilies[] = {
-    {"qwen3", "qwen2", "Qwen3's per-head QK-norm (and with q/k/v biases Qwen3 has not)"},
-    {"qwen3_moe", "qwen2", "per-head QK-norm and the mixture-of-experts MLPs"},
+    {"qwen3_moe", "qwen3", "the mixture-of-experts MLPs"},
     {"gemma3_text", "gemma2", "per-head QK-norm, five sliding-window layers to each global one and a RoPE base per kind"},
-    {"granite", "llama", "Granite's embedding, attention, residual and logits multipliers"},
-    {"gpt_neox", "gpt2", "the parallel attention and MLP, partial rotary embeddings and LayerNorm biases"},
     {"falcon", "llama", "multi-query attention, the parallel block and its single LayerNorm"},
+    {"RefinedWeb", "llama", "Falcon's multi-query or grouped attention and its parallel block"},
+    {"RefinedWebModel", "llama", "Falcon's multi-query attention, the parallel block and its single LayerNorm"},
     {"mixtral", "mistral", "the mixture-of-experts MLPs"},
 };
 
@@ -321,11 +321,14 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
   ModelConfig m;
   if (type == "gpt2") {
     m = gpt2_from_hf(j, p, ignored);
+  } else if (type == "gpt_neox") {
+    m = gpt_neox_from_hf(j, p, ignored);
   } else if (auto f = hf_family(type)) {
     m = decoder_from_hf(j, *f, p, ignored);
   } else {
     std::string known = "gpt2";
     for (const auto& n : hf_family_types()) known += ", " + n;
+    known += ", gpt_neox";
     std::string near;
     for (const NearFamily& n : kNearFamilies)
       if (type == n.type) near = "; the nearest supported is " + std::string(n.nearest) + ", without " + n.missing;

@@ -1,5 +1,5 @@
-// Import of the Llama-like Hugging Face configs: llama, mistral, qwen2, gemma, gemma2, phi3,
-// olmo2. One reader of the fields they share; each family adds or fixes its own.
+// Import of the Llama-like Hugging Face configs: llama, mistral, qwen2, qwen3, gemma, gemma2,
+// phi3, olmo2, granite. One reader of the fields they share; each family adds or fixes its own.
 #include <algorithm>
 #include <cmath>
 
@@ -17,7 +17,8 @@ struct FamilyType {
 const FamilyType kTypes[] = {{"llama", Family::Llama},   {"mistral", Family::Mistral},
                              {"qwen2", Family::Qwen2},   {"gemma", Family::Gemma},
                              {"gemma2", Family::Gemma2}, {"phi3", Family::Phi3},
-                             {"olmo2", Family::Olmo2}};
+                             {"olmo2", Family::Olmo2},   {"qwen3", Family::Qwen3},
+                             {"granite", Family::Granite}};
 
 // Fields every family here reads.
 const std::set<std::string> kShared = {
@@ -30,13 +31,16 @@ const std::set<std::string> kShared = {
 std::set<std::string> extra_fields(Family f) {
   switch (f) {
     case Family::Mistral: return {"sliding_window"};
-    case Family::Qwen2: return {"sliding_window", "use_sliding_window", "max_window_layers"};
+    case Family::Qwen2:
+    case Family::Qwen3: return {"sliding_window", "use_sliding_window", "max_window_layers"};
     case Family::Gemma: return {"hidden_activation"};
     case Family::Gemma2:
       return {"hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
               "final_logit_softcapping", "sliding_window"};
     case Family::Phi3:
       return {"sliding_window", "resid_pdrop", "embd_pdrop", "original_max_position_embeddings"};
+    case Family::Granite:
+      return {"embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling"};
     default: return {};
   }
 }
@@ -73,9 +77,10 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
                             std::vector<std::string>& ignored) {
   std::set<std::string> modelled = kShared;
   for (const auto& e : extra_fields(f)) modelled.insert(e);
-  // Qwen2 reads its window only when use_sliding_window is true.
-  const bool qwen_window = f == Family::Qwen2 && p.take([&] { return bool_field(j, "use_sliding_window", false); }, false);
-  if (f == Family::Qwen2 && !qwen_window) {
+  // Qwen2 and Qwen3 read their window only when use_sliding_window is true.
+  const bool qwen = f == Family::Qwen2 || f == Family::Qwen3;
+  const bool qwen_window = qwen && p.take([&] { return bool_field(j, "use_sliding_window", false); }, false);
+  if (qwen && !qwen_window) {
     for (const char* k : {"sliding_window", "max_window_layers"})
       if (j.contains(k)) {
         modelled.erase(k);
@@ -131,6 +136,14 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
     if (from < m.layers)
       p.add("max_window_layers", "a window on some layers only (from layer " + std::to_string(from) +
                                      ") is not modelled; set use_sliding_window to false");
+  }
+  if (f == Family::Granite) {
+    // Hugging Face's Granite scales the scores by attention_multiplier (default 1), never by
+    // 1/sqrt(head_dim).
+    m.attn_scale = p.take([&] { return num_field(j, "attention_multiplier", 1.0); }, 1.0);
+    m.embedding_multiplier = p.take([&] { return num_field(j, "embedding_multiplier", 1.0); }, 1.0);
+    m.residual_multiplier = p.take([&] { return num_field(j, "residual_multiplier", 1.0); }, 1.0);
+    m.logits_scaling = p.take([&] { return num_field(j, "logits_scaling", 1.0); }, 1.0);
   }
   if (f == Family::Gemma2) {
     const double q = p.take([&] { return num_field(j, "query_pre_attn_scalar", 0.0); }, 0.0);

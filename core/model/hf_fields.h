@@ -78,6 +78,7 @@ std::optional<Family> hf_family(const std::string& model_type);
 std::vector<std::string> hf_family_types();
 void check_sizes(const ModelConfig& m, Problems& p);
 ModelConfig gpt2_from_hf(const nlohmann::json& j, Problems& p, std::vector<std::string>& ignored);
+ModelConfig gpt_neox_from_hf(const nlohmann::json& j, Problems& p, std::vector<std::string>& ignored);  // hf_gpt_neox.cpp
 ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
                             std::vector<std::string>& ignored);
 

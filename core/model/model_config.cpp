@@ -20,7 +20,7 @@ std::size_t dtype_size(DType t) {
 }
 
 namespace {
-const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2"};
+const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3", "granite", "gpt_neox"};
 }  // namespace
 
 const char* to_string(Family f) { return kFamilies[static_cast<int>(f)]; }
@@ -44,6 +44,14 @@ const char* to_string(MlpKind k) {
   return n[static_cast<int>(k)];
 }
 const char* to_string(WindowLayers w) { return w == WindowLayers::All ? "all" : "even"; }
+const char* to_string(BlockLayout b) {
+  static const char* n[] = {"sequential", "parallel", "parallel_shared_norm"};
+  return n[static_cast<int>(b)];
+}
+const char* to_string(QkNormKind k) {
+  static const char* n[] = {"none", "projection", "head"};
+  return n[static_cast<int>(k)];
+}
 
 std::vector<std::string> family_names() { return {std::begin(kFamilies), std::end(kFamilies)}; }
 
@@ -58,18 +66,22 @@ Family parse_family(const std::string& s, const char* field) {
 
 void set_family(ModelConfig& m, Family f) {
   m.family = f;
-  const bool gpt2 = f == Family::Gpt2;
-  m.norm = gpt2 ? NormKind::LayerNorm : NormKind::RmsNorm;
+  const bool gpt2 = f == Family::Gpt2, neox = f == Family::GptNeox;
+  m.norm = gpt2 || neox ? NormKind::LayerNorm : NormKind::RmsNorm;
   m.norm_unit_offset = f == Family::Gemma || f == Family::Gemma2;
   m.placement = f == Family::Olmo2    ? NormPlacement::Post
                 : f == Family::Gemma2 ? NormPlacement::Sandwich
                                       : NormPlacement::Pre;
   m.position = gpt2 ? PositionKind::Learned : PositionKind::Rope;
-  m.qkv_bias = gpt2 || f == Family::Qwen2;
-  m.out_bias = gpt2;
-  m.mlp_bias = gpt2;
-  m.qk_norm = f == Family::Olmo2;
+  m.block_layout = neox ? BlockLayout::Parallel : BlockLayout::Sequential;
+  m.qkv_bias = gpt2 || neox || f == Family::Qwen2;
+  m.out_bias = gpt2 || neox;
+  m.mlp_bias = gpt2 || neox;
+  m.qk_norm = f == Family::Olmo2 ? QkNormKind::Projection
+              : f == Family::Qwen3 ? QkNormKind::Head
+                                   : QkNormKind::None;
   m.mlp = gpt2 ? MlpKind::GeluTanh
+         : neox ? MlpKind::Gelu
                : (f == Family::Gemma || f == Family::Gemma2) ? MlpKind::GeGlu : MlpKind::SwiGlu;
   m.tied_embeddings = gpt2 || f == Family::Gemma || f == Family::Gemma2;
   m.embed_scale = f == Family::Gemma || f == Family::Gemma2;
@@ -96,7 +108,7 @@ double ModelConfig::score_scale(int block) const {
 }
 
 float ModelConfig::embed_multiplier() const {
-  if (!embed_scale) return 1.0f;
+  if (!embed_scale) return static_cast<float>(embedding_multiplier);
   const float s = static_cast<float>(std::sqrt(static_cast<double>(hidden)));
   return dtype == DType::BF16 ? round_bf16(s) : s;
 }
@@ -169,9 +181,17 @@ void ModelConfig::validate() const {
   require_number("attn_scale", attn_scale, true);
   require_number("attn_softcap", attn_softcap, true);
   require_number("final_softcap", final_softcap, true);
+  require_number("embedding_multiplier", embedding_multiplier, false);
+  require_number("residual_multiplier", residual_multiplier, false);
+  require_number("logits_scaling", logits_scaling, false);
+  if (embed_scale && embedding_multiplier != 1.0)
+    throw ConfigError("embedding_multiplier", "and embed_scale both scale the embeddings; set one");
   if (sliding_window < 0)
     throw ConfigError("sliding_window", "must be 0 (none) or a positive window, got " +
                                             std::to_string(sliding_window));
+  if (block_layout != BlockLayout::Sequential && placement != NormPlacement::Pre)
+    throw ConfigError("block_layout", std::string(to_string(block_layout)) + " blocks norm their input (norm_placement pre), not " +
+                                          to_string(placement));
   if (norm_unit_offset && norm != NormKind::RmsNorm)
     throw ConfigError("norm_unit_offset", "applies to rmsnorm only");
   if (dtype != DType::BF16 && dtype != DType::F32)

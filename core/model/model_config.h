@@ -13,7 +13,8 @@
 
 namespace remat {
 
-enum class Family : std::uint8_t { Gpt2, Llama, Mistral, Qwen2, Gemma, Gemma2, Phi3, Olmo2 };
+enum class Family : std::uint8_t { Gpt2, Llama, Mistral, Qwen2, Gemma, Gemma2, Phi3, Olmo2, Qwen3, Granite,
+                                   GptNeox };
 enum class AttentionImpl { Naive, Flash };
 enum class DType : std::uint8_t { F32, BF16, U8, I32 };
 enum class NormKind : std::uint8_t { LayerNorm, RmsNorm };
@@ -23,6 +24,13 @@ enum class PositionKind : std::uint8_t { Learned, Rope };
 // gelu_tanh / gelu: fc, activation, fc2. swiglu: silu(gate) * up. geglu: gelu_tanh(gate) * up.
 enum class MlpKind : std::uint8_t { GeluTanh, Gelu, SwiGlu, GeGlu };
 enum class WindowLayers : std::uint8_t { All, Even };
+// RMSNorm of q and k before RoPE: none; over the whole q and k projections (OLMo 2: weights
+// heads·d and kv_heads·d wide); over each head (Qwen3: one weight of d for the q heads, one for
+// the k heads).
+enum class QkNormKind : std::uint8_t { None, Projection, Head };
+// sequential: the MLP reads the attention's residual sum; parallel (GPT-NeoX): x + attn(ln1(x))
+// + mlp(ln2(x)); parallel_shared_norm (Falcon 7B): both branches read one norm of x.
+enum class BlockLayout : std::uint8_t { Sequential, Parallel, ParallelSharedNorm };
 
 // Where dropout applies (bits).
 enum DropoutSites : unsigned { kDropEmbedding = 1, kDropAttention = 2, kDropResidual = 4,
@@ -37,6 +45,8 @@ const char* to_string(NormPlacement p);
 const char* to_string(PositionKind k);
 const char* to_string(MlpKind k);
 const char* to_string(WindowLayers w);
+const char* to_string(QkNormKind k);
+const char* to_string(BlockLayout b);
 // Throws ConfigError(field, ...) naming the known values.
 Family parse_family(const std::string& s, const char* field);
 std::vector<std::string> family_names();
@@ -64,12 +74,13 @@ struct ModelConfig {
   NormKind norm = NormKind::LayerNorm;
   bool norm_unit_offset = false;  // RMSNorm weight applied as (1 + w)
   NormPlacement placement = NormPlacement::Pre;
+  BlockLayout block_layout = BlockLayout::Sequential;
   PositionKind position = PositionKind::Learned;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   double partial_rotary = 1.0;  // fraction of head_dim rotated
   bool qkv_bias = true, out_bias = true, mlp_bias = true;
-  bool qk_norm = false;         // RMSNorm over the whole q and k projections (OLMo 2)
+  QkNormKind qk_norm = QkNormKind::None;
   int sliding_window = 0;       // 0: none
   WindowLayers window_layers = WindowLayers::All;
   double attn_scale = 0.0;      // 0: 1/sqrt(head_dim)
@@ -78,6 +89,10 @@ struct ModelConfig {
   MlpKind mlp = MlpKind::GeluTanh;
   bool tied_embeddings = true;
   bool embed_scale = false;     // embeddings * sqrt(hidden), the factor in the model's dtype
+  // Granite's multipliers (1: none): the embeddings times embedding_multiplier, each branch
+  // (attention, MLP) times residual_multiplier before its residual add, the logits divided by
+  // logits_scaling. (Its attention_multiplier is attn_scale.)
+  double embedding_multiplier = 1.0, residual_multiplier = 1.0, logits_scaling = 1.0;
 
   // Fields of an imported config that do not change a training step (tokenizer ids, packaging,
   // inference settings): accepted, and listed by plan and in a run's summary.json
@@ -100,7 +115,7 @@ struct ModelConfig {
   // Score scale of a block.
   double score_scale(int block) const;
   // The embeddings' factor: sqrt(hidden) rounded to the model's dtype with embed_scale (as
-  // Hugging Face's Gemma), else 1.
+  // Hugging Face's Gemma), else embedding_multiplier.
   float embed_multiplier() const;
 
   // Throws ConfigError naming the first bad field and its value.
@@ -114,8 +129,8 @@ void set_family(ModelConfig& m, Family f);
 ModelConfig model_from_json(const nlohmann::json& j);
 nlohmann::json model_to_json(const ModelConfig& m);
 
-// A Hugging Face config.json (model_type gpt2, llama, mistral, qwen2, gemma, gemma2, phi3,
-// olmo2). Fields we do not model are refused, all of them at once.
+// A Hugging Face config.json (model_type gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2,
+// phi3, olmo2, granite, gpt_neox). Fields we do not model are refused, all of them at once.
 ModelConfig model_from_hf_json(const nlohmann::json& j, const std::string& name);
 
 // Reads a file: our format, or a Hugging Face config.json (detected by `model_type`).

@@ -17,7 +17,7 @@ const std::set<std::string> kOwnKeys = {
     "norm_unit_offset", "norm_placement", "position", "qkv_bias", "out_bias", "mlp_bias",
     "qk_norm", "sliding_window", "sliding_window_layers", "attn_scale",
     "attn_scale_inverse_layer", "attn_softcap", "final_softcap", "mlp", "tied_embeddings",
-    "embed_scale"};
+    "embed_scale", "block_layout", "embedding_multiplier", "residual_multiplier", "logits_scaling"};
 
 int get_int(const nlohmann::json& j, const char* key) { return json_int(j.at(key), key); }
 
@@ -57,6 +57,8 @@ const char* const kPosition[] = {"learned", "rope"};
 const char* const kMlp[] = {"gelu_tanh", "gelu", "swiglu", "geglu"};
 const char* const kWindowLayers[] = {"all", "even"};
 const char* const kSites[] = {"embedding", "attention", "residual"};
+const char* const kQkNorm[] = {"none", "projection", "head"};
+const char* const kBlockLayout[] = {"sequential", "parallel", "parallel_shared_norm"};
 
 unsigned get_sites(const nlohmann::json& j) {
   const auto& v = j.at("dropout_sites");
@@ -118,11 +120,17 @@ ModelConfig model_from_json(const nlohmann::json& j) {
   if (j.contains("norm")) m.norm = get_enum<NormKind>(j, "norm", kNorm);
   if (j.contains("norm_unit_offset")) m.norm_unit_offset = get_bool(j, "norm_unit_offset");
   if (j.contains("norm_placement")) m.placement = get_enum<NormPlacement>(j, "norm_placement", kPlacement);
+  if (j.contains("block_layout")) m.block_layout = get_enum<BlockLayout>(j, "block_layout", kBlockLayout);
   if (j.contains("position")) m.position = get_enum<PositionKind>(j, "position", kPosition);
   if (j.contains("qkv_bias")) m.qkv_bias = get_bool(j, "qkv_bias");
   if (j.contains("out_bias")) m.out_bias = get_bool(j, "out_bias");
   if (j.contains("mlp_bias")) m.mlp_bias = get_bool(j, "mlp_bias");
-  if (j.contains("qk_norm")) m.qk_norm = get_bool(j, "qk_norm");
+  if (j.contains("qk_norm")) {
+    // true and false: the projection-wide norm or none, as files before "head" wrote them.
+    const auto& v = j.at("qk_norm");
+    m.qk_norm = v.is_boolean() ? (v.get<bool>() ? QkNormKind::Projection : QkNormKind::None)
+                               : get_enum<QkNormKind>(j, "qk_norm", kQkNorm);
+  }
   if (j.contains("sliding_window")) m.sliding_window = get_int(j, "sliding_window");
   if (j.contains("sliding_window_layers"))
     m.window_layers = get_enum<WindowLayers>(j, "sliding_window_layers", kWindowLayers);
@@ -132,6 +140,10 @@ ModelConfig model_from_json(const nlohmann::json& j) {
   if (j.contains("final_softcap")) m.final_softcap = get_number(j, "final_softcap");
   if (j.contains("tied_embeddings")) m.tied_embeddings = get_bool(j, "tied_embeddings");
   if (j.contains("embed_scale")) m.embed_scale = get_bool(j, "embed_scale");
+  for (auto [key, field] : {std::pair{"embedding_multiplier", &m.embedding_multiplier},
+                            std::pair{"residual_multiplier", &m.residual_multiplier},
+                            std::pair{"logits_scaling", &m.logits_scaling}})
+    if (j.contains(key)) *field = get_number(j, key);
   m.validate();
   return m;
 }
@@ -172,13 +184,14 @@ nlohmann::json model_to_json(const ModelConfig& m) {
   feature("norm", m.norm, d.norm, to_string(m.norm));
   feature("norm_unit_offset", m.norm_unit_offset, d.norm_unit_offset, m.norm_unit_offset);
   feature("norm_placement", m.placement, d.placement, to_string(m.placement));
+  feature("block_layout", m.block_layout, d.block_layout, to_string(m.block_layout));
   feature("position", m.position, d.position, to_string(m.position));
   if (m.rope_scaling.type != RopeType::Default) j["rope_scaling"] = rope_scaling_to_json(m.rope_scaling);
   feature("partial_rotary_factor", m.partial_rotary, 1.0, m.partial_rotary);
   feature("qkv_bias", m.qkv_bias, d.qkv_bias, m.qkv_bias);
   feature("out_bias", m.out_bias, d.out_bias, m.out_bias);
   feature("mlp_bias", m.mlp_bias, d.mlp_bias, m.mlp_bias);
-  feature("qk_norm", m.qk_norm, d.qk_norm, m.qk_norm);
+  feature("qk_norm", m.qk_norm, d.qk_norm, to_string(m.qk_norm));
   feature("sliding_window", m.sliding_window, 0, m.sliding_window);
   feature("sliding_window_layers", m.window_layers, d.window_layers, to_string(m.window_layers));
   feature("attn_scale", m.attn_scale, 0.0, m.attn_scale);
@@ -188,6 +201,9 @@ nlohmann::json model_to_json(const ModelConfig& m) {
   feature("mlp", m.mlp, d.mlp, to_string(m.mlp));
   feature("tied_embeddings", m.tied_embeddings, d.tied_embeddings, m.tied_embeddings);
   feature("embed_scale", m.embed_scale, d.embed_scale, m.embed_scale);
+  feature("embedding_multiplier", m.embedding_multiplier, 1.0, m.embedding_multiplier);
+  feature("residual_multiplier", m.residual_multiplier, 1.0, m.residual_multiplier);
+  feature("logits_scaling", m.logits_scaling, 1.0, m.logits_scaling);
   return j;
 }
 

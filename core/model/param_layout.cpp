@@ -1,4 +1,5 @@
 #include "core/model/param_layout.h"
+#include <algorithm>
 
 namespace remat {
 
@@ -9,6 +10,32 @@ const char* to_string(ParamSlot s) {
                                 "attn.post_norm.w", "attn.post_norm.b", "mlp.post_norm.w",
                                 "mlp.post_norm.b"};
   return names[static_cast<int>(s)];
+}
+
+namespace {
+
+// Calls f(our row, Hugging Face's row) for the first row of every d-row head of a grouped q|k|v.
+template <class F>
+void each_qkv_head(const ParamSpec& p, F f) {
+  const auto& g = p.hf_qkv;
+  const std::int64_t q = g.groups * g.rep * g.d, kv = g.groups * g.d, per = (g.rep + 2) * g.d;
+  for (std::int64_t grp = 0; grp < g.groups; ++grp) {
+    for (std::int64_t r = 0; r < g.rep; ++r) f((grp * g.rep + r) * g.d, grp * per + r * g.d);
+    f(q + grp * g.d, grp * per + g.rep * g.d);
+    f(q + kv + grp * g.d, grp * per + (g.rep + 1) * g.d);
+  }
+}
+
+}  // namespace
+
+void qkv_rows_to_hf(const ParamSpec& p, const float* ours, float* hf) {
+  const std::int64_t n = p.hf_qkv.d * p.cols;
+  each_qkv_head(p, [&](std::int64_t o, std::int64_t h) { std::copy(ours + o * p.cols, ours + o * p.cols + n, hf + h * p.cols); });
+}
+
+void qkv_rows_from_hf(const ParamSpec& p, const float* hf, float* ours) {
+  const std::int64_t n = p.hf_qkv.d * p.cols;
+  each_qkv_head(p, [&](std::int64_t o, std::int64_t h) { std::copy(hf + h * p.cols, hf + h * p.cols + n, ours + o * p.cols); });
 }
 
 std::int64_t ParamLayout::add(ParamSpec p) {
@@ -55,7 +82,7 @@ ParamSpec fused(ParamSpec p, const std::vector<std::pair<std::string, std::int64
 ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts) {
   const std::int64_t h = m.hidden, f = m.ffn, V = m.vocab, q = m.q_width(), kv = m.kv_width();
   const std::int64_t up = m.gated_mlp() ? 2 * f : f;
-  const bool gpt2 = m.family == Family::Gpt2, phi3 = m.family == Family::Phi3;
+  const bool gpt2 = m.family == Family::Gpt2, phi3 = m.family == Family::Phi3, neox = m.family == Family::GptNeox;
   const bool ln = m.norm == NormKind::LayerNorm;
   const int kSlots = static_cast<int>(ParamSlot::Count);
   slots_.assign(static_cast<std::size_t>(m.layers) * kSlots, -1);
@@ -78,9 +105,9 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
     slot(b, w, norm_w(ours + ".w", hf + ".weight"));
     if (ln) slot(b, static_cast<ParamSlot>(static_cast<int>(w) + 1), vec(ours + ".b", hf + ".bias", h));
   };
-  const std::string root = gpt2 ? "transformer." : "model.";
+  const std::string root = gpt2 ? "transformer." : neox ? "gpt_neox." : "model.";
   if (parts.embedding || (parts.head && m.tied_embeddings))
-    wte = add(mat("wte", root + (gpt2 ? "wte.weight" : "embed_tokens.weight"), V, h));
+    wte = add(mat("wte", root + (gpt2 ? "wte.weight" : neox ? "embed_in.weight" : "embed_tokens.weight"), V, h));
   if (parts.embedding && m.position == PositionKind::Learned)
     wpe = add(mat("wpe", root + (gpt2 ? "wpe.weight" : "embed_positions.weight"), m.positions, h));
   for (int b = 0; b < m.layers; ++b) {
@@ -100,6 +127,28 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
       if (m.mlp_bias) slot(b, ParamSlot::Fc2B, vec(p + "mlp.fc2.b", hf + "mlp.c_proj.bias", h));
       continue;
     }
+    if (neox) {
+      // GPT-NeoX: query_key_value stored per head [q, k, v]; a shared norm (Falcon-like) has no ln2.
+      const ParamSpec::QkvGroups per_head{m.kv_heads, m.heads / m.kv_heads, m.head_dim()};
+      norm(b, ParamSlot::Ln1W, p + "ln1", hf + "input_layernorm");
+      ParamSpec qkv = mat(p + "attn.qkv.w", hf + "attention.query_key_value.weight", q + 2 * kv, h);
+      qkv.hf_qkv = per_head;
+      slot(b, ParamSlot::QkvW, qkv);
+      if (m.qkv_bias) {
+        ParamSpec qb = vec(p + "attn.qkv.b", hf + "attention.query_key_value.bias", q + 2 * kv);
+        qb.hf_qkv = per_head;
+        slot(b, ParamSlot::QkvB, qb);
+      }
+      slot(b, ParamSlot::ProjW, mat(p + "attn.proj.w", hf + "attention.dense.weight", h, q));
+      if (m.out_bias) slot(b, ParamSlot::ProjB, vec(p + "attn.proj.b", hf + "attention.dense.bias", h));
+      if (m.block_layout != BlockLayout::ParallelSharedNorm)
+        norm(b, ParamSlot::Ln2W, p + "ln2", hf + "post_attention_layernorm");
+      slot(b, ParamSlot::FcW, mat(p + "mlp.fc.w", hf + "mlp.dense_h_to_4h.weight", up, h));
+      if (m.mlp_bias) slot(b, ParamSlot::FcB, vec(p + "mlp.fc.b", hf + "mlp.dense_h_to_4h.bias", up));
+      slot(b, ParamSlot::Fc2W, mat(p + "mlp.fc2.w", hf + "mlp.dense_4h_to_h.weight", h, f));
+      if (m.mlp_bias) slot(b, ParamSlot::Fc2B, vec(p + "mlp.fc2.b", hf + "mlp.dense_4h_to_h.bias", h));
+      continue;
+    }
     const std::string at = hf + "self_attn.", ml = hf + "mlp.";
     if (pre) norm(b, ParamSlot::Ln1W, p + "ln1", hf + "input_layernorm");
     const std::vector<std::pair<std::string, std::int64_t>> qkv_parts = {
@@ -110,9 +159,12 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
       ParamSpec qb = vec(p + "attn.qkv.b", at + "qkv_proj.bias", q + 2 * kv);
       slot(b, ParamSlot::QkvB, phi3 ? qb : fused(qb, qkv_parts, ".bias"));
     }
-    if (m.qk_norm) {
-      // QK-norm scales by its weight (no offset): it starts at 1.
-      ParamSpec qn = vec(p + "attn.q_norm.w", at + "q_norm.weight", q), kn = vec(p + "attn.k_norm.w", at + "k_norm.weight", kv);
+    if (m.qk_norm != QkNormKind::None) {
+      // QK-norm scales by its weight (no offset): it starts at 1. Per head: one d-wide weight
+      // for the q heads, one for the k heads.
+      const bool heads = m.qk_norm == QkNormKind::Head;
+      ParamSpec qn = vec(p + "attn.q_norm.w", at + "q_norm.weight", heads ? m.head_dim() : q),
+                kn = vec(p + "attn.k_norm.w", at + "k_norm.weight", heads ? m.head_dim() : kv);
       qn.fill = kn.fill = 1.0f;
       slot(b, ParamSlot::QNormW, qn);
       slot(b, ParamSlot::KNormW, kn);
@@ -137,9 +189,10 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
     if (post) norm(b, ParamSlot::PostMlpW, p + "mlp.post_norm", hf + "post_feedforward_layernorm");
   }
   if (!parts.head) return;
-  lnf_w = add(norm_w("lnf.w", root + (gpt2 ? "ln_f.weight" : "norm.weight")));
-  if (ln) lnf_b = add(vec("lnf.b", root + (gpt2 ? "ln_f.bias" : "norm.bias"), h));
-  if (!m.tied_embeddings) lm_head = add(mat("lm_head", "lm_head.weight", V, h));
+  const std::string lnf = gpt2 ? "ln_f" : neox ? "final_layer_norm" : "norm";
+  lnf_w = add(norm_w("lnf.w", root + lnf + ".weight"));
+  if (ln) lnf_b = add(vec("lnf.b", root + lnf + ".bias", h));
+  if (!m.tied_embeddings) lm_head = add(mat("lm_head", neox ? "embed_out.weight" : "lm_head.weight", V, h));
 }
 
 std::int64_t ParamLayout::offset(int block, ParamSlot slot) const {

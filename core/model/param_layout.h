@@ -12,7 +12,7 @@ namespace remat {
 // Parameters a block step can refer to. Not every architecture has all of them.
 enum class ParamSlot : std::uint8_t {
   Ln1W, Ln1B, QkvW, QkvB, ProjW, ProjB, Ln2W, Ln2B, FcW, FcB, Fc2W, Fc2B,
-  QNormW, KNormW,      // qk_norm (OLMo 2)
+  QNormW, KNormW,      // qk_norm (OLMo 2, Qwen3)
   PostAttnW, PostAttnB, PostMlpW, PostMlpB,  // norms after a sublayer (post, sandwich)
   Count
 };
@@ -33,8 +33,18 @@ struct ParamSpec {
   // A fused tensor (q|k|v and gate|up) is several Hugging Face tensors stacked by rows, except
   // where the family stores it fused (GPT-2's c_attn, Phi-3's qkv_proj and gate_up_proj).
   std::vector<std::pair<std::string, std::int64_t>> hf_parts;  // (name, rows); empty if one
+  // q|k|v rows (weight or bias) that Hugging Face stores by kv group: group g's `rep` q heads,
+  // then its k head, then its v head, each `d` rows (GPT-NeoX: rep 1, per head [q, k, v]).
+  // groups 0: stored in our order.
+  struct QkvGroups {
+    std::int64_t groups = 0, rep = 0, d = 0;
+  } hf_qkv;
   std::int64_t numel() const { return rows * cols; }
 };
+
+// Rows of a q|k|v parameter between our order and Hugging Face's grouped order (hf_qkv).
+void qkv_rows_to_hf(const ParamSpec& p, const float* ours, float* hf);
+void qkv_rows_from_hf(const ParamSpec& p, const float* hf, float* ours);
 
 // The parameters outside the blocks a layout holds: all of them for a whole model; a pipeline
 // stage's are the embedding (word embedding, learned positions) on the first stage and the head

@@ -26,7 +26,7 @@ import e2e_common  # noqa: E402
 from e2e_common import check  # noqa: E402
 
 ENABLED = ["gpt2", "llama", "llama3", "qwen2", "phi3", "olmo2", "gpt2_flags", "llama_bias", "gemma",
-           "mistral", "gemma2"]
+           "mistral", "gemma2", "qwen3", "granite", "gpt_neox"]
 # Families whose windows are shorter than SEQ also run with flash attention (banded tiles).
 FLASH_TOO = ["mistral", "gemma2"]
 
@@ -110,7 +110,7 @@ def check_controls(name, families, torch, w0, f, windows, run, ref32):
                 ("decay on norm weights and biases too", train(decay_rule=lambda shape: True)),
                 ("%s[0] moved by 1e-3" % first, train(weights=moved))]
     # The family's own features must each matter: a window shorter than the sequence, its
-    # alternation over blocks, and the soft-caps.
+    # alternation over blocks, the soft-caps, the QK-norm, the multipliers and the score scale.
     if 0 < f["sliding_window"] < families.SEQ:
         controls.append(("no sliding window", train(feat=dict(f, sliding_window=0))))
         other = "all" if f["sliding_window_layers"] == "even" else "even"
@@ -118,6 +118,17 @@ def check_controls(name, families, torch, w0, f, windows, run, ref32):
     for cap in ("attn_softcap", "final_softcap"):
         if f[cap]:
             controls.append(("no %s" % cap, train(feat=dict(f, **{cap: 0.0}))))
+    if f["qk_norm"] != "none":
+        controls.append(("no QK-norm", train(feat=dict(f, qk_norm="none"))))
+    for mult in ("embedding_multiplier", "residual_multiplier", "logits_scaling"):
+        if f[mult] != 1.0:
+            controls.append(("%s 1" % mult, train(feat=dict(f, **{mult: 1.0}))))
+    if f["block_layout"] != "sequential":
+        controls.append(("a sequential block", train(feat=dict(f, block_layout="sequential"))))
+    if f["position"] == "rope" and f["partial_rotary_factor"] < 1.0 and not f["rope_scaling"]:
+        controls.append(("every dim rotated", train(feat=dict(f, partial_rotary_factor=1.0))))
+    if f["attn_scale"] and f["names"] != "gpt2":
+        controls.append(("scores scaled by 1/sqrt(head_dim)", train(feat=dict(f, attn_scale=0.0))))
     for what, ref in controls:
         check(compare(name, torch, run[0], run[1], ref, ref32)[0],
               "%s: a reference with %s should not match the run" % (name, what))

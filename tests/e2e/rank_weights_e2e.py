@@ -207,9 +207,14 @@ def main():
         qk = lambda names: [n for n in names if "q_norm" in n or "k_norm" in n]
         worst_qk = grads_against_one(runs, olmo, bound(2, 128), (["--tp", 2], ["--tp", 2, "--sp"]))
         grads_against_one(runs, olmo, bound(2, 128), (["--tp", 2, "--dp", 2, "--zero", 3],), qk)
+        # Qwen3's per-head QK-norm weights are whole on each rank, each rank's heads adding to them.
+        qwen = os.path.join(tmp, "qwen3-small.json")
+        with open(qwen, "w") as f:
+            json.dump(dict(OLMO2_SMALL, name="qwen3-small", architecture="qwen3", head_dim=32), f)
+        worst_qwen = grads_against_one(runs, qwen, bound(2, 128), (["--tp", 2], ["--tp", 2, "--sp"]), qk)
         loading(runs)
-        print("gradients against one process, worst relative difference: tiny T=2 %.3g, olmo2-small T=2 %.3g"
-              % (worst, worst_qk))
+        print("gradients against one process, worst relative difference: tiny T=2 %.3g, olmo2-small T=2 %.3g, "
+              "qwen3-small's QK-norm T=2 %.3g" % (worst, worst_qk, worst_qwen))
     return e2e_common.exit_code("weights files of tensor-parallel and ZeRO ranks ok")
 
 

@@ -50,6 +50,18 @@ OLMO2_SMALL = {"name": "olmo2-small", "architecture": "olmo2", "layers": 2, "hid
                "kv_heads": 2, "ffn": 128, "seq": 32, "batch": 4, "vocab": 256, "dropout": 0.0,
                "attention": "naive", "dtype": "fp32"}
 
+# Qwen3 in small: QK-norm per head (one head_dim weight each for q and k, whole on every rank, its
+# gradient summed over the ranks), head_dim past hidden / heads.
+QWEN3_SMALL = {"name": "qwen3-small", "architecture": "qwen3", "layers": 2, "hidden": 64, "heads": 4,
+               "kv_heads": 2, "head_dim": 32, "ffn": 128, "seq": 32, "batch": 4, "vocab": 256,
+               "dropout": 0.0, "attention": "naive", "dtype": "fp32"}
+
+# GPT-NeoX in small: the parallel block (both branches read the block's input), a quarter of each
+# head rotated, biases everywhere.
+NEOX_SMALL = {"name": "neox-small", "architecture": "gpt_neox", "layers": 2, "hidden": 64, "heads": 4,
+              "kv_heads": 4, "ffn": 256, "seq": 32, "batch": 4, "vocab": 256, "dropout": 0.0,
+              "attention": "naive", "dtype": "fp32", "partial_rotary_factor": 0.25}
+
 
 def base(model):
     return ["--model", model, "--dtype", "fp32", "--seed", "5", "--warmup", "1", "--threads", "2"]
@@ -178,8 +190,21 @@ def main():
         layout_run(b, tmp, olmo, a.steps, "none", 2, True, 1, olmo_ref, rel_olmo)
         layout_run(b, tmp, olmo, a.steps, "selective", 2, False, 2,
                    single(b, tmp, olmo, a.steps, "selective"), rel_olmo)
+        qwen = os.path.join(tmp, "qwen3-small.json")
+        with open(qwen, "w") as f:
+            json.dump(QWEN3_SMALL, f)
+        qwen_ref = single(b, tmp, qwen, a.steps, "none")
+        layout_run(b, tmp, qwen, a.steps, "none", 2, False, 1, qwen_ref, rel_olmo)
+        layout_run(b, tmp, qwen, a.steps, "none", 2, True, 1, qwen_ref, rel_olmo)
+        neox = os.path.join(tmp, "neox-small.json")
+        with open(neox, "w") as f:
+            json.dump(NEOX_SMALL, f)
+        neox_ref = single(b, tmp, neox, a.steps, "none")
+        layout_run(b, tmp, neox, a.steps, "none", 2, False, 1, neox_ref, rel_olmo)
+        layout_run(b, tmp, neox, a.steps, "none", 2, True, 1, neox_ref, rel_olmo)
         print("layouts checked: T=2, T=2 sp, T=2 x D=2, selective, uniform:segments=4, llama-tiny, "
-              "olmo2-small (QK-norm) T=2, T=2 sp, T=2 x D=2 selective")
+              "olmo2-small (QK-norm) T=2, T=2 sp, T=2 x D=2 selective, qwen3-small (per-head QK-norm) "
+              "T=2, T=2 sp, neox-small (parallel block) T=2, T=2 sp")
     return e2e_common.exit_code("tensor-parallel runs ok")
 
 

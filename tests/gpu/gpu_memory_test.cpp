@@ -207,7 +207,7 @@ TEST(GpuDeterminism, SameInputsSameBits) {
     out.push_back(d.gpu_bytes(dbl.g));
     Both losses = d.alloc(DType::F32, rows), dxh = d.alloc(dt, rows * H),
          dWh = d.upload(dt, std::vector<float>(static_cast<std::size_t>(V) * H, 0.0f));
-    g.head_loss(x.g, W.g, targets.g, losses.g, dxh.g, dWh.g, rows, H, V, 1.0f / rows, 0.0f);
+    g.head_loss(x.g, W.g, targets.g, losses.g, dxh.g, dWh.g, rows, H, V, 1.0f / rows, 0.0f, 1.0f);
     out.push_back(d.gpu_bytes(losses.g));
     out.push_back(d.gpu_bytes(dxh.g));
     out.push_back(d.gpu_bytes(dWh.g));

@@ -212,7 +212,8 @@ TEST_P(GpuOps, ResidualWithAndWithoutDropout) {
   DropoutKey key;
   key.seed = 5;
   key.site = kSiteAttentionResidual;
-  for (float p : {0.0f, 0.3f}) {
+  for (auto [p, mult] : {std::pair{0.0f, 1.0f}, std::pair{0.3f, 1.0f}, std::pair{0.0f, 0.22f},
+                         std::pair{0.3f, 0.22f}}) {  // mult: Granite's residual_multiplier
     Both m = d->alloc(DType::U8, n);
     both([&](auto& b, bool c) { b.dropout_mask(T(m, c), key, p, n); });
     const bool use_mask = p > 0.0f;
@@ -221,19 +222,19 @@ TEST_P(GpuOps, ResidualWithAndWithoutDropout) {
     Both out = d->poisoned(dt, n);
     both([&](auto& b, bool c) {
       Tensor mk = T(m, c);
-      b.residual_fwd(T(res, c), T(x, c), use_mask ? &mk : nullptr, T(out, c), p, n);
+      b.residual_fwd(T(res, c), T(x, c), use_mask ? &mk : nullptr, T(out, c), p, n, mult);
     });
-    EXPECT_LE(d->rel(out), tol(dt)) << "residual_fwd p=" << p;
+    EXPECT_LE(d->rel(out), tol(dt)) << "residual_fwd p=" << p << " mult=" << mult;
     for (int acc = 0; acc < 2; ++acc) {
       Both dres = acc ? d->random(dt, n, -1.0f, 1.0f, 12) : d->poisoned(dt, n);
       Both dxx = acc ? d->random(dt, n, -1.0f, 1.0f, 13) : d->poisoned(dt, n);
       both([&](auto& b, bool c) {
         Tensor mk = T(m, c);
         b.residual_bwd(T(out, c), use_mask ? &mk : nullptr, T(dres, c), T(dxx, c), p, n, acc,
-                       acc);
+                       acc, mult);
       });
-      EXPECT_LE(d->rel(dres), tol(dt)) << "residual_bwd dres p=" << p << " acc=" << acc;
-      EXPECT_LE(d->rel(dxx), tol(dt)) << "residual_bwd dx p=" << p << " acc=" << acc;
+      EXPECT_LE(d->rel(dres), tol(dt)) << "residual_bwd dres p=" << p << " acc=" << acc << " mult=" << mult;
+      EXPECT_LE(d->rel(dxx), tol(dt)) << "residual_bwd dx p=" << p << " acc=" << acc << " mult=" << mult;
     }
   }
 }
@@ -372,6 +373,44 @@ TEST_P(GpuOps, QkNorm) {
   }
 }
 
+// Per-head QK-norm: heads of 128 (vector width) and of 10 (not), q and k weights one head wide.
+TEST_P(GpuOps, QkHeadNorm) {
+  const std::int64_t rows = 45;
+  for (auto [hd, heads, kv] : {std::tuple{128, 4, 2}, std::tuple{10, 6, 3}}) {
+    const int K = heads * hd, N = kv * hd;
+    const std::int64_t n = rows * (K + 2 * N);
+    Both x = d->random(dt, n, -2.0f, 2.0f, 150 + hd);
+    Both wq = d->random(dt, hd, 0.5f, 1.5f, 151), wk = d->random(dt, hd, 0.5f, 1.5f, 152);
+    Both y = d->poisoned(dt, n);
+    auto args = [&](bool c) {
+      OpArgs a;
+      a.in[0] = &T(x, c), a.w = &T(wq, c), a.b = &T(wk, c);
+      a.M = rows, a.K = K, a.N = N, a.eps = 1e-6f;
+      a.attn.d = hd;
+      return a;
+    };
+    both([&](auto& b, bool c) {
+      OpArgs a = args(c);
+      a.out[0] = &T(y, c);
+      b.run(OpKind::QkHeadNorm, Pass::Forward, a);
+    });
+    EXPECT_LE(d->rel(y), tol(dt)) << "qk_head_norm_fwd d=" << hd;
+    Both dy = d->random(dt, n, -1.0f, 1.0f, 153);
+    for (bool acc : {false, true}) {
+      Both dx = acc ? d->random(dt, n, -1.0f, 1.0f, 154) : d->poisoned(dt, n);
+      Both dwq = d->random(dt, hd, -0.1f, 0.1f, 155), dwk = d->random(dt, hd, -0.1f, 0.1f, 156);
+      both([&](auto& b, bool c) {
+        OpArgs a = args(c);
+        a.dout[0] = &T(dy, c), a.din[0] = &T(dx, c), a.acc[0] = acc, a.dw = &T(dwq, c), a.db = &T(dwk, c);
+        b.run(OpKind::QkHeadNorm, Pass::Backward, a);
+      });
+      EXPECT_LE(d->rel(dx), tol(dt)) << "qk_head_norm_bwd dx d=" << hd << " acc=" << acc;
+      EXPECT_LE(d->rel(dwq), tol(dt)) << "qk_head_norm_bwd dwq d=" << hd;
+      EXPECT_LE(d->rel(dwk), tol(dt)) << "qk_head_norm_bwd dwk d=" << hd;
+    }
+  }
+}
+
 TEST_P(GpuOps, Linear) {
   struct Dims {
     std::int64_t M;
@@ -410,10 +449,10 @@ TEST_P(GpuOps, Linear) {
 
 // head_loss on both backends for `rows` rows against a vocabulary of V, compared with the CPU;
 // returns the targets used (whole numbers in [0, V)). softcap > 0: soft-capped logits; w: the
-// range of W's entries (larger: larger logits).
+// range of W's entries (larger: larger logits); mult: the logits' multiplier.
 std::vector<float> check_head_loss(Dual& d, DType dt, Both& x, Both& W, Both& losses, Both& dx,
                                    Both& dW, std::int64_t rows, int H, int V, std::uint64_t seed,
-                                   float softcap = 0.0f, float w = 0.3f) {
+                                   float softcap = 0.0f, float w = 0.3f, float mult = 1.0f) {
   std::vector<float> tg = uniform(rows, 0.0f, static_cast<float>(V), seed);
   for (auto& t : tg) t = std::floor(t);
   Both targets = d.upload(DType::I32, tg);
@@ -426,9 +465,9 @@ std::vector<float> check_head_loss(Dual& d, DType dt, Both& x, Both& W, Both& lo
   for (bool c : {true, false}) {
     Backend& b = c ? static_cast<Backend&>(d.cpu) : static_cast<Backend&>(*d.gpu);
     b.head_loss(T(x, c), T(W, c), T(targets, c), T(losses, c), T(dx, c), T(dW, c), rows, H, V,
-                scale, softcap);
+                scale, softcap, mult);
   }
-  EXPECT_LE(d.rel(losses), dt == DType::BF16 ? 1e-3 : 1e-5) << "losses softcap=" << softcap;
+  EXPECT_LE(d.rel(losses), dt == DType::BF16 ? 1e-3 : 1e-5) << "losses softcap=" << softcap << " mult=" << mult;
   EXPECT_LE(d.rel(dx), tol(dt)) << "head dx softcap=" << softcap;
   EXPECT_LE(d.rel(dW), tol(dt)) << "head dW softcap=" << softcap;
   return tg;
@@ -458,7 +497,7 @@ TEST_P(GpuOps, HeadLossOddVocabAndBadTargets) {
   tg[77] = static_cast<float>(V);
   Both bad = d->upload(DType::I32, tg);
   d->gpu->head_loss(T(x, false), T(W, false), T(bad, false), T(losses, false), T(dx, false),
-                    T(dW, false), rows, H, V, scale, 0.0f);
+                    T(dW, false), rows, H, V, scale, 0.0f, 1.0f);
   const std::vector<float> got = d->gpu_read(losses), gdx = d->gpu_read(dx);
   for (std::int64_t r = 0; r < rows; ++r) {
     if (r == 3 || r == 77) {
@@ -485,11 +524,14 @@ TEST_P(GpuOps, HeadLossSoftCapped) {
   Both x, W, losses, dx, dW;
   check_head_loss(*d, dt, x, W, losses, dx, dW, rows, H, 5003, 90, 2.0f, 2.0f);
   d->gpu->set_head_chunk_bytes(cuda::CudaBackend::kHeadChunkBytes);
+  // Scaled logits (Granite's 1 / logits_scaling), alone and under a cap.
+  check_head_loss(*d, dt, x, W, losses, dx, dW, rows, H, 4096, 91, 0.0f, 2.0f, 1.0f / 16.0f);
+  check_head_loss(*d, dt, x, W, losses, dx, dW, rows, H, 5003, 92, 2.0f, 0.3f, 3.0f);
   // A negative or non-finite cap is refused by name.
   Both targets = d->upload(DType::I32, std::vector<float>(static_cast<std::size_t>(rows), 0.0f));
   for (float bad : {-1.0f, std::nanf("")}) {
     try {
-      d->gpu->head_loss(x.g, W.g, targets.g, losses.g, dx.g, dW.g, rows, H, 5003, 1.0f, bad);
+      d->gpu->head_loss(x.g, W.g, targets.g, losses.g, dx.g, dW.g, rows, H, 5003, 1.0f, bad, 1.0f);
       ADD_FAILURE() << "softcap " << bad << " accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("softcap"), std::string::npos) << e.what();

@@ -3,7 +3,8 @@
 architectures (no transformers library), to check RematLab from outside.
 
 One generic decoder-only transformer, parameterised by the model features of
-docs/model-config.md (norm kind and placement, positions, head_dim, GQA, biases, qk_norm, sliding
+docs/model-config.md (norm kind and placement, positions, head_dim, GQA, biases, qk_norm (none,
+projection or head), sliding
 window, attention scale and softcaps, MLP kind, tied embeddings, embed_scale), reading its
 weights under each family's Hugging Face tensor names. `FAMILIES` holds a tiny Hugging Face
 config.json per family; `features_from_hf` reads one the way Hugging Face's model classes do;
@@ -92,6 +93,29 @@ FAMILIES = {
     "olmo2": dict(_LLAMA_LIKE, model_type="olmo2", architectures=["Olmo2ForCausalLM"],
                   max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=500000.0, rope_scaling=None,
                   attention_bias=False, pad_token_id=0, tie_word_embeddings=False),
+    # Qwen3-0.6B's shape of config: head_dim past hidden / heads (16 against 8), the window
+    # fields present and off, a tied head.
+    "qwen3": dict(_LLAMA_LIKE, model_type="qwen3", architectures=["Qwen3ForCausalLM"], head_dim=16,
+                  max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=1000000.0, rope_scaling=None,
+                  attention_bias=False, use_sliding_window=False, sliding_window=None, max_window_layers=2,
+                  tie_word_embeddings=True),
+    # Granite 3's multipliers at this size: the score scale 1 / head_dim (as 1/128 at d = 128),
+    # embeddings x 12, each branch x 0.22, logits / 16.
+    "granite": dict(_LLAMA_LIKE, model_type="granite", architectures=["GraniteForCausalLM"],
+                    max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=10000000.0, rope_scaling=None,
+                    attention_bias=False, mlp_bias=False, embedding_multiplier=12.0,
+                    attention_multiplier=0.125, residual_multiplier=0.22, logits_scaling=16.0,
+                    pad_token_id=0, tie_word_embeddings=True),
+    # Pythia's shape of config: half of each head rotated (rotary_pct), the parallel block, exact
+    # GELU, biases everywhere, an untied embed_out.
+    "gpt_neox": {"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "hidden_size": 32,
+                 "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                 "vocab_size": 64, "max_position_embeddings": 64, "rotary_pct": 0.5,
+                 "rotary_emb_base": 10000, "layer_norm_eps": 1e-5, "hidden_act": "gelu",
+                 "use_parallel_residual": True, "attention_dropout": 0.0, "hidden_dropout": 0.0,
+                 "classifier_dropout": 0.1, "initializer_range": 0.02, "tie_word_embeddings": False,
+                 "use_cache": True, "bos_token_id": 0, "eos_token_id": 0, "torch_dtype": "float16",
+                 "transformers_version": "4.24.0"},
 }
 # Features no family above has by default, in configs of the same model types: GPT-2 without
 # the 1/sqrt(d) scale, with the inverse-layer scale and exact GELU; Llama with every bias.
@@ -112,6 +136,21 @@ def features_from_hf(c):
     """The features (docs/model-config.md names) of a Hugging Face config, as its model class
     reads it; `names` is the family whose tensor names the weights carry."""
     t = c["model_type"]
+    if t == "gpt_neox":
+        h, a = c["hidden_size"], c["num_attention_heads"]
+        return dict(names="gpt_neox", layers=c["num_hidden_layers"], hidden=h, heads=a, kv_heads=a,
+                    head_dim=h // a, ffn=c["intermediate_size"], vocab=c["vocab_size"],
+                    positions=c["max_position_embeddings"], norm="layernorm",
+                    norm_eps=_get(c, "layer_norm_eps", 1e-5), norm_unit_offset=False, norm_placement="pre",
+                    block_layout="parallel" if _get(c, "use_parallel_residual", True) else "sequential",
+                    position="rope", rope_theta=_get(c, "rotary_emb_base", 10000.0), rope_scaling=None,
+                    partial_rotary_factor=_get(c, "rotary_pct", 0.25), original_max_position_embeddings=None,
+                    qkv_bias=_get(c, "attention_bias", True), out_bias=_get(c, "attention_bias", True),
+                    mlp_bias=True, qk_norm="none", sliding_window=0, sliding_window_layers="all",
+                    attn_scale=0.0, attn_scale_inverse_layer=False, attn_softcap=0.0, final_softcap=0.0,
+                    mlp="gelu" if _get(c, "hidden_act", "gelu") == "gelu" else "gelu_tanh",
+                    tied_embeddings=_get(c, "tie_word_embeddings", False), embed_scale=False,
+                    embedding_multiplier=1.0, residual_multiplier=1.0, logits_scaling=1.0)
     if t == "gpt2":
         h, a = c["n_embd"], c["n_head"]
         return dict(names="gpt2", layers=c["n_layer"], hidden=h, heads=a, kv_heads=a, head_dim=h // a,
@@ -119,13 +158,14 @@ def features_from_hf(c):
                     norm="layernorm", norm_eps=c["layer_norm_epsilon"], norm_unit_offset=False,
                     norm_placement="pre", position="learned", rope_theta=0.0, rope_scaling=None,
                     partial_rotary_factor=1.0, original_max_position_embeddings=None,
-                    qkv_bias=True, out_bias=True, mlp_bias=True, qk_norm=False,
+                    qkv_bias=True, out_bias=True, mlp_bias=True, qk_norm="none",
                     sliding_window=0, sliding_window_layers="all",
                     attn_scale=0.0 if _get(c, "scale_attn_weights", True) else 1.0,
                     attn_scale_inverse_layer=_get(c, "scale_attn_by_inverse_layer_idx", False),
                     attn_softcap=0.0, final_softcap=0.0,
                     mlp="gelu" if c.get("activation_function") == "gelu" else "gelu_tanh",
-                    tied_embeddings=True, embed_scale=False)
+                    tied_embeddings=True, embed_scale=False, block_layout="sequential", embedding_multiplier=1.0,
+                    residual_multiplier=1.0, logits_scaling=1.0)
     h, a = c["hidden_size"], c["num_attention_heads"]
     f = dict(names=t if t in ("phi3", "olmo2", "gemma2") else "llama", layers=c["num_hidden_layers"],
              hidden=h, heads=a, kv_heads=_get(c, "num_key_value_heads", a),
@@ -136,10 +176,11 @@ def features_from_hf(c):
              partial_rotary_factor=_get(c, "partial_rotary_factor", 1.0),
              original_max_position_embeddings=c.get("original_max_position_embeddings"),
              qkv_bias=_get(c, "attention_bias", False), out_bias=_get(c, "attention_bias", False),
-             mlp_bias=_get(c, "mlp_bias", False), qk_norm=False, sliding_window=0,
+             mlp_bias=_get(c, "mlp_bias", False), qk_norm="none", sliding_window=0,
              sliding_window_layers="all", attn_scale=0.0, attn_scale_inverse_layer=False,
              attn_softcap=0.0, final_softcap=0.0, mlp="swiglu",
-             tied_embeddings=_get(c, "tie_word_embeddings", False), embed_scale=False)
+             tied_embeddings=_get(c, "tie_word_embeddings", False), embed_scale=False,
+             block_layout="sequential", embedding_multiplier=1.0, residual_multiplier=1.0, logits_scaling=1.0)
     if t in ("mistral", "phi3"):
         f["sliding_window"] = _get(c, "sliding_window", 0)
     elif t == "qwen2":
@@ -155,7 +196,16 @@ def features_from_hf(c):
                      attn_softcap=_get(c, "attn_logit_softcapping", 0.0),
                      final_softcap=_get(c, "final_logit_softcapping", 0.0))
     elif t == "olmo2":
-        f.update(norm_placement="post", qk_norm=True)
+        f.update(norm_placement="post", qk_norm="projection")
+    elif t == "granite":
+        f.update(attn_scale=_get(c, "attention_multiplier", 1.0),
+                 embedding_multiplier=_get(c, "embedding_multiplier", 1.0),
+                 residual_multiplier=_get(c, "residual_multiplier", 1.0),
+                 logits_scaling=_get(c, "logits_scaling", 1.0))
+    elif t == "qwen3":
+        f["qk_norm"] = "head"
+        if _get(c, "use_sliding_window", False):
+            f["sliding_window"] = _get(c, "sliding_window", 0)
     return f
 
 
@@ -300,6 +350,8 @@ def tensor_shapes(f):
             s[p + "mlp.c_proj.weight"], s[p + "mlp.c_proj.bias"] = (ff, h), (h,)
         s["transformer.ln_f.weight"], s["transformer.ln_f.bias"] = (h,), (h,)
         return s
+    if f["names"] == "gpt_neox":
+        return _neox_shapes(f)
     s["model.embed_tokens.weight"] = (V, h)
     for l in range(f["layers"]):
         p = "model.layers.%d." % l
@@ -318,8 +370,10 @@ def tensor_shapes(f):
         s[a + "o_proj.weight"] = (h, q)
         if f["out_bias"]:
             s[a + "o_proj.bias"] = (h,)
-        if f["qk_norm"]:
+        if f["qk_norm"] == "projection":
             s[a + "q_norm.weight"], s[a + "k_norm.weight"] = (q,), (kv,)
+        elif f["qk_norm"] == "head":
+            s[a + "q_norm.weight"], s[a + "k_norm.weight"] = (f["head_dim"],), (f["head_dim"],)
         m = p + "mlp."
         if f["names"] == "phi3":
             s[m + "gate_up_proj.weight"] = (2 * ff, h)
@@ -334,6 +388,24 @@ def tensor_shapes(f):
         s["model.norm.bias"] = (h,)
     if not f["tied_embeddings"]:
         s["lm_head.weight"] = (V, h)
+    return s
+
+
+def _neox_shapes(f):
+    """GPT-NeoX's names: query_key_value fused per head as [q, k, v], biases everywhere."""
+    h, ff, V, qkv = f["hidden"], f["ffn"], f["vocab"], 3 * f["heads"] * f["head_dim"]
+    s = {"gpt_neox.embed_in.weight": (V, h)}
+    for l in range(f["layers"]):
+        p = "gpt_neox.layers.%d." % l
+        for n in ("input_layernorm", "post_attention_layernorm"):
+            s[p + n + ".weight"], s[p + n + ".bias"] = (h,), (h,)
+        s[p + "attention.query_key_value.weight"], s[p + "attention.query_key_value.bias"] = (qkv, h), (qkv,)
+        s[p + "attention.dense.weight"], s[p + "attention.dense.bias"] = (h, h), (h,)
+        s[p + "mlp.dense_h_to_4h.weight"], s[p + "mlp.dense_h_to_4h.bias"] = (ff, h), (ff,)
+        s[p + "mlp.dense_4h_to_h.weight"], s[p + "mlp.dense_4h_to_h.bias"] = (h, ff), (h,)
+    s["gpt_neox.final_layer_norm.weight"], s["gpt_neox.final_layer_norm.bias"] = (h,), (h,)
+    if not f["tied_embeddings"]:
+        s["embed_out.weight"] = (V, h)
     return s
 
 
@@ -361,6 +433,20 @@ def _layer(w, f, l):
     """The layer's q, k, v, o (and biases), MLP matrices and norms, as [out, in] views of `w`."""
     q, kv, h = f["heads"] * f["head_dim"], f["kv_heads"] * f["head_dim"], f["hidden"]
     P = {}
+    if f["names"] == "gpt_neox":
+        p = "gpt_neox.layers.%d." % l
+        a, d = f["heads"], f["head_dim"]
+        qkv = w[p + "attention.query_key_value.weight"].view(a, 3, d, h)
+        qkv_b = w[p + "attention.query_key_value.bias"].view(a, 3, d)
+        for i, n in enumerate(("q", "k", "v")):
+            P[n], P[n + "_b"] = qkv[:, i].reshape(a * d, h), qkv_b[:, i].reshape(a * d)
+        P["o"], P["o_b"] = w[p + "attention.dense.weight"], w[p + "attention.dense.bias"]
+        P["fc"], P["fc_b"] = w[p + "mlp.dense_h_to_4h.weight"], w[p + "mlp.dense_h_to_4h.bias"]
+        P["down"], P["down_b"] = w[p + "mlp.dense_4h_to_h.weight"], w[p + "mlp.dense_4h_to_h.bias"]
+        P["attn_in"] = (w[p + "input_layernorm.weight"], w[p + "input_layernorm.bias"])
+        P["mlp_in"] = (w[p + "post_attention_layernorm.weight"], w[p + "post_attention_layernorm.bias"])
+        P["attn_out"] = P["mlp_out"] = None
+        return P
     if f["names"] == "gpt2":
         p = "transformer.h.%d." % l
         cw, cb = w[p + "attn.c_attn.weight"].t(), w[p + "attn.c_attn.bias"]
@@ -415,10 +501,12 @@ def attention(f, P, l, y, rope):
     B, S, _ = y.shape
     a, kv, d = f["heads"], f["kv_heads"], f["head_dim"]
     q, k, v = linear(y, P["q"], P.get("q_b")), linear(y, P["k"], P.get("k_b")), linear(y, P["v"], P.get("v_b"))
-    if f["qk_norm"]:
+    if f["qk_norm"] == "projection":  # over the whole projections
         q, k = norm(f, q, P["q_norm"]), norm(f, k, P["k_norm"])
-    q = q.view(B, S, a, d).transpose(1, 2)
-    k = k.view(B, S, kv, d).transpose(1, 2)
+    q, k = q.view(B, S, a, d), k.view(B, S, kv, d)
+    if f["qk_norm"] == "head":  # over each head's d
+        q, k = norm(f, q, P["q_norm"]), norm(f, k, P["k_norm"])
+    q, k = q.transpose(1, 2), k.transpose(1, 2)
     v = v.view(B, S, kv, d).transpose(1, 2)
     if rope is not None:
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)
@@ -457,11 +545,12 @@ def forward(w, f, idx):
     """Logits [B, S, vocab] of token ids idx [B, S]."""
     B, S = idx.shape
     dtype = next(iter(w.values())).dtype
-    gpt2 = f["names"] == "gpt2"
-    wte = w["transformer.wte.weight" if gpt2 else "model.embed_tokens.weight"]
+    gpt2, neox = f["names"] == "gpt2", f["names"] == "gpt_neox"
+    wte = w["transformer.wte.weight" if gpt2 else "gpt_neox.embed_in.weight" if neox else "model.embed_tokens.weight"]
     x = wte[idx]
     if f["embed_scale"]:
         x = x * embed_factor(f, dtype)
+    x = x * f["embedding_multiplier"]
     if f["position"] == "learned":
         x = x + w["transformer.wpe.weight"][:S]
     rope = rope_tables(f, S, dtype) if f["position"] == "rope" else None
@@ -471,14 +560,21 @@ def forward(w, f, idx):
 
     for l in range(f["layers"]):
         P = _layer(w, f, l)
-        x = x + maybe_norm(P["attn_out"], attention(f, P, l, maybe_norm(P["attn_in"], x), rope))
-        x = x + maybe_norm(P["mlp_out"], mlp(f, P, maybe_norm(P["mlp_in"], x)))
+        r = f["residual_multiplier"]
+        if f["block_layout"] == "parallel":  # both branches read the block's input
+            a_out = attention(f, P, l, maybe_norm(P["attn_in"], x), rope)
+            x = x + a_out * r + mlp(f, P, maybe_norm(P["mlp_in"], x)) * r
+            continue
+        x = x + maybe_norm(P["attn_out"], attention(f, P, l, maybe_norm(P["attn_in"], x), rope)) * r
+        x = x + maybe_norm(P["mlp_out"], mlp(f, P, maybe_norm(P["mlp_in"], x))) * r
     if gpt2:
         x = norm(f, x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"])
+    elif neox:
+        x = norm(f, x, w["gpt_neox.final_layer_norm.weight"], w["gpt_neox.final_layer_norm.bias"])
     else:
         x = norm(f, x, w["model.norm.weight"], w.get("model.norm.bias"))
-    head = wte if f["tied_embeddings"] else w["lm_head.weight"]
-    return softcap(x @ head.t(), f["final_softcap"])
+    head = wte if f["tied_embeddings"] else w["embed_out.weight" if neox else "lm_head.weight"]
+    return softcap(x @ head.t() / f["logits_scaling"], f["final_softcap"])
 
 
 def loss_of(w, f, window):

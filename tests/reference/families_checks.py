@@ -16,6 +16,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from families import (BATCH, FAMILIES, SEQ, apply_rope, embed_factor, features_from_hf,  # noqa: E402
                       forward, is_norm_weight, loss_of, make_weights, rope_parameters, rope_tables,
                       rotate_half)
+import gpt_neox_by_hand  # noqa: E402
+import granite_by_hand  # noqa: E402
+import qwen3_by_hand  # noqa: E402
 
 
 def _variant(name, **changes):
@@ -84,6 +87,18 @@ def self_checks():
     check("gemma2's window applies to even layers only: window on all layers differs",
           not close(loss(g2, wg2), loss(dict(g2, sliding_window_layers="all"), wg2)))
 
+    qw3 = features_from_hf(FAMILIES["qwen3"])
+    check("qwen3 forward = hand-written block with per-head q_norm / k_norm (qwen3_by_hand.py)",
+          qwen3_by_hand.matches(qw3, make_weights(qw3, 13), win, loss_of))
+
+    gr = features_from_hf(FAMILIES["granite"])
+    check("granite forward = hand-written block with its four multipliers (granite_by_hand.py)",
+          granite_by_hand.matches(gr, make_weights(gr, 14), win, loss_of))
+
+    nx = features_from_hf(FAMILIES["gpt_neox"])
+    check("gpt_neox forward = hand-written parallel block, per-head query_key_value, partial rotary "
+          "(gpt_neox_by_hand.py)", gpt_neox_by_hand.matches(nx, make_weights(nx, 15), win, loss_of))
+
     # Phi-3's fused tensors = Llama's separate ones.
     ph = features_from_hf(FAMILIES["phi3"])
     wp = make_weights(ph, 9)
@@ -135,7 +150,14 @@ _EFFECTS = [
     ("gemma2", dict(sliding_window=0), None),
     ("phi3", dict(rope_scaling=None), None),
     ("phi3", dict(partial_rotary_factor=1.0, rope_scaling=None), None),  # (the factors fit rotary_dim)
-    ("olmo2", dict(qk_norm=False), "q_norm.weight k_norm.weight"),
+    ("olmo2", dict(qk_norm="none"), "q_norm.weight k_norm.weight"),
+    ("qwen3", dict(qk_norm="none"), "q_norm.weight k_norm.weight"),
+    ("granite", dict(attn_scale=0.0), None),
+    ("granite", dict(embedding_multiplier=1.0), None),
+    ("granite", dict(residual_multiplier=1.0), None),
+    ("granite", dict(logits_scaling=1.0), None),
+    ("gpt_neox", dict(block_layout="sequential"), None),
+    ("gpt_neox", dict(partial_rotary_factor=1.0), None),
 ]
 
 

@@ -111,7 +111,7 @@ Outputs bf16_ops(int threads) {
   for (std::size_t i = 0; i < tg.size(); ++i) tg[i] = static_cast<std::int32_t>((i * 37) % V);
   Tensor t = e.ints(tg), losses = e.make(DType::F32, M), hdx = e.make(bf, M * K);
   Tensor hdW = e.make(bf, static_cast<std::int64_t>(V) * K);
-  e.be.head_loss(x, HW, t, losses, hdx, hdW, M, K, V, 1.0f / static_cast<float>(M), 0.0f);
+  e.be.head_loss(x, HW, t, losses, hdx, hdW, M, K, V, 1.0f / static_cast<float>(M), 0.0f, 1.0f);
   return {e.bytes(y), e.bytes(dx), e.bytes(dW), e.bytes(db), e.bytes(losses), e.bytes(hdx), e.bytes(hdW)};
 }
 

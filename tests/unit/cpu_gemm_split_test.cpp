@@ -138,7 +138,7 @@ std::vector<std::uint8_t> head_at(int threads, DType dt) {
   for (std::size_t i = 0; i < tg.size(); ++i) tg[i] = static_cast<std::int32_t>((i * 37) % V);
   Tensor t = e.ints(tg), losses = e.make(DType::F32, rows), dx = e.make(dt, rows * H);
   Tensor dW = e.from(randv(static_cast<std::size_t>(V) * H, 13, -0.01f, 0.01f), dt);
-  e.be.head_loss(x, W, t, losses, dx, dW, rows, H, V, 1.0f / static_cast<float>(rows), 0.0f);
+  e.be.head_loss(x, W, t, losses, dx, dW, rows, H, V, 1.0f / static_cast<float>(rows), 0.0f, 1.0f);
   std::vector<std::uint8_t> all = e.bytes(losses);
   for (const Tensor* o : {&dx, &dW}) {
     auto b = e.bytes(*o);

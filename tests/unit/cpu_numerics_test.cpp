@@ -141,7 +141,7 @@ TEST(CpuNumerics, Bf16OutputsAreRoundedFp32Results) {
     Tensor x = e.from(bf16v(randv(rows * H, 15)), dt), W = e.from(bf16v(randv(V * H, 16)), dt),
            t = e.ints(tg), l = e.make(DType::F32, rows), dx = e.make(dt, rows * H),
            dW = e.from(bf16v(randv(V * H, 17)), dt);
-    e.be.head_loss(x, W, t, l, dx, dW, rows, H, V, 1.0f / rows, 0.0f);
+    e.be.head_loss(x, W, t, l, dx, dW, rows, H, V, 1.0f / rows, 0.0f, 1.0f);
     return std::vector<Tensor>{dx, dW};
   });
 }
@@ -262,7 +262,7 @@ std::vector<std::vector<std::uint8_t>> run_model_ops(Env& e, const ModelConfig& 
   Tensor targets = e.ints(tgt);
   e.be.layernorm_fwd(t[g.output()], lnw, lnb, lnf, rows, static_cast<int>(H), eps);
   e.be.head_loss(lnf, wte, targets, losses, dlnf, dwte, rows, static_cast<int>(H), m.vocab,
-                 1.0f / static_cast<float>(rows), 0.0f);
+                 1.0f / static_cast<float>(rows), 0.0f, 1.0f);
   e.be.layernorm_bwd(t[g.output()], lnw, dlnf, gr[g.output()], dlnw, dlnb, rows,
                      static_cast<int>(H), eps, false);
   for (std::size_t k = 0; k < gr.size(); ++k)

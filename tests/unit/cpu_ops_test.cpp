@@ -424,11 +424,30 @@ TEST(CpuOps, ResidualAndDropoutWithMask) {
   e.be.residual_fwd(tres, tx, nullptr, tout, 0.0f, n);
   auto o = e.get(tout);
   for (int i = 0; i < n; ++i) EXPECT_EQ(o[i], res[i] + x[i]);
+  // The branch's multiplier (Granite's residual_multiplier) through the op's arguments, with the
+  // mask and without: out = res + x * mask / (1 - p) * mult; the branch's gradient times mult.
+  const float mult = 0.22f;
+  for (const Tensor* mk : std::initializer_list<const Tensor*>{&mask, nullptr}) {
+    const float pm = mk ? p : 0.0f;
+    OpArgs a;
+    a.in[0] = &tres, a.in[1] = &tx, a.in[2] = mk, a.out[0] = &tout, a.M = n, a.p = pm, a.branch_mult = mult;
+    a.dout[0] = &tdout, a.din[0] = &tdres, a.din[1] = &tdx;
+    e.be.run(OpKind::Residual, Pass::Forward, a);
+    e.be.run(OpKind::Residual, Pass::Backward, a);
+    auto out = e.get(tout), dxm = e.get(tdx), drm = e.get(tdres);
+    for (int i = 0; i < n; ++i) {
+      const double keep = mk ? (m[i] != 0 ? 1.0 / (1.0 - p) : 0.0) : 1.0;
+      EXPECT_NEAR(out[i], res[i] + x[i] * keep * mult, 1e-6) << i;
+      EXPECT_NEAR(dxm[i], R[i] * keep * mult, 1e-6) << i;
+      EXPECT_EQ(drm[i], R[i]) << i;
+    }
+  }
 }
 
-// softcap > 0: the logits are softcap * tanh(raw / softcap) (Gemma 2's final soft-capping).
-void head_loss_case(float softcap) {
-  SCOPED_TRACE("softcap " + std::to_string(softcap));
+// softcap > 0: the logits are softcap * tanh(raw / softcap) (Gemma 2's final soft-capping);
+// mult: the raw logits' multiplier (Granite's 1 / logits_scaling), before the cap.
+void head_loss_case(float softcap, float mult = 1.0f) {
+  SCOPED_TRACE("softcap " + std::to_string(softcap) + " mult " + std::to_string(mult));
   Env e;
   const int rows = 130, H = 8, V = 12;  // two chunks of rows
   const float scale = 0.5f;
@@ -440,7 +459,7 @@ void head_loss_case(float softcap) {
   auto dW0 = randv(V * H, 74);
   auto loss = [&] {
     e.set(tx, x), e.set(tW, W), e.set(tdW, dW0);
-    e.be.head_loss(tx, tW, tt, tl, tdx, tdW, rows, H, V, scale, softcap);
+    e.be.head_loss(tx, tW, tt, tl, tdx, tdW, rows, H, V, scale, softcap, mult);
     double s = 0;
     for (float l : e.get(tl)) s += l;
     return s * scale;
@@ -453,6 +472,7 @@ void head_loss_case(float softcap) {
     for (int v = 0; v < V; ++v) {
       z[v] = 0;
       for (int h = 0; h < H; ++h) z[v] += static_cast<double>(x[r * H + h]) * W[v * H + h];
+      z[v] *= mult;
       if (softcap > 0) z[v] = softcap * std::tanh(z[v] / softcap);
       mx = std::max(mx, z[v]);
     }
@@ -465,13 +485,19 @@ void head_loss_case(float softcap) {
   expect_grad("dW", W, dW, loss, 1e-2f, 1e-3, 1e-2, 32);
   // Targets outside the vocabulary are refused.
   Tensor bad = e.ints(std::vector<std::int32_t>(rows, V));
-  EXPECT_THROW(e.be.head_loss(tx, tW, bad, tl, tdx, tdW, rows, H, V, scale, softcap), Error);
-  EXPECT_THROW(e.be.head_loss(tx, tW, tt, tl, tdx, tdW, rows, H, V, scale, -1.0f), Error);
+  EXPECT_THROW(e.be.head_loss(tx, tW, bad, tl, tdx, tdW, rows, H, V, scale, softcap, 1.0f), Error);
+  EXPECT_THROW(e.be.head_loss(tx, tW, tt, tl, tdx, tdW, rows, H, V, scale, -1.0f, 1.0f), Error);
+  EXPECT_THROW(e.be.head_loss(tx, tW, tt, tl, tdx, tdW, rows, H, V, scale, softcap, 0.0f), Error);
 }
 
 TEST(CpuOps, HeadLossAcrossChunks) { head_loss_case(0.0f); }
 // A cap of 0.8 on logits of about +-2: tanh saturates, so an uncapped loss would not match.
 TEST(CpuOps, HeadLossSoftCappedAcrossChunks) { head_loss_case(0.8f); }
+// Granite's logits_scaling 16 as its multiplier 1/16, with and without a cap after it.
+TEST(CpuOps, HeadLossScaledLogits) {
+  head_loss_case(0.0f, 1.0f / 16.0f);
+  head_loss_case(0.8f, 3.0f);
+}
 
 // out = wte[token] * scale + wpe[position]; dwte += scale * dout (scale 1, or Gemma's sqrt(H)).
 void embedding_case(float scale) {

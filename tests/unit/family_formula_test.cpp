@@ -14,9 +14,11 @@ std::uint64_t formula(const ModelConfig& m) {
   const std::uint64_t e = dtype_size(m.dtype), s = m.seq, b = m.batch, h = m.hidden, f = m.ffn,
                       a = m.heads, q = m.q_width(), W = m.qkv_width(), sb = s * b;
   std::uint64_t bytes = e * sb * (h + W + q + h);  // block.in, attn.qkv, attn.ctx, ln2.in
+  if (m.block_layout != BlockLayout::Sequential) bytes -= e * sb * h;  // no ln2.in: both read block.in
+  if (m.block_layout == BlockLayout::ParallelSharedNorm) bytes -= e * sb * h;  // one norm output
   if (m.placement != NormPlacement::Post) bytes += 2 * e * sb * h;  // ln1.out, ln2.out
   if (m.placement != NormPlacement::Pre) bytes += 2 * e * sb * h;   // proj_out, down_out
-  if (m.qk_norm) bytes += e * sb * W;                              // attn.qkv_raw
+  if (m.qk_norm != QkNormKind::None) bytes += e * sb * W;                              // attn.qkv_raw
   bytes += (m.gated_mlp() ? 3 : 2) * e * sb * f;
   if (m.attention == AttentionImpl::Naive) {
     bytes += e * a * s * s * b;
@@ -34,7 +36,7 @@ ModelConfig family(Family f) {
   m.layers = 3;
   m.hidden = 48;
   m.heads = 4;
-  m.kv_heads = f == Family::Gpt2 ? 4 : 2;
+  m.kv_heads = f == Family::Gpt2 || f == Family::GptNeox ? 4 : 2;
   m.ffn = 80;
   m.seq = 12;
   m.positions = 16;
@@ -48,7 +50,8 @@ ModelConfig family(Family f) {
 TEST(FamilyFormula, SavedBytesOfEveryFamilyAreTheFormulasToTheByte) {
   int checked = 0;
   for (Family f : {Family::Gpt2, Family::Llama, Family::Mistral, Family::Qwen2, Family::Gemma,
-                   Family::Gemma2, Family::Phi3, Family::Olmo2})
+                   Family::Gemma2, Family::Phi3, Family::Olmo2, Family::Qwen3, Family::Granite,
+                   Family::GptNeox})
     for (AttentionImpl attn : {AttentionImpl::Naive, AttentionImpl::Flash})
       for (DType dt : {DType::BF16, DType::F32})
         for (double p : {0.0, 0.1})
@@ -64,12 +67,13 @@ TEST(FamilyFormula, SavedBytesOfEveryFamilyAreTheFormulasToTheByte) {
             EXPECT_EQ(BlockGraph(m).saved_bytes(), formula(m));
             ++checked;
           }
-  EXPECT_EQ(checked, 8 * 2 * 2 * 2 * 2);
+  EXPECT_EQ(checked, 11 * 2 * 2 * 2 * 2);
 }
 
 TEST(FamilyFormula, TheSimulatedStepHoldsTheFormulasBytesPerBlock) {
   for (Family f : {Family::Gpt2, Family::Llama, Family::Mistral, Family::Qwen2, Family::Gemma,
-                   Family::Gemma2, Family::Phi3, Family::Olmo2}) {
+                   Family::Gemma2, Family::Phi3, Family::Olmo2, Family::Qwen3, Family::Granite,
+                   Family::GptNeox}) {
     ModelConfig m = family(f);
     m.dropout = 0.1;
     SCOPED_TRACE(to_string(f));

@@ -124,6 +124,14 @@ INSTANTIATE_TEST_SUITE_P(
                       EquivalenceCase{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu, OpKind::GeluErf},
                       EquivalenceCase{Family::Olmo2, AttentionImpl::Naive, std::nullopt, OpKind::QkNorm},
                       EquivalenceCase{Family::Olmo2, AttentionImpl::Flash, std::nullopt, OpKind::QkNorm},
+                      EquivalenceCase{Family::Qwen3, AttentionImpl::Naive, std::nullopt, OpKind::QkHeadNorm},
+                      EquivalenceCase{Family::Qwen3, AttentionImpl::Flash, std::nullopt, OpKind::QkHeadNorm},
+                      // Granite's multipliers (residual branches, embeddings, logits, scores)
+                      EquivalenceCase{Family::Granite, AttentionImpl::Naive},
+                      EquivalenceCase{Family::Granite, AttentionImpl::Flash},
+                      // GPT-NeoX's parallel block, partial rotary, exact GELU
+                      EquivalenceCase{Family::GptNeox, AttentionImpl::Naive},
+                      EquivalenceCase{Family::GptNeox, AttentionImpl::Flash},
                       // (1 + w) RMSNorms, the final one too, and embeddings * sqrt(hidden)
                       EquivalenceCase{Family::Gemma, AttentionImpl::Naive, std::nullopt, OpKind::RmsNorm},
                       EquivalenceCase{Family::Gemma, AttentionImpl::Flash, std::nullopt, OpKind::RmsNorm},

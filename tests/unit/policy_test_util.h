@@ -57,14 +57,21 @@ inline ModelConfig tiny(Family arch, AttentionImpl attn, int layers = 4) {
   m.layers = layers;
   m.hidden = 64;
   m.heads = 4;
-  m.kv_heads = arch == Family::Gpt2 ? 4 : 2;
-  m.ffn = arch == Family::Gpt2 ? 256 : 176;
+  m.kv_heads = arch == Family::Gpt2 || arch == Family::GptNeox ? 4 : 2;
+  m.ffn = arch == Family::Gpt2 || arch == Family::GptNeox ? 256 : 176;
+  if (arch == Family::GptNeox) m.partial_rotary = 0.25;  // Pythia's quarter of each head
   if (arch == Family::Qwen2) {  // as Qwen2.5's small models: tied, dropout on the probabilities only
     m.tied_embeddings = true;
     m.dropout_sites = kDropAttention;
   }
   if (arch == Family::Mistral || arch == Family::Gemma2) m.sliding_window = 12;  // banded at seq 32
   if (arch == Family::Gemma2) m.attn_softcap = 3.0, m.final_softcap = 4.0;       // caps that bite
+  if (arch == Family::Granite) {  // Granite 3's multipliers
+    m.attn_scale = 1.0 / 16.0;
+    m.embedding_multiplier = 12.0;
+    m.residual_multiplier = 0.22;
+    m.logits_scaling = 16.0;
+  }
   m.seq = 32;
   m.positions = 32;
   m.batch = 2;

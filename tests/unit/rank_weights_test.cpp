@@ -26,13 +26,14 @@ std::vector<float> init(const ModelConfig& m, std::uint64_t seed) {
 }
 
 // GPT-2 (biases, fused q|k|v of equal parts, a tied head), Llama (grouped-query attention,
-// gate|up) and OLMo 2 (QK-norm weights split with the heads), in fp32.
+// gate|up), OLMo 2 (QK-norm weights split with the heads) and Qwen3 (per-head QK-norm weights,
+// whole on every rank) and GPT-NeoX (q|k|v stored per head, the parallel block), in fp32.
 std::vector<ModelConfig> models() {
   std::vector<ModelConfig> out;
-  for (Family f : {Family::Gpt2, Family::Llama, Family::Olmo2}) {
+  for (Family f : {Family::Gpt2, Family::Llama, Family::Olmo2, Family::Qwen3, Family::GptNeox}) {
     ModelConfig m = test::tiny(f, AttentionImpl::Naive, 2);
     m.dtype = DType::F32;
-    if (f != Family::Gpt2) m.kv_heads = 4;  // 4 kv-heads: T = 4 divides them too
+    if (f != Family::Gpt2 && f != Family::GptNeox) m.kv_heads = 4;  // 4 kv-heads: T = 4 divides them too
     out.push_back(m);
   }
   return out;

@@ -31,7 +31,7 @@ using testing::slurp;
 using testing::spit;
 using testing::TempDir;
 
-::testing::AssertionResult has(const std::string& msg, const std::string& what) {
+::testing::AssertionResult mentions(const std::string& msg, const std::string& what) {
   return msg.find(what) != std::string::npos ? ::testing::AssertionSuccess()
                                              : ::testing::AssertionFailure() << "'" << what << "' not in: " << msg;
 }
@@ -80,7 +80,9 @@ TEST(WeightShards, TensorsAreSplitInOrderAsHuggingFaceSplitsThem) {
 }
 
 TEST(WeightShards, ASavedShardedModelLoadsBitForBitAsTheOneFile) {
-  for (Family family : {Family::Gpt2, Family::Llama}) {
+  // GPT-2 (Conv1D weights transposed), Llama (q|k|v and gate|up split), GPT-NeoX (q|k|v stored
+  // by head).
+  for (Family family : {Family::Gpt2, Family::Llama, Family::GptNeox}) {
     SCOPED_TRACE(to_string(family));
     const ModelConfig m = testing::small_model(family, AttentionImpl::Naive, 0.0, DType::F32);
     const ParamLayout layout(m);
@@ -176,16 +178,16 @@ TEST(WeightShards, AnIndexAtOddsWithItsShardsIsRefusedNamingTheFileAndField) {
     Shards s;
     spit(s.path(), "this is not JSON");
     const std::string m = message_of([&] { open_weight_files(s.path()); });
-    EXPECT_TRUE(has(m, "weights index '" + s.path() + "'"));
-    EXPECT_TRUE(has(m, "not valid JSON"));
-    EXPECT_FALSE(has(m, "header length"));
+    EXPECT_TRUE(mentions(m, "weights index '" + s.path() + "'"));
+    EXPECT_TRUE(mentions(m, "not valid JSON"));
+    EXPECT_FALSE(mentions(m, "header length"));
   }
   auto refused = [](const std::function<void(Shards&)>& edit, const std::vector<std::string>& words) {
     Shards s;
     edit(s);
     const std::string m = s.refusal();
-    EXPECT_TRUE(has(m, "weights index '" + s.path() + "'"));
-    for (const auto& w : words) EXPECT_TRUE(has(m, w));
+    EXPECT_TRUE(mentions(m, "weights index '" + s.path() + "'"));
+    for (const auto& w : words) EXPECT_TRUE(mentions(m, w));
   };
   refused([](Shards& s) { s.index.erase("weight_map"); }, {"no \"weight_map\""});
   refused([](Shards& s) { s.index = nlohmann::json::array(); }, {"not a JSON object"});
@@ -220,8 +222,8 @@ TEST(WeightShards, AnIndexAtOddsWithItsShardsIsRefusedNamingTheFileAndField) {
     Shards s;
     spit(s.d / "b.safetensors", "{}");
     const std::string m = s.refusal();
-    EXPECT_TRUE(has(m, "safetensors file '" + s.d / "b.safetensors" + "'"));
-    EXPECT_TRUE(has(m, "a shard of '" + s.path() + "'"));
+    EXPECT_TRUE(mentions(m, "safetensors file '" + s.d / "b.safetensors" + "'"));
+    EXPECT_TRUE(mentions(m, "a shard of '" + s.path() + "'"));
   }
 }
 
@@ -230,11 +232,11 @@ TEST(WeightShards, ADirectoryHoldsOneFileOrOneIndex) {
   spit(s.path(), s.index.dump());
   EXPECT_EQ(open_weight_files(s.d.path().string()).index, s.path());
   fs::copy_file(s.d / "a.safetensors", s.d / "model.safetensors");
-  EXPECT_TRUE(has(message_of([&] { open_weight_files(s.d.path().string()); }), "holds both"));
+  EXPECT_TRUE(mentions(message_of([&] { open_weight_files(s.d.path().string()); }), "holds both"));
   TempDir empty;
   const std::string m = message_of([&] { open_weight_files(empty.path().string()); });
-  EXPECT_TRUE(has(m, "holds neither model.safetensors nor model.safetensors.index.json"));
-  EXPECT_TRUE(has(m, empty.path().string()));
+  EXPECT_TRUE(mentions(m, "holds neither model.safetensors nor model.safetensors.index.json"));
+  EXPECT_TRUE(mentions(m, empty.path().string()));
 }
 
 TEST(WeightShards, AMissingMisshapenOrUnknownTensorNamesItsShard) {
@@ -250,12 +252,12 @@ TEST(WeightShards, AMissingMisshapenOrUnknownTensorNamesItsShard) {
   other.vocab = 128;
   const std::string shard_of_wte = w.files[w.file_of.at("transformer.wte.weight")].path;
   std::string msg = message_of([&] { check_weight_files(w, ParamLayout(other), other.family); });
-  EXPECT_TRUE(has(msg, "tensor 'transformer.wte.weight' has shape 256x64, expected 128x64"));
-  EXPECT_TRUE(has(msg, "safetensors file '" + shard_of_wte + "' (a shard of '" + index + "')"));
+  EXPECT_TRUE(mentions(msg, "tensor 'transformer.wte.weight' has shape 256x64, expected 128x64"));
+  EXPECT_TRUE(mentions(msg, "safetensors file '" + shard_of_wte + "' (a shard of '" + index + "')"));
   // Missing: the index named (no shard holds it).
   const ModelConfig llama = testing::small_model(Family::Llama, AttentionImpl::Naive, 0.0, DType::F32);
   msg = message_of([&] { check_weight_files(w, ParamLayout(llama), llama.family); });
-  EXPECT_TRUE(has(msg, "weights index '" + index + "': missing tensor 'model.embed_tokens.weight'"));
+  EXPECT_TRUE(mentions(msg, "weights index '" + index + "': missing tensor 'model.embed_tokens.weight'"));
   // Unknown: a shard holding a tensor of no such model, listed in the index.
   write_safetensors(d / "shards/extra.safetensors", {{"extra.weight", {"F32", {1}, {0.f}}}});
   nlohmann::json j = nlohmann::json::parse(slurp(index));
@@ -263,14 +265,14 @@ TEST(WeightShards, AMissingMisshapenOrUnknownTensorNamesItsShard) {
   j["metadata"]["total_size"] = j["metadata"]["total_size"].get<std::uint64_t>() + 4;
   spit(index, j.dump());
   msg = message_of([&] { check_weight_files(open_weight_files(index), layout, m.family); });
-  EXPECT_TRUE(has(msg, "safetensors file '" + d / "shards/extra.safetensors" + "' (a shard of '" + index + "')"));
-  EXPECT_TRUE(has(msg, "tensor 'extra.weight' is not part of this model"));
+  EXPECT_TRUE(mentions(msg, "safetensors file '" + d / "shards/extra.safetensors" + "' (a shard of '" + index + "')"));
+  EXPECT_TRUE(mentions(msg, "tensor 'extra.weight' is not part of this model"));
   // The same check stops a load before anything is written into the state.
   CpuBackend be(1);
   LogicalClock clock;
   TrackingAllocator alloc(be.memory(Space::Device), be.memory(Space::Host), clock);
   ModelState s(m, be, alloc);
-  EXPECT_TRUE(has(message_of([&] { load_weights(index, s); }), "extra.weight"));
+  EXPECT_TRUE(mentions(message_of([&] { load_weights(index, s); }), "extra.weight"));
 }
 
 TEST(WeightShards, ASavedShardDirectoryIsCheckedBeforeAnythingIsWritten) {
@@ -278,20 +280,20 @@ TEST(WeightShards, ASavedShardDirectoryIsCheckedBeforeAnythingIsWritten) {
   const ParamLayout layout(m);
   TempDir d;
   spit(d / "file", "x");
-  EXPECT_TRUE(has(message_of([&] { check_sharded_output(d / "file", layout, 1 << 20, {}, "--save-weights"); }),
+  EXPECT_TRUE(mentions(message_of([&] { check_sharded_output(d / "file", layout, 1 << 20, {}, "--save-weights"); }),
                   "--save-weights '" + d / "file" + "' is not a directory"));
-  EXPECT_TRUE(has(message_of([&] { check_sharded_output(d / "no/dir", layout, 1 << 20, {}, "--save-weights"); }),
+  EXPECT_TRUE(mentions(message_of([&] { check_sharded_output(d / "no/dir", layout, 1 << 20, {}, "--save-weights"); }),
                   "no directory '" + d / "no" + "'"));
   fs::create_directories(d / "one");
   spit(d / "one/model.safetensors", "x");
-  EXPECT_TRUE(has(message_of([&] { check_sharded_output(d / "one", layout, 1 << 20, {}, "--save-weights"); }),
+  EXPECT_TRUE(mentions(message_of([&] { check_sharded_output(d / "one", layout, 1 << 20, {}, "--save-weights"); }),
                   "holds model.safetensors"));
   // A shard that is an input of the command is never written over.
   write_weights(d / "in", initial_weights(m), layout, 1 << 20);
   InputFiles inputs;
   for (const auto& p : open_weight_files(d / "in").paths()) inputs.add(p, "--load-weights");
   const std::string before = slurp(d / "in/model-00001-of-00001.safetensors");
-  EXPECT_TRUE(has(message_of([&] { check_sharded_output(d / "in", layout, 1 << 20, inputs, "--save-weights"); }),
+  EXPECT_TRUE(mentions(message_of([&] { check_sharded_output(d / "in", layout, 1 << 20, inputs, "--save-weights"); }),
                   "--load-weights"));
   EXPECT_THROW(write_weights(d / "in", std::vector<float>(static_cast<std::size_t>(layout.total()), 1.f), layout,
                              1 << 20, inputs, "--save-weights"),
@@ -344,11 +346,11 @@ TEST(WeightShards, ARunFromAnIndexEqualsARunFromTheOneFile) {
   nlohmann::json j = nlohmann::json::parse(slurp(d / "w/model.safetensors.index.json"));
   j["metadata"]["total_size"] = 1;
   spit(d / "w/model.safetensors.index.json", j.dump());
-  EXPECT_TRUE(has(message_of([&] { run(d / "w", d / "never", 0); }), "metadata.total_size"));
+  EXPECT_TRUE(mentions(message_of([&] { run(d / "w", d / "never", 0); }), "metadata.total_size"));
   EXPECT_FALSE(fs::exists(d / "never"));
   // Saving the shards over the ones being read is refused before the run too.
   write_weights(d / "w", w, layout, 256 << 10);
-  EXPECT_TRUE(has(message_of([&] { run(d / "w", d / "w", 256 << 10); }), "--load-weights"));
+  EXPECT_TRUE(mentions(message_of([&] { run(d / "w", d / "w", 256 << 10); }), "--load-weights"));
 }
 
 }  // namespace

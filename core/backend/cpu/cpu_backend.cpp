@@ -143,6 +143,7 @@ std::uint64_t CpuBackend::workspace_bytes(const ModelConfig& m) const {
       case OpKind::LayerNorm:
       case OpKind::RmsNorm:
       case OpKind::QkNorm:
+      case OpKind::QkHeadNorm:
         take(ws_norm_bwd(s.M));
         break;
       default:

@@ -54,10 +54,11 @@ class CpuBackend final : public Backend {
                    std::int64_t n) override;
   void dropout_bwd(const Tensor& dy, const Tensor& mask, const Tensor& dx, float p,
                    std::int64_t n, bool acc) override;
+  // The branch x times the dropout's mask / (1 - p) and times `mult`.
   void residual_fwd(const Tensor& res, const Tensor& x, const Tensor* mask, const Tensor& out,
-                    float p, std::int64_t n);
+                    float p, std::int64_t n, float mult = 1.0f);
   void residual_bwd(const Tensor& dout, const Tensor* mask, const Tensor& dres, const Tensor& dx,
-                    float p, std::int64_t n, bool acc_res, bool acc_x);
+                    float p, std::int64_t n, bool acc_res, bool acc_x, float mult = 1.0f);
   void gelu_fwd(const Tensor& x, const Tensor& y, std::int64_t n);
   void gelu_bwd(const Tensor& x, const Tensor& dy, const Tensor& dx, std::int64_t n,
                 bool acc);
@@ -91,7 +92,8 @@ class CpuBackend final : public Backend {
                   bool acc);
   void head_loss(const Tensor& x, const Tensor& W, const Tensor& targets, const Tensor& losses,
                  const Tensor& dx, const Tensor& dW, std::int64_t rows, int H, int V,
-                 float scale, float softcap) override;
+                 float scale, float softcap,
+                 float logit_mult) override;
 
   // cpu_attention.cpp: on per-head GEMMs
   void attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a);

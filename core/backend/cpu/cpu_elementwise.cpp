@@ -48,7 +48,7 @@ void check_n(std::int64_t n, const char* op) {
 struct MaskScale {
   const std::uint8_t* m = nullptr;
   float s = 1.0f;
-  float operator()(std::int64_t i) const { return m ? (m[i] ? s : 0.0f) : 1.0f; }
+  float operator()(std::int64_t i) const { return m ? (m[i] ? s : 0.0f) : s; }
 };
 
 MaskScale mask_scale(const Tensor* mask, float p, std::int64_t n, const char* op) {
@@ -226,13 +226,14 @@ void CpuBackend::dropout_bwd(const Tensor& dy, const Tensor& mask, const Tensor&
 }
 
 void CpuBackend::residual_fwd(const Tensor& res, const Tensor& x, const Tensor* mask,
-                              const Tensor& out, float p, std::int64_t n) {
+                              const Tensor& out, float p, std::int64_t n, float mult) {
   const char* op = "residual_fwd";
   check_n(n, op);
   cpu::check_float(res, op, "res", n);
   cpu::check_float(x, op, "x", n);
   cpu::check_float(out, op, "out", n);
   MaskScale ms = mask_scale(mask, p, n, op);
+  ms.s *= mult;
   FV rv(res), xv(x), ov(out);
   const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
@@ -243,13 +244,14 @@ void CpuBackend::residual_fwd(const Tensor& res, const Tensor& x, const Tensor* 
 
 void CpuBackend::residual_bwd(const Tensor& dout, const Tensor* mask, const Tensor& dres,
                               const Tensor& dx, float p, std::int64_t n, bool acc_res,
-                              bool acc_x) {
+                              bool acc_x, float mult) {
   const char* op = "residual_bwd";
   check_n(n, op);
   cpu::check_float(dout, op, "dout", n);
   cpu::check_float(dres, op, "dres", n);
   cpu::check_float(dx, op, "dx", n);
   MaskScale ms = mask_scale(mask, p, n, op);
+  ms.s *= mult;
   FV g(dout), drv(dres), dxv(dx);
   const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(*pool_, n, kGrain, [&](std::int64_t b, std::int64_t e, int) {
@@ -431,9 +433,11 @@ void CpuBackend::fwd_AttnDropout(const OpArgs& a) { dropout_fwd(*a.in[0], *a.in[
 void CpuBackend::bwd_AttnDropout(const OpArgs& a) {
   dropout_bwd(*a.dout[0], *a.in[1], *a.din[0], a.p, a.M, a.acc[0]);
 }
-void CpuBackend::fwd_Residual(const OpArgs& a) { residual_fwd(*a.in[0], *a.in[1], a.in[2], *a.out[0], a.p, a.M); }
+void CpuBackend::fwd_Residual(const OpArgs& a) {
+  residual_fwd(*a.in[0], *a.in[1], a.in[2], *a.out[0], a.p, a.M, a.branch_mult);
+}
 void CpuBackend::bwd_Residual(const OpArgs& a) {
-  residual_bwd(*a.dout[0], a.in[2], *a.din[0], *a.din[1], a.p, a.M, a.acc[0], a.acc[1]);
+  residual_bwd(*a.dout[0], a.in[2], *a.din[0], *a.din[1], a.p, a.M, a.acc[0], a.acc[1], a.branch_mult);
 }
 void CpuBackend::fwd_Gelu(const OpArgs& a) { gelu_fwd(*a.in[0], *a.out[0], a.M); }
 void CpuBackend::bwd_Gelu(const OpArgs& a) { gelu_bwd(*a.in[0], *a.dout[0], *a.din[0], a.M, a.acc[0]); }

@@ -242,7 +242,8 @@ void CpuBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, 
 
 void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targets,
                            const Tensor& losses, const Tensor& dx, const Tensor& dW,
-                           std::int64_t rows, int H, int V, float scale, float softcap) {
+                           std::int64_t rows, int H, int V, float scale, float softcap,
+                           float logit_mult) {
   const char* op = "head_loss";
   cpu::ensure_blas_threads(1);
   check_gemm_dims(rows, H, V, op);
@@ -255,6 +256,8 @@ void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targe
   cpu::check_float(dW, op, "dW", VH);
   if (!(softcap >= 0.0f) || !std::isfinite(softcap))
     throw Error("cpu head_loss: softcap must be 0 (none) or positive, got " + std::to_string(softcap));
+  if (!(logit_mult > 0.0f) || !std::isfinite(logit_mult))
+    throw Error("cpu head_loss: the logits' multiplier must be positive, got " + std::to_string(logit_mult));
   const std::int32_t* tg = targets.as<const std::int32_t>();
   for (std::int64_t r = 0; r < rows; ++r)
     if (tg[r] < 0 || tg[r] >= V)
@@ -294,8 +297,13 @@ void CpuBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targe
     });
     // Per row: loss = logsumexp - logit[target]; the row becomes dlogits (cpu_cross_entropy.h).
     cpu::parallel_for(*pool_, c, 4, [&](std::int64_t i0, std::int64_t i1, int) {
-      for (std::int64_t i = i0; i < i1; ++i)
-        loss[r0 + i] = cpu::cross_entropy_row(L + i * V, V, tg[r0 + i], scale, softcap);
+      for (std::int64_t i = i0; i < i1; ++i) {
+        float* row = L + i * V;
+        if (logit_mult != 1.0f)
+          for (int v = 0; v < V; ++v) row[v] *= logit_mult;
+        // d loss / d (x W^T) is logit_mult times d loss / d logits.
+        loss[r0 + i] = cpu::cross_entropy_row(row, V, tg[r0 + i], scale * logit_mult, softcap);
+      }
     });
     float* dxs = dxbf ? w.DX : dx.as<float>() + r0 * H;
     const float beta = dwbf && r0 == 0 ? 0.0f : 1.0f;

@@ -1,5 +1,5 @@
 // LayerNorm (biased variance, as PyTorch) and RMSNorm over rows of width H, and QK-norm (RMSNorm
-// of the q part and of the k part of each qkv row). Backward recomputes the row statistics from
+// of the q part and of the k part of each qkv row, or of each of their heads). Backward recomputes the row statistics from
 // x; parameter gradients are column sums over rows taken in row order.
 #include <algorithm>
 #include <cmath>
@@ -322,6 +322,72 @@ void CpuBackend::bwd_QkNorm(const OpArgs& a) {
   cpu::parallel_for(*pool_, a.M, row_grain(a.N), [&](std::int64_t r0, std::int64_t r1, int) {
     for (std::int64_t r = r0; r < r1; ++r)
       for (std::int64_t c = v0; c < sp.width; ++c) dx.put(r * sp.width + c, dy[r * sp.width + c], acc);
+  });
+}
+
+// QK-norm per head (Qwen3): every d-wide head of the q part normalized with w, of the k part
+// with b, v copied. The heads run one after another, each over all rows; dw and db accumulate
+// the heads' sums in head order.
+namespace {
+struct HeadSpans {
+  QkSpans qk;
+  int d;
+};
+HeadSpans head_spans(const OpArgs& a, const char* op) {
+  const QkSpans sp = qk_spans(a, op);
+  const int d = a.attn.d;
+  if (d <= 0 || a.K % d != 0 || a.N % d != 0)
+    throw Error(std::string("cpu ") + op + ": q width " + std::to_string(a.K) + " and k width " +
+                std::to_string(a.N) + " are not whole heads of " + std::to_string(d));
+  return {sp, d};
+}
+// Calls f(span of one head, weight is k) for every q head, then every k head.
+template <class F>
+void each_head(const HeadSpans& h, F f) {
+  for (std::int64_t c = 0; c < h.qk.q.H; c += h.d) f(Span{h.qk.q.rows, h.d, h.qk.width, c}, false);
+  for (std::int64_t c = 0; c < h.qk.k.H; c += h.d) f(Span{h.qk.k.rows, h.d, h.qk.width, h.qk.q.H + c}, true);
+}
+}  // namespace
+
+void CpuBackend::fwd_QkHeadNorm(const OpArgs& a) {
+  const char* op = "qk_head_norm_fwd";
+  const HeadSpans h = head_spans(a, op);
+  const std::int64_t w = h.qk.width;
+  cpu::check_float(*a.in[0], op, "qkv", a.M * w);
+  cpu::check_float(*a.out[0], op, "out", a.M * w);
+  cpu::check_float(*a.w, op, "q weight", h.d);
+  cpu::check_float(*a.b, op, "k weight", h.d);
+  FV x(*a.in[0]), y(*a.out[0]);
+  each_head(h, [&](Span g, bool k) { rms_fwd(*pool_, x, FV(k ? *a.b : *a.w), y, g, a.eps, 0.0f); });
+  const std::int64_t v0 = a.K + a.N;
+  cpu::parallel_for(*pool_, a.M, row_grain(a.N), [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t c = v0; c < w; ++c) y.set(r * w + c, x[r * w + c]);
+  });
+}
+
+void CpuBackend::bwd_QkHeadNorm(const OpArgs& a) {
+  const char* op = "qk_head_norm_bwd";
+  const HeadSpans h = head_spans(a, op);
+  const std::int64_t w = h.qk.width;
+  cpu::check_float(*a.in[0], op, "qkv", a.M * w);
+  cpu::check_float(*a.dout[0], op, "dout", a.M * w);
+  cpu::check_float(*a.din[0], op, "dqkv", a.M * w);
+  cpu::check_float(*a.w, op, "q weight", h.d);
+  cpu::check_float(*a.b, op, "k weight", h.d);
+  cpu::check_float(*a.dw, op, "q weight gradient", h.d);
+  cpu::check_float(*a.db, op, "k weight gradient", h.d);
+  cpu::Arena arena(ws_, op);
+  NormBwdWs ws(arena, a.M);
+  FV x(*a.in[0]), dy(*a.dout[0]), dx(*a.din[0]);
+  const bool acc = a.acc[0];
+  each_head(h, [&](Span g, bool k) {
+    rms_bwd(*pool_, x, FV(k ? *a.b : *a.w), dy, dx, FV(k ? *a.db : *a.dw), ws.stats, g, a.eps, acc, 0.0f);
+  });
+  const std::int64_t v0 = a.K + a.N;
+  cpu::parallel_for(*pool_, a.M, row_grain(a.N), [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t c = v0; c < w; ++c) dx.put(r * w + c, dy[r * w + c], acc);
   });
 }
 

@@ -49,7 +49,7 @@ struct Kernels {
   std::int64_t target;
   // dst[i] = src[i], or dst[i] + src[i] when acc.
   void (*copy)(Ref src, Ref dst, std::int64_t b, std::int64_t e, bool acc);
-  // dst[i] (+)= x[i] * f(i), f(i) = mask ? (mask[i] ? s : 0) : 1.
+  // dst[i] (+)= x[i] * f(i), f(i) = mask ? (mask[i] ? s : 0) : s.
   void (*scale_mask)(Ref x, const std::uint8_t* mask, float s, Ref dst, std::int64_t b,
                      std::int64_t e, bool acc);
   // out[i] = res[i] + x[i] * f(i).

@@ -82,10 +82,10 @@ HWY_INLINE void Put(D d, Ref r, int64_t i, hn::Vec<D> v, bool acc) {
   St(d, r, i, acc ? hn::Add(Ld(d, r, i), v) : v);
 }
 
-// The dropout factor: mask ? (mask[i] ? s : 0) : 1.
+// The dropout factor: mask ? (mask[i] ? s : 0) : s.
 template <class D>
 HWY_INLINE hn::Vec<D> MaskFactor(D d, const std::uint8_t* mask, float s, int64_t i) {
-  if (!mask) return hn::Set(d, 1.0f);
+  if (!mask) return hn::Set(d, s);
   const hn::Rebind<std::uint8_t, D> d8;
   const hn::RebindToUnsigned<D> du;
   const auto m = hn::PromoteTo(du, hn::LoadU(d8, mask + i));

@@ -139,7 +139,7 @@ std::uint64_t CudaBackend::workspace_bytes(const ModelConfig& m) const {
   for (const StepDef& s : g.steps()) {
     if (s.op == OpKind::Linear && s.b != ParamSlot::Count)
       take(kernels::colsum_scratch_bytes(s.M, s.N));
-    if (s.op == OpKind::QkNorm) take(kernels::norm_bwd_scratch_bytes(s.M, std::max(s.K, s.N)));
+    if (s.op == OpKind::QkNorm || s.op == OpKind::QkHeadNorm) take(kernels::norm_bwd_scratch_bytes(s.M, std::max(s.K, s.N)));
   }
   if (m.position == PositionKind::Rope) take(kernels::rope_scratch_bytes(m.seq, m.head_dim()));
   // Embedding backward: sorted tokens and CUB's temporary storage (asks CUB on this device).

@@ -57,9 +57,11 @@ void CudaBackend::fwd_FlashAttn(const OpArgs& a) {
 void CudaBackend::bwd_FlashAttn(const OpArgs& a) {
   flash_bwd(*a.in[0], *a.out[0], *a.out[1], *a.dout[0], *a.din[0], a.attn, a.key, a.p);
 }
-void CudaBackend::fwd_Residual(const OpArgs& a) { residual_fwd(*a.in[0], *a.in[1], a.in[2], *a.out[0], a.p, a.M); }
+void CudaBackend::fwd_Residual(const OpArgs& a) {
+  residual_fwd(*a.in[0], *a.in[1], a.in[2], *a.out[0], a.p, a.M, a.branch_mult);
+}
 void CudaBackend::bwd_Residual(const OpArgs& a) {
-  residual_bwd(*a.dout[0], a.in[2], *a.din[0], *a.din[1], a.p, a.M, a.acc[0], a.acc[1]);
+  residual_bwd(*a.dout[0], a.in[2], *a.din[0], *a.din[1], a.p, a.M, a.acc[0], a.acc[1], a.branch_mult);
 }
 void CudaBackend::fwd_Gelu(const OpArgs& a) { gelu_fwd(*a.in[0], *a.out[0], a.M); }
 void CudaBackend::bwd_Gelu(const OpArgs& a) { gelu_bwd(*a.in[0], *a.dout[0], *a.din[0], a.M, a.acc[0]); }

@@ -142,7 +142,7 @@ void CudaBackend::dropout_bwd(const Tensor& dy, const Tensor& mask, const Tensor
 }
 
 void CudaBackend::residual_fwd(const Tensor& res, const Tensor& x, const Tensor* mask,
-                               const Tensor& out, float p, std::int64_t n) {
+                               const Tensor& out, float p, std::int64_t n, float mult) {
   const char* op = "residual_fwd";
   check_n(n, op);
   check_float(res, op, "res", n);
@@ -151,12 +151,12 @@ void CudaBackend::residual_fwd(const Tensor& res, const Tensor& x, const Tensor*
   check_same(res, {&x, &out}, op);
   const std::uint8_t* m = mask_ptr(mask, p, n, op);
   activate();
-  kernels::residual_fwd(ft(res), res.data, x.data, m, out.data, keep_scale(p), n, compute_);
+  kernels::residual_fwd(ft(res), res.data, x.data, m, out.data, keep_scale(p) * mult, n, compute_);
 }
 
 void CudaBackend::residual_bwd(const Tensor& dout, const Tensor* mask, const Tensor& dres,
                                const Tensor& dx, float p, std::int64_t n, bool acc_res,
-                               bool acc_x) {
+                               bool acc_x, float mult) {
   const char* op = "residual_bwd";
   check_n(n, op);
   check_float(dout, op, "dout", n);
@@ -165,7 +165,7 @@ void CudaBackend::residual_bwd(const Tensor& dout, const Tensor* mask, const Ten
   check_same(dout, {&dres, &dx}, op);
   const std::uint8_t* m = mask_ptr(mask, p, n, op);
   activate();
-  kernels::residual_bwd(ft(dout), dout.data, m, dres.data, dx.data, keep_scale(p), n, acc_res,
+  kernels::residual_bwd(ft(dout), dout.data, m, dres.data, dx.data, keep_scale(p) * mult, n, acc_res,
                         acc_x, compute_);
 }
 
@@ -646,12 +646,16 @@ void CudaBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& 
 
 void CudaBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targets,
                             const Tensor& losses, const Tensor& dx, const Tensor& dW,
-                            std::int64_t rows, int H, int V, float scale, float softcap) {
+                            std::int64_t rows, int H, int V, float scale, float softcap,
+                            float logit_mult) {
   const char* op = "head_loss";
   check_gemm_dims(rows, H, V, op);
   if (!(softcap >= 0.0f) || !std::isfinite(softcap))
     throw Error("cuda head_loss: softcap must be 0 (none) or positive, got " +
                 std::to_string(softcap));
+  if (!(logit_mult > 0.0f) || !std::isfinite(logit_mult))
+    throw Error("cuda head_loss: the logits' multiplier must be positive, got " +
+                std::to_string(logit_mult));
   const std::int64_t VH = static_cast<std::int64_t>(V) * H;
   check_float(x, op, "x", rows * H);
   check_float(W, op, "W", VH);
@@ -673,11 +677,12 @@ void CudaBackend::head_loss(const Tensor& x, const Tensor& W, const Tensor& targ
   for (std::int64_t r0 = 0; r0 < rows; r0 += chunk) {
     const int c = static_cast<int>(std::min(chunk, rows - r0));
     const char* xc = xb + static_cast<std::size_t>(r0) * H * esz;
-    // logits'[V, c] = W'[H, V]^T x'[H, c]
+    // logits'[V, c] = logit_mult W'[H, V]^T x'[H, c]
     gemm_->matmul(true, false, V, c, H, W.data, cdt(W), H, xc, cdt(x), H, logits, CUDA_R_32F, V,
-                  1.0f, 0.0f, nullptr, op);
+                  logit_mult, 0.0f, nullptr, op);
+    // dlogits with respect to W'^T x': logit_mult times the logits'.
     kernels::cross_entropy_rows(t, logits, targets.as<const std::int32_t>() + r0,
-                                losses.as<float>() + r0, dlogits, c, V, scale, softcap,
+                                losses.as<float>() + r0, dlogits, c, V, scale * logit_mult, softcap,
                                 compute_);
     // dx'[H, c] = W'[H, V] dlogits'[V, c]
     gemm_->matmul(false, false, H, c, V, W.data, cdt(W), H, dlogits, cdt(t), V,

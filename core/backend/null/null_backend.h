@@ -43,7 +43,7 @@ class NullBackend final : public Backend {
   void dropout_fwd(const Tensor&, const Tensor&, const Tensor&, float, std::int64_t) override {}
   void dropout_bwd(const Tensor&, const Tensor&, const Tensor&, float, std::int64_t, bool) override {}
   void head_loss(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                 const Tensor&, std::int64_t, int, int, float, float) override {}
+                 const Tensor&, std::int64_t, int, int, float, float, float) override {}
   void adamw(const Tensor&, const Tensor&, const Tensor*, const Tensor&, const Tensor&,
              const std::vector<AdamSegment>&, const AdamArgs&) override {}
   void cast(const Tensor&, const Tensor&) override {}

@@ -1,0 +1,212 @@
+// Published Hugging Face config.json files (tests/data/hf-configs, sources in its README), taken as
+// they are: each one's parameter count, computed here from the file's own fields, is the published
+// count, and each either imports (listing the fields it ignores) or is refused in words that say why.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+
+#include "core/model/model_config.h"
+#include "core/model/param_layout.h"
+#include "core/util/error.h"
+
+namespace remat {
+namespace {
+
+std::string hf_file_path(const std::string& file) {
+  return std::string(REMAT_TEST_DATA_DIR) + "/hf-configs/" + file;
+}
+
+nlohmann::json hf_file_json(const std::string& file) {
+  std::ifstream in(hf_file_path(file));
+  return nlohmann::json::parse(in);
+}
+
+std::int64_t hf_int(const nlohmann::json& j, const char* key, std::int64_t fallback) {
+  return j.contains(key) && j.at(key).is_number_integer() ? j.at(key).get<std::int64_t>() : fallback;
+}
+
+bool hf_flag(const nlohmann::json& j, const char* key, bool fallback) {
+  return j.contains(key) && j.at(key).is_boolean() ? j.at(key).get<bool>() : fallback;
+}
+
+// GPT-2: token and position tables, per block two LayerNorms (weight and bias), the fused qkv and
+// the output projection with biases, the 4h MLP with biases; a final LayerNorm; the head tied.
+std::int64_t gpt2_params(const nlohmann::json& j) {
+  const std::int64_t h = j.at("n_embd"), L = j.at("n_layer"), V = j.at("vocab_size"), P = j.at("n_positions");
+  const std::int64_t f = hf_int(j, "n_inner", 4 * h);
+  const std::int64_t block = 2 * 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * f + f) + (f * h + h);
+  return V * h + P * h + L * block + 2 * h;
+}
+
+// Falcon (RefinedWeb, RefinedWebModel, falcon): fused qkv of num_kv_heads key/value groups (one for
+// multi-query), dense out, a 4h MLP, biases only with `bias`; one LayerNorm per block, or two
+// (ln_attn, ln_mlp) in the new decoder architecture; a final LayerNorm; the head tied.
+std::int64_t falcon_params(const nlohmann::json& j) {
+  const std::string type = j.at("model_type");
+  const std::int64_t h = j.at("hidden_size"), V = j.at("vocab_size");
+  const std::int64_t L = hf_int(j, "num_hidden_layers", hf_int(j, "n_layer", 0));
+  const std::int64_t H = hf_int(j, "num_attention_heads", hf_int(j, "n_head", 0));
+  const bool new_arch = type == "RefinedWeb" || hf_flag(j, "new_decoder_architecture", false);
+  const std::int64_t kv = new_arch ? hf_int(j, "num_kv_heads", hf_int(j, "n_head_kv", H))
+                                   : (hf_flag(j, "multi_query", true) ? 1 : H);
+  const std::int64_t d = h / H, b = hf_flag(j, "bias", false) ? 1 : 0;
+  const std::int64_t qkv = (H + 2 * kv) * d;
+  const std::int64_t block = (new_arch ? 2 : 1) * 2 * h + h * qkv + b * qkv + h * h + b * h +
+                             h * 4 * h + b * 4 * h + 4 * h * h + b * h;
+  return V * h + L * block + 2 * h;
+}
+
+// The Llama-like families: the token table (and an untied head), per block q/k/v/o of head_dim
+// with grouped K/V, biases (Qwen2's on q/k/v; attention_bias on all four; mlp_bias), the gated MLP,
+// per-head QK-norm (Qwen3, Gemma 3) or full-width (OLMo 2), RMSNorms (two, Gemma 2 and 3 four),
+// and the final norm. Gemma ties the head unless the file says otherwise.
+std::int64_t decoder_params(const nlohmann::json& j) {
+  const std::string type = j.at("model_type");
+  const std::int64_t h = j.at("hidden_size"), L = j.at("num_hidden_layers"), V = j.at("vocab_size");
+  const std::int64_t f = j.at("intermediate_size"), H = j.at("num_attention_heads");
+  const std::int64_t kv = hf_int(j, "num_key_value_heads", H), d = hf_int(j, "head_dim", h / H);
+  const bool gemma = type == "gemma" || type == "gemma2" || type == "gemma3_text";
+  const bool tied = hf_flag(j, "tie_word_embeddings", gemma);
+  std::int64_t block = h * H * d + 2 * h * kv * d + H * d * h + 3 * h * f;
+  if (type == "qwen2") block += H * d + 2 * kv * d;
+  if (hf_flag(j, "attention_bias", false)) block += H * d + 2 * kv * d + h;
+  if (hf_flag(j, "mlp_bias", false)) block += 2 * f + h;
+  if (type == "qwen3" || type == "gemma3_text") block += 2 * d;
+  if (type == "olmo2") block += H * d + kv * d;
+  block += (type == "gemma2" || type == "gemma3_text" ? 4 : 2) * h;
+  return V * h * (tied ? 1 : 2) + L * block + h;
+}
+
+// The parameter count of a published config, read from its own fields; -1 for a model_type this
+// counter does not know.
+std::int64_t hf_file_params(const nlohmann::json& j) {
+  const std::string type = j.at("model_type");
+  if (type == "gpt2") return gpt2_params(j);
+  if (type == "falcon" || type == "RefinedWeb" || type == "RefinedWebModel") return falcon_params(j);
+  static const std::set<std::string> kDecoders = {"llama",  "mistral", "qwen2",       "qwen3", "granite",
+                                                  "gemma",  "gemma2",  "gemma3_text", "phi3",  "olmo2"};
+  return kDecoders.count(type) ? decoder_params(j) : -1;
+}
+
+enum class Expect { Imports, Refused };
+
+struct PublishedFile {
+  const char* file;
+  std::int64_t params;  // the published count (README: where it was published)
+  Expect expect;
+  // Imports: fields the import must list as ignored. Refused: words its message must contain.
+  std::vector<const char*> words;
+};
+
+const PublishedFile kPublishedFiles[] = {
+    {"falcon-40b.json", 41'303'293'952, Expect::Refused, {"\"RefinedWeb\"", "nearest supported is llama", "parallel block"}},
+    {"falcon3-7b-instruct.json", 7'455'550'464, Expect::Imports, {"pretraining_tp", "use_cache"}},
+    {"gemma-2-2b.json", 2'614'341'888, Expect::Imports, {"cache_implementation", "pad_token_id"}},
+    {"gemma-2-9b.json", 9'241'705'984, Expect::Imports, {"sliding_window_size", "cache_implementation"}},
+    {"gemma-3-1b-it.json", 999'885'952, Expect::Refused, {"gemma3_text", "nearest supported is gemma2", "QK-norm"}},
+    {"gpt2.json", 124'439'808, Expect::Imports, {"n_ctx", "summary_type", "task_specific_params"}},
+    {"granite-3.3-8b-instruct.json", 8'170'864'640, Expect::Imports, {"pad_token_id", "torch_dtype"}},
+    {"llama-2-7b.json", 6'738'415'616, Expect::Imports, {"_name_or_path", "pretraining_tp"}},
+    {"llama-3.1-8b-instruct.json", 8'030'261'248, Expect::Imports, {"eos_token_id", "pretraining_tp"}},
+    {"llama-3.1-8b.json", 8'030'261'248, Expect::Imports, {"pretraining_tp"}},
+    {"llama-3.2-1b.json", 1'235'814'400, Expect::Imports, {"pretraining_tp"}},
+    {"llama-3.2-3b.json", 3'212'749'824, Expect::Imports, {"pretraining_tp"}},
+    {"meta-llama-3-8b.json", 8'030'261'248, Expect::Imports, {"pretraining_tp"}},
+    {"mistral-7b-instruct-v0.3.json", 7'248'023'552, Expect::Imports, {"torch_dtype"}},
+    {"mistral-7b-v0.1.json", 7'241'732'096, Expect::Imports, {"torch_dtype"}},
+    {"olmo-2-1124-7b-instruct.json", 7'298'617'344, Expect::Imports, {"_name_or_path", "pad_token_id"}},
+    {"phi-3-mini-4k-instruct.json", 3'821'079'552, Expect::Imports, {"auto_map", "pad_token_id"}},
+    {"phi-4-mini-instruct.json", 3'836'021'760, Expect::Refused,
+     {"full_attn_mod", "interpolate_factor", "lm_head_bias"}},
+    {"qwen2-7b.json", 7'615'616'512, Expect::Imports, {"sliding_window", "max_window_layers"}},
+    {"qwen2.5-0.5b.json", 494'032'768, Expect::Imports, {"use_mrope", "sliding_window", "max_window_layers"}},
+    {"qwen2.5-14b.json", 14'770'033'664, Expect::Imports, {"sliding_window", "max_window_layers"}},
+    {"qwen2.5-3b.json", 3'085'938'688, Expect::Imports, {"use_mrope", "sliding_window"}},
+    {"qwen2.5-7b.json", 7'615'616'512, Expect::Imports, {"use_mrope", "sliding_window"}},
+    {"qwen3-0.6b.json", 596'049'920, Expect::Imports, {"sliding_window", "max_window_layers"}},
+    {"qwen3-14b.json", 14'768'307'200, Expect::Imports, {"sliding_window", "max_window_layers"}},
+    {"qwen3-8b-base.json", 8'190'735'360, Expect::Imports, {"sliding_window", "max_window_layers"}},
+    {"qwen3-8b.json", 8'190'735'360, Expect::Imports, {"sliding_window", "max_window_layers"}},
+    {"smollm2-135m.json", 134'515'008, Expect::Imports, {"is_llama_config", "rope_interleaved", "pretraining_tp"}},
+};
+
+// The refusal's message, or "" when the file imports (into `m`).
+std::string hf_file_refusal(const std::string& file, ModelConfig& m) {
+  try {
+    m = load_model_file(hf_file_path(file));
+    return "";
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+}
+
+TEST(HfPublishedConfigs, EveryFileHasItsPublishedCountAndImportsOrIsRefusedInWords) {
+  for (const PublishedFile& f : kPublishedFiles) {
+    SCOPED_TRACE(f.file);
+    EXPECT_EQ(hf_file_params(hf_file_json(f.file)), f.params);
+    ModelConfig m;
+    const std::string refusal = hf_file_refusal(f.file, m);
+    if (f.expect == Expect::Imports) {
+      ASSERT_EQ(refusal, "");
+      EXPECT_EQ(ParamLayout(m).total(), f.params);
+      for (const char* k : f.words)
+        EXPECT_NE(std::find(m.ignored_fields.begin(), m.ignored_fields.end(), k), m.ignored_fields.end())
+            << k << " not listed as ignored";
+    } else {
+      ASSERT_NE(refusal, "") << "imported";
+      for (const char* w : f.words) EXPECT_NE(refusal.find(w), std::string::npos) << w << " missing from: " << refusal;
+    }
+  }
+}
+
+// Every file in the directory has its row, and the directory holds at least 25 of them.
+TEST(HfPublishedConfigs, EveryFileInTheDirectoryIsInTheTable) {
+  std::set<std::string> rows;
+  for (const PublishedFile& f : kPublishedFiles) rows.insert(f.file);
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(REMAT_TEST_DATA_DIR) + "/hf-configs")) {
+    if (e.path().extension() != ".json") continue;
+    ++files;
+    EXPECT_TRUE(rows.count(e.path().filename().string())) << e.path().filename() << " has no row";
+  }
+  EXPECT_EQ(files, static_cast<int>(rows.size()));
+  EXPECT_GE(files, 25);
+}
+
+// The counter is the file's: untying a tied head adds V·h, and a model_type it does not know has
+// no count rather than a guess.
+TEST(HfPublishedConfigs, TheCountFollowsTheFileNotTheName) {
+  nlohmann::json j = hf_file_json("smollm2-135m.json");
+  j["tie_word_embeddings"] = false;
+  EXPECT_EQ(hf_file_params(j), 134'515'008 + 49'152ll * 576);
+  j["model_type"] = "mamba";
+  EXPECT_EQ(hf_file_params(j), -1);
+}
+
+// The fields the published files carry are refused at values that would change the step, each by
+// name, in one message.
+TEST(HfPublishedConfigs, TheirIgnoredFieldsAreRefusedAtValuesThatChangeTheStep) {
+  nlohmann::json smol = hf_file_json("smollm2-135m.json");
+  smol["rope_interleaved"] = true;
+  smol["use_mrope"] = true;
+  smol["sliding_window_size"] = 512;
+  try {
+    model_from_hf_json(smol, "x");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    const std::string w = e.what();
+    for (const char* k : {"rope_interleaved", "use_mrope", "sliding_window_size"})
+      EXPECT_NE(w.find(k), std::string::npos) << k << " missing from: " << w;
+    EXPECT_NE(w.find("(3 problems)"), std::string::npos) << w;
+  }
+}
+
+}  // namespace
+}  // namespace remat
