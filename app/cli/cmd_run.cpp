@@ -1,5 +1,6 @@
 // rematlab-batch run: train a few steps under one policy and report what it cost.
 #include <algorithm>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -116,6 +117,16 @@ WeightOptions weight_options(const RunOptions& o, const ModelConfig& m) {
       throw ConfigError("save-shard-size", "shards the files of --save-weights and --save-grads; neither is given");
   }
   if (!o.weights_in.empty()) check_weight_files(open_weight_files(o.weights_in), ParamLayout(m), m.family);
+  // The run directory is not also a file or a directory of shards the run writes.
+  auto place = [](const std::string& p) {
+    std::filesystem::path n = std::filesystem::absolute(p).lexically_normal();
+    return n.has_filename() ? n : n.parent_path();  // "dir/" is "dir"
+  };
+  if (!o.out.empty())
+    for (const auto& [path, what] : {std::pair{&o.weights_out, "--save-weights"}, {&o.grads_out, "--save-grads"},
+                                     {&o.train.dump_batch, "--dump-batch"}})
+      if (!path->empty() && place(*path) == place(o.out))
+        throw Error(std::string("--out and ") + what + " both name '" + o.out + "'");
   return w;
 }
 

@@ -115,6 +115,9 @@ def check_sharded_weights(b, w, npy):
     b.refuses([*one, "--load-weights", ours], "holds neither")
     b.refuses([*one, "--load-weights", w0, "--save-weights", os.path.join(w, "x"), "--save-shard-size", "0"],
               "save-shard-size")
+    both = os.path.join(w, "both")
+    b.refuses([*one, "--save-weights", both, "--save-shard-size", "1MB", "--out", both + "/"], "--out and --save-weights")
+    check(not os.path.exists(both), "a refused run wrote nothing at %s" % both)
 
 
 def main():
