@@ -1,10 +1,11 @@
 // rematlab-fuzz-seeds DIR: seed inputs made by the code they feed, so they always match it:
 // DIR/run_dir/ (a tag byte and each file of the tiny run's directory) and DIR/safetensors/
-// (the tiny run's weights). scripts/fuzz.sh adds them to the committed seeds in fuzz/corpus/.
+// (the tiny run's weights, and the index of the tiny model's shards). scripts/fuzz.sh adds them to the committed seeds in fuzz/corpus/.
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 
+#include "core/io/weight_files.h"
 #include "core/trace/run_dir.h"
 #include "fuzz/fuzz_util.h"
 #include "fuzz/tiny_run.h"
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
     const std::string weights = (out / "safetensors" / "tiny.safetensors").string();
     const std::string run = scratch_path("run");
     remat::write_run_dir(tiny_run(weights), run, false);
+    write_file((out / "safetensors" / "tiny-index.json").string(),
+               read_file((fs::path(tiny_shards()) / remat::kWeightsIndexFile).string()));
     const auto& files = run_dir_files();
     for (std::size_t i = 0; i < files.size(); ++i) {
       char tag = static_cast<char>(i);

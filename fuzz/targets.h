@@ -15,7 +15,7 @@ using Entry = void (*)(const std::uint8_t* data, std::size_t size);
 void model_config(const std::uint8_t* data, std::size_t size);  // load_model_file: our JSON or HF
 void hf_config(const std::uint8_t* data, std::size_t size);     // model_from_hf_json
 void schedule(const std::uint8_t* data, std::size_t size);      // load_schedule_file + validator
-void safetensors(const std::uint8_t* data, std::size_t size);   // read_safetensors
+void safetensors(const std::uint8_t* data, std::size_t size);   // open_weight_files: a file or an index
 void run_dir(const std::uint8_t* data, std::size_t size);       // read_run_dir (one file replaced), export
 void sweep(const std::uint8_t* data, std::size_t size);         // read_sweep_json
 void torch_snapshot(const std::uint8_t* data, std::size_t size);  // pickle::parse + trace_from_torch_snapshot

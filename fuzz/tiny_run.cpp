@@ -2,8 +2,11 @@
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/engine/run.h"
+#include "core/io/weight_files.h"
+#include "core/model/param_layout.h"
 #include "core/profiler/host_profiler.h"
 #include "core/trace/run_dir.h"
+#include "fuzz/fuzz_util.h"
 
 namespace remat::fuzz {
 
@@ -33,6 +36,16 @@ Trace tiny_run(const std::string& weights_out) {
   SteadyClock clock;
   HostProfiler profiler(clock);
   return run_training(spec, backend, &profiler, clock);
+}
+
+const std::string& tiny_shards() {
+  static const std::string dir = [] {
+    const std::string d = scratch_path("shards");
+    const ParamLayout layout(tiny_model());
+    write_weights(d, std::vector<float>(static_cast<std::size_t>(layout.total()), 0.0f), layout, 16 << 10);
+    return d;
+  }();
+  return dir;
 }
 
 const std::vector<std::string>& run_dir_files() {

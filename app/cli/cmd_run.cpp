@@ -1,5 +1,6 @@
 // rematlab-batch run: train a few steps under one policy and report what it cost.
 #include <algorithm>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -8,6 +9,8 @@
 #include "commands.h"
 #include "core/engine/rank_prediction.h"
 #include "core/graph/parallel_layout.h"
+#include "core/io/weight_files.h"
+#include "core/model/param_layout.h"
 #include "core/trace/output_dir.h"
 #include "core/trace/run_dir.h"
 #include "core/trace/summary.h"
@@ -27,7 +30,7 @@ struct RunOptions {
   PolicyOptions policy;
   TrainOptions train;
   DistOptions dist;
-  std::string weights_in, weights_out, grads_out, out;
+  std::string weights_in, weights_out, grads_out, shard_size, out;
   bool json = false, force = false;
 };
 
@@ -103,10 +106,35 @@ void plan_stages_before_launch(const RunOptions& o, const ModelConfig& global) {
   }
 }
 
+// The weight files' options: --save-shard-size parsed and needing a file to shard; the weights
+// to load found and checked against the model from their headers, before anything runs.
+WeightOptions weight_options(const RunOptions& o, const ModelConfig& m) {
+  WeightOptions w{o.weights_in, o.weights_out, o.grads_out, 0};
+  if (!o.shard_size.empty()) {
+    w.shard_bytes = parse_bytes("save-shard-size", o.shard_size);
+    if (w.shard_bytes == 0) throw ConfigError("save-shard-size", "must be at least 1 byte, got '" + o.shard_size + "'");
+    if (o.weights_out.empty() && o.grads_out.empty())
+      throw ConfigError("save-shard-size", "shards the files of --save-weights and --save-grads; neither is given");
+  }
+  if (!o.weights_in.empty()) check_weight_files(open_weight_files(o.weights_in), ParamLayout(m), m.family);
+  // The run directory is not also a file or a directory of shards the run writes.
+  auto place = [](const std::string& p) {
+    std::filesystem::path n = std::filesystem::absolute(p).lexically_normal();
+    return n.has_filename() ? n : n.parent_path();  // "dir/" is "dir"
+  };
+  if (!o.out.empty())
+    for (const auto& [path, what] : {std::pair{&o.weights_out, "--save-weights"}, {&o.grads_out, "--save-grads"},
+                                     {&o.train.dump_batch, "--dump-batch"}})
+      if (!path->empty() && place(*path) == place(o.out))
+        throw Error(std::string("--out and ") + what + " both name '" + o.out + "'");
+  return w;
+}
+
 int run(RunOptions o) {
   StartupParts before_run;
   before_run.add("process", ms_since_process_start());
   ModelConfig m = o.model.resolve();
+  const WeightOptions weights = weight_options(o, m);
   o.train.inputs = {{o.model.model, "--model"}, {o.policy.schedule_file, "--schedule"}};
   // Data parallelism: this process launches the ranks, or is one of them (dist_run.h).
   const std::optional<RankEnv> rank_env = rank_from_env();
@@ -130,7 +158,7 @@ int run(RunOptions o) {
   before_run.mark("plan");
   Progress bar(!o.json && !rank);
   Trace t = train(m, s, o.train, budget, [&](double f, const std::string& w) { bar.update(f, w); },
-                  &interrupt_flag(), o.weights_in, o.weights_out, o.grads_out);
+                  &interrupt_flag(), weights);
   bar.done();
   before_run.put_first(t);
   add_costs_provenance(t, costs);
@@ -160,12 +188,17 @@ void add_run_command(CLI::App& app, int& exit_code) {
   o->policy.add(*c, true);
   o->train.add(*c);
   o->dist.add(*c);
-  c->add_option("--load-weights", o->weights_in, "start from a safetensors file (Hugging Face names)");
+  c->add_option("--load-weights", o->weights_in,
+                "start from these weights (Hugging Face names): a safetensors file, a sharded checkpoint's "
+                "model.safetensors.index.json, or a directory holding either");
   c->add_option("--save-weights", o->weights_out, "write the weights after the last step (safetensors)")
       ->check(non_empty_path());
   c->add_option("--save-grads", o->grads_out,
                 "write the last step's gradients (safetensors, the weights' names and shapes, F32)")
       ->check(non_empty_path());
+  c->add_option("--save-shard-size", o->shard_size,
+                "write --save-weights and --save-grads as directories of shards of at most SIZE each (5GB, 512MiB; "
+                "a larger tensor alone) with their model.safetensors.index.json, as Hugging Face lays them out");
   c->add_option("--out,-o", o->out, "write a run directory here (summary.json, CSV tables, trace.json)")
       ->check(non_empty_path());
   c->add_flag("--force", o->force, "replace an existing run directory");

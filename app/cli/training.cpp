@@ -63,8 +63,7 @@ void TrainOptions::add(CLI::App& app) {
 Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
             std::optional<std::uint64_t> memory_budget,
             const std::function<void(double, const std::string&)>& progress,
-            const std::atomic<bool>* cancel, const std::string& weights_in,
-            const std::string& weights_out, const std::string& grads_out) {
+            const std::atomic<bool>* cancel, const WeightOptions& weights) {
   RunSpec spec;
   spec.model = m;
   spec.schedule = s;
@@ -81,9 +80,10 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
   spec.tokens_path = o.tokens;
   spec.tokens_dtype = o.tokens_dtype;
   spec.dump_batch_path = o.dump_batch;
-  spec.weights_in = weights_in;
-  spec.weights_out = weights_out;
-  spec.grads_out = grads_out;
+  spec.weights_in = weights.load;
+  spec.weights_out = weights.save;
+  spec.grads_out = weights.save_grads;
+  spec.shard_bytes = weights.shard_bytes;
   spec.inputs = o.inputs;
   spec.comm = o.comm;
   spec.tp_comm = o.tp_comm;
@@ -113,7 +113,6 @@ Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
   }
   t.startup_breakdown_ms.insert(t.startup_breakdown_ms.begin(), {"device", device_ms});
   t.memory_budget = memory_budget.value_or(0);
-  if (!m.ignored_fields.empty()) t.provenance.emplace_back("config_ignored", ignored_list(m));
   add_cli_provenance(t);
   return t;
 }

@@ -39,14 +39,19 @@ struct TrainOptions {
   void add(CLI::App& app);
 };
 
+// The weights and gradient files of a run (rematlab-batch run's options; core/io/weight_files.h).
+struct WeightOptions {
+  std::string load, save, save_grads;
+  std::uint64_t shard_bytes = 0;  // save and save_grads: 0 one file each, else directories of shards
+};
+
 // Runs warmup + counted steps of `s`. A run the memory check refuses before its first step
 // comes back as an incomplete trace (status out_of_memory) rather than an exception, so it can
 // be written and compared like any other; bad input still throws Error.
 Trace train(const ModelConfig& m, const Schedule& s, const TrainOptions& o,
             std::optional<std::uint64_t> memory_budget,
             const std::function<void(double, const std::string&)>& progress,
-            const std::atomic<bool>* cancel, const std::string& weights_in = {},
-            const std::string& weights_out = {}, const std::string& grads_out = {});
+            const std::atomic<bool>* cancel, const WeightOptions& weights = {});
 
 // The command line, the time and the operating system, added to the trace's provenance.
 void set_command_line(int argc, char** argv);

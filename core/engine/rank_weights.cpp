@@ -108,10 +108,10 @@ std::vector<float> whole_from_rank_slices(const ModelConfig& whole, int tp,
   return merge_slices(G, runs, ranks);
 }
 
-void load_rank_weights(const std::string& path, ModelState& state, const ModelConfig& whole,
+void load_rank_weights(const WeightFiles& files, ModelState& state, const ModelConfig& whole,
                        const RankPlace& place) {
   const ParamLayout G(whole);
-  const std::vector<float> global = flat_from_hf(read_safetensors(path), G, whole.family, path);
+  const std::vector<float> global = weight_values(files, G, whole.family);
   std::vector<WeightRun> runs = runs_of(whole, place, place.t);
   const ZeroShard& z = state.zero();
   std::int64_t n = state.layout().total();
@@ -179,10 +179,11 @@ std::vector<float> gather_whole(const ModelState& state, const ModelConfig& whol
 }
 
 void save_rank_file(const std::string& path, const ModelState& state, const ModelConfig& whole,
-                    const RankPlace& place, bool grads, const InputFiles& inputs, const std::string& what) {
+                    const RankPlace& place, bool grads, std::uint64_t shard_bytes, const InputFiles& inputs,
+                    const std::string& what) {
   const std::vector<float> flat = gather_whole(state, whole, place, grads);
   if (replica_of(place.comm) == 0 && place.t == 0 && place.stage == 0)
-    write_flat_safetensors(path, flat, ParamLayout(whole), inputs, what);
+    write_weights(path, flat, ParamLayout(whole), shard_bytes, inputs, what);
 }
 
 }  // namespace remat

@@ -14,6 +14,7 @@
 #include "core/dist/communicator.h"
 #include "core/engine/model_state.h"
 #include "core/engine/weight_init.h"
+#include "core/io/weight_files.h"
 #include "core/graph/parallel_layout.h"
 #include "core/model/model_config.h"
 
@@ -45,9 +46,9 @@ std::vector<float> take_runs(const ParamLayout& layout, const std::vector<Weight
 std::vector<float> whole_from_rank_slices(const ModelConfig& whole, int tp,
                                           const std::vector<std::vector<float>>& ranks);
 
-// The file's parameters (the whole model's) as this rank holds them: its tensor-parallel slices,
+// The files' parameters (the whole model's) as this rank holds them: its tensor-parallel slices,
 // of those its ZeRO-3 shard; written into the state.
-void load_rank_weights(const std::string& path, ModelState& state, const ModelConfig& whole,
+void load_rank_weights(const WeightFiles& files, ModelState& state, const ModelConfig& whole,
                        const RankPlace& place);
 
 // The whole model's parameters (or, with grads, the gradients the last optimizer step read)
@@ -57,8 +58,9 @@ void load_rank_weights(const std::string& path, ModelState& state, const ModelCo
 std::vector<float> gather_whole(const ModelState& state, const ModelConfig& whole, const RankPlace& place,
                                 bool grads);
 
-// gather_whole, then rank 0 writes `path` (save_safetensors's format).
+// gather_whole, then rank 0 writes `path` (write_weights: one file, or shards of shard_bytes).
 void save_rank_file(const std::string& path, const ModelState& state, const ModelConfig& whole,
-                    const RankPlace& place, bool grads, const InputFiles& inputs = {}, const std::string& what = {});
+                    const RankPlace& place, bool grads, std::uint64_t shard_bytes = 0, const InputFiles& inputs = {},
+                    const std::string& what = {});
 
 }  // namespace remat

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -16,13 +18,15 @@
 #include "core/engine/simulator.h"
 #include "core/engine/tensor_parallel.h"
 #include "core/engine/weight_init.h"
-#include "core/io/safetensors.h"
+#include "core/io/weight_files.h"
 #include "core/util/error.h"
 #include "core/util/hash.h"
 #include "core/util/host_memory.h"
 #include "core/util/paths.h"
 
 namespace remat {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -137,11 +141,13 @@ void dump_batches(const std::string& path, const std::vector<std::int32_t>& rows
 }
 
 // The files the run reads: none of them is ever written over (output_file.h).
-InputFiles run_inputs(const RunSpec& spec) {
+InputFiles run_inputs(const RunSpec& spec, const std::optional<WeightFiles>& weights) {
   InputFiles in;
   in.add(spec.tokens_path, "--tokens");
   in.add(spec.corpus_path, "--corpus");
   in.add(spec.weights_in, "--load-weights");
+  if (weights)
+    for (const auto& p : weights->paths()) in.add(p, "--load-weights");
   for (const auto& [path, what] : spec.inputs) in.add(path, what);
   return in;
 }
@@ -151,11 +157,17 @@ void check_run_outputs(const RunSpec& spec, const InputFiles& inputs) {
   const std::pair<const std::string*, const char*> outs[] = {
       {&spec.dump_batch_path, "--dump-batch"}, {&spec.weights_out, "--save-weights"}, {&spec.grads_out, "--save-grads"}};
   InputFiles written;
+  // The same place by another spelling (a directory of shards not made yet has no identity).
+  auto same = [](const std::string& a, const std::string& b) {
+    return a == b || fs::absolute(a).lexically_normal() == fs::absolute(b).lexically_normal();
+  };
   for (const auto& [path, what] : outs) {
     if (path->empty()) continue;
-    check_writable(*path, inputs, what);
+    const bool sharded = spec.shard_bytes > 0 && path != &spec.dump_batch_path;
+    if (sharded) check_sharded_output(*path, ParamLayout(spec.model), spec.shard_bytes, inputs, what);
+    else check_writable(*path, inputs, what);
     for (const auto& [other, other_what] : outs)
-      if (other != path && *other == *path && std::string(what) < other_what)
+      if (other != path && !other->empty() && same(*other, *path) && std::string(what) < other_what)
         throw Error(std::string(what) + " and " + other_what + " both name '" + *path + "'");
     if (auto id = file_id(*path); id && !written.which(*id).empty())
       throw Error(std::string(what) + " '" + *path + "' is the file " + written.which(*id) + " writes");
@@ -206,7 +218,13 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
   };
 
   check_adam(spec.adam);
-  const InputFiles inputs = run_inputs(spec);
+  // The weights' files and headers, checked against the model before anything else runs.
+  std::optional<WeightFiles> weights;
+  if (!spec.weights_in.empty()) {
+    weights = open_weight_files(spec.weights_in);
+    check_weight_files(*weights, ParamLayout(spec.model), spec.model.family);
+  }
+  const InputFiles inputs = run_inputs(spec, weights);
   check_run_outputs(spec, inputs);
   const bool tp = spec.layout.tp > 1;
   const bool pp = spec.layout.pp > 1;
@@ -288,8 +306,8 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     const bool pieces =
         tp || pp || state.zero().parameters() || state.zero().gradients() || state.master_sharded();
     if (!spec.weights_in.empty()) {
-      if (pieces) load_rank_weights(spec.weights_in, state, spec.model, place);
-      else load_safetensors(spec.weights_in, state);
+      if (pieces) load_rank_weights(*weights, state, spec.model, place);
+      else state.write_params(weight_values(*weights, state.layout(), spec.model.family));
     } else if (pp) {
       // The stage's parameters (a tensor-parallel rank's slices of them) of the single-process
       // initialization, drawn alone; under ZeRO-3 this rank's shard of them, zeros past the end.
@@ -404,12 +422,15 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
     // Every rank of the job meets in the gathers; rank 0 writes (rank_weights.h).
     const bool first = replica_of(spec.comm) == 0 && place.t == 0;
     if (!spec.grads_out.empty()) {
-      if (pieces) save_rank_file(spec.grads_out, state, spec.model, place, true, inputs, "--save-grads");
-      else if (first) save_grads_safetensors(spec.grads_out, state, inputs, "--save-grads");
+      if (pieces) save_rank_file(spec.grads_out, state, spec.model, place, true, spec.shard_bytes, inputs, "--save-grads");
+      else if (first)
+        write_weights(spec.grads_out, state.read_grads(), state.layout(), spec.shard_bytes, inputs, "--save-grads");
     }
     if (!spec.weights_out.empty()) {
-      if (pieces) save_rank_file(spec.weights_out, state, spec.model, place, false, inputs, "--save-weights");
-      else if (first) save_safetensors(spec.weights_out, state, inputs, "--save-weights");
+      if (pieces)
+        save_rank_file(spec.weights_out, state, spec.model, place, false, spec.shard_bytes, inputs, "--save-weights");
+      else if (first)
+        write_weights(spec.weights_out, state.read_params(), state.layout(), spec.shard_bytes, inputs, "--save-weights");
     }
     if (cb.progress) cb.progress(1.0, "done");
   } catch (const Cancelled& e) {

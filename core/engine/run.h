@@ -33,9 +33,11 @@ struct RunSpec {
   std::string tokens_path;         // token ids to train on instead of a corpus (TokenFile)
   std::string tokens_dtype;        // of a raw token file ("" = u16; .npy files say their own)
   std::string dump_batch_path;     // .npy of the tokens every step used: [steps, batch, seq + 1]
-  std::string weights_in;          // safetensors to start from (empty: initialize from seed)
+  std::string weights_in;          // weights to start from (weight_files.h; empty: initialize from seed)
   std::string weights_out;         // safetensors to write after the last step
   std::string grads_out;           // safetensors of the last step's gradients (weights' names)
+  std::uint64_t shard_bytes = 0;   // weights_out and grads_out: 0 one file each, else directories
+                                   // of shards of about this many bytes and their index
   // Other files the front end read for this run (a model file, a schedule) with the option that
   // named them: like the token file, the corpus and --load-weights, never written over.
   std::vector<std::pair<std::string, std::string>> inputs;

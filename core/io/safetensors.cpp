@@ -7,12 +7,14 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "core/engine/model_state.h"
 #include "core/util/bf16.h"
 #include "core/util/error.h"
+#include "core/util/hash.h"
 #include "core/util/json_io.h"
 #include "core/util/output_file.h"
 
@@ -29,9 +31,23 @@ float half_to_float(std::uint16_t h) {
   return sign ? -f : f;
 }
 
+// The length bytes and the header: what read_safetensors_data checks is the header it was given.
+std::uint64_t header_hash(const unsigned char* len, const std::string& header) {
+  Fnv1a64 h;
+  h.update(len, 8);
+  h.update(header.data(), header.size());
+  return h.value();
+}
+
 }  // namespace
 
-std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
+std::uint64_t SafetensorsHeader::data_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& e : entries) n += e.end - e.begin;
+  return n;
+}
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
   auto bad = [&](const std::string& why) -> Error { return Error("safetensors file '" + path + "': " + why); };
   require_regular_file(path);
   std::ifstream in(path, std::ios::binary);
@@ -49,24 +65,23 @@ std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
   if (!in.read(header.data(), static_cast<std::streamsize>(n))) throw bad("truncated header");
   nlohmann::json h = parse_json(header, "safetensors file '" + path + "': malformed header");
   if (!h.is_object()) throw bad("header is not a JSON object");
+  SafetensorsHeader out;
+  out.path = path;
+  out.file_size = size;
+  out.data_start = 8 + n;
+  out.header_hash = header_hash(len, header);
   const std::uint64_t data_size = size - 8 - n;
 
   // Every entry is checked before any data is read; the data ranges may not overlap (as the
   // reference implementation requires), so what is read is at most the file's data, and what is
   // kept (fp32) at most twice it: no names aliasing one buffer.
-  struct Entry {
-    const std::string* name;
-    SafeTensor t;
-    std::size_t esz;
-    std::uint64_t begin, end;
-  };
-  std::vector<Entry> entries;
   for (auto it = h.begin(); it != h.end(); ++it) {
     if (it.key() == "__metadata__") continue;
     const auto& d = it.value();
     if (!d.is_object() || !d.contains("dtype") || !d.contains("shape") || !d.contains("data_offsets"))
       throw bad("tensor '" + it.key() + "' lacks dtype, shape or data_offsets");
-    SafeTensor t;
+    SafetensorsEntry t;
+    t.name = it.key();
     if (!d["dtype"].is_string()) throw bad("tensor '" + it.key() + "' has a dtype that is not a string");
     t.dtype = d["dtype"].get<std::string>();
     std::size_t esz = t.dtype == "F32" ? 4 : (t.dtype == "BF16" || t.dtype == "F16") ? 2 : 0;
@@ -86,33 +101,51 @@ std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
         !offsets[1].is_number_unsigned())
       throw bad("tensor '" + it.key() + "' has bad data_offsets (two non-negative integers expected)");
-    std::uint64_t b = offsets[0].get<std::uint64_t>(), e = offsets[1].get<std::uint64_t>();
-    if (e < b || e > data_size || e - b != numel * esz)
+    t.begin = offsets[0].get<std::uint64_t>();
+    t.end = offsets[1].get<std::uint64_t>();
+    if (t.end < t.begin || t.end > data_size || t.end - t.begin != numel * esz)
       throw bad("tensor '" + it.key() + "' has data offsets outside the file or not matching its shape");
-    entries.push_back({&it.key(), std::move(t), esz, b, e});
+    out.entries.push_back(std::move(t));
   }
-  std::vector<const Entry*> by_offset;
-  for (const auto& e : entries)
+  std::vector<const SafetensorsEntry*> by_offset;
+  for (const auto& e : out.entries)
     if (e.end > e.begin) by_offset.push_back(&e);
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const Entry* a, const Entry* b) { return a->begin != b->begin ? a->begin < b->begin : a->end < b->end; });
+  std::sort(by_offset.begin(), by_offset.end(), [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
   for (std::size_t k = 1; k < by_offset.size(); ++k) {
-    const Entry& a = *by_offset[k - 1];
-    const Entry& b = *by_offset[k];
+    const SafetensorsEntry& a = *by_offset[k - 1];
+    const SafetensorsEntry& b = *by_offset[k];
     if (b.begin < a.end)
-      throw bad("tensors '" + *a.name + "' and '" + *b.name + "' share bytes (data_offsets [" + std::to_string(a.begin) +
+      throw bad("tensors '" + a.name + "' and '" + b.name + "' share bytes (data_offsets [" + std::to_string(a.begin) +
                 ", " + std::to_string(a.end) + ") and [" + std::to_string(b.begin) + ", " + std::to_string(b.end) +
                 ")); each tensor must have its own");
   }
+  return out;
+}
 
+std::map<std::string, SafeTensor> read_safetensors_data(const SafetensorsHeader& h) {
+  auto bad = [&](const std::string& why) -> Error { return Error("safetensors file '" + h.path + "': " + why); };
+  require_regular_file(h.path);
+  std::ifstream in(h.path, std::ios::binary);
+  if (!in) throw Error("cannot read safetensors file '" + h.path + "'");
+  in.seekg(0, std::ios::end);
+  const std::uint64_t size = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  std::string start(h.data_start, '\0');
+  if (size != h.file_size || h.data_start < 8 || !in.read(start.data(), static_cast<std::streamsize>(start.size())) ||
+      header_hash(reinterpret_cast<const unsigned char*>(start.data()), start.substr(8)) != h.header_hash)
+    throw bad("changed since its header was read");
   std::map<std::string, SafeTensor> out;
   std::vector<unsigned char> raw;
-  for (auto& [name, t, esz, b, e] : entries) {
-    const std::uint64_t numel = (e - b) / esz;
-    raw.resize(e - b);
-    in.seekg(static_cast<std::streamoff>(8 + n + b));
+  for (const auto& e : h.entries) {
+    SafeTensor t{e.dtype, e.shape, {}};
+    const std::size_t esz = e.dtype == "F32" ? 4 : 2;
+    const std::uint64_t numel = (e.end - e.begin) / esz;
+    raw.resize(e.end - e.begin);
+    in.seekg(static_cast<std::streamoff>(h.data_start + e.begin));
     in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()));
-    if (!in) throw bad("truncated data for tensor '" + *name + "'");
+    if (!in) throw bad("truncated data for tensor '" + e.name + "'");
     t.values.resize(numel);
     for (std::uint64_t i = 0; i < numel; ++i) {
       if (esz == 4) {
@@ -123,9 +156,13 @@ std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
         t.values[i] = t.dtype == "BF16" ? bf16_to_float(v) : half_to_float(v);
       }
     }
-    out.emplace(*name, std::move(t));
+    out.emplace(e.name, std::move(t));
   }
   return out;
+}
+
+std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
+  return read_safetensors_data(read_safetensors_header(path));
 }
 
 void write_safetensors(const std::string& path, const std::map<std::string, SafeTensor>& tensors,
@@ -163,99 +200,154 @@ bool is_buffer(const std::string& n, bool gpt2, bool tied) {
 
 }  // namespace
 
-std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& file, const ParamLayout& L,
-                                Family family, const std::string& path) {
-  const bool gpt2 = family == Family::Gpt2, tied = L.lm_head < 0;
-  // Accept GPT-2 names with or without the "transformer." prefix.
-  std::map<std::string, const SafeTensor*> by_name;
+TensorOrigin TensorOrigin::file(const std::string& path) { return {"safetensors file '" + path + "'", {}}; }
+
+const std::string& TensorOrigin::of(const std::string& tensor) const {
+  auto it = file_of.find(tensor);
+  return it == file_of.end() ? whole : it->second;
+}
+
+namespace {
+
+// The tensors a layout takes, by the names they are looked up under (GPT-2's with the
+// "transformer." prefix, which a file may leave out), each with its name in the file.
+template <class T>
+std::map<std::string, std::pair<const std::string*, const T*>> by_layout_name(const std::map<std::string, T>& file,
+                                                                              bool gpt2, bool tied) {
+  std::map<std::string, std::pair<const std::string*, const T*>> out;
   for (auto& [n, t] : file) {
     std::string key = n;
     if (gpt2 && key.rfind("transformer.", 0) != 0 && !is_buffer(key, gpt2, tied)) key = "transformer." + key;
-    by_name[key] = &t;
+    out[key] = {&n, &t};
   }
-  std::vector<float> host(static_cast<std::size_t>(L.total()));
-  auto take = [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed, float* dst) {
+  return out;
+}
+
+// Calls f(name, rows, cols, transposed, offset, grouped) for every tensor of the layout in its
+// order; `grouped` is the parameter whose q|k|v rows Hugging Face stores by kv group (hf_qkv),
+// else null.
+template <class F>
+void each_hf_tensor(const ParamLayout& L, F&& f) {
+  for (const auto& p : L.params()) {
+    if (p.hf_qkv.groups > 0) {
+      f(p.hf_name, p.rows, p.cols, false, p.offset, &p);
+    } else if (p.hf_parts.empty()) {
+      f(p.hf_name, p.rows, p.cols, p.hf_transposed, p.offset, nullptr);
+    } else {
+      std::int64_t off = p.offset;
+      for (const auto& [name, rows] : p.hf_parts) {
+        f(name, rows, p.cols, false, off, nullptr);
+        off += rows * p.cols;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void check_hf_tensors(const std::map<std::string, std::vector<std::int64_t>>& shapes, const ParamLayout& L,
+                      Family family, const TensorOrigin& origin) {
+  const bool gpt2 = family == Family::Gpt2, tied = L.lm_head < 0;
+  const auto by_name = by_layout_name(shapes, gpt2, tied);
+  std::set<std::string> taken;
+  each_hf_tensor(L, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed, std::int64_t,
+                        const ParamSpec*) {
     auto it = by_name.find(name);
-    if (it == by_name.end()) throw Error("safetensors file '" + path + "': missing tensor '" + name + "'");
-    const SafeTensor& t = *it->second;
+    if (it == by_name.end()) throw Error(origin.whole + ": missing tensor '" + name + "'");
+    taken.insert(name);
+    const std::vector<std::int64_t>& shape = *it->second.second;
     std::int64_t r = transposed ? cols : rows, c = transposed ? rows : cols;
-    bool ok = (c == 1 && t.shape.size() == 1 && t.shape[0] == r) ||
-              (t.shape.size() == 2 && t.shape[0] == r && t.shape[1] == c);
+    bool ok = (c == 1 && shape.size() == 1 && shape[0] == r) || (shape.size() == 2 && shape[0] == r && shape[1] == c);
     if (!ok) {
       std::string got;
-      for (auto s : t.shape) got += (got.empty() ? "" : "x") + std::to_string(s);
-      throw Error("safetensors file '" + path + "': tensor '" + name + "' has shape " + got +
-                  ", expected " + std::to_string(r) + (c == 1 ? "" : "x" + std::to_string(c)));
+      for (auto s : shape) got += (got.empty() ? "" : "x") + std::to_string(s);
+      throw Error(origin.of(*it->second.first) + ": tensor '" + name + "' has shape " + got + ", expected " +
+                  std::to_string(r) + (c == 1 ? "" : "x" + std::to_string(c)));
     }
-    if (!transposed) {
+  });
+  for (const auto& [n, t] : by_name)
+    if (!is_buffer(n, gpt2, tied) && !taken.count(n))
+      throw Error(origin.of(*t.first) + ": tensor '" + *t.first + "' is not part of this model");
+}
+
+std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& file, const ParamLayout& L,
+                                Family family, const TensorOrigin& origin) {
+  std::map<std::string, std::vector<std::int64_t>> shapes;
+  for (const auto& [n, t] : file) {
+    std::uint64_t numel = 1;
+    for (auto d : t.shape) numel *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+    if (numel != t.values.size())
+      throw Error(origin.of(n) + ": tensor '" + n + "' holds " + std::to_string(t.values.size()) +
+                  " values, its shape " + std::to_string(numel));
+    shapes.emplace(n, t.shape);
+  }
+  check_hf_tensors(shapes, L, family, origin);
+  const auto by_name = by_layout_name(file, family == Family::Gpt2, L.lm_head < 0);
+  std::vector<float> host(static_cast<std::size_t>(L.total()));
+  each_hf_tensor(L, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed,
+                        std::int64_t offset, const ParamSpec* grouped) {
+    const SafeTensor& t = *by_name.at(name).second;
+    float* dst = host.data() + offset;
+    if (grouped) {  // stored by kv group: put in our order
+      qkv_rows_from_hf(*grouped, t.values.data(), dst);
+    } else if (!transposed) {
       std::copy(t.values.begin(), t.values.end(), dst);
     } else {
       for (std::int64_t i = 0; i < rows; ++i)
         for (std::int64_t j = 0; j < cols; ++j) dst[i * cols + j] = t.values[j * rows + i];
     }
-  };
-  for (const auto& p : L.params()) {
-    float* dst = host.data() + p.offset;
-    if (p.hf_qkv.groups > 0) {  // stored by kv group: read, then put in our order
-      std::vector<float> grouped(static_cast<std::size_t>(p.numel()));
-      take(p.hf_name, p.rows, p.cols, false, grouped.data());
-      qkv_rows_from_hf(p, grouped.data(), dst);
-    } else if (p.hf_parts.empty()) {
-      take(p.hf_name, p.rows, p.cols, p.hf_transposed, dst);
-    } else {
-      for (const auto& [name, rows] : p.hf_parts) {
-        take(name, rows, p.cols, false, dst);
-        dst += rows * p.cols;
-      }
-    }
-  }
-  for (const auto& [n, t] : by_name)
-    if (!is_buffer(n, gpt2, tied) && !L.find(n)) {
-      bool part = false;
-      for (const auto& p : L.params())
-        for (const auto& hp : p.hf_parts) part = part || hp.first == n;
-      if (!part) throw Error("safetensors file '" + path + "': tensor '" + n + "' is not part of this model");
-    }
+  });
   return host;
+}
+
+std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& file, const ParamLayout& L, Family family,
+                                const std::string& path) {
+  return flat_from_hf(file, L, family, TensorOrigin::file(path));
 }
 
 void load_safetensors(const std::string& path, ModelState& state) {
   state.write_params(flat_from_hf(read_safetensors(path), state.layout(), state.config().family, path));
 }
 
-namespace {
-
-// A flat buffer in the layout's order as tensors under the Hugging Face names and shapes.
-std::map<std::string, SafeTensor> hf_from_flat(const std::vector<float>& host, const ParamLayout& layout) {
-  std::map<std::string, SafeTensor> out;
-  for (const auto& p : layout.params()) {
-    const float* src = host.data() + p.offset;
-    if (!p.hf_parts.empty()) {
-      for (const auto& [name, rows] : p.hf_parts) {
-        SafeTensor t{"F32", p.cols == 1 ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, p.cols},
-                     std::vector<float>(src, src + rows * p.cols)};
-        out[name] = std::move(t);
-        src += rows * p.cols;
-      }
-      continue;
-    }
+std::vector<std::pair<std::string, SafeTensor>> hf_tensors(const std::vector<float>& host, const ParamLayout& layout) {
+  std::vector<std::pair<std::string, SafeTensor>> out;
+  each_hf_tensor(layout, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed,
+                             std::int64_t offset, const ParamSpec* grouped) {
+    const float* src = host.data() + offset;
     SafeTensor t;
     t.dtype = "F32";
-    if (p.cols == 1) {
-      t.shape = {p.rows};
-      t.values.assign(src, src + p.rows);
-    } else if (p.hf_transposed) {
-      t.shape = {p.cols, p.rows};
-      t.values.resize(static_cast<std::size_t>(p.numel()));
-      for (std::int64_t i = 0; i < p.rows; ++i)
-        for (std::int64_t j = 0; j < p.cols; ++j) t.values[j * p.rows + i] = src[i * p.cols + j];
+    t.shape = cols == 1 ? std::vector<std::int64_t>{rows}
+              : transposed ? std::vector<std::int64_t>{cols, rows}
+                           : std::vector<std::int64_t>{rows, cols};
+    if (grouped) {
+      t.values.resize(static_cast<std::size_t>(rows * cols));
+      qkv_rows_to_hf(*grouped, src, t.values.data());
+    } else if (!transposed) {
+      t.values.assign(src, src + rows * cols);
     } else {
-      t.shape = {p.rows, p.cols};
-      t.values.assign(src, src + p.numel());
+      t.values.resize(static_cast<std::size_t>(rows * cols));
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < cols; ++j) t.values[j * rows + i] = src[i * cols + j];
     }
-    if (p.hf_qkv.groups > 0) qkv_rows_to_hf(p, src, t.values.data());
-    out[p.hf_name] = std::move(t);
-  }
+    out.emplace_back(name, std::move(t));
+  });
+  return out;
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> hf_tensor_bytes(const ParamLayout& layout) {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  each_hf_tensor(layout, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool, std::int64_t,
+                             const ParamSpec*) {
+    out.emplace_back(name, static_cast<std::uint64_t>(rows * cols) * sizeof(float));
+  });
+  return out;
+}
+
+namespace {
+
+std::map<std::string, SafeTensor> hf_from_flat(const std::vector<float>& host, const ParamLayout& layout) {
+  std::map<std::string, SafeTensor> out;
+  for (auto& [name, t] : hf_tensors(host, layout)) out.emplace(name, std::move(t));
   return out;
 }
 

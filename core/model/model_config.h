@@ -95,7 +95,8 @@ struct ModelConfig {
   double embedding_multiplier = 1.0, residual_multiplier = 1.0, logits_scaling = 1.0;
 
   // Fields of an imported config that do not change a training step (tokenizer ids, packaging,
-  // inference settings): accepted, and listed by plan and run. Not part of the model's JSON.
+  // inference settings): accepted, and listed by plan and in a run's summary.json
+  // (`ignored_config_fields`). Not part of the model's JSON.
   std::vector<std::string> ignored_fields;
 
   int head_dim() const { return head_size > 0 ? head_size : hidden / heads; }

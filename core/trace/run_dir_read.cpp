@@ -105,6 +105,12 @@ void trace_from_summary(const nlohmann::json& j, const std::string& file, Trace&
   } catch (const Error& e) {
     throw Error(file + ": model: " + e.what());
   }
+  // Version 4 on: the fields of an imported config that changed nothing; none before.
+  if (t.format_version >= 4)
+    for (const auto& x : f.arr("ignored_config_fields")) {
+      if (!x.is_string()) throw Error(file + ": field 'ignored_config_fields' must hold strings");
+      t.model.ignored_fields.push_back(x.get<std::string>());
+    }
   t.policy = f.str("policy");
   t.policy_params = f.str("policy_params");
   t.memory_budget = f.u64("memory_budget_bytes");

@@ -104,6 +104,7 @@ const char* type_name(JsonType t) {
     case J::UintArray: return "an array of non-negative integers";
     case J::NumberArray: return "an array of numbers";
     case J::NumberOrNullArray: return "an array of numbers (null for nan)";
+    case J::StringArray: return "an array of strings";
   }
   return "?";
 }
@@ -130,6 +131,7 @@ bool is_type(const nlohmann::json& v, JsonType t) {
     case J::UintArray: return all([](const nlohmann::json& x) { return x.is_number_unsigned(); });
     case J::NumberArray: return all([](const nlohmann::json& x) { return x.is_number(); });
     case J::NumberOrNullArray: return all([](const nlohmann::json& x) { return x.is_number() || x.is_null(); });
+    case J::StringArray: return all([](const nlohmann::json& x) { return x.is_string(); });
   }
   return false;
 }
@@ -214,6 +216,8 @@ const std::vector<Field>& summary_fields() {
       {"status", J::String},
       {"error", J::String, false},
       {"model", J::Object},
+      {"ignored_config_fields", J::StringArray, true, std::numeric_limits<std::int64_t>::min(),
+       std::numeric_limits<std::int64_t>::max(), 4},
       {"policy", J::String},
       {"policy_params", J::String},
       {"memory_budget_bytes", J::Uint},

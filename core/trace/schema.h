@@ -109,7 +109,7 @@ enum class JsonType : std::uint8_t {
   String, Bool, Int, Uint, Number,
   NumberOrNull,  // a double written by nlohmann::json: nan and inf become null
   Object, Array,
-  UintArray, NumberArray, NumberOrNullArray,
+  UintArray, NumberArray, NumberOrNullArray, StringArray,
 };
 
 struct Field {

@@ -22,6 +22,8 @@ nlohmann::json summary_json(const Trace& t) {
   j["status"] = t.status;
   if (!t.error.empty()) j["error"] = t.error;
   j["model"] = model_to_json(t.model);
+  // The fields of an imported config that change nothing (none in older versions).
+  if (t.format_version >= 4) j["ignored_config_fields"] = t.model.ignored_fields;
   j["policy"] = t.policy;
   j["policy_params"] = t.policy_params;
   j["memory_budget_bytes"] = t.memory_budget;

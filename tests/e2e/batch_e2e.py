@@ -88,8 +88,9 @@ def check_run_dir(d, device="cpu"):
             return None
     with open(os.path.join(d, "summary.json")) as fh:
         s = json.load(fh)
-    check(s.get("format") == "rematlab-run" and s.get("format_version") == 3
+    check(s.get("format") == "rematlab-run" and s.get("format_version") == 4
           and s.get("source") == "rematlab", d + ": summary format")
+    check(isinstance(s.get("ignored_config_fields"), list), d + ": summary.json lists ignored_config_fields")
     for key in ("model", "policy", "policy_params", "device", "seed", "warmup", "steps", "loss",
                 "step_time_ms", "step_time_ms_median", "step_time_ms_spread", "step_peak_bytes",
                 "peak_bytes", "predicted_peak_bytes", "flops", "grad_checksum", "provenance",
@@ -294,6 +295,41 @@ def finish():
     return 0
 
 
+def check_ignored_config_fields(b, source, w):
+    """The fields of an imported config.json that change nothing are listed by plan (its text and
+    --json, one process or ranks) and in a run's summary.json; a preset's list is empty."""
+    smol = os.path.join(source, "tests", "data", "hf-configs", "smollm2-135m.json")
+    ignored = ["is_llama_config", "pretraining_tp", "rope_interleaved"]
+    for args in ([], ["--tp", "3"]):
+        plan = b.json("plan", "--model", smol, *args, "--json")
+        if plan is not None:
+            check(all(f in plan.get("ignored_config_fields", []) for f in ignored),
+                  "plan %s --json lists %r: %r" % (args, ignored, plan.get("ignored_config_fields")))
+    text = b.run("plan", "--model", smol).stdout
+    line = [x for x in text.splitlines() if x.startswith("ignored config fields")]
+    check(len(line) == 1 and all(f in line[0] for f in ignored), "plan's text lists %r: %r" % (ignored, line))
+    tiny_plan = b.json("plan", "--model", "tiny", "--json")
+    check(tiny_plan is not None and tiny_plan.get("ignored_config_fields") == [], "a preset's plan ignores nothing")
+    # A small config in the same layout, with the same fields, trains a step and says so.
+    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+           "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+           "vocab_size": 256, "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+           "tie_word_embeddings": True, "is_llama_config": True, "rope_interleaved": False, "pretraining_tp": 1}
+    path = w("small-llama.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    out = w("small-llama-run")
+    s = b.json("run", "--model", path, "--seq", "16", "--batch", "1", "--steps", "1", "--warmup", "0", "--out", out,
+               "--json")
+    if s is not None:
+        check(all(f in s.get("ignored_config_fields", []) for f in ignored),
+              "run --json lists %r: %r" % (ignored, s.get("ignored_config_fields")))
+        with open(os.path.join(out, "summary.json")) as f:
+            on_disk = json.load(f)
+        check(on_disk.get("ignored_config_fields") == s.get("ignored_config_fields"),
+              "summary.json lists the run's ignored fields")
+
+
 def test(b, work, source, installed_root):
     w = lambda *p: os.path.join(work, *p)
 
@@ -329,6 +365,7 @@ def test(b, work, source, installed_root):
           ["megatron-22b", "megatron-175b", "megatron-530b", "megatron-1t"] and
           all(f["strategies"][0]["percent"] == 100 and len(f["strategies"]) == 5 for f in fig),
           "plan --paper-figure7 --json")
+    check_ignored_config_fields(b, source, w)
     b.refuses(["plan", "--model", "tiny", "--tp", "3"], "heads 4 is not divisible by tp 3")
     b.refuses(["plan", "--model", "tiny", "--pp", "3"], "layers 4 is not divisible by pp 3")
 
@@ -536,7 +573,7 @@ def test(b, work, source, installed_root):
                                     edit_json("summary.json", lambda j: j["files"]["ops.csv"].update(rows=19))),
             "ops.csv", "flops")
     corrupt("newer-version", edit_json("summary.json", lambda j: j.update(format_version=9)),
-            "summary.json", "format version 9 is newer than this RematLab reads (3); upgrade RematLab")
+            "summary.json", "format version 9 is newer than this RematLab reads (4); upgrade RematLab")
     corrupt("time-min", set_cell("ops.csv", 0, "start_ns", str(-2**63)), "ops.csv line 2", "'start_ns'", str(-2**63))
     corrupt("schedule-time-min", set_cell("schedule.csv", 0, "end_ns", str(-2**63)), "schedule.csv line 2", "'end_ns'")
     corrupt("delta-max", set_cell("memory_events.csv", 0, "delta_bytes", str(2**63 - 1)),

@@ -51,6 +51,28 @@ def read_safetensors(path):
     return out
 
 
+def read_sharded_safetensors(d):
+    """({name: (shape, values)}, shard count) of the F32 shards under d/model.safetensors.index.json,
+    checked as Hugging Face lays them out: shards named model-0000i-of-0000N.safetensors, each
+    tensor in the shard the weight_map names, total_size the bytes of their data."""
+    with open(os.path.join(d, "model.safetensors.index.json")) as f:
+        index = json.load(f)
+    shards = sorted(set(index["weight_map"].values()))
+    n = len(shards)
+    check(shards == ["model-%05d-of-%05d.safetensors" % (i + 1, n) for i in range(n)],
+          "%s: shards are named as Hugging Face names them: %r" % (d, shards))
+    out, total = {}, 0
+    for s in shards:
+        for name, (shape, values) in read_safetensors(os.path.join(d, s)).items():
+            check(index["weight_map"].get(name) == s, "%s: %s is in %s, as the weight_map says" % (d, name, s))
+            out[name] = (shape, values)
+            total += 4 * len(values)
+    check(sorted(out) == sorted(index["weight_map"]), "%s: every tensor of the weight_map is in a shard" % d)
+    check(index["metadata"]["total_size"] == total, "%s: total_size %r is the shards' data, %d bytes"
+          % (d, index["metadata"]["total_size"], total))
+    return out, n
+
+
 def log_time(seconds, what):
     """With REMAT_E2E_TIMES=FILE, appends each command's wall seconds to FILE (where a slow e2e
     test spends its time: docs/testing.md)."""

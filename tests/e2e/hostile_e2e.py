@@ -203,6 +203,14 @@ def catalogue(w, tiny_run):
     write(os.path.join(proj, "summary.json"), "{}")
     thesis = write(os.path.join(proj, "thesis.tex"), "work")
     other = write(os.path.join(w, "notes.txt"), "mine")
+    # Sharded weights whose index names a FIFO, a directory, or a file outside its directory.
+    fifo_shard = os.path.join(w, "fifo_shard")
+    os.mkdir(fifo_shard)
+    os.mkfifo(os.path.join(fifo_shard, "model-00001-of-00001.safetensors"))
+    write(os.path.join(fifo_shard, "model.safetensors.index.json"),
+          json.dumps({"weight_map": {"transformer.wte.weight": "model-00001-of-00001.safetensors"}}))
+    dir_shard = j("dir_shard.index.json", {"weight_map": {"transformer.wte.weight": "."}})
+    outside_shard = j("outside.index.json", {"weight_map": {"transformer.wte.weight": "../etc/passwd"}})
     # A plugin directory with a FIFO named like a plugin.
     plugdir = os.path.join(w, "plugins")
     os.mkdir(plugdir)
@@ -253,6 +261,12 @@ def catalogue(w, tiny_run):
         Case("FIFO schedule", ["plan", "--model", "tiny", "--schedule", fifo], 1, "FIFO", timeout=20),
         Case("FIFO summary.json", ["compare", fifo_run], 1, "FIFO", timeout=20),
         Case("directory as model file", ["plan", "--model", w + "/"], 1, "directory"),
+        Case("a FIFO as a shard of an index", ["run", "--model", "tiny", "--steps", "1", "--load-weights", fifo_shard],
+             1, "FIFO", "a shard of", timeout=20),
+        Case("a directory as a shard of an index", ["run", "--model", "tiny", "--steps", "1", "--load-weights",
+                                                    dir_shard], 1, "is a directory", "a shard of"),
+        Case("a shard outside its index's directory", ["run", "--model", "tiny", "--steps", "1", "--load-weights",
+                                                       outside_shard], 1, "outside the index's directory"),
         # Nothing is loaded from the current directory.
         Case("libraries in the current directory", ["list", "models"], 0, "tiny", cwd=libs),
         # A file in the current directory never shadows a preset; a path still loads it.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end test of weights and gradient files with tensor-parallel, pipeline and ZeRO ranks
-(`run --tp T [--sp] [--pp P] [--dp D --zero K] --save-weights/--save-grads/--load-weights`), on
-the CPU in fp32. The files are the one-process format: rank 0 writes the whole model's tensors
+(`run --tp T [--sp] [--pp P] [--dp D --zero K] --save-weights/--save-grads/--load-weights`, one file
+or shards under an index), on the CPU in fp32. The files are the one-process format: rank 0 writes the whole model's tensors
 under their Hugging Face names, the other ranks' slices, stages and shards gathered to it; every
 rank takes its own pieces of a loaded file.
 
@@ -171,6 +171,23 @@ def loading(runs):
     check(got[("--dp", 2, "--zero", 3)] == got[("--dp", 2)],
           "loading into D=2 ZeRO-3: the first loss is ZeRO-0's bit for bit: %r %r"
           % (got[("--dp", 2, "--zero", 3)], got[("--dp", 2)]))
+    # Shards under an index: ranks read them as they read the one file, and rank 0 writes them
+    # holding the one file's tensors.
+    shards = os.path.join(runs.tmp, "trained-shards")
+    runs.b.run("run", *base("tiny"), "--warmup", "0", "--steps", "2", "--save-weights", shards,
+               "--save-shard-size", "300KB")
+    tensors, n = e2e_common.read_sharded_safetensors(shards)
+    check(n > 2 and tensors == e2e_common.read_safetensors(w), "the shards hold the trained file's tensors")
+    deepest = ("--pp", 2, "--tp", 2, "--dp", 2, "--zero", 3)
+    loss, _ = runs.run([*args, "--load-weights", shards], deepest)
+    check(loss == got[deepest], "loading shards into %r: first loss %r, from the one file %r" % (deepest, loss, got[deepest]))
+    _, one_file = runs.run([*args, "--load-weights", w], ["--dp", 2, "--zero", 3], ["--save-weights"])
+    saved = os.path.join(runs.tmp, "zero3-shards")
+    runs.b.run("run", *args, "--load-weights", shards, "--dp", 2, "--zero", 3, "--save-weights", saved,
+               "--save-shard-size", "300KB", "--out", os.path.join(runs.tmp, "zero3-shards-run"))
+    tensors, _ = e2e_common.read_sharded_safetensors(saved)
+    check(tensors == e2e_common.read_safetensors(one_file["--save-weights"]),
+          "D=2 ZeRO-3 writes shards holding the tensors of its one file")
 
 
 def main():

@@ -1,5 +1,6 @@
 """Reproducible from outside: a run trains on given token ids (--tokens, .npy or raw), says which
-tokens each step used (--dump-batch), and takes AdamW's settings as options. Python standard
+tokens each step used (--dump-batch), takes AdamW's settings as options, and reads and writes its
+weights as one safetensors file or as Hugging Face's shards under an index. Python standard
 library only."""
 import argparse
 import json
@@ -63,6 +64,62 @@ def check_saved_grads(b, w, npy):
     check(worst < 1e-6, "one AdamW step moves each weight by lr g / (|g| + eps): worst deviation %g" % worst)
 
 
+def write_safetensors(path, tensors):
+    """Writes {name: (shape, values)} as an F32 safetensors file, the header padded to 8 bytes."""
+    header, off = {}, 0
+    for name, (shape, values) in tensors.items():
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + 4 * len(values)]}
+        off += 4 * len(values)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for shape, values in tensors.values():
+            f.write(struct.pack("<%df" % len(values), *values))
+
+
+def check_sharded_weights(b, w, npy):
+    """--save-shard-size writes Hugging Face's sharded layout holding the one file's tensors;
+    --load-weights reads an index or its directory, also one written here, to the same run; an index
+    at odds with its shards is refused naming the file."""
+    one = ["run", "--model", "tiny", "--dtype", "fp32", "--steps", "1", "--warmup", "0", "--tokens", npy]
+    w0, sharded = os.path.join(w, "s0.safetensors"), os.path.join(w, "s0")
+    b.run(*one, "--save-weights", w0)
+    b.run(*one, "--save-weights", sharded, "--save-shard-size", "300KB")
+    tensors, n = e2e_common.read_sharded_safetensors(sharded)
+    check(n > 2, "300KB shards of tiny are several: %d" % n)
+    check(tensors == read_safetensors(w0), "the shards hold the one file's tensors")
+    # A sharded checkpoint written here, two shards split at the middle.
+    ours = os.path.join(w, "ours")
+    os.mkdir(ours)
+    names = sorted(tensors)
+    halves = {"a.safetensors": names[:len(names) // 2], "b.safetensors": names[len(names) // 2:]}
+    for shard, part in halves.items():
+        write_safetensors(os.path.join(ours, shard), {k: tensors[k] for k in part})
+    index = {"metadata": {"total_size": sum(4 * len(v) for _, v in tensors.values())},
+             "weight_map": {k: s for s, part in halves.items() for k in part}}
+    ours_index = os.path.join(ours, "model.safetensors.index.json")
+    with open(ours_index, "w") as f:
+        json.dump(index, f)
+    base = b.json(*one, "--load-weights", w0, "--json")
+    for src in (sharded, os.path.join(sharded, "model.safetensors.index.json"), ours):
+        s = b.json(*one, "--load-weights", src, "--json")
+        if base and s:
+            check((s["loss"], s["grad_checksum"]) == (base["loss"], base["grad_checksum"]),
+                  "a run from %s is the run from the one file" % src)
+    index["weight_map"][names[0]] = "c.safetensors"
+    with open(ours_index, "w") as f:
+        json.dump(index, f)
+    b.refuses([*one, "--load-weights", ours], ours_index, "c.safetensors", "missing")
+    os.remove(ours_index)
+    b.refuses([*one, "--load-weights", ours], "holds neither")
+    b.refuses([*one, "--load-weights", w0, "--save-weights", os.path.join(w, "x"), "--save-shard-size", "0"],
+              "save-shard-size")
+    both = os.path.join(w, "both")
+    b.refuses([*one, "--save-weights", both, "--save-shard-size", "1MB", "--out", both + "/"], "--out and --save-weights")
+    check(not os.path.exists(both), "a refused run wrote nothing at %s" % both)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -102,6 +159,7 @@ def main():
             check(d0["warmup_loss"] == s1["warmup_loss"] == d1["warmup_loss"], "the first loss does not depend on AdamW")
             check(d0["loss"] != s1["loss"] and d1["loss"] != s1["loss"], "AdamW's options change later losses")
         check_saved_grads(b, w, npy)
+        check_sharded_weights(b, w, npy)
         b.refuses(["run", "--model", "tiny", "--tokens", npy, "--corpus", raw], "excludes")
         b.refuses(["run", "--model", "tiny", "--beta2", "1"], "beta2")
         b.refuses(["run", "--model", "tiny", "--tokens", raw, "--tokens-dtype", "f32"], "tokens-dtype", "u16")

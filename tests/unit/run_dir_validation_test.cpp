@@ -225,7 +225,7 @@ TEST_F(RunDirValidation, NewerVersionsAreRefusedByName) {
   std::string dir = corrupt("v9", [](const std::string& d) {
     edit_json(d + "/summary.json", [](nlohmann::json& j) { j["format_version"] = 9; });
   });
-  EXPECT_TRUE(names(read_error(dir), {"summary.json: format version 9 is newer than this RematLab reads (3); upgrade RematLab"}));
+  EXPECT_TRUE(names(read_error(dir), {"summary.json: format version 9 is newer than this RematLab reads (4); upgrade RematLab"}));
   dir = corrupt("v0", [](const std::string& d) {
     edit_json(d + "/summary.json", [](nlohmann::json& j) { j["format_version"] = 0; });
   });
@@ -245,7 +245,7 @@ TEST_F(RunDirValidation, NewerVersionsAreRefusedByName) {
     }
     spit(d + "/ops.csv", out);
   });
-  EXPECT_TRUE(names(read_error(dir), {"ops.csv: column 'gpu_ns' is not in format version 3"}));
+  EXPECT_TRUE(names(read_error(dir), {"ops.csv: column 'gpu_ns' is not in format version 4"}));
 }
 
 TEST_F(RunDirValidation, SummaryFieldsAreCheckedByName) {
