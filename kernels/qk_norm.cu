@@ -70,27 +70,28 @@ void qk_norm_bwd(FType t, const void* qkv, const void* wq, const void* wk, const
   v_part(t, dy, dqkv, rows, K, N, acc, s, "qk_norm_bwd");
 }
 
-// Per head (Qwen3): each d-wide head of the q part with wq, of the k part with wk, v copied;
+// Per head (Qwen3; Gemma 3's weights as (off + w)): each d-wide head of the q part with wq, of
+// the k part with wk, v copied;
 // the heads one launch each over all rows, their weight gradients accumulated in head order.
 void qk_head_norm_fwd(FType t, const void* qkv, const void* wq, const void* wk, void* y,
-                      std::int64_t rows, int K, int N, int d, float eps, cudaStream_t s) {
+                      std::int64_t rows, int K, int N, int d, float eps, float off, cudaStream_t s) {
   if (rows <= 0) return;
   const std::int64_t ld = static_cast<std::int64_t>(K) + 2 * N;
   for (int c = 0; c < K + N; c += d)
     rms_rows_fwd(t, at(qkv, c, t), c < K ? wq : wk, const_cast<char*>(at(y, c, t)), rows, d, ld, eps,
-                 0.0f, s, "qk_head_norm_fwd");
+                 off, s, "qk_head_norm_fwd");
   v_part(t, qkv, y, rows, K, N, false, s, "qk_head_norm_fwd");
 }
 
 // dqkv (acc: +=); dwq, dwk +=. scratch: norm_bwd_scratch_bytes(rows, d).
 void qk_head_norm_bwd(FType t, const void* qkv, const void* wq, const void* wk, const void* dy,
                       void* dqkv, void* dwq, void* dwk, std::int64_t rows, int K, int N, int d,
-                      float eps, bool acc, float* scratch, cudaStream_t s) {
+                      float eps, float off, bool acc, float* scratch, cudaStream_t s) {
   if (rows <= 0) return;
   const std::int64_t ld = static_cast<std::int64_t>(K) + 2 * N;
   for (int c = 0; c < K + N; c += d)
     rms_rows_bwd(t, at(qkv, c, t), c < K ? wq : wk, at(dy, c, t), const_cast<char*>(at(dqkv, c, t)),
-                 c < K ? dwq : dwk, rows, d, ld, eps, 0.0f, acc, scratch, s, "qk_head_norm_bwd");
+                 c < K ? dwq : dwk, rows, d, ld, eps, off, acc, scratch, s, "qk_head_norm_bwd");
   v_part(t, dy, dqkv, rows, K, N, acc, s, "qk_head_norm_bwd");
 }
 
@@ -407,7 +408,6 @@ namespace {
 
 // check_qk_norm's shapes with d-wide weights and whole heads.
 std::int64_t check_qk_head_norm(const OpArgs& a, const Tensor& y, const char* op, const char* y_name) {
-  check_no_offset(a, op);
   const int d = a.attn.d;
   if (a.M <= 0 || d <= 0 || a.K <= 0 || a.N <= 0 || a.K % d != 0 || a.N % d != 0)
     throw Error(std::string("cuda ") + op + ": bad shape M=" + std::to_string(a.M) + " K=" +
@@ -427,7 +427,7 @@ void CudaBackend::fwd_QkHeadNorm(const OpArgs& a) {
   check_qk_head_norm(a, *a.out[0], "qk_head_norm_fwd", "out");
   activate();
   kernels::qk_head_norm_fwd(ft(*a.in[0]), a.in[0]->data, a.w->data, a.b->data, a.out[0]->data,
-                            a.M, a.K, a.N, a.attn.d, a.eps, compute_);
+                            a.M, a.K, a.N, a.attn.d, a.eps, a.w_offset, compute_);
 }
 
 void CudaBackend::bwd_QkHeadNorm(const OpArgs& a) {
@@ -441,7 +441,7 @@ void CudaBackend::bwd_QkHeadNorm(const OpArgs& a) {
   float* part = reinterpret_cast<float*>(scratch(kernels::norm_bwd_scratch_bytes(a.M, a.attn.d), op));
   kernels::qk_head_norm_bwd(ft(*a.in[0]), a.in[0]->data, a.w->data, a.b->data, a.dout[0]->data,
                             a.din[0]->data, a.dw->data, a.db->data, a.M, a.K, a.N, a.attn.d, a.eps,
-                            a.acc[0], part, compute_);
+                            a.w_offset, a.acc[0], part, compute_);
 }
 
 }  // namespace remat::cuda

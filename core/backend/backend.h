@@ -138,7 +138,7 @@ class Backend {
   // - QkNorm: in[0] qkv rows [M, K + 2N] -> out[0]: RMSNorm of the q part (K wide) with w, of
   //   the k part (N wide) with b, v copied; backward dw and db (the k weight's) accumulate.
   // - QkHeadNorm: as QkNorm over each attn.d-wide head of the q part (w) and of the k part (b),
-  //   both weights d wide.
+  //   both weights d wide, applied as (w_offset + w).
   // - Linear: y = x W^T + b (b may be absent), M rows, K in, N out; backward dx = dy W (acc:
   //   +=), dW += dy^T x, db += colsum(dy).
   // - Rope: Hugging Face rotate_half on the first rope.rotary_dim dims of every q and k head

@@ -55,8 +55,11 @@ Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc
     check_data_parallel(cfg_, be_, *opt_.pp_comm);
   }
   setup_zero();
-  if (cfg_.position == PositionKind::Rope)
+  if (cfg_.position == PositionKind::Rope) {
     rope_ = rope_frequencies(cfg_.rope_scaling, cfg_.rope_theta, cfg_.rotary_dim(), cfg_.positions, cfg_.seq);
+    if (cfg_.rope_local_theta > 0.0)
+      rope_local_ = rope_frequencies(RopeScaling{}, cfg_.rope_local_theta, cfg_.rotary_dim(), cfg_.positions, cfg_.seq);
+  }
   last_need_.assign(graph_.tensors().size(), -1);
   for (int s = static_cast<int>(graph_.steps().size()) - 1; s >= 0; --s)
     for (int t : graph_.steps()[s].needs) last_need_[t] = s;  // ends at the lowest index
@@ -144,12 +147,14 @@ AttnDims Executor::attn(int block) const {
   return a;
 }
 
-RopeTable Executor::rope_table() const {
+RopeTable Executor::rope_table(int block) const {
   RopeTable r;
-  if (rope_.inv_freq.empty()) return r;
-  r.inv_freq = rope_.inv_freq.data();
-  r.rotary_dim = 2 * static_cast<int>(rope_.inv_freq.size());
-  r.attention_scaling = rope_.attention_scaling;
+  const bool local = !rope_local_.inv_freq.empty() && cfg_.window_of(first_block_ + block) > 0;
+  const RopeFrequencies& f = local ? rope_local_ : rope_;
+  if (f.inv_freq.empty()) return r;
+  r.inv_freq = f.inv_freq.data();
+  r.rotary_dim = 2 * static_cast<int>(f.inv_freq.size());
+  r.attention_scaling = f.attention_scaling;
   return r;
 }
 

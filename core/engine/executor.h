@@ -195,7 +195,7 @@ class Executor {
   double dropout_at(DropoutSite site) const;
   DropoutKey key(int block, DropoutSite site) const;
   AttnDims attn(int block) const;
-  RopeTable rope_table() const;
+  RopeTable rope_table(int block) const;  // the block's: windowed blocks may rotate on their own base
   std::uint64_t step_bytes(const StepDef& s) const;
 
   // memory
@@ -216,6 +216,7 @@ class Executor {
   BlockGraph graph_;
   std::vector<AdamSegment> segments_;
   RopeFrequencies rope_;  // the model's RoPE frequencies (empty without RoPE)
+  RopeFrequencies rope_local_;  // windowed blocks' with rope_local_theta (else empty)
   std::vector<int> last_need_;  // per tensor: the lowest step index whose backward reads it
   int tp_ = 1, tp_rank_ = 0;    // tensor-parallel ranks and this one's index
   bool sp_ = false;

@@ -26,7 +26,7 @@ OpArgs Executor::op_args(int b, const StepDef& s, const std::vector<Tensor>& t,
   if (s.op == OpKind::Residual) a.branch_mult = static_cast<float>(cfg_.residual_multiplier);
   a.key = key(b, s.site);
   a.attn = attn(b);
-  a.rope = rope_table();
+  a.rope = rope_table(b);
   return a;
 }
 

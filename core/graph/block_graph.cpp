@@ -221,6 +221,7 @@ void BlockGraph::build() {
     StepDef s = step("attn.qk_norm", heads ? OpKind::QkHeadNorm : OpKind::QkNorm, {qkv}, {o});
     s.w = ParamSlot::QNormW;
     s.b = ParamSlot::KNormW;
+    s.w_offset = heads && m.norm_unit_offset ? 1.0f : 0.0f;
     s.M = bs;
     s.K = m.q_width();
     s.N = m.kv_width();

@@ -226,7 +226,6 @@ struct NearFamily {
 };
 const NearFamily kNearFamilies[] = {
     {"qwen3_moe", "qwen3", "the mixture-of-experts MLPs"},
-    {"gemma3_text", "gemma2", "per-head QK-norm, five sliding-window layers to each global one and a RoPE base per kind"},
     {"mixtral", "mistral", "the mixture-of-experts MLPs"},
 };
 
@@ -244,8 +243,27 @@ void read_rope_parameters(nlohmann::json& j, hf::Problems& p) {
     p.add("rope_parameters", "must be an object, got " + json_snippet(rp));
     return;
   }
-  // Per layer kind: {"full_attention": {...}, "sliding_attention": {...}}.
+  // Per layer kind: {"full_attention": {...}, "sliding_attention": {...}}. Gemma 3's sliding kind,
+  // plain RoPE on its own base, is its rope_local_base_freq.
   if (!rp.contains("rope_type") && !rp.contains("rope_theta") && !rp.empty() && rp.begin()->is_object()) {
+    if (j.value("model_type", std::string()) == "gemma3_text" && rp.contains("full_attention") && rp.contains("sliding_attention") && rp.at("sliding_attention").is_object() &&
+        rp.at("full_attention") != rp.at("sliding_attention")) {
+      const nlohmann::json& local = rp.at("sliding_attention");
+      const auto type = local.find("rope_type");
+      const bool plain = (type == local.end() || *type == "default") &&
+                         local.size() == (type != local.end() ? 1u : 0u) + (local.contains("rope_theta") ? 1u : 0u);
+      if (plain) {
+        if (local.contains("rope_theta")) {
+          if (j.contains("rope_local_base_freq") && j.at("rope_local_base_freq") != local.at("rope_theta"))
+            p.add("rope_parameters", "sliding_attention's rope_theta " + json_snippet(local.at("rope_theta")) +
+                                         " contradicts rope_local_base_freq " + json_snippet(j.at("rope_local_base_freq")));
+          j["rope_local_base_freq"] = local.at("rope_theta");
+        } else if (!j.contains("rope_local_base_freq")) {
+          j["rope_local_base_freq"] = 10000.0;  // Gemma 3's default: the windowed kind on its own base
+        }
+        rp.erase("sliding_attention");
+      }
+    }
     const nlohmann::json first = *rp.begin();
     for (auto it = rp.begin(); it != rp.end(); ++it)
       if (*it != first) {
@@ -315,6 +333,17 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
   read_rope_parameters(j, p);
   const nlohmann::json layer_types = j.contains("layer_types") ? j.at("layer_types") : nlohmann::json();
   j.erase("layer_types");
+  // Gemma 3 configs saved with layer_types alone: the pattern is the first global layer's place
+  // (check_layer_types then holds every layer to it).
+  if (type == "gemma3_text" && layer_types.is_array() && !j.contains("sliding_window_pattern")) {
+    int pattern = static_cast<int>(layer_types.size()) + 1;
+    for (std::size_t l = 0; l < layer_types.size(); ++l)
+      if (layer_types[l] == "full_attention") {
+        pattern = static_cast<int>(l) + 1;
+        break;
+      }
+    j["sliding_window_pattern"] = std::max(2, pattern);
+  }
   ModelConfig m;
   if (type == "gpt2") {
     m = gpt2_from_hf(j, p, ignored);

@@ -18,7 +18,7 @@ const FamilyType kTypes[] = {{"llama", Family::Llama},   {"mistral", Family::Mis
                              {"qwen2", Family::Qwen2},   {"gemma", Family::Gemma},
                              {"gemma2", Family::Gemma2}, {"phi3", Family::Phi3},
                              {"olmo2", Family::Olmo2},   {"qwen3", Family::Qwen3},
-                             {"granite", Family::Granite}};
+                             {"granite", Family::Granite}, {"gemma3_text", Family::Gemma3}};
 
 // Fields every family here reads.
 const std::set<std::string> kShared = {
@@ -39,6 +39,10 @@ std::set<std::string> extra_fields(Family f) {
               "final_logit_softcapping", "sliding_window"};
     case Family::Phi3:
       return {"sliding_window", "resid_pdrop", "embd_pdrop", "original_max_position_embeddings"};
+    case Family::Gemma3:
+      return {"hidden_activation", "query_pre_attn_scalar", "attn_logit_softcapping",
+              "final_logit_softcapping", "sliding_window", "sliding_window_pattern",
+              "rope_local_base_freq", "use_bidirectional_attention"};
     case Family::Granite:
       return {"embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling"};
     default: return {};
@@ -46,7 +50,7 @@ std::set<std::string> extra_fields(Family f) {
 }
 
 MlpKind activation(const nlohmann::json& j, Family f) {
-  const bool gemma = f == Family::Gemma || f == Family::Gemma2;
+  const bool gemma = f == Family::Gemma || f == Family::Gemma2 || f == Family::Gemma3;
   if (gemma) {
     // Gemma's MLP uses hidden_activation; when it is unset, the tanh approximation (Hugging Face
     // replaces the exact "gelu" of the original hidden_act with it).
@@ -93,7 +97,7 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
 
   ModelConfig m;
   set_family(m, f);
-  const bool gemma = f == Family::Gemma || f == Family::Gemma2;
+  const bool gemma = f == Family::Gemma || f == Family::Gemma2 || f == Family::Gemma3;
   m.layers = p.take([&] { return int_field(j, "num_hidden_layers"); }, 1);
   m.hidden = p.take([&] { return int_field(j, "hidden_size"); }, 1);
   m.heads = p.take([&] { return int_field(j, "num_attention_heads"); }, 1);
@@ -129,7 +133,7 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
     m.out_bias = attn_bias;
   }
   m.mlp_bias = p.take([&] { return bool_field(j, "mlp_bias", false); }, false);
-  if (f == Family::Mistral || f == Family::Gemma2 || f == Family::Phi3 || qwen_window)
+  if (f == Family::Mistral || f == Family::Gemma2 || f == Family::Gemma3 || f == Family::Phi3 || qwen_window)
     m.sliding_window = p.take([&] { return int_field(j, "sliding_window", 0); }, 0);
   if (qwen_window) {
     const int from = p.take([&] { return int_field(j, "max_window_layers", m.layers); }, m.layers);
@@ -145,7 +149,14 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
     m.residual_multiplier = p.take([&] { return num_field(j, "residual_multiplier", 1.0); }, 1.0);
     m.logits_scaling = p.take([&] { return num_field(j, "logits_scaling", 1.0); }, 1.0);
   }
-  if (f == Family::Gemma2) {
+  if (f == Family::Gemma3) {
+    // Five windowed blocks to each global one (sliding_window_pattern), the windowed ones on
+    // their own RoPE base; attention within the window both ways is not modelled.
+    m.window_pattern = p.take([&] { return int_field(j, "sliding_window_pattern", 6); }, 6);
+    m.rope_local_theta = p.take([&] { return num_field(j, "rope_local_base_freq", 10000.0); }, 10000.0);
+    p.check([&] { require_flag(j, "use_bidirectional_attention", false, "attention is causal in a training step"); });
+  }
+  if (f == Family::Gemma2 || f == Family::Gemma3) {
     const double q = p.take([&] { return num_field(j, "query_pre_attn_scalar", 0.0); }, 0.0);
     if (q > 0.0) m.attn_scale = 1.0 / std::sqrt(q);
     m.attn_softcap = p.take([&] { return num_field(j, "attn_logit_softcapping", 0.0); }, 0.0);

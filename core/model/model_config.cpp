@@ -20,7 +20,8 @@ std::size_t dtype_size(DType t) {
 }
 
 namespace {
-const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3", "granite", "gpt_neox", "falcon"};
+const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3", "granite", "gpt_neox", "falcon",
+                                 "gemma3"};
 }  // namespace
 
 const char* to_string(Family f) { return kFamilies[static_cast<int>(f)]; }
@@ -68,24 +69,27 @@ void set_family(ModelConfig& m, Family f) {
   m.family = f;
   const bool gpt2 = f == Family::Gpt2, neox = f == Family::GptNeox, falcon = f == Family::Falcon;
   m.norm = gpt2 || neox || falcon ? NormKind::LayerNorm : NormKind::RmsNorm;
-  m.norm_unit_offset = f == Family::Gemma || f == Family::Gemma2;
-  m.placement = f == Family::Olmo2    ? NormPlacement::Post
-                : f == Family::Gemma2 ? NormPlacement::Sandwich
-                                      : NormPlacement::Pre;
+  const bool gemma = f == Family::Gemma || f == Family::Gemma2 || f == Family::Gemma3;
+  m.norm_unit_offset = gemma;
+  m.placement = f == Family::Olmo2                          ? NormPlacement::Post
+                : f == Family::Gemma2 || f == Family::Gemma3 ? NormPlacement::Sandwich
+                                                             : NormPlacement::Pre;
   m.position = gpt2 ? PositionKind::Learned : PositionKind::Rope;
   m.block_layout = neox ? BlockLayout::Parallel : falcon ? BlockLayout::ParallelSharedNorm : BlockLayout::Sequential;
   m.qkv_bias = gpt2 || neox || f == Family::Qwen2;
   m.out_bias = gpt2 || neox;
   m.mlp_bias = gpt2 || neox;
   m.qk_norm = f == Family::Olmo2 ? QkNormKind::Projection
-              : f == Family::Qwen3 ? QkNormKind::Head
+              : f == Family::Qwen3 || f == Family::Gemma3 ? QkNormKind::Head
                                    : QkNormKind::None;
   m.mlp = gpt2 ? MlpKind::GeluTanh
          : neox || falcon ? MlpKind::Gelu
-               : (f == Family::Gemma || f == Family::Gemma2) ? MlpKind::GeGlu : MlpKind::SwiGlu;
-  m.tied_embeddings = gpt2 || falcon || f == Family::Gemma || f == Family::Gemma2;
-  m.embed_scale = f == Family::Gemma || f == Family::Gemma2;
+               : gemma ? MlpKind::GeGlu : MlpKind::SwiGlu;
+  m.tied_embeddings = gpt2 || falcon || gemma;
+  m.embed_scale = gemma;
   m.window_layers = f == Family::Gemma2 ? WindowLayers::Even : WindowLayers::All;
+  m.window_pattern = f == Family::Gemma3 ? 6 : 0;
+  m.rope_local_theta = f == Family::Gemma3 ? 10000.0 : 0.0;
   if (gpt2) m.kv_heads = m.heads;
 }
 
@@ -98,6 +102,7 @@ int ModelConfig::rotary_dim() const {
 int ModelConfig::window_of(int block) const {
   if (sliding_window <= 0) return 0;
   if (window_layers == WindowLayers::Even && block % 2 != 0) return 0;
+  if (window_pattern > 0 && (block + 1) % window_pattern == 0) return 0;
   return sliding_window;
 }
 
@@ -189,6 +194,14 @@ void ModelConfig::validate() const {
   if (sliding_window < 0)
     throw ConfigError("sliding_window", "must be 0 (none) or a positive window, got " +
                                             std::to_string(sliding_window));
+  if (window_pattern < 0 || window_pattern == 1)
+    throw ConfigError("sliding_window_pattern", "must be 0 (none) or at least 2, got " + std::to_string(window_pattern));
+  if (window_pattern > 0 && window_layers != WindowLayers::All)
+    throw ConfigError("sliding_window_pattern", "and sliding_window_layers " + std::string(to_string(window_layers)) +
+                                                    " both pick the windowed blocks; set one");
+  require_number("rope_local_theta", rope_local_theta, true);
+  if (qk_norm == QkNormKind::Projection && norm_unit_offset)
+    throw ConfigError("qk_norm", "projection-wide QK-norm scales by w, not (1 + w); per head (head) takes norm_unit_offset");
   if (block_layout != BlockLayout::Sequential && placement != NormPlacement::Pre)
     throw ConfigError("block_layout", std::string(to_string(block_layout)) + " blocks norm their input (norm_placement pre), not " +
                                           to_string(placement));

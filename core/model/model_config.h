@@ -14,7 +14,7 @@
 namespace remat {
 
 enum class Family : std::uint8_t { Gpt2, Llama, Mistral, Qwen2, Gemma, Gemma2, Phi3, Olmo2, Qwen3, Granite,
-                                   GptNeox, Falcon };
+                                   GptNeox, Falcon, Gemma3 };
 enum class AttentionImpl { Naive, Flash };
 enum class DType : std::uint8_t { F32, BF16, U8, I32 };
 enum class NormKind : std::uint8_t { LayerNorm, RmsNorm };
@@ -83,6 +83,12 @@ struct ModelConfig {
   QkNormKind qk_norm = QkNormKind::None;
   int sliding_window = 0;       // 0: none
   WindowLayers window_layers = WindowLayers::All;
+  // > 0 (Gemma 3's 6): blocks b with (b + 1) % window_pattern == 0 attend globally, the others
+  // through the window. 0: window_layers decides.
+  int window_pattern = 0;
+  // > 0 (Gemma 3's rope_local_base_freq): windowed blocks rotate with this base and without
+  // rope_scaling, which then applies to the global blocks only. 0: every block alike.
+  double rope_local_theta = 0.0;
   double attn_scale = 0.0;      // 0: 1/sqrt(head_dim)
   bool attn_scale_inverse_layer = false;  // scores also / (layer + 1)
   double attn_softcap = 0.0, final_softcap = 0.0;  // 0: none
@@ -130,7 +136,7 @@ ModelConfig model_from_json(const nlohmann::json& j);
 nlohmann::json model_to_json(const ModelConfig& m);
 
 // A Hugging Face config.json (model_type gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2,
-// phi3, olmo2, granite, gpt_neox, falcon and its first names RefinedWeb, RefinedWebModel). Fields we do not model are refused, all of them at once.
+// phi3, olmo2, granite, gpt_neox, gemma3_text, falcon and its first names RefinedWeb, RefinedWebModel). Fields we do not model are refused, all of them at once.
 ModelConfig model_from_hf_json(const nlohmann::json& j, const std::string& name);
 
 // Reads a file: our format, or a Hugging Face config.json (detected by `model_type`).

@@ -17,7 +17,7 @@ const std::set<std::string> kOwnKeys = {
     "norm_unit_offset", "norm_placement", "position", "qkv_bias", "out_bias", "mlp_bias",
     "qk_norm", "sliding_window", "sliding_window_layers", "attn_scale",
     "attn_scale_inverse_layer", "attn_softcap", "final_softcap", "mlp", "tied_embeddings",
-    "embed_scale", "block_layout", "embedding_multiplier", "residual_multiplier", "logits_scaling"};
+    "embed_scale", "block_layout", "sliding_window_pattern", "rope_local_theta", "embedding_multiplier", "residual_multiplier", "logits_scaling"};
 
 int get_int(const nlohmann::json& j, const char* key) { return json_int(j.at(key), key); }
 
@@ -132,6 +132,8 @@ ModelConfig model_from_json(const nlohmann::json& j) {
                                : get_enum<QkNormKind>(j, "qk_norm", kQkNorm);
   }
   if (j.contains("sliding_window")) m.sliding_window = get_int(j, "sliding_window");
+  if (j.contains("sliding_window_pattern")) m.window_pattern = get_int(j, "sliding_window_pattern");
+  if (j.contains("rope_local_theta")) m.rope_local_theta = get_number(j, "rope_local_theta");
   if (j.contains("sliding_window_layers"))
     m.window_layers = get_enum<WindowLayers>(j, "sliding_window_layers", kWindowLayers);
   if (j.contains("attn_scale")) m.attn_scale = get_number(j, "attn_scale");
@@ -194,6 +196,8 @@ nlohmann::json model_to_json(const ModelConfig& m) {
   feature("qk_norm", m.qk_norm, d.qk_norm, to_string(m.qk_norm));
   feature("sliding_window", m.sliding_window, 0, m.sliding_window);
   feature("sliding_window_layers", m.window_layers, d.window_layers, to_string(m.window_layers));
+  feature("sliding_window_pattern", m.window_pattern, d.window_pattern, m.window_pattern);
+  feature("rope_local_theta", m.rope_local_theta, d.rope_local_theta, m.rope_local_theta);
   feature("attn_scale", m.attn_scale, 0.0, m.attn_scale);
   feature("attn_scale_inverse_layer", m.attn_scale_inverse_layer, false, m.attn_scale_inverse_layer);
   feature("attn_softcap", m.attn_softcap, 0.0, m.attn_softcap);

@@ -167,12 +167,13 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
       slot(b, ParamSlot::QkvB, phi3 ? qb : fused(qb, qkv_parts, ".bias"));
     }
     if (m.qk_norm != QkNormKind::None) {
-      // QK-norm scales by its weight (no offset): it starts at 1. Per head: one d-wide weight
-      // for the q heads, one for the k heads.
+      // QK-norm scales by its weight (no offset; per head, (1 + w) under a unit offset, as
+      // Gemma 3's): it starts at its identity. Per head: one d-wide weight for the q heads, one
+      // for the k heads.
       const bool heads = m.qk_norm == QkNormKind::Head;
       ParamSpec qn = vec(p + "attn.q_norm.w", at + "q_norm.weight", heads ? m.head_dim() : q),
                 kn = vec(p + "attn.k_norm.w", at + "k_norm.weight", heads ? m.head_dim() : kv);
-      qn.fill = kn.fill = 1.0f;
+      qn.fill = kn.fill = heads ? norm_one : 1.0f;
       slot(b, ParamSlot::QNormW, qn);
       slot(b, ParamSlot::KNormW, kn);
     }

@@ -26,9 +26,9 @@ import e2e_common  # noqa: E402
 from e2e_common import check  # noqa: E402
 
 ENABLED = ["gpt2", "llama", "llama3", "qwen2", "phi3", "olmo2", "gpt2_flags", "llama_bias", "gemma",
-           "mistral", "gemma2", "qwen3", "granite", "gpt_neox", "falcon", "falcon_rw"]
+           "mistral", "gemma2", "qwen3", "granite", "gpt_neox", "falcon", "falcon_rw", "gemma3"]
 # Families whose windows are shorter than SEQ also run with flash attention (banded tiles).
-FLASH_TOO = ["mistral", "gemma2"]
+FLASH_TOO = ["mistral", "gemma2", "gemma3"]
 
 STEPS = 3
 # Not the defaults, so that each option visibly reaches the optimizer. A large eps keeps Adam's
@@ -113,8 +113,14 @@ def check_controls(name, families, torch, w0, f, windows, run, ref32):
     # alternation over blocks, the soft-caps, the QK-norm, the multipliers and the score scale.
     if 0 < f["sliding_window"] < families.SEQ:
         controls.append(("no sliding window", train(feat=dict(f, sliding_window=0))))
-        other = "all" if f["sliding_window_layers"] == "even" else "even"
-        controls.append(("the window on %s blocks" % other, train(feat=dict(f, sliding_window_layers=other))))
+        if f.get("sliding_window_pattern"):
+            controls.append(("the window on every block",
+                             train(feat=dict(f, sliding_window_layers="all", sliding_window_pattern=0))))
+        else:
+            other = "all" if f["sliding_window_layers"] == "even" else "even"
+            controls.append(("the window on %s blocks" % other, train(feat=dict(f, sliding_window_layers=other))))
+    if f.get("rope_local_theta"):
+        controls.append(("one RoPE for every layer", train(feat=dict(f, rope_local_theta=0.0))))
     for cap in ("attn_softcap", "final_softcap"):
         if f[cap]:
             controls.append(("no %s" % cap, train(feat=dict(f, **{cap: 0.0}))))

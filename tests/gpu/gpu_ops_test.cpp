@@ -373,7 +373,8 @@ TEST_P(GpuOps, QkNorm) {
   }
 }
 
-// Per-head QK-norm: heads of 128 (vector width) and of 10 (not), q and k weights one head wide.
+// Per-head QK-norm: heads of 128 (vector width) and of 10 (not, with (1 + w) weights), q and k
+// weights one head wide.
 TEST_P(GpuOps, QkHeadNorm) {
   const std::int64_t rows = 45;
   for (auto [hd, heads, kv] : {std::tuple{128, 4, 2}, std::tuple{10, 6, 3}}) {
@@ -387,6 +388,7 @@ TEST_P(GpuOps, QkHeadNorm) {
       a.in[0] = &T(x, c), a.w = &T(wq, c), a.b = &T(wk, c);
       a.M = rows, a.K = K, a.N = N, a.eps = 1e-6f;
       a.attn.d = hd;
+      a.w_offset = hd == 10 ? 1.0f : 0.0f;  // Gemma 3's (1 + w) on the second shape
       return a;
     };
     both([&](auto& b, bool c) {

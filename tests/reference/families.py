@@ -116,6 +116,16 @@ FAMILIES = {
                  "classifier_dropout": 0.1, "initializer_range": 0.02, "tie_word_embeddings": False,
                  "use_cache": True, "bos_token_id": 0, "eos_token_id": 0, "torch_dtype": "float16",
                  "transformers_version": "4.24.0"},
+    # Gemma 3's text model: per-head QK-norm with (1 + w) weights, windowed layers but every
+    # second (sliding_window_pattern 2 at this depth; 6 as published) on their own RoPE base
+    # (rope_local_base_freq), the global ones under 27B's linear scaling, no soft-caps.
+    "gemma3": dict(_LLAMA_LIKE, model_type="gemma3_text", architectures=["Gemma3ForCausalLM"],
+                   intermediate_size=64, head_dim=16, max_position_embeddings=64, rms_norm_eps=1e-6,
+                   rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                   rope_scaling={"factor": 8.0, "rope_type": "linear"}, hidden_activation="gelu_pytorch_tanh",
+                   query_pre_attn_scalar=24, sliding_window=6, sliding_window_pattern=2,
+                   attn_logit_softcapping=None, final_logit_softcapping=None, attention_bias=False,
+                   cache_implementation="hybrid", pad_token_id=0, tie_word_embeddings=True),
     # Falcon 7B's layout: multi-query attention (one kv head), both branches reading one
     # LayerNorm, no linear biases, tied embeddings.
     "falcon": {"model_type": "falcon", "architectures": ["FalconForCausalLM"], "hidden_size": 32,
@@ -206,9 +216,17 @@ def features_from_hf(c):
         f["qkv_bias"], f["out_bias"] = True, False
         if _get(c, "use_sliding_window", False):
             f["sliding_window"] = _get(c, "sliding_window", 0)  # (max_window_layers not modelled)
-    elif t in ("gemma", "gemma2"):
+    elif t in ("gemma", "gemma2", "gemma3_text"):
         f.update(norm_unit_offset=True, mlp="geglu", embed_scale=True,
                  tied_embeddings=_get(c, "tie_word_embeddings", True))
+        if t == "gemma3_text":
+            f.update(names="gemma2", norm_placement="sandwich", qk_norm="head",
+                     sliding_window=_get(c, "sliding_window", 0), sliding_window_layers="all",
+                     sliding_window_pattern=_get(c, "sliding_window_pattern", 6),
+                     rope_local_theta=_get(c, "rope_local_base_freq", 10000.0),
+                     attn_scale=c["query_pre_attn_scalar"] ** -0.5,
+                     attn_softcap=_get(c, "attn_logit_softcapping", 0.0),
+                     final_softcap=_get(c, "final_logit_softcapping", 0.0))
         if t == "gemma2":
             f.update(norm_placement="sandwich", sliding_window=_get(c, "sliding_window", 0),
                      sliding_window_layers="even", attn_scale=c["query_pre_attn_scalar"] ** -0.5,
@@ -610,12 +628,22 @@ def attention(f, P, l, y, rope):
     i = torch.arange(S)[:, None]
     j = torch.arange(S)[None, :]
     allowed = j <= i
-    W = f["sliding_window"]
-    if W and (f["sliding_window_layers"] == "all" or l % 2 == 0):
-        allowed = allowed & (i - j < W)
+    if windowed(f, l):
+        allowed = allowed & (i - j < f["sliding_window"])
     probs = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
     ctx = (probs @ v).transpose(1, 2).reshape(B, S, a * d)
     return linear(ctx, P["o"], P.get("o_b"))
+
+
+def windowed(f, l):
+    """Whether layer l attends through the window: every layer, the even ones (Gemma 2), or all
+    but each sliding_window_pattern-th (Gemma 3)."""
+    if not f["sliding_window"]:
+        return False
+    pattern = f.get("sliding_window_pattern", 0)
+    if pattern:
+        return (l + 1) % pattern != 0
+    return f["sliding_window_layers"] == "all" or l % 2 == 0
 
 
 def mlp(f, P, y):
@@ -647,19 +675,23 @@ def forward(w, f, idx):
     if f["position"] == "learned":
         x = x + w["transformer.wpe.weight"][:S]
     rope = rope_tables(f, S, dtype) if f["position"] == "rope" else None
+    # Gemma 3: windowed layers rotate on their own base, without the global layers' scaling.
+    local = f.get("rope_local_theta", 0.0)
+    rope_local = rope_tables(dict(f, rope_theta=local, rope_scaling=None), S, dtype) if rope and local else rope
 
     def maybe_norm(slot_norm, t):
         return t if slot_norm is None else norm(f, t, *slot_norm)
 
     for l in range(f["layers"]):
         P = _layer(w, f, l)
+        rope_l = rope_local if windowed(f, l) else rope
         r = f["residual_multiplier"]
         if f["block_layout"] != "sequential":  # both branches read the block's input
             y = maybe_norm(P["attn_in"], x)
             z = y if f["block_layout"] == "parallel_shared_norm" else maybe_norm(P["mlp_in"], x)
-            x = x + attention(f, P, l, y, rope) * r + mlp(f, P, z) * r
+            x = x + attention(f, P, l, y, rope_l) * r + mlp(f, P, z) * r
             continue
-        x = x + maybe_norm(P["attn_out"], attention(f, P, l, maybe_norm(P["attn_in"], x), rope)) * r
+        x = x + maybe_norm(P["attn_out"], attention(f, P, l, maybe_norm(P["attn_in"], x), rope_l)) * r
         x = x + maybe_norm(P["mlp_out"], mlp(f, P, maybe_norm(P["mlp_in"], x))) * r
     if gpt2 or falcon:
         x = norm(f, x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"])

@@ -17,6 +17,7 @@ from families import (BATCH, FAMILIES, SEQ, apply_rope, embed_factor, features_f
                       forward, is_norm_weight, loss_of, make_weights, rope_parameters, rope_tables,
                       rotate_half)
 import falcon_by_hand  # noqa: E402
+import gemma3_by_hand  # noqa: E402
 import gpt_neox_by_hand  # noqa: E402
 import granite_by_hand  # noqa: E402
 import qwen3_by_hand  # noqa: E402
@@ -105,6 +106,11 @@ def self_checks():
         check("%s forward = hand-written Falcon layer, its query_key_value split as Hugging Face splits "
               "it (falcon_by_hand.py)" % name, falcon_by_hand.matches(fa, make_weights(fa, 16), win, loss_of, new_arch))
 
+    g3 = features_from_hf(FAMILIES["gemma3"])
+    check("gemma3 forward = hand-written Gemma 3 layer: per-head (1 + w) QK-norm, a RoPE base per "
+          "layer kind, the window on all but every pattern-th layer (gemma3_by_hand.py)",
+          gemma3_by_hand.matches(FAMILIES["gemma3"], g3, make_weights(g3, 17), win, loss_of))
+
     # Phi-3's fused tensors = Llama's separate ones.
     ph = features_from_hf(FAMILIES["phi3"])
     wp = make_weights(ph, 9)
@@ -164,6 +170,10 @@ _EFFECTS = [
     ("granite", dict(logits_scaling=1.0), None),
     ("gpt_neox", dict(block_layout="sequential"), None),
     ("gpt_neox", dict(partial_rotary_factor=1.0), None),
+    ("gemma3", dict(qk_norm="none"), "q_norm.weight k_norm.weight"),
+    ("gemma3", dict(rope_local_theta=0.0), None),
+    ("gemma3", dict(sliding_window_pattern=0), None),
+    ("gemma3", dict(rope_scaling=None), None),
 ]
 
 

@@ -74,6 +74,19 @@ TEST(CpuQkHeadNorm, EachHeadNormalizedWithTheSharedWeight) {
   wide.w = &wide_q, wide.b = &wide_k, wide.out[0] = &ty2;
   e.be.run(OpKind::QkNorm, Pass::Forward, wide);
   EXPECT_NE(e.get(ty2), e.get(ty));
+  // Gemma 3's weights apply as (1 + w): an offset of 1 with w is a plain norm with 1 + w.
+  Tensor ty3 = e.make(DType::F32, rows * W), ty4 = e.make(DType::F32, rows * W);
+  std::vector<float> wq1(wq), wk1(wk);
+  for (auto* v : {&wq1, &wk1})
+    for (float& x1 : *v) x1 += 1.0f;
+  Tensor twq1 = e.from(wq1), twk1 = e.from(wk1);
+  OpArgs off = args();
+  off.out[0] = &ty3, off.w_offset = 1.0f;
+  e.be.run(OpKind::QkHeadNorm, Pass::Forward, off);
+  OpArgs plain = args();
+  plain.out[0] = &ty4, plain.w = &twq1, plain.b = &twk1;
+  e.be.run(OpKind::QkHeadNorm, Pass::Forward, plain);
+  EXPECT_EQ(e.get(ty3), e.get(ty4));
   // q and k widths that are not whole heads are refused, naming the widths.
   OpArgs bad = args();
   bad.out[0] = &ty, bad.attn.d = 5;

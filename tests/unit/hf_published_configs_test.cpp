@@ -110,7 +110,7 @@ const PublishedFile kPublishedFiles[] = {
     {"falcon3-7b-instruct.json", 7'455'550'464, Expect::Imports, {"pretraining_tp", "use_cache"}},
     {"gemma-2-2b.json", 2'614'341'888, Expect::Imports, {"cache_implementation", "pad_token_id"}},
     {"gemma-2-9b.json", 9'241'705'984, Expect::Imports, {"sliding_window_size", "cache_implementation"}},
-    {"gemma-3-1b-it.json", 999'885'952, Expect::Refused, {"gemma3_text", "nearest supported is gemma2", "QK-norm"}},
+    {"gemma-3-1b-it.json", 999'885'952, Expect::Imports, {"cache_implementation", "pad_token_id"}},
     {"gpt2.json", 124'439'808, Expect::Imports, {"n_ctx", "summary_type", "task_specific_params"}},
     {"granite-3.3-8b-instruct.json", 8'170'864'640, Expect::Imports, {"pad_token_id", "torch_dtype"}},
     {"llama-2-7b.json", 6'738'415'616, Expect::Imports, {"_name_or_path", "pretraining_tp"}},

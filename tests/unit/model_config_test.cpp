@@ -318,7 +318,10 @@ TEST(ModelConfig, FamilyPresetsHaveThePublishedParameterCounts) {
       {"qwen3-8b", 8'190'735'360},      {"qwen3-0.6b", 596'049'920},
       {"granite-3.1-8b", 8'170'848'256},
       // Pythia's model card gives it exactly.
-      {"pythia-1.4b", 1'414'647'808},   {"falcon-7b", 6'921'720'704}};
+      {"pythia-1.4b", 1'414'647'808},   {"falcon-7b", 6'921'720'704},
+      // Gemma 3 27B's language model (its model card counts the vision encoder too): as
+      // llama.cpp's n_params of gemma-3-27b-it gives it.
+      {"gemma-3-27b", 27'009'346'304}};
   for (const auto& [name, count] : kPublished) {
     const ModelConfig m = resolve_model(name);
     EXPECT_EQ(ParamLayout(m).total(), count) << name;
@@ -531,6 +534,51 @@ TEST(ModelConfig, FalconLayoutsFollowItsFlags) {
     const std::string w = e.what();
     for (const char* k : {"alibi", "apply_residual_connection_post_layernorm", "num_kv_heads", "(3 problems)"})
       EXPECT_NE(w.find(k), std::string::npos) << k << " missing from: " << w;
+  }
+}
+
+// Gemma 3 as transformers 5 saves it: a RoPE per layer kind (the windowed kind plain on its own
+// base) and layer_types alone giving the pattern; the same model as the 4.x fields, and a
+// layer_types against the pattern refused.
+TEST(ModelConfig, GemmaThreeRopePerKindAndItsLayerPattern) {
+  nlohmann::json v4 = {{"model_type", "gemma3_text"}, {"hidden_size", 64}, {"intermediate_size", 128},
+                       {"num_hidden_layers", 12}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                       {"head_dim", 32}, {"max_position_embeddings", 4096}, {"vocab_size", 256},
+                       {"rms_norm_eps", 1e-6}, {"hidden_activation", "gelu_pytorch_tanh"},
+                       {"query_pre_attn_scalar", 32}, {"sliding_window", 16}, {"sliding_window_pattern", 6},
+                       {"rope_theta", 1000000.0}, {"rope_local_base_freq", 10000.0},
+                       {"rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}}},
+                       {"attn_logit_softcapping", nullptr}, {"final_logit_softcapping", nullptr}};
+  const ModelConfig a = model_from_hf_json(v4, "g3");
+  EXPECT_EQ(a.family, Family::Gemma3);
+  EXPECT_EQ(a.qk_norm, QkNormKind::Head);
+  EXPECT_EQ(a.window_of(4), 16);
+  EXPECT_EQ(a.window_of(5), 0);  // every sixth layer global
+  EXPECT_EQ(a.rope_local_theta, 10000.0);
+  nlohmann::json v5 = v4;
+  for (const char* k : {"sliding_window_pattern", "rope_scaling", "rope_local_base_freq"}) v5.erase(k);
+  v5["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}}},
+                           {"sliding_attention", {{"rope_type", "default"}}}};
+  std::vector<std::string> kinds(12, "sliding_attention");
+  kinds[5] = kinds[11] = "full_attention";
+  v5["layer_types"] = kinds;
+  const ModelConfig b = model_from_hf_json(v5, "g3");
+  EXPECT_EQ(b.window_pattern, 6);
+  EXPECT_EQ(b.rope_local_theta, 10000.0);
+  EXPECT_EQ(b.rope_scaling, a.rope_scaling);
+  EXPECT_EQ(model_to_json(b), model_to_json(a));
+  kinds[8] = "full_attention";
+  v5["layer_types"] = kinds;
+  EXPECT_THROW(model_from_hf_json(v5, "g3"), ConfigError);
+  // A family without a local base refuses a RoPE per kind.
+  nlohmann::json qwen = {{"model_type", "qwen2"}, {"hidden_size", 64}, {"intermediate_size", 128},
+                         {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"max_position_embeddings", 64},
+                         {"vocab_size", 256}, {"rope_parameters", v5.at("rope_parameters")}};
+  try {
+    model_from_hf_json(qwen, "x");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("a RoPE per layer kind"), std::string::npos) << e.what();
   }
 }
 

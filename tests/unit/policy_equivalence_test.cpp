@@ -135,6 +135,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // Falcon 7B's multi-query attention and one norm for both branches
                       EquivalenceCase{Family::Falcon, AttentionImpl::Naive},
                       EquivalenceCase{Family::Falcon, AttentionImpl::Flash},
+                      // Gemma 3: windowed and global blocks with their own RoPE, (1 + w) per-head QK-norm
+                      EquivalenceCase{Family::Gemma3, AttentionImpl::Naive},
+                      EquivalenceCase{Family::Gemma3, AttentionImpl::Flash},
                       // (1 + w) RMSNorms, the final one too, and embeddings * sqrt(hidden)
                       EquivalenceCase{Family::Gemma, AttentionImpl::Naive, std::nullopt, OpKind::RmsNorm},
                       EquivalenceCase{Family::Gemma, AttentionImpl::Flash, std::nullopt, OpKind::RmsNorm},

@@ -276,8 +276,9 @@ struct QkSpans {
   Span q, k;
   std::int64_t width;
 };
-QkSpans qk_spans(const OpArgs& a, const char* op) {
-  no_offset(a, op);
+// The projection-wide op takes no offset (`offset`: the per-head one does).
+QkSpans qk_spans(const OpArgs& a, const char* op, bool offset = false) {
+  if (!offset) no_offset(a, op);
   check_width(a.M, a.K, op);
   check_width(a.M, a.N, op);
   const std::int64_t w = static_cast<std::int64_t>(a.K) + 2 * static_cast<std::int64_t>(a.N);
@@ -325,8 +326,8 @@ void CpuBackend::bwd_QkNorm(const OpArgs& a) {
   });
 }
 
-// QK-norm per head (Qwen3): every d-wide head of the q part normalized with w, of the k part
-// with b, v copied. The heads run one after another, each over all rows; dw and db accumulate
+// QK-norm per head (Qwen3; Gemma 3 with the weight as (1 + w)): every d-wide head of the q part
+// normalized with w, of the k part with b, v copied. The heads run one after another, each over all rows; dw and db accumulate
 // the heads' sums in head order.
 namespace {
 struct HeadSpans {
@@ -334,7 +335,7 @@ struct HeadSpans {
   int d;
 };
 HeadSpans head_spans(const OpArgs& a, const char* op) {
-  const QkSpans sp = qk_spans(a, op);
+  const QkSpans sp = qk_spans(a, op, true);
   const int d = a.attn.d;
   if (d <= 0 || a.K % d != 0 || a.N % d != 0)
     throw Error(std::string("cpu ") + op + ": q width " + std::to_string(a.K) + " and k width " +
@@ -358,7 +359,7 @@ void CpuBackend::fwd_QkHeadNorm(const OpArgs& a) {
   cpu::check_float(*a.w, op, "q weight", h.d);
   cpu::check_float(*a.b, op, "k weight", h.d);
   FV x(*a.in[0]), y(*a.out[0]);
-  each_head(h, [&](Span g, bool k) { rms_fwd(*pool_, x, FV(k ? *a.b : *a.w), y, g, a.eps, 0.0f); });
+  each_head(h, [&](Span g, bool k) { rms_fwd(*pool_, x, FV(k ? *a.b : *a.w), y, g, a.eps, a.w_offset); });
   const std::int64_t v0 = a.K + a.N;
   cpu::parallel_for(*pool_, a.M, row_grain(a.N), [&](std::int64_t r0, std::int64_t r1, int) {
     for (std::int64_t r = r0; r < r1; ++r)
@@ -382,7 +383,7 @@ void CpuBackend::bwd_QkHeadNorm(const OpArgs& a) {
   FV x(*a.in[0]), dy(*a.dout[0]), dx(*a.din[0]);
   const bool acc = a.acc[0];
   each_head(h, [&](Span g, bool k) {
-    rms_bwd(*pool_, x, FV(k ? *a.b : *a.w), dy, dx, FV(k ? *a.db : *a.dw), ws.stats, g, a.eps, acc, 0.0f);
+    rms_bwd(*pool_, x, FV(k ? *a.b : *a.w), dy, dx, FV(k ? *a.db : *a.dw), ws.stats, g, a.eps, acc, a.w_offset);
   });
   const std::int64_t v0 = a.K + a.N;
   cpu::parallel_for(*pool_, a.M, row_grain(a.N), [&](std::int64_t r0, std::int64_t r1, int) {

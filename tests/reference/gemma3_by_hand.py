@@ -1,0 +1,71 @@
+"""Gemma 3's text forward written out from its Hugging Face decoder layer (Gemma3DecoderLayer,
+Gemma3Attention, Gemma3TextScaledWordEmbedding), float64, to check the generic reference
+(families.py) on what Gemma 3 adds to Gemma 2: q_norm and k_norm over each head's head_dim with
+(1 + w) weights, before RoPE; sliding_window_pattern (every pattern-th layer global, the others
+windowed); the windowed layers' RoPE on rope_local_base_freq without scaling, the global layers'
+on rope_theta with linear rope_scaling; no soft-caps. Shares nothing with the engine; imported by
+families_checks.py.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def _rms1(x, w, eps):
+    """Gemma's RMSNorm: the weight applied as (1 + w)."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w)
+
+
+def _rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def _cos_sin(base, factor, d, S, dt):
+    inv = 1.0 / (base ** (torch.arange(0, d, 2, dtype=dt) / d)) / factor
+    ang = torch.arange(S, dtype=dt)[:, None] * inv
+    emb = torch.cat((ang, ang), -1)
+    return emb.cos(), emb.sin()
+
+
+def loss(c, w, win):
+    """Mean cross-entropy of windows [B, S + 1] under the gemma3_text config.json `c` itself."""
+    dt = torch.float64
+    w = {n: t.to(dt) for n, t in w.items()}
+    idx = win[:, :-1]
+    B, S = idx.shape
+    a, kv, d, eps = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"], c["rms_norm_eps"]
+    scaling = c.get("rope_scaling") or {}
+    glob = _cos_sin(c["rope_theta"], scaling.get("factor", 1.0) if scaling.get("rope_type") == "linear" else 1.0, d, S, dt)
+    local = _cos_sin(c["rope_local_base_freq"], 1.0, d, S, dt)
+    i, j = torch.arange(S)[:, None], torch.arange(S)[None, :]
+    x = w["model.embed_tokens.weight"][idx] * torch.tensor(math.sqrt(c["hidden_size"]), dtype=torch.float32).to(dt)
+    for l in range(c["num_hidden_layers"]):
+        p = "model.layers.%d." % l
+        at = p + "self_attn."
+        sliding = (l + 1) % c["sliding_window_pattern"] != 0
+        cos, sin = local if sliding else glob
+        y = _rms1(x, w[p + "input_layernorm.weight"], eps)
+        q = _rms1((y @ w[at + "q_proj.weight"].t()).view(B, S, a, d), w[at + "q_norm.weight"], eps).transpose(1, 2)
+        k = _rms1((y @ w[at + "k_proj.weight"].t()).view(B, S, kv, d), w[at + "k_norm.weight"], eps).transpose(1, 2)
+        v = (y @ w[at + "v_proj.weight"].t()).view(B, S, kv, d).transpose(1, 2)
+        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        k, v = k.repeat_interleave(a // kv, dim=1), v.repeat_interleave(a // kv, dim=1)
+        allowed = (j <= i) & ((i - j < c["sliding_window"]) if sliding else torch.ones(S, S, dtype=torch.bool))
+        scores = (q @ k.transpose(-1, -2)) * c["query_pre_attn_scalar"] ** -0.5
+        probs = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
+        o = (probs @ v).transpose(1, 2).reshape(B, S, a * d) @ w[at + "o_proj.weight"].t()
+        x = x + _rms1(o, w[p + "post_attention_layernorm.weight"], eps)
+        y = _rms1(x, w[p + "pre_feedforward_layernorm.weight"], eps)
+        m = p + "mlp."
+        act = F.gelu(y @ w[m + "gate_proj.weight"].t(), approximate="tanh") * (y @ w[m + "up_proj.weight"].t())
+        x = x + _rms1(act @ w[m + "down_proj.weight"].t(), w[p + "post_feedforward_layernorm.weight"], eps)
+    logits = _rms1(x, w["model.norm.weight"], eps) @ w["model.embed_tokens.weight"].t()
+    return F.cross_entropy(logits.reshape(-1, c["vocab_size"]), win[:, 1:].reshape(-1)).item()
+
+
+def matches(c, f, w, win, generic_loss):
+    """True when the generic reference's loss (features f) equals this one's (config c) to 1e-12."""
+    dt = torch.float64
+    return abs(loss(c, w, win) - generic_loss({n: t.to(dt) for n, t in w.items()}, f, win).item()) < 1e-12
