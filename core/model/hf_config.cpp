@@ -98,6 +98,18 @@ void set_dropout(ModelConfig& m, Problems& p, const std::vector<DropoutField>& f
   if (m.dropout_sites == 0) m.dropout_sites = kDropAll;
 }
 
+void set_attention_hidden_dropout(ModelConfig& m, Problems& p, const nlohmann::json& j) {
+  set_dropout(m, p, {{"attention_dropout", p.take([&] { return num_field(j, "attention_dropout", 0.0); }, 0.0), kDropAttention},
+                     {"hidden_dropout", p.take([&] { return num_field(j, "hidden_dropout", 0.0); }, 0.0), kDropResidual}});
+}
+
+void read_rope_scaling(ModelConfig& m, Problems& p, const nlohmann::json& j) {
+  if (!j.contains("rope_scaling") || j.at("rope_scaling").is_null()) return;
+  std::vector<std::pair<std::string, std::string>> problems;
+  m.rope_scaling = rope_scaling_from_json(j.at("rope_scaling"), problems);
+  for (auto& [field, msg] : problems) p.add(field, msg);
+}
+
 double num_field(const nlohmann::json& j, const char* key, double fallback) {
   if (!j.contains(key) || j.at(key).is_null()) return fallback;
   const auto& v = j.at(key);

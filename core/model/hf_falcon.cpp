@@ -52,11 +52,7 @@ ModelConfig falcon_from_hf(const nlohmann::json& in, const std::string& type, Pr
   if (m.ffn == 0) m.ffn = m.hidden > 0 && m.hidden <= (1 << 28) ? 4 * m.hidden : 1;
   m.norm_eps = p.take([&] { return num_field(j, "layer_norm_epsilon", 1e-5); }, 1e-5);
   m.rope_theta = p.take([&] { return num_field(j, "rope_theta", 10000.0); }, 10000.0);
-  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) {
-    std::vector<std::pair<std::string, std::string>> problems;
-    m.rope_scaling = rope_scaling_from_json(j.at("rope_scaling"), problems);
-    for (auto& [field, msg] : problems) p.add(field, msg);
-  }
+  read_rope_scaling(m, p, j);
   const std::string act = p.take([&] { return string_field(j, "activation", "gelu"); }, std::string("gelu"));
   if (act != "gelu") p.add("activation", "'" + act + "' is not modelled (gelu: exact GELU)");
   p.check([&] { require_flag(j, "alibi", false, "ALiBi attention biases are not modelled; Falcon's RoPE is"); });
@@ -82,8 +78,7 @@ ModelConfig falcon_from_hf(const nlohmann::json& in, const std::string& type, Pr
                                 std::to_string(m.kv_heads) + " kv heads");
   }
   m.tied_embeddings = p.take([&] { return bool_field(j, "tie_word_embeddings", true); }, true);
-  set_dropout(m, p, {{"attention_dropout", p.take([&] { return num_field(j, "attention_dropout", 0.0); }, 0.0), kDropAttention},
-                     {"hidden_dropout", p.take([&] { return num_field(j, "hidden_dropout", 0.0); }, 0.0), kDropResidual}});
+  set_attention_hidden_dropout(m, p, j);
   m.seq = std::min(m.positions, 1024);
   m.batch = 1;
   return m;

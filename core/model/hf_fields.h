@@ -72,6 +72,11 @@ struct DropoutField {
 };
 // One probability for the sites whose fields are non-zero; differing non-zero values are a problem.
 void set_dropout(ModelConfig& m, Problems& p, const std::vector<DropoutField>& fields);
+// GPT-NeoX's and Falcon's dropouts: attention_dropout on the probabilities, hidden_dropout on both
+// branches' outputs.
+void set_attention_hidden_dropout(ModelConfig& m, Problems& p, const nlohmann::json& j);
+// `rope_scaling` when present and not null, its problems kept.
+void read_rope_scaling(ModelConfig& m, Problems& p, const nlohmann::json& j);
 
 // The Llama-like families (hf_families.cpp).
 std::optional<Family> hf_family(const std::string& model_type);

@@ -45,19 +45,13 @@ ModelConfig gpt_neox_from_hf(const nlohmann::json& j, Problems& p, std::vector<s
   m.rope_theta = p.take([&] { return num_field(j, "rope_theta", base); }, base);
   if (j.contains("rotary_emb_base") && j.contains("rope_theta") && m.rope_theta != base)
     p.add("rope_theta", "contradicts rotary_emb_base " + std::to_string(base));
-  if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) {
-    std::vector<std::pair<std::string, std::string>> problems;
-    m.rope_scaling = rope_scaling_from_json(j.at("rope_scaling"), problems);
-    for (auto& [field, msg] : problems) p.add(field, msg);
-  }
+  read_rope_scaling(m, p, j);
   const bool parallel = p.take([&] { return bool_field(j, "use_parallel_residual", true); }, true);
   m.block_layout = parallel ? BlockLayout::Parallel : BlockLayout::Sequential;
   const bool bias = p.take([&] { return bool_field(j, "attention_bias", true); }, true);
   m.qkv_bias = m.out_bias = bias;
   m.tied_embeddings = p.take([&] { return bool_field(j, "tie_word_embeddings", false); }, false);
-  // Dropout: attention_dropout on the probabilities, hidden_dropout on both branches' outputs.
-  set_dropout(m, p, {{"attention_dropout", p.take([&] { return num_field(j, "attention_dropout", 0.0); }, 0.0), kDropAttention},
-                     {"hidden_dropout", p.take([&] { return num_field(j, "hidden_dropout", 0.0); }, 0.0), kDropResidual}});
+  set_attention_hidden_dropout(m, p, j);
   m.seq = std::min(m.positions, 1024);
   m.batch = 1;
   return m;

@@ -8,19 +8,9 @@ whole heads, a tied head. Shares nothing with the engine; imported by families_c
 """
 import math
 
-import torch
 import torch.nn.functional as F
 
-
-def _ln(x, w, b, eps):
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + eps) * w + b
-
-
-def _rotate_half(x):
-    h = x.shape[-1] // 2
-    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+from by_hand import as64, causal, cos_sin, ln as _ln, matches as _matches, repeat_kv, rotate
 
 
 def _split_heads(fused, heads, kv_heads, d, new_arch):
@@ -40,15 +30,12 @@ def _split_heads(fused, heads, kv_heads, d, new_arch):
 
 def loss(f, w, win, new_arch):
     """Mean cross-entropy of windows [B, S + 1] under the Falcon config's features `f`."""
-    dt = torch.float64
-    w = {n: t.to(dt) for n, t in w.items()}
+    w = as64(w)
     idx = win[:, :-1]
     B, S = idx.shape
     a, kv, d, eps = f["heads"], f["kv_heads"], f["head_dim"], f["norm_eps"]
-    inv = 1.0 / (f["rope_theta"] ** (torch.arange(0, d, 2, dtype=dt) / d))
-    ang = torch.arange(S, dtype=dt)[:, None] * inv
-    cos, sin = torch.cat((ang, ang), -1).cos(), torch.cat((ang, ang), -1).sin()
-    causal = torch.full((S, S), float("-inf"), dtype=dt).triu(1)
+    cos, sin = cos_sin(f["rope_theta"], d, S)
+    mask = causal(S)
     x = w["transformer.word_embeddings.weight"][idx]
     for l in range(f["layers"]):
         p = "transformer.h.%d." % l
@@ -58,10 +45,8 @@ def loss(f, w, win, new_arch):
         else:
             y = z = _ln(x, w[p + "input_layernorm.weight"], w[p + "input_layernorm.bias"], eps)
         q, k, v = _split_heads(y @ w[p + "self_attention.query_key_value.weight"].t(), a, kv, d, new_arch)
-        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
-        k = k.repeat_interleave(a // kv, dim=1)
-        v = v.repeat_interleave(a // kv, dim=1)
-        probs = (q @ k.transpose(-1, -2) / math.sqrt(d) + causal).softmax(-1)
+        q, k, v = rotate(q, cos, sin), repeat_kv(rotate(k, cos, sin), a), repeat_kv(v, a)
+        probs = (q @ k.transpose(-1, -2) / math.sqrt(d) + mask).softmax(-1)
         attn = (probs @ v).transpose(1, 2).reshape(B, S, a * d) @ w[p + "self_attention.dense.weight"].t()
         mlp = F.gelu(z @ w[p + "mlp.dense_h_to_4h.weight"].t()) @ w[p + "mlp.dense_4h_to_h.weight"].t()
         x = (mlp + attn) + x
@@ -72,5 +57,4 @@ def loss(f, w, win, new_arch):
 
 def matches(f, w, win, generic_loss, new_arch):
     """True when the generic reference's loss equals this one's to 1e-12."""
-    dt = torch.float64
-    return abs(loss(f, w, win, new_arch) - generic_loss({n: t.to(dt) for n, t in w.items()}, f, win).item()) < 1e-12
+    return _matches(loss(f, w, win, new_arch), generic_loss, f, w, win)

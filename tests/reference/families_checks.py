@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from families import (BATCH, FAMILIES, SEQ, apply_rope, embed_factor, features_from_hf,  # noqa: E402
                       forward, is_norm_weight, loss_of, make_weights, rope_parameters, rope_tables,
                       rotate_half)
+import by_hand  # noqa: E402
 import falcon_by_hand  # noqa: E402
 import gemma3_by_hand  # noqa: E402
 import gpt_neox_by_hand  # noqa: E402
@@ -211,14 +212,11 @@ def _hf_rope(q, k, cos, sin):
 def _olmo2_by_hand(f, w, win):
     """OLMo 2 (Olmo2DecoderLayer): h = x + post_attention_layernorm(attn(x)) with q_norm / k_norm
     over the whole projections before RoPE; h + post_feedforward_layernorm(mlp(h))."""
-    dt = torch.float64
-    w = {n: t.to(dt) for n, t in w.items()}
+    w = by_hand.as64(w)
     idx = win[:, :-1]
     B, S = idx.shape
     a, kv, d, eps = f["heads"], f["kv_heads"], f["head_dim"], f["norm_eps"]
-    inv = 1.0 / (f["rope_theta"] ** (torch.arange(0, d, 2, dtype=dt) / d))
-    ang = torch.arange(S, dtype=dt)[:, None] * inv
-    cos, sin = torch.cat((ang, ang), -1).cos(), torch.cat((ang, ang), -1).sin()
+    cos, sin = by_hand.cos_sin(f["rope_theta"], d, S)
     x = w["model.embed_tokens.weight"][idx]
     for l in range(f["layers"]):
         p = "model.layers.%d." % l
@@ -232,7 +230,7 @@ def _olmo2_by_hand(f, w, win):
         rep = a // kv
         k = k[:, :, None].expand(B, kv, rep, S, d).reshape(B, a, S, d)  # HF repeat_kv
         v = v[:, :, None].expand(B, kv, rep, S, d).reshape(B, a, S, d)
-        s = q @ k.transpose(-1, -2) / math.sqrt(d) + torch.full((S, S), float("-inf"), dtype=dt).triu(1)
+        s = q @ k.transpose(-1, -2) / math.sqrt(d) + by_hand.causal(S)
         o = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, S, a * d) @ w[p + "self_attn.o_proj.weight"].t()
         x = x + _rms(o, w[p + "post_attention_layernorm.weight"], eps)
         m = F.silu(x @ w[p + "mlp.gate_proj.weight"].t()) * (x @ w[p + "mlp.up_proj.weight"].t())

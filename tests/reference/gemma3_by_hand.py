@@ -11,36 +11,20 @@ import math
 import torch
 import torch.nn.functional as F
 
-
-def _rms1(x, w, eps):
-    """Gemma's RMSNorm: the weight applied as (1 + w)."""
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w)
-
-
-def _rotate_half(x):
-    h = x.shape[-1] // 2
-    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
-
-
-def _cos_sin(base, factor, d, S, dt):
-    inv = 1.0 / (base ** (torch.arange(0, d, 2, dtype=dt) / d)) / factor
-    ang = torch.arange(S, dtype=dt)[:, None] * inv
-    emb = torch.cat((ang, ang), -1)
-    return emb.cos(), emb.sin()
+from by_hand import DT, as64, cos_sin, matches as _matches, repeat_kv, rms1 as _rms1, rotate
 
 
 def loss(c, w, win):
     """Mean cross-entropy of windows [B, S + 1] under the gemma3_text config.json `c` itself."""
-    dt = torch.float64
-    w = {n: t.to(dt) for n, t in w.items()}
+    w = as64(w)
     idx = win[:, :-1]
     B, S = idx.shape
     a, kv, d, eps = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"], c["rms_norm_eps"]
     scaling = c.get("rope_scaling") or {}
-    glob = _cos_sin(c["rope_theta"], scaling.get("factor", 1.0) if scaling.get("rope_type") == "linear" else 1.0, d, S, dt)
-    local = _cos_sin(c["rope_local_base_freq"], 1.0, d, S, dt)
+    glob = cos_sin(c["rope_theta"], d, S, scaling.get("factor", 1.0) if scaling.get("rope_type") == "linear" else 1.0)
+    local = cos_sin(c["rope_local_base_freq"], d, S)
     i, j = torch.arange(S)[:, None], torch.arange(S)[None, :]
-    x = w["model.embed_tokens.weight"][idx] * torch.tensor(math.sqrt(c["hidden_size"]), dtype=torch.float32).to(dt)
+    x = w["model.embed_tokens.weight"][idx] * torch.tensor(math.sqrt(c["hidden_size"]), dtype=torch.float32).to(DT)
     for l in range(c["num_hidden_layers"]):
         p = "model.layers.%d." % l
         at = p + "self_attn."
@@ -50,8 +34,7 @@ def loss(c, w, win):
         q = _rms1((y @ w[at + "q_proj.weight"].t()).view(B, S, a, d), w[at + "q_norm.weight"], eps).transpose(1, 2)
         k = _rms1((y @ w[at + "k_proj.weight"].t()).view(B, S, kv, d), w[at + "k_norm.weight"], eps).transpose(1, 2)
         v = (y @ w[at + "v_proj.weight"].t()).view(B, S, kv, d).transpose(1, 2)
-        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
-        k, v = k.repeat_interleave(a // kv, dim=1), v.repeat_interleave(a // kv, dim=1)
+        q, k, v = rotate(q, cos, sin), repeat_kv(rotate(k, cos, sin), a), repeat_kv(v, a)
         allowed = (j <= i) & ((i - j < c["sliding_window"]) if sliding else torch.ones(S, S, dtype=torch.bool))
         scores = (q @ k.transpose(-1, -2)) * c["query_pre_attn_scalar"] ** -0.5
         probs = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
@@ -67,5 +50,4 @@ def loss(c, w, win):
 
 def matches(c, f, w, win, generic_loss):
     """True when the generic reference's loss (features f) equals this one's (config c) to 1e-12."""
-    dt = torch.float64
-    return abs(loss(c, w, win) - generic_loss({n: t.to(dt) for n, t in w.items()}, f, win).item()) < 1e-12
+    return _matches(loss(c, w, win), generic_loss, f, w, win)

@@ -10,30 +10,18 @@ import math
 import torch
 import torch.nn.functional as F
 
-
-def _ln(x, w, b, eps):
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + eps) * w + b
-
-
-def _rotate_half(x):
-    h = x.shape[-1] // 2
-    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+from by_hand import as64, causal, cos_sin, ln as _ln, matches as _matches, rotate
 
 
 def loss(f, w, win):
     """Mean cross-entropy of windows [B, S + 1] under the GPT-NeoX config's features `f`."""
-    dt = torch.float64
-    w = {n: t.to(dt) for n, t in w.items()}
+    w = as64(w)
     idx = win[:, :-1]
     B, S = idx.shape
     a, d, eps = f["heads"], f["head_dim"], f["norm_eps"]
     rd = int(d * f["partial_rotary_factor"])
-    inv = 1.0 / (f["rope_theta"] ** (torch.arange(0, rd, 2, dtype=dt) / rd))
-    ang = torch.arange(S, dtype=dt)[:, None] * inv
-    cos, sin = torch.cat((ang, ang), -1).cos(), torch.cat((ang, ang), -1).sin()
-    causal = torch.full((S, S), float("-inf"), dtype=dt).triu(1)
+    cos, sin = cos_sin(f["rope_theta"], rd, S)
+    mask = causal(S)
     x = w["gpt_neox.embed_in.weight"][idx]
     for l in range(f["layers"]):
         p = "gpt_neox.layers.%d." % l
@@ -41,9 +29,9 @@ def loss(f, w, win):
         qkv = y @ w[p + "attention.query_key_value.weight"].t() + w[p + "attention.query_key_value.bias"]
         qkv = qkv.view(B, S, a, 3 * d).permute(0, 2, 1, 3)  # [B, heads, S, 3d]: per head q, k, v
         q, k, v = qkv[..., :d], qkv[..., d:2 * d], qkv[..., 2 * d:]
-        q = torch.cat((q[..., :rd] * cos + _rotate_half(q[..., :rd]) * sin, q[..., rd:]), -1)
-        k = torch.cat((k[..., :rd] * cos + _rotate_half(k[..., :rd]) * sin, k[..., rd:]), -1)
-        probs = (q @ k.transpose(-1, -2) / math.sqrt(d) + causal).softmax(-1)
+        q = torch.cat((rotate(q[..., :rd], cos, sin), q[..., rd:]), -1)
+        k = torch.cat((rotate(k[..., :rd], cos, sin), k[..., rd:]), -1)
+        probs = (q @ k.transpose(-1, -2) / math.sqrt(d) + mask).softmax(-1)
         attn = (probs @ v).transpose(1, 2).reshape(B, S, a * d) @ w[p + "attention.dense.weight"].t() \
             + w[p + "attention.dense.bias"]
         z = _ln(x, w[p + "post_attention_layernorm.weight"], w[p + "post_attention_layernorm.bias"], eps)
@@ -57,5 +45,4 @@ def loss(f, w, win):
 
 def matches(f, w, win, generic_loss):
     """True when the generic reference's loss equals this one's to 1e-12."""
-    dt = torch.float64
-    return abs(loss(f, w, win) - generic_loss({n: t.to(dt) for n, t in w.items()}, f, win).item()) < 1e-12
+    return _matches(loss(f, w, win), generic_loss, f, w, win)

@@ -5,30 +5,19 @@ attention scores times attention_multiplier (in place of 1 / sqrt(head_dim)), ea
 output times residual_multiplier before its residual add, and the logits divided by
 logits_scaling. Shares nothing with the engine; imported by families_checks.py.
 """
-import torch
 import torch.nn.functional as F
 
-
-def _rms(x, w, eps):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
-
-
-def _rotate_half(x):
-    h = x.shape[-1] // 2
-    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+from by_hand import as64, causal, cos_sin, matches as _matches, repeat_kv, rms as _rms, rotate
 
 
 def loss(f, w, win):
     """Mean cross-entropy of windows [B, S + 1] under the Granite config's features `f`."""
-    dt = torch.float64
-    w = {n: t.to(dt) for n, t in w.items()}
+    w = as64(w)
     idx = win[:, :-1]
     B, S = idx.shape
     a, kv, d, eps = f["heads"], f["kv_heads"], f["head_dim"], f["norm_eps"]
-    inv = 1.0 / (f["rope_theta"] ** (torch.arange(0, d, 2, dtype=dt) / d))
-    ang = torch.arange(S, dtype=dt)[:, None] * inv
-    cos, sin = torch.cat((ang, ang), -1).cos(), torch.cat((ang, ang), -1).sin()
-    causal = torch.full((S, S), float("-inf"), dtype=dt).triu(1)
+    cos, sin = cos_sin(f["rope_theta"], d, S)
+    mask = causal(S)
     x = w["model.embed_tokens.weight"][idx] * f["embedding_multiplier"]
     for l in range(f["layers"]):
         p = "model.layers.%d." % l
@@ -37,11 +26,8 @@ def loss(f, w, win):
         q = (y @ w[at + "q_proj.weight"].t()).view(B, S, a, d).transpose(1, 2)
         k = (y @ w[at + "k_proj.weight"].t()).view(B, S, kv, d).transpose(1, 2)
         v = (y @ w[at + "v_proj.weight"].t()).view(B, S, kv, d).transpose(1, 2)
-        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
-        rep = a // kv
-        k = k[:, :, None].expand(B, kv, rep, S, d).reshape(B, a, S, d)
-        v = v[:, :, None].expand(B, kv, rep, S, d).reshape(B, a, S, d)
-        probs = (q @ k.transpose(-1, -2) * f["attn_scale"] + causal).softmax(-1)
+        q, k, v = rotate(q, cos, sin), repeat_kv(rotate(k, cos, sin), a), repeat_kv(v, a)
+        probs = (q @ k.transpose(-1, -2) * f["attn_scale"] + mask).softmax(-1)
         o = (probs @ v).transpose(1, 2).reshape(B, S, a * d) @ w[at + "o_proj.weight"].t()
         x = x + o * f["residual_multiplier"]
         y = _rms(x, w[p + "post_attention_layernorm.weight"], eps)
@@ -55,5 +41,4 @@ def loss(f, w, win):
 
 def matches(f, w, win, generic_loss):
     """True when the generic reference's loss equals this one's to 1e-12."""
-    dt = torch.float64
-    return abs(loss(f, w, win) - generic_loss({n: t.to(dt) for n, t in w.items()}, f, win).item()) < 1e-12
+    return _matches(loss(f, w, win), generic_loss, f, w, win)
