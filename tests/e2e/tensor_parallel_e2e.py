@@ -68,6 +68,14 @@ FALCON_SMALL = {"name": "falcon-small", "architecture": "falcon", "block_layout"
                 "dropout": 0.0, "attention": "naive", "dtype": "fp32"}
 
 
+def model_file(tmp, spec):
+    """Writes a model spec as TMP/NAME.json; returns its path."""
+    path = os.path.join(tmp, spec["name"] + ".json")
+    with open(path, "w") as f:
+        json.dump(spec, f)
+    return path
+
+
 def base(model):
     return ["--model", model, "--dtype", "fp32", "--seed", "5", "--warmup", "1", "--threads", "2"]
 
@@ -186,31 +194,19 @@ def main():
         rel_llama = bound_per_step(4, 352)
         layout_run(b, tmp, "llama-tiny", a.steps, "none", 2, False, 1,
                    single(b, tmp, "llama-tiny", a.steps, "none"), rel_llama)
-        olmo = os.path.join(tmp, "olmo2-small.json")
-        with open(olmo, "w") as f:
-            json.dump(OLMO2_SMALL, f)
+        olmo = model_file(tmp, OLMO2_SMALL)
         rel_olmo = bound_per_step(2, 128)
         olmo_ref = single(b, tmp, olmo, a.steps, "none")
         layout_run(b, tmp, olmo, a.steps, "none", 2, False, 1, olmo_ref, rel_olmo)
         layout_run(b, tmp, olmo, a.steps, "none", 2, True, 1, olmo_ref, rel_olmo)
         layout_run(b, tmp, olmo, a.steps, "selective", 2, False, 2,
                    single(b, tmp, olmo, a.steps, "selective"), rel_olmo)
-        qwen = os.path.join(tmp, "qwen3-small.json")
-        with open(qwen, "w") as f:
-            json.dump(QWEN3_SMALL, f)
-        qwen_ref = single(b, tmp, qwen, a.steps, "none")
-        layout_run(b, tmp, qwen, a.steps, "none", 2, False, 1, qwen_ref, rel_olmo)
-        layout_run(b, tmp, qwen, a.steps, "none", 2, True, 1, qwen_ref, rel_olmo)
-        neox = os.path.join(tmp, "neox-small.json")
-        with open(neox, "w") as f:
-            json.dump(NEOX_SMALL, f)
-        neox_ref = single(b, tmp, neox, a.steps, "none")
-        layout_run(b, tmp, neox, a.steps, "none", 2, False, 1, neox_ref, rel_olmo)
-        layout_run(b, tmp, neox, a.steps, "none", 2, True, 1, neox_ref, rel_olmo)
-        falcon = os.path.join(tmp, "falcon-small.json")
-        with open(falcon, "w") as f:
-            json.dump(FALCON_SMALL, f)
-        layout_run(b, tmp, falcon, a.steps, "none", 2, True, 1, single(b, tmp, falcon, a.steps, "none"), rel_olmo)
+        # Per-head QK-norm and the parallel block at T=2 with and without sp; Falcon's kv groups with sp.
+        for spec, sps in ((QWEN3_SMALL, (False, True)), (NEOX_SMALL, (False, True)), (FALCON_SMALL, (True,))):
+            model = model_file(tmp, spec)
+            ref_model = single(b, tmp, model, a.steps, "none")
+            for sp in sps:
+                layout_run(b, tmp, model, a.steps, "none", 2, sp, 1, ref_model, rel_olmo)
         print("layouts checked: T=2, T=2 sp, T=2 x D=2, selective, uniform:segments=4, llama-tiny, "
               "olmo2-small (QK-norm) T=2, T=2 sp, T=2 x D=2 selective, qwen3-small (per-head QK-norm) "
               "T=2, T=2 sp, neox-small (parallel block) T=2, T=2 sp, falcon-small (kv groups) T=2 sp")

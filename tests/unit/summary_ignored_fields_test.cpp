@@ -11,14 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/backend/cpu/cpu_backend.h"
-#include "core/engine/run.h"
 #include "core/model/model_config.h"
 #include "core/model/model_source.h"
-#include "core/profiler/host_profiler.h"
+#include "core/schedule/schedule.h"
 #include "core/trace/run_dir.h"
 #include "core/trace/summary.h"
 #include "core/util/error.h"
+#include "engine_test_util.h"
 #include "trace_test_util.h"
 
 namespace fs = std::filesystem;
@@ -50,23 +49,11 @@ ModelConfig small_smollm2() {
   return m;
 }
 
-Trace one_step(const ModelConfig& m) {
-  RunSpec spec;
-  spec.model = m;
-  spec.schedule = store_all_schedule(m.layers);
-  spec.steps = 1;
-  spec.warmup = 0;
-  CpuBackend cpu(1);
-  SteadyClock clock;
-  HostProfiler prof(clock);
-  return run_training(spec, cpu, &prof, clock);
-}
-
 TEST(IgnoredConfigFields, ARunOfAnImportedConfigListsThemInItsSummary) {
   const ModelConfig m = small_smollm2();
   for (const char* f : {"is_llama_config", "rope_interleaved", "pretraining_tp"})
     EXPECT_NE(std::find(m.ignored_fields.begin(), m.ignored_fields.end(), f), m.ignored_fields.end()) << f;
-  const Trace t = one_step(m);
+  const Trace t = testing::train(m, store_all_schedule(m.layers), 1, 0);
   ASSERT_TRUE(t.complete) << t.error;
   const nlohmann::json s = summary_json(t);
   EXPECT_EQ(s["format_version"], 4);

@@ -284,6 +284,14 @@ QkSpans qk_spans(const OpArgs& a, const char* op, bool offset = false) {
   const std::int64_t w = static_cast<std::int64_t>(a.K) + 2 * static_cast<std::int64_t>(a.N);
   return {Span{a.M, a.K, w, 0}, Span{a.M, a.N, w, a.K}, w};
 }
+// The v columns [K + N, width) of the qkv rows: src's into dst, or added to it (acc).
+void v_part(cpu::ThreadPool& pool, FV src, FV dst, const QkSpans& sp, bool acc) {
+  const std::int64_t w = sp.width, v0 = sp.q.H + sp.k.H;
+  cpu::parallel_for(pool, sp.q.rows, row_grain(sp.k.H), [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t c = v0; c < w; ++c) dst.put(r * w + c, src[r * w + c], acc);
+  });
+}
 }  // namespace
 
 void CpuBackend::fwd_QkNorm(const OpArgs& a) {
@@ -296,11 +304,7 @@ void CpuBackend::fwd_QkNorm(const OpArgs& a) {
   FV x(*a.in[0]), y(*a.out[0]);
   rms_fwd(*pool_, x, FV(*a.w), y, sp.q, a.eps, 0.0f);
   rms_fwd(*pool_, x, FV(*a.b), y, sp.k, a.eps, 0.0f);
-  const std::int64_t v0 = a.K + a.N;
-  cpu::parallel_for(*pool_, a.M, row_grain(a.N), [&](std::int64_t r0, std::int64_t r1, int) {
-    for (std::int64_t r = r0; r < r1; ++r)
-      for (std::int64_t c = v0; c < sp.width; ++c) y.set(r * sp.width + c, x[r * sp.width + c]);
-  });
+  v_part(*pool_, x, y, sp, false);
 }
 
 void CpuBackend::bwd_QkNorm(const OpArgs& a) {
@@ -319,16 +323,12 @@ void CpuBackend::bwd_QkNorm(const OpArgs& a) {
   const bool acc = a.acc[0];
   rms_bwd(*pool_, x, FV(*a.w), dy, dx, FV(*a.dw), ws.stats, sp.q, a.eps, acc, 0.0f);
   rms_bwd(*pool_, x, FV(*a.b), dy, dx, FV(*a.db), ws.stats, sp.k, a.eps, acc, 0.0f);
-  const std::int64_t v0 = a.K + a.N;
-  cpu::parallel_for(*pool_, a.M, row_grain(a.N), [&](std::int64_t r0, std::int64_t r1, int) {
-    for (std::int64_t r = r0; r < r1; ++r)
-      for (std::int64_t c = v0; c < sp.width; ++c) dx.put(r * sp.width + c, dy[r * sp.width + c], acc);
-  });
+  v_part(*pool_, dy, dx, sp, acc);
 }
 
 // QK-norm per head (Qwen3; Gemma 3 with the weight as (1 + w)): every d-wide head of the q part
-// normalized with w, of the k part with b, v copied. The heads run one after another, each over all rows; dw and db accumulate
-// the heads' sums in head order.
+// normalized with w, of the k part with b, v copied. The heads run one after another, each over
+// all rows; dw and db accumulate the heads' sums in head order.
 namespace {
 struct HeadSpans {
   QkSpans qk;
@@ -360,11 +360,7 @@ void CpuBackend::fwd_QkHeadNorm(const OpArgs& a) {
   cpu::check_float(*a.b, op, "k weight", h.d);
   FV x(*a.in[0]), y(*a.out[0]);
   each_head(h, [&](Span g, bool k) { rms_fwd(*pool_, x, FV(k ? *a.b : *a.w), y, g, a.eps, a.w_offset); });
-  const std::int64_t v0 = a.K + a.N;
-  cpu::parallel_for(*pool_, a.M, row_grain(a.N), [&](std::int64_t r0, std::int64_t r1, int) {
-    for (std::int64_t r = r0; r < r1; ++r)
-      for (std::int64_t c = v0; c < w; ++c) y.set(r * w + c, x[r * w + c]);
-  });
+  v_part(*pool_, x, y, h.qk, false);
 }
 
 void CpuBackend::bwd_QkHeadNorm(const OpArgs& a) {
@@ -385,11 +381,7 @@ void CpuBackend::bwd_QkHeadNorm(const OpArgs& a) {
   each_head(h, [&](Span g, bool k) {
     rms_bwd(*pool_, x, FV(k ? *a.b : *a.w), dy, dx, FV(k ? *a.db : *a.dw), ws.stats, g, a.eps, acc, a.w_offset);
   });
-  const std::int64_t v0 = a.K + a.N;
-  cpu::parallel_for(*pool_, a.M, row_grain(a.N), [&](std::int64_t r0, std::int64_t r1, int) {
-    for (std::int64_t r = r0; r < r1; ++r)
-      for (std::int64_t c = v0; c < w; ++c) dx.put(r * w + c, dy[r * w + c], acc);
-  });
+  v_part(*pool_, dy, dx, h.qk, acc);
 }
 
 }  // namespace remat
