@@ -40,6 +40,7 @@ std::string pad(const std::string& s, std::size_t w) { return s.size() >= w ? s 
 void print_text(const ModelConfig& m, const RankPrediction& r, const std::string& policy) {
   const StagePrediction& top = r.stages[static_cast<std::size_t>(r.peak_stage)];
   const MicroBatchPrediction& mb = r.micro_batch[static_cast<std::size_t>(top.micro_batch)];
+  const std::uint64_t waiting = static_cast<std::uint64_t>(top.in_flight - 1) * top.held_bytes;
   std::cout << "policy " << policy << " on model " << m.name << ", one rank of " << r.layout.to_string()
             << "; " << r.micro_batches << " micro-batch" << (r.micro_batches == 1 ? "" : "es")
             << " of " << m.batch << (r.layout.pp > 1 ? " (1F1B)" : "") << "\n"
@@ -52,10 +53,16 @@ void print_text(const ModelConfig& m, const RankPrediction& r, const std::string
             << "    master weights     " << human_bytes(top.statics.master_weights) << "\n"
             << "    optimizer state    " << human_bytes(top.statics.optimizer_state) << "\n"
             << "  activations          " << human_bytes(top.activation_bytes) << " (" << top.in_flight
-            << " micro-batch" << (top.in_flight == 1 ? "" : "es") << " in flight: "
-            << top.in_flight - 1 << " x " << human_bytes(mb.held_bytes)
-            << " held after the forward + one micro-batch's peak "
-            << human_bytes(mb.sim.activation_peak_bytes) << ")\n"
+            << " micro-batch" << (top.in_flight == 1 ? "" : "es") << " in flight)\n";
+  if (top.in_flight > 1) {
+    std::cout << "    held after forward " << human_bytes(waiting) << " (" << top.in_flight - 1 << " x "
+              << human_bytes(top.held_bytes) << ": " << human_bytes(mb.held_bytes) << " in its " << top.blocks
+              << " block" << (top.blocks == 1 ? "" : "s");
+    if (top.held_bytes > mb.held_bytes) std::cout << ", " << human_bytes(top.held_bytes - mb.held_bytes) << " outside them";
+    std::cout << ")\n";
+  }
+  std::cout << "    working set        " << human_bytes(top.working_set_bytes())
+            << " (one micro-batch's forward, recomputes and backward on top of that)\n"
             << "  other                " << human_bytes(top.peak_bytes - top.statics.total() - top.activation_bytes)
             << " (one micro-batch's workspace, batch, activation gradients, logits, embedding and head)\n"
             << "stage  blocks  in flight  static        activations   peak\n";
@@ -134,7 +141,8 @@ int plan_parallel(const ModelConfig& m, const ParallelLayout& p, const PolicyOpt
   for (const StagePrediction& s : r.stages)
     j["stages"].push_back({{"stage", s.stage}, {"blocks", s.blocks}, {"in_flight", s.in_flight},
                            {"micro_batch", s.micro_batch}, {"static", static_json(s.statics)},
-                           {"activation_bytes", s.activation_bytes}, {"peak_bytes", s.peak_bytes}});
+                           {"activation_bytes", s.activation_bytes}, {"held_bytes", s.held_bytes},
+                           {"working_set_bytes", s.working_set_bytes()}, {"peak_bytes", s.peak_bytes}});
   j["micro_batch"] = nlohmann::json::array();
   for (const MicroBatchPrediction& mb : r.micro_batch)
     j["micro_batch"].push_back(

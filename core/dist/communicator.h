@@ -68,14 +68,12 @@ class Communicator {
   // buffers are free again when it returns), then for the message: `bytes` bytes into data.
   void send(const void* data, std::size_t bytes, int peer, const std::string& what);
   void recv(void* data, std::size_t bytes, int peer, const std::string& what);
-  // Waits until every send posted so far has left this rank (not recorded: it moves nothing).
+  // Waits until every send posted so far has left this rank (not recorded: it moves nothing):
+  // called where a rank's next work does not start with a recv (a pipeline's first stage before
+  // a forward, its last before a backward) and at the step's end. Gloo's sends leave by
+  // themselves; NCCL's leave with this rank's next recv, in one group with it, or here
+  // (nccl_communicator.h).
   void wait_sends();
-  // Lets the sends posted so far leave before this rank computes on: called where a rank's next
-  // work does not start with a recv (a pipeline's first stage before a forward, its last before
-  // a backward). Gloo's sends leave by themselves, so it does nothing there; NCCL's leave with
-  // this rank's next recv, in one group with it, or here, where it returns once they have left
-  // (nccl_communicator.h). Not recorded. The buffers stay the caller's until recv or wait_sends.
-  void flush_sends() { do_flush_sends(); }
 
   const std::vector<CommRecord>& records() const { return records_; }
   void clear_records() { records_.clear(); }
@@ -102,7 +100,6 @@ class Communicator {
   virtual void do_send(const void* data, std::size_t bytes, int peer);
   virtual void do_recv(void* data, std::size_t bytes, int peer);
   virtual void do_wait_sends() {}
-  virtual void do_flush_sends() {}
 
  private:
   void record(CommKind k, const std::string& what, std::uint64_t bytes, int peer = -1);

@@ -494,8 +494,6 @@ void NcclCommunicator::do_recv(void* data, std::size_t bytes, int peer) {
 
 void NcclCommunicator::do_wait_sends() { impl_->exchange("the sends", nullptr, 0, -1); }
 
-void NcclCommunicator::do_flush_sends() { impl_->exchange("the sends", nullptr, 0, -1); }
-
 void NcclCommunicator::do_barrier() {
   Impl& m = *impl_;
   m.run("barrier", m.scratch, sizeof(float), [&](void* p) {

@@ -19,8 +19,7 @@
 //
 // Point to point (pipeline stages): send() checks the buffer and keeps it; the transfer starts
 // with this rank's next recv(), in one NCCL group with that receive (Megatron-LM's
-// send_forward_recv_backward), or at flush_sends() / wait_sends(), which return once the sends
-// are done. So no two NCCL operations of one process are ever in flight at once (NCCL's
+// send_forward_recv_backward), or at wait_sends(), which returns once the sends are done. So no two NCCL operations of one process are ever in flight at once (NCCL's
 // condition for using several communicators side by side), and two stages that send to each
 // other at once cannot wait on each other: each one's send travels with its receive. A
 // collective called while sends wait lets them go first. Send and receive buffers must be
@@ -85,7 +84,6 @@ class NcclCommunicator final : public Communicator {
   void do_send(const void* data, std::size_t bytes, int peer) override;
   void do_recv(void* data, std::size_t bytes, int peer) override;
   void do_wait_sends() override;
-  void do_flush_sends() override;
 
  private:
   // all_gather_v over elements of `elem` bytes, moved as bytes.

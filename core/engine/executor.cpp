@@ -264,16 +264,11 @@ void Executor::run_action(ScheduleState& state, const Schedule& s, std::size_t i
                  ? a.keep.to_string() : "";
   rec.step = step_;
   std::uint64_t first_op = next_op_;
-  // The forward sweep is over at the first action that is not a first forward or an
-  // offload: what each block holds then is what it saved (a recompute or prefetch just
-  // before the first backward must not count).
-  const bool sweep_over =
-      a.kind == ActionKind::Backward || a.kind == ActionKind::Recompute ||
-      a.kind == ActionKind::Prefetch ||
-      (a.kind == ActionKind::Forward && e.recompute);
-  if (sweep_over && !saw_backward_) {
+  // What each block holds when the forward sweep is over is what it saved (a recompute or
+  // prefetch just before the first backward must not count). A pipeline stage measures one
+  // micro-batch's forward instead (run_pipeline_step).
+  if (!saw_backward_ && starts_backward_sweep(a, e.recompute)) {
     saw_backward_ = true;
-    backward_event_ = alloc_.events().size();
     measure_saved_bytes(out);
   }
   if (e.head_first) {
@@ -335,33 +330,29 @@ void Executor::embedding_forward() {
   ledger_.push_back({0, graph_.input(), in0.t.bytes(), in0.t.id, in0.t.id, Phase::Forward,
                      Category::SavedActivations});
   in0.ledger = static_cast<int>(ledger_.size()) - 1;
-  // With sequence parallelism the embedding is made whole and each rank keeps its rows.
-  Tensor whole = sp_ ? alloc_outer(cfg_.dtype, n, Category::Workspace, "embed.out") : Tensor{};
-  const Tensor& dst = sp_ ? whole : in0.t;
-  if (!cfg_.drops(kDropEmbedding)) {
-    op("embedding", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * dst.bytes(),
-       Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, dst, B, S, H, scale); });
-  } else {
-    Tensor sum = alloc_outer(cfg_.dtype, n, Category::SavedActivations, "embed.sum");
-    embed_mask_ = alloc_outer(DType::U8, n, Category::SavedActivations, "embed.mask");
-    op("embedding", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * sum.bytes(),
-       Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, sum, B, S, H, scale); });
-    op("embedding.mask", "dropout_mask", -1, static_cast<std::uint64_t>(n), embed_mask_.bytes(),
-       Stream::Compute, [&] {
-         be_.dropout_mask(embed_mask_, key(kEmbeddingMaskBlock, kSiteEmbedding), static_cast<float>(cfg_.dropout), n);
-       });
-    op("embedding.dropout", "dropout", -1, 2ull * n, 2 * sum.bytes() + embed_mask_.bytes(),
-       Stream::Compute, [&] {
-         be_.dropout_fwd(sum, embed_mask_, dst, static_cast<float>(cfg_.dropout), n);
-       });
-    release(sum);
+  // With sequence parallelism the embedding is made whole and each rank keeps its rows, then
+  // drops out its rows only, as Megatron-LM does (the mask is the rank's s/T of the sequence;
+  // its bits are the whole mask's at the same places).
+  const bool drops = cfg_.drops(kDropEmbedding);
+  Tensor whole = sp_ || drops ? alloc_outer(cfg_.dtype, n, sp_ ? Category::Workspace : Category::SavedActivations,
+                                            sp_ ? "embed.out" : "embed.sum")
+                              : in0.t;
+  op("embedding", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * whole.bytes(),
+     Stream::Compute, [&] { be_.embedding_fwd(st_.tokens, wte, wpe ? &wpe : nullptr, whole, B, S, H, scale); });
+  const std::int64_t mine = in0.t.numel;
+  Tensor rows = sp_ ? whole.slice(mine * tp_rank_, mine) : whole;
+  if (sp_ && !drops)
+    op("embedding.scatter", "copy", -1, 0, 2 * in0.t.bytes(), Stream::Compute, [&] { be_.copy(in0.t, rows); });
+  if (drops) {
+    embed_mask_ = alloc_outer(DType::U8, mine, Category::SavedActivations, "embed.mask");
+    DropoutKey k = key(kEmbeddingMaskBlock, kSiteEmbedding);
+    if (sp_) k.offset += static_cast<std::uint64_t>(mine * tp_rank_);
+    op("embedding.mask", "dropout_mask", -1, static_cast<std::uint64_t>(mine), embed_mask_.bytes(),
+       Stream::Compute, [&] { be_.dropout_mask(embed_mask_, k, static_cast<float>(cfg_.dropout), mine); });
+    op("embedding.dropout", "dropout", -1, 2ull * mine, 2 * in0.t.bytes() + embed_mask_.bytes(),
+       Stream::Compute, [&] { be_.dropout_fwd(rows, embed_mask_, in0.t, static_cast<float>(cfg_.dropout), mine); });
   }
-  if (sp_) {
-    const std::int64_t shard = in0.t.numel;
-    op("embedding.scatter", "copy", -1, 0, 2 * in0.t.bytes(), Stream::Compute,
-       [&] { be_.copy(in0.t, whole.slice(shard * tp_rank_, shard)); });
-    release(whole);
-  }
+  if (whole.id != in0.t.id) release(whole);
   zero_release_gathered();
 }
 
@@ -436,25 +427,23 @@ void Executor::embedding_backward() {
   if (zero_.gradients()) zero_open_bucket(zero_outer_, -1);
   Tensor dwte = grad_at(L.wte, static_cast<std::int64_t>(cfg_.vocab) * H);
   Tensor dwpe = L.wpe >= 0 ? grad_at(L.wpe, static_cast<std::int64_t>(cfg_.positions) * H) : Tensor{};
+  if (cfg_.drops(kDropEmbedding)) {  // the rank's rows (all of them without sp)
+    const std::int64_t mine = dnext_.numel;
+    Tensor tmp = alloc_outer(cfg_.dtype, mine, Category::ActivationGrads, "grad:embed.sum");
+    op("embedding.dropout.backward", "dropout", -1, 2ull * mine, 2 * tmp.bytes(), Stream::Compute,
+       [&] { be_.dropout_bwd(dnext_, embed_mask_, tmp, static_cast<float>(cfg_.dropout), mine, false); });
+    release(embed_mask_);
+    release(dnext_);
+    dnext_ = tmp;
+  }
   if (sp_) {  // the rows of every rank, for the embedding's whole gradient
     Tensor whole = tp_gather(-1, dnext_, "grad:embed.all_gather");
     release(dnext_);
     dnext_ = whole;
   }
-  Tensor d = dnext_;
-  Tensor tmp;
-  if (cfg_.drops(kDropEmbedding)) {
-    tmp = alloc_outer(cfg_.dtype, n, Category::ActivationGrads, "grad:embed.sum");
-    op("embedding.dropout.backward", "dropout", -1, 2ull * n, 2 * tmp.bytes(), Stream::Compute,
-       [&] { be_.dropout_bwd(dnext_, embed_mask_, tmp, static_cast<float>(cfg_.dropout), n, false); });
-    release(embed_mask_);
-    release(dnext_);
-    d = tmp;
-  }
-  op("embedding.backward", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * d.bytes(),
-     Stream::Compute, [&] { be_.embedding_bwd(st_.tokens, d, dwte, dwpe ? &dwpe : nullptr, B, S, H, cfg_.embed_multiplier()); });
-  if (tmp) release(tmp);
-  else release(dnext_);
+  op("embedding.backward", "embedding", -1, static_cast<std::uint64_t>(n), 3ull * dnext_.bytes(),
+     Stream::Compute, [&] { be_.embedding_bwd(st_.tokens, dnext_, dwte, dwpe ? &dwpe : nullptr, B, S, H, cfg_.embed_multiplier()); });
+  release(dnext_);
   if (zero_.gradients() && pp_ == 1) zero_close_bucket(-1);
 }
 
@@ -496,6 +485,14 @@ void Executor::measure_saved_bytes(StepOutput& out) const {
     out.saved_bytes_per_block[b] = static_cast<std::uint64_t>(std::max<std::int64_t>(0, dev[b]));
     out.host_bytes_per_block[b] = static_cast<std::uint64_t>(std::max<std::int64_t>(0, host[b]));
   }
+}
+
+std::uint64_t Executor::live_activation_bytes(const StepOutput& out) const {
+  std::int64_t live = 0;
+  const auto& ev = alloc_.events();
+  for (std::size_t i = out.first_event; i < ev.size(); ++i)
+    if (ev[i].space == Space::Device && is_activation(ev[i].category)) live += ev[i].delta;
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, live));
 }
 
 void Executor::finish_ledger(StepOutput& out) {

@@ -62,6 +62,10 @@ struct StepOutput {
   std::uint64_t flops_forward = 0, flops_recompute = 0, flops_backward = 0, flops_other = 0;
   std::vector<std::uint64_t> saved_bytes_per_block;  // device bytes per block after the forward sweep
   std::vector<std::uint64_t> host_bytes_per_block;   // offloaded bytes per block at the same point
+  // A pipeline stage: the device activation bytes its first micro-batch holds from the end of
+  // its forward until its backward (its blocks' and what outside them it keeps: the embedding's
+  // dropout mask); 0 otherwise.
+  std::uint64_t held_after_forward = 0;
   std::vector<ScheduleRecord> schedule;
   std::vector<LedgerEntry> ledger;  // times left 0: the caller times them from the events
                                     // once they are on their final axis (run.cpp)
@@ -135,6 +139,7 @@ class Executor {
   void pipeline_send(Tensor& t, int peer, const std::string& name);
   void pipeline_recv(const Tensor& t, int peer, const std::string& name);
   void pipeline_finish_sends();
+  std::uint64_t pending_send_bytes() const;  // sends not yet known to be done
   void sync_tied_embedding();
   // tensor parallelism (executor_tp.cpp)
   void tp_linear_forward(int b, const StepDef& s, const std::vector<Tensor>& t);
@@ -205,6 +210,7 @@ class Executor {
   void release_held(int b, int tensor, const char* decision);
   void check_memory(const ScheduleState& state, std::size_t index, int b) const;
   void measure_saved_bytes(StepOutput& out) const;
+  std::uint64_t live_activation_bytes(const StepOutput& out) const;  // device, this step's
   void finish_ledger(StepOutput& out);
 
   ModelState& st_;
@@ -242,8 +248,8 @@ class Executor {
   Phase phase_ = Phase::Forward;
   std::vector<BlockMemory> blocks_;
   Tensor final_in_, embed_mask_, losses_, dnext_;
-  std::size_t backward_event_ = 0;  // allocator event count when the first backward began
   bool saw_backward_ = false;
+  std::size_t pipeline_split_ = 0;  // a pipeline stage's forward_sweep_end of its schedule
   std::uint64_t next_op_ = 1;
   std::vector<Ledger> ledger_;
   StepOutput* out_ = nullptr;

@@ -1,7 +1,8 @@
 // Pipeline stages: one step of a stage as the 1F1B order runs its micro-batches
 // (pipeline_order.h). Each micro-batch has its own block memory and its own ScheduleState: the
-// policy's schedule for the stage's blocks, its actions up to the first backward as the
-// micro-batch's forward, the rest as its backward. The first stage runs the embedding, the last
+// policy's schedule for the stage's blocks, its forward sweep (forward_sweep_end) as the
+// micro-batch's forward, the rest, recomputes included, as its backward: a micro-batch waiting
+// for its backward holds what its blocks saved, never a block recomputed ahead of time. The first stage runs the embedding, the last
 // the head and loss; between them the last block's output goes to the next stage and the
 // gradient of the first block's input to the one before, point to point.
 #include <algorithm>
@@ -24,6 +25,12 @@ void Executor::pipeline_recv(const Tensor& t, int peer, const std::string& name)
   collective(name, "recv", -1, t.bytes(), [&] { opt_.pp_comm->recv(t.data, t.bytes(), peer, name); });
   for (Tensor& s : sending_) release(s);  // the receive waited for this rank's earlier sends
   sending_.clear();
+}
+
+std::uint64_t Executor::pending_send_bytes() const {
+  std::uint64_t n = 0;
+  for (const Tensor& s : sending_) n += s.bytes();
+  return n;
 }
 
 void Executor::pipeline_finish_sends() {
@@ -61,14 +68,9 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
                    static_cast<std::int64_t>(targets.size()) != per * micros_))
     throw Error("batch has " + std::to_string(tokens.size()) + " tokens, " + std::to_string(micros_) +
                 " micro-batches of the model need " + std::to_string(per * micros_));
-  // A micro-batch's forward: the actions before the first backward (the head's, or at a later
-  // stage the received gradient's, place); its backward: the rest.
-  std::size_t split = s.actions.size();
-  for (std::size_t i = 0; i < s.actions.size(); ++i)
-    if (s.actions[i].kind == ActionKind::Backward) {
-      split = i;
-      break;
-    }
+  // A micro-batch's forward: the forward sweep; its backward: the rest (the head, or at a later
+  // stage the received gradient, comes at its first backward action).
+  const std::size_t split = pipeline_split_ = forward_sweep_end(s);
   const bool first = stage_ == 0, last = stage_ + 1 == pp_;
   StepOutput out;
   begin_step(step, out);
@@ -104,9 +106,13 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
     for (const PipelineItem& it : pipeline_order(pp_, stage_, micros_)) {
       Micro& m = mb[static_cast<std::size_t>(it.micro)];
       // An item that does not start with a receive (the first stage's forward, the last's
-      // backward) lets this rank's sends leave first (Communicator::flush_sends): no op begins
-      // while a send waits. The others' receive takes them along.
-      if (it.forward ? first : last) opt_.pp_comm->flush_sends();
+      // backward, a backward that recomputes before its gradient arrives) waits for this rank's
+      // sends to leave first and frees their buffers, as a receive does: no op begins while a
+      // send waits, and the first stage's warm-up does not keep a sent activation per
+      // micro-batch (Megatron-LM frees it once sent too).
+      const bool receives_first =
+          it.forward ? !first : !last && split < s.actions.size() && s.actions[split].kind == ActionKind::Backward;
+      if (!receives_first) pipeline_finish_sends();
       if (it.forward) {
         m.state = std::make_unique<ScheduleState>(graph_, s);
         m.blocks.assign(static_cast<std::size_t>(cfg_.layers), BlockMemory{});
@@ -128,6 +134,11 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
         }
         for (std::size_t i = 0; i < split; ++i) run_action(*m.state, s, i, out);
         if (!last) pipeline_send(final_in_, stage_ + 1, "pp.activation.send");
+        if (!saw_backward_) {  // what one micro-batch holds while it waits, for every policy
+          saw_backward_ = true;
+          measure_saved_bytes(out);
+          out.held_after_forward = live_activation_bytes(out) - pending_send_bytes();
+        }
         leave(m);
       } else {
         enter(m, it.micro);

@@ -140,7 +140,7 @@ constexpr int kSteadyPairs = 3;
 constexpr int kExactWarmup = 4;
 
 struct StageWalk {
-  std::uint64_t peak = 0, activation_peak = 0;
+  std::uint64_t peak = 0, activation_peak = 0, held = 0;
 };
 
 class StageWalker {
@@ -156,12 +156,18 @@ class StageWalker {
     if (w <= kExactWarmup) return walk(i, s, w, pairs);
     const StageWalk a = walk(i, s, kExactWarmup - 2, pairs), b = walk(i, s, kExactWarmup - 1, pairs),
                     c = walk(i, s, kExactWarmup, pairs);
+    // The peak is the highest of the step's moments, each of whose bytes grows with the warm-up
+    // or not at all: three peaks in a line that rises are the rising moments', and stay so. A
+    // level peak is a moment that does not grow (the optimizer's, say), which a longer warm-up
+    // may overtake: that stage is walked whole.
     const bool linear = b.peak - a.peak == c.peak - b.peak &&
                         b.activation_peak - a.activation_peak == c.activation_peak - b.activation_peak &&
-                        c.peak >= b.peak && c.activation_peak >= b.activation_peak;
+                        c.activation_peak >= b.activation_peak &&
+                        (c.peak > b.peak || c.activation_peak == b.activation_peak);
     if (!linear) return walk(i, s, w, pairs);
     const std::uint64_t more = static_cast<std::uint64_t>(w - kExactWarmup);
-    return {c.peak + more * (c.peak - b.peak), c.activation_peak + more * (c.activation_peak - b.activation_peak)};
+    return {c.peak + more * (c.peak - b.peak), c.activation_peak + more * (c.activation_peak - b.activation_peak),
+            c.held};
   }
 
  private:
@@ -178,7 +184,7 @@ class StageWalker {
     else stages = 2, at = 1;  // the last stage warms up with nothing
     if (stages == p_.pp) at = i;  // the step's own order
     const Prediction pr = simulate_stage_order(m_, p_, i, s, mirror_, stages, at, n);
-    return cache_[key] = {pr.peak_bytes, pr.activation_peak_bytes};
+    return cache_[key] = {pr.peak_bytes, pr.activation_peak_bytes, pr.held_after_forward_bytes};
   }
 
   const ModelConfig& m_;
@@ -221,6 +227,7 @@ RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, cons
     st.statics = static_of(m, p, params.elements(i));
     const std::uint64_t waiting = static_cast<std::uint64_t>(st.in_flight - 1) * mb.held_bytes;
     st.activation_bytes = waiting + mb.sim.activation_peak_bytes;
+    st.held_bytes = mb.held_bytes;
     st.peak_bytes = st.statics.total() + waiting + (mb.sim.peak_bytes - mb.sim.static_bytes);
     if (p.pp > 1) {
       // The stage's 1F1B step walked as a run executes it (simulate_stage_order): its
@@ -231,6 +238,7 @@ RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, cons
       const StageWalk w = walker.stage(i, mb.schedule);
       st.activation_bytes = w.activation_peak;
       st.peak_bytes = w.peak;
+      st.held_bytes = w.held;
     }
     if (st.peak_bytes > r.peak_bytes) {
       r.peak_bytes = st.peak_bytes;

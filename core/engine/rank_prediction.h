@@ -49,8 +49,18 @@ struct StagePrediction {
   int in_flight = 1;              // micro-batches whose activations the stage holds at once
   int micro_batch = 0;            // index into RankPrediction::micro_batch
   RankStatic statics;
-  std::uint64_t activation_bytes = 0;  // (in_flight − 1) × held + one micro-batch's peak
-  std::uint64_t peak_bytes = 0;        // static + (in_flight − 1) × held + the simulated rest
+  std::uint64_t activation_bytes = 0;  // (in_flight − 1) × held + one micro-batch's working set
+  std::uint64_t peak_bytes = 0;        // static + activations + the rest (workspace, gradients, ...)
+  // What one micro-batch holds on this stage from its forward to its backward: its blocks' saved
+  // bytes (MicroBatchPrediction::held_bytes) and what outside the blocks it keeps (the first
+  // stage's embedding dropout mask). With one stage, the blocks' bytes.
+  std::uint64_t held_bytes = 0;
+  // The rest of the activations: one micro-batch's forward, recomputes and backward on top of
+  // what the others hold.
+  std::uint64_t working_set_bytes() const {
+    const std::uint64_t waiting = static_cast<std::uint64_t>(in_flight - 1) * held_bytes;
+    return activation_bytes > waiting ? activation_bytes - waiting : 0;
+  }
 };
 
 struct RankPrediction {

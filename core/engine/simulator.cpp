@@ -74,6 +74,7 @@ Prediction walk(const BlockGraph& g, const Schedule& s, const Backend* mirror, i
   p.flops = {out.flops_forward, out.flops_recompute, out.flops_backward, out.flops_other};
   p.block_forwards = out.block_forwards;
   p.saved_bytes_per_block = out.saved_bytes_per_block;
+  p.held_after_forward_bytes = out.held_after_forward;
   p.activation_peak_bytes = activation_peak(alloc.events(), out.first_event);
   // Device bytes per category at the peak, and the host high-water mark.
   p.peak_by_category.assign(kNumCategories, 0);

@@ -28,6 +28,7 @@ struct Prediction {
   std::uint64_t block_forwards = 0;
   ScheduleStats plan;
   std::vector<std::uint64_t> saved_bytes_per_block;
+  std::uint64_t held_after_forward_bytes = 0;   // a stage's: StepOutput::held_after_forward
   std::vector<std::uint64_t> peak_by_category;  // device bytes per category at the peak
   std::size_t events = 0;                       // memory events the step records
 };

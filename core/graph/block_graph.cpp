@@ -113,7 +113,8 @@ std::string BlockGraph::width_formula(std::int64_t width) const {
   return formula(e, width, "s·b");
 }
 
-int BlockGraph::norm_step(const std::string& name, const std::string& out, int in, ParamSlot w) {
+int BlockGraph::norm_step(const std::string& name, const std::string& out, int in, ParamSlot w,
+                          const char* module) {
   const ModelConfig& m = cfg_;
   int o = add_tensor(out, m.dtype, m.tokens() * m.hidden, width_formula(m.hidden));
   const bool ln = m.norm == NormKind::LayerNorm;
@@ -123,6 +124,7 @@ int BlockGraph::norm_step(const std::string& name, const std::string& out, int i
   s.M = m.tokens();
   s.K = m.hidden;
   s.w_offset = m.norm_unit_offset ? 1.0f : 0.0f;
+  s.module = module;
   add_step(s);
   return o;
 }
@@ -160,6 +162,7 @@ int BlockGraph::build_attention(int qkv) {
     return s;
   };
   int ctx = add_tensor("attn.ctx", act, bs * m.q_width(), width_formula(m.q_width()));
+  const std::size_t first_step = steps_.size();
   if (m.attention == AttentionImpl::Naive) {
     int probs = add_tensor("attn.probs", act, probs_n, formula(e, 1, "a·s²·b"));
     add_step(attn(step("attn.softmax", OpKind::AttnSoftmax, {qkv}, {probs})));
@@ -181,6 +184,7 @@ int BlockGraph::build_attention(int qkv) {
     fa.site = kSiteAttentionProbs;
     add_step(fa);
   }
+  for (std::size_t s = first_step; s < steps_.size(); ++s) steps_[s].module = "core_attn";
   return ctx;
 }
 
@@ -189,6 +193,7 @@ int BlockGraph::build_mlp(int in) {
   const std::int64_t bs = m.tokens(), f = m.ffn;
   const bool gated = m.gated_mlp();
   const int up = gated ? 2 * m.ffn : m.ffn;
+  const std::size_t first_step = steps_.size();
   int fc = add_tensor(gated ? "mlp.gate_up" : "mlp.gelu_in", m.dtype, bs * up, width_formula(up));
   add_step(linear(gated ? "mlp.gate_up" : "mlp.fc", in, fc, ParamSlot::FcW, ParamSlot::FcB,
                   m.mlp_bias, bs, m.hidden, up));
@@ -202,6 +207,7 @@ int BlockGraph::build_mlp(int in) {
                         width_formula(m.hidden));
   add_step(linear(gated ? "mlp.down" : "mlp.fc2", act, down, ParamSlot::Fc2W, ParamSlot::Fc2B,
                   m.mlp_bias, bs, m.ffn, m.hidden));
+  for (std::size_t st = first_step; st < steps_.size(); ++st) steps_[st].module = "mlp";
   return down;
 }
 
@@ -211,7 +217,7 @@ void BlockGraph::build() {
   const bool pre = m.placement != NormPlacement::Post, post = m.placement != NormPlacement::Pre;
   const bool rope = m.position == PositionKind::Rope, qkn = m.qk_norm != QkNormKind::None;
   input_ = add_tensor("block.in", m.dtype, n, width_formula(m.hidden));
-  int x = pre ? norm_step("ln1", "ln1.out", input_, ParamSlot::Ln1W) : input_;
+  int x = pre ? norm_step("ln1", "ln1.out", input_, ParamSlot::Ln1W, "layernorm") : input_;
   const int w = m.qkv_width();
   int qkv = add_tensor(rope || qkn ? "attn.qkv_raw" : "attn.qkv", m.dtype, bs * w, width_formula(w));
   add_step(linear("attn.qkv", x, qkv, ParamSlot::QkvW, ParamSlot::QkvB, m.qkv_bias, bs, m.hidden, w));
@@ -244,13 +250,14 @@ void BlockGraph::build() {
     // Parallel: the attention's sum first (its output is freed), then the MLP of the block's
     // input, normed on its own or (shared norm) by ln1 already.
     int mid = residual_step("attn.residual", input_, proj, "attn.residual_out", kSiteAttentionResidual);
-    x = m.block_layout == BlockLayout::Parallel ? norm_step("ln2", "ln2.out", input_, ParamSlot::Ln2W) : x;
+    x = m.block_layout == BlockLayout::Parallel
+            ? norm_step("ln2", "ln2.out", input_, ParamSlot::Ln2W, "layernorm") : x;
     output_ = residual_step("mlp.residual", mid, build_mlp(x), "block.out", kSiteMlpResidual);
     return;
   }
   if (post) proj = norm_step("attn.post_norm", "attn.post_norm_out", proj, ParamSlot::PostAttnW);
   int mid = residual_step("attn.residual", input_, proj, "ln2.in", kSiteAttentionResidual);
-  x = pre ? norm_step("ln2", "ln2.out", mid, ParamSlot::Ln2W) : mid;
+  x = pre ? norm_step("ln2", "ln2.out", mid, ParamSlot::Ln2W, "layernorm") : mid;
   int down = build_mlp(x);
   if (post) down = norm_step("mlp.post_norm", "mlp.post_norm_out", down, ParamSlot::PostMlpW);
   output_ = residual_step("mlp.residual", mid, down, "block.out", kSiteMlpResidual);
@@ -350,6 +357,48 @@ std::vector<std::string> BlockGraph::default_selective() const {
       if (find(t) && tensors_[*find(t)].saved) names.push_back(t);
   }
   return names;
+}
+
+std::vector<RecomputeModule> BlockGraph::recompute_modules() const {
+  std::vector<RecomputeModule> out;
+  for (const char* name : kRecomputeModules) {
+    const std::string mod = name;
+    auto inside = [&](int s) { return steps_[static_cast<std::size_t>(s)].module == mod; };
+    RecomputeModule r{mod, {}};
+    for (const TensorDef& t : tensors_) {
+      if (!t.saved || t.producer < 0 || !inside(t.producer)) continue;
+      bool only_inside = true;  // every backward that reads it is the module's
+      for (int s = 0; s < static_cast<int>(steps_.size()); ++s) {
+        const auto& n = steps_[static_cast<std::size_t>(s)].needs;
+        if (!inside(s) && std::find(n.begin(), n.end(), &t - tensors_.data()) != n.end()) only_inside = false;
+      }
+      if (mod == "layernorm" || only_inside) r.tensors.push_back(t.name);
+    }
+    if (!r.tensors.empty()) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<std::string> BlockGraph::module_tensors(const std::vector<std::string>& modules) const {
+  const std::vector<RecomputeModule> has = recompute_modules();
+  std::vector<bool> pick(tensors_.size(), false);
+  for (const std::string& name : modules) {
+    auto it = std::find_if(has.begin(), has.end(), [&](const RecomputeModule& r) { return r.name == name; });
+    if (it == has.end()) {
+      std::string list;
+      for (const RecomputeModule& r : has) list += (list.empty() ? "" : ", ") + r.name;
+      const bool known = std::find_if(std::begin(kRecomputeModules), std::end(kRecomputeModules),
+                                      [&](const char* k) { return name == k; }) != std::end(kRecomputeModules);
+      throw Error("'" + name + "' is " + (known ? "a module this model's blocks do not have" :
+                                                  "not one of Megatron-LM's recompute modules") +
+                  " (its blocks have: " + (list.empty() ? "none" : list) + ")");
+    }
+    for (const std::string& t : it->tensors) pick[static_cast<std::size_t>(*find(t))] = true;
+  }
+  std::vector<std::string> out;
+  for (std::size_t t = 0; t < tensors_.size(); ++t)
+    if (pick[t]) out.push_back(tensors_[t].name);
+  return out;
 }
 
 BlockGraph BlockGraph::from_table(const ModelConfig& m, std::vector<TensorDef> tensors,

@@ -35,6 +35,7 @@ struct StepDef {
   std::int64_t M = 0;        // rows for linear / norms / elementwise
   int K = 0, N = 0;          // linear: in and out features; norms: width
   float w_offset = 0.0f;     // norms: weight applied as (w_offset + w)
+  std::string module;        // the recompute module it belongs to (kRecomputeModules), or ""
   DropoutSite site = kSiteEmbedding;  // for dropout-bearing steps
   // Attention: rows = B·heads, S, d in K, and sq = 2·(visible query-key pairs) − S of a block
   // with the model's window (sq_full: of a block without one; both S² when there is none).
@@ -55,6 +56,24 @@ struct StepDef {
 };
 
 StepDef mask_step(const std::string& name, int mask, DropoutSite site, std::int64_t n);
+
+// Megatron-LM's names for the modules it recomputes selectively (`--recompute-modules`), all of
+// them, whether a block has the module or not: `core_attn` (the attention core: scores,
+// softmax, dropout, P·V, or flash attention), `mlp` (the dense MLP: its projections and
+// activation), `layernorm` (the norms before attention and MLP), `moe_act`, `moe`,
+// `shared_experts` (a mixture of experts' activation, the whole layer, its shared experts) and
+// `mla_up_proj` (multi-head latent attention's up-projections).
+inline constexpr const char* kRecomputeModules[] = {"core_attn", "mlp",          "layernorm",  "moe_act",
+                                                    "moe",       "shared_experts", "mla_up_proj"};
+
+// What recomputing one module drops from a block's saved set. `layernorm` drops its outputs
+// (rebuilt from their inputs before their consumers' backward); a module recomputed as a
+// checkpoint (the others) drops the saved tensors made inside it that only its own steps'
+// backward reads, and keeps its input and output.
+struct RecomputeModule {
+  std::string name;
+  std::vector<std::string> tensors;  // saved tensors, in table order; never empty
+};
 
 class BlockGraph {
  public:
@@ -86,6 +105,12 @@ class BlockGraph {
   // Default selective set: the attention core with naive attention, else the pre-norm outputs
   // and the activation-function output.
   std::vector<std::string> default_selective() const;
+  // The recompute modules this block has (those that would drop something), in
+  // kRecomputeModules' order.
+  std::vector<RecomputeModule> recompute_modules() const;
+  // The saved tensors recomputing `modules` drops (table order). Throws Error for a name the
+  // block does not have, listing those it has.
+  std::vector<std::string> module_tensors(const std::vector<std::string>& modules) const;
 
  private:
   int add_tensor(const std::string& name, DType dt, std::int64_t numel, std::string formula);
@@ -95,7 +120,8 @@ class BlockGraph {
   std::string width_formula(std::int64_t width) const;
   int build_attention(int qkv);
   int build_mlp(int in);
-  int norm_step(const std::string& name, const std::string& out, int in, ParamSlot w);
+  int norm_step(const std::string& name, const std::string& out, int in, ParamSlot w,
+                const char* module = "");
   int residual_step(const std::string& name, int res, int x, const std::string& out, DropoutSite site);
 
   ModelConfig cfg_;

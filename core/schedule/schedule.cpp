@@ -1,5 +1,6 @@
 #include "core/schedule/schedule.h"
 
+#include <algorithm>
 #include <exception>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,22 @@ std::string Keep::to_string() const {
     }
   }
   return "?";
+}
+
+bool starts_backward_sweep(const Action& a, bool forwarded) {
+  return a.kind == ActionKind::Backward || a.kind == ActionKind::Recompute ||
+         a.kind == ActionKind::Prefetch || (a.kind == ActionKind::Forward && forwarded);
+}
+
+std::size_t forward_sweep_end(const Schedule& s) {
+  std::vector<bool> forwarded(static_cast<std::size_t>(std::max(s.blocks, 0)), false);
+  for (std::size_t i = 0; i < s.actions.size(); ++i) {
+    const Action& a = s.actions[i];
+    const bool known = a.block >= 0 && a.block < s.blocks;
+    if (starts_backward_sweep(a, known && forwarded[static_cast<std::size_t>(a.block)])) return i;
+    if (known && a.kind == ActionKind::Forward) forwarded[static_cast<std::size_t>(a.block)] = true;
+  }
+  return s.actions.size();
 }
 
 Schedule store_all_schedule(int blocks) {

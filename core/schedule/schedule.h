@@ -13,6 +13,7 @@
 // or a list of tensor names from the block table. A block input that is a checkpoint stays
 // until the block's backward (or a drop).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -58,6 +59,14 @@ struct Schedule {
   void prefetch(int b) { actions.push_back({ActionKind::Prefetch, b, Keep::all()}); }
   void drop(int b) { actions.push_back({ActionKind::Drop, b, Keep::all()}); }
 };
+
+// Whether `a` belongs to the backward sweep: a backward, a recompute, a prefetch, or a forward
+// of a block that has run forward before (`forwarded`). The forward sweep is the actions before
+// the first such one: what each block holds then is what it saved, and on a pipeline stage those
+// actions are a micro-batch's forward and the rest its backward.
+bool starts_backward_sweep(const Action& a, bool forwarded);
+// The index of the first action of the backward sweep (the number of actions when none).
+std::size_t forward_sweep_end(const Schedule& s);
 
 // The store-everything schedule: forward every block keeping all, then backward in reverse.
 Schedule store_all_schedule(int blocks);

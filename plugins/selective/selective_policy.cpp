@@ -4,7 +4,9 @@
 //   forward b keep=(saved set minus the recompute set)   for b = 0..L-1
 //   recompute b keep=all; backward b                     for b = L-1..0
 //
-// Defaults (BlockGraph::default_selective()): with naive attention the attention core
+// The set is given by tensor (`recompute=`), by Megatron-LM's module names (`modules=`, as its
+// --recompute-modules: core_attn, mlp, layernorm; BlockGraph::recompute_modules), or both (their
+// union). Defaults (BlockGraph::default_selective()): with naive attention the attention core
 // (attn.probs, attn.drop_mask, attn.drop_out; rebuilt from the saved Q|K|V), which leaves
 // 34·s·b·h bytes per GPT-2 block with dropout; with flash attention llm.c's set (ln1.out,
 // ln2.out and the activation-function output). See docs/policies.md.
@@ -30,13 +32,21 @@ class SelectivePolicy final : public remat::Policy {
     d.type = remat::ParamType::Names;
     d.help = "saved tensors to drop and recompute, '+'-separated (e.g. ln1.out+ln2.out); "
              "empty: the default set for the model's attention";
-    return {d};
+    remat::ParamDecl m;
+    m.name = "modules";
+    m.type = remat::ParamType::String;  // module names, not tensors: the plan checks them
+    m.help = "Megatron-LM's recompute modules, '+'-separated: core_attn, mlp, layernorm "
+             "(as --recompute-modules; with recompute=, their union)";
+    return {d, m};
   }
 
   remat::Schedule plan(const remat::PlanContext& ctx) const override {
     const remat::BlockGraph& g = *ctx.graph;
     std::vector<std::string> drop =
         ctx.params.has("recompute") ? ctx.params.get_names("recompute") : std::vector<std::string>{};
+    const std::vector<std::string> modules =
+        ctx.params.has("modules") ? ctx.params.get_names("modules") : std::vector<std::string>{};
+    for (const std::string& t : g.module_tensors(modules)) drop.push_back(t);
     if (drop.empty()) drop = g.default_selective();
     std::vector<std::string> saved = g.saved_names();
     auto known = [&] {
@@ -65,7 +75,9 @@ class SelectivePolicy final : public remat::Policy {
     s.blocks = ctx.blocks;
     std::string list;
     for (const auto& n : drop) list += (list.empty() ? "" : "+") + n;
-    s.params = "recompute=" + list;
+    std::string mods;
+    for (const auto& n : modules) mods += (mods.empty() ? "" : "+") + n;
+    s.params = (mods.empty() ? "" : "modules=" + mods + ",") + "recompute=" + list;
     remat::Keep k = remat::Keep::named(keep);  // one shared list for every block
     for (int b = 0; b < ctx.blocks; ++b) s.forward(b, k);
     for (int b = ctx.blocks - 1; b >= 0; --b) {

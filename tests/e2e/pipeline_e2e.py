@@ -27,6 +27,12 @@ for the same layout (its stage's peak and static bytes), under `none` and
 `uniform:segments=2` (each stage's two blocks recomputed); plan's stage p holds min(P − p, N)
 micro-batches in flight.
 
+Recomputation on stages (P = 2, N = 2): `selective`, `selective:modules=core_attn+mlp`,
+`uniform:layers=1` and `block:layers=1` (Megatron-LM's selective and full recomputation), each
+with every rank's peak = predicted = plan's, the losses of `none` at P = 2 bit for bit, and each
+rank's saved bytes per block one micro-batch's: plan's, which recomputes nothing in a
+micro-batch's forward.
+
 Refusals before any process starts: layers not divisible by P, fewer micro-batches than stages,
 a batch not divisible by D·N (with ZeRO too), --micro-batches without --pp.
 Failure: the last stage's rank killed with SIGKILL mid-run ends the job (exit 1) naming the rank,
@@ -105,6 +111,12 @@ def layout_run(b, tmp, steps, policy, pp, n, dp, tp, batch, ref, rel, tag="", sp
               % (what, rank, r["peak_bytes"], want["pp_rank"], st.get("peak_bytes")))
         check(r["static_bytes"] == st.get("static", {}).get("total"), "%s rank %d: static %d == plan's %r"
               % (what, rank, r["static_bytes"], st.get("static", {}).get("total")))
+        # One micro-batch's saved bytes per block, as plan's one micro-batch of the stage.
+        mbs = plan.get("micro_batch", [])
+        want_saved = mbs[st["micro_batch"]].get("saved_bytes_per_block") if st.get("micro_batch", -1) < len(mbs) else None
+        got_saved = load(os.path.join(out, "rank-%d" % rank), "summary.json").get("saved_bytes_per_block")
+        check(got_saved == want_saved, "%s rank %d: saved bytes per block %r == plan's one micro-batch %r"
+              % (what, rank, got_saved, want_saved))
     # The directory and every rank's own directory read back (compare checks each against its
     # stage's block table, the schedule run once per micro-batch).
     p = b.run("compare", out, *[os.path.join(out, "rank-%d" % r["rank"]) for r in j["ranks"]])
@@ -165,6 +177,11 @@ def main():
         again = layout_run(b, tmp, a.steps, "none", 2, 2, 1, 1, 4, ref4, tokens4 * U32, "-again")
         check(first is not None and first == again, "two P=2 runs: identical losses %r %r" % (first, again))
         layout_run(b, tmp, a.steps, "uniform:segments=2", 2, 2, 1, 1, 4, seg4, tokens4 * U32)
+        # Megatron-LM's recomputation on the stages: the losses of none at P=2, bit for bit.
+        for policy in ("selective", "selective:modules=core_attn+mlp", "uniform:layers=1", "block:layers=1"):
+            got = layout_run(b, tmp, a.steps, policy, 2, 2, 1, 1, 4, ref4, tokens4 * U32)
+            check(got is not None and got == first, "P=2 %s: the losses of none at P=2 bit for bit: %r %r"
+                  % (policy, got, first))
         ref8 = single(b, tmp, a.steps, "none", 8)
         layout_run(b, tmp, a.steps, "none", 2, 4, 2, 1, 8, ref8, tokens8 * U32)
         # ZeRO over each stage's two replicas: stage 1 shards the moments, 2 the gradients too
@@ -190,7 +207,8 @@ def main():
         # Three stages, the first with 2 of the 4 blocks, the others 1 each.
         layout_run(b, tmp, a.steps, "none", 3, 4, 1, 1, 4, ref4, tokens4 * U32, extra=("--first-stage-layers", 2))
         killed_stage(b, tmp)
-        print("layouts checked: P=2 N=2 (twice), P=2 N=2 uniform:segments=2, P=2 N=4 x D=2, P=2 x T=2, "
+        print("layouts checked: P=2 N=2 (twice), P=2 N=2 uniform:segments=2, selective (tensors and modules), "
+              "uniform:layers=1 and block:layers=1, P=2 N=4 x D=2, P=2 x T=2, "
               "P=2 x T=2 sp, P=2 x T=2 distributed checkpoints, llama-tiny P=2, P=3 N=4 --first-stage-layers 2, "
               "P=2 x D=2 ZeRO-1/2/3")
     return e2e_common.exit_code("pipeline-parallel runs ok")

@@ -309,8 +309,8 @@ TEST_F(NcclTwo, VariableCountsSumAndGatherEachRanksPart) {
 
 // Both ranks send before they receive, at sizes past NCCL's eager buffers: a send leaves with
 // the rank's next receive, in one group, so neither waits on the other. Then sends left with
-// flush_sends and wait_sends, and a collective after a send.
-TEST_F(NcclTwo, SendsLeaveWithTheNextReceiveOrAFlush) {
+// wait_sends, and a collective after a send.
+TEST_F(NcclTwo, SendsLeaveWithTheNextReceiveOrAWait) {
   const std::size_t n = std::size_t{8} << 20;  // 32 MiB
   const std::string e = on_both("p2p", [&](NcclCommunicator& c, int r) {
     const int peer = 1 - r;
@@ -322,10 +322,10 @@ TEST_F(NcclTwo, SendsLeaveWithTheNextReceiveOrAFlush) {
     cudaMemcpy(got.data(), in, n * sizeof(float), cudaMemcpyDeviceToHost);
     if (got[0] != static_cast<float>(peer + 1) || got[n - 1] != static_cast<float>(peer + 1))
       throw Error("the exchange delivered other values");
-    // Rank 0 sends and flushes; rank 1 receives. Then rank 1 sends, and an all-reduce follows.
+    // Rank 0 sends and waits; rank 1 receives. Then rank 1 sends, and an all-reduce follows.
     if (r == 0) {
       c.send(out, 1024, 1, "a");
-      c.flush_sends();
+      c.wait_sends();
     } else {
       c.recv(in, 1024, 0, "a");
       c.send(out, 4096, 0, "b");

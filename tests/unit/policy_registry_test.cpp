@@ -26,7 +26,7 @@ TEST(PolicyRegistry, LoadsEveryShippedPolicy) {
   PolicyRegistry r;
   r.load_dirs({kPlugins});
   EXPECT_TRUE(r.rejected().empty());
-  for (const char* n : {"none", "selective", "uniform", "revolve", "offload", "budget"})
+  for (const char* n : {"none", "selective", "uniform", "block", "revolve", "offload", "budget"})
     EXPECT_NE(r.find(n), nullptr) << n;
 }
 
