@@ -60,9 +60,6 @@ Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc
     if (cfg_.rope_local_theta > 0.0)
       rope_local_ = rope_frequencies(RopeScaling{}, cfg_.rope_local_theta, cfg_.rotary_dim(), cfg_.positions, cfg_.seq);
   }
-  last_need_.assign(graph_.tensors().size(), -1);
-  for (int s = static_cast<int>(graph_.steps().size()) - 1; s >= 0; --s)
-    for (int t : graph_.steps()[s].needs) last_need_[t] = s;  // ends at the lowest index
 }
 
 Executor::~Executor() = default;
@@ -260,7 +257,7 @@ void Executor::run_action(ScheduleState& state, const Schedule& s, std::size_t i
   rec.index = i;
   rec.action = to_string(a.kind);
   rec.block = a.block;
-  rec.keep = (a.kind == ActionKind::Forward || a.kind == ActionKind::Recompute)
+  rec.keep = (a.kind == ActionKind::Forward || a.kind == ActionKind::Recompute || needs_version2(a))
                  ? a.keep.to_string() : "";
   rec.step = step_;
   std::uint64_t first_op = next_op_;
@@ -292,15 +289,15 @@ void Executor::run_action(ScheduleState& state, const Schedule& s, std::size_t i
       break;
     case ActionKind::Backward:
       rec.phase = Phase::Backward;
-      backward(a.block);
+      backward(a.block, e);
       break;
     case ActionKind::Offload:
       rec.phase = phase_;
-      offload(a.block);
+      offload(a.block, e.targets);
       break;
     case ActionKind::Prefetch:
       rec.phase = phase_;
-      prefetch(a.block);
+      prefetch(a.block, e.targets);
       break;
     case ActionKind::Drop:
       rec.phase = phase_;

@@ -114,9 +114,11 @@ class Executor {
 
   // actions
   void forward(int b, const ActionEffect& e);  // forward or recompute, as the state decided
-  void backward(int b);
-  void offload(int b);
-  void prefetch(int b);
+  void backward(int b, const ActionEffect& e);  // with e.inner's rebuilds
+  // Rebuilds r.targets of block b inside its backward into bs.held and `cur`.
+  void recompute_inside(int b, const InnerRecompute& r, std::vector<Tensor>& cur);
+  void offload(int b, const TensorSet& which);
+  void prefetch(int b, const TensorSet& which);
   void drop(int b);
   void head();
   void embedding_forward();
@@ -223,7 +225,6 @@ class Executor {
   std::vector<AdamSegment> segments_;
   RopeFrequencies rope_;  // the model's RoPE frequencies (empty without RoPE)
   RopeFrequencies rope_local_;  // windowed blocks' with rope_local_theta (else empty)
-  std::vector<int> last_need_;  // per tensor: the lowest step index whose backward reads it
   int tp_ = 1, tp_rank_ = 0;    // tensor-parallel ranks and this one's index
   bool sp_ = false;
   bool distribute_ = false;     // distribute_saved with T > 1

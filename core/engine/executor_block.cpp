@@ -137,7 +137,48 @@ void Executor::forward(int b, const ActionEffect& e) {
     split_checkpoint(b);
 }
 
-void Executor::backward(int b) {
+void Executor::recompute_inside(int b, const InnerRecompute& r, std::vector<Tensor>& cur) {
+  BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
+  const auto& T = graph_.tensors();
+  const auto& S = graph_.steps();
+  phase_ = Phase::Recompute;
+  alloc_.set_phase(phase_);
+  std::vector<int> last_use(T.size(), -1);  // the last of these steps that reads each tensor
+  for (int s : r.steps)
+    for (int t : S[s].in) last_use[t] = s;
+  // The steps read what the block holds and write new tensors: the targets, kept in the block,
+  // and the rest, freed after their last reader here (a copy of a tensor the block holds too).
+  std::vector<Tensor> rc = cur;
+  std::vector<bool> mine(T.size(), false);
+  for (int s : r.steps) {
+    const StepDef& sd = S[s];
+    for (int t : sd.out) {
+      rc[t] = alloc(t, b, Category::RecomputeTemps);
+      mine[t] = true;
+      if (!r.targets.has(t)) continue;
+      Held& h = bs.held[t];
+      h.t = cur[t] = rc[t];
+      h.category = Category::RecomputeTemps;
+      ledger_.push_back({b, t, T[t].bytes, h.t.id, h.t.id, Phase::Recompute, Category::RecomputeTemps});
+      ledger_.back().decision = "recomputed";
+      h.ledger = static_cast<int>(ledger_.size()) - 1;
+    }
+    run_forward_step(b, sd, rc);
+    auto done = [&](int t) {
+      if (!mine[t] || r.targets.has(t)) return;
+      release(rc[t]);
+      mine[t] = false;
+    };
+    for (int t : sd.in)
+      if (last_use[t] == s) done(t);
+    for (int t : sd.out)
+      if (last_use[t] < s) done(t);
+  }
+  phase_ = Phase::Backward;
+  alloc_.set_phase(phase_);
+}
+
+void Executor::backward(int b, const ActionEffect& e) {
   BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
   const auto& T = graph_.tensors();
   const auto& S = graph_.steps();
@@ -157,9 +198,11 @@ void Executor::backward(int b) {
   for (std::size_t t = 0; t < T.size(); ++t) cur[t] = bs.held[t].t;
   grad[outp] = dnext_;
   dnext_ = Tensor{};
+  auto inner = e.inner.begin();
   for (int s = static_cast<int>(S.size()) - 1; s >= 0; --s) {
     const StepDef& sd = S[s];
     if (sd.op == OpKind::DropoutMask) continue;
+    for (; inner != e.inner.end() && inner->before_step == s; ++inner) recompute_inside(b, *inner, cur);
     std::vector<bool> acc(sd.in.size(), false);
     for (std::size_t k = 0; k < sd.in.size(); ++k) {
       int t = sd.in[k];
@@ -189,7 +232,7 @@ void Executor::backward(int b) {
     for (int t : sd.out)
       if (grad[t]) release(grad[t]);
     for (int t : sd.needs)
-      if (last_need_[t] == s && bs.held[t].t) {
+      if (graph_.last_need()[t] == s && bs.held[t].t) {
         release_held(b, t, bs.held[t].category == Category::Checkpoints ? "checkpoint" : "kept");
         cur[t] = Tensor{};
       }
@@ -204,11 +247,11 @@ void Executor::backward(int b) {
   }
 }
 
-void Executor::offload(int b) {
+void Executor::offload(int b, const TensorSet& which) {
   BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
   for (std::size_t t = 0; t < bs.held.size(); ++t) {
     Held& h = bs.held[t];
-    if (!h.t || h.on_host) continue;
+    if (!h.t || h.on_host || !which.has(static_cast<int>(t))) continue;
     const TensorDef& d = graph_.tensors()[t];
     Tensor host = alloc_.allocate(d.dtype, d.numel, {Category::HostOffloaded, b, d.name}, Space::Host);
     op("h" + std::to_string(b) + ".offload." + d.name, "offload", b, 0, d.bytes, Stream::CopyToHost,
@@ -220,11 +263,11 @@ void Executor::offload(int b) {
   }
 }
 
-void Executor::prefetch(int b) {
+void Executor::prefetch(int b, const TensorSet& which) {
   BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
   for (std::size_t t = 0; t < bs.held.size(); ++t) {
     Held& h = bs.held[t];
-    if (!h.t || !h.on_host) continue;
+    if (!h.t || !h.on_host || !which.has(static_cast<int>(t))) continue;
     const TensorDef& d = graph_.tensors()[t];
     Tensor dev = alloc_.allocate(d.dtype, d.numel,
                                  {h.category, b, static_cast<int>(t) == graph_.input() ? "block.in" : d.name});

@@ -284,6 +284,9 @@ void BlockGraph::finish() {
     for (int t : st.needs) tensors_[t].saved = true;
   }
   tensors_[output_].saved = false;  // it is the next block's input
+  last_need_.assign(tensors_.size(), -1);
+  for (int s = static_cast<int>(steps_.size()) - 1; s >= 0; --s)
+    for (int t : steps_[static_cast<std::size_t>(s)].needs) last_need_[static_cast<std::size_t>(t)] = s;
 }
 
 std::optional<int> BlockGraph::find(const std::string& tensor) const {

@@ -100,6 +100,9 @@ class BlockGraph {
                                                std::vector<int>* steps = nullptr,
                                                int block = 0) const;
   bool windowed(int block) const { return cfg_.window_of(block) > 0; }
+  // Per tensor, the lowest step index whose backward reads it (the last reader in the backward's
+  // order, after which the backward frees it); -1 for a tensor no backward reads.
+  const std::vector<int>& last_need() const { return last_need_; }
   // Names of the tensors in the saved set, in table order.
   std::vector<std::string> saved_names() const;
   // Default selective set: the attention core with naive attention, else the pre-norm outputs
@@ -128,6 +131,7 @@ class BlockGraph {
   std::vector<TensorDef> tensors_;
   std::vector<StepDef> steps_;
   int input_ = -1, output_ = -1;
+  std::vector<int> last_need_;
 
  public:
   // A table given tensor by tensor and step by step instead of built from the model (for tests

@@ -98,15 +98,7 @@ ActionEffect ScheduleState::apply(std::size_t index, const Action& a) {
     case ActionKind::Recompute: e = recompute(index, a); break;
     case ActionKind::Backward: e = backward(index, a); break;
     case ActionKind::Offload:
-      if (x.device.empty()) fail(bn + " holds nothing on the device to offload");
-      x.host |= x.device;
-      x.device.clear();
-      break;
-    case ActionKind::Prefetch:
-      if (x.host.empty()) fail(bn + " has nothing on the host to prefetch");
-      x.device |= x.host;
-      x.host.clear();
-      break;
+    case ActionKind::Prefetch: e = move(index, a); break;
     case ActionKind::Drop:
       if (x.device.empty() && x.host.empty()) fail(bn + " holds nothing to drop");
       if (x.checkpoint) --ckpts_;
@@ -189,6 +181,67 @@ ActionEffect ScheduleState::recompute(std::size_t index, const Action& a) {
   return e;
 }
 
+ActionEffect ScheduleState::move(std::size_t index, const Action& a) {
+  auto fail = [&](const std::string& why) { throw ScheduleError(index, why); };
+  BlockStatus& x = blocks_[static_cast<std::size_t>(a.block)];
+  const std::string bn = "block " + std::to_string(a.block);
+  const bool off = a.kind == ActionKind::Offload;
+  TensorSet& from = off ? x.device : x.host;
+  TensorSet& to = off ? x.host : x.device;
+  ActionEffect e;
+  if (a.keep.kind == KeepKind::Named) {
+    e.targets = keep_set(index, a.keep);
+    const TensorSet absent = e.targets - from;
+    if (!absent.empty()) {
+      const std::string t = first_name(absent);
+      if (off) fail("'" + t + "' of " + bn + (x.host.has(absent.first()) ? " is already offloaded" : " is not held"));
+      fail("'" + t + "' of " + bn + (x.device.has(absent.first()) ? " is on the device already" : " is not offloaded"));
+    }
+  } else {
+    if (from.empty()) fail(bn + (off ? " holds nothing on the device to offload" : " has nothing on the host to prefetch"));
+    e.targets = from;
+  }
+  to |= e.targets;
+  from -= e.targets;
+  return e;
+}
+
+// Where a backward rebuilds `inside` (none of them held): walking its steps from the last, each
+// step's named tensors not yet rebuilt are made just before it, with the other named tensors
+// those steps make; a tensor leaves after its last reader, as the executor frees it.
+std::vector<InnerRecompute> ScheduleState::plan_inside(std::size_t index, int b, const TensorSet& inside) const {
+  const auto& steps = g_.steps();
+  const std::size_t nt = g_.tensors().size();
+  TensorSet live = blocks_[static_cast<std::size_t>(b)].device, pending = inside;
+  std::vector<InnerRecompute> out;
+  for (int s = static_cast<int>(steps.size()) - 1; s >= 0 && !pending.empty(); --s) {
+    const StepDef& sd = steps[static_cast<std::size_t>(s)];
+    TensorSet want(nt);
+    for (int t : sd.needs)
+      if (pending.has(t)) want.insert(t);
+    if (!want.empty()) {
+      InnerRecompute r;
+      r.before_step = s;
+      auto f = g_.recompute_flops(live.bits(), want.bits(), &r.steps, b);
+      if (!f)
+        throw ScheduleError(index, "cannot rebuild '" + first_name(want) + "' inside block " + std::to_string(b) +
+                                       "'s backward (before step '" + sd.name +
+                                       "'): it needs the block input, which the block no longer holds");
+      r.flops = *f;
+      r.targets = TensorSet(nt);
+      for (int st : r.steps)
+        for (int t : steps[static_cast<std::size_t>(st)].out)
+          if (pending.has(t)) r.targets.insert(t);
+      pending -= r.targets;
+      live |= r.targets;
+      out.push_back(std::move(r));
+    }
+    for (int t : sd.needs)
+      if (g_.last_need()[static_cast<std::size_t>(t)] == s) live -= TensorSet::of(nt, t);
+  }
+  return out;
+}
+
 ActionEffect ScheduleState::backward(std::size_t index, const Action& a) {
   auto fail = [&](const std::string& why) { throw ScheduleError(index, why); };
   const int b = a.block;
@@ -197,7 +250,18 @@ ActionEffect ScheduleState::backward(std::size_t index, const Action& a) {
   if (b != next_back_)
     fail("backward of " + bn + ", but block " + std::to_string(next_back_) +
          " must be reversed first (blocks are reversed from the last to the first)");
-  const TensorSet missing = saved_ - x.device;
+  TensorSet inside(g_.tensors().size());
+  if (a.keep.kind == KeepKind::Named) {
+    inside = keep_set(index, a.keep);
+    if (!(inside & input_).empty())
+      fail("the input of " + bn + " cannot be rebuilt inside its backward: nothing in the block makes it");
+    if (!(inside & x.device).empty())
+      fail(bn + " still holds '" + first_name(inside & x.device) +
+           "'; a backward rebuilds only what the block no longer holds");
+    if (!(inside & x.host).empty())
+      fail("'" + first_name(inside & x.host) + "' of " + bn + " is on the host; prefetch it instead of rebuilding it");
+  }
+  const TensorSet missing = saved_ - x.device - inside;
   if (!missing.empty()) {
     if (!(x.host & missing).empty())
       fail(bn + "'s backward needs '" + first_name(x.host & missing) +
@@ -215,6 +279,7 @@ ActionEffect ScheduleState::backward(std::size_t index, const Action& a) {
     final_live_ = false;
   }
   e.flops = g_.flops_backward(b);
+  if (!inside.empty()) e.inner = plan_inside(index, b, inside);
   if (x.checkpoint) --ckpts_;
   x.device.clear();
   x.host.clear();

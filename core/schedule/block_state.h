@@ -60,6 +60,14 @@ struct BlockStatus {
   bool reversed = false;     // its backward has run
 };
 
+// Tensors a backward rebuilds inside itself (schedule version 2), just before one of its steps.
+struct InnerRecompute {
+  int before_step = 0;       // the step whose backward reads them first
+  TensorSet targets;         // the named tensors these steps make: held until their last reader
+  std::vector<int> steps;    // the forward steps that make them, in table order
+  std::uint64_t flops = 0;   // their forward FLOPs
+};
+
 // What one action does, decided before it runs.
 struct ActionEffect {
   ActionKind kind = ActionKind::Forward;
@@ -67,7 +75,8 @@ struct ActionEffect {
   // Forward and recompute.
   bool recompute = false;    // counts as a recompute: a recompute, or a block forwarded before
   TensorSet live;            // what the block holds on the device before
-  TensorSet targets;         // what the action makes (the keep-set, the output when produced)
+  TensorSet targets;         // what the action makes (the keep-set, the output when produced);
+                             // for an offload or prefetch, what it moves
   TensorSet after;           // what the block holds on the device afterwards
   std::vector<int> steps;    // the steps that make the targets from `live`, in table order
   bool produces = false;     // makes the next block's input (the final norm's after the last)
@@ -75,6 +84,7 @@ struct ActionEffect {
   std::uint64_t flops = 0;   // forward FLOPs of `steps`; for a backward, the block's backward
   // Backward.
   bool head_first = false;   // the head and loss run just before it (the first backward)
+  std::vector<InnerRecompute> inner;  // its rebuilds, in the backward's order (version 2)
 };
 
 class ScheduleState {
@@ -100,6 +110,8 @@ class ScheduleState {
   ActionEffect forward(std::size_t index, const Action& a);
   ActionEffect recompute(std::size_t index, const Action& a);
   ActionEffect backward(std::size_t index, const Action& a);
+  ActionEffect move(std::size_t index, const Action& a);  // offload or prefetch
+  std::vector<InnerRecompute> plan_inside(std::size_t index, int b, const TensorSet& inside) const;
 
   const BlockGraph& g_;
   int layers_ = 0;

@@ -29,6 +29,11 @@ std::string Keep::to_string() const {
   return "?";
 }
 
+bool needs_version2(const Action& a) {
+  const bool named = a.keep.kind == KeepKind::Named;
+  return named && (a.kind == ActionKind::Backward || a.kind == ActionKind::Offload || a.kind == ActionKind::Prefetch);
+}
+
 bool starts_backward_sweep(const Action& a, bool forwarded) {
   return a.kind == ActionKind::Backward || a.kind == ActionKind::Recompute ||
          a.kind == ActionKind::Prefetch || (a.kind == ActionKind::Forward && forwarded);
@@ -57,7 +62,7 @@ Schedule store_all_schedule(int blocks) {
 nlohmann::json schedule_to_json(const Schedule& s) {
   nlohmann::json j;
   j["format"] = "rematlab-schedule";
-  j["version"] = 1;
+  j["version"] = std::any_of(s.actions.begin(), s.actions.end(), needs_version2) ? 2 : 1;
   j["policy"] = s.policy;
   j["params"] = s.params;
   j["blocks"] = s.blocks;
@@ -68,6 +73,8 @@ nlohmann::json schedule_to_json(const Schedule& s) {
     if (x.kind == ActionKind::Forward || x.kind == ActionKind::Recompute) {
       if (x.keep.kind == KeepKind::Named) e["keep"] = *x.keep.names;
       else e["keep"] = x.keep.to_string();
+    } else if (needs_version2(x)) {
+      e[x.kind == ActionKind::Backward ? "recompute" : "tensors"] = *x.keep.names;
     }
     a.push_back(std::move(e));
   }
@@ -90,9 +97,9 @@ Schedule schedule_header(const nlohmann::json& j) {
     throw Error("schedule: missing the integer 'blocks'");
   if (j.contains("format") && j["format"] != "rematlab-schedule")
     throw Error("schedule: format " + json_snippet(j["format"]) + " is not rematlab-schedule");
-  if (j.contains("version") && j["version"] != 1)
+  if (j.contains("version") && j["version"] != 1 && j["version"] != 2)
     throw Error("schedule: version " + json_snippet(j["version"]) +
-                " is not one this RematLab reads (1); a newer RematLab wrote it");
+                " is not one this RematLab reads (1 or 2); a newer RematLab wrote it");
   auto str_field = [&](const char* k, const std::string& fallback) {
     if (!j.contains(k)) return fallback;
     if (!j[k].is_string()) throw Error(std::string("schedule: '") + k + "' must be a string, got " + json_snippet(j[k]));
@@ -106,7 +113,18 @@ Schedule schedule_header(const nlohmann::json& j) {
     throw LimitError("schedule: blocks " + std::to_string(s.blocks) + " is more than the " +
                      std::to_string(limits::kLayers) + " layers a model may have");
   s.checkpoint_slots = j.contains("checkpoint_slots") ? json_int(j["checkpoint_slots"], "schedule: 'checkpoint_slots'") : 0;
+  s.version = j.contains("version") ? json_int(j["version"], "schedule: 'version'") : 0;
   return s;
+}
+
+// A version 1 file holds none of version 2's actions.
+void check_version(const Schedule& s) {
+  if (s.version != 1) return;
+  for (std::size_t i = 0; i < s.actions.size(); ++i)
+    if (needs_version2(s.actions[i]))
+      throw Error("schedule: action " + std::to_string(i) + ": " + to_string(s.actions[i].kind) + " " +
+                  std::to_string(s.actions[i].block) + " of the named tensors (" + s.actions[i].keep.to_string() +
+                  ") is a version 2 action, and the file says version 1");
 }
 
 LimitError too_many_actions(std::size_t n) {
@@ -131,6 +149,25 @@ Action action_from_json(const nlohmann::json& e, std::size_t i) {
       found = true;
     }
   if (!found) bad("unknown action '" + a + "'");
+  // Version 2: the tensors a backward rebuilds inside, or an offload or prefetch moves.
+  const bool moves = act.kind == ActionKind::Offload || act.kind == ActionKind::Prefetch;
+  const char* list = act.kind == ActionKind::Backward ? "recompute" : moves ? "tensors" : nullptr;
+  for (const char* other : {"recompute", "tensors"})
+    if (e.contains(other) && (!list || std::string(other) != list))
+      bad(std::string("'") + other + "' belongs to " +
+          (std::string(other) == "recompute" ? "a backward" : "an offload or prefetch"));
+  if (list && e.contains(list)) {
+    const auto& k = e[list];
+    if (!k.is_array() || k.empty()) bad(std::string("'") + list + "' must be a non-empty list of tensor names");
+    std::vector<std::string> names;
+    for (const auto& n : k) {
+      if (!n.is_string()) bad(std::string("'") + list + "' entries must be tensor names");
+      names.push_back(n.get<std::string>());
+    }
+    if (e.contains("keep")) bad(std::string("give '") + list + "' or 'keep', not both");
+    act.keep = Keep::named(std::move(names));
+    return act;
+  }
   if (e.contains("keep")) {
     const auto& k = e["keep"];
     if (k.is_string()) {
@@ -150,6 +187,7 @@ Action action_from_json(const nlohmann::json& e, std::size_t i) {
       bad("keep must be a string or a list");
     }
   }
+  if (list) act.keep = Keep::all();  // a keep on these means nothing (version 1 ignored it too)
   return act;
 }
 
@@ -162,6 +200,7 @@ Schedule schedule_from_json(const nlohmann::json& in) {
   if (actions.size() > static_cast<std::size_t>(limits::kScheduleActions)) throw too_many_actions(actions.size());
   s.actions.reserve(actions.size());
   for (std::size_t i = 0; i < actions.size(); ++i) s.actions.push_back(action_from_json(actions[i], i));
+  check_version(s);
   return s;
 }
 
@@ -187,6 +226,7 @@ Schedule load_schedule_file(const std::string& path) {
   Schedule s = schedule_header(j);
   if (error[which]) std::rethrow_exception(error[which]);
   s.actions = std::move(actions[which]);
+  check_version(s);
   return s;
 }
 

@@ -12,6 +12,15 @@
 // keep is one of: all (the whole saved set), input (the block input, as a checkpoint), none,
 // or a list of tensor names from the block table. A block input that is a checkpoint stays
 // until the block's backward (or a drop).
+//
+// Schedule format version 2 adds, with a list of tensor names in `keep`:
+//   backward b [names]  rebuild the named saved tensors inside the backward, each set just before
+//                       the first backward step that reads it (with the other named tensors the
+//                       same steps make), so they live only from there to their last reader;
+//                       the block holds every other saved tensor, and none of the named ones
+//   offload b [names]   move only the named device tensors of block b to host memory
+//   prefetch b [names]  move only the named ones back
+// Version 1 files (and schedules without these) keep reading and writing as version 1.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -50,15 +59,20 @@ struct Schedule {
   std::string params;          // its parameters as given, e.g. "segments=3"
   int blocks = 0;              // L
   int checkpoint_slots = 0;    // most block inputs kept as checkpoints at once; 0 = unlimited
+  int version = 0;             // the format version a file stated (0: none, or not read from a file)
   std::vector<Action> actions;
 
   void forward(int b, Keep k = Keep::all()) { actions.push_back({ActionKind::Forward, b, std::move(k)}); }
   void recompute(int b, Keep k = Keep::all()) { actions.push_back({ActionKind::Recompute, b, std::move(k)}); }
-  void backward(int b) { actions.push_back({ActionKind::Backward, b, Keep::all()}); }
-  void offload(int b) { actions.push_back({ActionKind::Offload, b, Keep::all()}); }
-  void prefetch(int b) { actions.push_back({ActionKind::Prefetch, b, Keep::all()}); }
+  void backward(int b, Keep inside = Keep::all()) { actions.push_back({ActionKind::Backward, b, std::move(inside)}); }
+  void offload(int b, Keep k = Keep::all()) { actions.push_back({ActionKind::Offload, b, std::move(k)}); }
+  void prefetch(int b, Keep k = Keep::all()) { actions.push_back({ActionKind::Prefetch, b, std::move(k)}); }
   void drop(int b) { actions.push_back({ActionKind::Drop, b, Keep::all()}); }
 };
+
+// Whether `a` needs schedule format version 2: a backward that recomputes inside, an offload or
+// prefetch of named tensors.
+bool needs_version2(const Action& a);
 
 // Whether `a` belongs to the backward sweep: a backward, a recompute, a prefetch, or a forward
 // of a block that has run forward before (`forwarded`). The forward sweep is the actions before

@@ -22,7 +22,10 @@ ScheduleStats validate_schedule(const Schedule& s, const BlockGraph& g) {
           ++st.first_forwards;
         }
         break;
-      case ActionKind::Backward: st.flops_backward += e.flops; break;
+      case ActionKind::Backward:
+        st.flops_backward += e.flops;
+        for (const InnerRecompute& r : e.inner) st.flops_recompute += r.flops;
+        break;
       case ActionKind::Offload: ++st.offloads; break;
       case ActionKind::Prefetch: ++st.prefetches; break;
       case ActionKind::Drop: break;

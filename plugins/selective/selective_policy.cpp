@@ -4,6 +4,12 @@
 //   forward b keep=(saved set minus the recompute set)   for b = 0..L-1
 //   recompute b keep=all; backward b                     for b = L-1..0
 //
+// With `modules=` (Megatron-LM's names) the set is rebuilt as Megatron-LM rebuilds it: inside
+// the block's backward, each module's tensors just before that module's own backward needs them
+// (schedule version 2), so they live only while it runs:
+//
+//   backward b [the recompute set]                       for b = L-1..0
+//
 // The set is given by tensor (`recompute=`), by Megatron-LM's module names (`modules=`, as its
 // --recompute-modules: core_attn, mlp, layernorm; BlockGraph::recompute_modules), or both (their
 // union). Defaults (BlockGraph::default_selective()): with naive attention the attention core
@@ -36,7 +42,8 @@ class SelectivePolicy final : public remat::Policy {
     m.name = "modules";
     m.type = remat::ParamType::String;  // module names, not tensors: the plan checks them
     m.help = "Megatron-LM's recompute modules, '+'-separated: core_attn, mlp, layernorm "
-             "(as --recompute-modules; with recompute=, their union)";
+             "(as --recompute-modules; rebuilt inside the backward, each before its own backward; "
+             "with recompute=, their union)";
     return {d, m};
   }
 
@@ -80,7 +87,12 @@ class SelectivePolicy final : public remat::Policy {
     s.params = (mods.empty() ? "" : "modules=" + mods + ",") + "recompute=" + list;
     remat::Keep k = remat::Keep::named(keep);  // one shared list for every block
     for (int b = 0; b < ctx.blocks; ++b) s.forward(b, k);
+    const remat::Keep inside = remat::Keep::named(drop);
     for (int b = ctx.blocks - 1; b >= 0; --b) {
+      if (!modules.empty()) {
+        s.backward(b, inside);
+        continue;
+      }
       s.recompute(b, remat::Keep::all());
       s.backward(b);
     }

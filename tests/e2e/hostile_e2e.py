@@ -171,8 +171,13 @@ def catalogue(w, tiny_run):
     fwd = lambda b: {"action": "forward", "block": b, "keep": "all"}  # noqa: E731
     bwd = lambda b: {"action": "backward", "block": b}  # noqa: E731
     wide_block = j("wide_block.json", {"blocks": 2, "actions": [fwd(0), fwd(4294967297), bwd(1), bwd(0)]})
-    sched_v2 = j("sched_v2.json", {"format": "rematlab-schedule", "version": 2, "blocks": 2,
-                                   "actions": [fwd(0), fwd(1), bwd(1), bwd(0)]})
+    sched_v3 = j("sched_v3.json", {"format": "rematlab-schedule", "version": 3, "blocks": 4,
+                                   "actions": [fwd(0), fwd(1), fwd(2), fwd(3), bwd(3), bwd(2), bwd(1), bwd(0)]})
+    # A version 2 action (a backward that rebuilds a tensor inside itself) in a version 1 file.
+    inner = dict(bwd(3), recompute=["attn.probs"])
+    sched_v1_inner = j("sched_v1_inner.json", {"format": "rematlab-schedule", "version": 1, "blocks": 4,
+                                               "actions": [fwd(0), fwd(1), fwd(2), fwd(3), inner, bwd(2), bwd(1),
+                                                           bwd(0)]})
     # A run directory whose summary.json holds 100,000 nested arrays where the model's name is.
     deep_run = os.path.join(w, "deep_run")
     shutil.copytree(tiny_run, deep_run)
@@ -291,7 +296,10 @@ def catalogue(w, tiny_run):
                                                 "uniform:segments=2,segments=3"], 1, "twice"),
         # Formats and versions.
         Case("trailing bytes after a model", ["plan", "--model", trailing], 1, "not valid JSON"),
-        Case("schedule version 2", ["plan", "--model", "tiny", "--schedule", sched_v2], 1, "version 2"),
+        Case("schedule version 3", ["plan", "--model", "tiny", "--schedule", sched_v3], 1, "version 3",
+             "(1 or 2)"),
+        Case("a version 2 action in a version 1 schedule", ["plan", "--model", "tiny", "--schedule", sched_v1_inner],
+             1, "action 4", "version 2 action", "says version 1"),
         # Training settings that cannot give a meaningful step.
         Case("--lr nan", ["run", "--model", "tiny", "--lr", "nan", "--steps", "1"], 2, "lr", "positive finite"),
         Case("--lr inf", ["run", "--model", "tiny", "--lr", "inf", "--steps", "1"], 2, "lr", "positive finite"),
