@@ -55,6 +55,14 @@ ScheduleState::ScheduleState(const BlockGraph& g, const Schedule& s)
   next_back_ = layers_ - 1;
 }
 
+std::string ScheduleState::module_of(const TensorSet& s) const {
+  const int t = s.first();
+  if (t < 0) return "";
+  const int p = g_.tensors()[static_cast<std::size_t>(t)].producer;
+  const std::string& m = p < 0 ? std::string() : g_.steps()[static_cast<std::size_t>(p)].module;
+  return m.empty() ? "" : " (module " + m + ")";
+}
+
 std::string ScheduleState::first_name(const TensorSet& s) const {
   const int t = s.first();
   return t < 0 ? "?" : g_.tensors()[static_cast<std::size_t>(t)].name;
@@ -193,9 +201,9 @@ ActionEffect ScheduleState::move(std::size_t index, const Action& a) {
     e.targets = keep_set(index, a.keep);
     const TensorSet absent = e.targets - from;
     if (!absent.empty()) {
-      const std::string t = first_name(absent);
-      if (off) fail("'" + t + "' of " + bn + (x.host.has(absent.first()) ? " is already offloaded" : " is not held"));
-      fail("'" + t + "' of " + bn + (x.device.has(absent.first()) ? " is on the device already" : " is not offloaded"));
+      const std::string t = first_name(absent) + "'" + module_of(absent);
+      if (off) fail("'" + t + " of " + bn + (x.host.has(absent.first()) ? " is already offloaded" : " is not held"));
+      fail("'" + t + " of " + bn + (x.device.has(absent.first()) ? " is on the device already" : " is not offloaded"));
     }
   } else {
     if (from.empty()) fail(bn + (off ? " holds nothing on the device to offload" : " has nothing on the host to prefetch"));
@@ -224,7 +232,7 @@ std::vector<InnerRecompute> ScheduleState::plan_inside(std::size_t index, int b,
       r.before_step = s;
       auto f = g_.recompute_flops(live.bits(), want.bits(), &r.steps, b);
       if (!f)
-        throw ScheduleError(index, "cannot rebuild '" + first_name(want) + "' inside block " + std::to_string(b) +
+        throw ScheduleError(index, "cannot rebuild '" + first_name(want) + "'" + module_of(want) + " inside block " + std::to_string(b) +
                                        "'s backward (before step '" + sd.name +
                                        "'): it needs the block input, which the block no longer holds");
       r.flops = *f;
@@ -256,10 +264,11 @@ ActionEffect ScheduleState::backward(std::size_t index, const Action& a) {
     if (!(inside & input_).empty())
       fail("the input of " + bn + " cannot be rebuilt inside its backward: nothing in the block makes it");
     if (!(inside & x.device).empty())
-      fail(bn + " still holds '" + first_name(inside & x.device) +
-           "'; a backward rebuilds only what the block no longer holds");
+      fail(bn + " still holds '" + first_name(inside & x.device) + "'" + module_of(inside & x.device) +
+           "; a backward rebuilds only what the block no longer holds");
     if (!(inside & x.host).empty())
-      fail("'" + first_name(inside & x.host) + "' of " + bn + " is on the host; prefetch it instead of rebuilding it");
+      fail("'" + first_name(inside & x.host) + "'" + module_of(inside & x.host) + " of " + bn +
+           " is on the host; prefetch it instead of rebuilding it");
   }
   const TensorSet missing = saved_ - x.device - inside;
   if (!missing.empty()) {

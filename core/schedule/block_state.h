@@ -107,6 +107,7 @@ class ScheduleState {
  private:
   TensorSet keep_set(std::size_t index, const Keep& k) const;
   std::string first_name(const TensorSet& s) const;
+  std::string module_of(const TensorSet& s) const;  // " (module core_attn)" for its first tensor, or 
   ActionEffect forward(std::size_t index, const Action& a);
   ActionEffect recompute(std::size_t index, const Action& a);
   ActionEffect backward(std::size_t index, const Action& a);
