@@ -23,6 +23,9 @@ its own heads' statistic instead is off by 1e-2 and more.
 
 Memory: each rank's measured peak equals its predicted peak and `plan` with the same layout
 (its stage's peak and static bytes), under `none`, `selective` and `uniform:segments=4` (full per-block recomputation).
+Megatron-LM's options at T = 2 with sp: `selective:modules=core_attn+mlp+layernorm` (every module
+rebuilt inside its block's backward, the linears' gathers and the sequence-parallel norms with
+them) and `uniform:layers=1` give the losses of `none` at the same layout bit for bit.
 
 Distributed checkpoints (--distribute-saved-activations, full per-block recomputation at T = 2,
 alone and x D = 2): the undistributed losses bit for bit and a lower peak on every rank, the predicted and
@@ -186,7 +189,11 @@ def main():
         first, _ = layout_run(b, tmp, "tiny", a.steps, "none", 2, False, 1, ref, rel)
         again, _ = layout_run(b, tmp, "tiny", a.steps, "none", 2, False, 1, ref, rel, "-again")
         check(first is not None and first == again, "two T=2 runs: identical losses %r %r" % (first, again))
-        layout_run(b, tmp, "tiny", a.steps, "none", 2, True, 1, ref, rel)
+        sp_none, _ = layout_run(b, tmp, "tiny", a.steps, "none", 2, True, 1, ref, rel)
+        for policy in ("selective:modules=core_attn+mlp+layernorm", "uniform:layers=1"):
+            got, _ = layout_run(b, tmp, "tiny", a.steps, policy, 2, True, 1, ref, rel)
+            check(got is not None and got == sp_none, "T=2 sp %s: the losses of none bit for bit: %r %r"
+                  % (policy, got, sp_none))
         layout_run(b, tmp, "tiny", a.steps, "none", 2, False, 2, ref, rel)
         for policy in ("selective", "uniform:segments=4"):  # segments = L: full per-block recomputation
             layout_run(b, tmp, "tiny", a.steps, policy, 2, False, 1, single(b, tmp, "tiny", a.steps, policy), rel)
@@ -207,7 +214,8 @@ def main():
             ref_model = single(b, tmp, model, a.steps, "none")
             for sp in sps:
                 layout_run(b, tmp, model, a.steps, "none", 2, sp, 1, ref_model, rel_olmo)
-        print("layouts checked: T=2, T=2 sp, T=2 x D=2, selective, uniform:segments=4, llama-tiny, "
+        print("layouts checked: T=2, T=2 sp (none, selective by modules, uniform:layers=1), T=2 x D=2, selective, "
+              "uniform:segments=4, llama-tiny, "
               "olmo2-small (QK-norm) T=2, T=2 sp, T=2 x D=2 selective, qwen3-small (per-head QK-norm) "
               "T=2, T=2 sp, neox-small (parallel block) T=2, T=2 sp, falcon-small (kv groups) T=2 sp")
     return e2e_common.exit_code("tensor-parallel runs ok")

@@ -2,7 +2,8 @@
 // and gradients as `none` to the bit, for both architectures and both attention
 // implementations, for a Llama whose MLP is GeGLU, a GPT-2 with the exact GELU and OLMo 2
 // (QK-norm, norms after the sublayers); what the run itself recorded (block forwards, recompute FLOPs, the peak) equals the plan and the
-// simulator; recomputation reruns exactly the first forward's ops.
+// simulator; recomputation reruns exactly the first forward's ops, also when it runs inside a
+// block's backward (selective by Megatron-LM's modules).
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -65,10 +66,14 @@ TEST_P(PolicyEquivalence, BitwiseEqualToNoneAndCountedFromTheRun) {
     EXPECT_TRUE(phases.count(Phase::Forward) && phases.count(Phase::Backward)) << step;
   }
   const std::uint64_t budget = middle_budget(m);
+  // Megatron-LM's options too: every recompute module the block has, rebuilt inside the
+  // backward (schedule version 2), and full recomputation by chunks and by the block method.
+  std::string modules;
+  for (const RecomputeModule& r : BlockGraph(m).recompute_modules()) modules += (modules.empty() ? "" : "+") + r.name;
   const std::vector<std::string> policies = {
-      "selective", "uniform", "uniform:segments=4", "uniform:segments=1", "revolve:snapshots=1",
-      "revolve:snapshots=2", "offload", "offload:what=checkpoints", "offload:prefetch=0",
-      "offload:what=checkpoints,prefetch=2", "budget"};
+      "selective", "selective:modules=" + modules, "uniform", "uniform:segments=4", "uniform:segments=1",
+      "uniform:layers=3", "block:layers=2", "revolve:snapshots=1", "revolve:snapshots=2", "offload",
+      "offload:what=checkpoints", "offload:prefetch=0", "offload:what=checkpoints,prefetch=2", "budget"};
   for (const auto& p : policies) {
     SCOPED_TRACE(p);
     Schedule s = plan(p, m, p == "budget" ? std::optional<std::uint64_t>(budget) : std::nullopt);
