@@ -155,12 +155,47 @@ class _Applied:
             del self.model._rematlab_plan
 
 
-def _region_forward(applied, path, mods, first, context_fn=None):
-    """The forward of `first` (the first module of a region) run under a checkpoint: the region's
-    modules in order, each through its own call (its hooks run, within the checkpoint)."""
+def _hidden(out):
+    """What a model hands the next block of a stack: the block's output, or the first element
+    of the tuple it returns (Hugging Face's blocks return (hidden_states, ...))."""
+    return out[0] if isinstance(out, tuple) and out else out
+
+
+def _same_args(a, b):
+    """The same arguments: the same tensors (the very objects), equal other values."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_args(a[k], b[k]) for k in a)
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same_args(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return a is b
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 (a value whose == is not a truth value: compare objects)
+        return a is b
+
+
+def _region_forward(applied, plan, paths, mods, context_fn=None):
+    """Runs the region `mods` (consecutive blocks, or one module) under one checkpoint from the
+    call of its first module, each module through its own call (its hooks run, within the
+    checkpoint). The checkpoint returns every module's output: a later module of the region,
+    called by the model next, returns its own output without running again, so whatever the
+    model reads (every block's output, a tuple's other elements) is what it computes unplanned.
+    The model must call them in order, each on the hidden state of the one before and with the
+    first one's other arguments (as the region ran them); anything else is refused with the
+    reason before it can compute something else. Without gradients nothing is checkpointed."""
     from . import recorder
+    first, path = mods[0], paths[0]
     orig = first.forward
+    inner = [m.forward for m in mods]
     inside = threading.local()
+    seg = threading.local()  # outs: the outputs of the region's last run; at: the next module
+
+    def refuse(i, why):
+        raise RuntimeError("checkpoint plan %r: %s runs as part of the checkpointed segment %s..%s, but %s; "
+                           "a segment runs its blocks from its first one, each on the hidden state of the one "
+                           "before: checkpoint them one by one (per-block) or name the modules (modules:GLOB)"
+                           % (plan.spec, paths[i], paths[0], paths[-1], why))
 
     def run(*args, **kwargs):
         rec = recorder.current()
@@ -169,10 +204,10 @@ def _region_forward(applied, path, mods, first, context_fn=None):
             rng.__enter__()
         try:
             inside.on = True
-            x = orig(*args, **kwargs)
+            outs = [orig(*args, **kwargs)]
             for m in mods[1:]:
-                x = m(x, *args[1:], **kwargs)
-            return x
+                outs.append(m(_hidden(outs[-1]), *args[1:], **kwargs))
+            return outs
         finally:
             inside.on = False
             if rng is not None:
@@ -184,21 +219,45 @@ def _region_forward(applied, path, mods, first, context_fn=None):
         rec = recorder.current()
         if rec is not None:
             rec.note_checkpoint(path, list(args) + list(kwargs.values()))
-        return _checkpoint(run, *args, _context_fn=context_fn, **kwargs)
+        outs = _checkpoint(run, *args, _context_fn=context_fn, **kwargs)
+        if len(mods) > 1:
+            seg.outs, seg.at, seg.args, seg.kwargs = outs, 1, args, kwargs
+        return outs[0]
     applied.patch(first, forward)
-    for m in mods[1:]:
-        inner = m.forward
 
-        def passthrough(x, *a, _inner=inner, **k):
-            return _inner(x, *a, **k) if getattr(inside, "on", False) else x
-        applied.patch(m, passthrough)
+    def later(i):
+        def call(x, *a, **k):
+            if getattr(inside, "on", False):
+                return inner[i](x, *a, **k)
+            outs = getattr(seg, "outs", None)
+            if outs is None:
+                if not torch.is_grad_enabled():
+                    return inner[i](x, *a, **k)
+                refuse(i, "it was called without %s before it" % paths[0])
+            if seg.at != i:
+                refuse(i, "it was called out of order (after %s)" % paths[seg.at - 1])
+            if x is not _hidden(outs[i - 1]):
+                refuse(i, "it was called on something other than the hidden state %s returned" % paths[i - 1])
+            if not (_same_args(a, seg.args[1:]) and _same_args(k, seg.kwargs)):
+                refuse(i, "it was called with other arguments than %s" % paths[0])
+            seg.at += 1
+            out = outs[i]
+            outs[i - 1] = None  # checked: the model holds it if it reads it
+            if seg.at == len(mods):  # the region's outputs and arguments are the model's alone now
+                seg.outs = seg.args = seg.kwargs = None
+            return out
+        return call
+    for i in range(1, len(mods)):
+        applied.patch(mods[i], later(i))
 
 
 def checkpoint_plan(model, plan):
     """Applies `plan` (text or CheckpointPlan) to `model` with torch.utils.checkpoint
     (use_reentrant=False where torch has it): the chosen modules' forward is wrapped. A segment
-    of several blocks runs as one checkpoint from its first block; the other blocks of it pass
-    their first argument through, so blocks must take the hidden state first and return it alone.
+    of several blocks runs as one checkpoint from its first block's call, which returns every
+    block's output; the later blocks return theirs when the model calls them (in order, each on
+    the hidden state of the one before, a tuple's first element, with the first block's other
+    arguments), or refuse with the reason: a plan never changes what the model computes.
     Returns a handle whose remove() undoes it; `record` writes the plan into the run."""
     plan = parse_plan(plan)
     if getattr(model, "_rematlab_plan", None) is not None:
@@ -214,13 +273,13 @@ def checkpoint_plan(model, plan):
         if not chosen:
             raise ValueError("checkpoint_plan %r: no module path matches" % plan.spec)
         for name, mod in chosen:
-            _region_forward(applied, name, [mod], mod, context_fn)
+            _region_forward(applied, plan, [name], [mod], context_fn)
     else:
         prefix, blocks = _blocks(model)
         if blocks is None:
             raise ValueError("checkpoint_plan %r: the model has no ModuleList of blocks" % plan.spec)
         for s, e in plan.regions(len(blocks)):
-            mods = [blocks[b] for b in range(s, e + 1)]
-            _region_forward(applied, (prefix + "." if prefix else "") + str(s), mods, mods[0], context_fn)
+            _region_forward(applied, plan, [(prefix + "." if prefix else "") + str(b) for b in range(s, e + 1)],
+                            [blocks[b] for b in range(s, e + 1)], context_fn)
     model._rematlab_plan = plan
     return applied

@@ -1,0 +1,167 @@
+"""rematlab.checkpoint_plan never changes what a model computes. Models written the ways ML
+engineers write them: blocks chained one into the next; a head that reads every block's output
+(dense-prediction heads, Hugging Face's output_hidden_states); Hugging Face-style blocks that take
+the mask as a keyword and return a tuple whose other elements the model reads. Under every plan
+kind (per-block, every:K, segments:K, sqrt, modules:GLOB) one training step gives the unplanned
+model's loss and gradients bit for bit, and so does a forward without gradients. A model that
+calls a segment's blocks out of order, on something other than the previous block's hidden state,
+or with other arguments is refused with that reason before it computes anything else. Exits 77
+(skipped) without torch."""
+import argparse
+import copy
+import os
+import sys
+
+from e2e_common import check, exit_code
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--source-dir", required=True)
+args = ap.parse_args()
+try:
+    import torch
+except ImportError:
+    print("skipped: no torch for %s" % sys.executable)
+    sys.exit(77)
+sys.path.insert(0, os.path.join(args.source_dir, "python"))
+import rematlab  # noqa: E402
+
+torch.set_num_threads(1)
+D = 16
+PLANS = ["per-block", "every:2", "segments:2", "segments:3", "sqrt", "modules:blocks.1"]
+
+
+class Block(torch.nn.Module):
+    """A pre-norm residual MLP block; `scale` as a keyword; returns (hidden, aux) with tuple=True."""
+
+    def __init__(self, tuple_out=False):
+        super().__init__()
+        self.norm, self.up, self.down = torch.nn.LayerNorm(D), torch.nn.Linear(D, 2 * D), torch.nn.Linear(2 * D, D)
+        self.tuple_out = tuple_out
+
+    def forward(self, x, attention_mask=None, scale=1.0):
+        h = self.up(self.norm(x))
+        if attention_mask is not None:
+            h = h * attention_mask
+        y = x + scale * self.down(torch.nn.functional.gelu(h))
+        return (y, h.sum(-1)) if self.tuple_out else y
+
+
+class Chained(torch.nn.Module):
+    def __init__(self, n=5, tuple_out=False):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block(tuple_out) for _ in range(n))
+        self.head = torch.nn.Linear(D, 1)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x).pow(2).mean()
+
+
+class EveryOutput(Chained):
+    """The head reads every block's output (a dense-prediction head, output_hidden_states)."""
+
+    def forward(self, x):
+        hidden = []
+        for b in self.blocks:
+            x = b(x)
+            hidden.append(x)
+        return sum(self.head(h).pow(2).mean() * (i + 1) for i, h in enumerate(hidden))
+
+
+class HfStyle(Chained):
+    """Blocks take the mask as a keyword and return (hidden_states, aux); the model reads aux."""
+
+    def __init__(self):
+        super().__init__(tuple_out=True)
+
+    def forward(self, x):
+        mask = (torch.arange(2 * D) % 3 != 0).float()
+        aux = []
+        for b in self.blocks:
+            out = b(x, attention_mask=mask)
+            x = out[0]
+            aux.append(out[1])
+        return self.head(x).pow(2).mean() + sum(a.pow(2).mean() for a in aux) * 1e-3
+
+
+class OutOfOrder(Chained):
+    def forward(self, x):
+        order = [1, 0, 2, 3, 4]
+        for i in order:
+            x = self.blocks[i](x)
+        return self.head(x).pow(2).mean()
+
+
+class NotChained(Chained):
+    """Each block reads the input, not the block before (a sum of branches)."""
+
+    def forward(self, x):
+        return sum(self.head(b(x)).pow(2).mean() for b in self.blocks)
+
+
+class OtherArguments(Chained):
+    def forward(self, x):
+        for i, b in enumerate(self.blocks):
+            x = b(x, scale=1.0 / (i + 1))
+        return self.head(x).pow(2).mean()
+
+
+def step(model, plan, x):
+    model = copy.deepcopy(model)
+    if plan is not None:
+        rematlab.checkpoint_plan(model, plan)
+    loss = model(x)
+    loss.backward()
+    with torch.no_grad():
+        again = model(x)
+    return loss.detach(), again, [p.grad for p in model.parameters()]
+
+
+def same(name, plan, a, b):
+    (la, ea, ga), (lb, eb, gb) = a, b
+    check(torch.equal(la, lb), "%s %s: the unplanned loss bit for bit (%r, %r)" % (name, plan, la.item(), lb.item()))
+    check(torch.equal(ea, eb), "%s %s: a forward without gradients as unplanned" % (name, plan))
+    differ = [i for i, (p, q) in enumerate(zip(ga, gb)) if p is None or q is None or not torch.equal(p, q)]
+    check(not differ, "%s %s: every gradient bit for bit (%d of %d differ)" % (name, plan, len(differ), len(ga)))
+
+
+def refused(name, model, plan, x, words):
+    model = copy.deepcopy(model)
+    rematlab.checkpoint_plan(model, plan)
+    try:
+        model(x).backward()
+    except RuntimeError as e:
+        msg = str(e)
+        check(all(w in msg for w in words), "%s %s: refused naming %r: %s" % (name, plan, words, msg))
+        return
+    check(False, "%s %s: refused" % (name, plan))
+
+
+def main():
+    torch.manual_seed(3)
+    x = torch.randn(2, 7, D)
+    for name, cls in (("chained", Chained), ("every-output", EveryOutput), ("hf-style", HfStyle),
+                      ("other-arguments", OtherArguments)):
+        model = cls()
+        base = step(model, None, x)
+        for plan in PLANS:
+            if name == "other-arguments" and plan.startswith(("segments", "sqrt")):
+                continue  # refused below
+            same(name, plan, step(model, plan, x), base)
+    # Segments the model does not run as a chain: refused, whatever the plan would have computed.
+    refused("out-of-order", OutOfOrder(), "segments:2", x, ["'segments:2'", "blocks.1", "without blocks.0"])
+    refused("not-chained", NotChained(), "segments:2", x,
+            ["blocks.1", "something other than the hidden state blocks.0 returned"])
+    refused("other-arguments", OtherArguments(), "segments:2", x, ["blocks.1", "other arguments than blocks.0"])
+    refused("other-arguments", OtherArguments(), "sqrt", x, ["'sqrt'", "other arguments"])
+    # One block at a time runs them as the model calls them.
+    for name, cls in (("out-of-order", OutOfOrder), ("not-chained", NotChained)):
+        model = cls()
+        same(name, "per-block", step(model, "per-block", x), step(model, None, x))
+    print("models checked: chained, every-output, hf-style, other-arguments under %s; refusals" % ", ".join(PLANS))
+    return exit_code("checkpoint plans compute what the model computes")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
