@@ -345,12 +345,15 @@ def move_into_place(tmp, out_dir, overwrite):
 
 def check_target(out_dir, overwrite):
     """Refuses, before the step runs, a target that exists (without overwrite) or is not ours,
-    and a parent directory that does not exist."""
+    and a parent path that is not a directory and cannot become one (a missing parent is made
+    when the run is written, as rematlab-batch makes it)."""
     out_dir = os.fspath(out_dir)
     if not os.path.lexists(out_dir):
         parent = os.path.dirname(os.path.abspath(out_dir))
+        while not os.path.lexists(parent):
+            parent = os.path.dirname(parent)
         if not os.path.isdir(parent):
-            raise FileNotFoundError("rematlab.record: the directory %r does not exist" % parent)
+            raise NotADirectoryError("rematlab.record: cannot write %r: %r is not a directory" % (out_dir, parent))
         return
     if not overwrite:
         raise FileExistsError("rematlab.record: %r exists (pass overwrite=True to replace a recorded run)" % out_dir)
@@ -363,6 +366,7 @@ def check_target(out_dir, overwrite):
 def make_temp_dir(out_dir):
     """The temporary directory `.NAME.tmp-PID-N` next to `out_dir`, with the writing marker."""
     parent, name = os.path.split(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)
     for _ in range(16):
         tmp = os.path.join(parent, ".%s.tmp-%d-%d" % (name, os.getpid(), random.randrange(1 << 30)))
         try:

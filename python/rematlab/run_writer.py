@@ -201,6 +201,7 @@ def write_run(rec, profile, snapshot):
                        "command": " ".join(sys.argv), "os": platform.platform(), "cpu": platform.processor(),
                        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "format_version": "2"},
     }
+    rec.summary = summary  # what summary.json holds (its "files" added as it is written)
     if diverged:
         summary["error"] = "training diverged: the loss of the recorded step is %s" % (
             "NaN" if loss != loss else "infinite")

@@ -68,6 +68,8 @@ def check_model(name, model, config):
     check(s["source"] == "pytorch" and s["torch_version"] == torch.__version__,
           "%s: summary.json names the source and the torch version" % name)
     check(s["recorded"]["saved_bytes_at_backward"] > 0 and rec.saved, "%s: saved tensors recorded" % name)
+    check(rec.summary is not None and json.loads(json.dumps(rec.summary, sort_keys=True)) == s,
+          "%s: Recorder.summary is what summary.json holds" % name)
     check(any(r["alias"].startswith("parameter:") for r in rec.saved),
           "%s: a saved weight is recorded as aliasing its parameter" % name)
     check(all(r["node"] for r in rec.saved if r["held_at_backward"]),
@@ -352,6 +354,17 @@ except RuntimeError as e:
 check(not os.path.exists(failed) and not glob.glob(os.path.join(work, ".failed.*")),
       "a failed step leaves no run directory and no temporary one")
 check(rematlab.recorder.current() is None, "the recorder is detached after an error")
+
+# A target whose parents do not exist yet: made as the run is written (as rematlab-batch makes
+# them); one under a file is refused before the step runs.
+deep = os.path.join(work, "new", "parents", "run")
+step(models.Gpt2(vocab=128, hidden=48, heads=4, layers=2), deep, profile=False)
+check(summary(deep)["complete"] is True, "record makes the missing parents of its directory")
+try:
+    with rematlab.record(os.path.join(work, "gpt2-none", "summary.json", "run"), model=m):
+        check(False, "record under a file runs the step")
+except NotADirectoryError as e:
+    check("is not a directory" in str(e), "a target under a file is refused: %s" % e)
 
 # A target that exists is refused before the step runs.
 try:
