@@ -193,8 +193,8 @@ CheckpointPlanSpec parse_regions(const std::string& text, const std::string& who
   const std::string kind = text.substr(0, colon);
   const std::string_view arg = colon == std::string::npos ? std::string_view() : std::string_view(text).substr(colon + 1);
   using K = CheckpointPlanSpec::Kind;
-  if ((kind == "per-block" || kind == "sqrt") && colon == std::string::npos) {
-    p.kind = kind == "sqrt" ? K::Sqrt : K::PerBlock;
+  if ((kind == "per-block" || kind == "sqrt" || kind == "none") && colon == std::string::npos) {
+    p.kind = kind == "sqrt" ? K::Sqrt : kind == "none" ? K::None : K::PerBlock;
   } else if (kind == "every" || kind == "segments") {
     p.kind = kind == "every" ? K::Every : K::Segments;
     p.k = positive(arg, kind, whole);
@@ -209,7 +209,7 @@ CheckpointPlanSpec parse_regions(const std::string& text, const std::string& who
     if (p.globs.empty()) throw Error("checkpoint plan '" + whole + "': modules needs a module path glob, e.g. modules:h.*.mlp");
   } else {
     throw Error("checkpoint plan '" + whole +
-                "': not one of per-block, every:K, segments:K, sqrt, modules:GLOB[,GLOB], selective:keep=CLASS[@PLAN]");
+                "': not one of none, per-block, every:K, segments:K, sqrt, modules:GLOB[,GLOB], selective:keep=CLASS[@PLAN]");
   }
   return p;
 }
@@ -240,6 +240,8 @@ CheckpointPlanSpec parse_checkpoint_plan(const std::string& text) {
     if (base.rfind("selective", 0) == 0)
       throw Error("checkpoint plan '" + text + "': the regions after '@' cannot be selective themselves");
     p = parse_regions(base, text);
+    if (p.kind == CheckpointPlanSpec::Kind::None)
+      throw Error("checkpoint plan '" + text + "': selective needs regions to checkpoint after '@', not none");
   }
   std::string_view rest = classes;
   while (true) {
@@ -264,11 +266,24 @@ std::vector<std::pair<int, int>> plan_regions(const CheckpointPlanSpec& p, int b
     while (k * k < blocks) ++k;  // ceil(sqrt(blocks))
   }
   switch (p.kind) {
+    case K::None: break;
     case K::PerBlock: k = 1; [[fallthrough]];
-    case K::Segments:
     case K::Sqrt:
       for (int s = 0; s < blocks; s += k) v.emplace_back(s, std::min(s + k, blocks) - 1);
       break;
+    case K::Segments: {
+      // K segments whose lengths differ by at most one, the longer first (uniform:segments=K).
+      if (k > blocks)
+        throw Error("checkpoint plan '" + p.text + "': " + std::to_string(blocks) +
+                    " blocks make at most " + std::to_string(blocks) + " segments");
+      const int q = blocks / k, r = blocks % k;
+      for (int i = 0, b = 0; i < k; ++i) {
+        const int len = q + (i < r ? 1 : 0);
+        v.emplace_back(b, b + len - 1);
+        b += len;
+      }
+      break;
+    }
     case K::Every:
       for (int b = 0; b < blocks; b += k) v.emplace_back(b, b);
       break;
@@ -325,7 +340,7 @@ RecordedPrediction predict_recorded_plan(const RecordedRun& run, const Checkpoin
       recomputed.push_back(&c);
     }
     if (prefixes.empty()) throw Error("checkpoint plan '" + plan.text + "': no module path of the recorded run matches");
-  } else {
+  } else if (plan.kind != CheckpointPlanSpec::Kind::None) {
     if (run.blocks == 0) throw Error("checkpoint plan '" + plan.text + "': the recorded model has no ModuleList of blocks");
     for (auto [s, e] : plan_regions(plan, run.blocks)) {
       for (int b = s; b <= e; ++b) {

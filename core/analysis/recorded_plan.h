@@ -63,17 +63,19 @@ struct RecordedRun {
 RecordedRun read_recorded_run(const std::string& dir);
 
 struct CheckpointPlanSpec {
-  enum class Kind { PerBlock, Every, Segments, Sqrt, Modules } kind = Kind::PerBlock;  // the regions
+  // the regions (None: nothing checkpointed, the step as recorded)
+  enum class Kind { None, PerBlock, Every, Segments, Sqrt, Modules } kind = Kind::PerBlock;
   int k = 0;
   std::vector<std::string> globs;
   std::vector<std::string> keep;  // selective: the op classes whose outputs are saved; empty: plain
   std::string text;
 };
-// per-block | every:K | segments:K | sqrt | modules:GLOB[,GLOB] | selective:keep=CLASS[,CLASS][@PLAN]
+// none | per-block | every:K | segments:K | sqrt | modules:GLOB[,GLOB] | selective:keep=CLASS[,CLASS][@PLAN]
 // (PLAN one of the others, per-block when left out); Error saying the syntax. The class names
 // are checked against the recording's op classes by predict_recorded_plan.
 CheckpointPlanSpec parse_checkpoint_plan(const std::string& text);
-// The checkpointed segments (first, last) of a block plan over `blocks` blocks.
+// The checkpointed segments (first, last) of a block plan over `blocks` blocks (segments:K: K
+// segments whose lengths differ by at most one, the longer first; Error past `blocks`).
 std::vector<std::pair<int, int>> plan_regions(const CheckpointPlanSpec& p, int blocks);
 
 struct RecordedPrediction {

@@ -1,9 +1,11 @@
 """Checkpoint plans (the syntax of `rematlab-batch plan --from-run ... --policy P`, docs/batch.md)
 and applying one to a model with torch.utils.checkpoint.
 
+  none             nothing checkpointed: the step as recorded
   per-block        checkpoint every block (each child of the first ModuleList) on its own
   every:K          checkpoint blocks 0, K, 2K, ...
-  segments:K       cut the blocks into segments of K consecutive blocks, one checkpoint each
+  segments:K       cut the blocks into K segments of consecutive blocks (lengths within one of each
+                   other, the longer first, as uniform:segments=K), one checkpoint each
   sqrt             segments of ceil(sqrt(N)) blocks
   modules:G[,G]    checkpoint each module whose path matches a glob (fnmatch), outermost wins
   selective:keep=C[,C][@PLAN]
@@ -41,8 +43,14 @@ class CheckpointPlan:
             return [(b, b) for b in range(blocks)]
         if self.kind == "every":
             return [(b, b) for b in range(0, blocks, self.k)]
-        if self.kind in ("segments", "sqrt"):
-            k = self.k if self.kind == "segments" else math.isqrt(blocks) + (math.isqrt(blocks) ** 2 < blocks)
+        if self.kind == "segments":  # K segments, as uniform:segments=K: the longer first
+            if self.k > blocks:
+                raise ValueError("checkpoint plan %r: %d blocks make at most %d segments" % (self.spec, blocks, blocks))
+            q, r = divmod(blocks, self.k)
+            starts = [i * q + min(i, r) for i in range(self.k + 1)]
+            return [(starts[i], starts[i + 1] - 1) for i in range(self.k)]
+        if self.kind == "sqrt":
+            k = math.isqrt(blocks) + (math.isqrt(blocks) ** 2 < blocks)
             return [(s, min(s + k, blocks) - 1) for s in range(0, blocks, max(k, 1))]
         return []
 
@@ -66,6 +74,8 @@ def _parse_selective(s, arg):
     if base.startswith("selective"):
         raise ValueError("checkpoint plan %r: the regions after '@' cannot be selective themselves" % s)
     regions = _parse_regions(base, s) if at else CheckpointPlan(s, "per-block")
+    if regions.kind == "none":
+        raise ValueError("checkpoint plan %r: selective needs regions to checkpoint after '@', not none" % s)
     return CheckpointPlan(s, regions.kind, regions.k, regions.globs, keep)
 
 
@@ -83,7 +93,7 @@ def parse_plan(spec):
 def _parse_regions(s, whole):
     """The plan `s` of regions (not selective), `whole` the text it is part of, for messages."""
     kind, _, arg = s.partition(":")
-    if kind in ("per-block", "sqrt") and not arg:
+    if kind in ("per-block", "sqrt", "none") and not arg:
         return CheckpointPlan(s, kind)
     if kind in ("every", "segments"):
         if not arg.isdigit() or int(arg) < 1:
@@ -95,7 +105,7 @@ def _parse_regions(s, whole):
         if not globs:
             raise ValueError("checkpoint plan %r: modules needs a module path glob, e.g. modules:h.*.mlp" % whole)
         return CheckpointPlan(s, kind, globs=globs)
-    raise ValueError("checkpoint plan %r: not one of per-block, every:K, segments:K, sqrt, modules:GLOB, "
+    raise ValueError("checkpoint plan %r: not one of none, per-block, every:K, segments:K, sqrt, modules:GLOB, "
                      "selective:keep=CLASS[@PLAN]" % whole)
 
 
@@ -274,7 +284,7 @@ def checkpoint_plan(model, plan):
             raise ValueError("checkpoint_plan %r: no module path matches" % plan.spec)
         for name, mod in chosen:
             _region_forward(applied, plan, [name], [mod], context_fn)
-    else:
+    elif plan.kind != "none":
         prefix, blocks = _blocks(model)
         if blocks is None:
             raise ValueError("checkpoint_plan %r: the model has no ModuleList of blocks" % plan.spec)

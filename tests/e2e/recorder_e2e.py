@@ -215,7 +215,7 @@ check(summary(os.path.join(work, "gpt2-none"))["recorded"]["op_classes"]
 
 # The plan syntax: Python's parse_plan and the CLI accept and refuse the same plans.
 gpt2_none = os.path.join(work, "gpt2-none")
-for text in ("per-block", "every:2", "segments:3", "sqrt", "modules:*.mlp", "selective:keep=matmul",
+for text in ("none", "per-block", "every:2", "segments:3", "sqrt", "modules:*.mlp", "selective:keep=matmul",
              "selective:keep=matmul,sdpa@segments:2", "selective:keep=conv@modules:h.*.attn",
              "every:0", "sqrt:2", "modules:", "selective", "selective:matmul", "selective:keep=",
              "selective:keep=matmul,", "selective:keep=foo", "selective:keep=matmul@", "selective:keep=matmul@every:x",
@@ -231,13 +231,19 @@ for text in ("per-block", "every:2", "segments:3", "sqrt", "modules:*.mlp", "sel
         check(("'%s'" % text) in py_msg and ("'%s'" % text) in p.stderr,
               "plan %r: both messages name the plan: %r / %r" % (text, py_msg, p.stderr.strip()))
 for text, words in (("selective:keep=foo", ["unknown op class 'foo'", "matmul"]),
-                    ("selective:matmul", ["keep=CLASS"]), ("selective:keep=matmul@every:0", ["every"])):
+                    ("selective:matmul", ["keep=CLASS"]), ("selective:keep=matmul@every:0", ["every"]),
+                    ("selective:keep=matmul@none", ["not none"])):
     batch.refuses(["plan", "--from-run", gpt2_none, "--policy", text], *words)
     try:
         rematlab.parse_plan(text)
         check(False, "parse_plan refuses %r" % text)
     except ValueError as e:
         check(all(w.lower() in str(e).lower() for w in words), "parse_plan %r names %s: %s" % (text, words, e))
+
+# Without --policy, plan --from-run predicts the step as recorded (the plan none).
+p = batch.json("plan", "--from-run", gpt2_none, "--json") or {}
+check(p.get("policy") == "none" and p.get("saved_bytes") == p.get("recorded_saved_bytes") and p.get("recompute_flops") == 0,
+      "plan --from-run without --policy: the step as recorded: %r" % {k: p.get(k) for k in ("policy", "saved_bytes")})
 
 # checkpoint_plan refuses a selective plan where torch has no selective checkpointing.
 sel_model = models.Gpt2(vocab=128, hidden=32, heads=2, layers=2, positions=16)

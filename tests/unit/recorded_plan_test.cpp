@@ -22,7 +22,8 @@ TEST(RecordedPlan, ParsesEachPlanAndRefusesTheRest) {
   EXPECT_EQ(parse_checkpoint_plan("segments:2").kind, CheckpointPlanSpec::Kind::Segments);
   auto m = parse_checkpoint_plan("modules:h.*.mlp,,h.0.attn");
   EXPECT_EQ(m.globs, (std::vector<std::string>{"h.*.mlp", "h.0.attn"}));
-  for (const char* bad : {"every:0", "every:", "every:x", "segments:-1", "sqrt:2", "modules:", "none", ""})
+  EXPECT_EQ(parse_checkpoint_plan("none").kind, CheckpointPlanSpec::Kind::None);
+  for (const char* bad : {"every:0", "every:", "every:x", "segments:-1", "sqrt:2", "modules:", "none:2", ""})
     EXPECT_THROW(parse_checkpoint_plan(bad), Error) << bad;
 }
 
@@ -43,7 +44,7 @@ TEST(RecordedPlan, ParsesSelectivePlans) {
   for (const char* bad : {"selective", "selective:", "selective:matmul", "selective:keep=", "selective:keep=matmul,",
                           "selective:keep=,matmul", "selective:keep=Mat-Mul", "selective:keep=matmul@",
                           "selective:keep=matmul@every:0", "selective:keep=matmul@selective:keep=sdpa",
-                          "selective:keep=matmul@bogus", "selectivekeep=matmul"})
+                          "selective:keep=matmul@bogus", "selectivekeep=matmul", "selective:keep=matmul@none"})
     EXPECT_THROW(parse_checkpoint_plan(bad), Error) << bad;
   try {
     parse_checkpoint_plan("selective:keep=matmul@every:0");
@@ -56,7 +57,11 @@ TEST(RecordedPlan, ParsesSelectivePlans) {
 TEST(RecordedPlan, RegionsOfEachBlockPlan) {
   EXPECT_EQ(plan_regions(parse_checkpoint_plan("per-block"), 3), (Regions{{0, 0}, {1, 1}, {2, 2}}));
   EXPECT_EQ(plan_regions(parse_checkpoint_plan("every:2"), 5), (Regions{{0, 0}, {2, 2}, {4, 4}}));
-  EXPECT_EQ(plan_regions(parse_checkpoint_plan("segments:2"), 5), (Regions{{0, 1}, {2, 3}, {4, 4}}));
+  // K segments, as uniform:segments=K: lengths within one of each other, the longer first.
+  EXPECT_EQ(plan_regions(parse_checkpoint_plan("segments:2"), 5), (Regions{{0, 2}, {3, 4}}));
+  EXPECT_EQ(plan_regions(parse_checkpoint_plan("segments:3"), 5), (Regions{{0, 1}, {2, 3}, {4, 4}}));
+  EXPECT_EQ(plan_regions(parse_checkpoint_plan("segments:5"), 5), (Regions{{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}}));
+  EXPECT_THROW(plan_regions(parse_checkpoint_plan("segments:6"), 5), Error);
   // ceil(sqrt(N)) blocks a segment
   EXPECT_EQ(plan_regions(parse_checkpoint_plan("sqrt"), 4), (Regions{{0, 1}, {2, 3}}));
   EXPECT_EQ(plan_regions(parse_checkpoint_plan("sqrt"), 5), (Regions{{0, 2}, {3, 4}}));
@@ -109,6 +114,18 @@ RecordedRun two_blocks() {
   }
   c("h.1", 1, 300, {{99, 1234}}, false);  // a recompute call: not a forward
   return r;
+}
+
+TEST(RecordedPlan, NoneIsTheStepAsRecorded) {
+  const RecordedRun r = two_blocks();
+  EXPECT_TRUE(plan_regions(parse_checkpoint_plan("none"), 2).empty());
+  const auto p = predict_recorded_plan(r, parse_checkpoint_plan("none"));
+  EXPECT_EQ(p.saved_bytes, p.recorded_saved_bytes);
+  EXPECT_EQ(p.saved_bytes_per_block, (std::vector<std::uint64_t>{110, 110}));
+  EXPECT_TRUE(p.checkpointed.empty());
+  ASSERT_TRUE(p.recompute_flops.has_value());
+  EXPECT_EQ(*p.recompute_flops, 0u);
+  EXPECT_EQ(p.recomputed_blocks, 0u);
 }
 
 TEST(RecordedPlan, PerBlockKeepsInputsAndWhatOthersHold) {
