@@ -162,7 +162,8 @@ RecordedRun read_recorded_run(const std::string& dir) {
       if (t.block < -1 || t.block >= std::max(run.blocks, 1)) r.fail(cb, "not a block of the run");
       t.storage = r.u64(cs);
       t.storage_bytes = r.u64(csb);
-      t.parameter = r.str(ca).rfind("parameter:", 0) == 0;
+      // Parameters and buffers (BatchNorm's running statistics) are the model's, not activations.
+      t.parameter = r.str(ca).rfind("parameter:", 0) == 0 || r.str(ca).rfind("buffer:", 0) == 0;
       t.held_at_backward = r.u64(ch) != 0;
       run.tensors.push_back(std::move(t));
     }

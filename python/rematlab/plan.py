@@ -18,6 +18,7 @@ import functools
 import inspect
 import math
 import threading
+import warnings
 
 import torch
 import torch.utils.checkpoint as tuc
@@ -200,6 +201,10 @@ def _region_forward(applied, plan, paths, mods, context_fn=None):
     inner = [m.forward for m in mods]
     inside = threading.local()
     seg = threading.local()  # outs: the outputs of the region's last run; at: the next module
+    # Buffers the region's forward may update (BatchNorm's running statistics): a recompute puts
+    # them back as the first run left them, so they change once a step, as unplanned.
+    buffers = [b for m in mods for b in m.buffers()]
+    first_run = threading.local()
 
     def refuse(i, why):
         raise RuntimeError("checkpoint plan %r: %s runs as part of the checkpointed segment %s..%s, but %s; "
@@ -212,6 +217,9 @@ def _region_forward(applied, plan, paths, mods, context_fn=None):
         rng = torch.autograd.profiler.record_function("rematlab::ckpt::" + path) if rec and rec.profile else None
         if rng is not None:
             rng.__enter__()
+        recompute = not getattr(first_run, "on", False)
+        first_run.on = False
+        kept = [b.detach().clone() for b in buffers] if recompute else None
         try:
             inside.on = True
             outs = [orig(*args, **kwargs)]
@@ -220,6 +228,10 @@ def _region_forward(applied, plan, paths, mods, context_fn=None):
             return outs
         finally:
             inside.on = False
+            if kept is not None:
+                with torch.no_grad():
+                    for b, k in zip(buffers, kept):
+                        b.copy_(k)
             if rng is not None:
                 rng.__exit__(None, None, None)
 
@@ -229,6 +241,7 @@ def _region_forward(applied, plan, paths, mods, context_fn=None):
         rec = recorder.current()
         if rec is not None:
             rec.note_checkpoint(path, list(args) + list(kwargs.values()))
+        first_run.on = True
         outs = _checkpoint(run, *args, _context_fn=context_fn, **kwargs)
         if len(mods) > 1:
             seg.outs, seg.at, seg.args, seg.kwargs = outs, 1, args, kwargs
@@ -274,6 +287,12 @@ def checkpoint_plan(model, plan):
         raise ValueError("checkpoint_plan: the model already has plan %r; remove() it first" % model._rematlab_plan.spec)
     context_fn = selective_context_fn(plan) if plan.keep else None
     applied = _Applied(model, plan)
+    stats = sorted({n.rsplit(".", 1)[0] for n, _ in model.named_buffers()})
+    if stats and plan.kind != "none":
+        warnings.warn("checkpoint_plan %r: %s hold buffers their forward may update (BatchNorm's running "
+                      "statistics); where such a module is recomputed its buffers are put back as its first run "
+                      "left them, so they change once a step, as without the plan" % (plan.spec, ", ".join(stats[:4]) + (
+                          ", ..." if len(stats) > 4 else "")))
     if plan.kind == "modules":
         chosen = []
         for name, mod in model.named_modules():

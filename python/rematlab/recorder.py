@@ -117,6 +117,8 @@ class Recorder:
         self.saved.append(row)
         if key in self._param_keys:
             row["alias"] = "parameter:" + self._param_keys[key]
+        elif key in self._buffer_keys:  # model state (BatchNorm's running statistics), no activation
+            row["alias"] = "buffer:" + self._buffer_keys[key]
         elif key in self._live_storage:
             owner = self._live_storage[key]
             owner["holders"] += 1
@@ -138,7 +140,7 @@ class Recorder:
         if row["released_ns"] >= 0:
             return
         row["released_ns"] = max(self._now(), 0)
-        if row["alias"].startswith("parameter:"):
+        if row["alias"].startswith(("parameter:", "buffer:")):
             return
         key = row["_key"]
         owner = self._live_storage.get(key)
@@ -293,7 +295,7 @@ class Recorder:
         self._live, self._alloc_seq = 0, 0
         self._stack, self._call_stack, self._ranges, self._keep = [], [], [], []
         self._sindex, self._live_storage, self._grads, self._opt_keys = {}, {}, set(), set()
-        self._param_keys, self._paths, self._handles = {}, {}, []
+        self._param_keys, self._buffer_keys, self._paths, self._handles = {}, {}, {}, []
         self.block_prefix, self._block_index, self.blocks = None, {}, 0
         self.device = "cpu"
         self.input_shape = None
@@ -339,6 +341,8 @@ class Recorder:
             self._paths[id(mod)] = name
             self._handles.append(mod.register_forward_pre_hook(self._pre_hook))
             self._handles.append(mod.register_forward_hook(self._post_hook))
+        for name, buf in m.named_buffers():
+            self._buffer_keys.setdefault(compat.storage_of(buf)[0], name)
         for name, p in m.named_parameters():
             key, b = compat.storage_of(p)
             if p.is_cuda:

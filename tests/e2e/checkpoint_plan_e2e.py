@@ -5,12 +5,14 @@ the mask as a keyword and return a tuple whose other elements the model reads. U
 kind (per-block, every:K, segments:K, sqrt, modules:GLOB) one training step gives the unplanned
 model's loss and gradients bit for bit, and so does a forward without gradients. A model that
 calls a segment's blocks out of order, on something other than the previous block's hidden state,
-or with other arguments is refused with that reason before it computes anything else. Exits 77
-(skipped) without torch."""
+or with other arguments is refused with that reason before it computes anything else. BatchNorm's
+running statistics change once a step under every plan (a recompute puts them back), as unplanned,
+and checkpoint_plan says so in a warning. Exits 77 (skipped) without torch."""
 import argparse
 import copy
 import os
 import sys
+import warnings
 
 from e2e_common import check, exit_code
 
@@ -85,6 +87,23 @@ class HfStyle(Chained):
         return self.head(x).pow(2).mean() + sum(a.pow(2).mean() for a in aux) * 1e-3
 
 
+class BnBlock(torch.nn.Module):
+    """A residual block with BatchNorm (running statistics updated by its forward in training)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.bn = torch.nn.Linear(D, D), torch.nn.BatchNorm1d(D)
+
+    def forward(self, x):
+        return x + torch.relu(self.bn(self.lin(x).transpose(1, 2)).transpose(1, 2))
+
+
+class WithBatchNorm(Chained):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(BnBlock() for _ in range(5))
+
+
 class OutOfOrder(Chained):
     def forward(self, x):
         order = [1, 0, 2, 3, 4]
@@ -108,14 +127,20 @@ class OtherArguments(Chained):
 
 
 def step(model, plan, x):
+    """One step's loss, a forward without gradients after it, and the gradients and buffers
+    (BatchNorm's running statistics, updated once by the step's forward)."""
     model = copy.deepcopy(model)
     if plan is not None:
-        rematlab.checkpoint_plan(model, plan)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # BatchNorm's: checked in main
+            rematlab.checkpoint_plan(model, plan)
     loss = model(x)
     loss.backward()
+    state = [p.grad for p in model.parameters()] + [b.clone() for b in model.buffers()]
+    model.eval()
     with torch.no_grad():
         again = model(x)
-    return loss.detach(), again, [p.grad for p in model.parameters()]
+    return loss.detach(), again, state
 
 
 def same(name, plan, a, b):
@@ -123,7 +148,7 @@ def same(name, plan, a, b):
     check(torch.equal(la, lb), "%s %s: the unplanned loss bit for bit (%r, %r)" % (name, plan, la.item(), lb.item()))
     check(torch.equal(ea, eb), "%s %s: a forward without gradients as unplanned" % (name, plan))
     differ = [i for i, (p, q) in enumerate(zip(ga, gb)) if p is None or q is None or not torch.equal(p, q)]
-    check(not differ, "%s %s: every gradient bit for bit (%d of %d differ)" % (name, plan, len(differ), len(ga)))
+    check(not differ, "%s %s: every gradient and buffer bit for bit (%d of %d differ)" % (name, plan, len(differ), len(ga)))
 
 
 def refused(name, model, plan, x, words):
@@ -142,13 +167,19 @@ def main():
     torch.manual_seed(3)
     x = torch.randn(2, 7, D)
     for name, cls in (("chained", Chained), ("every-output", EveryOutput), ("hf-style", HfStyle),
-                      ("other-arguments", OtherArguments)):
+                      ("other-arguments", OtherArguments), ("batchnorm", WithBatchNorm)):
         model = cls()
         base = step(model, None, x)
         for plan in PLANS:
             if name == "other-arguments" and plan.startswith(("segments", "sqrt")):
                 continue  # refused below
             same(name, plan, step(model, plan, x), base)
+    # BatchNorm: its running statistics change once a step (above); the plan says so.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rematlab.checkpoint_plan(WithBatchNorm(), "per-block")
+    check(any("blocks.0.bn" in str(w.message) and "running statistics" in str(w.message) for w in caught),
+          "checkpoint_plan warns of BatchNorm's buffers: %r" % [str(w.message) for w in caught])
     # Segments the model does not run as a chain: refused, whatever the plan would have computed.
     refused("out-of-order", OutOfOrder(), "segments:2", x, ["'segments:2'", "blocks.1", "without blocks.0"])
     refused("not-chained", NotChained(), "segments:2", x,

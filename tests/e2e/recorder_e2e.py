@@ -414,6 +414,43 @@ try:
 except ValueError as e:
     check("unknown op class 'foo'" in str(e), "checkpoint_plan names the unknown op class: %s" % e)
 
+# BatchNorm's running statistics, which its backward saves, are the model's buffers: recorded as
+# such (alias buffer:NAME), no activation, and plan --from-run leaves them out.
+class BnBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin, self.bn = torch.nn.Linear(16, 16), torch.nn.BatchNorm1d(16)
+
+    def forward(self, x):
+        return x + torch.relu(self.bn(self.lin(x)))
+
+
+class BnModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(BnBlock() for _ in range(2))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x.pow(2).mean()
+
+
+bn_dir = os.path.join(work, "batchnorm")
+bn = BnModel()
+with rematlab.record(bn_dir, model=bn, profile=False) as rec:
+    bn_loss = bn(torch.randn(8, 16))
+    bn_loss.backward()
+    rec.loss(bn_loss)
+stats = [r for r in rec.saved if "running_" in r["alias"]]
+check(len(stats) == 4 and all(r["alias"].startswith("buffer:blocks.") for r in stats),
+      "BatchNorm's saved running statistics are recorded as its buffers: %r" % [r["alias"] for r in stats])
+activations = sum(r["storage_bytes"] for r in rec.saved if r["held_at_backward"] and not r["alias"])
+bn_plan = batch.json("plan", "--from-run", bn_dir, "--json") or {}
+check(bn_plan.get("recorded_saved_bytes") == activations,
+      "plan --from-run counts no buffer as saved activations: %r, by hand %d" % (bn_plan.get("recorded_saved_bytes"),
+                                                                             activations))
+
 # A model that saves nothing: a warning, an empty ledger, a run the CLI still reads.
 empty = os.path.join(work, "no-grad")
 with warnings.catch_warnings(record=True) as w:
