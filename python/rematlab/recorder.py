@@ -217,6 +217,7 @@ class Recorder:
         now = max(self._now(), 0)
         if self.input_shape is None and args and isinstance(args[0], torch.Tensor):
             self.input_shape = tuple(args[0].shape)
+            self.input_is_tokens = not args[0].is_floating_point() and args[0].dim() == 2
         inputs = []
         for a in args:
             if isinstance(a, torch.Tensor):
@@ -299,6 +300,7 @@ class Recorder:
         self.block_prefix, self._block_index, self.blocks = None, {}, 0
         self.device = "cpu"
         self.input_shape = None
+        self.input_is_tokens = False
         if self.model is not None:
             self._attach_model()
         self._count_optimizer_state("init")

@@ -76,10 +76,12 @@ def model_json(rec):
     inferred where it can be and overridden by record(model_config=...)."""
     m = rec.model
     hidden, vocab, heads = 64, 256, 1
+    embedding = False
     if m is not None:
         for mod in m.modules():
             if isinstance(mod, torch.nn.Embedding):
                 vocab, hidden = mod.num_embeddings, mod.embedding_dim
+                embedding = True
                 break
         for mod in m.modules():
             for attr in ("n_head", "num_heads", "n_heads", "heads"):
@@ -95,6 +97,15 @@ def model_json(rec):
            "layers": max(rec.blocks, 1), "hidden": hidden, "heads": heads, "kv_heads": heads,
            "ffn": 4 * hidden, "seq": int(seq), "batch": int(batch), "vocab": vocab, "positions": int(seq),
            "dtype": "fp32", "dropout": 0.0}
+    # What could not be read off a language model is a placeholder: say so, unless given.
+    guessed = [k for k, ok in (("hidden", embedding), ("vocab", embedding),
+                               ("seq", getattr(rec, "input_is_tokens", False)),
+                               ("batch", getattr(rec, "input_is_tokens", False))) if not ok and k not in rec.model_config]
+    if guessed and m is not None:
+        warnings.warn("rematlab.record: %s is not a language model with token inputs and an nn.Embedding, so "
+                      "summary.json's model describes it with placeholders (%s; architecture gpt2); give "
+                      "record(model_config={...}) to describe it (the recorded tensors, ops and memory are exact "
+                      "either way)" % (type(m).__name__, ", ".join("%s %s" % (k, cfg[k]) for k in guessed)))
     cfg.update(rec.model_config)
     return cfg
 

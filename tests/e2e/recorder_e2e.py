@@ -63,7 +63,11 @@ def step(model, out, plan=None, **kw):
 
 def check_model(name, model, config):
     base = os.path.join(work, name + "-none")
-    rec = step(model, base, model_config=config)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        rec = step(model, base, model_config=config)
+    check(not any("placeholders" in str(x.message) for x in warned),
+          "%s: a language model's description is read off it, no placeholders" % name)
     s = summary(base)
     check(s["source"] == "pytorch" and s["torch_version"] == torch.__version__,
           "%s: summary.json names the source and the torch version" % name)
@@ -438,10 +442,16 @@ class BnModel(torch.nn.Module):
 
 bn_dir = os.path.join(work, "batchnorm")
 bn = BnModel()
-with rematlab.record(bn_dir, model=bn, profile=False) as rec:
-    bn_loss = bn(torch.randn(8, 16))
-    bn_loss.backward()
-    rec.loss(bn_loss)
+with warnings.catch_warnings(record=True) as bn_warned:
+    warnings.simplefilter("always")
+    with rematlab.record(bn_dir, model=bn, profile=False) as rec:
+        bn_loss = bn(torch.randn(8, 16))
+        bn_loss.backward()
+        rec.loss(bn_loss)
+# Not a language model: its description is placeholders, and the recording says so.
+check(any("placeholders (hidden 64, vocab 256, seq 16, batch 8" in str(x.message) and "model_config" in str(x.message)
+          for x in bn_warned), "a model without an embedding or token inputs: a warning of the placeholders: %r"
+      % [str(x.message) for x in bn_warned])
 stats = [r for r in rec.saved if "running_" in r["alias"]]
 check(len(stats) == 4 and all(r["alias"].startswith("buffer:blocks.") for r in stats),
       "BatchNorm's saved running statistics are recorded as its buffers: %r" % [r["alias"] for r in stats])
