@@ -1,4 +1,8 @@
 """What differs between the torch versions the recorder supports (1.13 and 2.x)."""
+import contextlib
+import inspect
+import threading
+
 import torch
 
 
@@ -44,3 +48,48 @@ def record_range(name):
     r = torch.autograd.profiler.record_function(name)
     r.__enter__()
     return r
+
+
+_call_kwargs = threading.local()  # torch before 2.0: per module id, the keyword arguments of its calls
+
+
+def forward_pre_hook(mod, hook):
+    """Registers hook(module, args, kwargs) to run before `mod`'s forward; the handle. torch >= 2.0
+    hands hooks the keyword arguments itself (with_kwargs=True); before, they come from
+    `module_call_kwargs()`, which must be active around the calls."""
+    if "with_kwargs" in inspect.signature(mod.register_forward_pre_hook).parameters:
+        def with_kwargs(m, args, kwargs):
+            hook(m, args, kwargs)
+        return mod.register_forward_pre_hook(with_kwargs, with_kwargs=True)
+
+    def stashed(m, args):
+        calls = getattr(_call_kwargs, "by_id", {}).get(id(m))
+        hook(m, args, calls[-1] if calls else {})
+    return mod.register_forward_pre_hook(stashed)
+
+
+@contextlib.contextmanager
+def module_call_kwargs():
+    """Before torch 2.0, forward pre-hooks see no keyword arguments: while active, every module
+    call notes its keyword arguments for `forward_pre_hook`'s hooks (nn.Module.__call__ wrapped,
+    and put back on exit). Nothing to do where hooks take them."""
+    if "with_kwargs" in inspect.signature(torch.nn.Module.register_forward_pre_hook).parameters:
+        yield
+        return
+    orig = torch.nn.Module.__call__
+
+    def call(self, *args, **kwargs):
+        by_id = _call_kwargs.__dict__.setdefault("by_id", {})
+        stack = by_id.setdefault(id(self), [])
+        stack.append(kwargs)
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            stack.pop()
+            if not stack:
+                del by_id[id(self)]
+    torch.nn.Module.__call__ = call
+    try:
+        yield
+    finally:
+        torch.nn.Module.__call__ = orig

@@ -212,19 +212,19 @@ class Recorder:
 
     # ------------------------------------------------------------------ module hooks
 
-    def _pre_hook(self, mod, args):
+    def _pre_hook(self, mod, args, kwargs):
         path = self._paths.get(id(mod), "")
         now = max(self._now(), 0)
-        if self.input_shape is None and args and isinstance(args[0], torch.Tensor):
-            self.input_shape = tuple(args[0].shape)
-            self.input_is_tokens = not args[0].is_floating_point() and args[0].dim() == 2
+        tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+        if self.input_shape is None and tensors:  # the model's first input (input_ids=... too)
+            self.input_shape = tuple(tensors[0].shape)
+            self.input_is_tokens = not tensors[0].is_floating_point() and tensors[0].dim() == 2
         inputs = []
-        for a in args:
-            if isinstance(a, torch.Tensor):
-                key, b = compat.storage_of(a)
-                inputs.append((self._storage_index(key), b))
-                if self.backward_start_ns is None:
-                    self._keep.append(a)
+        for a in tensors:
+            key, b = compat.storage_of(a)
+            inputs.append((self._storage_index(key), b))
+            if self.backward_start_ns is None:
+                self._keep.append(a)
         call = {"index": len(self.calls), "module": path, "block": self.block_of(path), "phase": self._phase(),
                 "start_ns": now, "end_ns": now, "inputs": inputs, "flops": None,
                 "parent": self._call_stack[-1]["index"] if self._call_stack else -1}
@@ -321,6 +321,8 @@ class Recorder:
         self._hooks.__enter__()
         self._mode = OpOutputs(self)
         self._mode.__enter__()
+        self._kwargs = compat.module_call_kwargs()  # keyword tensors of module calls (torch < 2.0)
+        self._kwargs.__enter__()
         _active.append(self)
         return self
 
@@ -341,7 +343,7 @@ class Recorder:
                 self._block_index = {str(i): i for i in range(len(mod))}
                 self.blocks = len(mod)
             self._paths[id(mod)] = name
-            self._handles.append(mod.register_forward_pre_hook(self._pre_hook))
+            self._handles.append(compat.forward_pre_hook(mod, self._pre_hook))
             self._handles.append(mod.register_forward_hook(self._post_hook))
         for name, buf in m.named_buffers():
             self._buffer_keys.setdefault(compat.storage_of(buf)[0], name)
@@ -361,6 +363,7 @@ class Recorder:
 
     def _detach(self):
         _active.remove(self)
+        self._kwargs.__exit__(None, None, None)
         self._mode.__exit__(None, None, None)
         self._hooks.__exit__(None, None, None)
         for r in reversed(self._ranges):

@@ -184,6 +184,26 @@ def check_selective(name, base):
 check_model("gpt2", models.Gpt2(vocab=128, hidden=48, heads=4, layers=4, positions=16), {})
 check_model("llama", models.Llama(vocab=128, hidden=64, heads=4, kv_heads=2, ffn=128, layers=3),
             {"architecture": "llama", "kv_heads": 2, "ffn": 128})
+# torch >= 2.0 hands forward pre-hooks the keyword arguments itself (with_kwargs=True): the recorder
+# asks for them there, checked against a stand-in of that API (this torch may predate it).
+class StandIn:
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        self.hook, self.with_kwargs = hook, with_kwargs
+        return "handle"
+
+
+seen = []
+stand_in = StandIn()
+check(rematlab.compat.forward_pre_hook(stand_in, lambda m, a, k: seen.append((a, k))) == "handle"
+      and stand_in.with_kwargs is True, "with torch >= 2.0's hooks the recorder asks for keyword arguments")
+stand_in.hook(stand_in, (1,), {"encoder_hidden_states": 2})
+check(seen == [((1,), {"encoder_hidden_states": 2})], "the hook gets them: %r" % seen)
+check(torch.nn.Module.__call__ is torch.nn.Module.__dict__["__call__"] and
+      getattr(torch.nn.Module.__call__, "__name__", "") != "call", "nn.Module.__call__ is torch's own after recording")
+
+# Blocks called as T5's and BART's are: the encoder's states and the mask as keyword arguments
+# (kept by each checkpoint, so in the prediction too), tuples returned.
+check_model("cross", models.CrossDecoder(vocab=128, hidden=48, heads=4, layers=4), {})
 
 # Selective plans on both recordings; for the GPT-2 model (hidden 48, 4 heads of 12, batch 2,
 # sequence 16, fp32) block 1 keeps, by hand: its input x (2, 16, 48) and its matmul outputs:

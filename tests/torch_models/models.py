@@ -154,3 +154,46 @@ def batch(vocab, batch=2, seq=16, seed=0):
     g = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, vocab, (batch, seq + 1), generator=g)
     return idx[:, :-1], idx[:, 1:]
+
+
+class CrossBlock(nn.Module):
+    """A decoder block as T5's and BART's are called: the encoder's states and the mask as
+    keyword arguments, (hidden_states, attention weights) returned."""
+
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.n_head = heads
+        self.ln_1, self.ln_2, self.ln_3 = nn.LayerNorm(hidden), nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.attn = Gpt2Attention(hidden, heads)
+        self.q, self.kv, self.o = nn.Linear(hidden, hidden), nn.Linear(hidden, 2 * hidden), nn.Linear(hidden, hidden)
+        self.mlp = Gpt2Mlp(hidden)
+
+    def forward(self, x, encoder_hidden_states=None, attention_mask=None):
+        x = x + self.attn(self.ln_1(x))
+        k, v = self.kv(encoder_hidden_states).chunk(2, dim=-1)
+        scores = self.q(self.ln_2(x)) @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])
+        w = (scores + attention_mask).softmax(-1)
+        x = x + self.o(w @ v)
+        return x + self.mlp(self.ln_3(x)), w
+
+
+class CrossDecoder(nn.Module):
+    """An encoder (one linear over the embedded tokens) and decoder blocks that take its states
+    and a mask as keyword arguments and return tuples, as Hugging Face's encoder-decoders do."""
+
+    def __init__(self, vocab=128, hidden=48, heads=4, layers=3):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, hidden)
+        self.encoder = nn.Linear(hidden, hidden)
+        self.h = nn.ModuleList(CrossBlock(hidden, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(hidden)
+
+    def forward(self, idx, targets):
+        x = self.wte(idx)
+        enc = torch.tanh(self.encoder(x.flip(1)))
+        mask = torch.zeros(idx.shape[1], idx.shape[1], device=idx.device)
+        mask[:, -1] = float("-inf")  # the last encoder position is padding
+        for blk in self.h:
+            x = blk(x, encoder_hidden_states=enc, attention_mask=mask)[0]
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
