@@ -342,7 +342,9 @@ RecordedPrediction predict_recorded_plan(const RecordedRun& run, const Checkpoin
     }
     if (prefixes.empty()) throw Error("checkpoint plan '" + plan.text + "': no module path of the recorded run matches");
   } else if (plan.kind != CheckpointPlanSpec::Kind::None) {
-    if (run.blocks == 0) throw Error("checkpoint plan '" + plan.text + "': the recorded model has no ModuleList of blocks");
+    if (run.blocks == 0)
+      throw Error("checkpoint plan '" + plan.text + "': the recorded model has no blocks (no nn.ModuleList, no "
+                  "nn.Sequential of two or more modules of one class); name modules with modules:GLOB");
     for (auto [s, e] : plan_regions(plan, run.blocks)) {
       for (int b = s; b <= e; ++b) {
         prefixes.push_back(block_path(run, b));

@@ -93,3 +93,16 @@ def module_call_kwargs():
         yield
     finally:
         torch.nn.Module.__call__ = orig
+
+
+def block_stack(model):
+    """(path, container) of a model's blocks: its first nn.ModuleList, or without one its first
+    nn.Sequential of two or more modules of one class (torchvision's ResNet stages; not a stem of
+    a convolution, a norm and an activation); (None, None) without."""
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.ModuleList) and len(mod) > 0:
+            return name, mod
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.Sequential) and len(mod) >= 2 and len({type(c) for c in mod}) == 1:
+            return name, mod
+    return None, None

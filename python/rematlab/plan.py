@@ -2,7 +2,8 @@
 and applying one to a model with torch.utils.checkpoint.
 
   none             nothing checkpointed: the step as recorded
-  per-block        checkpoint every block (each child of the first ModuleList) on its own
+  per-block        checkpoint every block (each child of the first ModuleList, or without one of
+                   the first nn.Sequential of two or more modules of one class) on its own
   every:K          checkpoint blocks 0, K, 2K, ...
   segments:K       cut the blocks into K segments of consecutive blocks (lengths within one of each
                    other, the longer first, as uniform:segments=K), one checkpoint each
@@ -23,6 +24,7 @@ import warnings
 import torch
 import torch.utils.checkpoint as tuc
 
+from . import compat
 from .op_classes import OP_CLASSES, ops_of
 
 BLOCK_KINDS = ("per-block", "every", "segments", "sqrt")
@@ -108,13 +110,6 @@ def _parse_regions(s, whole):
         return CheckpointPlan(s, kind, globs=globs)
     raise ValueError("checkpoint plan %r: not one of none, per-block, every:K, segments:K, sqrt, modules:GLOB, "
                      "selective:keep=CLASS[@PLAN]" % whole)
-
-
-def _blocks(model):
-    for name, mod in model.named_modules():
-        if isinstance(mod, torch.nn.ModuleList) and len(mod) > 0:
-            return name, mod
-    return None, None
 
 
 def _checkpoint(fn, *args, _context_fn=None, **kwargs):
@@ -304,9 +299,10 @@ def checkpoint_plan(model, plan):
         for name, mod in chosen:
             _region_forward(applied, plan, [name], [mod], context_fn)
     elif plan.kind != "none":
-        prefix, blocks = _blocks(model)
+        prefix, blocks = compat.block_stack(model)
         if blocks is None:
-            raise ValueError("checkpoint_plan %r: the model has no ModuleList of blocks" % plan.spec)
+            raise ValueError("checkpoint_plan %r: the model has no blocks (no nn.ModuleList, no nn.Sequential of two "
+                             "or more modules of one class); name the modules to checkpoint with modules:GLOB" % plan.spec)
         for s, e in plan.regions(len(blocks)):
             _region_forward(applied, plan, [(prefix + "." if prefix else "") + str(b) for b in range(s, e + 1)],
                             [blocks[b] for b in range(s, e + 1)], context_fn)

@@ -77,7 +77,7 @@ class Recorder:
         return "recompute" if self.backward_start_ns is not None else "forward"
 
     def block_of(self, path):
-        """Index of the child of the first ModuleList that `path` lies in, -1 outside."""
+        """Index of the block (compat.block_stack) that `path` lies in, -1 outside."""
         if self.block_prefix is None or not path:
             return -1
         p = self.block_prefix
@@ -337,11 +337,12 @@ class Recorder:
                 if problem:
                     raise ValueError("rematlab.record: the %s name %r %s; rename it to record this model"
                                      % (kind, name, problem))
+        stack_name, stack = compat.block_stack(m)
+        if stack is not None:
+            self.block_prefix = stack_name + "." if stack_name else ""
+            self._block_index = {str(i): i for i in range(len(stack))}
+            self.blocks = len(stack)
         for name, mod in m.named_modules():
-            if self.block_prefix is None and isinstance(mod, torch.nn.ModuleList) and len(mod) > 0:
-                self.block_prefix = name + "." if name else ""
-                self._block_index = {str(i): i for i in range(len(mod))}
-                self.blocks = len(mod)
             self._paths[id(mod)] = name
             self._handles.append(compat.forward_pre_hook(mod, self._pre_hook))
             self._handles.append(mod.register_forward_hook(self._post_hook))
@@ -404,7 +405,8 @@ def record(out_dir, model=None, optimizer=None, profile=True, model_config=None,
     """Records the training step run inside the `with` block into run directory `out_dir`.
 
     model: the torch.nn.Module (its modules give each saved tensor its module path; the
-    children of its first ModuleList are the blocks). optimizer: its step is timed as the
+    children of its first ModuleList, or without one of its first nn.Sequential of two or more
+    modules of one class, are the blocks). optimizer: its step is timed as the
     optimizer phase and its state counted. profile: also run torch.profiler (ops, times,
     FLOPs). model_config: RematLab model keys (docs/model-config.md) for summary.json's
     `model`, over what is inferred. overwrite: replace an earlier recorded run there."""

@@ -104,6 +104,31 @@ class WithBatchNorm(Chained):
         self.blocks = torch.nn.ModuleList(BnBlock() for _ in range(5))
 
 
+class BasicBlock(torch.nn.Module):
+    """A ResNet basic block: two 3x3 convolutions with BatchNorm and the identity shortcut."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.conv1, self.bn1 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False), torch.nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False), torch.nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return torch.relu(x + self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))))
+
+
+class ResNet(torch.nn.Module):
+    """Written as torchvision writes ResNet: a stem, then its blocks in an nn.Sequential."""
+
+    def __init__(self, c=4, n=4):
+        super().__init__()
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, c, 3, padding=1), torch.nn.BatchNorm2d(c), torch.nn.ReLU())
+        self.layer1 = torch.nn.Sequential(*(BasicBlock(c) for _ in range(n)))
+        self.fc = torch.nn.Linear(c, 3)
+
+    def forward(self, x):
+        return self.fc(self.layer1(self.stem(x)).mean((2, 3))).pow(2).mean()
+
+
 class OutOfOrder(Chained):
     def forward(self, x):
         order = [1, 0, 2, 3, 4]
@@ -180,6 +205,17 @@ def main():
         rematlab.checkpoint_plan(WithBatchNorm(), "per-block")
     check(any("blocks.0.bn" in str(w.message) and "running statistics" in str(w.message) for w in caught),
           "checkpoint_plan warns of BatchNorm's buffers: %r" % [str(w.message) for w in caught])
+    # Blocks in an nn.Sequential (torchvision's ResNet): the stem (three classes) is not them.
+    resnet, img = ResNet(), torch.randn(2, 3, 8, 8)
+    base = step(resnet, None, img)
+    for plan in ("per-block", "segments:2", "sqrt", "every:2"):
+        same("resnet", plan, step(resnet, plan, img), base)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        planned = copy.deepcopy(resnet)
+        rematlab.checkpoint_plan(planned, "per-block")
+    check(all("forward" in b.__dict__ for b in planned.layer1) and "forward" not in planned.stem.__dict__,
+          "per-block checkpoints layer1's blocks, not the stem")
     # Segments the model does not run as a chain: refused, whatever the plan would have computed.
     refused("out-of-order", OutOfOrder(), "segments:2", x, ["'segments:2'", "blocks.1", "without blocks.0"])
     refused("not-chained", NotChained(), "segments:2", x,

@@ -481,6 +481,51 @@ check(bn_plan.get("recorded_saved_bytes") == activations,
       "plan --from-run counts no buffer as saved activations: %r, by hand %d" % (bn_plan.get("recorded_saved_bytes"),
                                                                              activations))
 
+# Blocks in an nn.Sequential, as torchvision writes ResNet (its stem, a Sequential of three
+# classes, is not them): recorded as the blocks, and per-block predicted to the byte.
+class Basic(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv, self.bn = torch.nn.Conv2d(c, c, 3, padding=1, bias=False), torch.nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return torch.relu(x + self.bn(self.conv(x)))
+
+
+class Res(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+        self.layer1 = torch.nn.Sequential(*(Basic(4) for _ in range(3)))
+        self.fc = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(self.layer1(self.stem(x)).mean((2, 3))).pow(2).mean()
+
+
+def record_res(model, out, plan=None):
+    model = copy.deepcopy(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # BatchNorm's and the placeholder description's
+        if plan:
+            rematlab.checkpoint_plan(model, plan)
+        with rematlab.record(out, model=model, profile=False) as r:
+            loss = model(torch.ones(2, 3, 6, 6))
+            loss.backward()
+            r.loss(loss)
+    return summary(out)
+
+
+res = Res()
+res_none = record_res(res, os.path.join(work, "res-none"))
+check(res_none["recorded"]["blocks"] == 3 and res_none["recorded"]["blocks_module"] == "layer1",
+      "a ResNet's blocks are layer1's: %r" % {k: res_none["recorded"][k] for k in ("blocks", "blocks_module")})
+res_pred = batch.json("plan", "--from-run", os.path.join(work, "res-none"), "--policy", "per-block", "--json") or {}
+res_pb = record_res(res, os.path.join(work, "res-per-block"), "per-block")
+check(res_pred.get("saved_bytes") == res_pb["recorded"]["saved_bytes_at_backward"],
+      "ResNet per-block: predicted saved bytes %r, measured %d" % (res_pred.get("saved_bytes"),
+                                                                  res_pb["recorded"]["saved_bytes_at_backward"]))
+
 # A model that saves nothing: a warning, an empty ledger, a run the CLI still reads.
 empty = os.path.join(work, "no-grad")
 with warnings.catch_warnings(record=True) as w:
