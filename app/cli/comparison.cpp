@@ -58,6 +58,7 @@ void relate_rows(std::vector<ComparisonRow>& rows) {
     rows[i].peak_reduction_pct = rel[i].peak_reduction_pct;
     rows[i].step_overhead_pct = rel[i].step_overhead_pct;
     rows[i].grads_match_none = rel[i].grads_match_none;
+    rows[i].cold = rel[i].cold;
     rows[i].frontier = rel[i].frontier;
   }
 }
@@ -84,6 +85,7 @@ nlohmann::json comparison_json(const std::vector<ComparisonRow>& rows) {
                  {"step_time_ms_median", r.step_ms_median},
                  {"step_time_ms_spread", r.step_ms_spread},
                  {"step_overhead_pct", opt(r.step_overhead_pct)},
+                 {"cold_step", r.cold},
                  {"recompute_flops", r.recompute_flops},
                  {"total_flops", r.total_flops},
                  {"block_forwards", r.block_forwards},
@@ -188,6 +190,9 @@ void print_comparison(std::ostream& os, const std::vector<ComparisonRow>& rows, 
     }
     os << std::left << "\n";
   }
+  if (std::any_of(rows.begin(), rows.end(), [](const ComparisonRow& r) { return r.cold; }))
+    os << "overhead -: one step without a warm-up (a recorded step) is a cold step, whose time says "
+          "nothing of a step's; record or run more steps\n";
   if (!frontier) return;
   std::vector<const ComparisonRow*> by_peak;
   for (const auto& r : rows)

@@ -32,6 +32,7 @@ struct ComparisonRow {
   // Against the baseline (the first complete `none` run of the same model and device).
   std::optional<double> peak_reduction_pct, step_overhead_pct;
   std::optional<bool> grads_match_none;
+  bool cold = false;      // no overhead: it or its baseline has one step and no warm-up (RunRelation)
   bool frontier = false;  // on the measured memory/time frontier (not dominated)
   std::string model_json;  // the global model (run_layout.h), to check that runs are comparable
   std::string layout = "1 rank";  // "tp 2 sp": how the run was laid out over ranks

@@ -38,7 +38,9 @@ std::vector<RunRelation> relate(const std::vector<RunFigures>& runs) {
     }
     if (out[i].baseline < 0 || !r.complete) continue;
     const RunFigures& b = runs[static_cast<std::size_t>(out[i].baseline)];
-    if (b.step_ms > 0) out[i].step_overhead_pct = 100.0 * (r.step_ms / b.step_ms - 1.0);
+    auto cold = [](const RunFigures& x) { return x.steps <= 1 && x.warmup == 0; };
+    out[i].cold = cold(r) || cold(b);
+    if (b.step_ms > 0 && !out[i].cold) out[i].step_overhead_pct = 100.0 * (r.step_ms / b.step_ms - 1.0);
     if (b.peak_bytes > 0)
       out[i].peak_reduction_pct =
           100.0 * (1.0 - static_cast<double>(r.peak_bytes) / static_cast<double>(b.peak_bytes));

@@ -3,7 +3,8 @@
 // reduction against the `none` run of the same model and device (the first complete one),
 // whether its gradients are bit-identical to that run's (same seed and steps only), and whether
 // it is on the measured memory/time frontier of its model and device (no other run of the same
-// model and device is at least as good in both and better in one).
+// model and device is at least as good in both and better in one). A run of one step without
+// a warm-up (a recording) has a cold step time: no overhead against it or of it.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -31,7 +32,10 @@ RunFigures run_figures(const Trace& t);
 
 struct RunRelation {
   int baseline = -1;  // index of the `none` run it is measured against, -1 when there is none
+  // The overhead is left out (and `cold` set) where the run or its baseline has one step and no
+  // warm-up (a recorded PyTorch step): one cold step's time says nothing of a step's.
   std::optional<double> step_overhead_pct, peak_reduction_pct;
+  bool cold = false;
   std::optional<bool> grads_match_none;
   bool frontier = false;
 };

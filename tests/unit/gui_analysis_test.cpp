@@ -172,6 +172,8 @@ TEST(RunCompare, OverheadAgainstNoneAndTheFrontier) {
     StepStats s;
     s.time_ms = ms;
     t.step_stats.push_back(s);
+    t.steps = 1;
+    t.warmup = 1;
     return t;
   };
   Trace none = run("none", 1000, 10), uni = run("uniform", 600, 13), bad = run("selective", 900, 14);
@@ -186,6 +188,17 @@ TEST(RunCompare, OverheadAgainstNoneAndTheFrontier) {
   other.model.layers = 7;
   rel = relate_runs({&other, &uni});
   EXPECT_EQ(rel[1].baseline, -1);  // a none run of another model is no baseline
+  // One step without a warm-up (a recorded step) is cold: no overhead against it or of it.
+  Trace cold = uni;
+  cold.warmup = 0;
+  rel = relate_runs({&cold, &none});
+  EXPECT_TRUE(rel[0].cold);
+  EXPECT_FALSE(rel[0].step_overhead_pct.has_value());
+  EXPECT_TRUE(rel[0].peak_reduction_pct.has_value());
+  cold.policy = "none";  // a cold baseline: no overhead of the runs against it
+  rel = relate_runs({&uni, &cold});
+  EXPECT_TRUE(rel[0].cold);
+  EXPECT_FALSE(rel[0].step_overhead_pct.has_value());
 }
 
 // Every tensor alive at the peak: bytes summing to the timeline's peak (the run's measured peak),
