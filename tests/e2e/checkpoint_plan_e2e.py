@@ -10,21 +10,15 @@ running statistics change once a step under every plan (a recompute puts them ba
 and checkpoint_plan says so in a warning. Exits 77 (skipped) without torch."""
 import argparse
 import copy
-import os
 import sys
 import warnings
 
-from e2e_common import check, exit_code
+from e2e_common import check, exit_code, torch_or_skip
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--source-dir", required=True)
 args = ap.parse_args()
-try:
-    import torch
-except ImportError:
-    print("skipped: no torch for %s" % sys.executable)
-    sys.exit(77)
-sys.path.insert(0, os.path.join(args.source_dir, "python"))
+torch = torch_or_skip(args.source_dir)
 import rematlab  # noqa: E402
 
 torch.set_num_threads(1)

@@ -29,6 +29,17 @@ def exit_code(ok_message="ok"):
     return 0
 
 
+def torch_or_skip(source_dir):
+    """torch and the repository's python/rematlab (on sys.path), or exit 77 (skipped) without torch."""
+    try:
+        import torch
+    except ImportError:
+        print("skipped: no torch for %s" % sys.executable)
+        sys.exit(77)
+    sys.path.insert(0, os.path.join(source_dir, "python"))
+    return torch
+
+
 def csv_rows(path):
     """The rows of a CSV table with a header, as dicts."""
     with open(path) as f:

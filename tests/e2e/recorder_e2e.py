@@ -20,18 +20,13 @@ import sys
 import tempfile
 import warnings
 
-from e2e_common import Batch, check, exit_code
+from e2e_common import Batch, check, exit_code, torch_or_skip
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--bin", required=True)
 ap.add_argument("--source-dir", required=True)
 args = ap.parse_args()
-try:
-    import torch
-except ImportError:
-    print("skipped: no torch for %s" % sys.executable)
-    sys.exit(77)
-sys.path.insert(0, os.path.join(args.source_dir, "python"))
+torch = torch_or_skip(args.source_dir)
 sys.path.insert(0, os.path.join(args.source_dir, "tests", "torch_models"))
 import rematlab  # noqa: E402
 import models  # noqa: E402
