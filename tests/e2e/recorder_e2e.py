@@ -8,6 +8,7 @@ step, a model that saves nothing, a taken target, a run that is not a recording,
 newer format or from before op outputs were recorded. Exits 77 (skipped) without torch."""
 import argparse
 import contextlib
+import io
 import copy
 import csv
 import enum
@@ -520,6 +521,34 @@ res_pb = record_res(res, os.path.join(work, "res-per-block"), "per-block")
 check(res_pred.get("saved_bytes") == res_pb["recorded"]["saved_bytes_at_backward"],
       "ResNet per-block: predicted saved bytes %r, measured %d" % (res_pred.get("saved_bytes"),
                                                                   res_pb["recorded"]["saved_bytes_at_backward"]))
+
+# docs/own-model.md's Hugging Face-style example, run as written there (in a directory of its
+# own): the same loss planned and unplanned, the prediction of segments:2 measured to the byte.
+with open(os.path.join(args.source_dir, "docs", "own-model.md")) as f:
+    doc = f.read()
+example = doc.split("## A Hugging Face-style model", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+hf_dir = os.path.join(work, "hf-example")
+os.makedirs(hf_dir)
+cwd = os.getcwd()
+os.chdir(hf_dir)
+try:
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(example, "docs/own-model.md (Hugging Face-style example)", "exec"), {"__name__": "example"})
+finally:
+    os.chdir(cwd)
+losses = printed.getvalue().split()
+check(len(losses) == 2 and losses[0] == losses[1], "the documented example: the same loss planned and not: %r" % losses)
+hf_pred = batch.json("plan", "--from-run", os.path.join(hf_dir, "runs", "hf-none"), "--policy", "segments:2",
+                     "--json") or {}
+hf_meas = summary(os.path.join(hf_dir, "runs", "hf-segments2"))
+check(hf_pred.get("saved_bytes") == hf_meas["recorded"]["saved_bytes_at_backward"]
+      and hf_pred.get("recompute_flops") == hf_meas["flops"]["recompute"],
+      "the documented example: predicted %r / %r, measured %r / %r" % (
+          hf_pred.get("saved_bytes"), hf_pred.get("recompute_flops"), hf_meas["recorded"]["saved_bytes_at_backward"],
+          hf_meas["flops"]["recompute"]))
+check("measures {:,} bytes".format(hf_meas["recorded"]["saved_bytes_at_backward"]) in " ".join(doc.split()),
+      "docs/own-model.md states the measured saved bytes of its example (%d)" % hf_meas["recorded"]["saved_bytes_at_backward"])
 
 # A model that saves nothing: a warning, an empty ledger, a run the CLI still reads.
 empty = os.path.join(work, "no-grad")
