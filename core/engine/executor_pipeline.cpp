@@ -2,9 +2,10 @@
 // (pipeline_order.h). Each micro-batch has its own block memory and its own ScheduleState: the
 // policy's schedule for the stage's blocks, its forward sweep (forward_sweep_end) as the
 // micro-batch's forward, the rest, recomputes included, as its backward: a micro-batch waiting
-// for its backward holds what its blocks saved, never a block recomputed ahead of time. The first stage runs the embedding, the last
-// the head and loss; between them the last block's output goes to the next stage and the
-// gradient of the first block's input to the one before, point to point.
+// for its backward holds what its blocks saved, never a block recomputed ahead of time. The
+// first stage runs the embedding, the last the head and loss; between them the last block's
+// output goes to the next stage and the gradient of the first block's input to the one before,
+// point to point.
 #include <algorithm>
 #include <memory>
 
