@@ -158,11 +158,12 @@ class StageWalker {
                     c = walk(i, s, kExactWarmup, pairs);
     // The peak is the highest of the step's moments, each of whose bytes grows with the warm-up
     // or not at all: three peaks in a line that rises are the rising moments', and stay so. A
-    // level peak is a moment that does not grow (the optimizer's, say), which a longer warm-up
-    // may overtake: that stage is walked whole.
+    // level peak while the activations grow is a moment that does not grow (the optimizer's,
+    // say), which a longer warm-up may overtake: that stage is walked whole (as one whose peaks
+    // are not in a line).
     const bool linear = b.peak - a.peak == c.peak - b.peak &&
                         b.activation_peak - a.activation_peak == c.activation_peak - b.activation_peak &&
-                        c.activation_peak >= b.activation_peak &&
+                        c.peak >= b.peak && c.activation_peak >= b.activation_peak &&
                         (c.peak > b.peak || c.activation_peak == b.activation_peak);
     if (!linear) return walk(i, s, w, pairs);
     const std::uint64_t more = static_cast<std::uint64_t>(w - kExactWarmup);

@@ -198,6 +198,7 @@ ActionEffect ScheduleState::move(std::size_t index, const Action& a) {
   TensorSet& to = off ? x.host : x.device;
   ActionEffect e;
   if (a.keep.kind == KeepKind::Named) {
+    if (a.keep.names->empty()) fail("the " + std::string(to_string(a.kind)) + " of " + bn + " names no tensor");
     e.targets = keep_set(index, a.keep);
     const TensorSet absent = e.targets - from;
     if (!absent.empty()) {

@@ -30,7 +30,7 @@ std::string Keep::to_string() const {
 }
 
 bool needs_version2(const Action& a) {
-  const bool named = a.keep.kind == KeepKind::Named;
+  const bool named = a.keep.kind == KeepKind::Named && !a.keep.names->empty();
   return named && (a.kind == ActionKind::Backward || a.kind == ActionKind::Offload || a.kind == ActionKind::Prefetch);
 }
 
@@ -113,7 +113,7 @@ Schedule schedule_header(const nlohmann::json& j) {
     throw LimitError("schedule: blocks " + std::to_string(s.blocks) + " is more than the " +
                      std::to_string(limits::kLayers) + " layers a model may have");
   s.checkpoint_slots = j.contains("checkpoint_slots") ? json_int(j["checkpoint_slots"], "schedule: 'checkpoint_slots'") : 0;
-  s.version = j.contains("version") ? json_int(j["version"], "schedule: 'version'") : 0;
+  s.version = !j.contains("version") ? 0 : j["version"] == 2 ? 2 : 1;  // checked above: 1 or 2 (1.0 too)
   return s;
 }
 

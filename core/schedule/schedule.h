@@ -71,7 +71,8 @@ struct Schedule {
 };
 
 // Whether `a` needs schedule format version 2: a backward that recomputes inside, an offload or
-// prefetch of named tensors.
+// prefetch of named tensors (a backward naming none is a plain one; an offload or prefetch
+// naming none is refused by the rules).
 bool needs_version2(const Action& a);
 
 // Whether `a` belongs to the backward sweep: a backward, a recompute, a prefetch, or a forward

@@ -145,6 +145,7 @@ class _Applied:
 
     def __init__(self, model, plan):
         self.model, self.plan, self._patched = model, plan, []
+        self.unfinished = []  # per region of several modules: refuses when its last run went unused
 
     def patch(self, mod, forward):
         self._patched.append((mod, "forward" in mod.__dict__, mod.__dict__.get("forward")))
@@ -181,31 +182,49 @@ def _same_args(a, b):
         return a is b
 
 
+def _running_stats(mods):
+    """The buffers the forward of `mods` updates in training: BatchNorm's and InstanceNorm's
+    running statistics (modules tracking them). Looked up at each use: moving a model to another
+    device replaces its buffers."""
+    norm = torch.nn.modules.batchnorm._NormBase
+    return [b for m in mods for sub in m.modules()
+            if isinstance(sub, norm) and sub.track_running_stats for b in sub.buffers(recurse=False)]
+
+
 def _region_forward(applied, plan, paths, mods, context_fn=None):
     """Runs the region `mods` (consecutive blocks, or one module) under one checkpoint from the
     call of its first module, each module through its own call (its hooks run, within the
     checkpoint). The checkpoint returns every module's output: a later module of the region,
     called by the model next, returns its own output without running again, so whatever the
     model reads (every block's output, a tuple's other elements) is what it computes unplanned.
-    The model must call them in order, each on the hidden state of the one before and with the
-    first one's other arguments (as the region ran them); anything else is refused with the
-    reason before it can compute something else. Without gradients nothing is checkpointed."""
+    The model must call them in order, each on the hidden state of the one before (unchanged
+    since) and with the first one's other arguments, and call them all (no layer dropped, no
+    early exit): anything else is refused with the reason. Without gradients nothing is
+    checkpointed and every module runs."""
     from . import recorder
     first, path = mods[0], paths[0]
     orig = first.forward
     inner = [m.forward for m in mods]
     inside = threading.local()
-    seg = threading.local()  # outs: the outputs of the region's last run; at: the next module
-    # Buffers the region's forward may update (BatchNorm's running statistics): a recompute puts
-    # them back as the first run left them, so they change once a step, as unplanned.
-    buffers = [b for m in mods for b in m.buffers()]
+    # outs: the outputs of the region's last run, at: the next module; args, kwargs: the first
+    # module's; hidden: the keyword the hidden state came in by ("" positionally); versions: of
+    # the hidden states handed on
+    seg = threading.local()
     first_run = threading.local()
 
     def refuse(i, why):
+        seg.outs = None
         raise RuntimeError("checkpoint plan %r: %s runs as part of the checkpointed segment %s..%s, but %s; "
                            "a segment runs its blocks from its first one, each on the hidden state of the one "
                            "before: checkpoint them one by one (per-block) or name the modules (modules:GLOB)"
                            % (plan.spec, paths[i], paths[0], paths[-1], why))
+
+    def split(args, kwargs, name):
+        """(hidden state, other positional arguments, other keyword arguments) of a call."""
+        if name:
+            rest = dict(kwargs)
+            return rest.pop(name, None), args, rest
+        return (args[0] if args else None), args[1:], kwargs
 
     def run(*args, **kwargs):
         rec = recorder.current()
@@ -214,49 +233,70 @@ def _region_forward(applied, plan, paths, mods, context_fn=None):
             rng.__enter__()
         recompute = not getattr(first_run, "on", False)
         first_run.on = False
-        kept = [b.detach().clone() for b in buffers] if recompute else None
+        stats = _running_stats(mods) if recompute else []
+        kept = [b.detach().clone() for b in stats]
         try:
             inside.on = True
             outs = [orig(*args, **kwargs)]
+            _, rest, other = split(args, kwargs, seg.hidden)
             for m in mods[1:]:
-                outs.append(m(_hidden(outs[-1]), *args[1:], **kwargs))
+                h = _hidden(outs[-1])
+                outs.append(m(*rest, **dict(other, **{seg.hidden: h})) if seg.hidden else m(h, *rest, **other))
             return outs
         finally:
             inside.on = False
-            if kept is not None:
-                with torch.no_grad():
-                    for b, k in zip(buffers, kept):
-                        b.copy_(k)
+            with torch.no_grad():
+                for b, k in zip(stats, kept):
+                    b.copy_(k)
             if rng is not None:
                 rng.__exit__(None, None, None)
+
+    def unfinished():
+        """Refuses when this region's last run was not used whole on this thread."""
+        if len(mods) > 1 and getattr(seg, "outs", None) is not None:
+            refuse(seg.at, "the model did not call it after %s ran (a dropped layer, an early exit, or an error "
+                           "in the forward before it)" % paths[0])
 
     def forward(*args, **kwargs):
         if getattr(inside, "on", False) or not torch.is_grad_enabled():
             return orig(*args, **kwargs)
+        for check in applied.unfinished:  # every segment's, this one's included
+            check()
         rec = recorder.current()
         if rec is not None:
             rec.note_checkpoint(path, list(args) + list(kwargs.values()))
+        # The hidden state: the first positional argument, or else the first keyword tensor.
+        seg.hidden = "" if args else next((k for k, v in kwargs.items() if isinstance(v, torch.Tensor)), "")
         first_run.on = True
-        outs = _checkpoint(run, *args, _context_fn=context_fn, **kwargs)
+        try:
+            outs = _checkpoint(run, *args, _context_fn=context_fn, **kwargs)
+        finally:
+            first_run.on = False
         if len(mods) > 1:
             seg.outs, seg.at, seg.args, seg.kwargs = outs, 1, args, kwargs
+            seg.versions = [getattr(_hidden(o), "_version", None) for o in outs]
         return outs[0]
     applied.patch(first, forward)
+    applied.unfinished.append(unfinished)
 
     def later(i):
-        def call(x, *a, **k):
-            if getattr(inside, "on", False):
-                return inner[i](x, *a, **k)
+        def call(*a, **k):
+            if getattr(inside, "on", False) or not torch.is_grad_enabled():
+                return inner[i](*a, **k)
             outs = getattr(seg, "outs", None)
             if outs is None:
-                if not torch.is_grad_enabled():
-                    return inner[i](x, *a, **k)
-                refuse(i, "it was called without %s before it" % paths[0])
+                refuse(i, "it was called without %s before it (or an outer checkpoint recomputes it: "
+                          "a segment cannot nest in another checkpoint)" % paths[0])
             if seg.at != i:
                 refuse(i, "it was called out of order (after %s)" % paths[seg.at - 1])
-            if x is not _hidden(outs[i - 1]):
+            x, rest, other = split(a, k, seg.hidden)
+            _, first_rest, first_other = split(seg.args, seg.kwargs, seg.hidden)
+            want = _hidden(outs[i - 1])
+            if x is not want:
                 refuse(i, "it was called on something other than the hidden state %s returned" % paths[i - 1])
-            if not (_same_args(a, seg.args[1:]) and _same_args(k, seg.kwargs)):
+            if getattr(x, "_version", None) != seg.versions[i - 1]:
+                refuse(i, "the hidden state %s returned was changed in place before it" % paths[i - 1])
+            if not (_same_args(rest, first_rest) and _same_args(other, first_other)):
                 refuse(i, "it was called with other arguments than %s" % paths[0])
             seg.at += 1
             out = outs[i]
@@ -275,19 +315,21 @@ def checkpoint_plan(model, plan):
     of several blocks runs as one checkpoint from its first block's call, which returns every
     block's output; the later blocks return theirs when the model calls them (in order, each on
     the hidden state of the one before, a tuple's first element, with the first block's other
-    arguments), or refuse with the reason: a plan never changes what the model computes.
+    arguments, all of them), or refuse with the reason: a plan never changes what the model
+    computes.
     Returns a handle whose remove() undoes it; `record` writes the plan into the run."""
     plan = parse_plan(plan)
     if getattr(model, "_rematlab_plan", None) is not None:
         raise ValueError("checkpoint_plan: the model already has plan %r; remove() it first" % model._rematlab_plan.spec)
     context_fn = selective_context_fn(plan) if plan.keep else None
-    applied = _Applied(model, plan)
-    stats = sorted({n.rsplit(".", 1)[0] for n, _ in model.named_buffers()})
-    if stats and plan.kind != "none":
-        warnings.warn("checkpoint_plan %r: %s hold buffers their forward may update (BatchNorm's running "
-                      "statistics); where such a module is recomputed its buffers are put back as its first run "
-                      "left them, so they change once a step, as without the plan" % (plan.spec, ", ".join(stats[:4]) + (
-                          ", ..." if len(stats) > 4 else "")))
+    # transformers' own checkpointing (gradient_checkpointing_enable()) would rerun our regions
+    # from outside them.
+    nested = [n for n, m in model.named_modules() if getattr(m, "gradient_checkpointing", False) is True]
+    if nested:
+        raise ValueError("checkpoint_plan %r: %s checkpoints already (gradient_checkpointing_enable()); "
+                         "disable that first, a plan cannot run inside another checkpoint"
+                         % (plan.spec, nested[0] or type(model).__name__))
+    regions = []  # (paths, modules)
     if plan.kind == "modules":
         chosen = []
         for name, mod in model.named_modules():
@@ -296,15 +338,23 @@ def checkpoint_plan(model, plan):
                 chosen.append((name, mod))
         if not chosen:
             raise ValueError("checkpoint_plan %r: no module path matches" % plan.spec)
-        for name, mod in chosen:
-            _region_forward(applied, plan, [name], [mod], context_fn)
+        regions = [([name], [mod]) for name, mod in chosen]
     elif plan.kind != "none":
         prefix, blocks = compat.block_stack(model)
         if blocks is None:
             raise ValueError("checkpoint_plan %r: the model has no blocks (no nn.ModuleList, no nn.Sequential of two "
                              "or more modules of one class); name the modules to checkpoint with modules:GLOB" % plan.spec)
-        for s, e in plan.regions(len(blocks)):
-            _region_forward(applied, plan, [(prefix + "." if prefix else "") + str(b) for b in range(s, e + 1)],
-                            [blocks[b] for b in range(s, e + 1)], context_fn)
+        regions = [([(prefix + "." if prefix else "") + str(b) for b in range(s, e + 1)],
+                    [blocks[b] for b in range(s, e + 1)]) for s, e in plan.regions(len(blocks))]
+    stats = [p + "." + n if n else p for paths, mods in regions for p, m in zip(paths, mods)
+             for n, sub in m.named_modules()
+             if isinstance(sub, torch.nn.modules.batchnorm._NormBase) and sub.track_running_stats]
+    if stats:
+        warnings.warn("checkpoint_plan %r: %s update their running statistics in their forward; where they are "
+                      "recomputed the statistics are put back as the first run left them, so they change once a "
+                      "step, as without the plan" % (plan.spec, ", ".join(stats[:4]) + (", ..." if len(stats) > 4 else "")))
+    applied = _Applied(model, plan)
+    for paths, mods in regions:
+        _region_forward(applied, plan, paths, mods, context_fn)
     model._rematlab_plan = plan
     return applied

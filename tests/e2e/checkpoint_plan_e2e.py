@@ -5,7 +5,8 @@ the mask as a keyword and return a tuple whose other elements the model reads. U
 kind (per-block, every:K, segments:K, sqrt, modules:GLOB) one training step gives the unplanned
 model's loss and gradients bit for bit, and so does a forward without gradients. A model that
 calls a segment's blocks out of order, on something other than the previous block's hidden state,
-or with other arguments is refused with that reason before it computes anything else. BatchNorm's
+or with other arguments, that changes a returned hidden state in place, drops a segment's layer or
+exits before a segment's end, or checkpoints its layers itself is refused with that reason. BatchNorm's
 running statistics change once a step under every plan (a recompute puts them back), as unplanned,
 and checkpoint_plan says so in a warning. Exits 77 (skipped) without torch."""
 import argparse
@@ -138,6 +139,44 @@ class NotChained(Chained):
         return sum(self.head(b(x)).pow(2).mean() for b in self.blocks)
 
 
+class DropsALayer(Chained):
+    """Layer dropping (BART's layerdrop) or an early exit: block 1 is skipped."""
+
+    def forward(self, x):
+        for i, b in enumerate(self.blocks):
+            if i != 1:
+                x = b(x)
+        return self.head(x).pow(2).mean()
+
+
+class ExitsEarly(Chained):
+    def forward(self, x):
+        for b in self.blocks[:4]:
+            x = b(x)
+        return self.head(x).pow(2).mean()
+
+
+class InPlace(Chained):
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+            x.mul_(0.5)
+        return self.head(x).pow(2).mean()
+
+
+class KeywordHidden(Chained):
+    """The hidden state passed by keyword, as some Hugging Face models call their layers."""
+
+    def __init__(self):
+        super().__init__(tuple_out=True)
+
+    def forward(self, x):
+        mask = (torch.arange(2 * D) % 2 == 0).float()
+        for b in self.blocks:
+            x = b(x=x, attention_mask=mask)[0]
+        return self.head(x).pow(2).mean()
+
+
 class OtherArguments(Chained):
     def forward(self, x):
         for i, b in enumerate(self.blocks):
@@ -182,11 +221,26 @@ def refused(name, model, plan, x, words):
     check(False, "%s %s: refused" % (name, plan))
 
 
+def refused_twice(name, model, plan, x, words):
+    """A step whose model leaves a segment's last blocks uncalled: the next step refuses."""
+    model = copy.deepcopy(model)
+    rematlab.checkpoint_plan(model, plan)
+    model(x).backward()
+    try:
+        model(x).backward()
+    except RuntimeError as e:
+        msg = str(e)
+        check(all(w in msg for w in words), "%s %s: refused naming %r: %s" % (name, plan, words, msg))
+        return
+    check(False, "%s %s: refused" % (name, plan))
+
+
 def main():
     torch.manual_seed(3)
     x = torch.randn(2, 7, D)
     for name, cls in (("chained", Chained), ("every-output", EveryOutput), ("hf-style", HfStyle),
-                      ("other-arguments", OtherArguments), ("batchnorm", WithBatchNorm)):
+                      ("keyword-hidden", KeywordHidden), ("other-arguments", OtherArguments),
+                      ("batchnorm", WithBatchNorm)):
         model = cls()
         base = step(model, None, x)
         for plan in PLANS:
@@ -216,11 +270,46 @@ def main():
             ["blocks.1", "something other than the hidden state blocks.0 returned"])
     refused("other-arguments", OtherArguments(), "segments:2", x, ["blocks.1", "other arguments than blocks.0"])
     refused("other-arguments", OtherArguments(), "sqrt", x, ["'sqrt'", "other arguments"])
+    refused("drops-a-layer", DropsALayer(), "segments:2", x, ["blocks.2", "out of order (after blocks.0)"])
+    refused("in-place", InPlace(), "segments:2", x, ["blocks.1", "changed in place"])
+    # The last blocks skipped: refused at the next segment's (or the next step's) first block.
+    refused_twice("exits-early", ExitsEarly(), "segments:2", x, ["blocks.4", "did not call it after blocks.3"])
+    # After a refusal, evaluation without gradients runs every block.
+    m = copy.deepcopy(DropsALayer())
+    rematlab.checkpoint_plan(m, "segments:2")
+    try:
+        m(x)
+    except RuntimeError:
+        pass
+    with torch.no_grad():
+        check(torch.equal(m(x), copy.deepcopy(m)(x)), "after a refusal, a forward without gradients runs as unplanned")
+    # Moving a model replaces its buffers: the running statistics are still restored.
+    bn_model = WithBatchNorm()
+    planned, plain = copy.deepcopy(bn_model), copy.deepcopy(bn_model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rematlab.checkpoint_plan(planned, "per-block")
+    planned.double()
+    plain.double()
+    planned(x.double()).backward()
+    plain(x.double()).backward()
+    check(all(torch.equal(a, b) for a, b in zip(planned.buffers(), plain.buffers())),
+          "BatchNorm's statistics once a step after the model moved (.double())")
+    # transformers' own checkpointing around the blocks: refused when the plan is applied.
+    hf = Chained()
+    hf.gradient_checkpointing = True
+    try:
+        rematlab.checkpoint_plan(hf, "per-block")
+        check(False, "a model with gradient_checkpointing on is refused")
+    except ValueError as e:
+        check("gradient_checkpointing_enable()" in str(e), "gradient checkpointing named: %s" % e)
     # One block at a time runs them as the model calls them.
     for name, cls in (("out-of-order", OutOfOrder), ("not-chained", NotChained)):
         model = cls()
         same(name, "per-block", step(model, "per-block", x), step(model, None, x))
-    print("models checked: chained, every-output, hf-style, other-arguments under %s; refusals" % ", ".join(PLANS))
+    print("models checked: chained, every-output, hf-style, keyword-hidden, other-arguments, batchnorm under %s; "
+          "resnet; refusals: out of order, not chained, other arguments, a dropped layer, an early exit, in place, "
+          "nested checkpointing" % ", ".join(PLANS))
     return exit_code("checkpoint plans compute what the model computes")
 
 

@@ -203,6 +203,24 @@ TEST(ScheduleV2, FilesSayVersion2OnlyWhenTheyNeedItAndVersion1FilesStayVersion1)
   j["actions"][2].erase("keep");
   j["actions"][2]["recompute"] = nlohmann::json::array();  // empty
   EXPECT_THROW(schedule_from_json(j), Error);
+  // A backward naming no tensor is a plain one: written as version 1 and read back the same.
+  Schedule plain = store_all_schedule(2);
+  plain.actions[2].keep = Keep::named({});
+  const nlohmann::json pj = schedule_to_json(plain);
+  EXPECT_EQ(pj["version"], 1);
+  EXPECT_FALSE(pj["actions"][2].contains("recompute"));
+  EXPECT_EQ(schedule_to_json(schedule_from_json(pj)), pj);
+  EXPECT_NO_THROW(validate_schedule(plain, g));
+  // An offload naming no tensor is refused by the rules (a file cannot hold one either).
+  Schedule none_moved;
+  none_moved.blocks = 2;
+  none_moved.forward(0);
+  none_moved.offload(0, Keep::named({}));
+  EXPECT_NE(reason(none_moved, g).find("the offload of block 0 names no tensor"), std::string::npos);
+  // "version": 1.0 reads as 1, as before.
+  nlohmann::json v = schedule_to_json(store_all_schedule(2));
+  v["version"] = 1.0;
+  EXPECT_NO_THROW(schedule_from_json(v));
 }
 
 }  // namespace
