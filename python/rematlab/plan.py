@@ -182,13 +182,16 @@ def _same_args(a, b):
         return a is b
 
 
+def _tracks_stats(mod):
+    """Whether `mod`'s forward updates buffers in training: a BatchNorm or InstanceNorm tracking
+    its running statistics."""
+    return isinstance(mod, torch.nn.modules.batchnorm._NormBase) and mod.track_running_stats
+
+
 def _running_stats(mods):
-    """The buffers the forward of `mods` updates in training: BatchNorm's and InstanceNorm's
-    running statistics (modules tracking them). Looked up at each use: moving a model to another
-    device replaces its buffers."""
-    norm = torch.nn.modules.batchnorm._NormBase
-    return [b for m in mods for sub in m.modules()
-            if isinstance(sub, norm) and sub.track_running_stats for b in sub.buffers(recurse=False)]
+    """The buffers the forward of `mods` updates in training. Looked up at each use: moving a
+    model to another device replaces its buffers."""
+    return [b for m in mods for sub in m.modules() if _tracks_stats(sub) for b in sub.buffers(recurse=False)]
 
 
 def _region_forward(applied, plan, paths, mods, context_fn=None):
@@ -347,8 +350,7 @@ def checkpoint_plan(model, plan):
         regions = [([(prefix + "." if prefix else "") + str(b) for b in range(s, e + 1)],
                     [blocks[b] for b in range(s, e + 1)]) for s, e in plan.regions(len(blocks))]
     stats = [p + "." + n if n else p for paths, mods in regions for p, m in zip(paths, mods)
-             for n, sub in m.named_modules()
-             if isinstance(sub, torch.nn.modules.batchnorm._NormBase) and sub.track_running_stats]
+             for n, sub in m.named_modules() if _tracks_stats(sub)]
     if stats:
         warnings.warn("checkpoint_plan %r: %s update their running statistics in their forward; where they are "
                       "recomputed the statistics are put back as the first run left them, so they change once a "

@@ -10,6 +10,7 @@
 #include "core/graph/block_graph.h"
 #include "core/schedule/schedule.h"
 #include "policy_test_util.h"
+#include "test_files.h"
 
 namespace remat {
 namespace {
@@ -25,13 +26,9 @@ Names module(const BlockGraph& g, const std::string& name) {
   return {};
 }
 
+// What planning `policy` for `m` throws (testing::message_of).
 std::string message_of(const std::string& policy, const ModelConfig& m) {
-  try {
-    plan(policy, m);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return testing::message_of([&] { plan(policy, m); });
 }
 
 TEST(RecomputeModules, Gpt2NaiveHasTheAttentionCoreTheMlpAndTheNorms) {
