@@ -30,7 +30,7 @@ struct Recording {
 
 const std::vector<std::string>& recorded_run_files() {
   static const std::vector<std::string> files = {"summary.json", "saved_tensors.csv", "module_calls.csv",
-                                                 "op_outputs.csv", "ops.csv"};
+                                                 "op_outputs.csv", "ops.csv", "memory_events.csv"};
   return files;
 }
 

@@ -2,7 +2,8 @@
 # The unit and end-to-end tests under AddressSanitizer + UndefinedBehaviorSanitizer: the
 # `sanitize` preset (clang at -O1 with debug info, CUDA and the desktop app off) in
 # build-sanitize/, then ctest -L 'unit|e2e' (the installed-copy e2e run is left out: it runs the
-# same checks as e2e_batch_build). The same build holds the fuzz targets (scripts/fuzz.sh). Any
+# same checks as e2e_batch_build; so is e2e_predict, whose Python extension pip builds without
+# the sanitizers). The same build holds the fuzz targets (scripts/fuzz.sh). Any
 # sanitizer report aborts the test it happens in, so it fails.
 # Without clang and its sanitizer runtimes the stage cannot run: it says so in one line and exits
 # 77, which scripts/test.sh reports as a skipped stage.
@@ -20,4 +21,4 @@ cmake --build build-sanitize -j "$jobs" --target remat_unit_tests rematlab-batch
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-ctest --test-dir build-sanitize --output-on-failure --timeout 900 -j "$jobs" -L 'unit|e2e' -E '^e2e_batch_installed$' "$@"
+ctest --test-dir build-sanitize --output-on-failure --timeout 900 -j "$jobs" -L 'unit|e2e' -E '^(e2e_batch_installed|e2e_predict)$' "$@"

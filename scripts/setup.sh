@@ -10,7 +10,7 @@ packages=(build-essential cmake ninja-build pkg-config git ccache libopenblas-de
           libgl1-mesa-dev)
 if [ "$profile" = test ]; then
   # clang and its runtimes: libFuzzer and the sanitizers of the fuzz stage (scripts/fuzz.sh).
-  packages+=(python3 python3-torch python3-numpy xvfb xauth imagemagick clang libclang-rt-14-dev)
+  packages+=(python3 python3-torch python3-numpy python3-venv python3-pip python3-dev python3-pybind11 xvfb xauth imagemagick clang libclang-rt-14-dev)
 fi
 
 missing=()

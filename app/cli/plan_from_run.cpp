@@ -7,6 +7,7 @@
 
 #include "cli_common.h"
 #include "core/analysis/recorded_plan.h"
+#include "core/analysis/recorded_plan_json.h"
 
 namespace remat::cli {
 
@@ -15,27 +16,8 @@ int plan_from_run(const std::string& dir, const std::string& plan_text, bool jso
   const CheckpointPlanSpec plan = parse_checkpoint_plan(plan_text);
   const RecordedPrediction p = predict_recorded_plan(run, plan);
   if (json) {
-    nlohmann::json j;
+    nlohmann::json j = prediction_json(plan, p);
     j["from_run"] = dir;
-    j["policy"] = plan.text;
-    j["checkpointed"] = p.checkpointed;
-    j["recorded_saved_bytes"] = p.recorded_saved_bytes;
-    j["saved_bytes"] = p.saved_bytes;
-    j["saved_bytes_per_block"] = p.saved_bytes_per_block;
-    j["recomputed_blocks"] = p.recomputed_blocks;
-    if (p.recompute_flops) j["recompute_flops"] = *p.recompute_flops;
-    else j["recompute_flops"] = "unknown";
-    if (!plan.keep.empty()) {
-      j["keep"] = plan.keep;
-      j["kept_output_bytes"] = p.kept_output_bytes;
-      if (p.recompute_flops) {
-        j["recomputed_ops"] = p.recomputed_ops;
-        j["recomputed_ops_without_flops"] = p.recomputed_ops_without_flops;
-      } else {  // recorded without the profiler: no ops
-        j["recomputed_ops"] = "unknown";
-        j["recomputed_ops_without_flops"] = "unknown";
-      }
-    }
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -47,6 +29,13 @@ int plan_from_run(const std::string& dir, const std::string& plan_text, bool jso
             << "saved for backward    " << human_bytes(p.saved_bytes) << " (" << p.saved_bytes << " bytes), recorded "
             << human_bytes(p.recorded_saved_bytes) << " (" << p.recorded_saved_bytes << " bytes)\n"
             << "recompute FLOPs       " << (p.recompute_flops ? std::to_string(*p.recompute_flops) : "unknown") << "\n";
+  if (p.peak_bytes)
+    std::cout << "peak                  " << human_bytes(*p.peak_bytes) << " (" << *p.peak_bytes
+              << " bytes) with the recompute, " << human_bytes(*p.held_peak_bytes) << " without it (what a recording"
+              << " of the planned step measures), recorded " << human_bytes(p.recorded_peak_bytes) << "\n";
+  else
+    std::cout << "peak                  not predicted for a selective plan (the kept outputs' lifetimes are not"
+              << " recorded), recorded " << human_bytes(p.recorded_peak_bytes) << "\n";
   if (!plan.keep.empty()) {
     std::cout << "kept op outputs       " << human_bytes(p.kept_output_bytes) << " (" << p.kept_output_bytes
               << " bytes)\n";

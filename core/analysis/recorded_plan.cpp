@@ -1,5 +1,7 @@
 #include "core/analysis/recorded_plan.h"
 
+#include "core/analysis/recorded_peak.h"
+
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -50,11 +52,6 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> parse_inputs(std::string_vi
     s = sp == std::string_view::npos ? std::string_view() : s.substr(sp + 1);
   }
   return v;
-}
-
-bool inside(const std::string& module, const std::string& prefix) {
-  return module == prefix || (module.size() > prefix.size() && module.compare(0, prefix.size(), prefix) == 0 &&
-                              module[prefix.size()] == '.');
 }
 
 std::string block_path(const RecordedRun& run, int b) {
@@ -139,6 +136,7 @@ RecordedRun read_recorded_run(const std::string& dir) {
     run.saved_bytes = rec.at("saved_bytes_at_backward").get<std::uint64_t>();
     run.blocks_module = rec.at("blocks_module").get<std::string>();
     run.flops_known = rec.at("flops_from").get<std::string>() != "unknown";
+    run.peak_bytes = j.at("peak_bytes").get<std::uint64_t>();
     const auto blocks = rec.at("blocks").get<long long>();
     if (blocks < 0 || blocks > limits::kLayers)
       throw Error(sfile + ": field 'recorded.blocks' is " + std::to_string(blocks) + ", outside 0.." +
@@ -154,7 +152,8 @@ RecordedRun read_recorded_run(const std::string& dir) {
   {
     csv::Reader r((fs::path(dir) / "saved_tensors.csv").string());
     const std::size_t cm = r.col("module"), cb = r.col("block"), cs = r.col("storage"), csb = r.col("storage_bytes"),
-                      ca = r.col("alias"), ch = r.col("held_at_backward");
+                      ca = r.col("alias"), ch = r.col("held_at_backward"), cpk = r.col("packed_ns"),
+                      cun = r.col("unpacked_ns"), crl = r.col("released_ns");
     while (r.next()) {
       RecordedTensor t;
       t.module = name_field(r, cm);
@@ -165,12 +164,27 @@ RecordedRun read_recorded_run(const std::string& dir) {
       // Parameters and buffers (BatchNorm's running statistics) are the model's, not activations.
       t.parameter = r.str(ca).rfind("parameter:", 0) == 0 || r.str(ca).rfind("buffer:", 0) == 0;
       t.held_at_backward = r.u64(ch) != 0;
+      t.packed_ns = r.i64(cpk);
+      t.unpacked_ns = r.i64(cun);
+      t.released_ns = r.i64(crl);
+      if (t.packed_ns < 0) r.fail(cpk, "a time before the step");
       run.tensors.push_back(std::move(t));
+    }
+  }
+  {
+    csv::Reader r((fs::path(dir) / "memory_events.csv").string());
+    const std::size_t ct = r.col("t_ns"), cd = r.col("delta_bytes"), cc = r.col("category");
+    while (r.next()) {
+      RecordedEvent e;
+      e.t_ns = r.i64(ct);
+      e.delta = r.i64(cd);
+      e.activation = r.str(cc) == "saved_activations" || r.str(cc) == "checkpoints";
+      run.events.push_back(e);
     }
   }
   csv::Reader r((fs::path(dir) / "module_calls.csv").string());
   const std::size_t cm = r.col("module"), cb = r.col("block"), cp = r.col("phase"), cf = r.col("flops"),
-                    ci = r.col("inputs");
+                    ci = r.col("inputs"), cs = r.col("start_ns");
   while (r.next()) {
     RecordedCall c;
     c.module = name_field(r, cm);
@@ -178,6 +192,7 @@ RecordedRun read_recorded_run(const std::string& dir) {
     c.forward = r.str(cp) == "forward";
     if (!r.str(cf).empty()) c.flops = r.u64(cf);
     c.inputs = parse_inputs(r.str(ci), r, ci);
+    c.start_ns = r.i64(cs);
     run.calls.push_back(std::move(c));
   }
   if (run.has_op_outputs) read_op_tables(dir, run);
@@ -322,6 +337,7 @@ RecordedPrediction predict_recorded_plan(const RecordedRun& run, const Checkpoin
   std::vector<std::string> prefixes;
   std::vector<const RecordedCall*> heads;
   std::vector<const RecordedCall*> recomputed;
+  std::vector<PlanRegion> regions;  // the checkpoints, for the peak
   auto forward_calls_of = [&run](const std::string& path) {
     std::vector<const RecordedCall*> v;
     for (const auto& c : run.calls)
@@ -334,10 +350,15 @@ RecordedPrediction predict_recorded_plan(const RecordedRun& run, const Checkpoin
       bool match = false;
       for (const auto& g : plan.globs) match = match || ::fnmatch(g.c_str(), c.module.c_str(), 0) == 0;
       bool nested = false;
-      for (const auto& p : prefixes) nested = nested || (c.module != p && inside(c.module, p));
+      for (const auto& p : prefixes) nested = nested || (c.module != p && module_inside(c.module, p));
       if (!match || nested) continue;
-      if (std::find(prefixes.begin(), prefixes.end(), c.module) == prefixes.end()) prefixes.push_back(c.module);
+      if (std::find(prefixes.begin(), prefixes.end(), c.module) == prefixes.end()) {
+        prefixes.push_back(c.module);
+        regions.push_back({{c.module}, {}});
+      }
       heads.push_back(&c);
+      for (auto& r : regions)
+        if (r.prefixes.front() == c.module) r.heads.push_back(&c);
       recomputed.push_back(&c);
     }
     if (prefixes.empty()) throw Error("checkpoint plan '" + plan.text + "': no module path of the recorded run matches");
@@ -346,12 +367,18 @@ RecordedPrediction predict_recorded_plan(const RecordedRun& run, const Checkpoin
       throw Error("checkpoint plan '" + plan.text + "': the recorded model has no blocks (no nn.ModuleList, no "
                   "nn.Sequential of two or more modules of one class); name modules with modules:GLOB");
     for (auto [s, e] : plan_regions(plan, run.blocks)) {
+      PlanRegion region;
       for (int b = s; b <= e; ++b) {
         prefixes.push_back(block_path(run, b));
+        region.prefixes.push_back(prefixes.back());
         for (const RecordedCall* c : forward_calls_of(prefixes.back())) recomputed.push_back(c);
       }
       out.recomputed_blocks += static_cast<std::uint64_t>(e - s + 1);
-      for (const RecordedCall* c : forward_calls_of(block_path(run, s))) heads.push_back(c);
+      for (const RecordedCall* c : forward_calls_of(block_path(run, s))) {
+        heads.push_back(c);
+        region.heads.push_back(c);
+      }
+      regions.push_back(std::move(region));
     }
   }
   out.checkpointed = prefixes;
@@ -367,7 +394,7 @@ RecordedPrediction predict_recorded_plan(const RecordedRun& run, const Checkpoin
   };
   auto in_regions = [&prefixes](const std::string& module) {
     for (const auto& p : prefixes)
-      if (inside(module, p)) return true;
+      if (module_inside(module, p)) return true;
     return false;
   };
   for (const auto& t : run.tensors) {
@@ -378,6 +405,12 @@ RecordedPrediction predict_recorded_plan(const RecordedRun& run, const Checkpoin
   // A step that held nothing for backward ran without autograd: no checkpoint keeps anything.
   const bool autograd = out.recorded_saved_bytes != 0;
   if (!autograd) heads.clear();
+  out.recorded_peak_bytes = run.peak_bytes;
+  if (plan.keep.empty()) {
+    const RecordedPeak peak = replay_peak(run, regions, autograd);
+    out.held_peak_bytes = peak.held;
+    out.peak_bytes = peak.with_recompute;
+  }
   for (const RecordedCall* c : heads)
     for (auto [storage, bytes] : c->inputs)
       if (!params.count(storage) && kept.insert(storage).second) charge(c->block, bytes);

@@ -17,6 +17,9 @@ struct RecordedTensor {
   std::uint64_t storage = 0, storage_bytes = 0;
   bool parameter = false;  // aliases a parameter: not an activation
   bool held_at_backward = false;
+  // When autograd saved it, first unpacked it and released it (ns from the step's start; -1:
+  // never), which the peak's replay reads (recorded_peak.h).
+  std::int64_t packed_ns = 0, unpacked_ns = -1, released_ns = -1;
 };
 
 struct RecordedCall {
@@ -25,6 +28,15 @@ struct RecordedCall {
   bool forward = false;  // the first forward (not a recompute in backward)
   std::optional<std::uint64_t> flops;  // the profiler's FLOPs of its ops; none: unknown
   std::vector<std::pair<std::uint64_t, std::uint64_t>> inputs;  // (storage, bytes) of its tensor arguments
+  std::int64_t start_ns = 0;
+};
+
+// An allocation or free the recorder tracked (memory_events.csv): parameters, gradients,
+// optimizer state, and the storages held for backward (saved activations and checkpoints).
+struct RecordedEvent {
+  std::int64_t t_ns = 0;
+  std::int64_t delta = 0;
+  bool activation = false;  // saved_activations or checkpoints
 };
 
 // An output of a classed op of the forward (op_outputs.csv): an op of an op class of
@@ -55,6 +67,10 @@ struct RecordedRun {
   std::vector<std::pair<std::string, std::vector<std::string>>> op_classes;
   std::vector<RecordedOutput> outputs;
   std::vector<RecordedOp> forward_ops;
+  // memory_events.csv in its order, and summary.json's peak_bytes (the recorded step's peak of
+  // what the events track).
+  std::vector<RecordedEvent> events;
+  std::uint64_t peak_bytes = 0;
 };
 
 // Reads DIR/summary.json, saved_tensors.csv and module_calls.csv, and op_outputs.csv and ops.csv
@@ -90,6 +106,11 @@ struct RecordedPrediction {
   // it does not make, e.g. softmax, layer norm).
   std::uint64_t kept_output_bytes = 0;
   std::uint64_t recomputed_ops = 0, recomputed_ops_without_flops = 0;
+  // The step's peak of tracked memory under the plan (recorded_peak.h); none for a selective
+  // plan (the kept outputs' lifetimes are not recorded).
+  std::uint64_t recorded_peak_bytes = 0;              // the recorded step's
+  std::optional<std::uint64_t> held_peak_bytes;       // what a recording of the planned step measures
+  std::optional<std::uint64_t> peak_bytes;            // ... with the recomputed tensors
 };
 
 RecordedPrediction predict_recorded_plan(const RecordedRun& run, const CheckpointPlanSpec& plan);
