@@ -10,7 +10,8 @@ environment, outside the checkout:
   - the shell entry point: predict, record and plan --from-run agree with the API and with
     rematlab-batch plan --from-run; bad input exits 1 with one line, the user's exception shows
     its traceback, no command exits 2;
-  - the package run from a checkout without the extension says how to build it.
+  - the package run from a checkout without the extension says how to build it;
+  - docs/own-model.md's table of predictions is this test's chained model's.
 Exits 77 (skipped) without torch."""
 import argparse
 import json
@@ -185,6 +186,14 @@ def inside(work):
             raised_by_recompute = raised_by_recompute or p.peak_bytes > p.held_peak_bytes
             print("%s %-22s saved %8d  peak %8d  held peak %8d (measured %8d)" % (
                 kind, plan, p.saved_bytes, p.peak_bytes, p.held_peak_bytes, s["peak_bytes"]), flush=True)
+        if kind == "chained":  # docs/own-model.md's table is of this model and step
+            with open(os.path.join(args.source_dir, "docs", "own-model.md")) as f:
+                doc = f.read()
+            for plan in ("none", "per-block", "segments:2"):
+                p = preds[plan]
+                row = "| `%s` | {:,} | {:,} | {:,} | {:,} |".format(
+                    p.saved_bytes, p.peak_bytes, p.held_peak_bytes, p.recompute_flops) % plan
+                check(row in doc, "docs/own-model.md states %s" % row)
     check(raised_by_recompute, "some plan's recompute raises its peak")
 
     # One plan gives one Prediction; a selective plan no peak.
