@@ -1,8 +1,9 @@
-"""The recorder's overhead: one CPU AdamW step of the GPT-2-style test model
-(tests/torch_models/models.py) with and without rematlab.record, as the ratio of the median
+"""The recorder's overhead: one CPU AdamW step of a test model (tests/torch_models/models.py:
+gpt2, the GPT-2-style one; llama; cross, the decoder whose blocks take keyword tensors from a
+second stack) with and without rematlab.record, as the ratio of the median
 step times over interleaved repeats (with the profiler, and with profile=False).
 
-  /usr/bin/python3 bench/recorder_overhead.py [--repeats 15] [--layers 4] [--hidden 64] [--seq 64]
+  /usr/bin/python3 bench/recorder_overhead.py [--model gpt2] [--repeats 15] [--layers 4] [--hidden 64] [--seq 64]
 """
 import argparse
 import os
@@ -20,6 +21,7 @@ import rematlab  # noqa: E402
 import models  # noqa: E402
 
 ap = argparse.ArgumentParser()
+ap.add_argument("--model", choices=["gpt2", "llama", "cross"], default="gpt2")
 ap.add_argument("--repeats", type=int, default=15)
 ap.add_argument("--layers", type=int, default=4)
 ap.add_argument("--hidden", type=int, default=64)
@@ -28,7 +30,13 @@ ap.add_argument("--batch", type=int, default=4)
 ap.add_argument("--threads", type=int, default=1)
 a = ap.parse_args()
 torch.set_num_threads(a.threads)
-model = models.Gpt2(vocab=256, hidden=a.hidden, heads=4, layers=a.layers, positions=a.seq)
+torch.manual_seed(0)
+if a.model == "gpt2":
+    model = models.Gpt2(vocab=256, hidden=a.hidden, heads=4, layers=a.layers, positions=a.seq)
+elif a.model == "llama":
+    model = models.Llama(vocab=256, hidden=a.hidden, heads=4, kv_heads=2, ffn=2 * a.hidden, layers=a.layers)
+else:
+    model = models.CrossDecoder(vocab=256, hidden=a.hidden, heads=4, layers=a.layers)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 x, y = models.batch(256, batch=a.batch, seq=a.seq)
 work = tempfile.mkdtemp(prefix="recorder-bench-")
@@ -61,8 +69,8 @@ for i in range(a.repeats):
     for k in times:  # interleaved, so drift in the machine's load hits each alike
         times[k].append(timed(k, i))
 base = statistics.median(times["plain"])
-print("gpt2-style step: layers %d, hidden %d, seq %d, batch %d, %d thread(s), torch %s, %d repeats"
-      % (a.layers, a.hidden, a.seq, a.batch, a.threads, torch.__version__, a.repeats))
+print("%s step: layers %d, hidden %d, seq %d, batch %d, %d thread(s), torch %s, %d repeats"
+      % (a.model, a.layers, a.hidden, a.seq, a.batch, a.threads, torch.__version__, a.repeats))
 for k, v in times.items():
     m = statistics.median(v)
     print("%-20s median %8.2f ms  (min %8.2f)  ratio to plain %.2f" % (k, m * 1e3, min(v) * 1e3, m / base))

@@ -215,6 +215,38 @@ def inside(work):
         except ValueError as e:
             check(why in str(e), "plan %r refused saying %r: %s" % (bad, why, e))
     check(not ran, "a refused plan runs nothing")
+    # A step that raises: its exception as it was, nothing left behind; a plan naming modules
+    # the model lacks: said after the step, naming the plan; a model without parameters.
+    class Mine(Exception):
+        pass
+
+    def bad_step():
+        raise Mine("the step's own error")
+    kept = os.path.join(work, "kept")
+    try:
+        rematlab.predict(model, bad_step, plan="per-block", out_dir=kept)
+        check(False, "a step that raises raises")
+    except Mine:
+        pass
+    check(not os.path.exists(kept), "a step that raised leaves no recording")
+    model, step, opt = entry.make()
+    try:
+        rematlab.predict(model, step, plan="modules:decoder.*", optimizer=opt)
+        check(False, "modules:decoder.* refused")
+    except ValueError as e:
+        check("checkpoint plan 'modules:decoder.*': no module path of the recorded run matches" in str(e),
+              "a glob that matches nothing is named: %s" % e)
+    import torch
+    relu = torch.nn.ReLU()
+    xin = torch.randn(4, 4, requires_grad=True)
+    free = rematlab.predict(relu, lambda: relu(xin).sum().backward())
+    check(free.saved_bytes == free.recorded_saved_bytes > 0, "a model without parameters: %r" % (free.raw,))
+    try:
+        rematlab.predict(relu, lambda: relu(xin).sum().backward(), plan="per-block")
+        check(False, "per-block of a model without blocks refused")
+    except ValueError as e:
+        check("has no blocks" in str(e) and "modules:GLOB" in str(e), "no blocks, said with what to do: %s" % e)
+    model, step, opt = entry.make()
     applied = rematlab.checkpoint_plan(model, "per-block")
     try:
         rematlab.predict(model, step)
