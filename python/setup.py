@@ -2,6 +2,7 @@
 recorded step, from the repository's own C++ sources (listed below), with pybind11 and
 nlohmann-json from Debian (python3-pybind11, nlohmann-json3-dev). Offline:
 pip install --no-build-isolation ./python (docs/own-model.md)."""
+import glob
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -11,6 +12,7 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+os.chdir(HERE)  # the sources are named relative to python/, wherever this runs from
 # The engine's sources the predictor needs; a new dependency of theirs is added here.
 CORE = ["analysis/recorded_plan.cpp", "analysis/recorded_peak.cpp", "analysis/recorded_plan_json.cpp",
         "trace/csv.cpp", "trace/schema.cpp", "trace/trace.cpp", "schedule/schedule.cpp",
@@ -31,7 +33,8 @@ def _pybind11_include():
     try:
         import pybind11
     except ImportError:
-        sys.exit("rematlab: pybind11 is missing: apt-get install python3-pybind11 (or pip install pybind11)")
+        sys.exit("rematlab: pybind11 is missing: apt-get install python3-pybind11 (or pip install pybind11); "
+                 "with pip, install with --no-build-isolation so that the build sees it")
     return pybind11.get_include()
 
 
@@ -60,6 +63,7 @@ setup(
     ext_modules=[Extension(
         "rematlab._predictor", sources=_sources(), language="c++",
         include_dirs=[ROOT, _pybind11_include()],
+        depends=sorted(glob.glob(os.path.join("..", "core", "**", "*.h"), recursive=True)),
         extra_compile_args=["-std=c++20", "-O2", "-g0", "-fvisibility=hidden"],
     )],
     cmdclass={"build_ext": BuildExt},

@@ -5,13 +5,16 @@
 //    saved tensors is released in the recording (its backward's end), as
 //    torch.utils.checkpoint holds them;
 //  - with the recompute: when the backward first uses a region (the first unpack of one of its
-//    saved tensors in the recording), the storages the region saved are made again and held
-//    until the region's backward ends (torch.utils.checkpoint keeps a region's recomputed
-//    tensors together until then; torch 1.13 does, and later versions free them no later).
+//    saved tensors in the recording), the storages the region saved that are not alive then
+//    are made again and held until the region's backward ends (torch.utils.checkpoint keeps a
+//    region's recomputed tensors together until then; torch 1.13 does, and later versions free
+//    them no later).
 // Parameters, gradients and optimizer state keep their recorded events. A storage's life under
-// the plan runs from its first holder's save to its last holder's release.
+// the plan runs from a holder's save to the last release of the holders whose times overlap
+// it (a storage id used again after its release starts a new life).
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -19,11 +22,13 @@
 
 namespace remat {
 
-// One checkpoint of the plan: the module paths it runs (a path's submodules included) and the
-// calls whose tensor arguments it keeps.
+// One checkpoint of the plan: the module paths it runs (a path's submodules included) during
+// its forward [from, to] (so a module called twice is two checkpoints), and the calls whose
+// tensor arguments it keeps.
 struct PlanRegion {
   std::vector<std::string> prefixes;
   std::vector<const RecordedCall*> heads;
+  std::int64_t from = 0, to = std::numeric_limits<std::int64_t>::max();
 };
 
 struct RecordedPeak {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <unordered_set>
 
@@ -136,7 +137,6 @@ RecordedRun read_recorded_run(const std::string& dir) {
     run.saved_bytes = rec.at("saved_bytes_at_backward").get<std::uint64_t>();
     run.blocks_module = rec.at("blocks_module").get<std::string>();
     run.flops_known = rec.at("flops_from").get<std::string>() != "unknown";
-    run.peak_bytes = j.at("peak_bytes").get<std::uint64_t>();
     const auto blocks = rec.at("blocks").get<long long>();
     if (blocks < 0 || blocks > limits::kLayers)
       throw Error(sfile + ": field 'recorded.blocks' is " + std::to_string(blocks) + ", outside 0.." +
@@ -149,6 +149,9 @@ RecordedRun read_recorded_run(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(sfile + ": field 'recorded': " + e.what());
   }
+  if (!j.contains("peak_bytes") || !j.at("peak_bytes").is_number_unsigned())
+    throw Error(sfile + ": field 'peak_bytes' must be a non-negative integer");
+  run.peak_bytes = j.at("peak_bytes").get<std::uint64_t>();
   {
     csv::Reader r((fs::path(dir) / "saved_tensors.csv").string());
     const std::size_t cm = r.col("module"), cb = r.col("block"), cs = r.col("storage"), csb = r.col("storage_bytes"),
@@ -167,7 +170,10 @@ RecordedRun read_recorded_run(const std::string& dir) {
       t.packed_ns = r.i64(cpk);
       t.unpacked_ns = r.i64(cun);
       t.released_ns = r.i64(crl);
-      if (t.packed_ns < 0) r.fail(cpk, "a time before the step");
+      if (t.packed_ns < 0 || t.packed_ns > limits::kClockNs) r.fail(cpk, "not a time of the step");
+      if (t.unpacked_ns < -1 || t.unpacked_ns > limits::kClockNs) r.fail(cun, "not a time of the step (or -1)");
+      if (t.released_ns < -1 || t.released_ns > limits::kClockNs) r.fail(crl, "not a time of the step (or -1)");
+      if (t.storage_bytes > static_cast<std::uint64_t>(limits::kMemoryBytes)) r.fail(csb, "is past 2^56 bytes");
       run.tensors.push_back(std::move(t));
     }
   }
@@ -178,13 +184,15 @@ RecordedRun read_recorded_run(const std::string& dir) {
       RecordedEvent e;
       e.t_ns = r.i64(ct);
       e.delta = r.i64(cd);
+      if (e.t_ns < 0 || e.t_ns > limits::kClockNs) r.fail(ct, "not a time of the step");
+      if (e.delta < -limits::kMemoryBytes || e.delta > limits::kMemoryBytes) r.fail(cd, "is past 2^56 bytes");
       e.activation = r.str(cc) == "saved_activations" || r.str(cc) == "checkpoints";
       run.events.push_back(e);
     }
   }
   csv::Reader r((fs::path(dir) / "module_calls.csv").string());
   const std::size_t cm = r.col("module"), cb = r.col("block"), cp = r.col("phase"), cf = r.col("flops"),
-                    ci = r.col("inputs"), cs = r.col("start_ns");
+                    ci = r.col("inputs"), cs = r.col("start_ns"), ce = r.col("end_ns");
   while (r.next()) {
     RecordedCall c;
     c.module = name_field(r, cm);
@@ -193,6 +201,9 @@ RecordedRun read_recorded_run(const std::string& dir) {
     if (!r.str(cf).empty()) c.flops = r.u64(cf);
     c.inputs = parse_inputs(r.str(ci), r, ci);
     c.start_ns = r.i64(cs);
+    c.end_ns = r.i64(ce);
+    if (c.start_ns < 0 || c.start_ns > limits::kClockNs) r.fail(cs, "not a time of the step");
+    if (c.end_ns < c.start_ns || c.end_ns > limits::kClockNs) r.fail(ce, "not a time of the step after its start");
     run.calls.push_back(std::move(c));
   }
   if (run.has_op_outputs) read_op_tables(dir, run);
@@ -352,13 +363,9 @@ RecordedPrediction predict_recorded_plan(const RecordedRun& run, const Checkpoin
       bool nested = false;
       for (const auto& p : prefixes) nested = nested || (c.module != p && module_inside(c.module, p));
       if (!match || nested) continue;
-      if (std::find(prefixes.begin(), prefixes.end(), c.module) == prefixes.end()) {
-        prefixes.push_back(c.module);
-        regions.push_back({{c.module}, {}});
-      }
+      if (std::find(prefixes.begin(), prefixes.end(), c.module) == prefixes.end()) prefixes.push_back(c.module);
       heads.push_back(&c);
-      for (auto& r : regions)
-        if (r.prefixes.front() == c.module) r.heads.push_back(&c);
+      regions.push_back({{c.module}, {&c}, c.start_ns, c.end_ns});  // each call its own checkpoint
       recomputed.push_back(&c);
     }
     if (prefixes.empty()) throw Error("checkpoint plan '" + plan.text + "': no module path of the recorded run matches");
@@ -374,9 +381,16 @@ RecordedPrediction predict_recorded_plan(const RecordedRun& run, const Checkpoin
         for (const RecordedCall* c : forward_calls_of(prefixes.back())) recomputed.push_back(c);
       }
       out.recomputed_blocks += static_cast<std::uint64_t>(e - s + 1);
+      std::int64_t from = std::numeric_limits<std::int64_t>::max(), to = 0;
       for (const RecordedCall* c : forward_calls_of(block_path(run, s))) {
         heads.push_back(c);
         region.heads.push_back(c);
+        from = std::min(from, c->start_ns);
+      }
+      for (const RecordedCall* c : forward_calls_of(block_path(run, e))) to = std::max(to, c->end_ns);
+      if (from <= to) {  // the segment's forward; without its calls, by module path alone
+        region.from = from;
+        region.to = to;
       }
       regions.push_back(std::move(region));
     }

@@ -28,7 +28,7 @@ struct RecordedCall {
   bool forward = false;  // the first forward (not a recompute in backward)
   std::optional<std::uint64_t> flops;  // the profiler's FLOPs of its ops; none: unknown
   std::vector<std::pair<std::uint64_t, std::uint64_t>> inputs;  // (storage, bytes) of its tensor arguments
-  std::int64_t start_ns = 0;
+  std::int64_t start_ns = 0, end_ns = 0;
 };
 
 // An allocation or free the recorder tracked (memory_events.csv): parameters, gradients,
@@ -73,7 +73,7 @@ struct RecordedRun {
   std::uint64_t peak_bytes = 0;
 };
 
-// Reads DIR/summary.json, saved_tensors.csv and module_calls.csv, and op_outputs.csv and ops.csv
+// Reads DIR/summary.json, saved_tensors.csv, module_calls.csv and memory_events.csv, and op_outputs.csv and ops.csv
 // where summary.json lists op classes; Error naming the file (and the line and column) when DIR
 // is not a recorded run, is of a newer format, or a table is off.
 RecordedRun read_recorded_run(const std::string& dir);

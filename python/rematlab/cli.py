@@ -16,7 +16,9 @@ import json
 import os
 import sys
 
-from .predict import check_plans, predict, predict_run
+import torch
+
+from .predict import check_plans, loss_value, predict, predict_run
 from .recorder import record
 
 
@@ -51,9 +53,16 @@ def _load_entry(spec):
         sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
         mspec = importlib.util.spec_from_file_location("rematlab_entry", where)
         module = importlib.util.module_from_spec(mspec)
+        sys.modules["rematlab_entry"] = module  # as an imported module is (dataclasses look it up)
         _users(mspec.loader.exec_module)(module)
     else:
         sys.path.insert(0, os.getcwd())
+        try:
+            found = importlib.util.find_spec(where)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise UsageError("entry %r: no module %s (give FILE.py:FUNC, or a module on the path)" % (spec, where))
         module = _users(importlib.import_module)(where)
     fn = getattr(module, func, None)
     if not callable(fn):
@@ -66,6 +75,9 @@ def _load_entry(spec):
             raise UsageError("entry %r: the dict %s() returns needs keys model and step" % (spec, func))
         if not callable(made["step"]):
             raise UsageError("entry %r: the step %s() returns is not callable" % (spec, func))
+        if not isinstance(made["model"], torch.nn.Module):
+            raise UsageError("entry %r: the model %s() returns is a %s, not a torch.nn.Module"
+                             % (spec, func, type(made["model"]).__name__))
         made["step"] = _users(made["step"])
         return made
     raise UsageError("entry %r: %s() returned %s; return (model, step), (model, step, optimizer) or a dict"
@@ -128,13 +140,21 @@ def _parser():
 def main(argv=None):
     args = _parser().parse_args(argv)
     try:
+        return _run(args)
+    except _UserCodeError as e:
+        error = e.original
+    raise error  # the user's own code: its traceback, as it was
+
+
+def _run(args):
+    try:
         if args.command == "record":
             made = _load_entry(args.entry)
             with record(args.out, model=made["model"], optimizer=made.get("optimizer"),
                         profile=not args.no_profile, model_config=made.get("model_config"),
                         overwrite=args.overwrite) as rec:
-                loss = made["step"]()
-                if loss is not None and not isinstance(loss, (tuple, list, dict)):
+                loss = loss_value(made["step"]())
+                if loss is not None:
                     rec.loss(loss)
             print("recorded %s: %d blocks, %d bytes saved for backward" % (
                 rec.path, rec.summary["recorded"]["blocks"], rec.summary["recorded"]["saved_bytes_at_backward"]))
@@ -151,8 +171,6 @@ def main(argv=None):
                        model_config=made.get("model_config"), profile=not args.no_profile),
                args.json, {"entry": args.entry})
         return 0
-    except _UserCodeError as e:
-        raise e.original  # the user's own code: its traceback
     except (UsageError, ValueError, RuntimeError, OSError) as e:
         print("python -m rematlab %s: error: %s" % (args.command, e), file=sys.stderr)
         return 1

@@ -63,6 +63,15 @@ def _known(v):
     return None if v == "unknown" else v
 
 
+def loss_value(value):
+    """What a step returned, if it is a loss to record: a number or a one-element tensor."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)) or (isinstance(value, torch.Tensor) and value.numel() == 1):
+        return value
+    return None
+
+
 def check_plans(plans):
     """The plans as a list of texts, each read by both the engine and checkpoint_plan; ValueError
     for one that either refuses, before anything runs."""
@@ -111,8 +120,8 @@ def predict(model, step, plan="none", optimizer=None, model_config=None, profile
         out_dir = os.path.join(tmp, "run")
     try:
         with record(out_dir, model=model, optimizer=optimizer, profile=profile, model_config=model_config) as rec:
-            loss = step()
-            if isinstance(loss, (int, float)) or (isinstance(loss, torch.Tensor) and loss.numel() == 1):
+            loss = loss_value(step())
+            if loss is not None:
                 rec.loss(loss)
         out = predict_run(rec.path, texts)
     finally:

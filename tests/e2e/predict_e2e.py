@@ -102,6 +102,9 @@ def not_a_step():
 
 def raises():
     raise KeyError("raised by the entry itself")
+
+def not_a_model():
+    return 3, lambda: None
 '''
 
 
@@ -279,6 +282,8 @@ def inside(work):
                            (["predict", "entry.py:not_a_step"], 1, "not_a_step() returned int"),
                            (["predict", "entry.py:nothing_here"], 1, "has no function nothing_here"),
                            (["predict", "missing.py:make"], 1, "no file missing.py"),
+                           (["predict", "no_such.module:make"], 1, "no module no_such.module"),
+                           (["predict", "entry.py:not_a_model"], 1, "is a int, not a torch.nn.Module"),
                            (["predict", "entry.py"], 1, "FILE.py:FUNC"),
                            (["record", "entry.py:make", "--out", "rec"], 1, "exists"),
                            (["plan", "--from-run", "nowhere"], 1, "not a directory"),
@@ -290,8 +295,9 @@ def inside(work):
               "%s: exit %d saying %r, got %d: %s" % (" ".join(argv), rc, said, r.returncode, r.stderr[-600:]))
         check(argv[-1:] == ["entry.py:raises"] or "Traceback" not in r.stderr,
               "%s: one line, no traceback: %s" % (argv, r.stderr[-600:]))
-    check("Traceback" in run(cli + ["predict", "entry.py:raises"], cwd=work).stderr,
-          "the user's own exception shows its traceback")
+    tb = run(cli + ["predict", "entry.py:raises"], cwd=work).stderr
+    check("Traceback" in tb and "During handling" not in tb, "the user's own exception shows its own traceback: %s"
+          % tb[-800:])
     return exit_code("predict: every prediction met its recording")
 
 

@@ -44,6 +44,7 @@ RecordedRun timeline() {
     c.block = block;
     c.forward = true;
     c.start_ns = start;
+    c.end_ns = start + 9;
     c.inputs = {{input, bytes}};
     r.calls.push_back(c);
   };
@@ -89,6 +90,77 @@ TEST(RecordedPeak, AStepWithoutAutogradKeepsNoInputs) {
   // keep_inputs false: only the head's s4 is held (30..52); no recompute adds to the gradients.
   EXPECT_EQ(replay_peak(r, regions, false).held, 1000u + 400 + 300);
   EXPECT_EQ(replay_peak(r, regions, true).held, 2100u);
+}
+
+// A smaller step: parameters 1000 B at 0, nothing else tracked but what `tensors` saves.
+RecordedRun small(std::vector<RecordedTensor> tensors, std::vector<RecordedCall> calls) {
+  RecordedRun r;
+  r.blocks = 2;
+  r.blocks_module = "b";
+  r.saved_bytes = 1;
+  r.tensors = std::move(tensors);
+  r.calls = std::move(calls);
+  r.events = {{0, 1000, false}};
+  return r;
+}
+
+RecordedTensor saved(std::string module, int block, std::uint64_t storage, std::uint64_t bytes, std::int64_t packed,
+                     std::int64_t unpacked, std::int64_t released) {
+  RecordedTensor t;
+  t.module = std::move(module);
+  t.block = block;
+  t.storage = storage;
+  t.storage_bytes = bytes;
+  t.held_at_backward = true;
+  t.packed_ns = packed;
+  t.unpacked_ns = unpacked;
+  t.released_ns = released;
+  return t;
+}
+
+RecordedCall called(std::string module, int block, std::int64_t start, std::int64_t end,
+                    std::vector<std::pair<std::uint64_t, std::uint64_t>> inputs) {
+  RecordedCall c;
+  c.module = std::move(module);
+  c.block = block;
+  c.forward = true;
+  c.start_ns = start;
+  c.end_ns = end;
+  c.inputs = std::move(inputs);
+  return c;
+}
+
+TEST(RecordedPeak, ABlocksOutputIsRecomputedOnceTheNextCheckpointLetsItGo) {
+  // Block 0 saves its output (storage 3, a ReLU's) which block 1 keeps as its checkpoint's
+  // input until block 1's backward ends (63); block 0's recompute (70) makes it again.
+  const RecordedRun r = small({saved("b.0.lin", 0, 2, 300, 11, 70, 72), saved("b.0.relu", 0, 3, 200, 12, 71, 73),
+                               saved("b.1.lin", 1, 3, 200, 21, 60, 62), saved("b.1.relu", 1, 4, 200, 22, 61, 63)},
+                              {called("b.0", 0, 10, 20, {{1, 100}}), called("b.1", 1, 21, 30, {{3, 200}})});
+  const RecordedPrediction p = predict_recorded_plan(r, parse_checkpoint_plan("per-block"));
+  EXPECT_EQ(p.held_peak_bytes, 1000u + 100 + 200);  // both inputs, 21..63
+  // Block 1's recompute (60..63): its input is held, storage 4 comes back: 1500. Block 0's
+  // (70..73): storages 2 and 3 come back over its input: 1000 + 100 + 300 + 200 = 1600.
+  EXPECT_EQ(p.peak_bytes, 1600u);
+}
+
+TEST(RecordedPeak, AModuleCalledTwiceIsTwoCheckpoints) {
+  // m runs at 10..20 (input storage 1) and 30..40 (input storage 2), saving 500 B each time.
+  const RecordedRun r = small({saved("m", -1, 5, 500, 11, 80, 82), saved("m", -1, 6, 500, 31, 60, 62)},
+                              {called("m", -1, 10, 20, {{1, 100}}), called("m", -1, 30, 40, {{2, 100}})});
+  const RecordedPrediction p = predict_recorded_plan(r, parse_checkpoint_plan("modules:m"));
+  // The second call's input lives to its own backward's end (62), not the first call's (82).
+  EXPECT_EQ(p.held_peak_bytes, 1200u);
+  // Each call's recompute brings back its own 500 B: 1000 + 100 + 100 + 500 at 60.
+  EXPECT_EQ(p.peak_bytes, 1700u);
+}
+
+TEST(RecordedPeak, AStorageIdUsedAgainAfterItsReleaseIsANewLife) {
+  const RecordedRun r = small({saved("x", -1, 9, 100, 5, -1, 8), saved("z", -1, 10, 1000, 20, -1, 30),
+                               saved("y", -1, 9, 100, 50, -1, 55)},
+                              {});
+  const RecordedPrediction p = predict_recorded_plan(r, parse_checkpoint_plan("none"));
+  EXPECT_EQ(p.held_peak_bytes, 2000u);  // storage 9 is not held from 5 to 55
+  EXPECT_EQ(p.peak_bytes, 2000u);
 }
 
 }  // namespace

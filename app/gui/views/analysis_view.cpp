@@ -267,7 +267,7 @@ void AnalysisView::showContents(const RunEntry& run) {
       contents_->setText(text);
       return;
     } catch (const Error& e) {
-      text += "<br>" + tr("saved_tensors.csv could not be read: %1").arg(QString::fromStdString(e.what()).toHtmlEscaped());
+      text += "<br>" + tr("The recording could not be read: %1").arg(QString::fromStdString(e.what()).toHtmlEscaped());
     }
   }
   holdings_title_->setText("<b>" + tr("Allocations per category") + "</b>");
