@@ -57,8 +57,13 @@ Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc
   setup_zero();
   if (cfg_.position == PositionKind::Rope) {
     rope_ = rope_frequencies(cfg_.rope_scaling, cfg_.rope_theta, cfg_.rotary_dim(), cfg_.positions, cfg_.seq);
-    if (cfg_.rope_local_theta > 0.0)
-      rope_local_ = rope_frequencies(RopeScaling{}, cfg_.rope_local_theta, cfg_.rotary_dim(), cfg_.positions, cfg_.seq);
+    std::vector<double> bases;
+    if (cfg_.rope_local_theta > 0.0 && cfg_.layer_kinds.empty()) bases.push_back(cfg_.rope_local_theta);
+    for (const LayerKind& k : cfg_.layer_kinds)
+      if (k.rope_theta > 0.0) bases.push_back(k.rope_theta);
+    for (double base : bases)
+      if (std::none_of(rope_bases_.begin(), rope_bases_.end(), [base](const auto& r) { return r.first == base; }))
+        rope_bases_.emplace_back(base, rope_frequencies(RopeScaling{}, base, cfg_.rotary_dim(), cfg_.positions, cfg_.seq));
   }
 }
 
@@ -146,8 +151,11 @@ AttnDims Executor::attn(int block) const {
 
 RopeTable Executor::rope_table(int block) const {
   RopeTable r;
-  const bool local = !rope_local_.inv_freq.empty() && cfg_.window_of(first_block_ + block) > 0;
-  const RopeFrequencies& f = local ? rope_local_ : rope_;
+  const double base = cfg_.rope_base_of(first_block_ + block);
+  const RopeFrequencies* own = nullptr;
+  for (const auto& [b, table] : rope_bases_)
+    if (b == base) own = &table;
+  const RopeFrequencies& f = own != nullptr ? *own : rope_;
   if (f.inv_freq.empty()) return r;
   r.inv_freq = f.inv_freq.data();
   r.rotary_dim = 2 * static_cast<int>(f.inv_freq.size());

@@ -224,7 +224,8 @@ class Executor {
   BlockGraph graph_;
   std::vector<AdamSegment> segments_;
   RopeFrequencies rope_;  // the model's RoPE frequencies (empty without RoPE)
-  RopeFrequencies rope_local_;  // windowed blocks' with rope_local_theta (else empty)
+  // Blocks rotating on a base of their own (ModelConfig::rope_base_of), by base, without scaling.
+  std::vector<std::pair<double, RopeFrequencies>> rope_bases_;
   int tp_ = 1, tp_rank_ = 0;    // tensor-parallel ranks and this one's index
   bool sp_ = false;
   bool distribute_ = false;     // distribute_saved with T > 1

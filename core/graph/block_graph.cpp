@@ -157,7 +157,7 @@ int BlockGraph::build_attention(int qkv) {
     s.rows = static_cast<std::uint64_t>(B * a);
     s.K = m.head_dim();
     s.N = static_cast<int>(S);
-    s.sq = visible_sq(S, m.sliding_window);
+    s.sq = visible_sq(S, m.windowed_size());
     s.sq_full = visible_sq(S, 0);
     return s;
   };

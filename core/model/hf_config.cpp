@@ -304,9 +304,11 @@ void read_rope_parameters(nlohmann::json& j, hf::Problems& p) {
     j["rope_scaling"] = rp;
 }
 
-// `layer_types` (transformers 5): each layer's attention, which must be the family's as this
-// import models it ("sliding_attention" where the layer has a window, else "full_attention").
-void check_layer_types(const nlohmann::json& lt, const ModelConfig& m, hf::Problems& p) {
+// `layer_types` (transformers 5): each layer's attention. A list the family's own features
+// describe is read as them (so the model and its files are as without it); any other pattern of
+// sliding and full attention becomes layer kinds (layer_kind.h): "sliding_attention" with the
+// config's window (and, for Gemma 3, its local RoPE base), "full_attention" without one.
+void apply_layer_types(const nlohmann::json& lt, ModelConfig& m, hf::Problems& p) {
   if (lt.is_null()) return;
   if (!lt.is_array()) {
     p.add("layer_types", "must be a list of layer kinds, got " + json_snippet(lt));
@@ -316,6 +318,8 @@ void check_layer_types(const nlohmann::json& lt, const ModelConfig& m, hf::Probl
     p.add("layer_types", "lists " + std::to_string(lt.size()) + " layers; num_hidden_layers is " + std::to_string(m.layers));
     return;
   }
+  bool same = true;
+  int window = 0;  // the window a sliding layer of the family's layout has
   for (int l = 0; l < m.layers; ++l) {
     const nlohmann::json& k = lt[static_cast<std::size_t>(l)];
     const std::string kind = k.is_string() ? k.get<std::string>() : "";
@@ -324,13 +328,29 @@ void check_layer_types(const nlohmann::json& lt, const ModelConfig& m, hf::Probl
                                " (known: full_attention, sliding_attention)");
       return;
     }
-    const std::string modelled = m.window_of(l) > 0 ? "sliding_attention" : "full_attention";
-    if (kind != modelled) {
-      p.add("layer_types", "layer " + std::to_string(l) + " is " + kind + " where this family's layout has " + modelled +
-                               "; other per-layer kinds are not modelled");
+    same = same && kind == (m.window_of(l) > 0 ? "sliding_attention" : "full_attention");
+    window = std::max(window, m.window_of(l));
+  }
+  if (same) return;
+  if (window == 0) window = m.sliding_window;
+  LayerKind full{"full_attention"}, sliding{"sliding_attention", window, m.rope_local_theta};
+  m.layer_kinds.clear();
+  m.layer_pattern.clear();
+  for (int l = 0; l < m.layers; ++l) {
+    const LayerKind& k = lt[static_cast<std::size_t>(l)] == "sliding_attention" ? sliding : full;
+    if (k.name == "sliding_attention" && window == 0) {
+      p.add("layer_types", "layer " + std::to_string(l) + " is sliding_attention, but the config gives no window "
+                           "(sliding_window, or use_sliding_window false)");
       return;
     }
+    auto at = std::find(m.layer_kinds.begin(), m.layer_kinds.end(), k);
+    if (at == m.layer_kinds.end()) at = m.layer_kinds.insert(m.layer_kinds.end(), k);
+    m.layer_pattern.push_back(static_cast<int>(at - m.layer_kinds.begin()));
   }
+  m.sliding_window = 0;  // the kinds give every layer's window and base
+  m.window_layers = WindowLayers::All;
+  m.window_pattern = 0;
+  m.rope_local_theta = 0.0;
 }
 
 }  // namespace
@@ -345,6 +365,9 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
   read_rope_parameters(j, p);
   const nlohmann::json layer_types = j.contains("layer_types") ? j.at("layer_types") : nlohmann::json();
   j.erase("layer_types");
+  // transformers derives layer_types from Qwen's max_window_layers only where they are not given.
+  const bool superseded = layer_types.is_array() && j.contains("max_window_layers");
+  if (superseded) j.erase("max_window_layers");
   // Gemma 3 configs saved with layer_types alone: the pattern is the first global layer's place
   // (check_layer_types then holds every layer to it).
   if (type == "gemma3_text" && layer_types.is_array() && !j.contains("sliding_window_pattern")) {
@@ -376,9 +399,10 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
                                         " (known: " + known + ")");
   }
   check_sizes(m, p);
-  check_layer_types(layer_types, m, p);
+  apply_layer_types(layer_types, m, p);
   p.throw_if_any();
   m.name = name;
+  if (superseded) ignored.push_back("max_window_layers");
   m.ignored_fields = std::move(ignored);
   m.validate();
   return m;

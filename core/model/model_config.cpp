@@ -1,5 +1,6 @@
 #include "core/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -100,11 +101,68 @@ int ModelConfig::rotary_dim() const {
 }
 
 int ModelConfig::window_of(int block) const {
+  if (!layer_kinds.empty()) return kind_of(block).window;
   if (sliding_window <= 0) return 0;
   if (window_layers == WindowLayers::Even && block % 2 != 0) return 0;
   if (window_pattern > 0 && (block + 1) % window_pattern == 0) return 0;
   return sliding_window;
 }
+
+int ModelConfig::windowed_size() const {
+  if (layer_kinds.empty()) return sliding_window;
+  int w = 0;
+  for (const LayerKind& k : layer_kinds) w = std::max(w, k.window);
+  return w;
+}
+
+double ModelConfig::rope_base_of(int block) const {
+  if (!layer_kinds.empty()) return kind_of(block).rope_theta;
+  return rope_local_theta > 0.0 && window_of(block) > 0 ? rope_local_theta : 0.0;
+}
+
+const LayerKind& ModelConfig::kind_of(int block) const {
+  const auto at = static_cast<std::size_t>(block) % layer_pattern.size();
+  return layer_kinds[static_cast<std::size_t>(layer_pattern[at])];
+}
+
+namespace {
+
+void validate_layer_kinds(const ModelConfig& m) {
+  if (m.layer_kinds.empty()) {
+    if (!m.layer_pattern.empty()) throw ConfigError("layer_pattern", "needs layer_kinds to name");
+    return;
+  }
+  if (m.layer_pattern.empty()) throw ConfigError("layer_pattern", "must give a kind to each layer (layer_kinds are listed)");
+  for (std::size_t i = 0; i < m.layer_kinds.size(); ++i) {
+    const LayerKind& k = m.layer_kinds[i];
+    const std::string field = "layer_kinds." + (k.name.empty() ? std::to_string(i) : k.name);
+    if (k.name.empty()) throw ConfigError(field, "has no name");
+    for (std::size_t j = 0; j < i; ++j)
+      if (m.layer_kinds[j].name == k.name) throw ConfigError(field, "is listed twice");
+    if (k.window < 0) throw ConfigError(field + ".window", "must be 0 (full attention) or a positive window, got " + std::to_string(k.window));
+    if (!(std::isfinite(k.rope_theta) && k.rope_theta >= 0.0))
+      throw ConfigError(field + ".rope_theta", "must be 0 (the model's) or a positive base");
+    if (k.rope_theta > 0.0 && m.position != PositionKind::Rope)
+      throw ConfigError(field + ".rope_theta", "needs rotary positions (position rope)");
+    if (!k.rope)
+      throw ConfigError(field + ".rope", "false (layers without RoPE) is not modelled yet: their block table differs");
+    if (k.mlp == LayerMlp::Moe)
+      throw ConfigError(field + ".mlp", "moe (a mixture-of-experts MLP) is not modelled yet");
+  }
+  for (std::size_t b = 0; b < m.layer_pattern.size(); ++b)
+    if (m.layer_pattern[b] < 0 || static_cast<std::size_t>(m.layer_pattern[b]) >= m.layer_kinds.size())
+      throw ConfigError("layer_pattern", "entry " + std::to_string(b) + " is not one of the " +
+                                             std::to_string(m.layer_kinds.size()) + " layer kinds");
+  for (const LayerKind& k : m.layer_kinds)
+    if (k.window > 0 && k.window != m.windowed_size())
+      throw ConfigError("layer_kinds." + k.name + ".window", std::to_string(k.window) + " where another kind's is " +
+                                                              std::to_string(m.windowed_size()) +
+                                                              ": windows of several sizes are not modelled yet");
+  if (m.sliding_window != 0)
+    throw ConfigError("sliding_window", "is given by the layer kinds (layer_kinds) where they are listed; set it 0");
+}
+
+}  // namespace
 
 double ModelConfig::score_scale(int block) const {
   double s = attn_scale > 0.0 ? attn_scale : 1.0 / std::sqrt(static_cast<double>(head_dim()));
@@ -200,6 +258,7 @@ void ModelConfig::validate() const {
     throw ConfigError("sliding_window_pattern", "and sliding_window_layers " + std::string(to_string(window_layers)) +
                                                     " both pick the windowed blocks; set one");
   require_number("rope_local_theta", rope_local_theta, true);
+  validate_layer_kinds(*this);
   if (qk_norm == QkNormKind::Projection && norm_unit_offset)
     throw ConfigError("qk_norm", "projection-wide QK-norm scales by w, not (1 + w); per head (head) takes norm_unit_offset");
   if (block_layout != BlockLayout::Sequential && placement != NormPlacement::Pre)

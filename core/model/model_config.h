@@ -9,6 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/model/layer_kind.h"
 #include "core/model/rope_scaling.h"
 
 namespace remat {
@@ -100,6 +101,14 @@ struct ModelConfig {
   // logits_scaling. (Its attention_multiplier is attn_scale.)
   double embedding_multiplier = 1.0, residual_multiplier = 1.0, logits_scaling = 1.0;
 
+  // Per-layer kinds (layer_kind.h): when `layer_kinds` is not empty, layer b is of kind
+  // layer_kinds[layer_pattern[b % layer_pattern.size()]] (a pattern repeats; Hugging Face's
+  // layer_types gives one entry per layer), which alone gives its window and RoPE base
+  // (sliding_window must then be 0; window_layers, window_pattern and rope_local_theta are not
+  // read).
+  std::vector<LayerKind> layer_kinds;
+  std::vector<int> layer_pattern;
+
   // Fields of an imported config that do not change a training step (tokenizer ids, packaging,
   // inference settings): accepted, and listed by plan and in a run's summary.json
   // (`ignored_config_fields`). Not part of the model's JSON.
@@ -116,8 +125,15 @@ struct ModelConfig {
   std::size_t act_size() const { return dtype_size(dtype); }
   bool has_dropout() const { return dropout > 0.0 && dropout_sites != 0; }
   bool drops(DropoutSites site) const { return dropout > 0.0 && (dropout_sites & site); }
+  // The kind of a block (layer_kinds not empty).
+  const LayerKind& kind_of(int block) const;
   // The window of a block (0: none).
   int window_of(int block) const;
+  // The window of the windowed blocks (all have one size; 0: none).
+  int windowed_size() const;
+  // The RoPE base a block rotates with on its own, without rope_scaling; 0: the model's
+  // rope_theta with its rope_scaling.
+  double rope_base_of(int block) const;
   // Score scale of a block.
   double score_scale(int block) const;
   // The embeddings' factor: sqrt(hidden) rounded to the model's dtype with embed_scale (as

@@ -17,7 +17,8 @@ const std::set<std::string> kOwnKeys = {
     "norm_unit_offset", "norm_placement", "position", "qkv_bias", "out_bias", "mlp_bias",
     "qk_norm", "sliding_window", "sliding_window_layers", "attn_scale",
     "attn_scale_inverse_layer", "attn_softcap", "final_softcap", "mlp", "tied_embeddings",
-    "embed_scale", "block_layout", "sliding_window_pattern", "rope_local_theta", "embedding_multiplier", "residual_multiplier", "logits_scaling"};
+    "embed_scale", "block_layout", "sliding_window_pattern", "rope_local_theta", "embedding_multiplier", "residual_multiplier", "logits_scaling",
+    "layer_kinds", "layer_pattern"};
 
 int get_int(const nlohmann::json& j, const char* key) { return json_int(j.at(key), key); }
 
@@ -146,6 +147,19 @@ ModelConfig model_from_json(const nlohmann::json& j) {
                             std::pair{"residual_multiplier", &m.residual_multiplier},
                             std::pair{"logits_scaling", &m.logits_scaling}})
     if (j.contains(key)) *field = get_number(j, key);
+  if (j.contains("layer_kinds") || j.contains("layer_pattern")) {
+    if (!j.contains("layer_kinds") || !j.contains("layer_pattern"))
+      throw ConfigError(j.contains("layer_kinds") ? "layer_pattern" : "layer_kinds",
+                        "is needed too: layer kinds and the pattern giving one to each layer come together");
+    for (const char* key : {"sliding_window", "sliding_window_layers", "sliding_window_pattern", "rope_local_theta"})
+      if (j.contains(key))
+        throw ConfigError(key, "and layer_kinds both give the layers' attention; the layer kinds alone do");
+    m.window_layers = WindowLayers::All;  // the family's, not read with kinds
+    m.window_pattern = 0;
+    m.rope_local_theta = 0.0;
+    m.layer_kinds = layer_kinds_from_json(j.at("layer_kinds"));
+    m.layer_pattern = layer_pattern_from_json(j.at("layer_pattern"), m.layer_kinds);
+  }
   m.validate();
   return m;
 }
@@ -194,10 +208,12 @@ nlohmann::json model_to_json(const ModelConfig& m) {
   feature("out_bias", m.out_bias, d.out_bias, m.out_bias);
   feature("mlp_bias", m.mlp_bias, d.mlp_bias, m.mlp_bias);
   feature("qk_norm", m.qk_norm, d.qk_norm, to_string(m.qk_norm));
-  feature("sliding_window", m.sliding_window, 0, m.sliding_window);
-  feature("sliding_window_layers", m.window_layers, d.window_layers, to_string(m.window_layers));
-  feature("sliding_window_pattern", m.window_pattern, d.window_pattern, m.window_pattern);
-  feature("rope_local_theta", m.rope_local_theta, d.rope_local_theta, m.rope_local_theta);
+  if (m.layer_kinds.empty()) {  // else the kinds give the layers' attention
+    feature("sliding_window", m.sliding_window, 0, m.sliding_window);
+    feature("sliding_window_layers", m.window_layers, d.window_layers, to_string(m.window_layers));
+    feature("sliding_window_pattern", m.window_pattern, d.window_pattern, m.window_pattern);
+    feature("rope_local_theta", m.rope_local_theta, d.rope_local_theta, m.rope_local_theta);
+  }
   feature("attn_scale", m.attn_scale, 0.0, m.attn_scale);
   feature("attn_scale_inverse_layer", m.attn_scale_inverse_layer, false, m.attn_scale_inverse_layer);
   feature("attn_softcap", m.attn_softcap, 0.0, m.attn_softcap);
@@ -208,6 +224,10 @@ nlohmann::json model_to_json(const ModelConfig& m) {
   feature("embedding_multiplier", m.embedding_multiplier, 1.0, m.embedding_multiplier);
   feature("residual_multiplier", m.residual_multiplier, 1.0, m.residual_multiplier);
   feature("logits_scaling", m.logits_scaling, 1.0, m.logits_scaling);
+  if (!m.layer_kinds.empty()) {
+    j["layer_kinds"] = layer_kinds_to_json(m.layer_kinds);
+    j["layer_pattern"] = layer_pattern_to_json(m.layer_pattern, m.layer_kinds);
+  }
   return j;
 }
 

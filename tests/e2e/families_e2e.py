@@ -26,9 +26,10 @@ import e2e_common  # noqa: E402
 from e2e_common import check  # noqa: E402
 
 ENABLED = ["gpt2", "llama", "llama3", "qwen2", "phi3", "olmo2", "gpt2_flags", "llama_bias", "gemma",
-           "mistral", "gemma2", "qwen3", "granite", "gpt_neox", "falcon", "falcon_rw", "gemma3"]
+           "mistral", "gemma2", "qwen3", "granite", "gpt_neox", "falcon", "falcon_rw", "gemma3",
+           "gemma3_types"]
 # Families whose windows are shorter than SEQ also run with flash attention (banded tiles).
-FLASH_TOO = ["mistral", "gemma2", "gemma3"]
+FLASH_TOO = ["mistral", "gemma2", "gemma3", "gemma3_types"]
 
 STEPS = 3
 # Not the defaults, so that each option visibly reaches the optimizer. A large eps keeps Adam's
@@ -113,7 +114,9 @@ def check_controls(name, families, torch, w0, f, windows, run, ref32):
     # alternation over blocks, the soft-caps, the QK-norm, the multipliers and the score scale.
     if 0 < f["sliding_window"] < families.SEQ:
         controls.append(("no sliding window", train(feat=dict(f, sliding_window=0))))
-        if f.get("sliding_window_pattern"):
+        if f.get("layer_types"):  # the list's pattern, not the family's
+            controls.append(("the family's pattern instead of layer_types", train(feat=dict(f, layer_types=None))))
+        elif f.get("sliding_window_pattern"):
             controls.append(("the window on every block",
                              train(feat=dict(f, sliding_window_layers="all", sliding_window_pattern=0))))
         else:

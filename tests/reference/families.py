@@ -126,6 +126,16 @@ FAMILIES = {
                    query_pre_attn_scalar=24, sliding_window=6, sliding_window_pattern=2,
                    attn_logit_softcapping=None, final_logit_softcapping=None, attention_bias=False,
                    cache_implementation="hybrid", pad_token_id=0, tie_word_embeddings=True),
+    # Gemma 3 with a layer pattern of its own, as transformers 5's layer_types gives one: the
+    # first layer global, the other two windowed (no sliding_window_pattern describes it).
+    "gemma3_types": dict(_LLAMA_LIKE, model_type="gemma3_text", architectures=["Gemma3ForCausalLM"],
+                         num_hidden_layers=3, intermediate_size=64, head_dim=16, max_position_embeddings=64,
+                         rms_norm_eps=1e-6, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                         rope_scaling={"factor": 8.0, "rope_type": "linear"}, hidden_activation="gelu_pytorch_tanh",
+                         query_pre_attn_scalar=24, sliding_window=6,
+                         layer_types=["full_attention", "sliding_attention", "sliding_attention"],
+                         attn_logit_softcapping=None, final_logit_softcapping=None, attention_bias=False,
+                         pad_token_id=0, tie_word_embeddings=True, transformers_version="5.0.0"),
     # Falcon 7B's layout: multi-query attention (one kv head), both branches reading one
     # LayerNorm, no linear biases, tied embeddings.
     "falcon": {"model_type": "falcon", "architectures": ["FalconForCausalLM"], "hidden_size": 32,
@@ -223,6 +233,7 @@ def features_from_hf(c):
             f.update(names="gemma2", norm_placement="sandwich", qk_norm="head",
                      sliding_window=_get(c, "sliding_window", 0), sliding_window_layers="all",
                      sliding_window_pattern=_get(c, "sliding_window_pattern", 6),
+                     layer_types=c.get("layer_types"),
                      rope_local_theta=_get(c, "rope_local_base_freq", 10000.0),
                      attn_scale=c["query_pre_attn_scalar"] ** -0.5,
                      attn_softcap=_get(c, "attn_logit_softcapping", 0.0),
@@ -636,10 +647,12 @@ def attention(f, P, l, y, rope):
 
 
 def windowed(f, l):
-    """Whether layer l attends through the window: every layer, the even ones (Gemma 2), or all
-    but each sliding_window_pattern-th (Gemma 3)."""
+    """Whether layer l attends through the window: every layer, the even ones (Gemma 2), all but
+    each sliding_window_pattern-th (Gemma 3), or as layer_types lists."""
     if not f["sliding_window"]:
         return False
+    if f.get("layer_types"):  # transformers 5's list of every layer's attention
+        return f["layer_types"][l] == "sliding_attention"
     pattern = f.get("sliding_window_pattern", 0)
     if pattern:
         return (l + 1) % pattern != 0

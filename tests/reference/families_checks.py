@@ -111,6 +111,10 @@ def self_checks():
     check("gemma3 forward = hand-written Gemma 3 layer: per-head (1 + w) QK-norm, a RoPE base per "
           "layer kind, the window on all but every pattern-th layer (gemma3_by_hand.py)",
           gemma3_by_hand.matches(FAMILIES["gemma3"], g3, make_weights(g3, 17), win, loss_of))
+    g3t = features_from_hf(FAMILIES["gemma3_types"])
+    check("gemma3_types forward = hand-written Gemma 3 layer with layer_types giving each layer's attention "
+          "(gemma3_by_hand.py)", gemma3_by_hand.matches(FAMILIES["gemma3_types"], g3t, make_weights(g3t, 18), win,
+                                                         loss_of))
 
     # Phi-3's fused tensors = Llama's separate ones.
     ph = features_from_hf(FAMILIES["phi3"])

@@ -2,7 +2,7 @@
 Gemma3Attention, Gemma3TextScaledWordEmbedding), float64, to check the generic reference
 (families.py) on what Gemma 3 adds to Gemma 2: q_norm and k_norm over each head's head_dim with
 (1 + w) weights, before RoPE; sliding_window_pattern (every pattern-th layer global, the others
-windowed); the windowed layers' RoPE on rope_local_base_freq without scaling, the global layers'
+windowed) or transformers 5's layer_types; the windowed layers' RoPE on rope_local_base_freq without scaling, the global layers'
 on rope_theta with linear rope_scaling; no soft-caps. Shares nothing with the engine; imported by
 families_checks.py.
 """
@@ -28,7 +28,10 @@ def loss(c, w, win):
     for l in range(c["num_hidden_layers"]):
         p = "model.layers.%d." % l
         at = p + "self_attn."
-        sliding = (l + 1) % c["sliding_window_pattern"] != 0
+        if "layer_types" in c:
+            sliding = c["layer_types"][l] == "sliding_attention"
+        else:
+            sliding = (l + 1) % c["sliding_window_pattern"] != 0
         cos, sin = local if sliding else glob
         y = _rms1(x, w[p + "input_layernorm.weight"], eps)
         q = _rms1((y @ w[at + "q_proj.weight"].t()).view(B, S, a, d), w[at + "q_norm.weight"], eps).transpose(1, 2)

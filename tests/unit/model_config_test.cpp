@@ -398,9 +398,18 @@ TEST(ModelConfig, TransformersFiveLayoutMeansWhatTheFourLayoutMeans) {
   unknown["layer_types"][3] = "chunked_attention";
   w = published_refusal(unknown);
   EXPECT_NE(w.find("layer 3 is \"chunked_attention\""), std::string::npos) << w;
+  // Another pattern than the family's: layer kinds (every layer global here).
   gemma["layer_types"] = std::vector<std::string>(42, "full_attention");
-  w = published_refusal(gemma);
-  EXPECT_NE(w.find("layer 0 is full_attention where this family's layout has sliding_attention"), std::string::npos) << w;
+  const ModelConfig all_full = model_from_hf_json(gemma, "g");
+  ASSERT_EQ(all_full.layer_kinds.size(), 1u);
+  EXPECT_EQ(all_full.layer_kinds[0].name, "full_attention");
+  for (int l : {0, 1, 41}) EXPECT_EQ(all_full.window_of(l), 0) << l;
+  EXPECT_EQ(model_from_json(model_to_json(all_full)).layer_pattern, all_full.layer_pattern);
+  // A sliding layer needs a window.
+  nlohmann::json no_window = v5;
+  no_window["layer_types"][2] = "sliding_attention";
+  w = published_refusal(no_window);
+  EXPECT_NE(w.find("layer 2 is sliding_attention, but the config gives no window"), std::string::npos) << w;
   nlohmann::json per_kind = kinds;
   per_kind["rope_parameters"]["sliding_attention"]["rope_theta"] = 10000.0;
   w = published_refusal(per_kind);
@@ -571,9 +580,24 @@ TEST(ModelConfig, GemmaThreeRopePerKindAndItsLayerPattern) {
   EXPECT_EQ(b.rope_local_theta, 10000.0);
   EXPECT_EQ(b.rope_scaling, a.rope_scaling);
   EXPECT_EQ(model_to_json(b), model_to_json(a));
+  // Another pattern: layer kinds, the windowed one on the local base without scaling.
   kinds[8] = "full_attention";
   v5["layer_types"] = kinds;
-  EXPECT_THROW(model_from_hf_json(v5, "g3"), ConfigError);
+  const ModelConfig c = model_from_hf_json(v5, "g3");
+  ASSERT_EQ(c.layer_kinds.size(), 2u);
+  EXPECT_EQ(c.sliding_window, 0);
+  for (int l = 0; l < 12; ++l) {
+    const bool global = l == 5 || l == 8 || l == 11;
+    EXPECT_EQ(c.window_of(l), global ? 0 : 16) << l;
+    EXPECT_EQ(c.rope_base_of(l), global ? 0.0 : 10000.0) << l;
+  }
+  const nlohmann::json ours = model_to_json(c);
+  EXPECT_FALSE(ours.contains("sliding_window_pattern"));
+  EXPECT_EQ(ours.at("layer_pattern")[8], "full_attention");
+  const ModelConfig back = model_from_json(ours);
+  EXPECT_EQ(back.layer_kinds, c.layer_kinds);
+  EXPECT_EQ(back.layer_pattern, c.layer_pattern);
+  EXPECT_EQ(model_to_json(back), ours);
   // A family without a local base refuses a RoPE per kind.
   nlohmann::json qwen = {{"model_type", "qwen2"}, {"hidden_size", 64}, {"intermediate_size", 128},
                          {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"max_position_embeddings", 64},

@@ -1,0 +1,108 @@
+// Layer kinds (core/model/layer_kind.h): a model's layers given kinds and a pattern train as the
+// same model described by its features does, to the bit; a pattern no feature describes is
+// trained as listed; our JSON reads and writes them, and refuses what it does not model.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model/model_config.h"
+#include "core/util/error.h"
+#include "policy_test_util.h"
+
+namespace remat {
+namespace {
+
+// Gemma 3's features at this size: blocks 1 and 3 global (window_pattern 2), the windowed ones
+// on their own base (10000) without the global ones' linear scaling.
+ModelConfig by_features() {
+  ModelConfig m = test::tiny(Family::Gemma3, AttentionImpl::Naive);
+  m.rope_scaling.type = RopeType::Linear;
+  m.rope_scaling.factor = 8.0;
+  return m;
+}
+
+// The same layers as kinds.
+ModelConfig by_kinds(std::vector<int> pattern) {
+  ModelConfig m = by_features();
+  m.layer_kinds = {LayerKind{"local", m.sliding_window, m.rope_local_theta}, LayerKind{"global"}};
+  m.layer_pattern = std::move(pattern);
+  m.sliding_window = 0;
+  m.window_pattern = 0;
+  m.rope_local_theta = 0.0;
+  m.validate();
+  return m;
+}
+
+TEST(LayerKinds, KindsGivingTheFeaturesLayersTrainTheSameBits) {
+  const ModelConfig f = by_features(), k = by_kinds({0, 1});  // local, global, repeated
+  for (int b = 0; b < f.layers; ++b) {
+    EXPECT_EQ(k.window_of(b), f.window_of(b)) << b;
+    EXPECT_EQ(k.rope_base_of(b), f.rope_base_of(b)) << b;
+  }
+  const Trace a = test::run(f, test::plan_here("none", f)), b = test::run(k, test::plan_here("none", k));
+  ASSERT_EQ(a.losses().size(), b.losses().size());
+  for (std::size_t i = 0; i < a.losses().size(); ++i) EXPECT_EQ(a.losses()[i], b.losses()[i]) << "step " << i;
+  EXPECT_EQ(a.grad_checksum, b.grad_checksum);
+  EXPECT_EQ(a.peak_bytes, b.peak_bytes);
+  EXPECT_EQ(b.peak_bytes, b.predicted_peak_bytes);
+  // Another pattern (global first, then three local) trains another model.
+  const ModelConfig other = by_kinds({1, 0, 0, 0});
+  EXPECT_EQ(other.window_of(0), 0);
+  EXPECT_EQ(other.window_of(3), 12);
+  const Trace c = test::run(other, test::plan_here("none", other));
+  EXPECT_NE(c.losses().back(), a.losses().back());
+  EXPECT_NE(c.grad_checksum, a.grad_checksum);
+}
+
+TEST(LayerKinds, OurJsonReadsAndWritesThem) {
+  nlohmann::json j = model_to_json(by_features());
+  for (const char* k : {"sliding_window", "sliding_window_pattern"}) j.erase(k);
+  j["layer_kinds"] = nlohmann::json::array({{{"name", "local"}, {"window", 12}, {"rope_theta", 10000.0}},
+                                            {{"name", "global"}}});
+  j["layer_pattern"] = {"global", "local", "local"};  // repeated over the 4 layers
+  const ModelConfig m = model_from_json(j);
+  EXPECT_EQ(m.window_of(0), 0);
+  EXPECT_EQ(m.window_of(1), 12);
+  EXPECT_EQ(m.window_of(3), 0);  // the pattern's first entry again
+  EXPECT_EQ(m.rope_base_of(2), 10000.0);
+  EXPECT_EQ(m.rope_base_of(3), 0.0);
+  const nlohmann::json back = model_to_json(m);
+  EXPECT_EQ(back.at("layer_kinds"), j.at("layer_kinds"));
+  EXPECT_EQ(back.at("layer_pattern"), j.at("layer_pattern"));
+  EXPECT_FALSE(back.contains("sliding_window_pattern"));
+  EXPECT_EQ(model_from_json(back).layer_pattern, m.layer_pattern);
+
+  auto refused = [&j](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json bad = j;
+    change(bad);
+    try {
+      model_from_json(bad);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  auto says = [](const std::string& what, const std::string& part) {
+    EXPECT_NE(what.find(part), std::string::npos) << what;
+  };
+  says(refused([](auto& b) { b["layer_pattern"][1] = "sliding"; }), "entry 1 is \"sliding\", not a listed layer kind (local, global)");
+  says(refused([](auto& b) { b.erase("layer_pattern"); }), "layer_pattern");
+  says(refused([](auto& b) { b["layer_kinds"][0]["windw"] = 3; }), "layer_kinds.local.windw");
+  says(refused([](auto& b) { b["layer_kinds"][1]["rope"] = false; }), "layers without RoPE) is not modelled yet");
+  says(refused([](auto& b) { b["layer_kinds"][1]["mlp"] = "moe"; }), "mixture-of-experts MLP) is not modelled yet");
+  says(refused([](auto& b) { b["layer_kinds"][1]["window"] = 4; }), "windows of several sizes are not modelled yet");
+  says(refused([](auto& b) { b["layer_kinds"][1]["name"] = "local"; }), "is listed twice");
+  says(refused([](auto& b) { b["layer_kinds"][0]["window"] = -1; }), "layer_kinds.local.window");
+  says(refused([](auto& b) { b["sliding_window"] = 12; }), "sliding_window");
+  says(refused([](auto& b) { b["layer_kinds"] = nlohmann::json::array(); }), "must be a list of layer kinds");
+  says(refused([](auto& b) {
+         b["position"] = "learned";
+         b["positions"] = 32;
+       }),
+       "needs rotary positions");
+}
+
+}  // namespace
+}  // namespace remat
