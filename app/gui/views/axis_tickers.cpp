@@ -28,6 +28,18 @@ double nice_step_at_least(double size, int ticks) {
   return nice * mag;
 }
 
+// The 1-2-5 step below `step` (itself a 1-2-5 step).
+double nice_below(double step) {
+  const double mag = std::pow(10.0, std::floor(std::log10(step) + 1e-9));
+  const double m = step / mag;
+  return m > 4.5 ? 2 * mag : m > 1.5 ? mag : 0.5 * mag;
+}
+
+// Ticks of `step` inside `range`.
+double ticks_inside(const QCPRange& range, double step) {
+  return std::floor(range.upper / step + 1e-9) - std::ceil(range.lower / step - 1e-9) + 1;
+}
+
 int decimals_for(double step) {
   if (step >= 1) return 0;
   return std::min(6, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
@@ -80,6 +92,9 @@ double TimeTicker::getTickStep(const QCPRange& range) {
     const int width = axis_->parentPlot()->viewport().width() - (r->outerRect().width() - r->width());
     const int fit = std::max(2, width / std::max(label, 1));
     step = nice_step_at_least(size / unit_, std::min(fit, tickCount()));
+    // Rounded up to 1-2-5, the step may leave one tick in a range that does not start on one:
+    // the next smaller step then (the labels themselves are narrower than the room kept above).
+    while (ticks_inside(range, step * unit_) < 2 && step * unit_ > size / 64) step = nice_below(step);
   }
   if (u == 0) step = std::max(1.0, step);
   decimals_ = decimals_for(step);
