@@ -106,3 +106,32 @@ def block_stack(model):
         if isinstance(mod, torch.nn.Sequential) and len(mod) >= 2 and len({type(c) for c in mod}) == 1:
             return name, mod
     return None, None
+
+
+def stop_profiler(prof):
+    """Stops the torch.profiler.profile `prof` and returns its events as read_profile reads them.
+    Where this torch's autograd profiler keeps its raw (kineto) results (1.13 and later), they
+    are read by profiled_ops.lean_events and torch's own parse of them, which takes most of a
+    recording's time, is skipped; with any other torch, or raw events of another shape, torch's
+    parse gives them."""
+    from .profiled_ops import lean_events
+    inner = getattr(prof, "profiler", None)
+    parse = getattr(type(inner), "_parse_kineto_results", None) if inner is not None else None
+    if parse is None:
+        prof.__exit__(None, None, None)
+        return list(prof.events())
+    inner._parse_kineto_results = lambda result: []
+    try:
+        prof.__exit__(None, None, None)
+    finally:
+        del inner._parse_kineto_results
+    result = getattr(inner, "kineto_results", None)
+    try:
+        from torch.autograd import DeviceType
+        from torch.autograd.profiler_util import _rewrite_name
+        return lean_events(result, DeviceType, lambda n: _rewrite_name(name=n, with_wildcard=True))
+    except (AttributeError, TypeError, ImportError):
+        from torch.autograd.profiler_util import EventList
+        events = EventList(parse(inner, result))
+        events._build_tree()
+        return list(events)

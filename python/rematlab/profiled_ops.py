@@ -1,6 +1,7 @@
 """The profiler's events of a recorded step, turned into RematLab op rows: each top-level aten
 op with its time on the run clock, its phase, its module and block and its FLOPs; and what the
 events tell about the saved tensors (the op that saved each, the backward node that used it)."""
+import bisect
 import statistics
 
 MOD = "rematlab::mod::"
@@ -85,9 +86,142 @@ def _innermost_seq_op(e):
     return first
 
 
-def read_profile(prof, rec):
+# Names torch's own parse leaves out of its events (torch.autograd.profiler_util._filter_name).
+_FILTERED = frozenset(["[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
+                       "profiler::_record_function_enter_new", "profiler::_record_function_exit",
+                       "aten::is_leaf", "aten::output_nr", "aten::_version"])
+
+
+class _Range:
+    __slots__ = ("start", "end")
+
+    def __init__(self, start, end):
+        self.start, self.end = start, end
+
+
+class _Event:
+    """What read_profile reads of a profiler event: the attributes of torch's FunctionEvent, made
+    from the profiler's raw (kineto) events without torch's parse (lean_events)."""
+    __slots__ = ("name", "time_range", "sequence_nr", "flops", "device_type", "thread", "is_async",
+                 "cpu_parent", "cpu_children", "cpu_memory_usage", "cuda_memory_usage", "id")
+
+    def __init__(self, name, start, end, seq, flops, device_type, thread, is_async, cpu_mem, cuda_mem, eid=0):
+        self.id = eid
+        self.name, self.time_range = name, _Range(start, end)
+        self.sequence_nr, self.flops, self.device_type = seq, flops, device_type
+        self.thread, self.is_async = thread, is_async
+        self.cpu_parent, self.cpu_children = None, []
+        self.cpu_memory_usage, self.cuda_memory_usage = cpu_mem, cuda_mem
+
+    @property
+    def self_cpu_memory_usage(self):
+        return self.cpu_memory_usage - sum(c.cpu_memory_usage for c in self.cpu_children)
+
+    @property
+    def self_cuda_memory_usage(self):
+        return self.cuda_memory_usage - sum(c.cuda_memory_usage for c in self.cpu_children)
+
+
+def lean_events(result, device_types, rewrite_name=lambda n: n):
+    """The events torch's profiler parse would give for its raw result `result` (a step's kineto
+    results), with the same names, times (µs from the trace's start), sequence numbers, FLOPs,
+    memory usage (the allocations within each CPU event's interval; those within none as
+    "[memory]" events), the same order and the same CPU parent/child tree (per thread, by
+    interval nesting), built in a fraction of its time: only what read_profile reads.
+    device_types: torch's DeviceType (CPU, CUDA and the others torch counts as CPU or CUDA
+    memory); rewrite_name: torch's demangling of device kernels' names."""
+    cpu, cuda = device_types.CPU, device_types.CUDA
+    cpu_kinds = (device_types.CPU, device_types.MKLDNN, device_types.IDEEP)
+    cuda_kinds = (device_types.CUDA, device_types.HIP)
+    raw = result.events()
+    t0 = result.trace_start_us()
+    mem = []  # (start_us, cpu bytes, cuda bytes, raw event), by start
+    for k in raw:
+        if k.name() == "[memory]":
+            dev, n = k.device_type(), k.nbytes()
+            mem.append((k.start_us(), n if dev in cpu_kinds else 0, n if dev in cuda_kinds else 0, k))
+    order = sorted(range(len(mem)), key=lambda i: mem[i][0])
+    starts = [mem[i][0] for i in order]
+    cpu_sum, cuda_sum = [0], [0]
+    for i in order:
+        cpu_sum.append(cpu_sum[-1] + mem[i][1])
+        cuda_sum.append(cuda_sum[-1] + mem[i][2])
+    matched = [0] * (len(order) + 1)  # a difference array over `order`: which records lie in an event
+    events, linked = [], {}
+    for k in raw:
+        name = k.name()
+        if name in _FILTERED:
+            continue
+        start = k.start_us()
+        end = start + k.duration_us()
+        dev = k.device_type()
+        cpu_mem = cuda_mem = 0
+        if dev == cpu:
+            lo, hi = bisect.bisect_left(starts, start), bisect.bisect_right(starts, end)
+            if lo < hi:
+                cpu_mem, cuda_mem = cpu_sum[hi] - cpu_sum[lo], cuda_sum[hi] - cuda_sum[lo]
+                matched[lo] += 1
+                matched[hi] -= 1
+        thread = k.start_thread_id()
+        if dev != cpu:
+            name = rewrite_name(name)  # device kernels' names demangled, as torch shows them
+        e = _Event(name, start - t0, end - t0, k.sequence_nr(), k.flops(), dev, thread,
+                   k.is_async() or thread != k.end_thread_id(), cpu_mem, cuda_mem, k.correlation_id())
+        events.append(e)
+        corr = k.linked_correlation_id()
+        if corr > 0:
+            linked.setdefault(corr, []).append(e)
+    # A CUDA runtime event of the CPU takes the thread of the op it launched for (as torch does).
+    for e in list(events):
+        if e.device_type == cpu and not e.is_async and e.id in linked:
+            for f in linked[e.id]:
+                if f.device_type == cpu:
+                    f.thread = e.thread
+    inside = 0
+    for j, i in enumerate(order):
+        inside += matched[j]
+        if not inside:
+            st, c, g, k = mem[i]
+            events.append(_Event("[memory]", st - t0, st - t0, -1, None, cpu, k.start_thread_id(), False, c, g))
+    events.sort(key=lambda e: (e.time_range.start, -e.time_range.end))
+    # The tree (torch's _populate_cpu_children): per thread, each synchronous CPU event's parent is
+    # the innermost one whose interval holds it.
+    by_thread = {}
+    for e in events:
+        if not e.is_async and e.device_type == cpu:
+            by_thread.setdefault(e.thread, []).append(e)
+    for group in by_thread.values():
+        stack = []
+        for e in group:  # already by (start, -end)
+            while stack:
+                parent = stack[-1]
+                if e.time_range.start >= parent.time_range.end or e.time_range.end > parent.time_range.end:
+                    stack.pop()
+                else:
+                    parent.cpu_children.append(e)
+                    e.cpu_parent = parent
+                    break
+            stack.append(e)
+    # An event that is its parent's only child and has its name is folded into it, pass after
+    # pass as torch's _remove_dup_nodes does.
+    while True:
+        folded = set()
+        for i, e in enumerate(events):
+            p = e.cpu_parent
+            if p is not None and p.name == e.name and len(p.cpu_children) == 1:
+                p.cpu_children = e.cpu_children
+                for ch in e.cpu_children:
+                    ch.cpu_parent = p
+                folded.add(i)
+        if not folded:
+            return events
+        events = [e for i, e in enumerate(events) if i not in folded]
+
+
+def read_profile(events, rec):
+    """The op rows of a recorded step from its profiler events (compat.stop_profiler)."""
     out = Profile()
-    events = list(prof.events())
+    events = list(events)
     get = _walk(events)
     calls = rec.calls
 

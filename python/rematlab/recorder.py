@@ -384,7 +384,7 @@ class Recorder:
             self._detach()
         finally:
             if self._prof is not None:
-                self._prof.__exit__(None, None, None)
+                self._prof_events = compat.stop_profiler(self._prof)
         if exc_type is not None:
             self._closed = True
             return False  # the step's error propagates; nothing is written
@@ -393,7 +393,7 @@ class Recorder:
             compat.cuda_memory_history(False)
         self._closed = True
         self._keep.clear()
-        profile = read_profile(self._prof, self) if self._prof is not None else None
+        profile = read_profile(self._prof_events, self) if self._prof is not None else None
         if not self.saved:
             warnings.warn("rematlab.record: the step saved no tensors for backward (no parameter needs a "
                           "gradient, or the forward ran under torch.no_grad); the ledger is empty")

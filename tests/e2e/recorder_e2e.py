@@ -590,6 +590,45 @@ try:
 except ValueError as e:
     check("every" in str(e), "checkpoint_plan names the bad plan")
 
+# The profiler's events as the recorder reads them (compat.stop_profiler: its raw events, torch's
+# own parse skipped) are torch's parsed events: the same names, times, sequence numbers, FLOPs,
+# memory and tree, event by event, for a checkpointed step (recompute, backward, optimizer).
+from rematlab.profiled_ops import lean_events  # noqa: E402
+from torch.autograd import DeviceType  # noqa: E402
+from torch.autograd.profiler_util import EventList  # noqa: E402
+
+torch.manual_seed(0)
+lm = models.CrossDecoder(vocab=128, hidden=32, heads=4, layers=3)
+lopt = torch.optim.AdamW(lm.parameters(), lr=1e-3)
+lx, ly = models.batch(128, batch=2, seq=16)
+rematlab.checkpoint_plan(lm, "segments:2")
+with rematlab.record(os.path.join(work, "lean"), model=lm, optimizer=lopt) as lrec:
+    lloss = lm(lx, ly)
+    lloss.backward()
+    lopt.step()
+    lrec.loss(lloss)
+inner = lrec._prof.profiler
+theirs = EventList(type(inner)._parse_kineto_results(inner, inner.kineto_results))
+theirs._build_tree()
+ours = lean_events(inner.kineto_results, DeviceType)
+
+
+def described(events):
+    at = {id(e): i for i, e in enumerate(events)}
+    return [(e.name, e.time_range.start, e.time_range.end, e.sequence_nr, e.flops, str(e.device_type),
+             e.cpu_memory_usage, e.self_cpu_memory_usage, at.get(id(e.cpu_parent)), len(e.cpu_children))
+            for e in events]
+
+
+mine, torchs = described(ours), described(theirs)
+differ = [i for i, (a, b) in enumerate(zip(mine, torchs)) if a != b]
+check(len(mine) == len(torchs) > 1000 and not differ,
+      "the recorder's events = torch's parse of the same profile: %d and %d events, %d differ%s"
+      % (len(mine), len(torchs), len(differ), ": %s / %s" % (mine[differ[0]], torchs[differ[0]]) if differ else ""))
+check(any(e.name.startswith("autograd::engine::evaluate_function") for e in ours) and
+      any(e.name == "[memory]" for e in ours) and any(e.cpu_parent is not None for e in ours),
+      "the compared events hold backward nodes, memory records and a tree")
+
 code = exit_code("recorder e2e ok")
 if code == 0:
     shutil.rmtree(work, ignore_errors=True)
