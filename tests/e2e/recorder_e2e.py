@@ -21,7 +21,7 @@ import sys
 import tempfile
 import warnings
 
-from e2e_common import Batch, check, exit_code, torch_or_skip
+from e2e_common import Batch, check, csv_rows, exit_code, torch_or_skip
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--bin", required=True)
@@ -628,6 +628,47 @@ check(len(mine) == len(torchs) > 1000 and not differ,
 check(any(e.name.startswith("autograd::engine::evaluate_function") for e in ours) and
       any(e.name == "[memory]" for e in ours) and any(e.cpu_parent is not None for e in ours),
       "the compared events hold backward nodes, memory records and a tree")
+
+# With a torch whose raw events the recorder cannot read (a stand-in: lean_events raising as on
+# another API), torch's own parse gives the same recording: its FLOP-counting ops with their
+# phases and modules, and every module call's FLOPs.
+import rematlab.profiled_ops as profiled_ops  # noqa: E402
+
+
+def cross_step(out):
+    torch.manual_seed(0)
+    cm = models.CrossDecoder(vocab=128, hidden=32, heads=4, layers=3)
+    copt = torch.optim.AdamW(cm.parameters(), lr=1e-3)
+    rematlab.checkpoint_plan(cm, "segments:2")
+    with rematlab.record(out, model=cm, optimizer=copt) as crec:
+        closs = cm(lx, ly)
+        closs.backward()
+        copt.step()
+        crec.loss(closs)
+    # The ops that count FLOPs (the small ones around them vary from run to run: allocations the
+    # hooks make), and every module call's FLOPs.
+    ops = [(r["name"], r["phase"], r["op"], r["flops"]) for r in csv_rows(os.path.join(out, "ops.csv"))
+           if r["flops"] != "0"]
+    calls = [(r["module"], r["phase"], r["flops"]) for r in csv_rows(os.path.join(out, "module_calls.csv"))]
+    return ops, calls
+
+
+lean_ops = cross_step(os.path.join(work, "lean-read"))
+real_lean = profiled_ops.lean_events
+
+
+def unreadable(*a, **k):
+    raise AttributeError("a stand-in torch without start_us()")
+
+
+profiled_ops.lean_events = unreadable
+try:
+    parsed_ops = cross_step(os.path.join(work, "torch-parse"))
+finally:
+    profiled_ops.lean_events = real_lean
+check(lean_ops == parsed_ops and len(lean_ops[0]) > 50,
+      "the recording read from raw events = the one from torch's parse (%d and %d ops)"
+      % (len(lean_ops[0]), len(parsed_ops[0])))
 
 code = exit_code("recorder e2e ok")
 if code == 0:
