@@ -8,7 +8,6 @@ python where the package is installed (docs/own-model.md), or build it in place 
 
   /usr/bin/python3 bench/predict_overhead.py [--model gpt2] [--layers 24] [--repeats 5]
 """
-import argparse
 import os
 import shutil
 import statistics
@@ -17,44 +16,19 @@ import tempfile
 import time
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "tests", "torch_models"))
+sys.path.insert(0, here)
 try:
     import rematlab  # an installed package first
 except ImportError:
     sys.path.insert(0, os.path.join(here, "..", "python"))
     import rematlab
 import torch  # noqa: E402
-import models  # noqa: E402
+from torch_step import make_step, parse_args  # noqa: E402
 
 PLANS = ["per-block", "every:2", "segments:4", "sqrt"]
-ap = argparse.ArgumentParser()
-ap.add_argument("--model", choices=["gpt2", "llama", "cross"], default="gpt2")
-ap.add_argument("--layers", type=int, default=24)
-ap.add_argument("--hidden", type=int, default=64)
-ap.add_argument("--seq", type=int, default=64)
-ap.add_argument("--batch", type=int, default=4)
-ap.add_argument("--repeats", type=int, default=5)
-ap.add_argument("--threads", type=int, default=1)
-a = ap.parse_args()
-torch.set_num_threads(a.threads)
-torch.manual_seed(0)
-if a.model == "gpt2":
-    model = models.Gpt2(vocab=256, hidden=a.hidden, heads=4, layers=a.layers, positions=a.seq)
-elif a.model == "llama":
-    model = models.Llama(vocab=256, hidden=a.hidden, heads=4, kv_heads=2, ffn=2 * a.hidden, layers=a.layers)
-else:
-    model = models.CrossDecoder(vocab=256, hidden=a.hidden, heads=4, layers=a.layers)
-opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-x, y = models.batch(256, batch=a.batch, seq=a.seq)
+a = parse_args(layers=24, repeats=5)
+model, opt, step = make_step(a)
 work = tempfile.mkdtemp(prefix="predict-bench-")
-
-
-def step():
-    loss = model(x, y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    return loss
 
 
 def timed(kind):

@@ -5,7 +5,6 @@ step times over interleaved repeats (with the profiler, and with profile=False).
 
   /usr/bin/python3 bench/recorder_overhead.py [--model gpt2] [--repeats 15] [--layers 4] [--hidden 64] [--seq 64]
 """
-import argparse
 import os
 import shutil
 import statistics
@@ -15,38 +14,14 @@ import time
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "python"))
-sys.path.insert(0, os.path.join(here, "..", "tests", "torch_models"))
+sys.path.insert(0, here)
 import torch  # noqa: E402
 import rematlab  # noqa: E402
-import models  # noqa: E402
+from torch_step import make_step, parse_args  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--model", choices=["gpt2", "llama", "cross"], default="gpt2")
-ap.add_argument("--repeats", type=int, default=15)
-ap.add_argument("--layers", type=int, default=4)
-ap.add_argument("--hidden", type=int, default=64)
-ap.add_argument("--seq", type=int, default=64)
-ap.add_argument("--batch", type=int, default=4)
-ap.add_argument("--threads", type=int, default=1)
-a = ap.parse_args()
-torch.set_num_threads(a.threads)
-torch.manual_seed(0)
-if a.model == "gpt2":
-    model = models.Gpt2(vocab=256, hidden=a.hidden, heads=4, layers=a.layers, positions=a.seq)
-elif a.model == "llama":
-    model = models.Llama(vocab=256, hidden=a.hidden, heads=4, kv_heads=2, ffn=2 * a.hidden, layers=a.layers)
-else:
-    model = models.CrossDecoder(vocab=256, hidden=a.hidden, heads=4, layers=a.layers)
-opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-x, y = models.batch(256, batch=a.batch, seq=a.seq)
+a = parse_args(layers=4, repeats=15)
+model, opt, step = make_step(a)
 work = tempfile.mkdtemp(prefix="recorder-bench-")
-
-
-def step():
-    loss = model(x, y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
 
 
 def timed(kind, i):

@@ -197,3 +197,15 @@ class CrossDecoder(nn.Module):
             x = blk(x, encoder_hidden_states=enc, attention_mask=mask)[0]
         logits = self.ln_f(x) @ self.wte.weight.t()
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def by_name(kind, vocab=256, hidden=64, layers=4, positions=64):
+    """One of the test models by name: gpt2 (blocks chained), llama, or cross (blocks that take
+    keyword tensors from a second stack), 4 heads."""
+    if kind == "gpt2":
+        return Gpt2(vocab=vocab, hidden=hidden, heads=4, layers=layers, positions=positions)
+    if kind == "llama":
+        return Llama(vocab=vocab, hidden=hidden, heads=4, kv_heads=2, ffn=2 * hidden, layers=layers)
+    if kind == "cross":
+        return CrossDecoder(vocab=vocab, hidden=hidden, heads=4, layers=layers)
+    raise ValueError("no test model %r (gpt2, llama, cross)" % kind)

@@ -8,6 +8,32 @@
 namespace remat {
 namespace {
 
+RecordedTensor saved(std::string module, int block, std::uint64_t storage, std::uint64_t bytes, std::int64_t packed,
+                     std::int64_t unpacked, std::int64_t released) {
+  RecordedTensor t;
+  t.module = std::move(module);
+  t.block = block;
+  t.storage = storage;
+  t.storage_bytes = bytes;
+  t.held_at_backward = true;
+  t.packed_ns = packed;
+  t.unpacked_ns = unpacked;
+  t.released_ns = released;
+  return t;
+}
+
+RecordedCall called(std::string module, int block, std::int64_t start, std::int64_t end,
+                    std::vector<std::pair<std::uint64_t, std::uint64_t>> inputs) {
+  RecordedCall c;
+  c.module = std::move(module);
+  c.block = block;
+  c.forward = true;
+  c.start_ns = start;
+  c.end_ns = end;
+  c.inputs = std::move(inputs);
+  return c;
+}
+
 // Two blocks under "h"; times in ns. Parameters 1000 bytes at 0; the forward saves, in block 0,
 // s1 (h.0.a, 300 B, saved at 10) and s2 (h.0, the block's input, 200 B, at 11); in block 1, s3
 // (h.1.a, 400 B, at 20) and s5 (h.1.norm, block 1's input, 500 B, at 21); the head s4 (50 B, at
@@ -20,36 +46,10 @@ RecordedRun timeline() {
   r.blocks_module = "h";
   r.saved_bytes = 1450;
   r.peak_bytes = 2800;
-  auto t = [&r](std::string module, int block, std::uint64_t storage, std::uint64_t bytes, std::int64_t packed,
-                std::int64_t unpacked, std::int64_t released) {
-    RecordedTensor x;
-    x.module = std::move(module);
-    x.block = block;
-    x.storage = storage;
-    x.storage_bytes = bytes;
-    x.held_at_backward = true;
-    x.packed_ns = packed;
-    x.unpacked_ns = unpacked;
-    x.released_ns = released;
-    r.tensors.push_back(x);
-  };
-  t("h.0.a", 0, 1, 300, 10, 75, 78);
-  t("h.0", 0, 2, 200, 11, 76, 79);
-  t("h.1.a", 1, 3, 400, 20, 60, 65);
-  t("h.1.norm", 1, 5, 500, 21, 62, 66);
-  t("head", -1, 4, 50, 30, 51, 52);
-  auto call = [&r](std::string module, int block, std::int64_t start, std::uint64_t input, std::uint64_t bytes) {
-    RecordedCall c;
-    c.module = std::move(module);
-    c.block = block;
-    c.forward = true;
-    c.start_ns = start;
-    c.end_ns = start + 9;
-    c.inputs = {{input, bytes}};
-    r.calls.push_back(c);
-  };
-  call("h.0", 0, 9, 2, 200);
-  call("h.1", 1, 19, 5, 500);
+  r.tensors = {saved("h.0.a", 0, 1, 300, 10, 75, 78), saved("h.0", 0, 2, 200, 11, 76, 79),
+               saved("h.1.a", 1, 3, 400, 20, 60, 65), saved("h.1.norm", 1, 5, 500, 21, 62, 66),
+               saved("head", -1, 4, 50, 30, 51, 52)};
+  r.calls = {called("h.0", 0, 9, 18, {{2, 200}}), called("h.1", 1, 19, 28, {{5, 500}})};
   // Tracked memory other than activations, and the activations' own events (which the replay
   // replaces by the tensors' times).
   r.events = {{0, 1000, false}, {10, 300, true}, {64, 400, false}, {77, 300, false}, {78, -300, true}};
@@ -102,32 +102,6 @@ RecordedRun small(std::vector<RecordedTensor> tensors, std::vector<RecordedCall>
   r.calls = std::move(calls);
   r.events = {{0, 1000, false}};
   return r;
-}
-
-RecordedTensor saved(std::string module, int block, std::uint64_t storage, std::uint64_t bytes, std::int64_t packed,
-                     std::int64_t unpacked, std::int64_t released) {
-  RecordedTensor t;
-  t.module = std::move(module);
-  t.block = block;
-  t.storage = storage;
-  t.storage_bytes = bytes;
-  t.held_at_backward = true;
-  t.packed_ns = packed;
-  t.unpacked_ns = unpacked;
-  t.released_ns = released;
-  return t;
-}
-
-RecordedCall called(std::string module, int block, std::int64_t start, std::int64_t end,
-                    std::vector<std::pair<std::uint64_t, std::uint64_t>> inputs) {
-  RecordedCall c;
-  c.module = std::move(module);
-  c.block = block;
-  c.forward = true;
-  c.start_ns = start;
-  c.end_ns = end;
-  c.inputs = std::move(inputs);
-  return c;
 }
 
 TEST(RecordedPeak, ABlocksOutputIsRecomputedOnceTheNextCheckpointLetsItGo) {
