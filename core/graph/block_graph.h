@@ -99,7 +99,11 @@ class BlockGraph {
                                                const std::vector<bool>& targets,
                                                std::vector<int>* steps = nullptr,
                                                int block = 0) const;
-  bool windowed(int block) const { return cfg_.window_of(block) > 0; }
+  // Whether block `block` of this table's blocks attends through a window (the model's block
+  // first_block() + block: a pipeline stage's table numbers its own blocks from 0).
+  bool windowed(int block) const { return cfg_.window_of(first_block_ + block) > 0; }
+  int first_block() const { return first_block_; }
+  void set_first_block(int b) { first_block_ = b; }
   // Per tensor, the lowest step index whose backward reads it (the last reader in the backward's
   // order, after which the backward frees it); -1 for a tensor no backward reads.
   const std::vector<int>& last_need() const { return last_need_; }
@@ -131,6 +135,7 @@ class BlockGraph {
   std::vector<TensorDef> tensors_;
   std::vector<StepDef> steps_;
   int input_ = -1, output_ = -1;
+  int first_block_ = 0;
   std::vector<int> last_need_;
 
  public:

@@ -189,7 +189,8 @@ ModelConfig tensor_rank_model(const ModelConfig& m, int tp) {
 
 BlockGraph per_rank_graph(const ModelConfig& m, const ParallelLayout& p, int stage) {
   const ModelConfig sm = stage_model(m, p, stage);
-  const BlockGraph g(sm);
+  BlockGraph g(sm);
+  g.set_first_block(p.stage_first_block(m, stage));
   if (p.tp <= 1) return g;
   const BlockRegions r = block_regions(g);
   const std::int64_t Tp = p.tp;
@@ -237,7 +238,9 @@ BlockGraph per_rank_graph(const ModelConfig& m, const ParallelLayout& p, int sta
     }
   }
   ModelConfig rsm = rm;
-  return BlockGraph::from_table(rsm, std::move(tensors), std::move(steps), g.input(), g.output());
+  BlockGraph out = BlockGraph::from_table(rsm, std::move(tensors), std::move(steps), g.input(), g.output());
+  out.set_first_block(g.first_block());
+  return out;
 }
 
 }  // namespace remat

@@ -365,8 +365,10 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
   read_rope_parameters(j, p);
   const nlohmann::json layer_types = j.contains("layer_types") ? j.at("layer_types") : nlohmann::json();
   j.erase("layer_types");
-  // transformers derives layer_types from Qwen's max_window_layers only where they are not given.
-  const bool superseded = layer_types.is_array() && j.contains("max_window_layers");
+  // transformers derives layer_types from Qwen's max_window_layers (read while use_sliding_window
+  // is true) only where they are not given.
+  const bool superseded = (type == "qwen2" || type == "qwen3") && layer_types.is_array() &&
+                          j.contains("max_window_layers") && j.contains("use_sliding_window") && j.at("use_sliding_window") == true;
   if (superseded) j.erase("max_window_layers");
   // Gemma 3 configs saved with layer_types alone: the pattern is the first global layer's place
   // (check_layer_types then holds every layer to it).

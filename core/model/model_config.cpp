@@ -110,8 +110,9 @@ int ModelConfig::window_of(int block) const {
 
 int ModelConfig::windowed_size() const {
   if (layer_kinds.empty()) return sliding_window;
-  int w = 0;
-  for (const LayerKind& k : layer_kinds) w = std::max(w, k.window);
+  int w = 0;  // of the kinds the pattern uses
+  for (int i : layer_pattern)
+    if (i >= 0 && static_cast<std::size_t>(i) < layer_kinds.size()) w = std::max(w, layer_kinds[static_cast<std::size_t>(i)].window);
   return w;
 }
 
@@ -121,6 +122,7 @@ double ModelConfig::rope_base_of(int block) const {
 }
 
 const LayerKind& ModelConfig::kind_of(int block) const {
+  if (layer_pattern.empty()) return layer_kinds.front();  // not valid; validate() refuses it
   const auto at = static_cast<std::size_t>(block) % layer_pattern.size();
   return layer_kinds[static_cast<std::size_t>(layer_pattern[at])];
 }
@@ -153,8 +155,8 @@ void validate_layer_kinds(const ModelConfig& m) {
     if (m.layer_pattern[b] < 0 || static_cast<std::size_t>(m.layer_pattern[b]) >= m.layer_kinds.size())
       throw ConfigError("layer_pattern", "entry " + std::to_string(b) + " is not one of the " +
                                              std::to_string(m.layer_kinds.size()) + " layer kinds");
-  for (const LayerKind& k : m.layer_kinds)
-    if (k.window > 0 && k.window != m.windowed_size())
+  for (int i : m.layer_pattern)
+    if (const LayerKind& k = m.layer_kinds[static_cast<std::size_t>(i)]; k.window > 0 && k.window != m.windowed_size())
       throw ConfigError("layer_kinds." + k.name + ".window", std::to_string(k.window) + " where another kind's is " +
                                                               std::to_string(m.windowed_size()) +
                                                               ": windows of several sizes are not modelled yet");

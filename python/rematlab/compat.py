@@ -108,23 +108,26 @@ def block_stack(model):
     return None, None
 
 
-def stop_profiler(prof):
-    """Stops the torch.profiler.profile `prof` and returns its events as read_profile reads them.
-    Where this torch's autograd profiler keeps its raw (kineto) results (1.13 and later), they
-    are read by profiled_ops.lean_events and torch's own parse of them, which takes most of a
-    recording's time, is skipped; with any other torch, or raw events of another shape, torch's
-    parse gives them."""
+def stop_profiler(prof, read=True):
+    """Stops the torch.profiler.profile `prof` and returns its events as read_profile reads them
+    (None with read=False: a step that raised). With torch 1.13, whose raw (kineto) results the
+    autograd profiler keeps, they are read by profiled_ops.lean_events and torch's own parse of
+    them, which takes most of a recording's time, is skipped; with any other torch (its parse may
+    differ), or raw events of another shape, torch's parse gives them."""
     from .profiled_ops import lean_events
     inner = getattr(prof, "profiler", None)
     parse = getattr(type(inner), "_parse_kineto_results", None) if inner is not None else None
-    if parse is None:
+    lean = parse is not None and (torch.__version__.startswith("1.13") or not read)
+    if not lean:
         prof.__exit__(None, None, None)
-        return list(prof.events())
+        return list(prof.events()) if read else None
     inner._parse_kineto_results = lambda result: []
     try:
         prof.__exit__(None, None, None)
     finally:
         del inner._parse_kineto_results
+    if not read:
+        return None
     result = getattr(inner, "kineto_results", None)
     try:
         from torch.autograd import DeviceType

@@ -183,6 +183,12 @@ def lean_events(result, device_types, rewrite_name=lambda n: n):
         if not inside:
             st, c, g, k = mem[i]
             events.append(_Event("[memory]", st - t0, st - t0, -1, None, cpu, k.start_thread_id(), False, c, g))
+    for k in raw:  # an allocation that failed (the step caught it), as torch keeps it
+        if k.name() == "[OutOfMemory]":
+            dev, n = k.device_type(), k.nbytes()
+            st = k.start_us() - t0
+            events.append(_Event("[OutOfMemory]", st, st, -1, None, cpu, k.start_thread_id(), False,
+                                 n if dev in cpu_kinds else 0, n if dev in cuda_kinds else 0))
     events.sort(key=lambda e: (e.time_range.start, -e.time_range.end))
     # The tree (torch's _populate_cpu_children): per thread, each synchronous CPU event's parent is
     # the innermost one whose interval holds it.

@@ -384,7 +384,7 @@ class Recorder:
             self._detach()
         finally:
             if self._prof is not None:
-                self._prof_events = compat.stop_profiler(self._prof)
+                self._prof_events = compat.stop_profiler(self._prof, read=exc_type is None)
         if exc_type is not None:
             self._closed = True
             return False  # the step's error propagates; nothing is written

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/graph/parallel_layout.h"
 #include "core/model/model_config.h"
 #include "core/util/error.h"
 #include "policy_test_util.h"
@@ -54,6 +55,18 @@ TEST(LayerKinds, KindsGivingTheFeaturesLayersTrainTheSameBits) {
   const Trace c = test::run(other, test::plan_here("none", other));
   EXPECT_NE(c.losses().back(), a.losses().back());
   EXPECT_NE(c.grad_checksum, a.grad_checksum);
+}
+
+TEST(LayerKinds, APipelineStagesTableCountsTheWindowsOfItsOwnBlocks) {
+  const ModelConfig m = by_kinds({1, 1, 1, 0});  // blocks 0-2 global, block 3 local
+  ParallelLayout p;
+  p.pp = 2;
+  const BlockGraph stage = per_rank_graph(m, p, 1);  // blocks 2 and 3
+  EXPECT_EQ(stage.first_block(), 2);
+  EXPECT_FALSE(stage.windowed(0));
+  EXPECT_TRUE(stage.windowed(1));
+  EXPECT_LT(stage.flops_forward(1), stage.flops_forward(0));  // the band of a 12-token window at s = 32
+  EXPECT_FALSE(per_rank_graph(m, p, 0).windowed(1));
 }
 
 TEST(LayerKinds, OurJsonReadsAndWritesThem) {

@@ -93,8 +93,17 @@ double TimeTicker::getTickStep(const QCPRange& range) {
     const int fit = std::max(2, width / std::max(label, 1));
     step = nice_step_at_least(size / unit_, std::min(fit, tickCount()));
     // Rounded up to 1-2-5, the step may leave one tick in a range that does not start on one:
-    // the next smaller step then (the labels themselves are narrower than the room kept above).
-    while (ticks_inside(range, step * unit_) < 2 && step * unit_ > size / 64) step = nice_below(step);
+    // the next smaller step then, if the labels it makes (narrower than the room kept above) fit
+    // side by side with a gap.
+    if (ticks_inside(range, step * unit_) < 2) {
+      const double smaller = nice_below(step);
+      const double px = smaller * unit_ / size * width;
+      const int d = decimals_for(smaller);
+      auto text = [&](double v) { return trim(QString::number(v, 'f', d)) + " ms"; };  // a unit's width
+      const double lo = std::ceil(range.lower / (smaller * unit_)) * smaller, hi = std::floor(range.upper / (smaller * unit_)) * smaller;
+      const int widest = std::max(fm.horizontalAdvance(text(lo)), fm.horizontalAdvance(text(hi)));
+      if (ticks_inside(range, smaller * unit_) >= 2 && px >= widest + fm.horizontalAdvance(QStringLiteral("M"))) step = smaller;
+    }
   }
   if (u == 0) step = std::max(1.0, step);
   decimals_ = decimals_for(step);
