@@ -308,7 +308,7 @@ void read_rope_parameters(nlohmann::json& j, hf::Problems& p) {
 // describe is read as them (so the model and its files are as without it); any other pattern of
 // sliding and full attention becomes layer kinds (layer_kind.h): "sliding_attention" with the
 // config's window (and, for Gemma 3, its local RoPE base), "full_attention" without one.
-void apply_layer_types(const nlohmann::json& lt, ModelConfig& m, hf::Problems& p) {
+void apply_layer_types(const nlohmann::json& lt, ModelConfig& m, int config_window, hf::Problems& p) {
   if (lt.is_null()) return;
   if (!lt.is_array()) {
     p.add("layer_types", "must be a list of layer kinds, got " + json_snippet(lt));
@@ -332,7 +332,7 @@ void apply_layer_types(const nlohmann::json& lt, ModelConfig& m, hf::Problems& p
     window = std::max(window, m.window_of(l));
   }
   if (same) return;
-  if (window == 0) window = m.sliding_window;
+  if (window == 0) window = m.sliding_window > 0 ? m.sliding_window : config_window;
   LayerKind full{"full_attention"}, sliding{"sliding_attention", window, m.rope_local_theta};
   m.layer_kinds.clear();
   m.layer_pattern.clear();
@@ -401,7 +401,15 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
                                         " (known: " + known + ")");
   }
   check_sizes(m, p);
-  apply_layer_types(layer_types, m, p);
+  // The config's window, for sliding layers the family's layout has none of (Qwen's
+  // max_window_layers past the last layer); Qwen's only while use_sliding_window is true.
+  const bool qwen = type == "qwen2" || type == "qwen3";
+  const nlohmann::json& sw = in.contains("sliding_window") ? in.at("sliding_window") : nlohmann::json();
+  const int config_window = sw.is_number_integer() && sw.get<long long>() > 0 && sw.get<long long>() < (1LL << 30) &&
+                                    (!qwen || (in.contains("use_sliding_window") && in.at("use_sliding_window") == true))
+                                ? static_cast<int>(sw.get<long long>())
+                                : 0;
+  apply_layer_types(layer_types, m, config_window, p);
   p.throw_if_any();
   m.name = name;
   if (superseded) ignored.push_back("max_window_layers");

@@ -136,10 +136,16 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
   if (f == Family::Mistral || f == Family::Gemma2 || f == Family::Gemma3 || f == Family::Phi3 || qwen_window)
     m.sliding_window = p.take([&] { return int_field(j, "sliding_window", 0); }, 0);
   if (qwen_window) {
-    const int from = p.take([&] { return int_field(j, "max_window_layers", m.layers); }, m.layers);
-    if (from < m.layers)
-      p.add("max_window_layers", "a window on some layers only (from layer " + std::to_string(from) +
-                                     ") is not modelled; set use_sliding_window to false");
+    // transformers windows the layers from max_window_layers on (its default 28): none when that
+    // is past the last, every one from 0, else the two kinds.
+    const int from = p.take([&] { return int_field(j, "max_window_layers", 28); }, 28);
+    if (m.sliding_window > 0 && from >= m.layers) {
+      m.sliding_window = 0;
+    } else if (m.sliding_window > 0 && from > 0) {
+      m.layer_kinds = {LayerKind{"full_attention"}, LayerKind{"sliding_attention", m.sliding_window}};
+      for (int l = 0; l < m.layers; ++l) m.layer_pattern.push_back(l >= from ? 1 : 0);
+      m.sliding_window = 0;
+    }
   }
   if (f == Family::Granite) {
     // Hugging Face's Granite scales the scores by attention_multiplier (default 1), never by

@@ -126,6 +126,11 @@ FAMILIES = {
                    query_pre_attn_scalar=24, sliding_window=6, sliding_window_pattern=2,
                    attn_logit_softcapping=None, final_logit_softcapping=None, attention_bias=False,
                    cache_implementation="hybrid", pad_token_id=0, tie_word_embeddings=True),
+    # Qwen2 with its window on: the layers from max_window_layers on slide (layer 1 of 2).
+    "qwen2_window": dict(_LLAMA_LIKE, model_type="qwen2", architectures=["Qwen2ForCausalLM"],
+                         intermediate_size=48, max_position_embeddings=64, rms_norm_eps=1e-6,
+                         rope_theta=1000000.0, use_sliding_window=True, sliding_window=6, max_window_layers=1,
+                         tie_word_embeddings=False),
     # Gemma 3 with a layer pattern of its own, as transformers 5's layer_types gives one: the
     # first layer global, the other two windowed (no sliding_window_pattern describes it).
     "gemma3_types": dict(_LLAMA_LIKE, model_type="gemma3_text", architectures=["Gemma3ForCausalLM"],
@@ -224,8 +229,7 @@ def features_from_hf(c):
         f["sliding_window"] = _get(c, "sliding_window", 0)
     elif t == "qwen2":
         f["qkv_bias"], f["out_bias"] = True, False
-        if _get(c, "use_sliding_window", False):
-            f["sliding_window"] = _get(c, "sliding_window", 0)  # (max_window_layers not modelled)
+        _qwen_window(c, f)
     elif t in ("gemma", "gemma2", "gemma3_text"):
         f.update(norm_unit_offset=True, mlp="geglu", embed_scale=True,
                  tied_embeddings=_get(c, "tie_word_embeddings", True))
@@ -252,9 +256,18 @@ def features_from_hf(c):
                  logits_scaling=_get(c, "logits_scaling", 1.0))
     elif t == "qwen3":
         f["qk_norm"] = "head"
-        if _get(c, "use_sliding_window", False):
-            f["sliding_window"] = _get(c, "sliding_window", 0)
+        _qwen_window(c, f)
     return f
+
+
+def _qwen_window(c, f):
+    """Qwen2's and Qwen3's window, read while use_sliding_window is true: on the layers from
+    max_window_layers on (transformers' layer_types: sliding where i >= max_window_layers)."""
+    if _get(c, "use_sliding_window", False) and _get(c, "sliding_window", 0):
+        f["sliding_window"] = c["sliding_window"]
+        start = _get(c, "max_window_layers", 28)
+        f["layer_types"] = c.get("layer_types") or ["sliding_attention" if i >= start else "full_attention"
+                                                    for i in range(c["num_hidden_layers"])]
 
 
 def _falcon_features(c, t):

@@ -550,6 +550,29 @@ TEST(ModelConfig, FalconLayoutsFollowItsFlags) {
   }
 }
 
+// Qwen's window (use_sliding_window true) is on the layers from max_window_layers on, as
+// transformers' layer_types has it: every layer from 0, none past the last (28 by default).
+TEST(ModelConfig, QwenWindowsTheLayersFromMaxWindowLayersOn) {
+  nlohmann::json q = {{"model_type", "qwen2"}, {"hidden_size", 64}, {"intermediate_size", 128},
+                      {"num_hidden_layers", 4}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                      {"max_position_embeddings", 64}, {"vocab_size", 256}, {"use_sliding_window", true},
+                      {"sliding_window", 16}, {"max_window_layers", 2}};
+  const ModelConfig two = model_from_hf_json(q, "q");
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(two.window_of(l), l >= 2 ? 16 : 0) << l;
+  q["max_window_layers"] = 4;
+  const ModelConfig none = model_from_hf_json(q, "q");
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(none.window_of(l), 0) << l;
+  q.erase("max_window_layers");
+  EXPECT_EQ(model_from_hf_json(q, "q").window_of(3), 0);  // transformers' default, 28
+  q["max_window_layers"] = 2;
+  q["layer_types"] = {"sliding_attention", "full_attention", "full_attention", "full_attention"};
+  const ModelConfig listed = model_from_hf_json(q, "q");  // the list, not max_window_layers
+  EXPECT_EQ(listed.window_of(0), 16);
+  EXPECT_EQ(listed.window_of(2), 0);
+  EXPECT_NE(std::find(listed.ignored_fields.begin(), listed.ignored_fields.end(), "max_window_layers"),
+            listed.ignored_fields.end());
+}
+
 // Gemma 3 as transformers 5 saves it: a RoPE per layer kind (the windowed kind plain on its own
 // base) and layer_types alone giving the pattern; the same model as the 4.x fields, and a
 // layer_types against the pattern refused.
