@@ -369,6 +369,7 @@ Trace trace_from_torch_snapshot(const Document& doc, const std::string& where) {
   }
   // Blocks alive at the end that the trace never allocated were there from the start.
   for (const auto& b : end_blocks) {
+    if (b.size == 0) continue;  // a block of 0 bytes holds nothing (as its alloc and free are skipped)
     auto it = live.find(key(b.device, b.addr));
     if (it != live.end()) continue;
     Live l{next_id++, b.size, names.id(device_name(b.device, b.name)), b.phase};
