@@ -131,6 +131,7 @@ const PublishedFile kPublishedFiles[] = {
     {"qwen2.5-3b.json", 3'085'938'688, Expect::Imports, {"use_mrope", "sliding_window"}},
     {"qwen2.5-7b.json", 7'615'616'512, Expect::Imports, {"use_mrope", "sliding_window"}},
     {"qwen3-0.6b.json", 596'049'920, Expect::Imports, {"sliding_window", "max_window_layers"}},
+    {"qwen3-0.6b-transformers5.json", 596'049'920, Expect::Imports, {"dtype", "pad_token_id", "sliding_window"}},
     {"qwen3-14b.json", 14'768'307'200, Expect::Imports, {"sliding_window", "max_window_layers"}},
     {"qwen3-8b-base.json", 8'190'735'360, Expect::Imports, {"sliding_window", "max_window_layers"}},
     {"qwen3-8b.json", 8'190'735'360, Expect::Imports, {"sliding_window", "max_window_layers"}},
@@ -164,6 +165,19 @@ TEST(HfPublishedConfigs, EveryFileHasItsPublishedCountAndImportsOrIsRefusedInWor
       for (const char* w : f.words) EXPECT_NE(refusal.find(w), std::string::npos) << w << " missing from: " << refusal;
     }
   }
+}
+
+// The same published model in both layouts (Qwen3-0.6B as its repository has it, and as
+// transformers 5 loads and writes it: rope_parameters, layer_types, dtype) imports as one model.
+TEST(HfPublishedConfigs, TheTransformersFiveFileIsTheSameModelAsTheFourFile) {
+  const ModelConfig four = load_model_file(hf_file_path("qwen3-0.6b.json"));
+  const ModelConfig five = load_model_file(hf_file_path("qwen3-0.6b-transformers5.json"));
+  EXPECT_EQ(five.rope_theta, 1000000.0);
+  nlohmann::json a = model_to_json(four), b = model_to_json(five);
+  a.erase("name");
+  b.erase("name");
+  EXPECT_EQ(a, b);
+  EXPECT_TRUE(five.layer_kinds.empty());  // every layer full attention: no kinds needed
 }
 
 // Every file in the directory has its row, and the directory holds at least 25 of them.
