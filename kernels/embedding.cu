@@ -105,8 +105,6 @@ __global__ void __launch_bounds__(256)
   dwpe[idx] = from_f<T>(to_f(dwpe[idx]) + acc);
 }
 
-std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
-
 std::size_t cub_temp_bytes(std::int64_t n) {
   std::size_t temp = 0;
   cudaError_t e = cub::DeviceRadixSort::SortPairs(
@@ -180,8 +178,7 @@ void embedding_fwd(FType t, const std::int32_t* tokens, const void* wte, const v
 }
 
 std::size_t embedding_bwd_scratch_bytes(std::int64_t n) {
-  if (n <= 0) return 0;
-  return 3 * align256(static_cast<std::size_t>(n) * 4) + align256(cub_temp_bytes(n));
+  return n <= 0 ? 0 : embedding_bwd_scratch_bytes(n, cub_temp_bytes(n));
 }
 
 void embedding_bwd(FType t, const std::int32_t* tokens, const void* dout, void* dwte, void* dwpe,

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/launch.cuh"
+#include "kernels/scratch_bytes.h"
 
 namespace remat::kernels {
 
@@ -14,7 +15,7 @@ void embedding_fwd(FType t, const std::int32_t* tokens, const void* wte, const v
 
 // Scratch of the deterministic backward for n = B * S tokens (sorted keys and positions and
 // the radix sort's temporary storage). Queries CUB, so it needs a CUDA device.
-std::size_t embedding_bwd_scratch_bytes(std::int64_t n);
+std::size_t embedding_bwd_scratch_bytes(std::int64_t n);  // asks CUB on this device
 
 // dwte[v] += scale * (sum of dout rows whose token is v), rows summed in position order (tokens are
 // stably sorted, then one block per distinct token adds its rows: no float atomics);

@@ -14,6 +14,7 @@
 
 #include "core/util/philox.h"
 #include "kernels/launch.cuh"
+#include "kernels/scratch_bytes.h"
 
 namespace remat::kernels {
 
@@ -39,8 +40,7 @@ struct FlashArgs {
 
 // Whether the tensor-core path can run these arguments (dtype, head dim, alignment).
 bool flash_tc_supported(FType t, const FlashArgs& a, bool backward);
-// fp32 scratch of the backward: D = rowsum(dO * O), [B, heads, S].
-std::size_t flash_bwd_scratch_bytes(int B, int heads, int S);
+// fp32 scratch of the backward, D = rowsum(dO * O): flash_bwd_scratch_bytes (scratch_bytes.h).
 
 void flash_fwd(FType t, const FlashArgs& a, FlashImpl impl, cudaStream_t s);
 void flash_bwd(FType t, const FlashArgs& a, FlashImpl impl, cudaStream_t s);

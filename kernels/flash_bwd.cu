@@ -659,10 +659,6 @@ void launch_tc(const FlashDev& p, cudaStream_t s) {
 
 }  // namespace
 
-std::size_t flash_bwd_scratch_bytes(int B, int heads, int S) {
-  return static_cast<std::size_t>(B) * heads * S * 4;
-}
-
 void flash_bwd(FType t, const FlashArgs& a, FlashImpl impl, cudaStream_t s) {
   const FlashDev p = make_flash_dev(a);
   if (!a.scratch) throw Error("flash_bwd: no scratch for D = rowsum(dO * O)");

@@ -6,10 +6,6 @@ namespace remat::kernels {
 
 using namespace detail;
 
-std::size_t norm_bwd_scratch_bytes(std::int64_t rows, int H) {
-  return norm_bwd_scratch(rows, H);
-}
-
 void layernorm_fwd(FType t, const void* x, const void* w, const void* b, void* y,
                    std::int64_t rows, int H, float eps, cudaStream_t s) {
   if (rows <= 0) return;

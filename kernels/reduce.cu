@@ -7,13 +7,6 @@ namespace {
 
 using namespace detail;
 
-int chunks_for(std::int64_t rows) {
-  std::int64_t c = (rows + 63) / 64;
-  if (c > 64) c = 64;
-  if (c < 1) c = 1;
-  return static_cast<int>(c);
-}
-
 template <class T>
 __global__ void __launch_bounds__(256)
     colsum_partial(const T* __restrict__ in, float* __restrict__ part, std::int64_t rows, int cols,
@@ -53,14 +46,10 @@ __global__ void __launch_bounds__(256)
 
 }  // namespace
 
-std::size_t colsum_scratch_bytes(std::int64_t rows, int cols) {
-  return static_cast<std::size_t>(chunks_for(rows)) * static_cast<std::size_t>(cols) * 4;
-}
-
 void colsum(FType in_t, const void* in, FType out_t, void* out, std::int64_t rows, int cols,
             bool acc, float* scratch, cudaStream_t s) {
   if (cols <= 0) return;
-  const int chunks = chunks_for(rows);
+  const int chunks = colsum_chunks(rows);
   const std::int64_t rpc = (rows + chunks - 1) / chunks;
   dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
   if (in_t == FType::BF16)

@@ -6,10 +6,11 @@
 #include <cstdint>
 
 #include "kernels/launch.cuh"
+#include "kernels/scratch_bytes.h"
 
 namespace remat::kernels {
 
-std::size_t colsum_scratch_bytes(std::int64_t rows, int cols);
+// Scratch: colsum_scratch_bytes (scratch_bytes.h).
 // in: [rows, cols] of in_t; out: [cols] of out_t; acc: add to out instead of overwriting.
 void colsum(FType in_t, const void* in, FType out_t, void* out, std::int64_t rows, int cols,
             bool acc, float* scratch, cudaStream_t s);

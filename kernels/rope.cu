@@ -67,10 +67,6 @@ __global__ void __launch_bounds__(256)
 
 }  // namespace
 
-std::size_t rope_scratch_bytes(int S, int d) {
-  return 2 * static_cast<std::size_t>(S) * static_cast<std::size_t>(d / 2) * 4 + 256;
-}
-
 void rope_apply(FType t, const void* in, void* out, int B, int S, int heads, int kv_heads, int d,
                 int rotary_dim, const float* inv_freq_host, float attention_scaling, float sign,
                 bool acc, float* scratch, cudaStream_t s) {

@@ -9,13 +9,14 @@
 #include <cstdint>
 
 #include "kernels/launch.cuh"
+#include "kernels/scratch_bytes.h"
 
 namespace remat::kernels {
 
 constexpr int kRopeMaxHalf = 256;  // d <= 512
 
 // fp32 cos and sin tables [S, rotary_dim/2] each (sized for rotary_dim = d, the most).
-std::size_t rope_scratch_bytes(int S, int d);
+// Scratch: rope_scratch_bytes (scratch_bytes.h).
 // sign = +1: out = rotate(in) (forward); sign = -1: the transposed rotation (backward of a
 // rotation), added into out when acc. inv_freq: rotary_dim/2 host values.
 void rope_apply(FType t, const void* in, void* out, int B, int S, int heads, int kv_heads, int d,

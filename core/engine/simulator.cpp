@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/backend/cuda_sizing.h"
 #include "core/backend/null/null_backend.h"
 #include "core/engine/executor.h"
 #include "core/engine/model_state.h"
@@ -93,6 +94,7 @@ Prediction walk(const BlockGraph& g, const Schedule& s, const Backend* mirror, i
   }
   p.host_peak_bytes = static_cast<std::uint64_t>(host_peak);
   p.events = ev.size() - out.first_event;
+  if (mirror && mirror->name() == "cuda") p.reserved_bytes = cuda_reserved_bytes(ev);
   return p;
 }
 

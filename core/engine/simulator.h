@@ -31,6 +31,9 @@ struct Prediction {
   std::uint64_t held_after_forward_bytes = 0;   // a stage's: StepOutput::held_after_forward
   std::vector<std::uint64_t> peak_by_category;  // device bytes per category at the peak
   std::size_t events = 0;                       // memory events the step records
+  // For a CUDA target (mirror named "cuda"): what its caching allocator reserves from the
+  // driver over the whole walk (cuda_sizing.h), else 0.
+  std::uint64_t reserved_bytes = 0;
 };
 
 // `mirror` is the backend the prediction is for (its workspace size); null means none.

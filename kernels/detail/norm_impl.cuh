@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/detail/device_utils.cuh"
+#include "kernels/scratch_bytes.h"
 
 namespace remat::kernels::detail {
 
@@ -224,16 +225,8 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-inline int norm_bwd_chunks(std::int64_t rows) {
-  std::int64_t nb = (rows + 31) / 32;
-  return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(nb, 256)));
-}
-
-// Scratch: per-row (mean, rstd), then chunks x 2H partial sums (fp32).
-inline std::size_t norm_bwd_scratch(std::int64_t rows, int H) {
-  const std::size_t stats = (static_cast<std::size_t>(rows) * 8 + 255) / 256 * 256;
-  return stats + static_cast<std::size_t>(norm_bwd_chunks(rows)) * 2 * static_cast<std::size_t>(H) * 4;
-}
+// Scratch (scratch_bytes.h): per-row (mean, rstd), then chunks x 2H partial sums (fp32).
+using kernels::norm_bwd_chunks;
 
 template <class T, int V, bool RMS>
 void norm_fwd_launch(const void* x, const void* w, const void* b, void* y, std::int64_t rows,
@@ -248,7 +241,7 @@ void norm_fwd_launch(const void* x, const void* w, const void* b, void* y, std::
 
 // The partial column sums' place in the scratch: after the per-row stats.
 inline float* norm_bwd_partials(float* scratch, std::int64_t rows) {
-  return scratch + norm_bwd_scratch(rows, 0) / 4;
+  return scratch + kernels::norm_bwd_scratch_bytes(rows, 0) / 4;
 }
 
 // dw (and db, unless null) += the column sums of the rows' gradient terms, from the per-row

@@ -9,12 +9,16 @@
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/backend/cuda/cuda_entry.h"
+#include "core/backend/cuda_sizing.h"
+#include "core/backend/null/cuda_target.h"
+#include "core/engine/simulator.h"
 #include "core/engine/run.h"
 #include "core/model/model_source.h"
 #include "core/plugin/registry.h"
 #include "core/profiler/host_profiler.h"
 #include "core/schedule/schedule.h"
 #include "gpu_test_util.h"
+#include "kernels/embedding.cuh"
 
 namespace remat {
 namespace {
@@ -139,6 +143,32 @@ TEST(GpuEngine, ReservedBytesEqualTheCudaMallocsCuptiObserves) {
     EXPECT_LE(static_cast<std::uint64_t>(live), e.reserved);
     if (static_cast<std::uint64_t>(live) > e.reserved) break;
   }
+}
+
+// What `plan --device cuda` predicts without a GPU is what the CUDA backend sizes and holds: its
+// workspace by the same rules (with CUB's own sort storage here; the bound plan takes covers it),
+// and its caching allocator's reserved bytes over a fresh backend's step.
+TEST(GpuEngine, PlanForACudaRankIsWhatItsRunHolds) {
+  REMAT_REQUIRE_GPU();
+  ModelConfig m = resolve_model("small");
+  auto gpu = cuda_backend();
+  ASSERT_TRUE(gpu);
+  auto* cb = dynamic_cast<cuda::CudaBackend*>(gpu.get());
+  ASSERT_NE(cb, nullptr);
+  EXPECT_EQ(gpu->workspace_bytes(m),
+            cuda_workspace_bytes(m, cb->head_chunk_bytes(), kernels::embedding_bwd_scratch_bytes(m.tokens())));
+  for (std::int64_t n : {std::int64_t{1}, std::int64_t{4096}, m.tokens(), std::int64_t{1} << 22})
+    EXPECT_GE(kernels::embedding_bwd_scratch_bound(n), kernels::embedding_bwd_scratch_bytes(n)) << n;
+  EXPECT_GE(CudaTarget().workspace_bytes(m), gpu->workspace_bytes(m));
+  const Schedule s = store_all_schedule(m.layers);
+  const Prediction predicted = simulate(m, s, gpu.get());
+  SteadyClock clock;
+  Trace t = train(*gpu, nullptr, clock, m, s, 1);
+  std::uint64_t reserved = 0;
+  for (const auto& e : t.events)
+    if (e.space == Space::Device) reserved = std::max(reserved, e.reserved);
+  EXPECT_EQ(reserved, predicted.reserved_bytes);
+  EXPECT_EQ(t.peak_bytes, predicted.peak_bytes);
 }
 
 }  // namespace

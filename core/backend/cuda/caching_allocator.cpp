@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/backend/cuda/cuda_check.h"
+#include "core/backend/cuda_sizing.h"
 #include "core/util/error.h"
 
 namespace remat::cuda {
@@ -27,15 +28,7 @@ CachingPool::~CachingPool() {
   cudaGetLastError();
 }
 
-std::size_t CachingPool::size_class(std::size_t bytes) {
-  if (bytes == 0) bytes = 1;
-  if (bytes < (std::size_t{1} << 20)) return (bytes + 511) / 512 * 512;
-  // Above 1 MiB: steps of 1/16 of the power of two below (at most 6.25% rounding).
-  std::size_t p = std::size_t{1} << 20;
-  while (p <= bytes / 2) p <<= 1;
-  const std::size_t g = p / 16;
-  return (bytes + g - 1) / g * g;
-}
+std::size_t CachingPool::size_class(std::size_t bytes) { return cuda_size_class(bytes); }
 
 void* CachingPool::raw_alloc(std::size_t bytes) {
   void* p = nullptr;

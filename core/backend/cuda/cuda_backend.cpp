@@ -4,24 +4,20 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "core/backend/cuda/cuda_check.h"
+#include "core/backend/cuda_sizing.h"
 #include "core/backend/cuda/gemm.h"
-#include "core/graph/block_graph.h"
 #include "core/util/bf16.h"
 #include "core/util/error.h"
 #include "kernels/attn_softmax.cuh"
 #include "kernels/embedding.cuh"
-#include "kernels/layernorm.cuh"
-#include "kernels/reduce.cuh"
-#include "kernels/rope.cuh"
 
 namespace remat::cuda {
 
 namespace {
-
-std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
 
 std::string version_string(int v) {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
@@ -105,51 +101,18 @@ MemoryResource& CudaBackend::memory(Space s) {
 }
 
 std::int64_t CudaBackend::head_chunk_rows(std::int64_t rows, int V, std::size_t chunk_bytes) {
-  // fp32 logits of a chunk stay near chunk_bytes; chunks are multiples of 64 rows.
-  const std::int64_t budget = static_cast<std::int64_t>(chunk_bytes);
-  std::int64_t c = budget / (static_cast<std::int64_t>(std::max(V, 1)) * 4);
-  c = c / 64 * 64;
-  if (c < 64) c = 64;
-  return std::min(c, std::max<std::int64_t>(rows, 1));
+  return cuda_head_chunk_rows(rows, V, chunk_bytes);
 }
 
 std::uint64_t CudaBackend::workspace_bytes(const ModelConfig& m) const {
-  const std::int64_t B = m.batch, S = m.seq, tokens = m.tokens();
-  const std::size_t act = m.act_size();
-  std::size_t op = 0;
-  auto take = [&](std::size_t b) { op = std::max(op, align256(b)); };
-  // Naive attention: one head's [B, S, S] in fp32 (scores, dP) or the model dtype (dS); with
-  // soft-capped scores the backward holds dS and the recomputed fp32 scores at once.
-  if (m.attention == AttentionImpl::Naive) {
-    const std::size_t ss = static_cast<std::size_t>(B) * S * S;
-    take(ss * 4);
-    if (m.attn_softcap > 0.0) take(align256(ss * act) + ss * 4);
-  }
-  else
-    take(kernels::flash_bwd_scratch_bytes(m.batch, m.heads, m.seq));
-  // Head: fp32 logits and dlogits of one chunk.
-  {
-    const std::int64_t c = head_chunk_rows(tokens, m.vocab, head_chunk_bytes_);
-    const std::size_t n = static_cast<std::size_t>(c) * m.vocab;
-    take(align256(n * 4) + align256(n * act));
-  }
-  // Norm backward partials (blocks and the final norm), bias column sums.
-  take(kernels::norm_bwd_scratch_bytes(tokens, m.hidden));
-  BlockGraph g(m);
-  for (const StepDef& s : g.steps()) {
-    if (s.op == OpKind::Linear && s.b != ParamSlot::Count)
-      take(kernels::colsum_scratch_bytes(s.M, s.N));
-    if (s.op == OpKind::QkNorm || s.op == OpKind::QkHeadNorm) take(kernels::norm_bwd_scratch_bytes(s.M, std::max(s.K, s.N)));
-  }
-  if (m.position == PositionKind::Rope) take(kernels::rope_scratch_bytes(m.seq, m.head_dim()));
-  // Embedding backward: sorted tokens and CUB's temporary storage (asks CUB on this device).
+  // The embedding backward's scratch with CUB's sort storage as CUB gives it on this device.
+  std::optional<std::size_t> embedding;
   try {
     activate();
-    take(kernels::embedding_bwd_scratch_bytes(tokens));
+    embedding = kernels::embedding_bwd_scratch_bytes(m.tokens());
   } catch (const Error&) {
-    take(static_cast<std::size_t>(tokens) * 16 + (std::size_t{4} << 20));
   }
-  return kGemmWorkspace + align256(op);
+  return cuda_workspace_bytes(m, head_chunk_bytes_, embedding);
 }
 
 void CudaBackend::set_workspace(const Tensor& ws) {

@@ -29,6 +29,7 @@
 
 #include "core/backend/backend.h"
 #include "core/backend/cuda/caching_allocator.h"
+#include "core/backend/cuda_sizing.h"
 #include "kernels/flash_attn.cuh"
 
 namespace remat::cuda {
@@ -145,11 +146,11 @@ class CudaBackend final : public Backend {
   // Rows of the head's logits chunk: fp32 logits of about chunk_bytes, in multiples of 64 rows.
   static std::int64_t head_chunk_rows(std::int64_t rows, int V,
                                       std::size_t chunk_bytes = kHeadChunkBytes);
-  static constexpr std::size_t kHeadChunkBytes = std::size_t{64} << 20;
+  static constexpr std::size_t kHeadChunkBytes = kCudaHeadChunkBytes;
   // The chunk this backend uses (workspace_bytes follows it). Env REMAT_HEAD_CHUNK_MIB.
   void set_head_chunk_bytes(std::size_t b) { head_chunk_bytes_ = b; }
   std::size_t head_chunk_bytes() const { return head_chunk_bytes_; }
-  static constexpr std::size_t kGemmWorkspace = std::size_t{32} << 20;
+  static constexpr std::size_t kGemmWorkspace = kCudaGemmWorkspaceBytes;
 
  private:
   // One pair per op of core/graph/ops.def.

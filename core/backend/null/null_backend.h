@@ -5,7 +5,7 @@
 
 namespace remat {
 
-class NullBackend final : public Backend {
+class NullBackend : public Backend {
  public:
   // `mirror` supplies the workspace size of the backend being simulated.
   explicit NullBackend(const Backend* mirror = nullptr) : mirror_(mirror) {}
