@@ -4,11 +4,11 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "core/backend/cpu/cpu_backend.h"
 #include "core/engine/simulator.h"
 #include "core/util/error.h"
 #include "plan_from_run.h"
 #include "plan_parallel.h"
+#include "plan_target.h"
 #include "step_costs.h"
 
 namespace remat::cli {
@@ -19,22 +19,27 @@ struct PlanOptions {
   ModelOptions model;
   PolicyOptions policy;
   ParallelOptions parallel;
+  TargetOptions target;
   bool json = false;
   std::string from_run;  // a recorded PyTorch run (plan_from_run.h)
 };
 
 int plan(const PlanOptions& o) {
+  if ((o.parallel.paper_figure7 || o.parallel.strategies) && (o.target.cuda() || !o.target.gpu_memory.empty()))
+    throw Error("--strategies and --paper-figure7 take no --device or --gpu-memory (their figures are the "
+                "paper's activations, the same on every device)");
   if (o.parallel.paper_figure7) return plan_paper_figure7(o.json);
   ModelConfig m = o.model.resolve();
   if (o.parallel.strategies) return plan_strategies(m, o.parallel.layout, o.json);
-  if (o.parallel.any()) return plan_parallel(m, o.parallel.layout, o.policy, o.json);
+  const std::unique_ptr<Backend> target = o.target.backend();
+  if (o.parallel.any()) return plan_parallel(m, o.parallel.layout, o.policy, o.target, *target, o.json);
   PolicyRegistry reg;
   load_plugins(reg, !o.json);
   const std::optional<StepCosts> costs = load_step_costs(o.policy.costs_from, m);
   const std::string cost_unit = costs ? costs->unit : kFlopsUnit;
   Schedule s = o.policy.plan(reg, m, costs);
-  CpuBackend cpu(1);
-  Prediction p = simulate(m, s, &cpu);
+  Prediction p = simulate(m, s, target.get());
+  const TargetFigures fig{p.peak_bytes, p.workspace_bytes, p.reserved_bytes, ""};
   if (o.json) {
     nlohmann::json j;
     j["model"] = model_to_json(m);
@@ -53,6 +58,7 @@ int plan(const PlanOptions& o) {
     j["saved_bytes_per_block"] = p.saved_bytes_per_block;
     j["max_checkpoints"] = p.plan.max_checkpoints;
     j["ignored_config_fields"] = m.ignored_fields;
+    target_json(o.target, fig, j);
     j["schedule"] = schedule_to_json(s);
     j["actions"] = j["schedule"]["actions"];
     std::cout << j.dump(2) << "\n";
@@ -68,6 +74,7 @@ int plan(const PlanOptions& o) {
             << "actions               " << s.actions.size() << "\n";
   if (o.policy.schedule_file.empty()) std::cout << "step costs            " << cost_unit << "\n";
   if (!m.ignored_fields.empty()) std::cout << "ignored config fields " << ignored_list(m) << "\n";
+  print_target(o.target, fig);
   return 0;
 }
 
@@ -79,6 +86,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   o->model.add(*c);
   o->policy.add(*c, true);
   o->parallel.add(*c);
+  o->target.add(*c);
   c->add_flag("--json", o->json, "print the prediction and the schedule as JSON");
   c->add_option("--from-run", o->from_run,
                 "a run recorded from PyTorch (rematlab.record): predict a checkpoint plan of its modules "
@@ -88,7 +96,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
     try {
       if (!o->from_run.empty()) {
         for (const char* opt : {"--model", "--schedule", "--memory-budget", "--costs-from", "--tp", "--sp", "--pp", "--dp",
-                                "--zero", "--micro-batches", "--paper-figure7", "--strategies"})
+                                "--zero", "--micro-batches", "--paper-figure7", "--strategies", "--device", "--gpu-memory"})
           if (c->count(opt)) throw Error(std::string("plan --from-run takes no ") + opt + " (the recorded run fixes the model and its layout)");
         exit_code = plan_from_run(o->from_run, o->policy.policy, o->json);
         return;

@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <iostream>
 
-#include "core/backend/cpu/cpu_backend.h"
 #include "core/engine/rank_prediction.h"
 #include "core/model/model_source.h"
 #include "core/util/limits.h"
@@ -109,7 +108,8 @@ bool ParallelOptions::any() const {
          layout.global_batch != 0 || layout.first_stage_layers != 0 || layout.last_stage_layers != 0;
 }
 
-int plan_parallel(const ModelConfig& m, const ParallelLayout& p, const PolicyOptions& policy, bool json) {
+int plan_parallel(const ModelConfig& m, const ParallelLayout& p, const PolicyOptions& policy,
+                  const TargetOptions& target_options, const Backend& target, bool json) {
   validate_layout(p, m);
   const double global = static_cast<double>(m.batch) * p.micro_batches_of(m) * p.dp;
   if (global > static_cast<double>(kMaxGlobalBatch))
@@ -120,13 +120,18 @@ int plan_parallel(const ModelConfig& m, const ParallelLayout& p, const PolicyOpt
   PolicyRegistry reg;
   load_plugins(reg, !json);
   const std::optional<StepCosts> costs = load_step_costs(policy.costs_from, m);
-  CpuBackend cpu(1);
   const RankPrediction r =
-      predict_ranks(m, p, [&](const BlockGraph& g) { return policy.plan(reg, g, costs); }, &cpu);
+      predict_ranks(m, p, [&](const BlockGraph& g) { return policy.plan(reg, g, costs); }, &target);
   const Schedule& first = r.micro_batch.front().schedule;
   const std::string name = first.policy + (first.params.empty() ? "" : ":" + first.params);
+  // The caching allocator's bytes come from a walk of the whole step: a rank without stages.
+  const Prediction& walked = r.micro_batch.front().sim;
+  TargetFigures fig{r.peak_bytes, walked.workspace_bytes, 0, ""};
+  if (p.pp == 1 && r.peak_bytes == walked.peak_bytes) fig.reserved = walked.reserved_bytes;
+  else fig.why_no_reserved = "a pipeline stage's memory past its walked micro-batches is added up, not walked";
   if (!json) {
     print_text(m, r, name);
+    print_target(target_options, fig);
     return 0;
   }
   nlohmann::json j;
@@ -137,6 +142,7 @@ int plan_parallel(const ModelConfig& m, const ParallelLayout& p, const PolicyOpt
   j["ignored_config_fields"] = m.ignored_fields;
   j["predicted_peak_bytes"] = r.peak_bytes;
   j["peak_stage"] = r.peak_stage;
+  target_json(target_options, fig, j);
   j["stages"] = nlohmann::json::array();
   for (const StagePrediction& s : r.stages)
     j["stages"].push_back({{"stage", s.stage}, {"blocks", s.blocks}, {"in_flight", s.in_flight},

@@ -9,6 +9,7 @@
 
 #include "cli_common.h"
 #include "core/graph/parallel_layout.h"
+#include "plan_target.h"
 
 namespace remat::cli {
 
@@ -27,7 +28,9 @@ struct ParallelOptions {
 };
 
 // `plan` with a layout: per-rank peak and its breakdown, text or JSON.
-int plan_parallel(const ModelConfig& m, const ParallelLayout& p, const PolicyOptions& policy, bool json);
+// `target` is the backend whose sizes the prediction takes (plan_target.h).
+int plan_parallel(const ModelConfig& m, const ParallelLayout& p, const PolicyOptions& policy,
+                  const TargetOptions& target_options, const Backend& target, bool json);
 // `plan --strategies` for one model and layout, or `--paper-figure7` for the four Table 3 models.
 int plan_strategies(const ModelConfig& m, const ParallelLayout& p, bool json);
 int plan_paper_figure7(bool json);

@@ -330,6 +330,40 @@ def check_ignored_config_fields(b, source, w):
               "summary.json lists the run's ignored fields")
 
 
+def check_cuda_target(b, cpu_plan):
+    """plan --device cuda: the same walk with the CUDA backend's workspace, its reserved bytes, and
+    with --gpu-memory whether they fit; the CPU plan has none of these."""
+    cuda = b.json("plan", "--model", "tiny", "--device", "cuda", "--json")
+    if cuda is None:
+        return
+    check(cpu_plan.get("device") == "cpu" and "reserved_bytes" not in cpu_plan, "plan --json: device cpu")
+    check(cuda["device"] == "cuda" and cuda["measured_on_gpu"] is False, "plan --device cuda --json: device")
+    check(cuda["activation_peak_bytes"] == cpu_plan["activation_peak_bytes"] and
+          cuda["predicted_peak_bytes"] - cuda["workspace_bytes"] ==
+          cpu_plan["predicted_peak_bytes"] - cpu_plan["workspace_bytes"],
+          "plan --device cuda: the same step with another workspace")
+    check(cuda["workspace_bytes"] >= 32 << 20, "plan --device cuda: cuBLASLt's 32 MiB in the workspace")
+    check(cuda["reserved_bytes"] >= cuda["predicted_peak_bytes"], "plan --device cuda: reserved >= peak")
+    fits = b.json("plan", "--model", "tiny", "--device", "cuda", "--gpu-memory", str(cuda["reserved_bytes"]),
+                  "--json")
+    tight = b.json("plan", "--model", "tiny", "--device", "cuda", "--gpu-memory",
+                   str(cuda["predicted_peak_bytes"]), "--json")
+    small = b.json("plan", "--model", "tiny", "--device", "cuda", "--gpu-memory", "1MiB", "--json")
+    if fits and tight and small:
+        check(fits["fits"] and fits["fits_after_cache_release"], "--gpu-memory of the reserved bytes fits")
+        check(tight["fits"] == (cuda["reserved_bytes"] == cuda["predicted_peak_bytes"]) and
+              tight["fits_after_cache_release"], "--gpu-memory of the peak fits after the cache is released")
+        check(not small["fits"] and not small["fits_after_cache_release"], "--gpu-memory 1MiB does not fit")
+    text = b.run("plan", "--model", "tiny", "--device", "cuda", "--gpu-memory", "1MiB").stdout
+    check("not measured on a GPU" in text and "fits in 1.00 MiB" in text and "no (" in text,
+          "plan --device cuda text: %s" % text[-400:])
+    rank = b.json("plan", "--model", "tiny", "--tp", "2", "--pp", "2", "--device", "cuda", "--json")
+    check(rank is not None and rank["reserved_bytes"] is None and "reserved_not_predicted" in rank,
+          "plan --pp --device cuda: reserved bytes not predicted, and why")
+    b.refuses(["plan", "--model", "tiny", "--gpu-memory", "80GiB"], "--gpu-memory needs --device cuda")
+    b.refuses(["plan", "--paper-figure7", "--device", "cuda"], "take no --device")
+
+
 def test(b, work, source, installed_root):
     w = lambda *p: os.path.join(work, *p)
 
@@ -366,6 +400,7 @@ def test(b, work, source, installed_root):
           all(f["strategies"][0]["percent"] == 100 and len(f["strategies"]) == 5 for f in fig),
           "plan --paper-figure7 --json")
     check_ignored_config_fields(b, source, w)
+    check_cuda_target(b, plan)
     b.refuses(["plan", "--model", "tiny", "--tp", "3"], "heads 4 is not divisible by tp 3")
     b.refuses(["plan", "--model", "tiny", "--pp", "3"], "layers 4 is not divisible by pp 3")
 
