@@ -57,13 +57,12 @@ Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc
   setup_zero();
   if (cfg_.position == PositionKind::Rope) {
     rope_ = rope_frequencies(cfg_.rope_scaling, cfg_.rope_theta, cfg_.rotary_dim(), cfg_.positions, cfg_.seq);
-    std::vector<double> bases;
-    if (cfg_.rope_local_theta > 0.0 && cfg_.layer_kinds.empty()) bases.push_back(cfg_.rope_local_theta);
-    for (const LayerKind& k : cfg_.layer_kinds)
-      if (k.rope_theta > 0.0) bases.push_back(k.rope_theta);
-    for (double base : bases)
-      if (std::none_of(rope_bases_.begin(), rope_bases_.end(), [base](const auto& r) { return r.first == base; }))
+    // A table per base of this rank's blocks that have their own (rope_table picks it).
+    for (int b = 0; b < cfg_.layers; ++b) {
+      const double base = cfg_.rope_base_of(first_block_ + b);
+      if (base > 0.0 && std::none_of(rope_bases_.begin(), rope_bases_.end(), [base](const auto& r) { return r.first == base; }))
         rope_bases_.emplace_back(base, rope_frequencies(RopeScaling{}, base, cfg_.rotary_dim(), cfg_.positions, cfg_.seq));
+    }
   }
 }
 

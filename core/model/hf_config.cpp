@@ -367,8 +367,9 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
   j.erase("layer_types");
   // transformers derives layer_types from Qwen's max_window_layers (read while use_sliding_window
   // is true) only where they are not given.
-  const bool superseded = (type == "qwen2" || type == "qwen3") && layer_types.is_array() &&
-                          j.contains("max_window_layers") && j.contains("use_sliding_window") && j.at("use_sliding_window") == true;
+  const bool qwen = type == "qwen2" || type == "qwen3";
+  const bool qwen_sliding = qwen && in.contains("use_sliding_window") && in.at("use_sliding_window") == true;
+  const bool superseded = qwen_sliding && layer_types.is_array() && j.contains("max_window_layers");
   if (superseded) j.erase("max_window_layers");
   // Gemma 3 configs saved with layer_types alone: the pattern is the first global layer's place
   // (check_layer_types then holds every layer to it).
@@ -403,10 +404,9 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
   check_sizes(m, p);
   // The config's window, for sliding layers the family's layout has none of (Qwen's
   // max_window_layers past the last layer); Qwen's only while use_sliding_window is true.
-  const bool qwen = type == "qwen2" || type == "qwen3";
   const nlohmann::json& sw = in.contains("sliding_window") ? in.at("sliding_window") : nlohmann::json();
   const int config_window = sw.is_number_integer() && sw.get<long long>() > 0 && sw.get<long long>() < (1LL << 30) &&
-                                    (!qwen || (in.contains("use_sliding_window") && in.at("use_sliding_window") == true))
+                                    (!qwen || qwen_sliding)
                                 ? static_cast<int>(sw.get<long long>())
                                 : 0;
   apply_layer_types(layer_types, m, config_window, p);
