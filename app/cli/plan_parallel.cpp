@@ -124,11 +124,20 @@ int plan_parallel(const ModelConfig& m, const ParallelLayout& p, const PolicyOpt
       predict_ranks(m, p, [&](const BlockGraph& g) { return policy.plan(reg, g, costs); }, &target);
   const Schedule& first = r.micro_batch.front().schedule;
   const std::string name = first.policy + (first.params.empty() ? "" : ":" + first.params);
-  // The caching allocator's bytes come from a walk of the whole step: a rank without stages.
-  const Prediction& walked = r.micro_batch.front().sim;
-  TargetFigures fig{r.peak_bytes, walked.workspace_bytes, 0, ""};
-  if (p.pp == 1 && r.peak_bytes == walked.peak_bytes) fig.reserved = walked.reserved_bytes;
-  else fig.why_no_reserved = "a pipeline stage's memory past its walked micro-batches is added up, not walked";
+  // The caching allocator of each stage's rank: the most any holds (every stage is its own GPU).
+  TargetFigures fig{r.peak_bytes, r.micro_batch.front().sim.workspace_bytes, 0, 0, "", ""};
+  for (const StagePrediction& s : r.stages) {
+    if (s.reserved_bytes == 0) {
+      fig.reserved = 0;
+      fig.why_no_reserved = "stage " + std::to_string(s.stage) + "'s peak is not one walk of its step";
+      break;
+    }
+    if (s.reserved_bytes > fig.reserved) {
+      fig.reserved = s.reserved_bytes;
+      fig.reserved_rank_peak = s.peak_bytes;
+      if (r.stages.size() > 1) fig.where = " on stage " + std::to_string(s.stage);
+    }
+  }
   if (!json) {
     print_text(m, r, name);
     print_target(target_options, fig);
@@ -148,7 +157,8 @@ int plan_parallel(const ModelConfig& m, const ParallelLayout& p, const PolicyOpt
     j["stages"].push_back({{"stage", s.stage}, {"blocks", s.blocks}, {"in_flight", s.in_flight},
                            {"micro_batch", s.micro_batch}, {"static", static_json(s.statics)},
                            {"activation_bytes", s.activation_bytes}, {"held_bytes", s.held_bytes},
-                           {"working_set_bytes", s.working_set_bytes()}, {"peak_bytes", s.peak_bytes}});
+                           {"working_set_bytes", s.working_set_bytes()}, {"peak_bytes", s.peak_bytes},
+                           {"reserved_bytes", target_options.cuda() ? nlohmann::json(s.reserved_bytes) : nlohmann::json(nullptr)}});
   j["micro_batch"] = nlohmann::json::array();
   for (const MicroBatchPrediction& mb : r.micro_batch)
     j["micro_batch"].push_back(

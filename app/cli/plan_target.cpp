@@ -46,8 +46,8 @@ void print_target(const TargetOptions& o, const TargetFigures& f) {
             << human_bytes(kCudaGemmWorkspaceBytes) << " and the largest op scratch)\n";
   if (f.reserved)
     std::cout << "  reserved            " << human_bytes(f.reserved) << " (" << f.reserved
-              << " bytes the caching allocator holds from the driver; its size classes add "
-              << human_bytes(f.reserved - f.peak) << " to the peak)\n";
+              << " bytes the caching allocator holds from the driver" << f.where << "; its size classes add "
+              << human_bytes(f.reserved - f.reserved_rank_peak) << " to that rank's peak)\n";
   else
     std::cout << "  reserved            not predicted: " << f.why_no_reserved << "\n";
   const std::optional<std::uint64_t> cap = o.capacity();

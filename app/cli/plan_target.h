@@ -26,8 +26,10 @@ struct TargetOptions {
 
 // What a prediction says about its target: `reserved` 0 where it was not predicted.
 struct TargetFigures {
-  std::uint64_t peak = 0, workspace = 0, reserved = 0;
+  std::uint64_t peak = 0, workspace = 0, reserved = 0;  // peak and reserved: the most of any rank
+  std::uint64_t reserved_rank_peak = 0;  // the peak of the rank that reserves the most
   std::string why_no_reserved;  // said instead of the reserved bytes where they are 0
+  std::string where;            // of a layout's ranks, which one these are (" on stage 3")
 };
 
 // The lines about the target after plan's text (nothing for the CPU), and its JSON fields.

@@ -140,7 +140,7 @@ constexpr int kSteadyPairs = 3;
 constexpr int kExactWarmup = 4;
 
 struct StageWalk {
-  std::uint64_t peak = 0, activation_peak = 0, held = 0;
+  std::uint64_t peak = 0, activation_peak = 0, held = 0, reserved = 0;
 };
 
 class StageWalker {
@@ -161,14 +161,16 @@ class StageWalker {
     // level peak while the activations grow is a moment that does not grow (the optimizer's,
     // say), which a longer warm-up may overtake: that stage is walked whole (as one whose peaks
     // are not in a line).
+    // A CUDA target's reserved bytes (blocks per size class) the same: in a line that rises.
     const bool linear = b.peak - a.peak == c.peak - b.peak &&
                         b.activation_peak - a.activation_peak == c.activation_peak - b.activation_peak &&
                         c.peak >= b.peak && c.activation_peak >= b.activation_peak &&
-                        (c.peak > b.peak || c.activation_peak == b.activation_peak);
+                        (c.peak > b.peak || c.activation_peak == b.activation_peak) &&
+                        b.reserved - a.reserved == c.reserved - b.reserved && c.reserved >= b.reserved;
     if (!linear) return walk(i, s, w, pairs);
     const std::uint64_t more = static_cast<std::uint64_t>(w - kExactWarmup);
     return {c.peak + more * (c.peak - b.peak), c.activation_peak + more * (c.activation_peak - b.activation_peak),
-            c.held};
+            c.held, c.reserved + more * (c.reserved - b.reserved)};
   }
 
  private:
@@ -185,7 +187,7 @@ class StageWalker {
     else stages = 2, at = 1;  // the last stage warms up with nothing
     if (stages == p_.pp) at = i;  // the step's own order
     const Prediction pr = simulate_stage_order(m_, p_, i, s, mirror_, stages, at, n);
-    return cache_[key] = {pr.peak_bytes, pr.activation_peak_bytes, pr.held_after_forward_bytes};
+    return cache_[key] = {pr.peak_bytes, pr.activation_peak_bytes, pr.held_after_forward_bytes, pr.reserved_bytes};
   }
 
   const ModelConfig& m_;
@@ -230,6 +232,7 @@ RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, cons
     st.activation_bytes = waiting + mb.sim.activation_peak_bytes;
     st.held_bytes = mb.held_bytes;
     st.peak_bytes = st.statics.total() + waiting + (mb.sim.peak_bytes - mb.sim.static_bytes);
+    if (st.peak_bytes == mb.sim.peak_bytes) st.reserved_bytes = mb.sim.reserved_bytes;  // the walk is the stage's
     if (p.pp > 1) {
       // The stage's 1F1B step walked as a run executes it (simulate_stage_order): its
       // micro-batches' buffers, the sends and receives between stages, the head on the last
@@ -240,6 +243,7 @@ RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, cons
       st.activation_bytes = w.activation_peak;
       st.peak_bytes = w.peak;
       st.held_bytes = w.held;
+      st.reserved_bytes = w.reserved;
     }
     if (st.peak_bytes > r.peak_bytes) {
       r.peak_bytes = st.peak_bytes;

@@ -55,6 +55,9 @@ struct StagePrediction {
   // bytes (MicroBatchPrediction::held_bytes) and what outside the blocks it keeps (the first
   // stage's embedding dropout mask). With one stage, the blocks' bytes.
   std::uint64_t held_bytes = 0;
+  // For a CUDA target, what the stage's caching allocator reserves (Prediction::reserved_bytes),
+  // from the same walk as the peak; 0 for other targets.
+  std::uint64_t reserved_bytes = 0;
   // The rest of the activations: one micro-batch's forward, recomputes and backward on top of
   // what the others hold.
   std::uint64_t working_set_bytes() const {

@@ -357,9 +357,15 @@ def check_cuda_target(b, cpu_plan):
     text = b.run("plan", "--model", "tiny", "--device", "cuda", "--gpu-memory", "1MiB").stdout
     check("not measured on a GPU" in text and "fits in 1.00 MiB" in text and "no (" in text,
           "plan --device cuda text: %s" % text[-400:])
+    # Over ranks: each stage's rank reserves its own; the most of them is the figure.
     rank = b.json("plan", "--model", "tiny", "--tp", "2", "--pp", "2", "--device", "cuda", "--json")
-    check(rank is not None and rank["reserved_bytes"] is None and "reserved_not_predicted" in rank,
-          "plan --pp --device cuda: reserved bytes not predicted, and why")
+    if rank is not None:
+        res = [st["reserved_bytes"] for st in rank["stages"]]
+        check(all(r >= st["peak_bytes"] for r, st in zip(res, rank["stages"])) and
+              rank["reserved_bytes"] == max(res), "plan --pp --device cuda: per-stage reserved bytes %r" % res)
+    cpu_rank = b.json("plan", "--model", "tiny", "--tp", "2", "--pp", "2", "--json")
+    check(cpu_rank is not None and all(st["reserved_bytes"] is None for st in cpu_rank["stages"]),
+          "plan --pp on the CPU: no reserved bytes")
     b.refuses(["plan", "--model", "tiny", "--gpu-memory", "80GiB"], "--gpu-memory needs --device cuda")
     b.refuses(["plan", "--paper-figure7", "--device", "cuda"], "take no --device")
 

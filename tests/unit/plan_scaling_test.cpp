@@ -5,6 +5,7 @@
 // parallelism, pipelines of 2 to 12 stages with as many micro-batches as stages and more.
 #include <gtest/gtest.h>
 
+#include "core/backend/null/cuda_target.h"
 #include "core/engine/rank_prediction.h"
 #include "core/engine/simulator.h"
 #include "core/schedule/schedule.h"
@@ -42,16 +43,23 @@ TEST(PlanScaling, AShortWalkPredictsEveryStageAsTheWholeStepDoes) {
     p.dp = c.dp;
     p.zero = c.zero;
     const auto plan = [&](const BlockGraph& g) { return test::plugins().plan(parse_policy_choice(c.policy), g); };
-    const RankPrediction r = predict_ranks(m, p, plan, nullptr);
-    ASSERT_EQ(r.stages.size(), static_cast<std::size_t>(c.pp));
-    for (const StagePrediction& s : r.stages) {
-      const Schedule& sched = r.micro_batch[static_cast<std::size_t>(s.micro_batch)].schedule;
-      const Prediction whole = simulate_stage(m, p, s.stage, sched, nullptr);
-      const std::string what = std::string(to_string(c.family)) + " pp " + std::to_string(c.pp) + " x " +
-                               std::to_string(c.micro_batches) + " tp " + std::to_string(c.tp) + " zero " +
-                               std::to_string(c.zero) + " " + c.policy + ", stage " + std::to_string(s.stage);
-      EXPECT_EQ(s.peak_bytes, whole.peak_bytes) << what;
-      EXPECT_EQ(s.activation_bytes, whole.activation_peak_bytes) << what;
+    // For a CUDA target also its caching allocator's reserved bytes, extrapolated as the peak is.
+    const CudaTarget cuda;
+    for (const Backend* mirror : {static_cast<const Backend*>(nullptr), static_cast<const Backend*>(&cuda)}) {
+      const RankPrediction r = predict_ranks(m, p, plan, mirror);
+      ASSERT_EQ(r.stages.size(), static_cast<std::size_t>(c.pp));
+      for (const StagePrediction& s : r.stages) {
+        const Schedule& sched = r.micro_batch[static_cast<std::size_t>(s.micro_batch)].schedule;
+        const Prediction whole = simulate_stage(m, p, s.stage, sched, mirror);
+        const std::string what = std::string(to_string(c.family)) + " pp " + std::to_string(c.pp) + " x " +
+                                 std::to_string(c.micro_batches) + " tp " + std::to_string(c.tp) + " zero " +
+                                 std::to_string(c.zero) + " " + c.policy + ", stage " + std::to_string(s.stage) +
+                                 (mirror ? " on cuda" : "");
+        EXPECT_EQ(s.peak_bytes, whole.peak_bytes) << what;
+        EXPECT_EQ(s.activation_bytes, whole.activation_peak_bytes) << what;
+        EXPECT_EQ(s.reserved_bytes, whole.reserved_bytes) << what;
+        if (mirror) EXPECT_GE(s.reserved_bytes, s.peak_bytes) << what;
+      }
     }
   }
 }
