@@ -430,6 +430,8 @@ def process_cases(w, plugins):
     os.mkdir(store)
     empty_store = os.path.join(d, "empty_store")
     os.mkdir(empty_store)
+    with open(os.path.join(d, "store-file"), "w") as f:
+        f.write("not a directory\n")
     run = ["run", "--model", "tiny", "--steps", "1", "--warmup", "0"]
     cases = [
         Case("--seed -1", run + ["--seed", "-1"], 2, "--seed", "not a whole number"),
@@ -442,6 +444,10 @@ def process_cases(w, plugins):
         Case("a rank waiting for rank 0 gives up after --dist-timeout", run + ["--batch", "2", "--dist-timeout", "2"],
              1, "rank 1", "dist-timeout", env={"RANK": "1", "WORLD_SIZE": "2", "REMAT_DIST_STORE": empty_store},
              timeout=20),
+        Case("a rendezvous directory that does not exist", run, 1, "REMAT_DIST_STORE", "does not exist",
+             env={"RANK": "1", "WORLD_SIZE": "2", "REMAT_DIST_STORE": os.path.join(d, "no-such-store")}),
+        Case("a rendezvous directory that is a file", run, 1, "REMAT_DIST_STORE", "is not a directory",
+             env={"RANK": "0", "WORLD_SIZE": "2", "REMAT_DIST_STORE": os.path.join(d, "store-file")}),
         Case("a rank of another launcher without --out prints its summary", run, 0, "peak memory",
              env={"RANK": "0", "WORLD_SIZE": "1"}),
         Case("a stage's plan refused before any rank starts", ["run", "--model", "tiny", "--pp", "2", "--policy",
