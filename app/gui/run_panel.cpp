@@ -22,6 +22,7 @@
 
 #include "core/backend/backend_factory.h"
 #include "core/backend/cpu/cpu_backend.h"
+#include "core/backend/null/cuda_target.h"
 #include "core/graph/block_graph.h"
 #include "core/model/model_source.h"
 #include "core/util/paths.h"
@@ -52,6 +53,7 @@ RunPanel::RunPanel(const PolicyRegistry& registry, QWidget* parent)
     : QWidget(parent),
       registry_(registry),
       mirror_(std::make_unique<CpuBackend>(1)),
+      cuda_mirror_(std::make_unique<CudaTarget>()),
       models_(new QComboBox(this)),
       open_model_(new QToolButton(this)),
       fields_toggle_(new QToolButton(this)),
@@ -478,7 +480,7 @@ void RunPanel::startPrediction() {
     return;
   }
   const PolicyRegistry* reg = &registry_;
-  const Backend* mirror = req->device == "cpu" ? mirror_.get() : nullptr;
+  const Backend* mirror = req->device == "cpu" ? mirror_.get() : cuda_mirror_.get();
   watcher_.setFuture(QtConcurrent::run([reg, mirror, gen, r = *req]() {
     PredictionOutcome o;
     o.generation = gen;
@@ -515,7 +517,9 @@ void RunPanel::onPrediction() {
         tr("Predicted peak <b>%1</b><br>static %2 · activations %3%4<br>FLOPs %5 (recompute %6) · %7 block forwards")
             .arg(human_bytes(static_cast<double>(p.peak_bytes)), human_bytes(static_cast<double>(p.static_bytes)),
                  human_bytes(static_cast<double>(p.activation_peak_bytes)),
-                 p.host_peak_bytes ? " · host " + human_bytes(static_cast<double>(p.host_peak_bytes)) : QString(),
+                 (p.host_peak_bytes ? " · host " + human_bytes(static_cast<double>(p.host_peak_bytes)) : QString()) +
+                     (p.reserved_bytes ? tr(" · CUDA reserves %1").arg(human_bytes(static_cast<double>(p.reserved_bytes)))
+                                       : QString()),
                  human_flops(fl), human_flops(static_cast<double>(p.flops.recompute)))
             .arg(p.block_forwards));
   }

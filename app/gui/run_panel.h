@@ -112,7 +112,7 @@ class RunPanel : public QWidget {
   static bool budgetShown(const LoadedPolicy* p);
 
   const PolicyRegistry& registry_;
-  std::unique_ptr<Backend> mirror_;
+  std::unique_ptr<Backend> mirror_, cuda_mirror_;  // the predictions' CPU and CUDA backends
   QComboBox* models_;
   QToolButton* open_model_;
   QToolButton* fields_toggle_;
