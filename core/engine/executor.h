@@ -168,8 +168,8 @@ class Executor {
   void setup_zero();
   Tensor param_at(std::int64_t offset, std::int64_t numel) const;
   Tensor grad_at(std::int64_t offset, std::int64_t numel) const;
-  Tensor param_at(int block, ParamSlot s) const;
-  Tensor grad_at(int block, ParamSlot s) const;
+  Tensor param_at(int block, const std::string& local) const;  // "" or absent: an empty tensor
+  Tensor grad_at(int block, const std::string& local) const;
   // Stage 3: `bucket`'s parameters gathered from the ranks' shards into a new buffer.
   void zero_gather(const ZeroBucket& bucket, int block);
   void zero_release_gathered();

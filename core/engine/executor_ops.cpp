@@ -13,8 +13,8 @@ OpArgs Executor::op_args(int b, const StepDef& s, const std::vector<Tensor>& t,
   for (std::size_t k = 0; k < s.in.size(); ++k) a.in[k] = t[s.in[k]] ? &t[s.in[k]] : nullptr;
   for (std::size_t k = 0; k < s.out.size(); ++k) a.out[k] = &t[s.out[k]];
   params = {};
-  if (s.w != ParamSlot::Count) params[0] = param_at(b, s.w);
-  if (s.b != ParamSlot::Count) params[1] = param_at(b, s.b);
+  if (!s.w.empty()) params[0] = param_at(b, s.w);
+  if (!s.b.empty()) params[1] = param_at(b, s.b);
   a.w = params[0] ? &params[0] : nullptr;
   a.b = params[1] ? &params[1] : nullptr;
   a.M = s.M;
@@ -53,8 +53,8 @@ void Executor::run_backward_step(int b, const StepDef& s, const std::vector<Tens
                                  const std::vector<Tensor>& g, const std::vector<bool>& acc) {
   std::array<Tensor, 2> params;
   OpArgs a = op_args(b, s, t, params);
-  Tensor dW = s.w != ParamSlot::Count ? grad_at(b, s.w) : Tensor{};
-  Tensor dB = s.b != ParamSlot::Count ? grad_at(b, s.b) : Tensor{};
+  Tensor dW = grad_at(b, s.w);
+  Tensor dB = grad_at(b, s.b);
   a.dw = dW ? &dW : nullptr;
   a.db = dB ? &dB : nullptr;
   for (std::size_t k = 0; k < s.in.size(); ++k) {

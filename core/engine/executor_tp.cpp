@@ -87,8 +87,8 @@ void Executor::tp_linear_backward(int b, const StepDef& s, const std::vector<Ten
   const std::string name = "h" + std::to_string(b) + "." + s.name;
   std::array<Tensor, 2> params;
   OpArgs a = op_args(b, s, t, params);
-  Tensor dW = s.w != ParamSlot::Count ? grad_at(b, s.w) : Tensor{};
-  Tensor dB = s.b != ParamSlot::Count ? grad_at(b, s.b) : Tensor{};
+  Tensor dW = grad_at(b, s.w);
+  Tensor dB = grad_at(b, s.b);
   a.dw = dW ? &dW : nullptr;
   a.db = dB ? &dB : nullptr;
   a.din[0] = g[s.in[0]] ? &g[s.in[0]] : nullptr;
@@ -178,9 +178,9 @@ void Executor::sync_tensor_parallel_gradients(int b) {
     const StepDef& s = graph_.steps()[i];
     const bool rows = sp_ && s.op != OpKind::Linear && regions_.step[i] == Region::Sequence;
     if (!rows && s.op != OpKind::QkHeadNorm) continue;
-    for (ParamSlot slot : {s.w, s.b})
-      if (slot != ParamSlot::Count && st_.has(b, slot))
-        tp_all_reduce(b, grad_at(b, slot), "h" + std::to_string(b) + "." + s.name + ".grad.all_reduce");
+    for (const std::string* param : {&s.w, &s.b})
+      if (!param->empty() && st_.has(b, *param))
+        tp_all_reduce(b, grad_at(b, *param), "h" + std::to_string(b) + "." + s.name + ".grad.all_reduce");
   }
 }
 

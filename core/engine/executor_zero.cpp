@@ -72,14 +72,14 @@ Tensor Executor::grad_at(std::int64_t offset, std::int64_t numel) const {
   throw Error("internal: gradients at " + std::to_string(offset) + " have no open bucket (ZeRO-2)");
 }
 
-Tensor Executor::param_at(int block, ParamSlot s) const {
-  const std::int64_t off = st_.layout().offset(block, s);
-  return off < 0 ? Tensor{} : param_at(off, st_.layout().numel(block, s));
+Tensor Executor::param_at(int block, const std::string& local) const {
+  const std::int64_t off = local.empty() ? -1 : st_.layout().offset(block, local);
+  return off < 0 ? Tensor{} : param_at(off, st_.layout().numel(block, local));
 }
 
-Tensor Executor::grad_at(int block, ParamSlot s) const {
-  const std::int64_t off = st_.layout().offset(block, s);
-  return off < 0 ? Tensor{} : grad_at(off, st_.layout().numel(block, s));
+Tensor Executor::grad_at(int block, const std::string& local) const {
+  const std::int64_t off = local.empty() ? -1 : st_.layout().offset(block, local);
+  return off < 0 ? Tensor{} : grad_at(off, st_.layout().numel(block, local));
 }
 
 void Executor::zero_gather(const ZeroBucket& bucket, int block) {

@@ -47,14 +47,14 @@ ModelState::~ModelState() {
     if (t->id) alloc_.free(*t);
 }
 
-Tensor ModelState::param(int block, ParamSlot s) const {
-  std::int64_t off = layout_.offset(block, s);
-  return off < 0 ? Tensor{} : params.slice(off, layout_.numel(block, s));
+Tensor ModelState::param(int block, const std::string& local) const {
+  std::int64_t off = layout_.offset(block, local);
+  return off < 0 ? Tensor{} : params.slice(off, layout_.numel(block, local));
 }
 
-Tensor ModelState::grad(int block, ParamSlot s) const {
-  std::int64_t off = layout_.offset(block, s);
-  return off < 0 ? Tensor{} : grads.slice(off, layout_.numel(block, s));
+Tensor ModelState::grad(int block, const std::string& local) const {
+  std::int64_t off = layout_.offset(block, local);
+  return off < 0 ? Tensor{} : grads.slice(off, layout_.numel(block, local));
 }
 
 void ModelState::init_weights(std::uint64_t seed) {

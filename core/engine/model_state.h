@@ -31,9 +31,10 @@ class ModelState {
 
   Tensor param(std::int64_t offset, std::int64_t numel) const { return params.slice(offset, numel); }
   Tensor grad(std::int64_t offset, std::int64_t numel) const { return grads.slice(offset, numel); }
-  Tensor param(int block, ParamSlot s) const;
-  Tensor grad(int block, ParamSlot s) const;
-  bool has(int block, ParamSlot s) const { return layout_.offset(block, s) >= 0; }
+  // A block parameter by its name in the block (ParamSpec::local); empty if it has none.
+  Tensor param(int block, const std::string& local) const;
+  Tensor grad(int block, const std::string& local) const;
+  bool has(int block, const std::string& local) const { return layout_.offset(block, local) >= 0; }
 
   // GPT-2 style initialization keyed by seed: N(0, 0.02), residual projections scaled by
   // 1/sqrt(2L), biases 0, norm weights 1.

@@ -13,9 +13,10 @@ namespace {
 
 std::uint64_t u(std::int64_t v) { return static_cast<std::uint64_t>(v); }
 
-// Each block parameter slot's divisor over T, from the step that uses it and its region.
-std::vector<std::int64_t> slot_divisors(const ModelConfig& m, const ParallelLayout& p) {
-  std::vector<std::int64_t> div(static_cast<std::size_t>(ParamSlot::Count), 1);
+// Each block parameter's divisor over T (by its name in the block; 1 where absent), from the step
+// that uses it and its region.
+std::map<std::string, std::int64_t> param_divisors(const ModelConfig& m, const ParallelLayout& p) {
+  std::map<std::string, std::int64_t> div;
   if (p.tp <= 1) return div;
   const BlockGraph g(m);
   const BlockRegions r = block_regions(g);
@@ -23,9 +24,9 @@ std::vector<std::int64_t> slot_divisors(const ModelConfig& m, const ParallelLayo
     const StepDef& st = g.steps()[s];
     // A per-head QK-norm's weights are every head's: held whole by each rank.
     const bool split = st.op == OpKind::Linear || (r.step[s] == Region::Tensor && st.op != OpKind::QkHeadNorm);
-    if (st.w != ParamSlot::Count) div[static_cast<std::size_t>(st.w)] = split ? p.tp : 1;
+    if (!st.w.empty()) div[st.w] = split ? p.tp : 1;
     // A row-parallel linear adds its bias once, after the reduction: every rank holds all of it.
-    if (st.b != ParamSlot::Count) div[static_cast<std::size_t>(st.b)] = split && !r.row_parallel[s] ? p.tp : 1;
+    if (!st.b.empty()) div[st.b] = split && !r.row_parallel[s] ? p.tp : 1;
   }
   return div;
 }
@@ -43,14 +44,14 @@ class StageParams {
  public:
   StageParams(const ModelConfig& m, const ParallelLayout& p) : m_(m), p_(p) {
     const ParamLayout L(m);
-    const std::vector<std::int64_t> div = slot_divisors(m, p);
+    const std::map<std::string, std::int64_t> div = param_divisors(m, p);
     prefix_.assign(static_cast<std::size_t>(m.layers) + 1, 0);
     for (int b = 0; b < m.layers; ++b) {
       std::uint64_t n = 0;
-      for (int s = 0; s < static_cast<int>(ParamSlot::Count); ++s) {
-        const auto slot = static_cast<ParamSlot>(s);
-        if (L.offset(b, slot) < 0) continue;
-        n += u(L.numel(b, slot)) / u(div[static_cast<std::size_t>(s)]);
+      for (std::size_t i : L.block_params(b)) {
+        const ParamSpec& ps = L.params()[i];
+        const auto d = div.find(ps.local);
+        n += u(ps.numel()) / u(d == div.end() ? 1 : d->second);
       }
       prefix_[static_cast<std::size_t>(b) + 1] = prefix_[static_cast<std::size_t>(b)] + n;
     }

@@ -30,16 +30,10 @@ void check_tensor_parallel(const ModelConfig& m, const ParallelLayout& p) {
 namespace {
 
 // The fused parts of a column-parallel parameter, in rows.
-std::vector<std::int64_t> parts_of(const ModelConfig& m, ParamSlot s, std::int64_t rows) {
-  if (s == ParamSlot::QkvW || s == ParamSlot::QkvB) return {m.q_width(), m.kv_width(), m.kv_width()};
-  if ((s == ParamSlot::FcW || s == ParamSlot::FcB) && rows == 2 * m.ffn) return {m.ffn, m.ffn};
-  return {rows};
-}
-
-ParamSlot slot_of(const ParamLayout& L, const ParamSpec& p) {
-  for (int s = 0; s < static_cast<int>(ParamSlot::Count); ++s)
-    if (L.offset(p.block, static_cast<ParamSlot>(s)) == p.offset) return static_cast<ParamSlot>(s);
-  return ParamSlot::Count;
+std::vector<std::int64_t> parts_of(const ModelConfig& m, const ParamSpec& p) {
+  if (p.local == "attn.qkv.w" || p.local == "attn.qkv.b") return {m.q_width(), m.kv_width(), m.kv_width()};
+  if ((p.local == "mlp.fc.w" || p.local == "mlp.fc.b") && p.rows == 2 * m.ffn) return {m.ffn, m.ffn};
+  return {p.rows};
 }
 
 }  // namespace
@@ -56,7 +50,7 @@ std::vector<WeightRun> rank_weight_runs(const ModelConfig& m, int tp, int t) {
       runs.push_back({i, 0, g.numel(), r.offset});
     } else if (g.cols == r.cols && g.rows == r.rows * tp) {  // output rows split, part by part
       std::int64_t grow = 0, rrow = 0;
-      for (std::int64_t part : parts_of(m, slot_of(G, g), g.rows)) {
+      for (std::int64_t part : parts_of(m, g)) {
         const std::int64_t share = part / tp;
         runs.push_back({i, (grow + t * share) * g.cols, (grow + (t + 1) * share) * g.cols,
                         r.offset + rrow * g.cols});

@@ -68,11 +68,12 @@ StepDef step(const std::string& name, OpKind op, std::vector<int> in, std::vecto
   return s;
 }
 
-StepDef linear(const std::string& name, int in, int out, ParamSlot w, ParamSlot b, bool bias,
+// A linear step with the weight `param`.w and, with bias, `param`.b.
+StepDef linear(const std::string& name, int in, int out, const std::string& param, bool bias,
                std::int64_t M, int K, int N) {
   StepDef s = step(name, OpKind::Linear, {in}, {out});
-  s.w = w;
-  s.b = bias ? b : ParamSlot::Count;
+  s.w = param + ".w";
+  if (bias) s.b = param + ".b";
   s.M = M;
   s.K = K;
   s.N = N;
@@ -113,14 +114,13 @@ std::string BlockGraph::width_formula(std::int64_t width) const {
   return formula(e, width, "s·b");
 }
 
-int BlockGraph::norm_step(const std::string& name, const std::string& out, int in, ParamSlot w,
-                          const char* module) {
+int BlockGraph::norm_step(const std::string& name, const std::string& out, int in, const char* module) {
   const ModelConfig& m = cfg_;
   int o = add_tensor(out, m.dtype, m.tokens() * m.hidden, width_formula(m.hidden));
   const bool ln = m.norm == NormKind::LayerNorm;
   StepDef s = step(name, ln ? OpKind::LayerNorm : OpKind::RmsNorm, {in}, {o});
-  s.w = w;
-  s.b = ln ? static_cast<ParamSlot>(static_cast<int>(w) + 1) : ParamSlot::Count;
+  s.w = name + ".w";
+  if (ln) s.b = name + ".b";
   s.M = m.tokens();
   s.K = m.hidden;
   s.w_offset = m.norm_unit_offset ? 1.0f : 0.0f;
@@ -195,7 +195,7 @@ int BlockGraph::build_mlp(int in) {
   const int up = gated ? 2 * m.ffn : m.ffn;
   const std::size_t first_step = steps_.size();
   int fc = add_tensor(gated ? "mlp.gate_up" : "mlp.gelu_in", m.dtype, bs * up, width_formula(up));
-  add_step(linear(gated ? "mlp.gate_up" : "mlp.fc", in, fc, ParamSlot::FcW, ParamSlot::FcB,
+  add_step(linear(gated ? "mlp.gate_up" : "mlp.fc", in, fc, "mlp.fc",
                   m.mlp_bias, bs, m.hidden, up));
   int act = add_tensor(gated ? "mlp.act" : "mlp.gelu_out", m.dtype, bs * f, width_formula(m.ffn));
   const auto [act_name, act_op] = mlp_activation(m.mlp);
@@ -205,7 +205,7 @@ int BlockGraph::build_mlp(int in) {
   add_step(s);
   int down = add_tensor(gated ? "mlp.down_out" : "mlp.fc2_out", m.dtype, bs * m.hidden,
                         width_formula(m.hidden));
-  add_step(linear(gated ? "mlp.down" : "mlp.fc2", act, down, ParamSlot::Fc2W, ParamSlot::Fc2B,
+  add_step(linear(gated ? "mlp.down" : "mlp.fc2", act, down, "mlp.fc2",
                   m.mlp_bias, bs, m.ffn, m.hidden));
   for (std::size_t st = first_step; st < steps_.size(); ++st) steps_[st].module = "mlp";
   return down;
@@ -217,16 +217,16 @@ void BlockGraph::build() {
   const bool pre = m.placement != NormPlacement::Post, post = m.placement != NormPlacement::Pre;
   const bool rope = m.position == PositionKind::Rope, qkn = m.qk_norm != QkNormKind::None;
   input_ = add_tensor("block.in", m.dtype, n, width_formula(m.hidden));
-  int x = pre ? norm_step("ln1", "ln1.out", input_, ParamSlot::Ln1W, "layernorm") : input_;
+  int x = pre ? norm_step("ln1", "ln1.out", input_, "layernorm") : input_;
   const int w = m.qkv_width();
   int qkv = add_tensor(rope || qkn ? "attn.qkv_raw" : "attn.qkv", m.dtype, bs * w, width_formula(w));
-  add_step(linear("attn.qkv", x, qkv, ParamSlot::QkvW, ParamSlot::QkvB, m.qkv_bias, bs, m.hidden, w));
+  add_step(linear("attn.qkv", x, qkv, "attn.qkv", m.qkv_bias, bs, m.hidden, w));
   if (qkn) {
     int o = add_tensor(rope ? "attn.qkv_normed" : "attn.qkv", m.dtype, bs * w, width_formula(w));
     const bool heads = m.qk_norm == QkNormKind::Head;
     StepDef s = step("attn.qk_norm", heads ? OpKind::QkHeadNorm : OpKind::QkNorm, {qkv}, {o});
-    s.w = ParamSlot::QNormW;
-    s.b = ParamSlot::KNormW;
+    s.w = "attn.q_norm.w";
+    s.b = "attn.k_norm.w";
     s.w_offset = heads && m.norm_unit_offset ? 1.0f : 0.0f;
     s.M = bs;
     s.K = m.q_width();
@@ -244,22 +244,22 @@ void BlockGraph::build() {
   }
   int ctx = build_attention(qkv);
   int proj = add_tensor("attn.proj_out", m.dtype, n, width_formula(m.hidden));
-  add_step(linear("attn.proj", ctx, proj, ParamSlot::ProjW, ParamSlot::ProjB, m.out_bias, bs,
+  add_step(linear("attn.proj", ctx, proj, "attn.proj", m.out_bias, bs,
                   m.q_width(), m.hidden));
   if (m.block_layout != BlockLayout::Sequential) {
     // Parallel: the attention's sum first (its output is freed), then the MLP of the block's
     // input, normed on its own or (shared norm) by ln1 already.
     int mid = residual_step("attn.residual", input_, proj, "attn.residual_out", kSiteAttentionResidual);
     x = m.block_layout == BlockLayout::Parallel
-            ? norm_step("ln2", "ln2.out", input_, ParamSlot::Ln2W, "layernorm") : x;
+            ? norm_step("ln2", "ln2.out", input_, "layernorm") : x;
     output_ = residual_step("mlp.residual", mid, build_mlp(x), "block.out", kSiteMlpResidual);
     return;
   }
-  if (post) proj = norm_step("attn.post_norm", "attn.post_norm_out", proj, ParamSlot::PostAttnW);
+  if (post) proj = norm_step("attn.post_norm", "attn.post_norm_out", proj);
   int mid = residual_step("attn.residual", input_, proj, "ln2.in", kSiteAttentionResidual);
-  x = pre ? norm_step("ln2", "ln2.out", mid, ParamSlot::Ln2W, "layernorm") : mid;
+  x = pre ? norm_step("ln2", "ln2.out", mid, "layernorm") : mid;
   int down = build_mlp(x);
-  if (post) down = norm_step("mlp.post_norm", "mlp.post_norm_out", down, ParamSlot::PostMlpW);
+  if (post) down = norm_step("mlp.post_norm", "mlp.post_norm_out", down);
   output_ = residual_step("mlp.residual", mid, down, "block.out", kSiteMlpResidual);
 }
 

@@ -31,7 +31,7 @@ struct StepDef {
   StepKind kind = StepKind::Gemm;
   std::vector<int> in, out;  // tensor indices
   std::vector<int> needs;    // tensors its backward reads (they are the saved set)
-  ParamSlot w = ParamSlot::Count, b = ParamSlot::Count;
+  std::string w, b;          // its parameters by their names in the block (ParamSpec::local), or ""
   std::int64_t M = 0;        // rows for linear / norms / elementwise
   int K = 0, N = 0;          // linear: in and out features; norms: width
   float w_offset = 0.0f;     // norms: weight applied as (w_offset + w)
@@ -42,7 +42,7 @@ struct StepDef {
   std::uint64_t rows = 0, sq = 0, sq_full = 0;
   std::uint64_t flops_fwd = 0, flops_bwd = 0;            // blocks with the window (or all)
   std::uint64_t flops_fwd_full = 0, flops_bwd_full = 0;  // blocks without it
-  bool has(ParamSlot s) const { return w == s || b == s; }
+  bool has_param(const std::string& local) const { return !local.empty() && (w == local || b == local); }
   std::uint64_t fwd_flops(bool windowed) const { return windowed ? flops_fwd : flops_fwd_full; }
   std::uint64_t bwd_flops(bool windowed) const { return windowed ? flops_bwd : flops_bwd_full; }
 
@@ -50,7 +50,7 @@ struct StepDef {
   std::uint64_t m() const { return static_cast<std::uint64_t>(M); }
   std::uint64_t mk() const { return m() * static_cast<std::uint64_t>(K); }
   std::uint64_t mkn() const { return mk() * static_cast<std::uint64_t>(N); }
-  std::uint64_t bias_mn() const { return b != ParamSlot::Count ? m() * static_cast<std::uint64_t>(N) : 0; }
+  std::uint64_t bias_mn() const { return !b.empty() ? m() * static_cast<std::uint64_t>(N) : 0; }
   std::uint64_t attn_sq() const { return rows * sq; }
   std::uint64_t attn_mm() const { return 2 * rows * sq * static_cast<std::uint64_t>(K); }
 };
@@ -127,8 +127,8 @@ class BlockGraph {
   std::string width_formula(std::int64_t width) const;
   int build_attention(int qkv);
   int build_mlp(int in);
-  int norm_step(const std::string& name, const std::string& out, int in, ParamSlot w,
-                const char* module = "");
+  // A norm step whose weight (and LayerNorm's bias) are name.w (name.b).
+  int norm_step(const std::string& name, const std::string& out, int in, const char* module = "");
   int residual_step(const std::string& name, int res, int x, const std::string& out, DropoutSite site);
 
   ModelConfig cfg_;

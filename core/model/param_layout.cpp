@@ -3,15 +3,6 @@
 
 namespace remat {
 
-const char* to_string(ParamSlot s) {
-  static const char* names[] = {"ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w",
-                                "attn.proj.b", "ln2.w", "ln2.b", "mlp.fc.w", "mlp.fc.b",
-                                "mlp.fc2.w", "mlp.fc2.b", "attn.q_norm.w", "attn.k_norm.w",
-                                "attn.post_norm.w", "attn.post_norm.b", "mlp.post_norm.w",
-                                "mlp.post_norm.b"};
-  return names[static_cast<int>(s)];
-}
-
 namespace {
 
 // Calls f(our row, Hugging Face's row) for the first row of every d-row head of a grouped q|k|v.
@@ -85,14 +76,13 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
   const bool gpt2 = m.family == Family::Gpt2, phi3 = m.family == Family::Phi3, neox = m.family == Family::GptNeox,
              falcon = m.family == Family::Falcon;
   const bool ln = m.norm == NormKind::LayerNorm;
-  const int kSlots = static_cast<int>(ParamSlot::Count);
-  slots_.assign(static_cast<std::size_t>(m.layers) * kSlots, -1);
-  sizes_.assign(static_cast<std::size_t>(m.layers) * kSlots, 0);
-  auto slot = [&](int b, ParamSlot s, ParamSpec p) {
+  blocks_.assign(static_cast<std::size_t>(m.layers), {});
+  // A parameter of block b, named "h.b." and its name in the block.
+  auto block_param = [&](int b, ParamSpec p) {
     p.block = b;
-    std::size_t i = static_cast<std::size_t>(b) * kSlots + static_cast<int>(s);
-    sizes_[i] = p.numel();
-    slots_[i] = add(std::move(p));
+    p.local = p.name.substr(p.name.find('.', 2) + 1);
+    blocks_[static_cast<std::size_t>(b)].push_back(params_.size());
+    add(std::move(p));
   };
   // A norm's weight (and LayerNorm's bias) under its Hugging Face module name.
   // A norm's weight starts at its identity: 1, or 0 under Gemma's 1 + w.
@@ -102,9 +92,9 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
     p.fill = norm_one;
     return p;
   };
-  auto norm = [&](int b, ParamSlot w, const std::string& ours, const std::string& hf) {
-    slot(b, w, norm_w(ours + ".w", hf + ".weight"));
-    if (ln) slot(b, static_cast<ParamSlot>(static_cast<int>(w) + 1), vec(ours + ".b", hf + ".bias", h));
+  auto norm = [&](int b, const std::string& ours, const std::string& hf) {
+    block_param(b, norm_w(ours + ".w", hf + ".weight"));
+    if (ln) block_param(b, vec(ours + ".b", hf + ".bias", h));
   };
   const std::string root = gpt2 || falcon ? "transformer." : neox ? "gpt_neox." : "model.";
   if (parts.embedding || (parts.head && m.tied_embeddings))
@@ -118,16 +108,16 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
     const std::string hf = root + (gpt2 || falcon ? "h." : "layers.") + std::to_string(b) + ".";
     const bool pre = m.placement != NormPlacement::Post, post = m.placement != NormPlacement::Pre;
     if (gpt2) {
-      if (pre) norm(b, ParamSlot::Ln1W, p + "ln1", hf + "ln_1");
-      slot(b, ParamSlot::QkvW, mat(p + "attn.qkv.w", hf + "attn.c_attn.weight", q + 2 * kv, h, true));
-      if (m.qkv_bias) slot(b, ParamSlot::QkvB, vec(p + "attn.qkv.b", hf + "attn.c_attn.bias", q + 2 * kv));
-      slot(b, ParamSlot::ProjW, mat(p + "attn.proj.w", hf + "attn.c_proj.weight", h, q, true));
-      if (m.out_bias) slot(b, ParamSlot::ProjB, vec(p + "attn.proj.b", hf + "attn.c_proj.bias", h));
-      if (pre) norm(b, ParamSlot::Ln2W, p + "ln2", hf + "ln_2");
-      slot(b, ParamSlot::FcW, mat(p + "mlp.fc.w", hf + "mlp.c_fc.weight", up, h, true));
-      if (m.mlp_bias) slot(b, ParamSlot::FcB, vec(p + "mlp.fc.b", hf + "mlp.c_fc.bias", up));
-      slot(b, ParamSlot::Fc2W, mat(p + "mlp.fc2.w", hf + "mlp.c_proj.weight", h, f, true));
-      if (m.mlp_bias) slot(b, ParamSlot::Fc2B, vec(p + "mlp.fc2.b", hf + "mlp.c_proj.bias", h));
+      if (pre) norm(b, p + "ln1", hf + "ln_1");
+      block_param(b, mat(p + "attn.qkv.w", hf + "attn.c_attn.weight", q + 2 * kv, h, true));
+      if (m.qkv_bias) block_param(b, vec(p + "attn.qkv.b", hf + "attn.c_attn.bias", q + 2 * kv));
+      block_param(b, mat(p + "attn.proj.w", hf + "attn.c_proj.weight", h, q, true));
+      if (m.out_bias) block_param(b, vec(p + "attn.proj.b", hf + "attn.c_proj.bias", h));
+      if (pre) norm(b, p + "ln2", hf + "ln_2");
+      block_param(b, mat(p + "mlp.fc.w", hf + "mlp.c_fc.weight", up, h, true));
+      if (m.mlp_bias) block_param(b, vec(p + "mlp.fc.b", hf + "mlp.c_fc.bias", up));
+      block_param(b, mat(p + "mlp.fc2.w", hf + "mlp.c_proj.weight", h, f, true));
+      if (m.mlp_bias) block_param(b, vec(p + "mlp.fc2.b", hf + "mlp.c_proj.bias", h));
       continue;
     }
     if (neox || falcon) {
@@ -137,34 +127,34 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
       const ParamSpec::QkvGroups groups{m.kv_heads, m.heads / m.kv_heads, m.head_dim()};
       const std::string at = hf + (neox ? "attention." : "self_attention.");
       const bool two = m.block_layout == BlockLayout::Parallel && falcon;
-      norm(b, ParamSlot::Ln1W, p + "ln1", hf + (two ? "ln_attn" : "input_layernorm"));
+      norm(b, p + "ln1", hf + (two ? "ln_attn" : "input_layernorm"));
       ParamSpec qkv = mat(p + "attn.qkv.w", at + "query_key_value.weight", q + 2 * kv, h);
       qkv.hf_qkv = groups;
-      slot(b, ParamSlot::QkvW, qkv);
+      block_param(b, qkv);
       if (m.qkv_bias) {
         ParamSpec qb = vec(p + "attn.qkv.b", at + "query_key_value.bias", q + 2 * kv);
         qb.hf_qkv = groups;
-        slot(b, ParamSlot::QkvB, qb);
+        block_param(b, qb);
       }
-      slot(b, ParamSlot::ProjW, mat(p + "attn.proj.w", at + "dense.weight", h, q));
-      if (m.out_bias) slot(b, ParamSlot::ProjB, vec(p + "attn.proj.b", at + "dense.bias", h));
+      block_param(b, mat(p + "attn.proj.w", at + "dense.weight", h, q));
+      if (m.out_bias) block_param(b, vec(p + "attn.proj.b", at + "dense.bias", h));
       if (m.block_layout != BlockLayout::ParallelSharedNorm)
-        norm(b, ParamSlot::Ln2W, p + "ln2", hf + (two ? "ln_mlp" : "post_attention_layernorm"));
-      slot(b, ParamSlot::FcW, mat(p + "mlp.fc.w", hf + "mlp.dense_h_to_4h.weight", up, h));
-      if (m.mlp_bias) slot(b, ParamSlot::FcB, vec(p + "mlp.fc.b", hf + "mlp.dense_h_to_4h.bias", up));
-      slot(b, ParamSlot::Fc2W, mat(p + "mlp.fc2.w", hf + "mlp.dense_4h_to_h.weight", h, f));
-      if (m.mlp_bias) slot(b, ParamSlot::Fc2B, vec(p + "mlp.fc2.b", hf + "mlp.dense_4h_to_h.bias", h));
+        norm(b, p + "ln2", hf + (two ? "ln_mlp" : "post_attention_layernorm"));
+      block_param(b, mat(p + "mlp.fc.w", hf + "mlp.dense_h_to_4h.weight", up, h));
+      if (m.mlp_bias) block_param(b, vec(p + "mlp.fc.b", hf + "mlp.dense_h_to_4h.bias", up));
+      block_param(b, mat(p + "mlp.fc2.w", hf + "mlp.dense_4h_to_h.weight", h, f));
+      if (m.mlp_bias) block_param(b, vec(p + "mlp.fc2.b", hf + "mlp.dense_4h_to_h.bias", h));
       continue;
     }
     const std::string at = hf + "self_attn.", ml = hf + "mlp.";
-    if (pre) norm(b, ParamSlot::Ln1W, p + "ln1", hf + "input_layernorm");
+    if (pre) norm(b, p + "ln1", hf + "input_layernorm");
     const std::vector<std::pair<std::string, std::int64_t>> qkv_parts = {
         {at + "q_proj", q}, {at + "k_proj", kv}, {at + "v_proj", kv}};
     ParamSpec qkv = mat(p + "attn.qkv.w", at + "qkv_proj.weight", q + 2 * kv, h);
-    slot(b, ParamSlot::QkvW, phi3 ? qkv : fused(qkv, qkv_parts, ".weight"));
+    block_param(b, phi3 ? qkv : fused(qkv, qkv_parts, ".weight"));
     if (m.qkv_bias) {
       ParamSpec qb = vec(p + "attn.qkv.b", at + "qkv_proj.bias", q + 2 * kv);
-      slot(b, ParamSlot::QkvB, phi3 ? qb : fused(qb, qkv_parts, ".bias"));
+      block_param(b, phi3 ? qb : fused(qb, qkv_parts, ".bias"));
     }
     if (m.qk_norm != QkNormKind::None) {
       // QK-norm scales by its weight (no offset; per head, (1 + w) under a unit offset, as
@@ -174,27 +164,27 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
       ParamSpec qn = vec(p + "attn.q_norm.w", at + "q_norm.weight", heads ? m.head_dim() : q),
                 kn = vec(p + "attn.k_norm.w", at + "k_norm.weight", heads ? m.head_dim() : kv);
       qn.fill = kn.fill = heads ? norm_one : 1.0f;
-      slot(b, ParamSlot::QNormW, qn);
-      slot(b, ParamSlot::KNormW, kn);
+      block_param(b, qn);
+      block_param(b, kn);
     }
-    slot(b, ParamSlot::ProjW, mat(p + "attn.proj.w", at + "o_proj.weight", h, q));
-    if (m.out_bias) slot(b, ParamSlot::ProjB, vec(p + "attn.proj.b", at + "o_proj.bias", h));
-    if (post) norm(b, ParamSlot::PostAttnW, p + "attn.post_norm", hf + "post_attention_layernorm");
+    block_param(b, mat(p + "attn.proj.w", at + "o_proj.weight", h, q));
+    if (m.out_bias) block_param(b, vec(p + "attn.proj.b", at + "o_proj.bias", h));
+    if (post) norm(b, p + "attn.post_norm", hf + "post_attention_layernorm");
     if (pre)
-      norm(b, ParamSlot::Ln2W, p + "ln2",
+      norm(b, p + "ln2",
            hf + (m.placement == NormPlacement::Sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm"));
     const std::vector<std::pair<std::string, std::int64_t>> gu_parts = {{ml + "gate_proj", f}, {ml + "up_proj", f}};
     ParamSpec fc = mat(p + "mlp.fc.w", m.gated_mlp() ? ml + "gate_up_proj.weight" : ml + "up_proj.weight", up, h);
     if (m.gated_mlp() && !phi3) fc = fused(fc, gu_parts, ".weight");
-    slot(b, ParamSlot::FcW, fc);
+    block_param(b, fc);
     if (m.mlp_bias) {
       ParamSpec fb = vec(p + "mlp.fc.b", m.gated_mlp() ? ml + "gate_up_proj.bias" : ml + "up_proj.bias", up);
       if (m.gated_mlp() && !phi3) fb = fused(fb, gu_parts, ".bias");
-      slot(b, ParamSlot::FcB, fb);
+      block_param(b, fb);
     }
-    slot(b, ParamSlot::Fc2W, mat(p + "mlp.fc2.w", ml + "down_proj.weight", h, f));
-    if (m.mlp_bias) slot(b, ParamSlot::Fc2B, vec(p + "mlp.fc2.b", ml + "down_proj.bias", h));
-    if (post) norm(b, ParamSlot::PostMlpW, p + "mlp.post_norm", hf + "post_feedforward_layernorm");
+    block_param(b, mat(p + "mlp.fc2.w", ml + "down_proj.weight", h, f));
+    if (m.mlp_bias) block_param(b, vec(p + "mlp.fc2.b", ml + "down_proj.bias", h));
+    if (post) norm(b, p + "mlp.post_norm", hf + "post_feedforward_layernorm");
   }
   if (!parts.head) return;
   const std::string lnf = gpt2 || falcon ? "ln_f" : neox ? "final_layer_norm" : "norm";
@@ -203,14 +193,20 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
   if (!m.tied_embeddings) lm_head = add(mat("lm_head", neox ? "embed_out.weight" : "lm_head.weight", V, h));
 }
 
-std::int64_t ParamLayout::offset(int block, ParamSlot slot) const {
-  return slots_[static_cast<std::size_t>(block) * static_cast<int>(ParamSlot::Count) +
-                static_cast<int>(slot)];
+const ParamSpec* ParamLayout::in_block(int block, const std::string& local) const {
+  for (std::size_t i : blocks_[static_cast<std::size_t>(block)])
+    if (params_[i].local == local) return &params_[i];
+  return nullptr;
 }
 
-std::int64_t ParamLayout::numel(int block, ParamSlot slot) const {
-  return sizes_[static_cast<std::size_t>(block) * static_cast<int>(ParamSlot::Count) +
-                static_cast<int>(slot)];
+std::int64_t ParamLayout::offset(int block, const std::string& local) const {
+  const ParamSpec* p = in_block(block, local);
+  return p ? p->offset : -1;
+}
+
+std::int64_t ParamLayout::numel(int block, const std::string& local) const {
+  const ParamSpec* p = in_block(block, local);
+  return p ? p->numel() : 0;
 }
 
 const ParamSpec* ParamLayout::find(const std::string& name) const {

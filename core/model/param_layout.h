@@ -9,17 +9,10 @@
 
 namespace remat {
 
-// Parameters a block step can refer to. Not every architecture has all of them.
-enum class ParamSlot : std::uint8_t {
-  Ln1W, Ln1B, QkvW, QkvB, ProjW, ProjB, Ln2W, Ln2B, FcW, FcB, Fc2W, Fc2B,
-  QNormW, KNormW,      // qk_norm (OLMo 2, Qwen3)
-  PostAttnW, PostAttnB, PostMlpW, PostMlpB,  // norms after a sublayer (post, sandwich)
-  Count
-};
-const char* to_string(ParamSlot s);
-
 struct ParamSpec {
   std::string name;      // ours, e.g. "h.3.attn.qkv.w"
+  std::string local;     // a block parameter's name in its block ("attn.qkv.w"), which its
+                         // block's steps use (StepDef::w, b); empty outside the blocks
   std::string hf_name;   // Hugging Face tensor name (first part when fused, see hf_parts)
   std::int64_t rows = 0;     // our layout: row-major [rows, cols]; linear weights are [out, in]
   std::int64_t cols = 1;     // 1 for vectors
@@ -59,9 +52,11 @@ class ParamLayout {
 
   const std::vector<ParamSpec>& params() const { return params_; }
   std::int64_t total() const { return total_; }
-  // Offset of a block parameter, or -1 if the architecture lacks it.
-  std::int64_t offset(int block, ParamSlot slot) const;
-  std::int64_t numel(int block, ParamSlot slot) const;
+  // Offset of block parameter `local` (ParamSpec::local), or -1 if the block has none of that name.
+  std::int64_t offset(int block, const std::string& local) const;
+  std::int64_t numel(int block, const std::string& local) const;
+  // A block's parameters, as indices into params(), in layout order.
+  const std::vector<std::size_t>& block_params(int block) const { return blocks_[static_cast<std::size_t>(block)]; }
   const ParamSpec* find(const std::string& name) const;
 
   const LayoutParts& parts() const { return parts_; }
@@ -72,9 +67,9 @@ class ParamLayout {
 
  private:
   std::int64_t add(ParamSpec p);
+  const ParamSpec* in_block(int block, const std::string& local) const;
   std::vector<ParamSpec> params_;
-  std::vector<std::int64_t> slots_;  // [block * Count + slot] -> offset
-  std::vector<std::int64_t> sizes_;  // [block * Count + slot] -> numel
+  std::vector<std::vector<std::size_t>> blocks_;  // per block, its parameters' indices
   std::int64_t total_ = 0;
   LayoutParts parts_;
 };

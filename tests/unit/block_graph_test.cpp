@@ -135,8 +135,8 @@ TEST(BlockGraph, QkNormAfterTheQkvProjection) {
       if (s.op == OpKind::QkNorm) qk = &s;
     ASSERT_NE(qk, nullptr);
     EXPECT_EQ(qk->name, "attn.qk_norm");
-    EXPECT_EQ(qk->w, ParamSlot::QNormW);
-    EXPECT_EQ(qk->b, ParamSlot::KNormW);
+    EXPECT_EQ(qk->w, "attn.q_norm.w");
+    EXPECT_EQ(qk->b, "attn.k_norm.w");
     EXPECT_EQ(qk->K, m.q_width());
     EXPECT_EQ(qk->N, m.kv_width());
     EXPECT_EQ(g.tensors()[qk->in[0]].name, "attn.qkv_raw");

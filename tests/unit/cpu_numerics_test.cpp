@@ -216,12 +216,12 @@ std::vector<std::vector<std::uint8_t>> run_model_ops(Env& e, const ModelConfig& 
     const StepDef& st = g.steps()[s];
     if (st.op == OpKind::Linear) {
       w[s] = {rnd(static_cast<std::int64_t>(st.N) * st.K, 0.2f),
-              st.b != ParamSlot::Count ? rnd(st.N, 0.1f) : Tensor{}};
+              !st.b.empty() ? rnd(st.N, 0.1f) : Tensor{}};
       dw[s] = {e.make(dt, static_cast<std::int64_t>(st.N) * st.K),
-               st.b != ParamSlot::Count ? e.make(dt, st.N) : Tensor{}};
+               !st.b.empty() ? e.make(dt, st.N) : Tensor{}};
     } else if (st.op == OpKind::LayerNorm || st.op == OpKind::RmsNorm) {
-      w[s] = {rnd(st.K, 1.0f), st.b != ParamSlot::Count ? rnd(st.K, 0.1f) : Tensor{}};
-      dw[s] = {e.make(dt, st.K), st.b != ParamSlot::Count ? e.make(dt, st.K) : Tensor{}};
+      w[s] = {rnd(st.K, 1.0f), !st.b.empty() ? rnd(st.K, 0.1f) : Tensor{}};
+      dw[s] = {e.make(dt, st.K), !st.b.empty() ? e.make(dt, st.K) : Tensor{}};
     }
   }
   std::vector<std::int32_t> tok(static_cast<std::size_t>(rows));

@@ -30,12 +30,12 @@ std::vector<float> init(const ModelConfig& m) {
   return v;
 }
 
-// Element (row, col) of block b's parameter `slot`, in a layout's buffer.
-float at(const ParamLayout& L, const std::vector<float>& v, int b, ParamSlot slot, std::int64_t row,
+// Element (row, col) of block b's parameter `slot` (its name in the block), in a layout's buffer.
+float at(const ParamLayout& L, const std::vector<float>& v, int b, const std::string& slot, std::int64_t row,
          std::int64_t col) {
   for (const ParamSpec& p : L.params())
     if (p.block == b && p.offset == L.offset(b, slot)) return v[static_cast<std::size_t>(p.offset + row * p.cols + col)];
-  ADD_FAILURE() << "no parameter " << to_string(slot) << " in block " << b;
+  ADD_FAILURE() << "no parameter " << slot << " in block " << b;
   return 0;
 }
 
@@ -52,30 +52,30 @@ TEST(TensorParallel, RankWeightsAreSlicesOfTheWholeInit) {
       // q|k|v: rank t holds q rows [t q/T, (t+1) q/T), then its k rows, then its v rows.
       for (std::int64_t c = 0; c < h; c += 7) {
         for (std::int64_t r = 0; r < q / T; ++r)
-          EXPECT_EQ(at(R, mine, b, ParamSlot::QkvW, r, c), at(G, global, b, ParamSlot::QkvW, t * q / T + r, c));
+          EXPECT_EQ(at(R, mine, b, "attn.qkv.w", r, c), at(G, global, b, "attn.qkv.w", t * q / T + r, c));
         for (std::int64_t r = 0; r < kv / T; ++r) {
-          EXPECT_EQ(at(R, mine, b, ParamSlot::QkvW, q / T + r, c),
-                    at(G, global, b, ParamSlot::QkvW, q + t * kv / T + r, c));
-          EXPECT_EQ(at(R, mine, b, ParamSlot::QkvW, q / T + kv / T + r, c),
-                    at(G, global, b, ParamSlot::QkvW, q + kv + t * kv / T + r, c));
+          EXPECT_EQ(at(R, mine, b, "attn.qkv.w", q / T + r, c),
+                    at(G, global, b, "attn.qkv.w", q + t * kv / T + r, c));
+          EXPECT_EQ(at(R, mine, b, "attn.qkv.w", q / T + kv / T + r, c),
+                    at(G, global, b, "attn.qkv.w", q + kv + t * kv / T + r, c));
         }
         // gate|up: rows [t f/T, (t+1) f/T) of each.
         for (std::int64_t r = 0; r < f / T; ++r) {
-          EXPECT_EQ(at(R, mine, b, ParamSlot::FcW, r, c), at(G, global, b, ParamSlot::FcW, t * f / T + r, c));
-          EXPECT_EQ(at(R, mine, b, ParamSlot::FcW, f / T + r, c),
-                    at(G, global, b, ParamSlot::FcW, f + t * f / T + r, c));
+          EXPECT_EQ(at(R, mine, b, "mlp.fc.w", r, c), at(G, global, b, "mlp.fc.w", t * f / T + r, c));
+          EXPECT_EQ(at(R, mine, b, "mlp.fc.w", f / T + r, c),
+                    at(G, global, b, "mlp.fc.w", f + t * f / T + r, c));
         }
       }
       // Row-parallel: the input columns [t k/T, (t+1) k/T).
       for (std::int64_t r = 0; r < h; r += 5) {
         for (std::int64_t c = 0; c < q / T; ++c)
-          EXPECT_EQ(at(R, mine, b, ParamSlot::ProjW, r, c), at(G, global, b, ParamSlot::ProjW, r, t * q / T + c));
+          EXPECT_EQ(at(R, mine, b, "attn.proj.w", r, c), at(G, global, b, "attn.proj.w", r, t * q / T + c));
         for (std::int64_t c = 0; c < f / T; ++c)
-          EXPECT_EQ(at(R, mine, b, ParamSlot::Fc2W, r, c), at(G, global, b, ParamSlot::Fc2W, r, t * f / T + c));
+          EXPECT_EQ(at(R, mine, b, "mlp.fc2.w", r, c), at(G, global, b, "mlp.fc2.w", r, t * f / T + c));
       }
       // Norms whole.
       for (std::int64_t r = 0; r < h; ++r)
-        EXPECT_EQ(at(R, mine, b, ParamSlot::Ln1W, r, 0), at(G, global, b, ParamSlot::Ln1W, r, 0));
+        EXPECT_EQ(at(R, mine, b, "ln1.w", r, 0), at(G, global, b, "ln1.w", r, 0));
     }
     // The embedding whole, at the same place.
     for (std::int64_t i = 0; i < m.vocab * h; i += 13)
