@@ -43,9 +43,12 @@ inline std::size_t embedding_bwd_scratch_bytes(std::int64_t n, std::size_t sort_
   if (n <= 0) return 0;
   return 3 * align256(static_cast<std::size_t>(n) * 4) + align256(sort_bytes);
 }
-// Where CUB cannot be asked: a bound on the embedding backward's scratch of n tokens.
+// Where CUB cannot be asked: a bound on the embedding backward's scratch of n tokens. CUB's
+// radix sort of int32 pairs keeps a second copy of keys and values (8n bytes) besides its
+// histograms and tile states, which 4 MiB and n bytes more cover.
 inline std::size_t embedding_bwd_scratch_bound(std::int64_t n) {
-  return static_cast<std::size_t>(n) * 16 + (std::size_t{4} << 20);
+  const std::size_t u = static_cast<std::size_t>(n);
+  return 3 * align256(u * 4) + align256(u * 8) + u + (std::size_t{4} << 20);
 }
 
 }  // namespace remat::kernels

@@ -39,7 +39,8 @@ int plan(const PlanOptions& o) {
   const std::string cost_unit = costs ? costs->unit : kFlopsUnit;
   Schedule s = o.policy.plan(reg, m, costs);
   Prediction p = simulate(m, s, target.get());
-  const TargetFigures fig{p.peak_bytes, p.workspace_bytes, p.reserved_bytes, p.peak_bytes, "", ""};
+  TargetFigures fig{p.peak_bytes, p.workspace_bytes, p.reserved_bytes, p.peak_bytes, p.rounded_peak_bytes,
+                    moves_to_host(s), "", ""};
   if (o.json) {
     nlohmann::json j;
     j["model"] = model_to_json(m);

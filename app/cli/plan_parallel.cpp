@@ -1,5 +1,7 @@
 #include "plan_parallel.h"
 
+#include <algorithm>
+
 #include <cstdio>
 #include <iostream>
 
@@ -125,13 +127,16 @@ int plan_parallel(const ModelConfig& m, const ParallelLayout& p, const PolicyOpt
   const Schedule& first = r.micro_batch.front().schedule;
   const std::string name = first.policy + (first.params.empty() ? "" : ":" + first.params);
   // The caching allocator of each stage's rank: the most any holds (every stage is its own GPU).
-  TargetFigures fig{r.peak_bytes, r.micro_batch.front().sim.workspace_bytes, 0, 0, "", ""};
+  TargetFigures fig{r.peak_bytes, r.micro_batch.front().sim.workspace_bytes, 0, 0, 0, false, "", ""};
+  for (const MicroBatchPrediction& mb : r.micro_batch) fig.host_copies = fig.host_copies || moves_to_host(mb.schedule);
   for (const StagePrediction& s : r.stages) {
     if (s.reserved_bytes == 0) {
-      fig.reserved = 0;
-      fig.why_no_reserved = "stage " + std::to_string(s.stage) + "'s peak is not one walk of its step";
+      fig.reserved = fig.rounded_peak = 0;
+      fig.why_no_reserved = "stage " + std::to_string(s.stage) +
+                            "'s peak is added up from one micro-batch's walk, and the allocator's blocks are not";
       break;
     }
+    fig.rounded_peak = std::max(fig.rounded_peak, s.rounded_peak_bytes);
     if (s.reserved_bytes > fig.reserved) {
       fig.reserved = s.reserved_bytes;
       fig.reserved_rank_peak = s.peak_bytes;

@@ -1,6 +1,7 @@
 #include "plan_target.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <iostream>
 
 #include "cli_common.h"
@@ -22,7 +23,9 @@ void TargetOptions::add(CLI::App& c) {
 
 std::optional<std::uint64_t> TargetOptions::capacity() const {
   if (gpu_memory.empty()) return std::nullopt;
-  return parse_bytes("gpu-memory", gpu_memory);
+  const std::uint64_t b = parse_bytes("gpu-memory", gpu_memory);
+  if (b == 0) throw ConfigError("gpu-memory", "a GPU of 0 bytes holds nothing; give its memory, e.g. 80GiB");
+  return b;
 }
 
 std::unique_ptr<Backend> TargetOptions::backend() const {
@@ -34,10 +37,18 @@ std::unique_ptr<Backend> TargetOptions::backend() const {
 
 namespace {
 
-// What the caching allocator needs from the driver: its reserved bytes where predicted.
+// What the caching allocator needs from the driver: its reserved bytes where predicted; after it
+// gives back its cache, its live blocks rounded to their classes.
 std::uint64_t needed(const TargetFigures& f) { return f.reserved ? f.reserved : f.peak; }
+std::uint64_t needed_after_release(const TargetFigures& f) { return f.rounded_peak ? f.rounded_peak : f.peak; }
 
 }  // namespace
+
+bool moves_to_host(const Schedule& s) {
+  for (const Action& a : s.actions)
+    if (a.kind == ActionKind::Offload) return true;
+  return false;
+}
 
 void print_target(const TargetOptions& o, const TargetFigures& f) {
   if (!o.cuda()) return;
@@ -45,9 +56,11 @@ void print_target(const TargetOptions& o, const TargetFigures& f) {
             << "  workspace           " << human_bytes(f.workspace) << " (cuBLASLt's "
             << human_bytes(kCudaGemmWorkspaceBytes) << " and the largest op scratch)\n";
   if (f.reserved)
-    std::cout << "  reserved            " << human_bytes(f.reserved) << " (" << f.reserved
-              << " bytes the caching allocator holds from the driver" << f.where << "; its size classes add "
-              << human_bytes(f.reserved - f.reserved_rank_peak) << " to that rank's peak)\n";
+    std::cout << "  reserved            " << (f.host_copies ? "at least " : "") << human_bytes(f.reserved) << " ("
+              << f.reserved << " bytes the caching allocator holds from the driver" << f.where << "; "
+              << human_bytes(f.reserved - f.reserved_rank_peak)
+              << " above the peak: size-class rounding and cached blocks of other sizes"
+              << (f.host_copies ? "; more while freed blocks wait for their offload copies" : "") << ")\n";
   else
     std::cout << "  reserved            not predicted: " << f.why_no_reserved << "\n";
   const std::optional<std::uint64_t> cap = o.capacity();
@@ -59,9 +72,10 @@ void print_target(const TargetOptions& o, const TargetFigures& f) {
     std::cout << "yes (" << human_bytes(*cap - needed(f)) << " to spare"
               << (f.reserved ? "" : " at the peak, the allocator's rounding not counted") << "; the CUDA context and "
               << "communicator buffers not counted)\n";
-  else if (f.peak <= *cap)
-    std::cout << "only when the allocator gives back its cache and retries (peak " << human_bytes(f.peak)
-              << " fits, reserved " << human_bytes(f.reserved) << " does not)\n";
+  else if (needed_after_release(f) <= *cap)
+    std::cout << "only when the allocator gives back its cache and retries (its live blocks at the peak, "
+              << human_bytes(needed_after_release(f)) << ", fit; reserved " << human_bytes(f.reserved)
+              << " does not)\n";
   else
     std::cout << "no (" << human_bytes(f.peak - *cap) << " over at the peak)\n";
 }
@@ -71,11 +85,13 @@ void target_json(const TargetOptions& o, const TargetFigures& f, nlohmann::json&
   if (!o.cuda()) return;
   j["measured_on_gpu"] = false;
   j["reserved_bytes"] = f.reserved ? nlohmann::json(f.reserved) : nlohmann::json(nullptr);
+  j["rounded_peak_bytes"] = f.rounded_peak ? nlohmann::json(f.rounded_peak) : nlohmann::json(nullptr);
+  j["reserved_is_lower_bound"] = f.host_copies;
   if (!f.reserved) j["reserved_not_predicted"] = f.why_no_reserved;
   if (const std::optional<std::uint64_t> cap = o.capacity()) {
     j["gpu_memory_bytes"] = *cap;
     j["fits"] = needed(f) <= *cap;
-    j["fits_after_cache_release"] = f.peak <= *cap;
+    j["fits_after_cache_release"] = needed_after_release(f) <= *cap;
   }
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/backend/backend.h"
+#include "core/schedule/schedule.h"
 
 namespace remat::cli {
 
@@ -28,9 +29,14 @@ struct TargetOptions {
 struct TargetFigures {
   std::uint64_t peak = 0, workspace = 0, reserved = 0;  // peak and reserved: the most of any rank
   std::uint64_t reserved_rank_peak = 0;  // the peak of the rank that reserves the most
+  std::uint64_t rounded_peak = 0;  // the most live blocks take, rounded to their classes (any rank)
+  bool host_copies = false;        // the schedule offloads: reserved is the least the allocator holds
   std::string why_no_reserved;  // said instead of the reserved bytes where they are 0
   std::string where;            // of a layout's ranks, which one these are (" on stage 3")
 };
+
+// Whether a schedule moves tensors to the host (its reserved bytes then a least figure).
+bool moves_to_host(const Schedule& s);
 
 // The lines about the target after plan's text (nothing for the CPU), and its JSON fields.
 void print_target(const TargetOptions& o, const TargetFigures& f);

@@ -1,9 +1,12 @@
 #include "core/backend/cuda_sizing.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <string>
 
 #include "core/graph/block_graph.h"
+#include "core/util/error.h"
 #include "kernels/scratch_bytes.h"
 
 namespace remat {
@@ -62,21 +65,35 @@ std::size_t cuda_size_class(std::size_t bytes) {
   return (bytes + g - 1) / g * g;
 }
 
-std::uint64_t cuda_reserved_bytes(const std::vector<MemoryEvent>& events) {
+CudaPoolBytes cuda_pool_bytes(const std::vector<MemoryEvent>& events) {
   struct Class {
     std::int64_t live = 0, held = 0;
   };
   std::map<std::size_t, Class> classes;
+  CudaPoolBytes out;
+  std::int64_t live = 0;  // bytes of live blocks, rounded to their classes
   for (const MemoryEvent& e : events) {
     if (e.space != Space::Device || e.delta == 0) continue;
     const std::size_t bytes = static_cast<std::size_t>(e.delta > 0 ? e.delta : -e.delta);
-    Class& c = classes[cuda_size_class(bytes)];
+    const std::size_t cls = cuda_size_class(bytes);
+    Class& c = classes[cls];
     c.live += e.delta > 0 ? 1 : -1;
     c.held = std::max(c.held, c.live);
+    live += e.delta > 0 ? static_cast<std::int64_t>(cls) : -static_cast<std::int64_t>(cls);
+    out.rounded_peak = std::max(out.rounded_peak, static_cast<std::uint64_t>(std::max<std::int64_t>(live, 0)));
   }
-  std::uint64_t total = 0;
-  for (const auto& [size, c] : classes) total += static_cast<std::uint64_t>(size) * static_cast<std::uint64_t>(c.held);
-  return total;
+  for (const auto& [size, c] : classes) out.reserved += static_cast<std::uint64_t>(size) * static_cast<std::uint64_t>(c.held);
+  return out;
+}
+
+std::size_t cuda_head_chunk_bytes_from_env() {
+  const char* e = std::getenv("REMAT_HEAD_CHUNK_MIB");
+  if (!e) return kCudaHeadChunkBytes;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  if (end == e || *end != '\0' || v < 1 || v > 65536)
+    throw Error(std::string("REMAT_HEAD_CHUNK_MIB must be a whole number of MiB in [1, 65536], got '") + e + "'");
+  return static_cast<std::size_t>(v) << 20;
 }
 
 }  // namespace remat

@@ -17,6 +17,10 @@ namespace remat {
 inline constexpr std::size_t kCudaGemmWorkspaceBytes = std::size_t{32} << 20;  // cuBLASLt's
 inline constexpr std::size_t kCudaHeadChunkBytes = std::size_t{64} << 20;      // fp32 logits
 
+// The head chunk REMAT_HEAD_CHUNK_MIB asks for (whole MiB in [1, 65536]), else the default;
+// throws Error for another value. The CUDA backend and a plan for it read it alike.
+std::size_t cuda_head_chunk_bytes_from_env();
+
 // Rows of the head's logits chunk: fp32 logits of about chunk_bytes, in multiples of 64 rows.
 std::int64_t cuda_head_chunk_rows(std::int64_t rows, int V, std::size_t chunk_bytes = kCudaHeadChunkBytes);
 
@@ -30,10 +34,17 @@ std::uint64_t cuda_workspace_bytes(const ModelConfig& m, std::size_t head_chunk_
 // 1/16 of the power of two below the size (at most 6.25 % more).
 std::size_t cuda_size_class(std::size_t bytes);
 
-// What the caching allocator holds from the driver at the end of these events (device space
-// only), which is also the most it held at any point: a block is reused only by a request of its
-// own size class and never given back (unless an allocation fails: then the cache is released
-// and the request retried, which these bytes do not model).
-std::uint64_t cuda_reserved_bytes(const std::vector<MemoryEvent>& events);
+// The caching allocator over these events (device space only). `reserved`: what it holds from
+// the driver at the end, which is also the most it held at any point: a block is reused only by
+// a request of its own size class and never given back (unless an allocation fails: then the
+// cache is released and the request retried). `rounded_peak`: the most its live blocks take at
+// once, each rounded up to its class: what must fit after such a release. A block freed while a
+// copy still reads it (an offload's source) waits for the copy before it is reused; these
+// figures reuse it at once, so for schedules that move tensors to the host they are the least
+// the allocator holds.
+struct CudaPoolBytes {
+  std::uint64_t reserved = 0, rounded_peak = 0;
+};
+CudaPoolBytes cuda_pool_bytes(const std::vector<MemoryEvent>& events);
 
 }  // namespace remat

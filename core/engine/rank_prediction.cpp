@@ -141,7 +141,7 @@ constexpr int kSteadyPairs = 3;
 constexpr int kExactWarmup = 4;
 
 struct StageWalk {
-  std::uint64_t peak = 0, activation_peak = 0, held = 0, reserved = 0;
+  std::uint64_t peak = 0, activation_peak = 0, held = 0, reserved = 0, rounded_peak = 0;
 };
 
 class StageWalker {
@@ -167,11 +167,14 @@ class StageWalker {
                         b.activation_peak - a.activation_peak == c.activation_peak - b.activation_peak &&
                         c.peak >= b.peak && c.activation_peak >= b.activation_peak &&
                         (c.peak > b.peak || c.activation_peak == b.activation_peak) &&
-                        b.reserved - a.reserved == c.reserved - b.reserved && c.reserved >= b.reserved;
+                        b.reserved - a.reserved == c.reserved - b.reserved && c.reserved >= b.reserved &&
+                        b.rounded_peak - a.rounded_peak == c.rounded_peak - b.rounded_peak &&
+                        c.rounded_peak >= b.rounded_peak;
     if (!linear) return walk(i, s, w, pairs);
     const std::uint64_t more = static_cast<std::uint64_t>(w - kExactWarmup);
     return {c.peak + more * (c.peak - b.peak), c.activation_peak + more * (c.activation_peak - b.activation_peak),
-            c.held, c.reserved + more * (c.reserved - b.reserved)};
+            c.held, c.reserved + more * (c.reserved - b.reserved),
+            c.rounded_peak + more * (c.rounded_peak - b.rounded_peak)};
   }
 
  private:
@@ -188,7 +191,8 @@ class StageWalker {
     else stages = 2, at = 1;  // the last stage warms up with nothing
     if (stages == p_.pp) at = i;  // the step's own order
     const Prediction pr = simulate_stage_order(m_, p_, i, s, mirror_, stages, at, n);
-    return cache_[key] = {pr.peak_bytes, pr.activation_peak_bytes, pr.held_after_forward_bytes, pr.reserved_bytes};
+    return cache_[key] = {pr.peak_bytes, pr.activation_peak_bytes, pr.held_after_forward_bytes, pr.reserved_bytes,
+                          pr.rounded_peak_bytes};
   }
 
   const ModelConfig& m_;
@@ -233,7 +237,10 @@ RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, cons
     st.activation_bytes = waiting + mb.sim.activation_peak_bytes;
     st.held_bytes = mb.held_bytes;
     st.peak_bytes = st.statics.total() + waiting + (mb.sim.peak_bytes - mb.sim.static_bytes);
-    if (st.peak_bytes == mb.sim.peak_bytes) st.reserved_bytes = mb.sim.reserved_bytes;  // the walk is the stage's
+    if (st.peak_bytes == mb.sim.peak_bytes) {  // the walk is the stage's
+      st.reserved_bytes = mb.sim.reserved_bytes;
+      st.rounded_peak_bytes = mb.sim.rounded_peak_bytes;
+    }
     if (p.pp > 1) {
       // The stage's 1F1B step walked as a run executes it (simulate_stage_order): its
       // micro-batches' buffers, the sends and receives between stages, the head on the last
@@ -245,6 +252,7 @@ RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, cons
       st.peak_bytes = w.peak;
       st.held_bytes = w.held;
       st.reserved_bytes = w.reserved;
+      st.rounded_peak_bytes = w.rounded_peak;
     }
     if (st.peak_bytes > r.peak_bytes) {
       r.peak_bytes = st.peak_bytes;

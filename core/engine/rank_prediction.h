@@ -58,6 +58,7 @@ struct StagePrediction {
   // For a CUDA target, what the stage's caching allocator reserves (Prediction::reserved_bytes),
   // from the same walk as the peak; 0 for other targets.
   std::uint64_t reserved_bytes = 0;
+  std::uint64_t rounded_peak_bytes = 0;  // Prediction::rounded_peak_bytes, the same way
   // The rest of the activations: one micro-batch's forward, recomputes and backward on top of
   // what the others hold.
   std::uint64_t working_set_bytes() const {

@@ -94,7 +94,11 @@ Prediction walk(const BlockGraph& g, const Schedule& s, const Backend* mirror, i
   }
   p.host_peak_bytes = static_cast<std::uint64_t>(host_peak);
   p.events = ev.size() - out.first_event;
-  if (mirror && mirror->name() == "cuda") p.reserved_bytes = cuda_reserved_bytes(ev);
+  if (mirror && mirror->name() == "cuda") {
+    const CudaPoolBytes pool = cuda_pool_bytes(ev);
+    p.reserved_bytes = pool.reserved;
+    p.rounded_peak_bytes = pool.rounded_peak;
+  }
   return p;
 }
 

@@ -32,8 +32,9 @@ struct Prediction {
   std::vector<std::uint64_t> peak_by_category;  // device bytes per category at the peak
   std::size_t events = 0;                       // memory events the step records
   // For a CUDA target (mirror named "cuda"): what its caching allocator reserves from the
-  // driver over the whole walk (cuda_sizing.h), else 0.
-  std::uint64_t reserved_bytes = 0;
+  // driver over the whole walk, and the most its live blocks take rounded to their size classes
+  // (cuda_sizing.h: CudaPoolBytes); else 0.
+  std::uint64_t reserved_bytes = 0, rounded_peak_bytes = 0;
 };
 
 // `mirror` is the backend the prediction is for (its workspace size); null means none.

@@ -343,16 +343,20 @@ def check_cuda_target(b, cpu_plan):
           cpu_plan["predicted_peak_bytes"] - cpu_plan["workspace_bytes"],
           "plan --device cuda: the same step with another workspace")
     check(cuda["workspace_bytes"] >= 32 << 20, "plan --device cuda: cuBLASLt's 32 MiB in the workspace")
-    check(cuda["reserved_bytes"] >= cuda["predicted_peak_bytes"], "plan --device cuda: reserved >= peak")
+    check(cuda["reserved_bytes"] >= cuda["rounded_peak_bytes"] >= cuda["predicted_peak_bytes"] and
+          cuda["reserved_is_lower_bound"] is False, "plan --device cuda: reserved >= live blocks rounded >= peak")
+    offload = b.json("plan", "--model", "tiny", "--device", "cuda", "--policy", "offload", "--json")
+    check(offload is not None and offload["reserved_is_lower_bound"] is True,
+          "plan --device cuda --policy offload: reserved is the least the allocator holds")
     fits = b.json("plan", "--model", "tiny", "--device", "cuda", "--gpu-memory", str(cuda["reserved_bytes"]),
                   "--json")
     tight = b.json("plan", "--model", "tiny", "--device", "cuda", "--gpu-memory",
-                   str(cuda["predicted_peak_bytes"]), "--json")
+                   str(cuda["rounded_peak_bytes"]), "--json")
     small = b.json("plan", "--model", "tiny", "--device", "cuda", "--gpu-memory", "1MiB", "--json")
     if fits and tight and small:
         check(fits["fits"] and fits["fits_after_cache_release"], "--gpu-memory of the reserved bytes fits")
-        check(tight["fits"] == (cuda["reserved_bytes"] == cuda["predicted_peak_bytes"]) and
-              tight["fits_after_cache_release"], "--gpu-memory of the peak fits after the cache is released")
+        check(tight["fits"] == (cuda["reserved_bytes"] == cuda["rounded_peak_bytes"]) and
+              tight["fits_after_cache_release"], "--gpu-memory of the rounded live blocks fits after the cache is released")
         check(not small["fits"] and not small["fits_after_cache_release"], "--gpu-memory 1MiB does not fit")
     text = b.run("plan", "--model", "tiny", "--device", "cuda", "--gpu-memory", "1MiB").stdout
     check("not measured on a GPU" in text and "fits in 1.00 MiB" in text and "no (" in text,
@@ -367,6 +371,7 @@ def check_cuda_target(b, cpu_plan):
     check(cpu_rank is not None and all(st["reserved_bytes"] is None for st in cpu_rank["stages"]),
           "plan --pp on the CPU: no reserved bytes")
     b.refuses(["plan", "--model", "tiny", "--gpu-memory", "80GiB"], "--gpu-memory needs --device cuda")
+    b.refuses(["plan", "--model", "tiny", "--device", "cuda", "--gpu-memory", "0"], "gpu-memory", "0 bytes")
     b.refuses(["plan", "--paper-figure7", "--device", "cuda"], "take no --device")
 
 

@@ -44,17 +44,24 @@ MemoryEvent device(std::int64_t delta) {
 
 TEST(CudaSizing, ReservedBytesKeepTheMostBlocksEachSizeClassEverHadLive) {
   std::vector<MemoryEvent> ev = {device(600), device(700), device(-600), device(1000)};  // class 1024
-  EXPECT_EQ(cuda_reserved_bytes(ev), 2u * 1024);  // the freed block serves the 1000 bytes
+  EXPECT_EQ(cuda_pool_bytes(ev).reserved, 2u * 1024);  // the freed block serves the 1000 bytes
+  EXPECT_EQ(cuda_pool_bytes(ev).rounded_peak, 2u * 1024);
   ev.push_back(device(2 * kMiB));
   ev.push_back(device(-2 * static_cast<std::int64_t>(kMiB)));
   ev.push_back(device(2 * kMiB - 5));  // the same class: the cached block again
-  EXPECT_EQ(cuda_reserved_bytes(ev), 2u * 1024 + 2 * kMiB);
+  EXPECT_EQ(cuda_pool_bytes(ev).reserved, 2u * 1024 + 2 * kMiB);
   ev.push_back(device(1500));  // class 1536: a block of its own, though 1024-blocks are free
-  EXPECT_EQ(cuda_reserved_bytes(ev), 2u * 1024 + 2 * kMiB + 1536);
+  EXPECT_EQ(cuda_pool_bytes(ev).reserved, 2u * 1024 + 2 * kMiB + 1536);
+  // Live at once at most: the two 1024-blocks and the 2 MiB one, then with the 1536 one.
+  EXPECT_EQ(cuda_pool_bytes(ev).rounded_peak, 2u * 1024 + 2 * kMiB + 1536);
+  ev.push_back(device(-2 * static_cast<std::int64_t>(kMiB) + 5));
+  ev.push_back(device(3000));  // class 3072 while the 2 MiB block is cached: reserved grows, live does not
+  EXPECT_EQ(cuda_pool_bytes(ev).reserved, 2u * 1024 + 2 * kMiB + 1536 + 3072);
+  EXPECT_EQ(cuda_pool_bytes(ev).rounded_peak, 2u * 1024 + 2 * kMiB + 1536);
   MemoryEvent host = device(4 * kMiB);
   host.space = Space::Host;  // the pinned pool is not the device's
   ev.push_back(host);
-  EXPECT_EQ(cuda_reserved_bytes(ev), 2u * 1024 + 2 * kMiB + 1536);
+  EXPECT_EQ(cuda_pool_bytes(ev).reserved, 2u * 1024 + 2 * kMiB + 1536 + 3072);
 }
 
 ModelConfig small_model() {
@@ -77,8 +84,9 @@ TEST(CudaSizing, TheWorkspaceIsTheGemmWorkspaceAndTheLargestScratch) {
   m.validate();
   // Naive attention's fp32 scores of one head, [1, 512, 512]: 1 MiB. The head's logits and their
   // gradient (512 rows of 64, fp32): 256 KiB. Without a device the embedding backward's bound,
-  // 512·16 B + 4 MiB, is larger than both.
-  EXPECT_EQ(cuda_workspace_bytes(m), kCudaGemmWorkspaceBytes + 512 * 16 + 4 * kMiB);
+  // three 512·4 B token arrays, CUB's second copy of keys and values (512·8 B), 512 B and 4 MiB,
+  // is larger than both.
+  EXPECT_EQ(cuda_workspace_bytes(m), kCudaGemmWorkspaceBytes + 3 * 2048 + 4096 + 512 + 4 * kMiB);
   EXPECT_EQ(cuda_workspace_bytes(m, kCudaHeadChunkBytes, 1000), kCudaGemmWorkspaceBytes + kMiB);
   m.attention = AttentionImpl::Flash;  // its scratch is 1·4·512·4 B: the head's 256 KiB rules
   EXPECT_EQ(cuda_workspace_bytes(m, kCudaHeadChunkBytes, 1000), kCudaGemmWorkspaceBytes + 256 * 1024);
@@ -102,7 +110,8 @@ TEST(CudaSizing, APlanForACudaRankHasItsWorkspaceAndReservedBytes) {
   EXPECT_EQ(on_cuda.peak_bytes - on_cuda.workspace_bytes, on_cpu.peak_bytes - on_cpu.workspace_bytes);
   EXPECT_EQ(on_cpu.reserved_bytes, 0u);  // the CPU backend has no caching allocator
   // Every live block at the peak is held, each rounded up to its class.
-  EXPECT_GE(on_cuda.reserved_bytes, on_cuda.peak_bytes);
+  EXPECT_GE(on_cuda.reserved_bytes, on_cuda.rounded_peak_bytes);
+  EXPECT_GE(on_cuda.rounded_peak_bytes, on_cuda.peak_bytes);
   EXPECT_LE(on_cuda.reserved_bytes, on_cuda.peak_bytes * 2);
 }
 

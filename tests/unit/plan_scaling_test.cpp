@@ -58,6 +58,7 @@ TEST(PlanScaling, AShortWalkPredictsEveryStageAsTheWholeStepDoes) {
         EXPECT_EQ(s.peak_bytes, whole.peak_bytes) << what;
         EXPECT_EQ(s.activation_bytes, whole.activation_peak_bytes) << what;
         EXPECT_EQ(s.reserved_bytes, whole.reserved_bytes) << what;
+        EXPECT_EQ(s.rounded_peak_bytes, whole.rounded_peak_bytes) << what;
         if (mirror) EXPECT_GE(s.reserved_bytes, s.peak_bytes) << what;
       }
     }

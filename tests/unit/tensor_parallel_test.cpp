@@ -30,12 +30,12 @@ std::vector<float> init(const ModelConfig& m) {
   return v;
 }
 
-// Element (row, col) of block b's parameter `slot` (its name in the block), in a layout's buffer.
-float at(const ParamLayout& L, const std::vector<float>& v, int b, const std::string& slot, std::int64_t row,
+// Element (row, col) of block b's parameter `param` (its name in the block), in a layout's buffer.
+float at(const ParamLayout& L, const std::vector<float>& v, int b, const std::string& param, std::int64_t row,
          std::int64_t col) {
   for (const ParamSpec& p : L.params())
-    if (p.block == b && p.offset == L.offset(b, slot)) return v[static_cast<std::size_t>(p.offset + row * p.cols + col)];
-  ADD_FAILURE() << "no parameter " << slot << " in block " << b;
+    if (p.block == b && p.offset == L.offset(b, param)) return v[static_cast<std::size_t>(p.offset + row * p.cols + col)];
+  ADD_FAILURE()  << "no parameter " << param << " in block " << b;
   return 0;
 }
 

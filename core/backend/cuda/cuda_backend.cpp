@@ -63,14 +63,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     else if (v == "32") flash_row_groups_ = 2;
     else throw Error("REMAT_FLASH_ROWS must be 16 or 32, got '" + v + "'");
   }
-  if (const char* e = std::getenv("REMAT_HEAD_CHUNK_MIB")) {
-    char* end = nullptr;
-    const long v = std::strtol(e, &end, 10);
-    if (end == e || *end != '\0' || v < 1 || v > 65536)
-      throw Error(std::string("REMAT_HEAD_CHUNK_MIB must be a whole number of MiB in [1, 65536], got '") +
-                  e + "'");
-    head_chunk_bytes_ = static_cast<std::size_t>(v) << 20;
-  }
+  head_chunk_bytes_ = cuda_head_chunk_bytes_from_env();
 }
 
 CudaBackend::~CudaBackend() {

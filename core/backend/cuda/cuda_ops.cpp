@@ -57,7 +57,7 @@ cudaDataType cdt(FType t) { return t == FType::BF16 ? CUDA_R_16BF : CUDA_R_32F; 
 
 float keep_scale(float p) { return p > 0.0f ? 1.0f / (1.0f - p) : 1.0f; }
 
-std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+using kernels::align256;  // the scratch layouts of kernels/scratch_bytes.h
 
 std::int64_t qkv_numel(const AttnDims& a) {
   return static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;

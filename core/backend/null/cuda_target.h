@@ -11,7 +11,10 @@ namespace remat {
 class CudaTarget final : public NullBackend {
  public:
   std::string name() const override { return "cuda"; }
-  std::uint64_t workspace_bytes(const ModelConfig& m) const override { return cuda_workspace_bytes(m); }
+  // The head chunk as the CUDA backend reads it (REMAT_HEAD_CHUNK_MIB); Error for a bad value.
+  std::uint64_t workspace_bytes(const ModelConfig& m) const override {
+    return cuda_workspace_bytes(m, cuda_head_chunk_bytes_from_env());
+  }
 };
 
 }  // namespace remat
