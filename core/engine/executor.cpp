@@ -39,7 +39,7 @@ Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc
     tp_rank_ = opt_.tp_comm->rank();
     sp_ = opt_.sp;
     check_data_parallel(cfg_, be_, *opt_.tp_comm);
-    regions_ = block_regions(graph_);
+    for (int i = 0; i < graph_.table_count(); ++i) regions_.push_back(block_regions(graph_.table(i)));
     full_cfg_.heads = cfg_.heads * tp_;
     full_cfg_.kv_heads = cfg_.kv_heads * tp_;
     full_cfg_.ffn = cfg_.ffn * tp_;
@@ -187,7 +187,7 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
   StepOutput out;
   begin_step(step, out);
   blocks_.assign(static_cast<std::size_t>(cfg_.layers), BlockMemory{});
-  for (auto& b : blocks_) b.held.resize(graph_.tensors().size());
+  for (int b = 0; b < cfg_.layers; ++b) blocks_[static_cast<std::size_t>(b)].held.resize(table_of(b).tensors().size());
 
   try {
     op("batch", "batch", -1, 0, 8ull * cfg_.tokens(), Stream::Compute, [&] {
@@ -328,10 +328,10 @@ void Executor::embedding_forward() {
   Tensor wte = param_at(L.wte, static_cast<std::int64_t>(cfg_.vocab) * H);
   Tensor wpe = L.wpe >= 0 ? param_at(L.wpe, static_cast<std::int64_t>(cfg_.positions) * H) : Tensor{};
   const float scale = cfg_.embed_multiplier();
-  Held& in0 = blocks_[0].held[graph_.input()];
-  in0.t = alloc(graph_.input(), 0, Category::SavedActivations);
+  Held& in0 = blocks_[0].held[table_of(0).input()];
+  in0.t = alloc(table_of(0).input(), 0, Category::SavedActivations);
   in0.category = Category::SavedActivations;
-  ledger_.push_back({0, graph_.input(), in0.t.bytes(), in0.t.id, in0.t.id, Phase::Forward,
+  ledger_.push_back({0, table_of(0).input(), in0.t.bytes(), in0.t.id, in0.t.id, Phase::Forward,
                      Category::SavedActivations});
   in0.ledger = static_cast<int>(ledger_.size()) - 1;
   // With sequence parallelism the embedding is made whole and each rank keeps its rows, then
@@ -503,7 +503,7 @@ void Executor::finish_ledger(StepOutput& out) {
   for (const auto& l : ledger_) {
     LedgerEntry e;
     e.block = l.block;
-    e.tensor = graph_.tensors()[l.tensor].name;
+    e.tensor = table_of(l.block).tensors()[l.tensor].name;
     e.bytes = l.bytes;
     e.created = l.created;
     e.category = l.category;

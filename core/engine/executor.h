@@ -203,7 +203,10 @@ class Executor {
   DropoutKey key(int block, DropoutSite site) const;
   AttnDims attn(int block) const;
   RopeTable rope_table(int block) const;  // the block's: windowed blocks may rotate on their own base
-  std::uint64_t step_bytes(const StepDef& s) const;
+  std::uint64_t step_bytes(int b, const StepDef& s) const;
+  // Block b's table (a model's layer kinds may differ in their steps) and its regions.
+  const BlockGraph& table_of(int b) const { return graph_.of(b); }
+  const BlockRegions& regions(int b) const { return regions_[static_cast<std::size_t>(graph_.table_index(b))]; }
 
   // memory
   Tensor alloc(int tensor, int block, Category c);
@@ -230,7 +233,7 @@ class Executor {
   bool sp_ = false;
   bool distribute_ = false;     // distribute_saved with T > 1
   ModelConfig full_cfg_;        // the whole model (heads, ffn) when the state is one rank's
-  BlockRegions regions_;        // of the block table, with tensor parallelism
+  std::vector<BlockRegions> regions_;  // of each of the block tables, with tensor parallelism
   int pp_ = 1, stage_ = 0;      // pipeline stages and this one
   int micros_ = 1, micro_ = 0;  // micro-batches per step and the one running
   int first_block_ = 0;         // the whole model's index of the stage's block 0

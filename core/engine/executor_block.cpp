@@ -7,19 +7,20 @@
 namespace remat {
 
 Tensor Executor::alloc(int tensor, int block, Category c) {
-  const TensorDef& d = graph_.tensors()[tensor];
+  const TensorDef& d = table_of(block).tensors()[tensor];
   // A block's output is the next block's input (or the final norm's input after the last).
-  if (tensor == graph_.output()) {
+  if (tensor == table_of(block).output()) {
     if (block + 1 < cfg_.layers) return alloc_.allocate(d.dtype, d.numel, {c, block + 1, "block.in"});
     return alloc_.allocate(d.dtype, d.numel, {c, -1, "final.in"});
   }
   return alloc_.allocate(d.dtype, d.numel, {c, block, d.name});
 }
 
-std::uint64_t Executor::step_bytes(const StepDef& s) const {
+std::uint64_t Executor::step_bytes(int block, const StepDef& s) const {
+  const auto& T = table_of(block).tensors();
   std::uint64_t b = 0;
-  for (int t : s.in) b += graph_.tensors()[t].bytes;
-  for (int t : s.out) b += graph_.tensors()[t].bytes;
+  for (int t : s.in) b += T[t].bytes;
+  for (int t : s.out) b += T[t].bytes;
   return b;
 }
 
@@ -36,9 +37,9 @@ void Executor::release_held(int b, int tensor, const char* decision) {
 
 void Executor::forward(int b, const ActionEffect& e) {
   BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
-  const auto& T = graph_.tensors();
-  const auto& S = graph_.steps();
-  const int in = graph_.input(), outp = graph_.output();
+  const auto& T = table_of(b).tensors();
+  const auto& S = table_of(b).steps();
+  const int in = table_of(b).input(), outp = table_of(b).output();
   phase_ = e.recompute ? Phase::Recompute : Phase::Forward;
   alloc_.set_phase(phase_);
   if (bs.pending_copy) {
@@ -109,10 +110,11 @@ void Executor::forward(int b, const ActionEffect& e) {
   if (e.produces) {
     Held& o = bs.held[outp];
     if (b + 1 < cfg_.layers) {
-      Held& nin = blocks_[static_cast<std::size_t>(b + 1)].held[in];
+      const int nin_t = table_of(b + 1).input();
+      Held& nin = blocks_[static_cast<std::size_t>(b + 1)].held[nin_t];
       nin.t = o.t;
       nin.category = o.category;
-      Ledger l{b + 1, in, T[in].bytes, o.t.id, o.t.id, phase_, o.category};
+      Ledger l{b + 1, nin_t, T[in].bytes, o.t.id, o.t.id, phase_, o.category};
       if (phase_ == Phase::Recompute) l.decision = "recomputed";
       ledger_.push_back(l);
       nin.ledger = static_cast<int>(ledger_.size()) - 1;
@@ -139,8 +141,8 @@ void Executor::forward(int b, const ActionEffect& e) {
 
 void Executor::recompute_inside(int b, const InnerRecompute& r, std::vector<Tensor>& cur) {
   BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
-  const auto& T = graph_.tensors();
-  const auto& S = graph_.steps();
+  const auto& T = table_of(b).tensors();
+  const auto& S = table_of(b).steps();
   phase_ = Phase::Recompute;
   alloc_.set_phase(phase_);
   std::vector<int> last_use(T.size(), -1);  // the last of these steps that reads each tensor
@@ -180,15 +182,15 @@ void Executor::recompute_inside(int b, const InnerRecompute& r, std::vector<Tens
 
 void Executor::backward(int b, const ActionEffect& e) {
   BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
-  const auto& T = graph_.tensors();
-  const auto& S = graph_.steps();
+  const auto& T = table_of(b).tensors();
+  const auto& S = table_of(b).steps();
   phase_ = Phase::Backward;
   alloc_.set_phase(phase_);
   if (bs.pending_copy) {
     be_.join_copies();
     bs.pending_copy = false;
   }
-  const int in = graph_.input(), outp = graph_.output();
+  const int in = table_of(b).input(), outp = table_of(b).output();
   gather_checkpoint(b);
   // ZeRO-3 gathers the block's parameters again; ZeRO-2 gives its gradients a bucket.
   if (zero_.parameters()) zero_gather(zero_blocks_[static_cast<std::size_t>(b)], b);
@@ -228,11 +230,11 @@ void Executor::backward(int b, const ActionEffect& e) {
       tp_qk_norm_backward(b, sd, cur, grad, acc);
     else
       op("h" + std::to_string(b) + "." + sd.name + ".backward", sd.name, b, sd.bwd_flops(graph_.windowed(b)),
-         step_bytes(sd) * 2, Stream::Compute, [&] { run_backward_step(b, sd, cur, grad, acc); });
+         step_bytes(b, sd) * 2, Stream::Compute, [&] { run_backward_step(b, sd, cur, grad, acc); });
     for (int t : sd.out)
       if (grad[t]) release(grad[t]);
     for (int t : sd.needs)
-      if (graph_.last_need()[t] == s && bs.held[t].t) {
+      if (table_of(b).last_need()[t] == s && bs.held[t].t) {
         release_held(b, t, bs.held[t].category == Category::Checkpoints ? "checkpoint" : "kept");
         cur[t] = Tensor{};
       }
@@ -252,7 +254,7 @@ void Executor::offload(int b, const TensorSet& which) {
   for (std::size_t t = 0; t < bs.held.size(); ++t) {
     Held& h = bs.held[t];
     if (!h.t || h.on_host || !which.has(static_cast<int>(t))) continue;
-    const TensorDef& d = graph_.tensors()[t];
+    const TensorDef& d = table_of(b).tensors()[t];
     Tensor host = alloc_.allocate(d.dtype, d.numel, {Category::HostOffloaded, b, d.name}, Space::Host);
     op("h" + std::to_string(b) + ".offload." + d.name, "offload", b, 0, d.bytes, Stream::CopyToHost,
        [&] { be_.copy(host, h.t); });
@@ -268,9 +270,9 @@ void Executor::prefetch(int b, const TensorSet& which) {
   for (std::size_t t = 0; t < bs.held.size(); ++t) {
     Held& h = bs.held[t];
     if (!h.t || !h.on_host || !which.has(static_cast<int>(t))) continue;
-    const TensorDef& d = graph_.tensors()[t];
+    const TensorDef& d = table_of(b).tensors()[t];
     Tensor dev = alloc_.allocate(d.dtype, d.numel,
-                                 {h.category, b, static_cast<int>(t) == graph_.input() ? "block.in" : d.name});
+                                 {h.category, b, static_cast<int>(t) == table_of(b).input() ? "block.in" : d.name});
     op("h" + std::to_string(b) + ".prefetch." + d.name, "prefetch", b, 0, d.bytes,
        Stream::CopyToDevice, [&] { be_.copy(dev, h.t); });
     release(h.t);
@@ -299,7 +301,7 @@ void Executor::check_memory(const ScheduleState& state, std::size_t index, int b
     if (dev == want.device.has(ti) && host == want.host.has(ti)) continue;
     throw Error("internal: after schedule action " + std::to_string(index) + " block " +
                 std::to_string(b) + (dev || host ? " holds '" : " lacks '") +
-                graph_.tensors()[t].name + "' on the " +
+                table_of(b).tensors()[t].name + "' on the " +
                 (host || want.host.has(ti) ? "host" : "device") +
                 ", which the schedule's rules say it " + (dev || host ? "does not" : "does"));
   }

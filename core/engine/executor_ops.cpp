@@ -46,7 +46,7 @@ void Executor::run_forward_step(int b, const StepDef& s, const std::vector<Tenso
   std::array<Tensor, 2> params;
   const OpArgs a = op_args(b, s, t, params);
   op("h" + std::to_string(b) + "." + s.name, s.name, b, s.fwd_flops(graph_.windowed(b)),
-     step_bytes(s), Stream::Compute, [&] { be_.run(s.op, Pass::Forward, a); });
+     step_bytes(b, s), Stream::Compute, [&] { be_.run(s.op, Pass::Forward, a); });
 }
 
 void Executor::run_backward_step(int b, const StepDef& s, const std::vector<Tensor>& t,

@@ -44,7 +44,8 @@ void Executor::pipeline_finish_sends() {
 void Executor::pipeline_receive_grad() {
   phase_ = Phase::Backward;
   alloc_.set_phase(phase_);
-  const TensorDef& d = graph_.tensors()[graph_.output()];
+  const BlockGraph& last = table_of(cfg_.layers - 1);
+  const TensorDef& d = last.tensors()[last.output()];
   dnext_ = alloc_outer(d.dtype, d.numel, Category::ActivationGrads, "grad:final.in");
   pipeline_recv(dnext_, stage_ + 1, "pp.grad.recv");
 }
@@ -117,7 +118,7 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
       if (it.forward) {
         m.state = std::make_unique<ScheduleState>(graph_, s);
         m.blocks.assign(static_cast<std::size_t>(cfg_.layers), BlockMemory{});
-        for (auto& b : m.blocks) b.held.resize(graph_.tensors().size());
+        for (int b = 0; b < cfg_.layers; ++b) m.blocks[static_cast<std::size_t>(b)].held.resize(table_of(b).tensors().size());
         enter(m, it.micro);
         phase_ = Phase::Forward;
         alloc_.set_phase(phase_);
@@ -125,10 +126,10 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
           write_rows(st_.tokens, tokens, it.micro, "batch.tokens");
           embedding_forward();
         } else {
-          Held& in0 = blocks_[0].held[graph_.input()];
-          in0.t = alloc(graph_.input(), 0, Category::SavedActivations);
+          Held& in0 = blocks_[0].held[table_of(0).input()];
+          in0.t = alloc(table_of(0).input(), 0, Category::SavedActivations);
           in0.category = Category::SavedActivations;
-          ledger_.push_back({0, graph_.input(), in0.t.bytes(), in0.t.id, in0.t.id, Phase::Forward,
+          ledger_.push_back({0, table_of(0).input(), in0.t.bytes(), in0.t.id, in0.t.id, Phase::Forward,
                              Category::SavedActivations});
           in0.ledger = static_cast<int>(ledger_.size()) - 1;
           pipeline_recv(in0.t, stage_ - 1, "pp.activation.recv");

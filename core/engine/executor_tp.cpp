@@ -56,8 +56,8 @@ void Executor::tp_all_reduce(int block, const Tensor& t, const std::string& name
 }
 
 void Executor::tp_linear_forward(int b, const StepDef& s, const std::vector<Tensor>& t) {
-  const std::size_t i = static_cast<std::size_t>(&s - graph_.steps().data());
-  const bool row = regions_.row_parallel[i];
+  const std::size_t i = static_cast<std::size_t>(&s - table_of(b).steps().data());
+  const bool row = regions(b).row_parallel[i];
   std::array<Tensor, 2> params;
   OpArgs a = op_args(b, s, t, params);
   const std::string name = "h" + std::to_string(b) + "." + s.name;
@@ -73,7 +73,7 @@ void Executor::tp_linear_forward(int b, const StepDef& s, const std::vector<Tens
       a.out[0] = &full;
     }
   }
-  op(name, s.name, b, s.fwd_flops(graph_.windowed(b)), step_bytes(s), Stream::Compute,
+  op(name, s.name, b, s.fwd_flops(graph_.windowed(b)), step_bytes(b, s), Stream::Compute,
      [&] { be_.run(s.op, Pass::Forward, a); });
   if (row && sp_) tp_reduce_scatter(b, full, t[s.out[0]], false, name + ".reduce_scatter");
   else if (row) tp_all_reduce(b, t[s.out[0]], name + ".all_reduce");
@@ -82,8 +82,8 @@ void Executor::tp_linear_forward(int b, const StepDef& s, const std::vector<Tens
 
 void Executor::tp_linear_backward(int b, const StepDef& s, const std::vector<Tensor>& t,
                                   const std::vector<Tensor>& g, const std::vector<bool>& acc) {
-  const std::size_t i = static_cast<std::size_t>(&s - graph_.steps().data());
-  const bool row = regions_.row_parallel[i];
+  const std::size_t i = static_cast<std::size_t>(&s - table_of(b).steps().data());
+  const bool row = regions(b).row_parallel[i];
   const std::string name = "h" + std::to_string(b) + "." + s.name;
   std::array<Tensor, 2> params;
   OpArgs a = op_args(b, s, t, params);
@@ -115,7 +115,7 @@ void Executor::tp_linear_backward(int b, const StepDef& s, const std::vector<Ten
     dy = tp_gather(b, g[s.out[0]], name + ".backward.grad.all_gather");
     a.dout[0] = &dy;
   }
-  op(name + ".backward", s.name, b, s.bwd_flops(graph_.windowed(b)), step_bytes(s) * 2, Stream::Compute,
+  op(name + ".backward", s.name, b, s.bwd_flops(graph_.windowed(b)), step_bytes(b, s) * 2, Stream::Compute,
      [&] { be_.run(s.op, Pass::Backward, a); });
   if (dy) release(dy);
   if (x) release(x);
@@ -139,7 +139,7 @@ void Executor::tp_qk_norm_forward(int b, const StepDef& s, const std::vector<Ten
   op(name + ".sums", s.name, b, 0, t[s.in[0]].bytes(), Stream::Compute,
      [&] { be_.qk_norm_sums(Pass::Forward, a, sums); });
   tp_all_reduce(b, sums, name + ".sums.all_reduce");
-  op(name, s.name, b, s.fwd_flops(graph_.windowed(b)), step_bytes(s), Stream::Compute,
+  op(name, s.name, b, s.fwd_flops(graph_.windowed(b)), step_bytes(b, s), Stream::Compute,
      [&] { be_.qk_norm_split(Pass::Forward, a, sums, full_cfg_.q_width(), full_cfg_.kv_width()); });
   release(sums);
 }
@@ -159,7 +159,7 @@ void Executor::tp_qk_norm_backward(int b, const StepDef& s, const std::vector<Te
   op(name + ".sums", s.name, b, 0, t[s.in[0]].bytes() * 2, Stream::Compute,
      [&] { be_.qk_norm_sums(Pass::Backward, a, sums); });
   tp_all_reduce(b, sums, name + ".sums.all_reduce");
-  op(name, s.name, b, s.bwd_flops(graph_.windowed(b)), step_bytes(s) * 2, Stream::Compute,
+  op(name, s.name, b, s.bwd_flops(graph_.windowed(b)), step_bytes(b, s) * 2, Stream::Compute,
      [&] { be_.qk_norm_split(Pass::Backward, a, sums, full_cfg_.q_width(), full_cfg_.kv_width()); });
   release(sums);
 }
@@ -174,9 +174,9 @@ void Executor::sync_tensor_parallel_gradients(int b) {
   if (tp_ <= 1) return;
   // Norm weights and biases of the sequence region saw only this rank's rows (with sp); a
   // per-head QK-norm's weights, only this rank's heads.
-  for (std::size_t i = 0; i < graph_.steps().size(); ++i) {
-    const StepDef& s = graph_.steps()[i];
-    const bool rows = sp_ && s.op != OpKind::Linear && regions_.step[i] == Region::Sequence;
+  for (std::size_t i = 0; i < table_of(b).steps().size(); ++i) {
+    const StepDef& s = table_of(b).steps()[i];
+    const bool rows = sp_ && s.op != OpKind::Linear && regions(b).step[i] == Region::Sequence;
     if (!rows && s.op != OpKind::QkHeadNorm) continue;
     for (const std::string* param : {&s.w, &s.b})
       if (!param->empty() && st_.has(b, *param))
@@ -186,7 +186,7 @@ void Executor::sync_tensor_parallel_gradients(int b) {
 
 void Executor::split_checkpoint(int b) {
   BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
-  Held& h = bs.held[graph_.input()];
+  Held& h = bs.held[table_of(b).input()];
   const std::int64_t n = h.t.numel;
   if (n % tp_ != 0)
     throw Error("distributed checkpoints: block " + std::to_string(b) + "'s input of " + std::to_string(n) +
@@ -204,7 +204,7 @@ void Executor::split_checkpoint(int b) {
 
 void Executor::gather_checkpoint(int b) {
   BlockMemory& bs = blocks_[static_cast<std::size_t>(b)];
-  Held& h = bs.held[graph_.input()];
+  Held& h = bs.held[table_of(b).input()];
   const bool split = bs.split_input != 0 && h.t.id == bs.split_input;
   bs.split_input = 0;
   if (!split) return;  // not split, or dropped since

@@ -27,10 +27,33 @@ OuterSizes::OuterSizes(const ModelConfig& m) {
   losses = bs;
 }
 
-BlockGraph::BlockGraph(const ModelConfig& m) : cfg_(m) {
+BlockGraph::BlockGraph(const ModelConfig& m) : BlockGraph(m, m.position == PositionKind::Rope) {
+  if (rope_ && std::any_of(m.layer_pattern.begin(), m.layer_pattern.end(),
+                           [&](int k) { return k >= 0 && k < static_cast<int>(m.layer_kinds.size()) && !m.layer_kinds[static_cast<std::size_t>(k)].rope; }))
+    variants_.push_back(BlockGraph(m, false));
+}
+
+BlockGraph::BlockGraph(const ModelConfig& m, bool rope) : cfg_(m), rope_(rope) {
   build();
   finish();
 }
+
+void BlockGraph::set_first_block(int b) {
+  first_block_ = b;
+  for (BlockGraph& v : variants_) v.first_block_ = b;
+}
+
+int BlockGraph::table_index(int block) const {
+  return variants_.empty() || cfg_.rope_in(first_block_ + block) == rope_ ? 0 : 1;
+}
+
+BlockGraph BlockGraph::with_variants(BlockGraph primary, std::vector<BlockGraph> variants) {
+  primary.variants_ = std::move(variants);
+  primary.set_first_block(primary.first_block_);
+  return primary;
+}
+
+const BlockGraph& BlockGraph::of(int block) const { return table(table_index(block)); }
 
 int BlockGraph::add_tensor(const std::string& name, DType dt, std::int64_t numel,
                            std::string f) {
@@ -215,7 +238,7 @@ void BlockGraph::build() {
   const ModelConfig& m = cfg_;
   const std::int64_t bs = m.tokens(), n = bs * m.hidden;
   const bool pre = m.placement != NormPlacement::Post, post = m.placement != NormPlacement::Pre;
-  const bool rope = m.position == PositionKind::Rope, qkn = m.qk_norm != QkNormKind::None;
+  const bool rope = rope_, qkn = m.qk_norm != QkNormKind::None;
   input_ = add_tensor("block.in", m.dtype, n, width_formula(m.hidden));
   int x = pre ? norm_step("ln1", "ln1.out", input_, "layernorm") : input_;
   const int w = m.qkv_width();
@@ -307,13 +330,13 @@ std::uint64_t BlockGraph::saved_bytes_without(const std::vector<std::string>& re
 
 std::uint64_t BlockGraph::flops_forward(int block) const {
   std::uint64_t f = 0;
-  for (const auto& s : steps_) f += s.fwd_flops(windowed(block));
+  for (const auto& s : of(block).steps_) f += s.fwd_flops(windowed(block));
   return f;
 }
 
 std::uint64_t BlockGraph::flops_backward(int block) const {
   std::uint64_t f = 0;
-  for (const auto& s : steps_) f += s.bwd_flops(windowed(block));
+  for (const auto& s : of(block).steps_) f += s.bwd_flops(windowed(block));
   return f;
 }
 
@@ -409,6 +432,7 @@ BlockGraph BlockGraph::from_table(const ModelConfig& m, std::vector<TensorDef> t
   BlockGraph g(m);
   g.tensors_.clear();
   g.steps_.clear();
+  g.variants_.clear();
   const int n = static_cast<int>(tensors.size());
   auto check = [n](int t, const std::string& what) {
     if (t < 0 || t >= n)

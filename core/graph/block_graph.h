@@ -90,7 +90,8 @@ class BlockGraph {
   std::uint64_t saved_bytes() const;
   // Saved bytes when the named tensors are dropped and recomputed.
   std::uint64_t saved_bytes_without(const std::vector<std::string>& recompute) const;
-  // FLOPs of one block (blocks differ only where some have a sliding window and some not).
+  // FLOPs of block `block`, by its own table (blocks of one table differ only where some have a
+  // sliding window and some not).
   std::uint64_t flops_forward(int block = 0) const;
   std::uint64_t flops_backward(int block = 0) const;
   // Forward FLOPs of the steps needed to rebuild `targets` from `live` (indices) in `block`, or
@@ -103,7 +104,16 @@ class BlockGraph {
   // first_block() + block: a pipeline stage's table numbers its own blocks from 0).
   bool windowed(int block) const { return cfg_.window_of(first_block_ + block) > 0; }
   int first_block() const { return first_block_; }
-  void set_first_block(int b) { first_block_ = b; }
+  void set_first_block(int b);
+  // A model whose layer kinds differ in their steps (layers without RoPE among layers with it)
+  // has one table per structure: this one, of the model's features, and its variants. The
+  // table of block `block` (numbered as windowed() numbers them) and its index among them (0:
+  // this one, k: variant k - 1). A variant has no variants of its own.
+  const BlockGraph& of(int block) const;
+  int table_index(int block) const;
+  int table_count() const { return 1 + static_cast<int>(variants_.size()); }
+  const BlockGraph& table(int i) const { return i == 0 ? *this : variants_[static_cast<std::size_t>(i - 1)]; }
+  bool uniform() const { return variants_.empty(); }
   // Per tensor, the lowest step index whose backward reads it (the last reader in the backward's
   // order, after which the backward frees it); -1 for a tensor no backward reads.
   const std::vector<int>& last_need() const { return last_need_; }
@@ -137,12 +147,18 @@ class BlockGraph {
   int input_ = -1, output_ = -1;
   int first_block_ = 0;
   std::vector<int> last_need_;
+  bool rope_ = false;
+  std::vector<BlockGraph> variants_;
+
+  BlockGraph(const ModelConfig& m, bool rope);
 
  public:
   // A table given tensor by tensor and step by step instead of built from the model (for tests
   // of what walks tables). Of each tensor only name, dtype, numel and formula are read; bytes,
   // producers, consumers and the saved set are derived as for a model's table. Throws Error
   // for an index out of range.
+  // `primary` with `variants` as its other tables (a rank's share of each table of a model).
+  static BlockGraph with_variants(BlockGraph primary, std::vector<BlockGraph> variants);
   static BlockGraph from_table(const ModelConfig& m, std::vector<TensorDef> tensors,
                                std::vector<StepDef> steps, int input, int output);
 };

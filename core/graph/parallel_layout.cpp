@@ -187,17 +187,13 @@ ModelConfig tensor_rank_model(const ModelConfig& m, int tp) {
   return r;
 }
 
-BlockGraph per_rank_graph(const ModelConfig& m, const ParallelLayout& p, int stage) {
-  const ModelConfig sm = stage_model(m, p, stage);
-  BlockGraph g(sm);
-  g.set_first_block(p.stage_first_block(m, stage));
-  if (p.tp <= 1) return g;
+namespace {
+
+// One table of a model (g) as a tensor-parallel rank holds it; rg: the same table of a rank's
+// model (a/T heads, kv/T kv-heads, ffn/T).
+BlockGraph rank_table(const BlockGraph& g, const BlockGraph& rg, const ModelConfig& rm, const ParallelLayout& p) {
   const BlockRegions r = block_regions(g);
   const std::int64_t Tp = p.tp;
-  // The tensor region as one rank's model has it (a/T heads, kv/T kv-heads, ffn/T), the
-  // sequence region as the whole model's, split on the rows with sp.
-  const ModelConfig rm = tensor_rank_model(sm, p.tp);
-  const BlockGraph rg(rm);
   if (rg.tensors().size() != g.tensors().size() || rg.steps().size() != g.steps().size())
     throw Error("per-rank block table: the model's block does not keep its shape with " + str(Tp) +
                 " tensor-parallel ranks");
@@ -237,10 +233,25 @@ BlockGraph per_rank_graph(const ModelConfig& m, const ParallelLayout& p, int sta
       }
     }
   }
-  ModelConfig rsm = rm;
-  BlockGraph out = BlockGraph::from_table(rsm, std::move(tensors), std::move(steps), g.input(), g.output());
+  return BlockGraph::from_table(rm, std::move(tensors), std::move(steps), g.input(), g.output());
+}
+
+}  // namespace
+
+BlockGraph per_rank_graph(const ModelConfig& m, const ParallelLayout& p, int stage) {
+  const ModelConfig sm = stage_model(m, p, stage);
+  BlockGraph g(sm);
+  g.set_first_block(p.stage_first_block(m, stage));
+  if (p.tp <= 1) return g;
+  // The tensor region as one rank's model has it, the sequence region as the whole model's,
+  // split on the rows with sp; each of the model's tables alike.
+  const ModelConfig rm = tensor_rank_model(sm, p.tp);
+  const BlockGraph rg(rm);
+  BlockGraph out = rank_table(g, rg, rm, p);
+  std::vector<BlockGraph> variants;
+  for (int i = 1; i < g.table_count(); ++i) variants.push_back(rank_table(g.table(i), rg.table(i), rm, p));
   out.set_first_block(g.first_block());
-  return out;
+  return BlockGraph::with_variants(std::move(out), std::move(variants));
 }
 
 }  // namespace remat

@@ -19,7 +19,7 @@ struct LayerKind {
   std::string name;         // e.g. "sliding_attention", "full_attention"
   int window = 0;           // attention through a sliding window of this many tokens; 0: full
   double rope_theta = 0.0;  // this kind's own RoPE base, without rope_scaling; 0: the model's
-  bool rope = true;         // false: no rotary embedding (NoPE; not modelled yet: refused)
+  bool rope = true;         // false: no rotary embedding (NoPE): the block has no RoPE step
   LayerMlp mlp = LayerMlp::Dense;
   bool operator==(const LayerKind&) const = default;
 };

@@ -121,6 +121,10 @@ double ModelConfig::rope_base_of(int block) const {
   return rope_local_theta > 0.0 && window_of(block) > 0 ? rope_local_theta : 0.0;
 }
 
+bool ModelConfig::rope_in(int block) const {
+  return position == PositionKind::Rope && (layer_kinds.empty() || kind_of(block).rope);
+}
+
 const LayerKind& ModelConfig::kind_of(int block) const {
   if (layer_pattern.empty()) return layer_kinds.front();  // not valid; validate() refuses it
   const auto at = static_cast<std::size_t>(block) % layer_pattern.size();
@@ -146,8 +150,10 @@ void validate_layer_kinds(const ModelConfig& m) {
       throw ConfigError(field + ".rope_theta", "must be 0 (the model's) or a positive base");
     if (k.rope_theta > 0.0 && m.position != PositionKind::Rope)
       throw ConfigError(field + ".rope_theta", "needs rotary positions (position rope)");
-    if (!k.rope)
-      throw ConfigError(field + ".rope", "false (layers without RoPE) is not modelled yet: their block table differs");
+    if (!k.rope && m.position != PositionKind::Rope)
+      throw ConfigError(field + ".rope", "false leaves out rotary positions, which the model does not have (position rope)");
+    if (!k.rope && k.rope_theta > 0.0)
+      throw ConfigError(field + ".rope_theta", "is given for a kind without RoPE (rope: false)");
     if (k.mlp == LayerMlp::Moe)
       throw ConfigError(field + ".mlp", "moe (a mixture-of-experts MLP) is not modelled yet");
   }

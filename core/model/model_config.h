@@ -134,6 +134,9 @@ struct ModelConfig {
   // The RoPE base a block rotates with on its own, without rope_scaling; 0: the model's
   // rope_theta with its rope_scaling.
   double rope_base_of(int block) const;
+  // Whether a block rotates its queries and keys (position rope, and its kind does not say
+  // rope: false).
+  bool rope_in(int block) const;
   // Score scale of a block.
   double score_scale(int block) const;
   // The embeddings' factor: sqrt(hidden) rounded to the model's dtype with embed_scale (as

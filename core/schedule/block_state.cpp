@@ -44,52 +44,59 @@ ScheduleState::ScheduleState(const BlockGraph& g, const Schedule& s)
   if (s.blocks != layers_)
     throw ScheduleError(0, "schedule is for " + std::to_string(s.blocks) + " blocks, the model has " +
                                std::to_string(layers_));
-  const std::size_t nt = g.tensors().size();
-  saved_ = TensorSet(nt);
-  for (std::size_t i = 0; i < nt; ++i)
-    if (g.tensors()[i].saved) saved_.insert(static_cast<int>(i));
-  input_ = TensorSet::of(nt, g.input());
-  output_ = TensorSet::of(nt, g.output());
-  blocks_.assign(static_cast<std::size_t>(layers_), BlockStatus{TensorSet(nt), TensorSet(nt)});
-  blocks_[0].device = input_;  // the embedding makes block 0's input
+  for (int i = 0; i < g.table_count(); ++i) {
+    const BlockGraph& t = g.table(i);
+    const std::size_t nt = t.tensors().size();
+    Sets x{TensorSet(nt), TensorSet::of(nt, t.input()), TensorSet::of(nt, t.output())};
+    for (std::size_t k = 0; k < nt; ++k)
+      if (t.tensors()[k].saved) x.saved.insert(static_cast<int>(k));
+    sets_.push_back(std::move(x));
+  }
+  for (int b = 0; b < layers_; ++b) {
+    const std::size_t nt = this->g(b).tensors().size();
+    blocks_.push_back(BlockStatus{TensorSet(nt), TensorSet(nt)});
+  }
+  blocks_[0].device = sets(0).input;  // the embedding makes block 0's input
   next_back_ = layers_ - 1;
 }
 
-std::string ScheduleState::module_of(const TensorSet& s) const {
+std::string ScheduleState::module_of(int b, const TensorSet& s) const {
   const int t = s.first();
   if (t < 0) return "";
-  const int p = g_.tensors()[static_cast<std::size_t>(t)].producer;
-  const std::string& m = p < 0 ? std::string() : g_.steps()[static_cast<std::size_t>(p)].module;
+  const int p = g(b).tensors()[static_cast<std::size_t>(t)].producer;
+  const std::string& m = p < 0 ? std::string() : g(b).steps()[static_cast<std::size_t>(p)].module;
   return m.empty() ? "" : " (module " + m + ")";
 }
 
-std::string ScheduleState::first_name(const TensorSet& s) const {
+std::string ScheduleState::first_name(int b, const TensorSet& s) const {
   const int t = s.first();
-  return t < 0 ? "?" : g_.tensors()[static_cast<std::size_t>(t)].name;
+  return t < 0 ? "?" : g(b).tensors()[static_cast<std::size_t>(t)].name;
 }
 
 // A keep-set as the block's tensors (the input included when asked).
-TensorSet ScheduleState::keep_set(std::size_t index, const Keep& k) const {
+TensorSet ScheduleState::keep_set(std::size_t index, int b, const Keep& k) const {
+  const BlockGraph& t = g(b);
   switch (k.kind) {
-    case KeepKind::All: return saved_;
-    case KeepKind::Input: return input_;
-    case KeepKind::None: return TensorSet(g_.tensors().size());
+    case KeepKind::All: return sets(b).saved;
+    case KeepKind::Input: return sets(b).input;
+    case KeepKind::None: return TensorSet(t.tensors().size());
     case KeepKind::Named: {
-      TensorSet m(g_.tensors().size());
+      TensorSet m(t.tensors().size());
       for (const auto& n : *k.names) {
-        auto id = g_.find(n);
-        if (!id || !(saved_.has(*id) || *id == g_.input())) {
+        auto id = t.find(n);
+        if (!id || !(sets(b).saved.has(*id) || *id == t.input())) {
           std::string known;
-          for (const auto& sn : g_.saved_names()) known += (known.empty() ? "" : ", ") + sn;
-          throw ScheduleError(index, "'" + n + "' is not a saved tensor of the block (saved: " +
-                                         known + ")");
+          for (const auto& sn : t.saved_names()) known += (known.empty() ? "" : ", ") + sn;
+          throw ScheduleError(index, "'" + n + "' is not a saved tensor of " +
+                                         (g_.uniform() ? std::string("the block") : "block " + std::to_string(b)) +
+                                         " (saved: " + known + ")");
         }
         m.insert(*id);
       }
       return m;
     }
   }
-  return TensorSet(g_.tensors().size());
+  return TensorSet(t.tensors().size());
 }
 
 ActionEffect ScheduleState::apply(std::size_t index, const Action& a) {
@@ -128,26 +135,26 @@ ActionEffect ScheduleState::forward(std::size_t index, const Action& a) {
   const int b = a.block;
   BlockStatus& x = blocks_[static_cast<std::size_t>(b)];
   const std::string bn = "block " + std::to_string(b);
-  if ((x.device & input_).empty()) {
-    if (!(x.host & input_).empty()) fail(bn + "'s input is on the host; prefetch it first");
+  if ((x.device & sets(b).input).empty()) {
+    if (!(x.host & sets(b).input).empty()) fail(bn + "'s input is on the host; prefetch it first");
     fail(bn + "'s input is not available (forward block " + std::to_string(b - 1) +
          " first, or keep it as a checkpoint)");
   }
-  if (!(x.device - input_).empty())
-    fail(bn + " already holds '" + first_name(x.device - input_) +
+  if (!(x.device - sets(b).input).empty())
+    fail(bn + " already holds '" + first_name(b, x.device - sets(b).input) +
          "'; backward or drop it before running it forward again");
   if (!x.host.empty()) fail(bn + " has tensors on the host; prefetch or drop them first");
-  const TensorSet keep = keep_set(index, a.keep);
+  const TensorSet keep = keep_set(index, b, a.keep);
   ActionEffect e;
   if (b + 1 < layers_) {
     const BlockStatus& n = blocks_[static_cast<std::size_t>(b + 1)];
-    e.produces = !n.reversed && (n.device & input_).empty() && (n.host & input_).empty();
+    e.produces = !n.reversed && (n.device & sets(b + 1).input).empty() && (n.host & sets(b + 1).input).empty();
   } else {
     e.produces = !head_done_ && !final_live_;
   }
   e.live = x.device;
-  e.targets = e.produces ? keep | output_ : keep;
-  auto f = g_.recompute_flops(e.live.bits(), e.targets.bits(), &e.steps, b);
+  e.targets = e.produces ? keep | sets(b).output : keep;
+  auto f = g(b).recompute_flops(e.live.bits(), e.targets.bits(), &e.steps, b);
   if (!f) fail("internal: " + bn + " cannot be run forward");
   e.flops = *f;
   e.recompute = x.forwarded;
@@ -155,14 +162,14 @@ ActionEffect ScheduleState::forward(std::size_t index, const Action& a) {
     x.checkpoint = true;
     ++ckpts_;
   }
-  const bool keep_input = !(keep & input_).empty();
-  x.device = keep - input_;
-  if (keep_input || x.checkpoint) x.device |= input_;
+  const bool keep_input = !(keep & sets(b).input).empty();
+  x.device = keep - sets(b).input;
+  if (keep_input || x.checkpoint) x.device |= sets(b).input;
   x.forwarded = true;
   e.after = x.device;
   e.checkpoint = a.keep.kind == KeepKind::Input && x.checkpoint;
   if (e.produces) {
-    if (b + 1 < layers_) blocks_[static_cast<std::size_t>(b + 1)].device |= input_;
+    if (b + 1 < layers_) blocks_[static_cast<std::size_t>(b + 1)].device |= sets(b + 1).input;
     else final_live_ = true;
   }
   return e;
@@ -170,16 +177,17 @@ ActionEffect ScheduleState::forward(std::size_t index, const Action& a) {
 
 ActionEffect ScheduleState::recompute(std::size_t index, const Action& a) {
   auto fail = [&](const std::string& why) { throw ScheduleError(index, why); };
-  BlockStatus& x = blocks_[static_cast<std::size_t>(a.block)];
+  const int b = a.block;
+  BlockStatus& x = blocks_[static_cast<std::size_t>(b)];
   const std::string bn = "block " + std::to_string(a.block);
   if (!x.host.empty()) fail(bn + " has tensors on the host; prefetch them before recomputing");
   ActionEffect e;
   e.recompute = true;
   e.live = x.device;
-  e.targets = keep_set(index, a.keep) - input_;
-  auto f = g_.recompute_flops(e.live.bits(), e.targets.bits(), &e.steps, a.block);
+  e.targets = keep_set(index, b, a.keep) - sets(b).input;
+  auto f = g(b).recompute_flops(e.live.bits(), e.targets.bits(), &e.steps, a.block);
   if (!f)
-    fail("cannot rebuild '" + first_name(e.targets - x.device) + "' of " + bn +
+    fail("cannot rebuild '" + first_name(b, e.targets - x.device) + "' of " + bn +
          ": it needs the block input, which the block no longer holds");
   e.flops = *f;
   x.device |= e.targets;
@@ -191,7 +199,8 @@ ActionEffect ScheduleState::recompute(std::size_t index, const Action& a) {
 
 ActionEffect ScheduleState::move(std::size_t index, const Action& a) {
   auto fail = [&](const std::string& why) { throw ScheduleError(index, why); };
-  BlockStatus& x = blocks_[static_cast<std::size_t>(a.block)];
+  const int b = a.block;
+  BlockStatus& x = blocks_[static_cast<std::size_t>(b)];
   const std::string bn = "block " + std::to_string(a.block);
   const bool off = a.kind == ActionKind::Offload;
   TensorSet& from = off ? x.device : x.host;
@@ -199,10 +208,10 @@ ActionEffect ScheduleState::move(std::size_t index, const Action& a) {
   ActionEffect e;
   if (a.keep.kind == KeepKind::Named) {
     if (a.keep.names->empty()) fail("the " + std::string(to_string(a.kind)) + " of " + bn + " names no tensor");
-    e.targets = keep_set(index, a.keep);
+    e.targets = keep_set(index, b, a.keep);
     const TensorSet absent = e.targets - from;
     if (!absent.empty()) {
-      const std::string t = first_name(absent) + "'" + module_of(absent);
+      const std::string t = first_name(b, absent) + "'" + module_of(b, absent);
       if (off) fail("'" + t + " of " + bn + (x.host.has(absent.first()) ? " is already offloaded" : " is not held"));
       fail("'" + t + " of " + bn + (x.device.has(absent.first()) ? " is on the device already" : " is not offloaded"));
     }
@@ -219,8 +228,8 @@ ActionEffect ScheduleState::move(std::size_t index, const Action& a) {
 // step's named tensors not yet rebuilt are made just before it, with the other named tensors
 // those steps make; a tensor leaves after its last reader, as the executor frees it.
 std::vector<InnerRecompute> ScheduleState::plan_inside(std::size_t index, int b, const TensorSet& inside) const {
-  const auto& steps = g_.steps();
-  const std::size_t nt = g_.tensors().size();
+  const auto& steps = g(b).steps();
+  const std::size_t nt = g(b).tensors().size();
   TensorSet live = blocks_[static_cast<std::size_t>(b)].device, pending = inside;
   std::vector<InnerRecompute> out;
   for (int s = static_cast<int>(steps.size()) - 1; s >= 0 && !pending.empty(); --s) {
@@ -231,9 +240,9 @@ std::vector<InnerRecompute> ScheduleState::plan_inside(std::size_t index, int b,
     if (!want.empty()) {
       InnerRecompute r;
       r.before_step = s;
-      auto f = g_.recompute_flops(live.bits(), want.bits(), &r.steps, b);
+      auto f = g(b).recompute_flops(live.bits(), want.bits(), &r.steps, b);
       if (!f)
-        throw ScheduleError(index, "cannot rebuild '" + first_name(want) + "'" + module_of(want) + " inside block " + std::to_string(b) +
+        throw ScheduleError(index, "cannot rebuild '" + first_name(b, want) + "'" + module_of(b, want) + " inside block " + std::to_string(b) +
                                        "'s backward (before step '" + sd.name +
                                        "'): it needs the block input, which the block no longer holds");
       r.flops = *f;
@@ -246,7 +255,7 @@ std::vector<InnerRecompute> ScheduleState::plan_inside(std::size_t index, int b,
       out.push_back(std::move(r));
     }
     for (int t : sd.needs)
-      if (g_.last_need()[static_cast<std::size_t>(t)] == s) live -= TensorSet::of(nt, t);
+      if (g(b).last_need()[static_cast<std::size_t>(t)] == s) live -= TensorSet::of(nt, t);
   }
   return out;
 }
@@ -259,24 +268,24 @@ ActionEffect ScheduleState::backward(std::size_t index, const Action& a) {
   if (b != next_back_)
     fail("backward of " + bn + ", but block " + std::to_string(next_back_) +
          " must be reversed first (blocks are reversed from the last to the first)");
-  TensorSet inside(g_.tensors().size());
+  TensorSet inside(g(b).tensors().size());
   if (a.keep.kind == KeepKind::Named) {
-    inside = keep_set(index, a.keep);
-    if (!(inside & input_).empty())
+    inside = keep_set(index, b, a.keep);
+    if (!(inside & sets(b).input).empty())
       fail("the input of " + bn + " cannot be rebuilt inside its backward: nothing in the block makes it");
     if (!(inside & x.device).empty())
-      fail(bn + " still holds '" + first_name(inside & x.device) + "'" + module_of(inside & x.device) +
+      fail(bn + " still holds '" + first_name(b, inside & x.device) + "'" + module_of(b, inside & x.device) +
            "; a backward rebuilds only what the block no longer holds");
     if (!(inside & x.host).empty())
-      fail("'" + first_name(inside & x.host) + "'" + module_of(inside & x.host) + " of " + bn +
+      fail("'" + first_name(b, inside & x.host) + "'" + module_of(b, inside & x.host) + " of " + bn +
            " is on the host; prefetch it instead of rebuilding it");
   }
-  const TensorSet missing = saved_ - x.device - inside;
+  const TensorSet missing = sets(b).saved - x.device - inside;
   if (!missing.empty()) {
     if (!(x.host & missing).empty())
-      fail(bn + "'s backward needs '" + first_name(x.host & missing) +
+      fail(bn + "'s backward needs '" + first_name(b, x.host & missing) +
            "', which is on the host (prefetch it first)");
-    fail(bn + "'s backward needs '" + first_name(missing) +
+    fail(bn + "'s backward needs '" + first_name(b, missing) +
          "', which the block no longer holds (recompute it first)");
   }
   ActionEffect e;
@@ -288,7 +297,7 @@ ActionEffect ScheduleState::backward(std::size_t index, const Action& a) {
     head_done_ = true;
     final_live_ = false;
   }
-  e.flops = g_.flops_backward(b);
+  e.flops = g(b).flops_backward(b);
   if (!inside.empty()) e.inner = plan_inside(index, b, inside);
   if (x.checkpoint) --ckpts_;
   x.device.clear();

@@ -105,9 +105,15 @@ class ScheduleState {
   int checkpoints() const { return ckpts_; }        // block inputs held as checkpoints now
 
  private:
-  TensorSet keep_set(std::size_t index, const Keep& k) const;
-  std::string first_name(const TensorSet& s) const;
-  std::string module_of(const TensorSet& s) const;  // " (module core_attn)" for its first tensor, or 
+  // A block's table (a model's layer kinds may differ in their steps) and its sets.
+  struct Sets {
+    TensorSet saved, input, output;
+  };
+  const BlockGraph& g(int b) const { return g_.of(b); }
+  const Sets& sets(int b) const { return sets_[static_cast<std::size_t>(g_.table_index(b))]; }
+  TensorSet keep_set(std::size_t index, int b, const Keep& k) const;
+  std::string first_name(int b, const TensorSet& s) const;
+  std::string module_of(int b, const TensorSet& s) const;  // " (module core_attn)" for its first tensor, or 
   ActionEffect forward(std::size_t index, const Action& a);
   ActionEffect recompute(std::size_t index, const Action& a);
   ActionEffect backward(std::size_t index, const Action& a);
@@ -117,7 +123,7 @@ class ScheduleState {
   const BlockGraph& g_;
   int layers_ = 0;
   int slots_ = 0;
-  TensorSet saved_, input_, output_;
+  std::vector<Sets> sets_;  // per table of g_
   std::vector<BlockStatus> blocks_;
   bool final_live_ = false, head_done_ = false;
   int next_back_ = 0, ckpts_ = 0;

@@ -6,6 +6,7 @@
 // embedding's dropout mask held all step, and the head's final-norm output. The simulator's
 // activation peak of the resulting schedule is the same number (tests check both ways).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -89,7 +90,8 @@ inline Walk walk_forward(const BlockGraph& g, Mask live, Mask keep, bool recompu
 struct ChainSpec {
   Chain chain;
   std::vector<std::string> selective;  // the tensors the selective option drops
-  Mask keep[kOptions] = {0, 0, 0};     // what each option keeps after the forward
+  // Per block table of the model (BlockGraph::table), what each option keeps after the forward.
+  std::vector<std::array<Mask, kOptions>> keep;
 };
 
 inline std::uint64_t mask_bytes(const BlockGraph& g, Mask m) {
@@ -99,12 +101,27 @@ inline std::uint64_t mask_bytes(const BlockGraph& g, Mask m) {
   return b;
 }
 
-// step_cost: the cost of one forward of each step (PlanContext::step_cost; FLOPs where missing).
-inline ChainSpec chain_from_graph(const BlockGraph& g, const std::vector<double>& step_cost,
-                                  int blocks, std::vector<std::string> selective) {
+// One table's options: what each keeps, and a middle block's and the last block's costs.
+// step_cost: the cost of one forward of each step of the model's first table (PlanContext::
+// step_cost), taken by step name for the other tables; FLOPs where missing.
+struct TableOptions {
+  std::array<Mask, kOptions> keep{};
+  ChainBlock mid, last;
+};
+
+inline TableOptions table_options(const BlockGraph& model, int table, const std::vector<double>& step_cost,
+                                  const std::vector<std::string>& selective) {
+  const BlockGraph& g = model.table(table);
   const ModelConfig& m = g.config();
   const auto& T = g.tensors();
   const int in = g.input();
+  auto cost_of = [&](int s) {
+    const StepDef& sd = g.steps()[static_cast<std::size_t>(s)];
+    const auto& first = model.steps();
+    for (std::size_t k = 0; k < first.size() && k < step_cost.size(); ++k)
+      if (first[k].name == sd.name) return step_cost[k];
+    return static_cast<double>(sd.flops_fwd);
+  };
   Mask saved = 0;
   for (std::size_t t = 0; t < T.size(); ++t)
     if (T[t].saved) saved |= bit(static_cast<int>(t));
@@ -112,28 +129,19 @@ inline ChainSpec chain_from_graph(const BlockGraph& g, const std::vector<double>
   for (const auto& n : selective)
     if (auto id = g.find(n); id && *id != in) drop |= bit(*id);
   drop &= saved;
-  ChainSpec spec;
-  spec.selective = std::move(selective);
-  spec.keep[Store] = saved;
-  spec.keep[Selective] = saved & ~drop;
-  spec.keep[Checkpoint] = bit(in);
+  TableOptions out;
+  out.keep[Store] = saved;
+  out.keep[Selective] = saved & ~drop;
+  out.keep[Checkpoint] = bit(in);
 
-  // Outside the blocks: the embedding's dropout mask lives all step; the embedding briefly
-  // holds its sum next to block 0's input; the head holds the final norm's output next to the
-  // last block's output.
+  // The head holds the final norm's output next to the last block's output.
   const std::uint64_t act = m.act_size();
   const OuterSizes outer(m);
-  const std::uint64_t mask = static_cast<std::uint64_t>(outer.embed_mask);
-  const std::uint64_t in_bytes = T[static_cast<std::size_t>(in)].bytes;
   const std::uint64_t final_in = static_cast<std::uint64_t>(outer.final_in) * act;
   const std::uint64_t lnf = static_cast<std::uint64_t>(outer.lnf_out) * act;
-  spec.chain.base = mask;
-  spec.chain.floor = in_bytes + mask + (m.has_dropout() ? static_cast<std::uint64_t>(outer.embed_out) * act : 0);
-
   const std::uint64_t saved_bytes = mask_bytes(g, saved);
-  ChainBlock mid, last;
   for (int o = 0; o < kOptions; ++o) {
-    const Mask keep = spec.keep[o];
+    const Mask keep = out.keep[static_cast<std::size_t>(o)];
     Walk f = walk_forward(g, bit(in), o == Store ? saved : keep, false, true, o == Checkpoint);
     OptionCost oc;
     oc.kept = f.end;
@@ -149,22 +157,44 @@ inline ChainSpec chain_from_graph(const BlockGraph& g, const std::vector<double>
       }
       std::vector<int> steps;
       g.recompute_flops(lv, tg, &steps);
-      for (int s : steps)  // FLOPs where no cost was given
-        oc.cost += static_cast<std::size_t>(s) < step_cost.size()
-                       ? step_cost[static_cast<std::size_t>(s)]
-                       : static_cast<double>(g.steps()[static_cast<std::size_t>(s)].flops_fwd);
+      for (int s : steps) oc.cost += cost_of(s);
     }
     oc.allowed = o != Selective || (drop != 0);
     oc.bwd_peak = rec_peak;
-    mid.opt[static_cast<std::size_t>(o)] = oc;
+    out.mid.opt[static_cast<std::size_t>(o)] = oc;
     // The last block recomputes next to its output; the head adds the final norm's output
     // to the whole saved set.
     OptionCost lo = oc;
     lo.bwd_peak = final_in + std::max(rec_peak, saved_bytes + lnf);
-    last.opt[static_cast<std::size_t>(o)] = lo;
+    out.last.opt[static_cast<std::size_t>(o)] = lo;
   }
-  spec.chain.blocks.assign(static_cast<std::size_t>(blocks), mid);
-  if (blocks > 0) spec.chain.blocks.back() = last;
+  return out;
+}
+
+// The chain of a model's `blocks` blocks, each with its own table's options.
+inline ChainSpec chain_from_graph(const BlockGraph& g, const std::vector<double>& step_cost,
+                                  int blocks, std::vector<std::string> selective) {
+  const ModelConfig& m = g.config();
+  ChainSpec spec;
+  std::vector<TableOptions> tables;
+  for (int i = 0; i < g.table_count(); ++i) {
+    tables.push_back(table_options(g, i, step_cost, selective));
+    spec.keep.push_back(tables.back().keep);
+  }
+  spec.selective = std::move(selective);
+
+  // Outside the blocks: the embedding's dropout mask lives all step; the embedding briefly
+  // holds its sum next to block 0's input.
+  const std::uint64_t act = m.act_size();
+  const OuterSizes outer(m);
+  const std::uint64_t mask = static_cast<std::uint64_t>(outer.embed_mask);
+  const std::uint64_t in_bytes = g.tensors()[static_cast<std::size_t>(g.input())].bytes;
+  spec.chain.base = mask;
+  spec.chain.floor = in_bytes + mask + (m.has_dropout() ? static_cast<std::uint64_t>(outer.embed_out) * act : 0);
+  for (int b = 0; b < blocks; ++b) {
+    const TableOptions& t = tables[static_cast<std::size_t>(g.table_index(b))];
+    spec.chain.blocks.push_back(b + 1 == blocks ? t.last : t.mid);
+  }
   return spec;
 }
 
@@ -173,14 +203,18 @@ inline ChainSpec chain_from_graph(const BlockGraph& g, const std::vector<double>
 inline Schedule schedule_for(const BlockGraph& g, const ChainSpec& spec, const std::vector<int>& choice) {
   Schedule s;
   s.blocks = static_cast<int>(choice.size());
-  std::vector<std::string> names;
-  for (std::size_t t = 0; t < g.tensors().size(); ++t)
-    if ((spec.keep[Selective] >> t) & 1u) names.push_back(g.tensors()[t].name);
-  Keep sel = Keep::named(names);
+  std::vector<Keep> sel;  // per table
+  for (int i = 0; i < g.table_count(); ++i) {
+    std::vector<std::string> names;
+    const BlockGraph& t = g.table(i);
+    for (std::size_t k = 0; k < t.tensors().size(); ++k)
+      if ((spec.keep[static_cast<std::size_t>(i)][Selective] >> k) & 1u) names.push_back(t.tensors()[k].name);
+    sel.push_back(Keep::named(names));
+  }
   for (int b = 0; b < s.blocks; ++b) {
     switch (choice[static_cast<std::size_t>(b)]) {
       case Store: s.forward(b, Keep::all()); break;
-      case Selective: s.forward(b, sel); break;
+      case Selective: s.forward(b, sel[static_cast<std::size_t>(g.table_index(b))]); break;
       default: s.forward(b, Keep::input()); break;
     }
   }

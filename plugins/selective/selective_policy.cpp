@@ -48,14 +48,61 @@ class SelectivePolicy final : public remat::Policy {
   }
 
   remat::Schedule plan(const remat::PlanContext& ctx) const override {
-    const remat::BlockGraph& g = *ctx.graph;
-    std::vector<std::string> drop =
+    const remat::BlockGraph& model = *ctx.graph;
+    std::vector<std::string> asked =
         ctx.params.has("recompute") ? ctx.params.get_names("recompute") : std::vector<std::string>{};
     const std::vector<std::string> modules =
         ctx.params.has("modules") ? ctx.params.get_names("modules") : std::vector<std::string>{};
+    // Each of the model's block tables (its layer kinds may differ in their steps) drops the
+    // set by its own tensors; the schedule names the set once.
+    std::vector<std::vector<std::string>> keep_of;
+    std::vector<std::string> all_drops;
+    for (int i = 0; i < model.table_count(); ++i) {
+      std::vector<std::string> keep, drop = drops(model.table(i), asked, modules);
+      for (const auto& n : model.table(i).saved_names())
+        if (std::find(drop.begin(), drop.end(), n) == drop.end()) keep.push_back(n);
+      keep_of.push_back(std::move(keep));
+      all_drops.insert(all_drops.end(), drop.begin(), drop.end());
+    }
+    std::sort(all_drops.begin(), all_drops.end());
+    all_drops.erase(std::unique(all_drops.begin(), all_drops.end()), all_drops.end());
+
+    remat::Schedule s;
+    s.blocks = ctx.blocks;
+    std::string list;
+    for (const auto& n : all_drops) list += (list.empty() ? "" : "+") + n;
+    std::string mods;
+    for (const auto& n : modules) mods += (mods.empty() ? "" : "+") + n;
+    s.params = (mods.empty() ? "" : "modules=" + mods + ",") + "recompute=" + list;
+    std::vector<remat::Keep> keep;  // one shared list per table
+    for (const auto& k : keep_of) keep.push_back(remat::Keep::named(k));
+    for (int b = 0; b < ctx.blocks; ++b) s.forward(b, keep[static_cast<std::size_t>(model.table_index(b))]);
+    std::vector<remat::Keep> inside;
+    for (int i = 0; i < model.table_count(); ++i) {
+      std::vector<std::string> d = drops(model.table(i), asked, modules);
+      std::sort(d.begin(), d.end());
+      d.erase(std::unique(d.begin(), d.end()), d.end());
+      inside.push_back(remat::Keep::named(d));
+    }
+    for (int b = ctx.blocks - 1; b >= 0; --b) {
+      if (!modules.empty()) {
+        s.backward(b, inside[static_cast<std::size_t>(model.table_index(b))]);
+        continue;
+      }
+      s.recompute(b, remat::Keep::all());
+      s.backward(b);
+    }
+    return s;
+  }
+
+ private:
+  // The saved tensors of table g to drop: the named ones and the modules' (or g's default set),
+  // each checked against g.
+  static std::vector<std::string> drops(const remat::BlockGraph& g, std::vector<std::string> drop,
+                                        const std::vector<std::string>& modules) {
     for (const std::string& t : g.module_tensors(modules)) drop.push_back(t);
     if (drop.empty()) drop = g.default_selective();
-    std::vector<std::string> saved = g.saved_names();
+    const std::vector<std::string> saved = g.saved_names();
     auto known = [&] {
       std::string k;
       for (const auto& s : saved)
@@ -72,31 +119,7 @@ class SelectivePolicy final : public remat::Policy {
         throw remat::Error("'" + n + "' is not kept for backward in the first place (recomputable: " +
                            known() + ")");
     }
-    std::vector<std::string> keep;
-    for (const auto& s : saved)
-      if (std::find(drop.begin(), drop.end(), s) == drop.end()) keep.push_back(s);
-    std::sort(drop.begin(), drop.end());
-    drop.erase(std::unique(drop.begin(), drop.end()), drop.end());
-
-    remat::Schedule s;
-    s.blocks = ctx.blocks;
-    std::string list;
-    for (const auto& n : drop) list += (list.empty() ? "" : "+") + n;
-    std::string mods;
-    for (const auto& n : modules) mods += (mods.empty() ? "" : "+") + n;
-    s.params = (mods.empty() ? "" : "modules=" + mods + ",") + "recompute=" + list;
-    remat::Keep k = remat::Keep::named(keep);  // one shared list for every block
-    for (int b = 0; b < ctx.blocks; ++b) s.forward(b, k);
-    const remat::Keep inside = remat::Keep::named(drop);
-    for (int b = ctx.blocks - 1; b >= 0; --b) {
-      if (!modules.empty()) {
-        s.backward(b, inside);
-        continue;
-      }
-      s.recompute(b, remat::Keep::all());
-      s.backward(b);
-    }
-    return s;
+    return drop;
   }
 };
 

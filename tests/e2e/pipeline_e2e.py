@@ -27,6 +27,10 @@ for the same layout (its stage's peak and static bytes), under `none` and
 `uniform:segments=2` (each stage's two blocks recomputed); plan's stage p holds min(P − p, N)
 micro-batches in flight.
 
+Layers without RoPE (llama-tiny, blocks 1 and 3 of a kind without it) at P = 2 x T = 2: the
+single-process losses within the bound above, every rank's peak = predicted = plan's, and
+`selective:modules=core_attn+mlp` and `uniform:layers=1` with none's losses bit for bit.
+
 Recomputation on stages (P = 2, N = 2): `selective`, `selective:modules=core_attn+mlp`,
 `uniform:layers=1` and `block:layers=1` (Megatron-LM's selective and full recomputation), each
 with every rank's peak = predicted = plan's, the losses of `none` at P = 2 bit for bit, and each
@@ -68,7 +72,7 @@ def losses_of(j):
 
 
 def single(b, tmp, steps, policy, batch, model="tiny"):
-    out = os.path.join(tmp, ("one-%s-%s-b%d" % (model, policy, batch)).replace(":", "_").replace("=", ""))
+    out = os.path.join(tmp, ("one-%s-%s-b%d" % (os.path.basename(model), policy, batch)).replace(":", "_").replace("=", ""))
     b.run("run", *base(model), "--steps", steps, "--policy", policy, "--batch", batch, "--out", out)
     return losses_of(load(out, "summary.json"))
 
@@ -76,7 +80,7 @@ def single(b, tmp, steps, policy, batch, model="tiny"):
 def layout_run(b, tmp, steps, policy, pp, n, dp, tp, batch, ref, rel, tag="", sp=False, model="tiny", extra=()):
     flags = (["--pp", pp, "--micro-batches", n] + (["--dp", dp] if dp > 1 else []) + (["--tp", tp] if tp > 1 else [])
              + (["--sp"] if sp else []) + list(extra))
-    what = "%s P=%d N=%d D=%d T=%d%s %s%s" % (model, pp, n, dp, tp, " sp" if sp else "", policy,
+    what = "%s P=%d N=%d D=%d T=%d%s %s%s" % (os.path.basename(model), pp, n, dp, tp, " sp" if sp else "", policy,
                                             "".join(" " + str(x) for x in extra))
     out = os.path.join(tmp, what.replace(" ", "_").replace("=", "").replace(":", "_") + tag)
     b.run("run", *base(model), "--steps", steps, "--policy", policy, "--batch", batch, *flags, "--out", out)
@@ -134,6 +138,17 @@ def layout_run(b, tmp, steps, policy, pp, n, dp, tp, batch, ref, rel, tag="", sp
             f.write("\n".join(rows) + "\n")
         b.refuses(["compare", cut], "schedule.csv", "once per micro-batch")
     return losses
+
+
+def nope_model(b, tmp):
+    """llama-tiny's JSON with its blocks 1 and 3 of a layer kind without RoPE, written to tmp."""
+    m = [x for x in b.json("list", "models", "--json") if x["name"] == "llama-tiny"][0]
+    m.update(name="llama-tiny-nope", layer_kinds=[{"name": "rope"}, {"name": "nope", "rope": False}],
+             layer_pattern=["rope", "nope"])
+    path = os.path.join(tmp, "llama-tiny-nope.json")
+    with open(path, "w") as f:
+        json.dump(m, f)
+    return path
 
 
 def refusals(b, tmp):
@@ -204,13 +219,24 @@ def main():
               "bit for bit: %r %r" % (dist, plain))
         layout_run(b, tmp, a.steps, "none", 2, 2, 1, 1, 4, single(b, tmp, a.steps, "none", 4, "llama-tiny"),
                    tokens4 * U32, model="llama-tiny")
+        # Layers without RoPE (llama-tiny with blocks 1 and 3 of a kind without it): each stage
+        # and rank walks its own blocks' tables; Megatron-LM's recomputation gives none's bits.
+        nope = nope_model(b, tmp)
+        nope_ref = single(b, tmp, a.steps, "none", 4, nope)
+        nope_none = layout_run(b, tmp, a.steps, "none", 2, 2, 1, 2, 4, nope_ref, tokens4 * U32 + 2 * 4 * 4 * 512 * U32,
+                               model=nope)
+        for policy in ("selective:modules=core_attn+mlp", "uniform:layers=1"):
+            got = layout_run(b, tmp, a.steps, policy, 2, 2, 1, 2, 4, nope_ref, tokens4 * U32 + 2 * 4 * 4 * 512 * U32,
+                             model=nope)
+            check(got is not None and got == nope_none, "no-RoPE layers P=2 x T=2 %s: the losses of none bit for bit: "
+                  "%r %r" % (policy, got, nope_none))
         # Three stages, the first with 2 of the 4 blocks, the others 1 each.
         layout_run(b, tmp, a.steps, "none", 3, 4, 1, 1, 4, ref4, tokens4 * U32, extra=("--first-stage-layers", 2))
         killed_stage(b, tmp)
         print("layouts checked: P=2 N=2 (twice), P=2 N=2 uniform:segments=2, selective (tensors and modules), "
               "uniform:layers=1 and block:layers=1, P=2 N=4 x D=2, P=2 x T=2, "
               "P=2 x T=2 sp, P=2 x T=2 distributed checkpoints, llama-tiny P=2, P=3 N=4 --first-stage-layers 2, "
-              "P=2 x D=2 ZeRO-1/2/3")
+              "P=2 x D=2 ZeRO-1/2/3, layers without RoPE at P=2 x T=2 (none, core_attn+mlp, uniform:layers=1)")
     return e2e_common.exit_code("pipeline-parallel runs ok")
 
 

@@ -103,7 +103,7 @@ TEST(LayerKinds, OurJsonReadsAndWritesThem) {
   says(refused([](auto& b) { b["layer_pattern"][1] = "sliding"; }), "entry 1 is \"sliding\", not a listed layer kind (local, global)");
   says(refused([](auto& b) { b.erase("layer_pattern"); }), "layer_pattern");
   says(refused([](auto& b) { b["layer_kinds"][0]["windw"] = 3; }), "layer_kinds.local.windw");
-  says(refused([](auto& b) { b["layer_kinds"][1]["rope"] = false; }), "layers without RoPE) is not modelled yet");
+  says(refused([](auto& b) { b["layer_kinds"][0]["rope"] = false; }), "layer_kinds.local.rope_theta: is given for a kind without RoPE");
   says(refused([](auto& b) { b["layer_kinds"][1]["mlp"] = "moe"; }), "mixture-of-experts MLP) is not modelled yet");
   says(refused([](auto& b) { b["layer_kinds"][1]["window"] = 4; }), "windows of several sizes are not modelled yet");
   says(refused([](auto& b) { b["layer_kinds"][1]["name"] = "local"; }), "is listed twice");
@@ -115,6 +115,13 @@ TEST(LayerKinds, OurJsonReadsAndWritesThem) {
          b["positions"] = 32;
        }),
        "needs rotary positions");
+  says(refused([](auto& b) {
+         b["layer_kinds"][1]["rope"] = false;
+         b["layer_kinds"][0].erase("rope_theta");
+         b["position"] = "learned";
+         b["positions"] = 32;
+       }),
+       "layer_kinds.global.rope: false leaves out rotary positions, which the model does not have");
 }
 
 }  // namespace

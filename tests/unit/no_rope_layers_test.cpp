@@ -1,0 +1,101 @@
+// Layers without RoPE (a layer kind with rope: false; SmolLM3's no_rope_layers): their blocks have
+// a table of their own without the rotary step, train exactly under every policy (the losses of
+// none bit for bit, the predicted peak the measured one).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/graph/parallel_layout.h"
+#include "core/model/model_config.h"
+#include "core/util/error.h"
+#include "policy_test_util.h"
+
+namespace remat {
+namespace {
+
+// test::tiny's Llama (4 blocks) with blocks 1 and 3 without RoPE.
+ModelConfig with_nope(std::vector<int> pattern = {0, 1}) {
+  ModelConfig m = test::tiny(Family::Llama, AttentionImpl::Naive);
+  LayerKind nope{"nope"};
+  nope.rope = false;
+  m.layer_kinds = {LayerKind{"rope"}, nope};
+  m.layer_pattern = std::move(pattern);
+  m.validate();
+  return m;
+}
+
+bool has_step(const BlockGraph& g, const std::string& name) {
+  return std::any_of(g.steps().begin(), g.steps().end(), [&](const StepDef& s) { return s.name == name; });
+}
+
+TEST(NoRopeLayers, ABlockWithoutRopeHasATableWithoutTheRotaryStep) {
+  const ModelConfig m = with_nope();
+  const BlockGraph g(m);
+  ASSERT_EQ(g.table_count(), 2);
+  EXPECT_EQ(g.table_index(0), 0);
+  EXPECT_EQ(g.table_index(1), 1);
+  EXPECT_EQ(g.table_index(3), 1);
+  const BlockGraph &rope = g.of(0), &nope = g.of(1);
+  EXPECT_TRUE(has_step(rope, "attn.rope"));
+  EXPECT_FALSE(has_step(nope, "attn.rope"));
+  EXPECT_TRUE(rope.find("attn.qkv_raw").has_value());
+  EXPECT_FALSE(nope.find("attn.qkv_raw").has_value());  // the projection makes attn.qkv itself
+  // The same tensors are saved (RoPE's backward reads nothing); the FLOPs differ by the rotation.
+  EXPECT_EQ(nope.saved_names(), rope.saved_names());
+  EXPECT_EQ(nope.saved_bytes(), rope.saved_bytes());
+  const auto rot = std::find_if(rope.steps().begin(), rope.steps().end(), [](const StepDef& s) { return s.op == OpKind::Rope; });
+  ASSERT_NE(rot, rope.steps().end());
+  EXPECT_EQ(g.flops_forward(1) + rot->flops_fwd, g.flops_forward(0));
+  EXPECT_EQ(g.flops_backward(3) + rot->flops_bwd, g.flops_backward(2));
+  // A model of one kind has one table.
+  EXPECT_EQ(BlockGraph(test::tiny(Family::Llama, AttentionImpl::Naive)).table_count(), 1);
+  EXPECT_EQ(BlockGraph(with_nope({0})).table_count(), 1);
+}
+
+TEST(NoRopeLayers, StageAndRankTablesFollowTheModelsBlocks) {
+  const ModelConfig m = with_nope({0, 0, 0, 1});  // block 3 alone without RoPE
+  ParallelLayout p;
+  p.pp = 2;
+  p.tp = 2;
+  const BlockGraph first = per_rank_graph(m, p, 0), last = per_rank_graph(m, p, 1);  // blocks 0-1, 2-3
+  EXPECT_EQ(first.table_index(1), 0);
+  EXPECT_EQ(last.table_index(0), 0);
+  EXPECT_EQ(last.table_index(1), 1);
+  EXPECT_FALSE(has_step(last.of(1), "attn.rope"));
+  // Each table is a rank's share: half the heads' Q|K|V on each of the two ranks.
+  const BlockGraph whole(m);
+  const int qkv_whole = *whole.of(3).find("attn.qkv"), qkv_rank = *last.of(1).find("attn.qkv");
+  EXPECT_EQ(2 * last.of(1).tensors()[static_cast<std::size_t>(qkv_rank)].numel,
+            whole.of(3).tensors()[static_cast<std::size_t>(qkv_whole)].numel);
+}
+
+TEST(NoRopeLayers, TrainExactlyUnderEveryPolicy) {
+  const ModelConfig m = with_nope();
+  const Trace none = test::run(m, test::plan("none", m));
+  EXPECT_EQ(none.peak_bytes, none.predicted_peak_bytes);
+  const std::uint64_t budget = simulate(m, test::plan("none", m), nullptr).activation_peak_bytes * 3 / 4;
+  for (const char* policy : {"selective", "selective:modules=core_attn+mlp", "uniform:segments=2", "budget"}) {
+    SCOPED_TRACE(policy);
+    const Schedule s = test::plan(policy, m, std::string(policy) == "budget" ? std::optional<std::uint64_t>(budget) : std::nullopt);
+    const Trace t = test::run(m, s);
+    EXPECT_EQ(t.losses(), none.losses());
+    EXPECT_EQ(t.grad_checksum, none.grad_checksum);
+    EXPECT_EQ(t.peak_bytes, t.predicted_peak_bytes);
+    EXPECT_LT(t.peak_bytes, none.peak_bytes);
+  }
+  // Without the rotation in blocks 1 and 3 the model is another one.
+  const ModelConfig all = with_nope({0});
+  const Trace a = test::run(all, test::plan("none", all));
+  EXPECT_NE(a.losses().back(), none.losses().back());
+  auto forward_flops = [](const Trace& t) {
+    std::uint64_t f = 0;
+    for (const auto& o : t.ops)
+      if (o.phase == Phase::Forward) f += o.flops;
+    return f;
+  };
+  EXPECT_LT(forward_flops(none), forward_flops(a));  // two blocks' rotations fewer
+}
+
+}  // namespace
+}  // namespace remat
