@@ -109,6 +109,21 @@ std::string ignored_list(const ModelConfig& m) {
   return s;
 }
 
+std::string layer_kind_counts(const ModelConfig& m) {
+  std::string s;
+  for (std::size_t k = 0; k < m.layer_kinds.size(); ++k) {
+    int n = 0;
+    for (int b = 0; b < m.layers; ++b) n += &m.kind_of(b) == &m.layer_kinds[k] ? 1 : 0;
+    if (n == 0) continue;
+    const LayerKind& kind = m.layer_kinds[k];
+    std::string what;
+    if (kind.window > 0) what += "window " + std::to_string(kind.window);
+    if (!kind.rope) what += std::string(what.empty() ? "" : ", ") + "no RoPE";
+    s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + kind.name + (what.empty() ? "" : " (" + what + ")");
+  }
+  return s;
+}
+
 int fail(const std::string& message) {
   std::cerr << "rematlab-batch: error: " << message << "\n";
   return 1;

@@ -53,6 +53,9 @@ const CLI::Validator& unsigned_64();
 int fail(const std::string& message);
 // The fields of an imported config that were accepted and ignored, comma-separated.
 std::string ignored_list(const ModelConfig& m);
+// The layers of each kind of a model that lists kinds, e.g. "27 full_attention, 9
+// full_attention_no_rope (no RoPE)"; "" for a model of one kind.
+std::string layer_kind_counts(const ModelConfig& m);
 // The same for an exception a command let through; std::bad_alloc is said as running out of memory.
 int fail(const std::exception& e);
 

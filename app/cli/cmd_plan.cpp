@@ -74,6 +74,7 @@ int plan(const PlanOptions& o) {
             << "recompute FLOPs       " << p.flops.recompute << "\n"
             << "actions               " << s.actions.size() << "\n";
   if (o.policy.schedule_file.empty()) std::cout << "step costs            " << cost_unit << "\n";
+  if (!m.layer_kinds.empty()) std::cout << "layer kinds           " << layer_kind_counts(m) << "\n";
   if (!m.ignored_fields.empty()) std::cout << "ignored config fields " << ignored_list(m) << "\n";
   print_target(o.target, fig);
   return 0;

@@ -410,6 +410,7 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
                                 ? static_cast<int>(sw.get<long long>())
                                 : 0;
   apply_layer_types(layer_types, m, config_window, p);
+  if (m.family == Family::SmolLM3) apply_no_rope_layers(j, m, p);
   p.throw_if_any();
   m.name = name;
   if (superseded) ignored.push_back("max_window_layers");

@@ -1,5 +1,6 @@
 // Import of the Llama-like Hugging Face configs: llama, mistral, qwen2, qwen3, gemma, gemma2,
-// phi3, olmo2, granite. One reader of the fields they share; each family adds or fixes its own.
+// phi3, olmo2, granite, gemma3_text, smollm3. One reader of the fields they share; each family
+// adds or fixes its own.
 #include <algorithm>
 #include <cmath>
 
@@ -18,7 +19,8 @@ const FamilyType kTypes[] = {{"llama", Family::Llama},   {"mistral", Family::Mis
                              {"qwen2", Family::Qwen2},   {"gemma", Family::Gemma},
                              {"gemma2", Family::Gemma2}, {"phi3", Family::Phi3},
                              {"olmo2", Family::Olmo2},   {"qwen3", Family::Qwen3},
-                             {"granite", Family::Granite}, {"gemma3_text", Family::Gemma3}};
+                             {"granite", Family::Granite}, {"gemma3_text", Family::Gemma3},
+                             {"smollm3", Family::SmolLM3}};
 
 // Fields every family here reads.
 const std::set<std::string> kShared = {
@@ -45,6 +47,7 @@ std::set<std::string> extra_fields(Family f) {
               "rope_local_base_freq", "use_bidirectional_attention"};
     case Family::Granite:
       return {"embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling"};
+    case Family::SmolLM3: return {"no_rope_layers", "no_rope_layer_interval", "use_sliding_window"};
     default: return {};
   }
 }
@@ -84,7 +87,10 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
   // Qwen2 and Qwen3 read their window only when use_sliding_window is true.
   const bool qwen = f == Family::Qwen2 || f == Family::Qwen3;
   const bool qwen_window = qwen && p.take([&] { return bool_field(j, "use_sliding_window", false); }, false);
-  if (qwen && !qwen_window) {
+  // SmolLM3 slides only while use_sliding_window is true (refused below); its max_window_layers
+  // is read by no layer.
+  const bool smol = f == Family::SmolLM3;
+  if ((qwen && !qwen_window) || smol) {
     for (const char* k : {"sliding_window", "max_window_layers"})
       if (j.contains(k)) {
         modelled.erase(k);
@@ -124,7 +130,9 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
       validate_rope_scaling(m.rope_scaling, m.rotary_dim(), m.positions, problems);
     for (auto& [field, msg] : problems) p.add(field, msg);
   }
-  m.tied_embeddings = p.take([&] { return bool_field(j, "tie_word_embeddings", gemma); }, gemma);
+  m.tied_embeddings = p.take([&] { return bool_field(j, "tie_word_embeddings", gemma || smol); }, gemma || smol);
+  if (smol)
+    p.check([&] { require_flag(j, "use_sliding_window", false, "windows on SmolLM3's layers without RoPE are not modelled"); });
   const bool attn_bias = p.take([&] { return bool_field(j, "attention_bias", false); }, false);
   if (f == Family::Qwen2) {
     p.check([&] { require_flag(j, "attention_bias", false, "Qwen2 has q/k/v biases and no o_proj bias"); });
@@ -180,6 +188,57 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
   m.seq = std::min(m.positions, 1024);
   m.batch = 1;
   return m;
+}
+
+// no_rope_layers (SmolLM3, Llama 4): per layer 1 (rotates) or 0 (no RoPE); absent, null or empty,
+// transformers' default: the layers l with (l + 1) % no_rope_layer_interval == 0 (default 4)
+// go without. Layers without RoPE become layer kinds of their own (rope: false), the kinds the
+// model has so far split by it.
+void apply_no_rope_layers(const nlohmann::json& j, ModelConfig& m, Problems& p) {
+  const int every = p.take([&] { return int_field(j, "no_rope_layer_interval", 4); }, 4);
+  std::vector<bool> rope(static_cast<std::size_t>(m.layers), true);
+  const nlohmann::json list = j.contains("no_rope_layers") ? j.at("no_rope_layers") : nlohmann::json();
+  if (!list.is_null() && !list.is_array()) {
+    p.add("no_rope_layers", "must be a list of 0 and 1 per layer, got " + json_snippet(list));
+    return;
+  }
+  if (list.is_array() && !list.empty()) {
+    if (static_cast<int>(list.size()) != m.layers) {
+      p.add("no_rope_layers", "lists " + std::to_string(list.size()) + " layers; num_hidden_layers is " + std::to_string(m.layers));
+      return;
+    }
+    for (std::size_t l = 0; l < list.size(); ++l) {
+      if (!(list[l] == 0 || list[l] == 1)) {
+        p.add("no_rope_layers", "layer " + std::to_string(l) + " is " + json_snippet(list[l]) + " (1: RoPE, 0: none)");
+        return;
+      }
+      rope[l] = list[l] == 1;
+    }
+  } else {
+    for (int l = 0; l < m.layers; ++l) rope[static_cast<std::size_t>(l)] = (l + 1) % every != 0;
+  }
+  if (std::all_of(rope.begin(), rope.end(), [](bool r) { return r; })) return;
+  std::vector<LayerKind> kinds;
+  std::vector<int> pattern;
+  for (int l = 0; l < m.layers; ++l) {
+    LayerKind k = m.layer_kinds.empty()
+                      ? LayerKind{m.window_of(l) > 0 ? "sliding_attention" : "full_attention", m.window_of(l), m.rope_base_of(l)}
+                      : m.kind_of(l);
+    if (!rope[static_cast<std::size_t>(l)]) {
+      k.name += "_no_rope";
+      k.rope = false;
+      k.rope_theta = 0.0;
+    }
+    auto at = std::find(kinds.begin(), kinds.end(), k);
+    if (at == kinds.end()) at = kinds.insert(kinds.end(), k);
+    pattern.push_back(static_cast<int>(at - kinds.begin()));
+  }
+  m.layer_kinds = std::move(kinds);
+  m.layer_pattern = std::move(pattern);
+  m.sliding_window = 0;  // the kinds give every layer's window and base
+  m.window_layers = WindowLayers::All;
+  m.window_pattern = 0;
+  m.rope_local_theta = 0.0;
 }
 
 }  // namespace remat::hf

@@ -81,6 +81,8 @@ void read_rope_scaling(ModelConfig& m, Problems& p, const nlohmann::json& j);
 // The Llama-like families (hf_families.cpp).
 std::optional<Family> hf_family(const std::string& model_type);
 std::vector<std::string> hf_family_types();
+// SmolLM3's per-layer `no_rope_layers` (and no_rope_layer_interval) as layer kinds.
+void apply_no_rope_layers(const nlohmann::json& j, ModelConfig& m, Problems& p);
 void check_sizes(const ModelConfig& m, Problems& p);
 ModelConfig gpt2_from_hf(const nlohmann::json& j, Problems& p, std::vector<std::string>& ignored);
 ModelConfig gpt_neox_from_hf(const nlohmann::json& j, Problems& p, std::vector<std::string>& ignored);  // hf_gpt_neox.cpp

@@ -22,7 +22,7 @@ std::size_t dtype_size(DType t) {
 
 namespace {
 const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3", "granite", "gpt_neox", "falcon",
-                                 "gemma3"};
+                                 "gemma3", "smollm3"};
 }  // namespace
 
 const char* to_string(Family f) { return kFamilies[static_cast<int>(f)]; }
@@ -86,7 +86,7 @@ void set_family(ModelConfig& m, Family f) {
   m.mlp = gpt2 ? MlpKind::GeluTanh
          : neox || falcon ? MlpKind::Gelu
                : gemma ? MlpKind::GeGlu : MlpKind::SwiGlu;
-  m.tied_embeddings = gpt2 || falcon || gemma;
+  m.tied_embeddings = gpt2 || falcon || gemma || f == Family::SmolLM3;
   m.embed_scale = gemma;
   m.window_layers = f == Family::Gemma2 ? WindowLayers::Even : WindowLayers::All;
   m.window_pattern = f == Family::Gemma3 ? 6 : 0;

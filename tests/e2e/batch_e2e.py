@@ -310,6 +310,13 @@ def check_ignored_config_fields(b, source, w):
     check(len(line) == 1 and all(f in line[0] for f in ignored), "plan's text lists %r: %r" % (ignored, line))
     tiny_plan = b.json("plan", "--model", "tiny", "--json")
     check(tiny_plan is not None and tiny_plan.get("ignored_config_fields") == [], "a preset's plan ignores nothing")
+    # A model of several layer kinds says how many layers each has (SmolLM3: every fourth without RoPE).
+    smol3 = os.path.join(source, "tests", "data", "hf-configs", "smollm3-3b.json")
+    kinds = [x for x in b.run("plan", "--model", smol3).stdout.splitlines() if x.startswith("layer kinds")]
+    check(kinds == ["layer kinds           27 full_attention, 9 full_attention_no_rope (no RoPE)"],
+          "plan of SmolLM3 counts its layer kinds: %r" % kinds)
+    check(not any(x.startswith("layer kinds") for x in b.run("plan", "--model", "tiny").stdout.splitlines()),
+          "a model of one kind lists no layer kinds")
     # A small config in the same layout, with the same fields, trains a step and says so.
     cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
            "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,

@@ -179,6 +179,7 @@ _EFFECTS = [
     ("gemma3", dict(rope_local_theta=0.0), None),
     ("gemma3", dict(sliding_window_pattern=0), None),
     ("gemma3", dict(rope_scaling=None), None),
+    ("smollm3", dict(no_rope_layers=[1, 1]), None),
 ]
 
 

@@ -66,14 +66,14 @@ std::int64_t falcon_params(const nlohmann::json& j) {
 // The Llama-like families: the token table (and an untied head), per block q/k/v/o of head_dim
 // with grouped K/V, biases (Qwen2's on q/k/v; attention_bias on all four; mlp_bias), the gated MLP,
 // per-head QK-norm (Qwen3, Gemma 3) or full-width (OLMo 2), RMSNorms (two, Gemma 2 and 3 four),
-// and the final norm. Gemma ties the head unless the file says otherwise.
+// and the final norm. Gemma and SmolLM3 tie the head unless the file says otherwise.
 std::int64_t decoder_params(const nlohmann::json& j) {
   const std::string type = j.at("model_type");
   const std::int64_t h = j.at("hidden_size"), L = j.at("num_hidden_layers"), V = j.at("vocab_size");
   const std::int64_t f = j.at("intermediate_size"), H = j.at("num_attention_heads");
   const std::int64_t kv = hf_int(j, "num_key_value_heads", H), d = hf_int(j, "head_dim", h / H);
   const bool gemma = type == "gemma" || type == "gemma2" || type == "gemma3_text";
-  const bool tied = hf_flag(j, "tie_word_embeddings", gemma);
+  const bool tied = hf_flag(j, "tie_word_embeddings", gemma || type == "smollm3");
   std::int64_t block = h * H * d + 2 * h * kv * d + H * d * h + 3 * h * f;
   if (type == "qwen2") block += H * d + 2 * kv * d;
   if (hf_flag(j, "attention_bias", false)) block += H * d + 2 * kv * d + h;
@@ -91,7 +91,8 @@ std::int64_t hf_file_params(const nlohmann::json& j) {
   if (type == "gpt2") return gpt2_params(j);
   if (type == "falcon" || type == "RefinedWeb" || type == "RefinedWebModel") return falcon_params(j);
   static const std::set<std::string> kDecoders = {"llama",  "mistral", "qwen2",       "qwen3", "granite",
-                                                  "gemma",  "gemma2",  "gemma3_text", "phi3",  "olmo2"};
+                                                  "gemma",  "gemma2",  "gemma3_text", "phi3",  "olmo2",
+                                                  "smollm3"};
   return kDecoders.count(type) ? decoder_params(j) : -1;
 }
 
@@ -136,6 +137,7 @@ const PublishedFile kPublishedFiles[] = {
     {"qwen3-8b-base.json", 8'190'735'360, Expect::Imports, {"sliding_window", "max_window_layers"}},
     {"qwen3-8b.json", 8'190'735'360, Expect::Imports, {"sliding_window", "max_window_layers"}},
     {"smollm2-135m.json", 134'515'008, Expect::Imports, {"is_llama_config", "rope_interleaved", "pretraining_tp"}},
+    {"smollm3-3b.json", 3'075'098'624, Expect::Imports, {"max_window_layers", "pretraining_tp", "sliding_window"}},
 };
 
 // The refusal's message, or "" when the file imports (into `m`).

@@ -1,10 +1,14 @@
 // Layers without RoPE (a layer kind with rope: false; SmolLM3's no_rope_layers): their blocks have
 // a table of their own without the rotary step, train exactly under every policy (the losses of
-// none bit for bit, the predicted peak the measured one).
+// none bit for bit, the predicted peak the measured one), and the import reads SmolLM3's
+// per-layer list or, without one, transformers' default from its interval.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "core/graph/parallel_layout.h"
 #include "core/model/model_config.h"
@@ -95,6 +99,46 @@ TEST(NoRopeLayers, TrainExactlyUnderEveryPolicy) {
     return f;
   };
   EXPECT_LT(forward_flops(none), forward_flops(a));  // two blocks' rotations fewer
+}
+
+nlohmann::json smollm3() {
+  std::ifstream in(std::string(REMAT_TEST_DATA_DIR) + "/hf-configs/smollm3-3b.json");
+  return nlohmann::json::parse(in);
+}
+
+TEST(NoRopeLayers, SmolLM3sListOrItsIntervalGivesTheLayersWithout) {
+  const ModelConfig m = model_from_hf_json(smollm3(), "smollm3");
+  EXPECT_EQ(m.family, Family::SmolLM3);
+  EXPECT_TRUE(m.tied_embeddings);  // the file has no tie_word_embeddings
+  ASSERT_EQ(m.layer_kinds.size(), 2u);
+  for (int l = 0; l < m.layers; ++l) EXPECT_EQ(m.rope_in(l), (l + 1) % 4 != 0) << l;
+  nlohmann::json j = smollm3();
+  j.erase("no_rope_layers");  // transformers' default: every no_rope_layer_interval-th layer
+  EXPECT_EQ(model_from_hf_json(j, "x").layer_pattern, m.layer_pattern);
+  j["no_rope_layer_interval"] = 3;
+  const ModelConfig three = model_from_hf_json(j, "x");
+  for (int l = 0; l < three.layers; ++l) EXPECT_EQ(three.rope_in(l), (l + 1) % 3 != 0) << l;
+  j["no_rope_layers"] = nlohmann::json::array();  // empty: the default too
+  EXPECT_EQ(model_from_hf_json(j, "x").layer_pattern, three.layer_pattern);
+
+  auto refusal = [](const nlohmann::json& bad) {
+    try {
+      model_from_hf_json(bad, "x");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  j = smollm3();
+  j["no_rope_layers"].erase(0);
+  EXPECT_NE(refusal(j).find("no_rope_layers: lists 35 layers; num_hidden_layers is 36"), std::string::npos) << refusal(j);
+  j = smollm3();
+  j["no_rope_layers"][3] = 2;
+  EXPECT_NE(refusal(j).find("layer 3 is 2 (1: RoPE, 0: none)"), std::string::npos) << refusal(j);
+  j = smollm3();
+  j["use_sliding_window"] = true;
+  j["sliding_window"] = 4096;
+  EXPECT_NE(refusal(j).find("use_sliding_window"), std::string::npos) << refusal(j);
 }
 
 }  // namespace
