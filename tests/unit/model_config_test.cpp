@@ -323,7 +323,9 @@ TEST(ModelConfig, FamilyPresetsHaveThePublishedParameterCounts) {
       {"pythia-1.4b", 1'414'647'808},   {"falcon-7b", 6'921'720'704},
       // Gemma 3 27B's language model (its model card counts the vision encoder too): as
       // llama.cpp's n_params of gemma-3-27b-it gives it.
-      {"gemma-3-27b", 27'009'346'304}};
+      {"gemma-3-27b", 27'009'346'304},
+      // SmolLM3 3B: the Hub's safetensors index (tests/data/hf-configs/README.md).
+      {"smollm3-3b", 3'075'098'624}};
   for (const auto& [name, count] : kPublished) {
     const ModelConfig m = resolve_model(name);
     EXPECT_EQ(ParamLayout(m).total(), count) << name;

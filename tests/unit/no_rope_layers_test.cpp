@@ -12,6 +12,7 @@
 
 #include "core/graph/parallel_layout.h"
 #include "core/model/model_config.h"
+#include "core/model/model_source.h"
 #include "core/util/error.h"
 #include "policy_test_util.h"
 
@@ -118,6 +119,10 @@ TEST(NoRopeLayers, SmolLM3sListOrItsIntervalGivesTheLayersWithout) {
   j["no_rope_layer_interval"] = 3;
   const ModelConfig three = model_from_hf_json(j, "x");
   for (int l = 0; l < three.layers; ++l) EXPECT_EQ(three.rope_in(l), (l + 1) % 3 != 0) << l;
+  // The preset is the published model at s = 4096: its layers' kinds as the import gives them.
+  const ModelConfig preset = resolve_model("smollm3-3b");
+  EXPECT_EQ(preset.layer_kinds, m.layer_kinds);
+  for (int l = 0; l < m.layers; ++l) EXPECT_EQ(&preset.kind_of(l) - preset.layer_kinds.data(), &m.kind_of(l) - m.layer_kinds.data()) << l;
   j["no_rope_layers"] = nlohmann::json::array();  // empty: the default too
   EXPECT_EQ(model_from_hf_json(j, "x").layer_pattern, three.layer_pattern);
 
