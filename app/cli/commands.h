@@ -14,5 +14,6 @@ void add_export_command(CLI::App& app, int& exit_code);
 void add_clean_command(CLI::App& app, int& exit_code);
 void add_import_command(CLI::App& app, int& exit_code);
 void add_diff_command(CLI::App& app, int& exit_code);
+void add_frontier_command(CLI::App& app, int& exit_code);
 
 }  // namespace remat::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   remat::cli::add_clean_command(app, code);
   remat::cli::add_import_command(app, code);
   remat::cli::add_diff_command(app, code);
+  remat::cli::add_frontier_command(app, code);
   // Every argument is recorded (summary.json's provenance "command") and paths and names are
   // written into JSON and CSV: bytes those cannot hold are refused before any work.
   for (int i = 1; i < argc; ++i) {

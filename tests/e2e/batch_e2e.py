@@ -337,6 +337,40 @@ def check_ignored_config_fields(b, source, w):
               "summary.json lists the run's ignored fields")
 
 
+def check_frontier(b):
+    """`frontier`: the budget policy's recompute FLOPs from its smallest budget (which plan
+    refuses one byte below, naming it) to none's activation peak (no recomputation), never rising
+    as the budget grows, each point's plan within its budget and equal to what `plan` gives at
+    that budget; every other policy's point beside it; bad input refused in words."""
+    f = b.json("frontier", "--model", "tiny", "--points", "8", "--json")
+    if f is None:
+        return
+    line, low, high = f["line"], f["smallest_budget_bytes"], f["store_all_bytes"]
+    check(len(line) == 8 and line[0]["budget_bytes"] == low and line[-1]["budget_bytes"] == high,
+          "frontier: 8 budgets from %d to %d: %r" % (low, high, [p["budget_bytes"] for p in line]))
+    check(all(a["budget_bytes"] < c["budget_bytes"] and a["recompute_flops"] >= c["recompute_flops"]
+              for a, c in zip(line, line[1:])), "frontier: budgets rise, recompute FLOPs never do: %r" % line)
+    check(all(p["activation_peak_bytes"] <= p["budget_bytes"] for p in line), "frontier: every plan within its budget")
+    check(line[-1]["recompute_flops"] == 0 and line[0]["recompute_flops"] > 0,
+          "frontier: recomputation at the smallest budget, none at store-all: %r" % line)
+    b.refuses(["plan", "--model", "tiny", "--policy", "budget", "--memory-budget", str(low - 1)],
+              "smallest feasible budget is %d bytes" % low)
+    mid = line[4]
+    if not mid["from_smaller_budget"]:
+        p = b.json("plan", "--model", "tiny", "--policy", "budget", "--memory-budget", str(mid["budget_bytes"]), "--json")
+        check(p is not None and p["recompute_flops"] == mid["recompute_flops"] and
+              p["activation_peak_bytes"] == mid["activation_peak_bytes"],
+              "frontier: its point at %d bytes is plan's at that budget" % mid["budget_bytes"])
+    points = {p["policy"]: p for p in f["policies"]}
+    check(points.get("none", {}).get("activation_peak_bytes") == high and points["none"]["recompute_flops"] == 0,
+          "frontier: none's point is store-all with no recomputation: %r" % points.get("none"))
+    check({"selective", "selective:modules=core_attn+mlp", "uniform", "revolve"} <= set(points),
+          "frontier: the other policies' points: %r" % sorted(points))
+    check("budget" not in points, "frontier: the line's own policy is not a point")
+    b.refuses(["frontier", "--model", "tiny", "--policy", "selective"], "does not plan to a memory budget", "budget")
+    b.refuses(["frontier", "--model", "tiny", "--points", "1"], "--points")
+
+
 def check_cuda_target(b, cpu_plan):
     """plan --device cuda: the same walk with the CUDA backend's workspace, its reserved bytes, and
     with --gpu-memory whether they fit; the CPU plan has none of these."""
@@ -419,6 +453,7 @@ def test(b, work, source, installed_root):
           "plan --paper-figure7 --json")
     check_ignored_config_fields(b, source, w)
     check_cuda_target(b, plan)
+    check_frontier(b)
     b.refuses(["plan", "--model", "tiny", "--tp", "3"], "heads 4 is not divisible by tp 3")
     b.refuses(["plan", "--model", "tiny", "--pp", "3"], "layers 4 is not divisible by pp 3")
 

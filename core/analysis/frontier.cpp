@@ -1,0 +1,119 @@
+#include "core/analysis/frontier.h"
+
+#include <algorithm>
+#include <regex>
+
+#include "core/engine/simulator.h"
+#include "core/graph/block_graph.h"
+#include "core/util/error.h"
+
+namespace remat {
+
+namespace {
+
+// The smallest budget `choice` plans to: the one its refusal of a one-byte budget names (the
+// budget policy says "the smallest feasible budget is N bytes"), checked, else found by
+// bisection between 1 and `high` (which it must plan to).
+std::uint64_t smallest_budget(const PolicyRegistry& reg, const PolicyChoice& choice, const BlockGraph& g,
+                              std::uint64_t high) {
+  auto plans = [&](std::uint64_t b) {
+    try {
+      reg.plan(choice, g, b);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  try {
+    reg.plan(choice, g, 1);
+    return 1;
+  } catch (const Error& e) {
+    static const std::regex named("smallest feasible budget is ([0-9]+) bytes");
+    std::cmatch got;
+    const std::string what = e.what();
+    if (std::regex_search(what.c_str(), got, named)) {
+      const std::uint64_t b = std::stoull(got[1].str());
+      if (b > 1 && b <= high && plans(b) && !plans(b - 1)) return b;
+    }
+  }
+  std::uint64_t lo = 1, hi = high;  // lo refused, hi planned
+  while (hi - lo > 1) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    (plans(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+}  // namespace
+
+Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const std::string& policy, int points,
+                          const std::function<void(int, int)>& progress) {
+  if (points < 2) throw Error("a frontier needs at least 2 points, got " + std::to_string(points));
+  const PolicyChoice choice = parse_policy_choice(policy);
+  const LoadedPolicy* lp = reg.find(choice.name);
+  std::string budgeted;
+  for (const LoadedPolicy& p : reg.policies())
+    if (p.takes_memory_budget) budgeted += (budgeted.empty() ? "" : ", ") + p.name;
+  if (!lp) throw Error("no policy '" + choice.name + "' is loaded (those that plan to a budget: " + budgeted + ")");
+  if (!lp->takes_memory_budget)
+    throw Error("'" + choice.name + "' does not plan to a memory budget (those that do: " +
+                (budgeted.empty() ? std::string("none loaded") : budgeted) + ")");
+  const BlockGraph g(m);
+  Frontier f;
+  f.policy = policy;
+  const Schedule none = reg.plan(parse_policy_choice("none"), g);
+  f.store_all_budget = simulate(g, none, nullptr).activation_peak_bytes;
+  f.smallest_budget = smallest_budget(reg, choice, g, f.store_all_budget);
+
+  const std::uint64_t lo = f.smallest_budget, hi = f.store_all_budget;
+  const int n = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(points), hi - lo + 1));
+  std::vector<std::string> others;
+  for (const LoadedPolicy& p : reg.policies()) {
+    if (p.takes_memory_budget) continue;
+    others.push_back(p.name);
+    if (p.name == "selective") others.push_back("selective:modules=core_attn+mlp");
+  }
+  const int total = n + static_cast<int>(others.size());
+  int done = 0;
+  for (int i = 0; i < n; ++i) {
+    const unsigned __int128 step = static_cast<unsigned __int128>(hi - lo) * static_cast<unsigned>(i);
+    FrontierPoint pt;
+    pt.budget = n == 1 ? lo : lo + static_cast<std::uint64_t>(step / static_cast<unsigned>(n - 1));
+    const Schedule s = reg.plan(choice, g, pt.budget);
+    const Prediction p = simulate(g, s, nullptr);
+    pt.activation_peak = p.activation_peak_bytes;
+    pt.recompute_flops = p.flops.recompute;
+    pt.peak = p.peak_bytes;
+    pt.params = s.params;
+    if (!f.line.empty() && f.line.back().recompute_flops < pt.recompute_flops) {
+      const FrontierPoint& prev = f.line.back();
+      pt.activation_peak = prev.activation_peak;
+      pt.recompute_flops = prev.recompute_flops;
+      pt.peak = prev.peak;
+      pt.params = prev.params;
+      pt.from_smaller_budget = true;
+    }
+    f.line.push_back(pt);
+    if (progress) progress(++done, total);
+  }
+
+  for (const std::string& o : others) {
+    PolicyPoint pt;
+    pt.policy = o;
+    try {
+      const Schedule s = reg.plan(parse_policy_choice(o), g);
+      const Prediction p = simulate(g, s, nullptr);
+      pt.params = s.params;
+      pt.activation_peak = p.activation_peak_bytes;
+      pt.recompute_flops = p.flops.recompute;
+      pt.peak = p.peak_bytes;
+    } catch (const Error& e) {
+      pt.error = e.what();
+    }
+    f.others.push_back(std::move(pt));
+    if (progress) progress(++done, total);
+  }
+  return f;
+}
+
+}  // namespace remat
