@@ -1,5 +1,6 @@
 // Schedule files as `run --schedule FILE` reads them: the reader, then the validator against a
-// model with as many blocks as the schedule names (up to 16), as the CLI does.
+// model with as many blocks as the schedule names (up to 16), as the CLI does, and against one
+// whose layer kinds give its blocks two tables.
 #include <memory>
 
 #include "core/graph/block_graph.h"
@@ -15,17 +16,25 @@ namespace {
 constexpr int kMaxBlocks = 16;
 
 // GPT-2 with dropout: the block table with the most tensors, so named keep-sets have the most
-// to refer to.
-const BlockGraph& graph(int layers) {
-  static std::unique_ptr<BlockGraph> graphs[kMaxBlocks + 1];
-  if (!graphs[layers]) {
+// to refer to; and Llama with every second block without RoPE: two tables, each block's own.
+const BlockGraph& graph(int layers, bool kinds) {
+  static std::unique_ptr<BlockGraph> graphs[2][kMaxBlocks + 1];
+  std::unique_ptr<BlockGraph>& g = graphs[kinds ? 1 : 0][layers];
+  if (!g) {
     ModelConfig m;
+    if (kinds) {
+      set_family(m, Family::Llama);
+      LayerKind nope{"nope"};
+      nope.rope = false;
+      m.layer_kinds = {LayerKind{"rope"}, nope};
+      m.layer_pattern = {0, 1};
+    }
     m.name = "fuzz";
     m.layers = layers;
     m.dropout = 0.1;
-    graphs[layers] = std::make_unique<BlockGraph>(m);
+    g = std::make_unique<BlockGraph>(m);
   }
-  return *graphs[layers];
+  return *g;
 }
 
 }  // namespace
@@ -35,7 +44,9 @@ void schedule(const std::uint8_t* data, std::size_t size) {
   write_file(path, data, size);
   refused_or_accepted([] {
     Schedule s = load_schedule_file(path);
-    validate_schedule(s, graph(s.blocks >= 1 && s.blocks <= kMaxBlocks ? s.blocks : 2));
+    const int blocks = s.blocks >= 1 && s.blocks <= kMaxBlocks ? s.blocks : 2;
+    refused_or_accepted([&] { validate_schedule(s, graph(blocks, true)); });
+    validate_schedule(s, graph(blocks, false));
   });
 }
 

@@ -58,7 +58,8 @@ void check_same_blocks(const ModelConfig& run, const ModelConfig& plan) {
 }
 
 std::vector<double> step_costs_from_ops(const std::vector<OpRecord>& ops,
-                                        const std::vector<StepDef>& steps) {
+                                        const std::vector<StepDef>& steps,
+                                        const std::vector<bool>& unrun) {
   // Summed ns per (step name, block).
   std::map<std::string, std::map<int, double>> per_block;
   for (const auto& s : steps) per_block[s.name];
@@ -70,10 +71,11 @@ std::vector<double> step_costs_from_ops(const std::vector<OpRecord>& ops,
   }
   std::vector<double> cost;
   std::string missing;
-  for (const auto& s : steps) {
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const StepDef& s = steps[i];
     const auto& blocks = per_block[s.name];
     if (blocks.empty()) {
-      if (s.flops_fwd != 0) missing += (missing.empty() ? "" : ", ") + s.name;
+      if (s.flops_fwd != 0 && !(i < unrun.size() && unrun[i])) missing += (missing.empty() ? "" : ", ") + s.name;
       cost.push_back(0.0);
       continue;
     }
@@ -93,7 +95,19 @@ std::vector<double> measured_step_costs(const Trace& t, const BlockGraph& g) {
                 (t.error.empty() ? "" : ": " + t.error) + ")");
   if (t.ops.empty()) throw Error("the run has no op records (was it run with --no-profile?)");
   check_same_blocks(t.model, g.config());
-  return step_costs_from_ops(t.ops, g.steps());
+  // The first table's steps that no block of the model runs (all its layers without RoPE) have
+  // no records; their cost is never used.
+  std::vector<bool> unrun(g.steps().size(), true);
+  for (int b = 0; b < g.config().layers; ++b) {
+    if (g.table_index(b) == 0) {
+      unrun.assign(unrun.size(), false);
+      break;
+    }
+    for (std::size_t s = 0; s < unrun.size(); ++s)
+      for (const StepDef& v : g.of(b).steps())
+        if (v.name == g.steps()[s].name) unrun[s] = false;
+  }
+  return step_costs_from_ops(t.ops, g.steps(), unrun);
 }
 
 StepCosts step_costs_from_run_dir(const std::string& dir, const ModelConfig& m) {

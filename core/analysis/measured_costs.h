@@ -23,10 +23,12 @@ void check_same_blocks(const ModelConfig& run, const ModelConfig& plan);
 
 // Per step of `steps` (table order): over the forward-phase records with block >= 0 whose op is
 // the step's name, the durations (end_ns - start_ns) summed per block, then averaged over the
-// blocks that have any. A step without records costs 0 when its flops_fwd is 0; otherwise
-// Error names every such step.
+// blocks that have any. A step without records costs 0 when its flops_fwd is 0 or `unrun`
+// marks it (a step of the first table that no block of the model runs: layers without RoPE
+// only); otherwise Error names every such step.
 std::vector<double> step_costs_from_ops(const std::vector<OpRecord>& ops,
-                                        const std::vector<StepDef>& steps);
+                                        const std::vector<StepDef>& steps,
+                                        const std::vector<bool>& unrun = {});
 
 // The costs of g's steps measured in `t` (its ops: the last counted step). Refuses an
 // incomplete run, a run without op records and a run of a different model (check_same_blocks

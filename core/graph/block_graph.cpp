@@ -48,6 +48,7 @@ int BlockGraph::table_index(int block) const {
 }
 
 BlockGraph BlockGraph::with_variants(BlockGraph primary, std::vector<BlockGraph> variants) {
+  for (BlockGraph& v : variants) v.rope_ = !primary.rope_;  // the one variant there is: the other RoPE structure
   primary.variants_ = std::move(variants);
   primary.set_first_block(primary.first_block_);
   return primary;

@@ -190,31 +190,33 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
   return m;
 }
 
-// no_rope_layers (SmolLM3, Llama 4): per layer 1 (rotates) or 0 (no RoPE); absent, null or empty,
-// transformers' default: the layers l with (l + 1) % no_rope_layer_interval == 0 (default 4)
-// go without. Layers without RoPE become layer kinds of their own (rope: false), the kinds the
-// model has so far split by it.
+// no_rope_layers (SmolLM3's; Llama 4 writes it too): per layer 1 (rotates) or 0 (no RoPE), a
+// list at least as long as the layers (the first ones count); absent or null, transformers'
+// default: the layers l with (l + 1) % no_rope_layer_interval == 0 (default 4) go without. An
+// empty list is refused (transformers keeps it, and its layers then find no entry). Layers
+// without RoPE become layer kinds of their own (rope: false), the kinds the model has so far
+// split by it.
 void apply_no_rope_layers(const nlohmann::json& j, ModelConfig& m, Problems& p) {
-  const int every = p.take([&] { return int_field(j, "no_rope_layer_interval", 4); }, 4);
   std::vector<bool> rope(static_cast<std::size_t>(m.layers), true);
   const nlohmann::json list = j.contains("no_rope_layers") ? j.at("no_rope_layers") : nlohmann::json();
-  if (!list.is_null() && !list.is_array()) {
-    p.add("no_rope_layers", "must be a list of 0 and 1 per layer, got " + json_snippet(list));
+  if (!list.is_null() && !(list.is_array() && !list.empty())) {
+    p.add("no_rope_layers", "must be a list of 1 (RoPE) or 0 (none) per layer, got " + json_snippet(list));
     return;
   }
-  if (list.is_array() && !list.empty()) {
-    if (static_cast<int>(list.size()) != m.layers) {
+  if (list.is_array()) {
+    if (static_cast<int>(list.size()) < m.layers) {
       p.add("no_rope_layers", "lists " + std::to_string(list.size()) + " layers; num_hidden_layers is " + std::to_string(m.layers));
       return;
     }
-    for (std::size_t l = 0; l < list.size(); ++l) {
-      if (!(list[l] == 0 || list[l] == 1)) {
+    for (std::size_t l = 0; l < rope.size(); ++l) {
+      if (!(list[l].is_number_integer() && (list[l] == 0 || list[l] == 1))) {
         p.add("no_rope_layers", "layer " + std::to_string(l) + " is " + json_snippet(list[l]) + " (1: RoPE, 0: none)");
         return;
       }
       rope[l] = list[l] == 1;
     }
   } else {
+    const int every = p.take([&] { return int_field(j, "no_rope_layer_interval", 4); }, 4);
     for (int l = 0; l < m.layers; ++l) rope[static_cast<std::size_t>(l)] = (l + 1) % every != 0;
   }
   if (std::all_of(rope.begin(), rope.end(), [](bool r) { return r; })) return;

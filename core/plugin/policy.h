@@ -16,7 +16,7 @@
 #include "core/model/model_config.h"
 #include "core/schedule/schedule.h"
 
-#define REMAT_POLICY_ABI_VERSION 2
+#define REMAT_POLICY_ABI_VERSION 3
 
 namespace remat {
 

@@ -1,6 +1,7 @@
 // Reading a run directory back: the summary and the schedule first, then the tables against
 // the schema with the ranges the summary sets (model.layers, the steps), then the files against
 // each other.
+#include "core/analysis/block_names.h"
 #include "core/trace/run_dir_read.h"
 
 #include <charconv>
@@ -448,12 +449,21 @@ void read_schedule(const std::string& dir, const nlohmann::json& summary, Trace&
     const int n = provenance_int(t, "micro_batches", 1);
     if (n >= 1 && planned.batch % n == 0) planned.batch /= n;
   }
+  // Its blocks are the model's from the stage's first (windows, layer kinds and their tables
+  // follow the model's block numbers).
+  const int first = first_block(t);
   auto stats_of = [&](bool sp) {
-    if (tp == 1) return validate_schedule(t.schedule, BlockGraph(planned));
+    if (tp == 1) {
+      BlockGraph g(planned);
+      g.set_first_block(first);
+      return validate_schedule(t.schedule, g);
+    }
     ParallelLayout l;
     l.tp = tp;
     l.sp = sp;
-    return validate_schedule(t.schedule, per_rank_graph(planned, l));
+    BlockGraph g = per_rank_graph(planned, l);
+    g.set_first_block(first);
+    return validate_schedule(t.schedule, g);
   };
   ScheduleStats st;
   try {

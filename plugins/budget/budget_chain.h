@@ -117,6 +117,8 @@ inline TableOptions table_options(const BlockGraph& model, int table, const std:
   const int in = g.input();
   auto cost_of = [&](int s) {
     const StepDef& sd = g.steps()[static_cast<std::size_t>(s)];
+    if (table == 0) return static_cast<std::size_t>(s) < step_cost.size() ? step_cost[static_cast<std::size_t>(s)]
+                                                                            : static_cast<double>(sd.flops_fwd);
     const auto& first = model.steps();
     for (std::size_t k = 0; k < first.size() && k < step_cost.size(); ++k)
       if (first[k].name == sd.name) return step_cost[k];

@@ -27,7 +27,7 @@ for the same layout (its stage's peak and static bytes), under `none` and
 `uniform:segments=2` (each stage's two blocks recomputed); plan's stage p holds min(P − p, N)
 micro-batches in flight.
 
-Layers without RoPE (llama-tiny, blocks 1 and 3 of a kind without it) at P = 2 x T = 2: the
+A layer without RoPE (llama-tiny, block 3 of a kind without it) at P = 2 x T = 2: the
 single-process losses within the bound above, every rank's peak = predicted = plan's, and
 `selective:modules=core_attn+mlp` and `uniform:layers=1` with none's losses bit for bit.
 
@@ -141,10 +141,11 @@ def layout_run(b, tmp, steps, policy, pp, n, dp, tp, batch, ref, rel, tag="", sp
 
 
 def nope_model(b, tmp):
-    """llama-tiny's JSON with its blocks 1 and 3 of a layer kind without RoPE, written to tmp."""
+    """llama-tiny's JSON with its block 3 of a layer kind without RoPE (the second stage's
+    second block: the stages' tables differ), written to tmp."""
     m = [x for x in b.json("list", "models", "--json") if x["name"] == "llama-tiny"][0]
     m.update(name="llama-tiny-nope", layer_kinds=[{"name": "rope"}, {"name": "nope", "rope": False}],
-             layer_pattern=["rope", "nope"])
+             layer_pattern=["rope", "rope", "rope", "nope"])
     path = os.path.join(tmp, "llama-tiny-nope.json")
     with open(path, "w") as f:
         json.dump(m, f)
@@ -219,8 +220,9 @@ def main():
               "bit for bit: %r %r" % (dist, plain))
         layout_run(b, tmp, a.steps, "none", 2, 2, 1, 1, 4, single(b, tmp, a.steps, "none", 4, "llama-tiny"),
                    tokens4 * U32, model="llama-tiny")
-        # Layers without RoPE (llama-tiny with blocks 1 and 3 of a kind without it): each stage
-        # and rank walks its own blocks' tables; Megatron-LM's recomputation gives none's bits.
+        # A layer without RoPE (llama-tiny's block 3): each stage and rank walks its own blocks'
+        # tables, and compare reads each rank's directory against them; Megatron-LM's
+        # recomputation gives none's bits.
         nope = nope_model(b, tmp)
         nope_ref = single(b, tmp, a.steps, "none", 4, nope)
         nope_none = layout_run(b, tmp, a.steps, "none", 2, 2, 1, 2, 4, nope_ref, tokens4 * U32 + 2 * 4 * 4 * 512 * U32,

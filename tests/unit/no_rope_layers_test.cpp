@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/analysis/measured_costs.h"
 #include "core/graph/parallel_layout.h"
 #include "core/model/model_config.h"
 #include "core/model/model_source.h"
@@ -102,6 +103,25 @@ TEST(NoRopeLayers, TrainExactlyUnderEveryPolicy) {
   EXPECT_LT(forward_flops(none), forward_flops(a));  // two blocks' rotations fewer
 }
 
+// Step costs measured in a run of a model whose every layer goes without RoPE: the first
+// table's RoPE step, run by no block, has no records and costs nothing (it is never used).
+TEST(NoRopeLayers, StepCostsOfARunWithoutAnyRotation) {
+  const ModelConfig none_rotate = with_nope({1}), mixed = with_nope();
+  const BlockGraph g(none_rotate);
+  const auto rope = std::find_if(g.steps().begin(), g.steps().end(), [](const StepDef& s) { return s.op == OpKind::Rope; });
+  ASSERT_NE(rope, g.steps().end());
+  const std::size_t r = static_cast<std::size_t>(rope - g.steps().begin());
+  const std::vector<double> c = measured_step_costs(test::run(none_rotate, test::plan("none", none_rotate)), g);
+  EXPECT_EQ(c[r], 0.0);
+  EXPECT_GT(c[0], 0.0);
+  EXPECT_GT(measured_step_costs(test::run(mixed, test::plan("none", mixed)), BlockGraph(mixed))[r], 0.0);
+  // Planned with them: the budget policy's plan of the model, checked by the registry.
+  StepCosts sc{c, "ns"};
+  const Schedule s = test::plugins().plan(parse_policy_choice("budget"), g,
+                                          simulate(none_rotate, test::plan("none", none_rotate), nullptr).activation_peak_bytes, &sc);
+  EXPECT_EQ(s.blocks, none_rotate.layers);
+}
+
 nlohmann::json smollm3() {
   std::ifstream in(std::string(REMAT_TEST_DATA_DIR) + "/hf-configs/smollm3-3b.json");
   return nlohmann::json::parse(in);
@@ -123,8 +143,9 @@ TEST(NoRopeLayers, SmolLM3sListOrItsIntervalGivesTheLayersWithout) {
   const ModelConfig preset = resolve_model("smollm3-3b");
   EXPECT_EQ(preset.layer_kinds, m.layer_kinds);
   for (int l = 0; l < m.layers; ++l) EXPECT_EQ(&preset.kind_of(l) - preset.layer_kinds.data(), &m.kind_of(l) - m.layer_kinds.data()) << l;
-  j["no_rope_layers"] = nlohmann::json::array();  // empty: the default too
-  EXPECT_EQ(model_from_hf_json(j, "x").layer_pattern, three.layer_pattern);
+  j = smollm3();
+  j["no_rope_layers"].push_back(0);  // longer than the layers: the first 36 count
+  EXPECT_EQ(model_from_hf_json(j, "x").layer_pattern, m.layer_pattern);
 
   auto refusal = [](const nlohmann::json& bad) {
     try {
@@ -140,6 +161,18 @@ TEST(NoRopeLayers, SmolLM3sListOrItsIntervalGivesTheLayersWithout) {
   j = smollm3();
   j["no_rope_layers"][3] = 2;
   EXPECT_NE(refusal(j).find("layer 3 is 2 (1: RoPE, 0: none)"), std::string::npos) << refusal(j);
+  j = smollm3();
+  j["no_rope_layers"] = nlohmann::json::array();  // transformers keeps it, and no layer finds its entry
+  EXPECT_NE(refusal(j).find("no_rope_layers: must be a list of 1 (RoPE) or 0 (none) per layer, got []"), std::string::npos)
+      << refusal(j);
+  j = smollm3();
+  j["no_rope_layers"][0] = true;
+  EXPECT_NE(refusal(j).find("layer 0 is true"), std::string::npos) << refusal(j);
+  j = smollm3();  // a window listed while use_sliding_window is false: no layer slides
+  j["sliding_window"] = 8;
+  j["layer_types"][3] = "sliding_attention";
+  EXPECT_NE(refusal(j).find("layer 3 is sliding_attention, but the config gives no window"), std::string::npos)
+      << refusal(j);
   j = smollm3();
   j["use_sliding_window"] = true;
   j["sliding_window"] = 4096;
