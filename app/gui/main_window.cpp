@@ -71,6 +71,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent)
       statusBar()->showMessage(tr("%1 selected in the Setup panel: choose a policy and press Run (Ctrl+R)").arg(name), 6000);
   });
   compare_ = new CompareView(this);
+  compare_->setRegistry(&registry_);
   connect(compare_, &CompareView::plotsRebuilt, this, &MainWindow::connectPlots);
   analysis_ = new AnalysisView(this);
   pages_->addTab(run_view_, tr("Timeline"));

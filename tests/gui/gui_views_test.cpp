@@ -17,6 +17,7 @@
 #include <qcustomplot.h>
 
 #include "core/analysis/block_formula.h"
+#include "core/analysis/frontier.h"
 #include "core/trace/csv.h"
 #include "core/trace/run_dir.h"
 #include "core/util/error.h"
@@ -47,6 +48,7 @@ class GuiViewsTest : public QObject {
   void init() { QTest::failOnWarning(QRegularExpression("QPainter")); }
   void compareStacksRunsOnOneSharedAxis();
   void compareFrontierIgnoresUncheckedAndCancelledRuns();
+  void compareDrawsTheBudgetLineWithTheRuns();
   void compareGroupsUnlikeRunsWithTheirOwnScales();
   void compareMarksOverheadsWithinNoise();
   void scatterNamesLeaveTheOtherPointsFree();
@@ -170,6 +172,35 @@ void GuiViewsTest::compareFrontierIgnoresUncheckedAndCancelledRuns() {
   QCOMPARE(v.timelineGroups().last(), -1);
   QCOMPARE(v.peakChart()->barCount(), 2);
   QCOMPARE(v.scatter()->frontierCount(), 2);
+}
+
+// The budget policy's line for the runs' model, from its smallest budget to none's activation
+// peak (where none's run sits, at no recomputation), with the runs as points; none without the
+// plugins.
+void GuiViewsTest::compareDrawsTheBudgetLineWithTheRuns() {
+  RunListModel list;
+  list.add(none_, {});
+  list.add(uniform_, {});
+  CompareView v;
+  v.resize(1400, 900);
+  v.show();
+  v.setRuns(list.checked());
+  QCOMPARE(v.budgetFrontier()->linePoints(), 0);  // no plugins: no line
+  v.setRegistry(&testing::registry());
+  v.setRuns(list.checked());
+  BudgetFrontierChart* c = v.budgetFrontier();
+  QCOMPARE(c->linePoints(), 24);
+  QCOMPARE(c->runPoints(), 2);
+  const Frontier f = compute_frontier(testing::registry(), none_->model, "budget", 24);
+  QCOMPARE(f.store_all_budget, none_->activation_peak_bytes);  // the plan's walk is the run's
+  QVERIFY(f.line.front().recompute_flops > 0);
+  QCOMPARE(f.line.back().recompute_flops, std::uint64_t{0});
+  // none's point: at the line's right end, on the axis of no recomputation.
+  QTest::qWait(50);
+  const QPointF p = c->runPixel(0);
+  QCOMPARE(p.x(), c->plot()->xAxis->coordToPixel(static_cast<double>(f.store_all_budget)));
+  QCOMPARE(p.y(), c->plot()->yAxis->coordToPixel(0.0));
+  QVERIFY(c->runPixel(1).y() < p.y());  // uniform recomputes: higher up
 }
 
 void GuiViewsTest::compareGroupsUnlikeRunsWithTheirOwnScales() {

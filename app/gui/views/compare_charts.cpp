@@ -327,4 +327,88 @@ void FrontierScatter::resetZoom() {
   placeNames();
 }
 
+BudgetFrontierChart::BudgetFrontierChart(QWidget* parent) : PlotView(parent) {
+  add_title(plot_, tr("Recompute FLOPs against the activation budget: the budget policy's least at each "
+                      "budget (line), the runs (points)"));
+  plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new BytesTicker));
+  plot_->xAxis->ticker()->setTickCount(4);
+  plot_->yAxis->setLabel(tr("recompute GFLOP"));
+  plot_->setMinimumHeight(180);
+  plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  style_plot(plot_, palette());
+}
+
+void BudgetFrontierChart::setFrontier(const Frontier& f, const std::vector<RunEntry>& runs) {
+  plot_->clearPlottables();
+  plot_->clearItems();
+  run_points_.clear();
+  line_points_ = static_cast<int>(f.line.size());
+  auto* line = plot_->addGraph();
+  QColor c = palette().color(QPalette::Text);
+  c.setAlpha(160);
+  line->setPen(QPen(c, 1.5));
+  line->setLineStyle(QCPGraph::lsStepLeft);  // a budget's cost holds up to the next budget
+  double xmax = static_cast<double>(f.store_all_budget), ymax = 0;
+  for (const FrontierPoint& p : f.line) {
+    line->addData(static_cast<double>(p.budget), static_cast<double>(p.recompute_flops) / 1e9);
+    ymax = std::max(ymax, static_cast<double>(p.recompute_flops) / 1e9);
+  }
+  std::vector<const RunEntry*> shown;  // the run of each point
+  for (const RunEntry& r : runs) {
+    const Trace& t = *r.trace;
+    if (!t.complete) continue;
+    shown.push_back(&r);
+    const QPointF p(static_cast<double>(t.activation_peak_bytes), static_cast<double>(t.flops.recompute) / 1e9);
+    auto* g = plot_->addGraph();
+    g->setLineStyle(QCPGraph::lsNone);
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, policy_color(t.policy), 9));
+    g->addData(p.x(), p.y());
+    run_points_ << p;
+    xmax = std::max(xmax, p.x());
+    ymax = std::max(ymax, p.y());
+  }
+  // Each run's name beside its point, to the left of those in the right third (the budgets near
+  // store-all), where the plot would cut it.
+  for (int i = 0; i < run_points_.size(); ++i) {
+    const RunEntry* r = shown[static_cast<std::size_t>(i)];
+    const bool right = run_points_[i].x() > xmax * 0.66;
+    auto* label = new QCPItemText(plot_);
+    label->position->setCoords(run_points_[i].x(), run_points_[i].y());
+    label->setPositionAlignment((right ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignBottom);
+    label->setPadding(right ? QMargins(0, 0, 7, 2) : QMargins(7, 0, 0, 2));
+    label->setText(QString("#%1 %2").arg(r->id).arg(QString::fromStdString(r->trace->policy)));
+    label->setColor(palette().color(QPalette::Text));
+  }
+  // From a little under 0, so that the points of no recomputation stand clear of the axis.
+  x_range_ = {0, xmax > 0 ? xmax * 1.1 : 1};
+  y_range_ = {ymax > 0 ? -ymax * 0.06 : -0.06, ymax > 0 ? ymax * 1.15 : 1};
+  style_plot(plot_, palette());
+  resetZoom();
+}
+
+void BudgetFrontierChart::setUnavailable(const QString& why) {
+  plot_->clearPlottables();
+  plot_->clearItems();
+  run_points_.clear();
+  line_points_ = 0;
+  auto* note = new QCPItemText(plot_);
+  note->position->setType(QCPItemPosition::ptAxisRectRatio);
+  note->position->setCoords(0.5, 0.5);
+  note->setText(why);
+  note->setColor(palette().color(QPalette::PlaceholderText));
+  resetZoom();
+}
+
+QPointF BudgetFrontierChart::runPixel(int i) const {
+  if (i < 0 || i >= run_points_.size()) return {};
+  return {plot_->xAxis->coordToPixel(run_points_[i].x()), plot_->yAxis->coordToPixel(run_points_[i].y())};
+}
+
+void BudgetFrontierChart::resetZoom() {
+  plot_->xAxis->setRange(x_range_.first, x_range_.second);
+  plot_->yAxis->setRange(y_range_.first, y_range_.second);
+  if (unsized(plot_)) return;
+  plot_->replot();
+}
+
 }  // namespace remat::gui

@@ -7,6 +7,8 @@
 // they turn vertical when a bar's slot is narrower than the text (inside the bar when it is tall
 // enough, else over it, elided only when neither has room), the value axis leaves room for
 // upright ones, and run names on the axis break after the number and are elided to the slot.
+// Beside them, the budget policy's recompute cost against the activation budget (the line, from
+// its smallest budget to none's peak: core/analysis/frontier.h) with the runs as points.
 #pragma once
 #include <QColor>
 #include <QRectF>
@@ -15,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/analysis/frontier.h"
 #include "run_entry.h"
 #include "views/plot_view.h"
 
@@ -77,6 +80,27 @@ class FrontierScatter : public PlotView {
   QVector<QCPItemText*> names_;
   int points_ = 0, frontier_ = 0;
   std::pair<double, double> x_range_{0, 1}, y_range_{0, 1};  // the whole data range
+};
+
+class BudgetFrontierChart : public PlotView {
+  Q_OBJECT
+ public:
+  explicit BudgetFrontierChart(QWidget* parent = nullptr);
+  // The line of `f` (its budgets, each at the recompute FLOPs of its plan) and the group's
+  // complete runs at (their activation peak, their recompute FLOPs).
+  void setFrontier(const Frontier& f, const std::vector<RunEntry>& runs);
+  // Says why there is no line (the message in the plot) instead.
+  void setUnavailable(const QString& why);
+  int linePoints() const { return line_points_; }
+  int runPoints() const { return static_cast<int>(run_points_.size()); }
+  // Where run point i is, in the plot's pixels (after a replot).
+  QPointF runPixel(int i) const;
+  void resetZoom() override;
+
+ private:
+  int line_points_ = 0;
+  QVector<QPointF> run_points_;  // (bytes, GFLOP)
+  std::pair<double, double> x_range_{0, 1}, y_range_{0, 1};
 };
 
 }  // namespace remat::gui

@@ -144,6 +144,7 @@ void CompareView::clear() {
   peaks_.clear();
   times_.clear();
   scatters_.clear();
+  budget_frontiers_.clear();
 }
 
 void CompareView::rebuild() {
@@ -227,9 +228,10 @@ void CompareView::addCharts(const Group& g) {
   auto* peak = new RunBarChart(tr("Peak memory (reduction against none)"), RunBarChart::Unit::Bytes, row);
   auto* time = new RunBarChart(tr("Step time: median, min–max (overhead against none)"), RunBarChart::Unit::Milliseconds, row);
   auto* scatter = new FrontierScatter(row);
+  auto* budget = new BudgetFrontierChart(row);
   auto* charts = new QSplitter(Qt::Horizontal, row);
   // The three share the page's width: none asks for the width of its title on one line (the
-  // titles break into lines), so the page never scrolls sideways.
+  // titles break into lines), so the page never scrolls sideways. The budget line is under them.
   for (PlotView* c : std::initializer_list<PlotView*>{peak, time, scatter}) {
     c->setMinimumWidth(160);
     c->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Expanding);
@@ -239,9 +241,13 @@ void CompareView::addCharts(const Group& g) {
   }
   charts->setMinimumHeight(200);
   rl->addWidget(charts, 1);
+  budget->setMinimumHeight(220);
+  budget->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Expanding);
+  rl->addWidget(budget, 1);
   peaks_ << peak;
   times_ << time;
   scatters_ << scatter;
+  budget_frontiers_ << budget;
 
   std::vector<const Trace*> traces;
   for (const auto& r : g.runs) traces.push_back(r.trace.get());
@@ -270,6 +276,28 @@ void CompareView::addCharts(const Group& g) {
   peak->setBars(pb);
   time->setBars(tb);
   scatter->setRuns(g.runs);
+  budgetLine(g, budget);
+}
+
+// The budget policy's line for the group's model: RematLab's own single-process runs only (an
+// imported trace has no model to plan; a rank's table is its layout's).
+void CompareView::budgetLine(const Group& g, BudgetFrontierChart* chart) {
+  const Trace* model = nullptr;
+  for (const auto& r : g.runs)
+    if (r.trace->complete && !r.trace->imported() && !run_layout(*r.trace).distributed()) {
+      model = r.trace.get();
+      break;
+    }
+  if (!registry_ || !model) {
+    chart->setUnavailable(!registry_ ? tr("no policy plugins loaded")
+                                     : tr("single-process runs of RematLab only"));
+    return;
+  }
+  try {
+    chart->setFrontier(compute_frontier(*registry_, model->model, "budget", 24), g.runs);
+  } catch (const std::exception& e) {
+    chart->setUnavailable(tr("no budget line: %1").arg(QString::fromStdString(e.what())));
+  }
 }
 
 void CompareView::sync(QObject* from, const QCPRange& r) {

@@ -3,13 +3,16 @@
 // checked. Per group: the memory timelines stacked with one synchronized time axis (absolute, or
 // normalized to each run's step time) and one byte scale, or overlaid on one plot; bars of peak
 // memory and of step time (median, min-max whisker) with the reduction and overhead against the
-// group's `none` run; and the group's peak-versus-time scatter with its frontier. Incomplete
+// group's `none` run; the group's peak-versus-time scatter with its frontier; and, with the
+// plugins at hand (setRegistry), the budget policy's recompute cost against the activation budget
+// for the group's model with its runs as points (core/analysis/frontier.h). Incomplete
 // runs that are checked show their timeline on their own scale and enter no chart.
 #pragma once
 #include <QList>
 #include <QWidget>
 #include <vector>
 
+#include "core/plugin/registry.h"
 #include "run_entry.h"
 #include "views/memory_timeline_view.h"
 
@@ -24,6 +27,7 @@ namespace remat::gui {
 class OverlayTimelineView;
 class RunBarChart;
 class FrontierScatter;
+class BudgetFrontierChart;
 
 class CompareView : public QWidget {
   Q_OBJECT
@@ -31,6 +35,8 @@ class CompareView : public QWidget {
   explicit CompareView(QWidget* parent = nullptr);
   // The checked runs. Built now when the view is visible, else when it is next shown.
   void setRuns(const std::vector<RunEntry>& compared);
+  // The plugins that plan the budget line (none: no line).
+  void setRegistry(const PolicyRegistry* registry) { registry_ = registry; }
   void setTimeMode(TimeMode m);
   TimeMode timeMode() const { return mode_; }
   void setOverlay(bool on);
@@ -45,6 +51,7 @@ class CompareView : public QWidget {
   RunBarChart* peakChart(int group = 0) const { return peaks_.value(group); }
   RunBarChart* timeChart(int group = 0) const { return times_.value(group); }
   FrontierScatter* scatter(int group = 0) const { return scatters_.value(group); }
+  BudgetFrontierChart* budgetFrontier(int group = 0) const { return budget_frontiers_.value(group); }
   void resetZoom();
 
  signals:
@@ -62,6 +69,7 @@ class CompareView : public QWidget {
   void clear();
   void addTimelines(const std::vector<RunEntry>& runs, int group);
   void addCharts(const Group& g);
+  void budgetLine(const Group& g, BudgetFrontierChart* chart);
   void sync(QObject* from, const QCPRange& r);
 
   std::vector<RunEntry> compared_;
@@ -84,6 +92,8 @@ class CompareView : public QWidget {
   QList<OverlayTimelineView*> overlays_;
   QList<RunBarChart*> peaks_, times_;
   QList<FrontierScatter*> scatters_;
+  QList<BudgetFrontierChart*> budget_frontiers_;
+  const PolicyRegistry* registry_ = nullptr;
   bool syncing_ = false;
   bool dirty_ = false;  // rebuilt when next shown (the timelines of big runs take a while)
 };
