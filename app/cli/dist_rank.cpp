@@ -89,11 +89,8 @@ std::optional<RankEnv> rank_from_env() {
       throw ConfigError("REMAT_DIST_STORE", std::string("must name a directory all ranks reach (") + s[0] +
                                                 " and " + s[1] + " are set)");
     e.store = store ? store : "";
-    std::error_code ec;
-    if (store && e.size > 1 && !std::filesystem::is_directory(e.store, ec))
-      throw ConfigError("REMAT_DIST_STORE", "'" + e.store + "' " +
-                                                (std::filesystem::exists(e.store, ec) ? "is not a directory"
-                                                                                      : "does not exist") +
+    if (const std::string why = store && e.size > 1 ? store_dir_problem(e.store) : ""; !why.empty())
+      throw ConfigError("REMAT_DIST_STORE", "'" + e.store + "' " + why +
                                                 ": it must name a directory every rank reaches (create it before "
                                                 "the ranks start)");
     if (const char* o = env("REMAT_RANK_OUT")) e.out = o;

@@ -1,5 +1,7 @@
 #include "core/dist/communicator.h"
 
+#include <filesystem>
+
 #include "core/util/error.h"
 
 namespace remat {
@@ -144,6 +146,14 @@ void Communicator::do_recv(void*, std::size_t, int) {
 NullCommunicator::NullCommunicator(int rank, int size) : rank_(rank), size_(size) {
   if (size < 1 || rank < 0 || rank >= size)
     throw Error("rank " + std::to_string(rank) + " of a world of " + std::to_string(size));
+}
+
+std::string store_dir_problem(const std::string& dir) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(dir, ec);
+  if (!std::filesystem::exists(st)) return "does not exist";
+  if (!std::filesystem::is_directory(st)) return "is not a directory";
+  return "";
 }
 
 }  // namespace remat

@@ -130,4 +130,8 @@ class NullCommunicator : public Communicator {
   int rank_, size_;
 };
 
+// Why `dir` cannot be the ranks' rendezvous store: "does not exist" or "is not a directory";
+// "" for an existing directory. The one check of the launcher, Gloo's and NCCL's rendezvous.
+std::string store_dir_problem(const std::string& dir);
+
 }  // namespace remat

@@ -99,11 +99,9 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& o)
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size)
     throw Error("rank " + std::to_string(o.rank) + " of a world of " + std::to_string(o.size));
   if (o.store_dir.empty()) throw Error("the ranks' rendezvous needs a store directory");
-  std::error_code ec;
-  if (!std::filesystem::is_directory(o.store_dir, ec))
+  if (const std::string why = store_dir_problem(o.store_dir); !why.empty())
     throw Error("the rendezvous of rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-                ": the store directory '" + o.store_dir + "' " +
-                (std::filesystem::exists(o.store_dir, ec) ? "is not a directory" : "does not exist"));
+                ": the store directory '" + o.store_dir + "' " + why);
   std::unique_ptr<RendezvousStore> store;
   guarded("the rendezvous", rank_, size_, [&] {
     store = std::make_unique<RendezvousStore>(o.store_dir, timeout_, rank_, size_);

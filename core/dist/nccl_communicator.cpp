@@ -86,12 +86,8 @@ namespace nccl_rendezvous {
 void check_dir(const std::string& dir, int rank, int size) {
   const std::string who = "the NCCL rendezvous of " + rank_of(rank, size);
   if (dir.empty()) throw Error(who + " needs a store directory");
-  std::error_code ec;
-  const auto st = std::filesystem::status(dir, ec);
-  if (!std::filesystem::exists(st))
-    throw Error(who + ": the store directory '" + dir + "' does not exist");
-  if (!std::filesystem::is_directory(st))
-    throw Error(who + ": the store path '" + dir + "' is not a directory");
+  if (const std::string why = store_dir_problem(dir); !why.empty())
+    throw Error(who + ": the store directory '" + dir + "' " + why);
 }
 
 void publish(const std::string& dir, const std::string& key, const std::string& bytes, int rank,
