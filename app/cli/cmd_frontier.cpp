@@ -36,7 +36,7 @@ int frontier(const FrontierOptions& o) {
   auto progress = [&](int i, int n) {
     if (tty) std::cerr << "\rplanned " << i << " of " << n << (i == n ? "\n" : "") << std::flush;
   };
-  const Frontier f = compute_frontier(reg, m, o.policy, o.points, progress);
+  const Frontier f = compute_frontier(reg, m, o.policy, o.points, true, progress);
   if (o.json) {
     nlohmann::json j;
     j["model"] = m.name;

@@ -12,8 +12,9 @@ namespace remat {
 namespace {
 
 // The smallest budget `choice` plans to: the one its refusal of a one-byte budget names (the
-// budget policy says "the smallest feasible budget is N bytes"), checked, else found by
-// bisection between 1 and `high` (which it must plan to).
+// budget policy says "the smallest feasible budget is N bytes"), checked (it plans at N and not
+// at N - 1), else found by bisection between 1 and `high`, at which it must then plan (its own
+// error otherwise).
 std::uint64_t smallest_budget(const PolicyRegistry& reg, const PolicyChoice& choice, const BlockGraph& g,
                               std::uint64_t high) {
   auto plans = [&](std::uint64_t b) {
@@ -31,11 +32,12 @@ std::uint64_t smallest_budget(const PolicyRegistry& reg, const PolicyChoice& cho
     static const std::regex named("smallest feasible budget is ([0-9]+) bytes");
     std::cmatch got;
     const std::string what = e.what();
-    if (std::regex_search(what.c_str(), got, named)) {
+    if (std::regex_search(what.c_str(), got, named) && got[1].length() <= 19) {
       const std::uint64_t b = std::stoull(got[1].str());
       if (b > 1 && b <= high && plans(b) && !plans(b - 1)) return b;
     }
   }
+  reg.plan(choice, g, high);  // nothing to recompute: it must plan here (its error otherwise)
   std::uint64_t lo = 1, hi = high;  // lo refused, hi planned
   while (hi - lo > 1) {
     const std::uint64_t mid = lo + (hi - lo) / 2;
@@ -47,7 +49,7 @@ std::uint64_t smallest_budget(const PolicyRegistry& reg, const PolicyChoice& cho
 }  // namespace
 
 Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const std::string& policy, int points,
-                          const std::function<void(int, int)>& progress) {
+                          bool with_others, const std::function<void(int, int)>& progress) {
   if (points < 2) throw Error("a frontier needs at least 2 points, got " + std::to_string(points));
   const PolicyChoice choice = parse_policy_choice(policy);
   const LoadedPolicy* lp = reg.find(choice.name);
@@ -69,7 +71,7 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
   const int n = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(points), hi - lo + 1));
   std::vector<std::string> others;
   for (const LoadedPolicy& p : reg.policies()) {
-    if (p.takes_memory_budget) continue;
+    if (!with_others || p.takes_memory_budget) continue;
     others.push_back(p.name);
     if (p.name == "selective") others.push_back("selective:modules=core_attn+mlp");
   }
@@ -79,13 +81,25 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
     const unsigned __int128 step = static_cast<unsigned __int128>(hi - lo) * static_cast<unsigned>(i);
     FrontierPoint pt;
     pt.budget = n == 1 ? lo : lo + static_cast<std::uint64_t>(step / static_cast<unsigned>(n - 1));
-    const Schedule s = reg.plan(choice, g, pt.budget);
-    const Prediction p = simulate(g, s, nullptr);
-    pt.activation_peak = p.activation_peak_bytes;
-    pt.recompute_flops = p.flops.recompute;
-    pt.peak = p.peak_bytes;
-    pt.params = s.params;
-    if (!f.line.empty() && f.line.back().recompute_flops < pt.recompute_flops) {
+    // A plan that fails here, or comes out over the budget, fits nowhere below it either: the
+    // point below stands (none below: the line has no start).
+    bool fits = true;
+    try {
+      const Schedule s = reg.plan(choice, g, pt.budget);
+      const Prediction p = simulate(g, s, nullptr);
+      pt.activation_peak = p.activation_peak_bytes;
+      pt.recompute_flops = p.flops.recompute;
+      pt.peak = p.peak_bytes;
+      pt.params = s.params;
+      fits = pt.activation_peak <= pt.budget;
+    } catch (const Error&) {
+      if (f.line.empty()) throw;
+      fits = false;
+    }
+    if (!fits && f.line.empty())
+      throw Error("'" + policy + "' planned " + std::to_string(pt.activation_peak) + " activation bytes for a budget of " +
+                  std::to_string(pt.budget));
+    if (!f.line.empty() && (!fits || f.line.back().recompute_flops < pt.recompute_flops)) {
       const FrontierPoint& prev = f.line.back();
       pt.activation_peak = prev.activation_peak;
       pt.recompute_flops = prev.recompute_flops;

@@ -39,10 +39,12 @@ struct Frontier {
 };
 
 // `points` budgets (at least 2) spread evenly from the smallest to store-all; `policy` must
-// take a memory budget (Error otherwise, naming the ones that do); `others` are planned with
-// their defaults (and, for selective, Megatron-LM's core_attn+mlp). `progress(i, n)` is called
+// take a memory budget (Error otherwise, naming the ones that do). A budget where the policy
+// fails, or plans over the budget, keeps the point below it (the first such budget is an Error).
+// With `others`, every loaded policy that does not plan to a budget is planned with its defaults
+// (and selective also with Megatron-LM's core_attn+mlp) as a point. `progress(i, n)` is called
 // after each plan. Throws Error.
 Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const std::string& policy, int points,
-                          const std::function<void(int, int)>& progress = {});
+                          bool others = true, const std::function<void(int, int)>& progress = {});
 
 }  // namespace remat

@@ -209,11 +209,15 @@ void apply_no_rope_layers(const nlohmann::json& j, ModelConfig& m, Problems& p) 
       return;
     }
     for (std::size_t l = 0; l < rope.size(); ++l) {
-      if (!(list[l].is_number_integer() && (list[l] == 0 || list[l] == 1))) {
-        p.add("no_rope_layers", "layer " + std::to_string(l) + " is " + json_snippet(list[l]) + " (1: RoPE, 0: none)");
+      // 1 or 0 as transformers reads them (a truth value): also 1.0, 0.0, true, false.
+      const nlohmann::json& v = list[l];
+      const bool one = v.is_boolean() ? v.get<bool>() : v.is_number() && v.get<double>() == 1.0;
+      const bool zero = v.is_boolean() ? !v.get<bool>() : v.is_number() && v.get<double>() == 0.0;
+      if (!one && !zero) {
+        p.add("no_rope_layers", "layer " + std::to_string(l) + " is " + json_snippet(v) + " (1: RoPE, 0: none)");
         return;
       }
-      rope[l] = list[l] == 1;
+      rope[l] = one;
     }
   } else {
     const int every = p.take([&] { return int_field(j, "no_rope_layer_interval", 4); }, 4);

@@ -195,6 +195,11 @@ void GuiViewsTest::compareDrawsTheBudgetLineWithTheRuns() {
   QCOMPARE(f.store_all_budget, none_->activation_peak_bytes);  // the plan's walk is the run's
   QVERIFY(f.line.front().recompute_flops > 0);
   QCOMPARE(f.line.back().recompute_flops, std::uint64_t{0});
+  // The line as drawn is the frontier's: each budget at its recompute GFLOP.
+  for (int i = 0; i < c->linePoints(); ++i) {
+    QCOMPARE(c->linePoint(i).x(), static_cast<double>(f.line[static_cast<std::size_t>(i)].budget));
+    QCOMPARE(c->linePoint(i).y(), static_cast<double>(f.line[static_cast<std::size_t>(i)].recompute_flops) / 1e9);
+  }
   // none's point: at the line's right end, on the axis of no recomputation.
   QTest::qWait(50);
   const QPointF p = c->runPixel(0);

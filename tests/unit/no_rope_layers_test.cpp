@@ -165,9 +165,13 @@ TEST(NoRopeLayers, SmolLM3sListOrItsIntervalGivesTheLayersWithout) {
   j["no_rope_layers"] = nlohmann::json::array();  // transformers keeps it, and no layer finds its entry
   EXPECT_NE(refusal(j).find("no_rope_layers: must be a list of 1 (RoPE) or 0 (none) per layer, got []"), std::string::npos)
       << refusal(j);
+  j = smollm3();  // truth values, as transformers reads them
+  for (std::size_t l = 0; l < j["no_rope_layers"].size(); ++l)
+    j["no_rope_layers"][l] = l % 2 ? nlohmann::json(j["no_rope_layers"][l] == 1) : nlohmann::json(j["no_rope_layers"][l].get<double>());
+  EXPECT_EQ(model_from_hf_json(j, "x").layer_pattern, m.layer_pattern);
   j = smollm3();
-  j["no_rope_layers"][0] = true;
-  EXPECT_NE(refusal(j).find("layer 0 is true"), std::string::npos) << refusal(j);
+  j["no_rope_layers"][0] = "yes";
+  EXPECT_NE(refusal(j).find("layer 0 is \"yes\" (1: RoPE, 0: none)"), std::string::npos) << refusal(j);
   j = smollm3();  // a window listed while use_sliding_window is false: no layer slides
   j["sliding_window"] = 8;
   j["layer_types"][3] = "sliding_attention";

@@ -333,6 +333,7 @@ BudgetFrontierChart::BudgetFrontierChart(QWidget* parent) : PlotView(parent) {
   plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new BytesTicker));
   plot_->xAxis->ticker()->setTickCount(4);
   plot_->yAxis->setLabel(tr("recompute GFLOP"));
+  plot_->xAxis->setLabel(tr("activation bytes (line: the budget; runs: their activation peak)"));
   plot_->setMinimumHeight(180);
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   style_plot(plot_, palette());
@@ -348,6 +349,7 @@ void BudgetFrontierChart::setFrontier(const Frontier& f, const std::vector<RunEn
   c.setAlpha(160);
   line->setPen(QPen(c, 1.5));
   line->setLineStyle(QCPGraph::lsStepLeft);  // a budget's cost holds up to the next budget
+  line->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, c, 3));  // a line of one budget shows
   double xmax = static_cast<double>(f.store_all_budget), ymax = 0;
   for (const FrontierPoint& p : f.line) {
     line->addData(static_cast<double>(p.budget), static_cast<double>(p.recompute_flops) / 1e9);
@@ -397,6 +399,12 @@ void BudgetFrontierChart::setUnavailable(const QString& why) {
   note->setText(why);
   note->setColor(palette().color(QPalette::PlaceholderText));
   resetZoom();
+}
+
+QPointF BudgetFrontierChart::linePoint(int i) const {
+  if (i < 0 || i >= line_points_ || plot_->graphCount() == 0) return {};
+  const auto d = plot_->graph(0)->data();
+  return {(d->constBegin() + i)->key, (d->constBegin() + i)->value};
 }
 
 QPointF BudgetFrontierChart::runPixel(int i) const {

@@ -92,6 +92,8 @@ class BudgetFrontierChart : public PlotView {
   // Says why there is no line (the message in the plot) instead.
   void setUnavailable(const QString& why);
   int linePoints() const { return line_points_; }
+  // Point i of the line as drawn: (budget in bytes, recompute GFLOP).
+  QPointF linePoint(int i) const;
   int runPoints() const { return static_cast<int>(run_points_.size()); }
   // Where run point i is, in the plot's pixels (after a replot).
   QPointF runPixel(int i) const;

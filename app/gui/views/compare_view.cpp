@@ -8,6 +8,7 @@
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QVBoxLayout>
+#include <nlohmann/json.hpp>
 #include <qcustomplot.h>
 
 #include "core/analysis/run_compare.h"
@@ -280,11 +281,11 @@ void CompareView::addCharts(const Group& g) {
 }
 
 // The budget policy's line for the group's model: RematLab's own single-process runs only (an
-// imported trace has no model to plan; a rank's table is its layout's).
+// imported or recorded trace has no model of ours to plan; a rank's table is its layout's).
 void CompareView::budgetLine(const Group& g, BudgetFrontierChart* chart) {
   const Trace* model = nullptr;
   for (const auto& r : g.runs)
-    if (r.trace->complete && !r.trace->imported() && !run_layout(*r.trace).distributed()) {
+    if (r.trace->complete && r.trace->source == kOwnSource && !run_layout(*r.trace).distributed()) {
       model = r.trace.get();
       break;
     }
@@ -293,11 +294,22 @@ void CompareView::budgetLine(const Group& g, BudgetFrontierChart* chart) {
                                      : tr("single-process runs of RematLab only"));
     return;
   }
-  try {
-    chart->setFrontier(compute_frontier(*registry_, model->model, "budget", 24), g.runs);
-  } catch (const std::exception& e) {
-    chart->setUnavailable(tr("no budget line: %1").arg(QString::fromStdString(e.what())));
+  const std::string key = model_to_json(model->model).dump();
+  auto it = budget_lines_.find(key);
+  if (it == budget_lines_.end()) {
+    std::pair<std::shared_ptr<const Frontier>, QString> line;
+    try {
+      line.first = std::make_shared<const Frontier>(compute_frontier(*registry_, model->model, "budget", 24, false));
+    } catch (const std::exception& e) {
+      line.second = tr("no budget line: %1").arg(QString::fromStdString(e.what()));
+    }
+    it = budget_lines_.emplace(key, std::move(line)).first;
   }
+  std::vector<RunEntry> own;  // the points: runs of RematLab's own
+  for (const auto& r : g.runs)
+    if (r.trace->source == kOwnSource) own.push_back(r);
+  if (it->second.first) chart->setFrontier(*it->second.first, own);
+  else chart->setUnavailable(it->second.second);
 }
 
 void CompareView::sync(QObject* from, const QCPRange& r) {

@@ -10,8 +10,11 @@
 #pragma once
 #include <QList>
 #include <QWidget>
+#include <map>
+#include <memory>
 #include <vector>
 
+#include "core/analysis/frontier.h"
 #include "core/plugin/registry.h"
 #include "run_entry.h"
 #include "views/memory_timeline_view.h"
@@ -94,6 +97,9 @@ class CompareView : public QWidget {
   QList<FrontierScatter*> scatters_;
   QList<BudgetFrontierChart*> budget_frontiers_;
   const PolicyRegistry* registry_ = nullptr;
+  // Each model's budget line (or why it has none), planned once: a rebuild (a run checked, the
+  // time mode) does not plan it again.
+  std::map<std::string, std::pair<std::shared_ptr<const Frontier>, QString>> budget_lines_;
   bool syncing_ = false;
   bool dirty_ = false;  // rebuilt when next shown (the timelines of big runs take a while)
 };

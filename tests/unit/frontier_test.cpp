@@ -1,0 +1,52 @@
+// The frontier of a policy that plans to a memory budget (core/analysis/frontier.h): whatever the
+// policy plans (here one that fails, overshoots and wobbles on purpose, tests/plugins/
+// budget_wobbly.cpp), the line starts at the smallest budget the policy names, ends at none's
+// activation peak, never rises and keeps every point within its budget; bad requests are refused.
+#include <gtest/gtest.h>
+
+#include "core/analysis/frontier.h"
+#include "core/engine/simulator.h"
+#include "plugin_test_util.h"
+#include "policy_test_util.h"
+
+namespace remat {
+namespace {
+
+TEST(Frontier, NeverRisesAndStaysWithinEachBudgetWhateverThePolicyPlans) {
+  PolicyRegistry r;
+  r.load_dirs({test::kPlugins});
+  r.load_file(test::kBroken + "/budget_wobbly.so");
+  ASSERT_NE(r.find("budget_wobbly"), nullptr);
+  const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive);
+  const Frontier f = compute_frontier(r, m, "budget_wobbly", 48, false);
+  ASSERT_EQ(f.line.size(), 48u);
+  EXPECT_TRUE(f.others.empty());
+  EXPECT_EQ(f.store_all_budget, simulate(m, test::plan("none", m), nullptr).activation_peak_bytes);
+  EXPECT_EQ(f.line.front().budget, f.smallest_budget);
+  EXPECT_EQ(f.line.back().budget, f.store_all_budget);
+  int borrowed = 0;
+  for (std::size_t i = 0; i < f.line.size(); ++i) {
+    const FrontierPoint& p = f.line[i];
+    EXPECT_LE(p.activation_peak, p.budget) << i;
+    if (i > 0) {
+      EXPECT_GT(p.budget, f.line[i - 1].budget) << i;
+      EXPECT_LE(p.recompute_flops, f.line[i - 1].recompute_flops) << i;
+    }
+    borrowed += p.from_smaller_budget ? 1 : 0;
+  }
+  EXPECT_GT(borrowed, 0);  // the policy failed, overshot or cost more at some budgets
+  EXPECT_LT(borrowed, 47);
+}
+
+TEST(Frontier, RefusesWhatCannotHaveOne) {
+  PolicyRegistry r;
+  r.load_dirs({test::kPlugins});
+  const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive);
+  EXPECT_NE(test::error_of([&] { compute_frontier(r, m, "selective", 8); }).find("does not plan to a memory budget (those that do: budget)"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([&] { compute_frontier(r, m, "nosuch", 8); }).find("no policy 'nosuch'"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { compute_frontier(r, m, "budget", 1); }).find("at least 2 points"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace remat
