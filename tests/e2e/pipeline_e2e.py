@@ -29,7 +29,7 @@ micro-batches in flight.
 
 A layer without RoPE (llama-tiny, block 3 of a kind without it) at P = 2 x T = 2: the
 single-process losses within the bound above, every rank's peak = predicted = plan's, and
-`selective:modules=core_attn+mlp` and `uniform:layers=1` with none's losses bit for bit.
+`selective:modules=core_attn+mlp` with none's losses bit for bit.
 
 Recomputation on stages (P = 2, N = 2): `selective`, `selective:modules=core_attn+mlp`,
 `uniform:layers=1` and `block:layers=1` (Megatron-LM's selective and full recomputation), each
@@ -227,7 +227,7 @@ def main():
         nope_ref = single(b, tmp, a.steps, "none", 4, nope)
         nope_none = layout_run(b, tmp, a.steps, "none", 2, 2, 1, 2, 4, nope_ref, tokens4 * U32 + 2 * 4 * 4 * 512 * U32,
                                model=nope)
-        for policy in ("selective:modules=core_attn+mlp", "uniform:layers=1"):
+        for policy in ("selective:modules=core_attn+mlp",):
             got = layout_run(b, tmp, a.steps, policy, 2, 2, 1, 2, 4, nope_ref, tokens4 * U32 + 2 * 4 * 4 * 512 * U32,
                              model=nope)
             check(got is not None and got == nope_none, "no-RoPE layers P=2 x T=2 %s: the losses of none bit for bit: "
@@ -238,7 +238,7 @@ def main():
         print("layouts checked: P=2 N=2 (twice), P=2 N=2 uniform:segments=2, selective (tensors and modules), "
               "uniform:layers=1 and block:layers=1, P=2 N=4 x D=2, P=2 x T=2, "
               "P=2 x T=2 sp, P=2 x T=2 distributed checkpoints, llama-tiny P=2, P=3 N=4 --first-stage-layers 2, "
-              "P=2 x D=2 ZeRO-1/2/3, layers without RoPE at P=2 x T=2 (none, core_attn+mlp, uniform:layers=1)")
+              "P=2 x D=2 ZeRO-1/2/3, layers without RoPE at P=2 x T=2 (none, core_attn+mlp)")
     return e2e_common.exit_code("pipeline-parallel runs ok")
 
 

@@ -151,7 +151,10 @@ INSTANTIATE_TEST_SUITE_P(
                       EquivalenceCase{Family::Mistral, AttentionImpl::Naive},
                       EquivalenceCase{Family::Mistral, AttentionImpl::Flash},
                       EquivalenceCase{Family::Gemma2, AttentionImpl::Naive},
-                      EquivalenceCase{Family::Gemma2, AttentionImpl::Flash}),
+                      EquivalenceCase{Family::Gemma2, AttentionImpl::Flash},
+                      // SmolLM3: block 3 without RoPE, a block table of its own
+                      EquivalenceCase{Family::SmolLM3, AttentionImpl::Naive},
+                      EquivalenceCase{Family::SmolLM3, AttentionImpl::Flash}),
     [](const ::testing::TestParamInfo<EquivalenceCase>& i) {
       return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn) +
              (i.param.mlp ? std::string("_") + to_string(*i.param.mlp) : "");

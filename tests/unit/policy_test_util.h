@@ -62,6 +62,12 @@ inline ModelConfig tiny(Family arch, AttentionImpl attn, int layers = 4) {
   if (arch == Family::GptNeox) m.partial_rotary = 0.25;  // Pythia's quarter of each head
   if (arch == Family::Falcon) m.kv_heads = 1;             // multi-query
   if (arch == Family::Gemma3) m.sliding_window = 12, m.window_pattern = 2;  // blocks 1, 3 global
+  if (arch == Family::SmolLM3) {  // every fourth block without RoPE (block 3): a table of its own
+    LayerKind nope{"full_attention_no_rope"};
+    nope.rope = false;
+    m.layer_kinds = {LayerKind{"full_attention"}, nope};
+    m.layer_pattern = {0, 0, 0, 1};
+  }
   if (arch == Family::Qwen2) {  // as Qwen2.5's small models: tied, dropout on the probabilities only
     m.tied_embeddings = true;
     m.dropout_sites = kDropAttention;
