@@ -1,6 +1,7 @@
 #include "core/analysis/frontier.h"
 
 #include <algorithm>
+#include <optional>
 #include <regex>
 
 #include "core/engine/simulator.h"
@@ -46,6 +47,19 @@ std::uint64_t smallest_budget(const PolicyRegistry& reg, const PolicyChoice& cho
   return hi;
 }
 
+// A plan's figures as the simulator walks it.
+struct Walked {
+  std::uint64_t activation_peak = 0, recompute_flops = 0, peak = 0;
+  std::string params;
+};
+
+Walked walk_plan(const PolicyRegistry& reg, const PolicyChoice& choice, const BlockGraph& g,
+                 std::optional<std::uint64_t> budget) {
+  const Schedule s = reg.plan(choice, g, budget);
+  const Prediction p = simulate(g, s, nullptr);
+  return {p.activation_peak_bytes, p.flops.recompute, p.peak_bytes, s.params};
+}
+
 }  // namespace
 
 Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const std::string& policy, int points,
@@ -63,8 +77,7 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
   const BlockGraph g(m);
   Frontier f;
   f.policy = policy;
-  const Schedule none = reg.plan(parse_policy_choice("none"), g);
-  f.store_all_budget = simulate(g, none, nullptr).activation_peak_bytes;
+  f.store_all_budget = walk_plan(reg, parse_policy_choice("none"), g, std::nullopt).activation_peak;
   f.smallest_budget = smallest_budget(reg, choice, g, f.store_all_budget);
 
   const std::uint64_t lo = f.smallest_budget, hi = f.store_all_budget;
@@ -85,12 +98,11 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
     // point below stands (none below: the line has no start).
     bool fits = true;
     try {
-      const Schedule s = reg.plan(choice, g, pt.budget);
-      const Prediction p = simulate(g, s, nullptr);
-      pt.activation_peak = p.activation_peak_bytes;
-      pt.recompute_flops = p.flops.recompute;
-      pt.peak = p.peak_bytes;
-      pt.params = s.params;
+      const Walked w = walk_plan(reg, choice, g, pt.budget);
+      pt.activation_peak = w.activation_peak;
+      pt.recompute_flops = w.recompute_flops;
+      pt.peak = w.peak;
+      pt.params = w.params;
       fits = pt.activation_peak <= pt.budget;
     } catch (const Error&) {
       if (f.line.empty()) throw;
@@ -115,12 +127,11 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
     PolicyPoint pt;
     pt.policy = o;
     try {
-      const Schedule s = reg.plan(parse_policy_choice(o), g);
-      const Prediction p = simulate(g, s, nullptr);
-      pt.params = s.params;
-      pt.activation_peak = p.activation_peak_bytes;
-      pt.recompute_flops = p.flops.recompute;
-      pt.peak = p.peak_bytes;
+      const Walked w = walk_plan(reg, parse_policy_choice(o), g, std::nullopt);
+      pt.params = w.params;
+      pt.activation_peak = w.activation_peak;
+      pt.recompute_flops = w.recompute_flops;
+      pt.peak = w.peak;
     } catch (const Error& e) {
       pt.error = e.what();
     }

@@ -97,14 +97,13 @@ std::vector<double> measured_step_costs(const Trace& t, const BlockGraph& g) {
   check_same_blocks(t.model, g.config());
   // The first table's steps that no block of the model runs (all its layers without RoPE) have
   // no records; their cost is never used.
-  std::vector<bool> unrun(g.steps().size(), true);
-  for (int b = 0; b < g.config().layers; ++b) {
-    if (g.table_index(b) == 0) {
-      unrun.assign(unrun.size(), false);
-      break;
-    }
-    for (std::size_t s = 0; s < unrun.size(); ++s)
-      for (const StepDef& v : g.of(b).steps())
+  std::vector<bool> used(static_cast<std::size_t>(g.table_count()), false);
+  for (int b = 0; b < g.config().layers; ++b) used[static_cast<std::size_t>(g.table_index(b))] = true;
+  std::vector<bool> unrun(g.steps().size(), !used[0]);
+  for (int i = 1; i < g.table_count(); ++i) {
+    if (!used[static_cast<std::size_t>(i)]) continue;
+    for (const StepDef& v : g.table(i).steps())
+      for (std::size_t s = 0; s < unrun.size(); ++s)
         if (v.name == g.steps()[s].name) unrun[s] = false;
   }
   return step_costs_from_ops(t.ops, g.steps(), unrun);

@@ -368,9 +368,10 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
   // transformers derives layer_types from Qwen's max_window_layers (read while use_sliding_window
   // is true) only where they are not given.
   const bool qwen = type == "qwen2" || type == "qwen3";
-  const bool qwen_sliding = qwen && in.contains("use_sliding_window") && in.at("use_sliding_window") == true;
-  // SmolLM3 reads its window only while use_sliding_window is true (refused: not modelled).
-  const bool smol_sliding = type == "smollm3" && in.contains("use_sliding_window") && in.at("use_sliding_window") == true;
+  // Qwen2, Qwen3 and SmolLM3 (refused there: not modelled) read their window only while it is.
+  const bool sliding_on = in.contains("use_sliding_window") && in.at("use_sliding_window") == true;
+  const bool window_gated = qwen || type == "smollm3";
+  const bool qwen_sliding = qwen && sliding_on;
   const bool superseded = qwen_sliding && layer_types.is_array() && j.contains("max_window_layers");
   if (superseded) j.erase("max_window_layers");
   // Gemma 3 configs saved with layer_types alone: the pattern is the first global layer's place
@@ -408,7 +409,7 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
   // max_window_layers past the last layer); Qwen's only while use_sliding_window is true.
   const nlohmann::json& sw = in.contains("sliding_window") ? in.at("sliding_window") : nlohmann::json();
   const int config_window = sw.is_number_integer() && sw.get<long long>() > 0 && sw.get<long long>() < (1LL << 30) &&
-                                    (!qwen || qwen_sliding) && (type != "smollm3" || smol_sliding)
+                                    (!window_gated || sliding_on)
                                 ? static_cast<int>(sw.get<long long>())
                                 : 0;
   apply_layer_types(layer_types, m, config_window, p);

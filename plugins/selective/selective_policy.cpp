@@ -55,13 +55,15 @@ class SelectivePolicy final : public remat::Policy {
         ctx.params.has("modules") ? ctx.params.get_names("modules") : std::vector<std::string>{};
     // Each of the model's block tables (its layer kinds may differ in their steps) drops the
     // set by its own tensors; the schedule names the set once.
-    std::vector<std::vector<std::string>> keep_of;
+    std::vector<remat::Keep> keep, inside;  // per table: what its blocks keep, and rebuild inside
     std::vector<std::string> all_drops;
     for (int i = 0; i < model.table_count(); ++i) {
-      std::vector<std::string> keep, drop = drops(model.table(i), asked, modules);
+      const std::vector<std::string> drop = drops(model.table(i), asked, modules);
+      std::vector<std::string> kept;
       for (const auto& n : model.table(i).saved_names())
-        if (std::find(drop.begin(), drop.end(), n) == drop.end()) keep.push_back(n);
-      keep_of.push_back(std::move(keep));
+        if (std::find(drop.begin(), drop.end(), n) == drop.end()) kept.push_back(n);
+      keep.push_back(remat::Keep::named(kept));
+      inside.push_back(remat::Keep::named(drop));
       all_drops.insert(all_drops.end(), drop.begin(), drop.end());
     }
     std::sort(all_drops.begin(), all_drops.end());
@@ -74,16 +76,7 @@ class SelectivePolicy final : public remat::Policy {
     std::string mods;
     for (const auto& n : modules) mods += (mods.empty() ? "" : "+") + n;
     s.params = (mods.empty() ? "" : "modules=" + mods + ",") + "recompute=" + list;
-    std::vector<remat::Keep> keep;  // one shared list per table
-    for (const auto& k : keep_of) keep.push_back(remat::Keep::named(k));
     for (int b = 0; b < ctx.blocks; ++b) s.forward(b, keep[static_cast<std::size_t>(model.table_index(b))]);
-    std::vector<remat::Keep> inside;
-    for (int i = 0; i < model.table_count(); ++i) {
-      std::vector<std::string> d = drops(model.table(i), asked, modules);
-      std::sort(d.begin(), d.end());
-      d.erase(std::unique(d.begin(), d.end()), d.end());
-      inside.push_back(remat::Keep::named(d));
-    }
     for (int b = ctx.blocks - 1; b >= 0; --b) {
       if (!modules.empty()) {
         s.backward(b, inside[static_cast<std::size_t>(model.table_index(b))]);
@@ -96,8 +89,8 @@ class SelectivePolicy final : public remat::Policy {
   }
 
  private:
-  // The saved tensors of table g to drop: the named ones and the modules' (or g's default set),
-  // each checked against g.
+  // The saved tensors of table g to drop, sorted, each once: the named ones and the modules' (or
+  // g's default set), each checked against g.
   static std::vector<std::string> drops(const remat::BlockGraph& g, std::vector<std::string> drop,
                                         const std::vector<std::string>& modules) {
     for (const std::string& t : g.module_tensors(modules)) drop.push_back(t);
@@ -119,6 +112,8 @@ class SelectivePolicy final : public remat::Policy {
         throw remat::Error("'" + n + "' is not kept for backward in the first place (recomputable: " +
                            known() + ")");
     }
+    std::sort(drop.begin(), drop.end());
+    drop.erase(std::unique(drop.begin(), drop.end()), drop.end());
     return drop;
   }
 };
