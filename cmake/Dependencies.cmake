@@ -2,6 +2,8 @@
 find_package(Threads REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 2.1 REQUIRED)
+# Boost Graph (header-only parts): the optimal policy's minimum cut.
+find_package(Boost 1.74 REQUIRED)
 
 find_path(OPENBLAS_INCLUDE_DIR cblas.h
           PATHS /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 profile="${1:-run}"
 
 packages=(build-essential cmake ninja-build pkg-config git ccache libopenblas-dev libdnnl-dev libsleef-dev libhwy-dev nlohmann-json3-dev
-          libcli11-dev libgloo-dev libgtest-dev libbenchmark-dev qt6-base-dev libqcustomplot-dev
+          libcli11-dev libboost-graph-dev libgloo-dev libgtest-dev libbenchmark-dev qt6-base-dev libqcustomplot-dev
           libgl1-mesa-dev)
 if [ "$profile" = test ]; then
   # clang and its runtimes: libFuzzer and the sanitizers of the fuzz stage (scripts/fuzz.sh).

@@ -45,8 +45,10 @@ struct OptionCost {
   std::uint64_t peak() const { return std::max(fwd_peak, bwd_peak); }
 };
 
+// A block's options: the budget policy's three (indexed by Option), or any number (the
+// optimal policy's front of per-tensor choices).
 struct ChainBlock {
-  std::array<OptionCost, kOptions> opt;
+  std::vector<OptionCost> opt = std::vector<OptionCost>(kOptions);
 };
 
 struct Chain {
@@ -97,44 +99,51 @@ inline bool before(const State& a, const State& b) {
 
 // The cheapest choice whose peak is at most `budget`; feasible = false when none is.
 // Each front is sorted by kept bytes with the cost strictly decreasing; an option shifts a
-// whole front by constants, so the next front is a merge of up to three sorted runs followed
-// by one Pareto pass: O(front) per block, no sorting.
+// whole front by constants, so the next front is a merge of one sorted run per option
+// (pairwise, O(front · log options)) followed by one Pareto pass: no sorting.
 inline Solution solve(const Chain& c, std::uint64_t budget) {
   using detail::State;
   Solution sol;
   if (c.floor > budget || c.base > budget) return sol;
   const std::uint64_t cap = budget - c.base;
   const std::size_t L = c.blocks.size();
-  std::vector<State> front{{0, 0.0, -1, -1}}, runs[kOptions], merged, tmp;
+  std::vector<State> front{{0, 0.0, -1, -1}}, tmp;
+  std::vector<std::vector<State>> runs;
   // For backtracking: per block, the parent and option of each state of its front.
   std::vector<std::size_t> offset(L + 1, 0);
-  std::vector<std::int32_t> parent;
-  std::vector<std::int8_t> option;
+  std::vector<std::int32_t> parent, option;
   for (std::size_t b = 0; b < L; ++b) {
-    for (int o = 0; o < kOptions; ++o) {
-      auto& run = runs[o];
-      run.clear();
-      const OptionCost& oc = c.blocks[b].opt[static_cast<std::size_t>(o)];
+    const auto& opts = c.blocks[b].opt;
+    runs.resize(opts.size());
+    std::size_t n_runs = 0;
+    for (std::size_t o = 0; o < opts.size(); ++o) {
+      const OptionCost& oc = opts[o];
       if (!oc.allowed || oc.peak() > cap) continue;
+      auto& run = runs[n_runs];
+      run.clear();
       for (std::size_t i = 0; i < front.size(); ++i) {
         if (front[i].kept > cap - oc.peak()) break;  // sorted by kept bytes
-        run.push_back({front[i].kept + oc.kept, front[i].cost + oc.cost, static_cast<std::int32_t>(i), o});
+        run.push_back({front[i].kept + oc.kept, front[i].cost + oc.cost, static_cast<std::int32_t>(i),
+                       static_cast<std::int32_t>(o)});
       }
+      if (!run.empty()) ++n_runs;
     }
-    merged.clear();
-    tmp.clear();
-    std::merge(runs[0].begin(), runs[0].end(), runs[1].begin(), runs[1].end(),
-               std::back_inserter(tmp), detail::before);
-    std::merge(tmp.begin(), tmp.end(), runs[2].begin(), runs[2].end(), std::back_inserter(merged),
-               detail::before);
+    for (std::size_t width = 1; width < n_runs; width *= 2)
+      for (std::size_t i = 0; i + width < n_runs; i += 2 * width) {
+        tmp.clear();
+        std::merge(runs[i].begin(), runs[i].end(), runs[i + width].begin(), runs[i + width].end(),
+                   std::back_inserter(tmp), detail::before);
+        runs[i].swap(tmp);
+      }
     front.clear();
-    for (const State& x : merged)
-      if (front.empty() || x.cost < front.back().cost) front.push_back(x);
+    if (n_runs > 0)
+      for (const State& x : runs[0])
+        if (front.empty() || x.cost < front.back().cost) front.push_back(x);
     if (front.empty()) return sol;
     offset[b + 1] = offset[b] + front.size();
     for (const State& x : front) {
       parent.push_back(x.parent);
-      option.push_back(static_cast<std::int8_t>(x.option));
+      option.push_back(x.option);
     }
   }
   // The cheapest final state is the last one (costs decrease along the front).
@@ -165,12 +174,12 @@ inline std::uint64_t min_budget(const Chain& c, std::vector<int>* choice = nullp
   for (std::size_t b = 0; b < c.blocks.size(); ++b) {
     auto& next = fronts[b + 1];
     const auto& prev = fronts[b];
-    for (int o = 0; o < kOptions; ++o) {
-      const OptionCost& oc = c.blocks[b].opt[static_cast<std::size_t>(o)];
+    for (std::size_t o = 0; o < c.blocks[b].opt.size(); ++o) {
+      const OptionCost& oc = c.blocks[b].opt[o];
       if (!oc.allowed) continue;
       for (std::size_t i = 0; i < prev.size(); ++i)
         next.push_back({prev[i].kept + oc.kept, std::max(prev[i].peak, prev[i].kept + oc.peak()),
-                        static_cast<std::int32_t>(i), o});
+                        static_cast<std::int32_t>(i), static_cast<std::int32_t>(o)});
     }
     std::sort(next.begin(), next.end(), [](const S& x, const S& y) {
       return x.kept != y.kept ? x.kept < y.kept : x.peak < y.peak;

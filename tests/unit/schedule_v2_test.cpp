@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/graph/block_graph.h"
+#include "core/schedule/block_state.h"
 #include "core/schedule/validator.h"
 #include "policy_test_util.h"
 

@@ -1,0 +1,240 @@
+// The optimal policy's choices for one block table, every one of them: which saved tensors the
+// block keeps from its forward to its backward and which it rebuilds inside its backward
+// (schedule version 2), either after a forward that keeps them or after a checkpointed forward
+// (only the input kept) and a recompute of the others. Each choice is walked on bytes in the
+// executor's own order (core/engine/executor_block.cpp, the rebuild groups of
+// ScheduleState::plan_inside), giving the chain figures of budget_dp.h; the choices no other
+// choice beats in all of kept bytes, peak and cost are the block's front.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/graph/block_graph.h"
+#include "core/util/error.h"
+#include "plugins/budget/budget_chain.h"
+#include "plugins/budget/budget_dp.h"
+
+namespace remat::optimal {
+
+using budget::bit;
+using budget::Mask;
+using budget::OptionCost;
+
+// Tables with more recomputable tensors than this are refused (2^n choices are walked).
+inline constexpr int kMaxChoiceTensors = 20;
+
+struct Choice {
+  bool checkpoint = false;  // forward keeps only the input; a recompute makes `keep` before the backward
+  Mask keep = 0;            // saved tensors held when the backward starts (the input included)
+  Mask inside = 0;          // saved tensors rebuilt inside the backward (the saved set minus keep)
+  OptionCost mid, last;     // as a middle block and as the last one (the head beside it)
+  std::vector<bool> reruns; // per step of the table: whether the choice runs it again
+};
+
+// Executor::backward on bytes, from a block holding `held` (a subset of the saved set) that
+// rebuilds `inside` within: the groups plan_inside makes, each allocated step by step and its
+// helpers freed after their last reader in the group, the held tensors freed after their last
+// backward reader. Adds the groups' step costs to *cost; the peak of the held and rebuilt bytes.
+inline std::uint64_t walk_backward(const BlockGraph& g, Mask held, Mask inside,
+                                   const std::vector<double>& step_cost, double* cost,
+                                   std::vector<bool>* reruns = nullptr) {
+  const auto& T = g.tensors();
+  const auto& S = g.steps();
+  const std::size_t nt = T.size();
+  std::uint64_t now = budget::mask_bytes(g, held), peak = now;
+  Mask live = held, pending = inside;
+  std::vector<bool> lv(nt), want(nt);
+  std::vector<int> run, last_use(nt);
+  for (int s = static_cast<int>(S.size()) - 1; s >= 0; --s) {
+    const StepDef& sd = S[static_cast<std::size_t>(s)];
+    if (sd.op == OpKind::DropoutMask) continue;
+    Mask w = 0;
+    for (int t : sd.needs)
+      if ((pending >> t) & 1u) w |= bit(t);
+    if (w) {
+      for (std::size_t t = 0; t < nt; ++t) {
+        lv[t] = (live >> t) & 1u;
+        want[t] = (w >> t) & 1u;
+      }
+      run.clear();
+      if (!g.recompute_flops(lv, want, &run)) throw Error("internal: a rebuild inside the backward needs the block input");
+      Mask targets = 0, mine = 0;
+      std::fill(last_use.begin(), last_use.end(), -1);
+      for (int st : run) {
+        *cost += step_cost[static_cast<std::size_t>(st)];
+        if (reruns) (*reruns)[static_cast<std::size_t>(st)] = true;
+        for (int t : S[static_cast<std::size_t>(st)].in) last_use[static_cast<std::size_t>(t)] = st;
+        for (int t : S[static_cast<std::size_t>(st)].out)
+          if ((pending >> t) & 1u) targets |= bit(t);
+      }
+      for (int st : run) {
+        const StepDef& rd = S[static_cast<std::size_t>(st)];
+        for (int t : rd.out) {
+          now += T[static_cast<std::size_t>(t)].bytes;
+          mine |= bit(t);
+        }
+        peak = std::max(peak, now);
+        auto done = [&](int t) {
+          if (!((mine >> t) & 1u) || ((targets >> t) & 1u)) return;
+          now -= T[static_cast<std::size_t>(t)].bytes;
+          mine &= ~bit(t);
+        };
+        for (int t : rd.in)
+          if (last_use[static_cast<std::size_t>(t)] == st) done(t);
+        for (int t : rd.out)
+          if (last_use[static_cast<std::size_t>(t)] < st) done(t);
+      }
+      pending &= ~targets;
+      live |= targets;
+    }
+    for (int t : sd.needs)
+      if (g.last_need()[static_cast<std::size_t>(t)] == s && ((live >> t) & 1u)) {
+        live &= ~bit(t);
+        now -= T[static_cast<std::size_t>(t)].bytes;
+      }
+  }
+  return peak;
+}
+
+// The cost of one forward of each step of table `table` of `model` (PlanContext::step_cost is
+// the first table's; the others take theirs by step name, FLOPs where missing).
+inline std::vector<double> table_costs(const BlockGraph& model, int table, const std::vector<double>& step_cost) {
+  const BlockGraph& g = model.table(table);
+  std::vector<double> out;
+  for (const StepDef& sd : g.steps()) {
+    double c = static_cast<double>(sd.flops_fwd);
+    for (std::size_t k = 0; k < model.steps().size() && k < step_cost.size(); ++k)
+      if (model.steps()[k].name == sd.name) {
+        c = step_cost[k];
+        break;
+      }
+    out.push_back(c);
+  }
+  if (table == 0)
+    for (std::size_t k = 0; k < out.size() && k < step_cost.size(); ++k) out[k] = step_cost[k];
+  return out;
+}
+
+// The figures of one choice (see Choice).
+inline Choice evaluate(const BlockGraph& g, const std::vector<double>& cost, bool checkpoint, Mask keep) {
+  const ModelConfig& m = g.config();
+  const int in = g.input();
+  Mask saved = 0;
+  for (std::size_t t = 0; t < g.tensors().size(); ++t)
+    if (g.tensors()[t].saved) saved |= bit(static_cast<int>(t));
+  Choice c;
+  c.checkpoint = checkpoint;
+  c.reruns.assign(g.steps().size(), false);
+  c.keep = keep | bit(in);
+  c.inside = saved & ~c.keep;
+  const OuterSizes outer(m);
+  const std::uint64_t final_in = static_cast<std::uint64_t>(outer.final_in) * m.act_size();
+  const std::uint64_t lnf = static_cast<std::uint64_t>(outer.lnf_out) * m.act_size();
+  double total = 0.0;
+  budget::Walk f = budget::walk_forward(g, bit(in), checkpoint ? bit(in) : c.keep, false, true, checkpoint);
+  std::uint64_t rec_peak = 0;
+  if (checkpoint) {
+    budget::Walk r = budget::walk_forward(g, bit(in), c.keep, true, false, false);
+    rec_peak = r.peak;
+    std::vector<bool> lv(g.tensors().size()), tg(g.tensors().size());
+    lv[static_cast<std::size_t>(in)] = true;
+    for (std::size_t t = 0; t < tg.size(); ++t) tg[t] = ((c.keep & ~bit(in)) >> t) & 1u;
+    std::vector<int> steps;
+    g.recompute_flops(lv, tg, &steps);
+    for (int s : steps) {
+      total += cost[static_cast<std::size_t>(s)];
+      c.reruns[static_cast<std::size_t>(s)] = true;
+    }
+  }
+  const std::uint64_t bwd = walk_backward(g, c.keep, c.inside, cost, &total, &c.reruns);
+  const std::uint64_t held = budget::mask_bytes(g, c.keep);
+  c.mid.kept = f.end;
+  c.mid.fwd_peak = f.peak;
+  c.mid.bwd_peak = std::max(rec_peak, bwd);
+  c.mid.cost = total;
+  c.last = c.mid;
+  // The last block: its output waits for the head through its recompute; the head holds the
+  // final norm's output beside what the block holds, and frees both before the block's backward.
+  c.last.bwd_peak = std::max({checkpoint ? final_in + rec_peak : 0, final_in + held + lnf, bwd});
+  return c;
+}
+
+// Every choice of table g: keep any subset of the saved tensors besides the input, after a
+// forward that keeps them or after a checkpoint and a recompute (all but the one that rebuilds
+// everything inside the backward, which is the forward keeping only the input).
+inline std::vector<Choice> all_choices(const BlockGraph& g, const std::vector<double>& cost) {
+  std::vector<int> free;
+  for (std::size_t t = 0; t < g.tensors().size(); ++t)
+    if (g.tensors()[t].saved && static_cast<int>(t) != g.input()) free.push_back(static_cast<int>(t));
+  if (static_cast<int>(free.size()) > kMaxChoiceTensors)
+    throw Error("the optimal policy walks every choice of a block's " + std::to_string(free.size()) +
+                " recomputable tensors, more than " + std::to_string(kMaxChoiceTensors) + " (2^" +
+                std::to_string(kMaxChoiceTensors) + " choices) are not supported");
+  std::vector<Choice> out;
+  const std::uint64_t n = std::uint64_t{1} << free.size();
+  out.reserve(2 * n);
+  for (std::uint64_t k = 0; k < n; ++k) {
+    Mask keep = 0;
+    for (std::size_t i = 0; i < free.size(); ++i)
+      if ((k >> i) & 1u) keep |= bit(free[i]);
+    out.push_back(evaluate(g, cost, false, keep));
+    if (keep) out.push_back(evaluate(g, cost, true, keep));
+  }
+  return out;
+}
+
+// Whether a beats or equals b in every figure of `pick` (mid or last).
+inline bool covers(const OptionCost& a, const OptionCost& b) {
+  return a.kept <= b.kept && a.peak() <= b.peak() && a.cost <= b.cost;
+}
+
+// The choices no other beats (one of each set of equal ones), as a middle or the last block,
+// cheapest first.
+inline std::vector<Choice> front(std::vector<Choice> all, bool last) {
+  auto fig = [last](const Choice& c) -> const OptionCost& { return last ? c.last : c.mid; };
+  std::stable_sort(all.begin(), all.end(), [&](const Choice& a, const Choice& b) {
+    const OptionCost &x = fig(a), &y = fig(b);
+    if (x.cost != y.cost) return x.cost < y.cost;
+    if (x.kept != y.kept) return x.kept < y.kept;
+    return x.peak() < y.peak();
+  });
+  std::vector<Choice> out;
+  for (const Choice& c : all) {
+    bool beaten = false;
+    for (const Choice& o : out)
+      if (covers(fig(o), fig(c))) {
+        beaten = true;
+        break;
+      }
+    if (!beaten) out.push_back(c);
+  }
+  return out;
+}
+
+inline Keep named(const BlockGraph& g, Mask m) {
+  std::vector<std::string> names;
+  for (std::size_t t = 0; t < g.tensors().size(); ++t)
+    if ((m >> t) & 1u) names.push_back(g.tensors()[t].name);
+  return Keep::named(names);
+}
+
+// The schedule of one choice per block (each of its own block's table).
+inline Schedule schedule_of(const BlockGraph& model, const std::vector<Choice>& pick) {
+  Schedule s;
+  s.blocks = static_cast<int>(pick.size());
+  for (int b = 0; b < s.blocks; ++b) {
+    const Choice& c = pick[static_cast<std::size_t>(b)];
+    s.forward(b, c.checkpoint ? Keep::input() : named(model.of(b), c.keep));
+  }
+  for (int b = s.blocks - 1; b >= 0; --b) {
+    const Choice& c = pick[static_cast<std::size_t>(b)];
+    const BlockGraph& g = model.of(b);
+    if (c.checkpoint) s.recompute(b, named(g, c.keep));
+    s.backward(b, c.inside ? named(g, c.inside) : Keep::all());
+  }
+  return s;
+}
+
+}  // namespace remat::optimal

@@ -1,0 +1,90 @@
+// `optimal`: per block, which saved tensors to keep and which to rebuild inside the backward
+// (after a forward that keeps the others, or after a checkpoint and a recompute of them), chosen
+// for the whole step: with --memory-budget the least recompute cost whose activation peak fits
+// (every choice of every block table walked, optimal_options.h; the chain program of
+// budget_dp.h over each table's front); without one the fewest bytes a block keeps when no
+// weight GEMM runs again (a minimum cut, min_cut.h).
+#include <string>
+#include <vector>
+
+#include "core/plugin/policy.h"
+#include "core/util/error.h"
+#include "plugins/budget/budget_chain.h"
+#include "plugins/budget/budget_dp.h"
+#include "plugins/optimal/min_cut.h"
+#include "plugins/optimal/optimal_options.h"
+
+namespace {
+
+using remat::optimal::Choice;
+using remat::optimal::schedule_of;
+
+class OptimalPolicy final : public remat::Policy {
+ public:
+  std::string name() const override { return "optimal"; }
+  std::string description() const override {
+    return "per block, which saved tensors to keep and which to rebuild inside the backward: the least "
+           "recompute within --memory-budget (exact over every choice), or without one the minimum "
+           "cut (fewest bytes, no weight GEMM recomputed)";
+  }
+  bool takes_memory_budget() const override { return true; }
+  std::vector<remat::ParamDecl> params() const override { return {}; }
+
+  remat::Schedule plan(const remat::PlanContext& ctx) const override {
+    using namespace remat;
+    const BlockGraph& model = *ctx.graph;
+    const int tables = model.table_count();
+    std::vector<std::vector<double>> costs;
+    for (int i = 0; i < tables; ++i) costs.push_back(optimal::table_costs(model, i, ctx.step_cost));
+    std::vector<Choice> pick;
+    Schedule s;
+    if (!ctx.memory_budget) {
+      std::vector<Choice> per_table;
+      for (int i = 0; i < tables; ++i)
+        per_table.push_back(optimal::evaluate(model.table(i), costs[static_cast<std::size_t>(i)], false,
+                                              optimal::min_cut(model.table(i)).keep));
+      for (int b = 0; b < ctx.blocks; ++b) pick.push_back(per_table[static_cast<std::size_t>(model.table_index(b))]);
+      s = schedule_of(model, pick);
+      s.params = "min-cut";
+      return s;
+    }
+    const std::uint64_t budget = *ctx.memory_budget;
+    std::vector<std::vector<Choice>> mid, last;
+    for (int i = 0; i < tables; ++i) {
+      std::vector<Choice> all = optimal::all_choices(model.table(i), costs[static_cast<std::size_t>(i)]);
+      mid.push_back(optimal::front(all, false));
+      last.push_back(optimal::front(std::move(all), true));
+    }
+    budget::Chain chain = budget::chain_from_graph(model, ctx.step_cost, 0, {}).chain;
+    for (int b = 0; b < ctx.blocks; ++b) {
+      const auto& fr = (b + 1 == ctx.blocks ? last : mid)[static_cast<std::size_t>(model.table_index(b))];
+      budget::ChainBlock blk;
+      blk.opt.clear();
+      for (const Choice& c : fr) blk.opt.push_back(b + 1 == ctx.blocks ? c.last : c.mid);
+      chain.blocks.push_back(std::move(blk));
+    }
+    budget::Solution sol = budget::solve(chain, budget);
+    if (!sol.feasible)
+      throw Error("a memory budget of " + std::to_string(budget) +
+                  " bytes is too small for this model: the smallest feasible budget is " +
+                  std::to_string(budget::min_budget(chain)) + " bytes");
+    for (int b = 0; b < ctx.blocks; ++b) {
+      const auto& fr = (b + 1 == ctx.blocks ? last : mid)[static_cast<std::size_t>(model.table_index(b))];
+      pick.push_back(fr[static_cast<std::size_t>(sol.choice[static_cast<std::size_t>(b)])]);
+    }
+    s = schedule_of(model, pick);
+    s.params = "budget=" + std::to_string(budget);
+    if (ctx.activation_peak) {
+      const std::uint64_t actual = ctx.activation_peak(s);
+      if (actual > budget)
+        throw Error("internal: the chosen schedule peaks at " + std::to_string(actual) +
+                    " activation bytes in the simulator (the chain model said " + std::to_string(sol.peak) +
+                    "), over the budget of " + std::to_string(budget));
+    }
+    return s;
+  }
+};
+
+}  // namespace
+
+REMAT_DEFINE_POLICY_PLUGIN(OptimalPolicy)

@@ -1,0 +1,287 @@
+// The optimal policy: each choice's chain figures against the simulator, the front against every
+// choice, the chain program with fronts of any size against brute force, the whole plan against
+// brute force over every choice of every block, the minimum cut against every choice that
+// reruns no weight GEMM, its plans against the other policies at their own peaks, and its runs
+// against none, bit for bit.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "plugins/budget/budget_chain.h"
+#include "plugins/budget/budget_dp.h"
+#include "plugins/optimal/min_cut.h"
+#include "plugins/optimal/optimal_options.h"
+#include "policy_test_util.h"
+
+namespace remat {
+namespace {
+
+using namespace remat::optimal;
+using budget::Chain;
+using budget::ChainBlock;
+using budget::Solution;
+
+struct OptConfig {
+  Family arch;
+  AttentionImpl attn;
+  double dropout;
+};
+
+ModelConfig opt_model(const OptConfig& c, int layers) {
+  ModelConfig m = test::tiny(c.arch, c.attn, layers);
+  m.dropout = c.dropout;
+  return m;
+}
+
+std::vector<double> fwd_flops(const BlockGraph& g) {
+  std::vector<double> c;
+  for (const auto& s : g.steps()) c.push_back(static_cast<double>(s.flops_fwd));
+  return c;
+}
+
+// The chain of one choice per block, with the model's outer bytes.
+Chain chain_of(const BlockGraph& g, const std::vector<Choice>& pick) {
+  Chain c = budget::chain_from_graph(g, fwd_flops(g), 0, {}).chain;
+  for (std::size_t b = 0; b < pick.size(); ++b) {
+    ChainBlock blk;
+    blk.opt = {b + 1 == pick.size() ? pick[b].last : pick[b].mid};
+    c.blocks.push_back(blk);
+  }
+  return c;
+}
+
+std::vector<std::vector<Choice>> choices_per_table(const BlockGraph& g) {
+  std::vector<std::vector<Choice>> out;
+  for (int i = 0; i < g.table_count(); ++i) out.push_back(all_choices(g.table(i), table_costs(g, i, fwd_flops(g))));
+  return out;
+}
+
+class PolicyOptimalModel : public ::testing::TestWithParam<OptConfig> {};
+
+TEST_P(PolicyOptimalModel, EveryChoiceWalksAsTheSimulatorRunsIt) {
+  const ModelConfig m = opt_model(GetParam(), GetParam().arch == Family::SmolLM3 ? 4 : 3);
+  const BlockGraph g(m);
+  const auto all = choices_per_table(g);
+  std::mt19937_64 rng(7);
+  const std::vector<int> zero(static_cast<std::size_t>(m.layers), 0);
+  for (int k = 0; k < 120; ++k) {
+    std::vector<Choice> pick;
+    for (int b = 0; b < m.layers; ++b) {
+      const auto& c = all[static_cast<std::size_t>(g.table_index(b))];
+      // The first rounds: every block the same choice, from both ends of the list.
+      const std::size_t i = k < 8 ? (k % 2 ? c.size() - 1 - static_cast<std::size_t>(k) : static_cast<std::size_t>(k))
+                                  : std::uniform_int_distribution<std::size_t>(0, c.size() - 1)(rng);
+      pick.push_back(c[i]);
+    }
+    const Prediction p = simulate(m, schedule_of(g, pick), nullptr);
+    const Chain c = chain_of(g, pick);
+    EXPECT_EQ(budget::chain_peak(c, zero), p.activation_peak_bytes) << "round " << k;
+    EXPECT_EQ(budget::chain_cost(c, zero), static_cast<double>(p.flops.recompute)) << "round " << k;
+  }
+  // The front: each choice is matched or beaten by one of it, in all three figures.
+  for (const auto& c : all)
+    for (bool last : {false, true}) {
+      const std::vector<Choice> f = front(c, last);
+      EXPECT_LT(f.size(), c.size());
+      for (const Choice& x : c) {
+        bool covered = false;
+        for (const Choice& y : f) covered = covered || covers(last ? y.last : y.mid, last ? x.last : x.mid);
+        ASSERT_TRUE(covered);
+      }
+    }
+}
+
+// Of the choices that rerun no weight GEMM, the fewest kept bytes, and that the cut's is one.
+TEST_P(PolicyOptimalModel, MinimumCutKeepsTheFewestBytesWithoutRerunningAWeightGemm) {
+  const ModelConfig m = opt_model(GetParam(), 4);
+  const BlockGraph g(m);
+  for (int i = 0; i < g.table_count(); ++i) {
+    const BlockGraph& t = g.table(i);
+    const MinCut cut = min_cut(t);
+    std::uint64_t least = ~std::uint64_t{0};
+    bool cut_seen = false;
+    for (const Choice& c : all_choices(t, fwd_flops(t))) {
+      bool gemm = false;
+      for (std::size_t s = 0; s < t.steps().size(); ++s) gemm = gemm || (c.reruns[s] && t.steps()[s].kind == StepKind::Gemm);
+      if (gemm || c.checkpoint) continue;
+      least = std::min(least, budget::mask_bytes(t, c.keep));
+      cut_seen = cut_seen || c.keep == cut.keep;
+    }
+    EXPECT_TRUE(cut_seen);
+    EXPECT_EQ(cut.bytes, least);
+    EXPECT_EQ(budget::mask_bytes(t, cut.keep), cut.bytes);
+  }
+}
+
+TEST_P(PolicyOptimalModel, NeverWorseThanAnotherPolicyAtItsOwnPeak) {
+  const ModelConfig m = opt_model(GetParam(), 5);
+  std::vector<std::string> fixed = {"none", "selective", "selective:modules=core_attn+mlp", "optimal", "block:layers=2"};
+  for (int k = 1; k <= m.layers; k += 2) fixed.push_back("uniform:segments=" + std::to_string(k));
+  for (const auto& p : fixed) {
+    const Prediction pp = simulate(m, test::plan(p, m), nullptr);
+    const Prediction po = simulate(m, test::plan("optimal", m, pp.activation_peak_bytes), nullptr);
+    EXPECT_LE(po.activation_peak_bytes, pp.activation_peak_bytes) << p;
+    EXPECT_LE(po.flops.recompute, pp.flops.recompute) << p;
+  }
+  // Against budget at budgets between its smallest and none's peak.
+  const std::uint64_t hi = simulate(m, test::plan("none", m), nullptr).activation_peak_bytes;
+  for (int k = 1; k <= 4; ++k) {
+    const std::uint64_t at = hi * static_cast<std::uint64_t>(4 + k) / 8;
+    std::optional<Prediction> pb;
+    try {
+      pb = simulate(m, test::plan("budget", m, at), nullptr);
+    } catch (const Error&) {
+    }
+    const Prediction po = simulate(m, test::plan("optimal", m, at), nullptr);
+    EXPECT_LE(po.activation_peak_bytes, at);
+    if (pb) EXPECT_LE(po.flops.recompute, pb->flops.recompute) << at;
+  }
+}
+
+TEST_P(PolicyOptimalModel, RefusesBelowTheSmallestFeasibleBudgetAndFitsIt) {
+  const ModelConfig m = opt_model(GetParam(), 3);
+  std::string msg;
+  try {
+    test::plan("optimal", m, 1000);
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  const auto at = msg.find("smallest feasible budget is ");
+  ASSERT_NE(at, std::string::npos) << msg;
+  const std::uint64_t least = std::stoull(msg.substr(at + 28));
+  EXPECT_EQ(simulate(m, test::plan("optimal", m, least), nullptr).activation_peak_bytes, least);
+  EXPECT_THROW(test::plan("optimal", m, least - 1), Error);
+  const std::uint64_t all = simulate(m, test::plan("none", m), nullptr).activation_peak_bytes;
+  EXPECT_EQ(simulate(m, test::plan("optimal", m, all), nullptr).flops.recompute, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PolicyOptimalConfigs, PolicyOptimalModel,
+    ::testing::Values(OptConfig{Family::Gpt2, AttentionImpl::Naive, 0.1}, OptConfig{Family::Gpt2, AttentionImpl::Flash, 0.1},
+                      OptConfig{Family::Llama, AttentionImpl::Naive, 0.0}, OptConfig{Family::Llama, AttentionImpl::Flash, 0.1},
+                      OptConfig{Family::SmolLM3, AttentionImpl::Flash, 0.0}),
+    [](const ::testing::TestParamInfo<OptConfig>& i) {
+      return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn) + (i.param.dropout > 0 ? "_dropout" : "");
+    });
+
+// Brute force over option indices of a chain whose blocks have any number of options.
+Solution brute_force(const Chain& c, std::uint64_t budget) {
+  Solution best;
+  std::vector<int> choice(c.blocks.size(), 0);
+  for (;;) {
+    bool ok = true;
+    for (std::size_t b = 0; b < c.blocks.size(); ++b) ok = ok && c.blocks[b].opt[static_cast<std::size_t>(choice[b])].allowed;
+    if (ok) {
+      const std::uint64_t peak = budget::chain_peak(c, choice);
+      const double cost = budget::chain_cost(c, choice);
+      if (peak <= budget && (!best.feasible || cost < best.cost)) best = {true, choice, cost, peak};
+    }
+    std::size_t b = 0;
+    while (b < c.blocks.size() && ++choice[b] == static_cast<int>(c.blocks[b].opt.size())) choice[b++] = 0;
+    if (b == c.blocks.size()) return best;
+  }
+}
+
+TEST(PolicyOptimal, ChainProgramWithFrontsOfAnySizeMatchesBruteForce) {
+  std::mt19937_64 rng(35);
+  std::uniform_int_distribution<int> small(1, 40), cost(0, 50), count(1, 7), coin(0, 6);
+  int checked = 0;
+  for (int L = 1; L <= 6; ++L)
+    for (int rep = 0; rep < 30; ++rep) {
+      Chain c;
+      c.base = static_cast<std::uint64_t>(small(rng) % 5);
+      c.floor = static_cast<std::uint64_t>(small(rng));
+      for (int b = 0; b < L; ++b) {
+        ChainBlock blk;
+        blk.opt.assign(static_cast<std::size_t>(count(rng)), {});
+        for (auto& x : blk.opt) {
+          x.kept = static_cast<std::uint64_t>(small(rng));
+          x.fwd_peak = x.kept + static_cast<std::uint64_t>(small(rng));
+          x.bwd_peak = static_cast<std::uint64_t>(small(rng));
+          x.cost = static_cast<double>(cost(rng));
+          x.allowed = coin(rng) != 0;
+        }
+        c.blocks.push_back(blk);
+      }
+      const Solution any = brute_force(c, ~std::uint64_t{0});
+      const std::uint64_t least = budget::min_budget(c);
+      if (!any.feasible) {
+        EXPECT_EQ(least, ~std::uint64_t{0});
+        continue;
+      }
+      EXPECT_TRUE(brute_force(c, least).feasible);
+      EXPECT_FALSE(brute_force(c, least - 1).feasible);
+      for (std::uint64_t budget : {least, least + 7, least + 40, least + 150}) {
+        const Solution dp = budget::solve(c, budget), bf = brute_force(c, budget);
+        ASSERT_EQ(dp.feasible, bf.feasible);
+        ASSERT_EQ(dp.cost, bf.cost) << "L=" << L << " budget=" << budget;
+        EXPECT_LE(budget::chain_peak(c, dp.choice), budget);
+        ++checked;
+      }
+    }
+  EXPECT_GT(checked, 500);
+}
+
+// The whole plan against every choice of every block (not only the fronts): a 2-block model
+// small enough to try them all.
+TEST(PolicyOptimal, PlanIsTheCheapestOfEveryChoiceOfEveryBlock) {
+  const ModelConfig m = opt_model({Family::Llama, AttentionImpl::Naive, 0.0}, 2);
+  const BlockGraph g(m);
+  const std::vector<Choice> all = choices_per_table(g)[0];
+  const Chain outer = chain_of(g, {});
+  std::vector<std::pair<std::uint64_t, double>> every;  // (peak, cost) of each pair of choices
+  for (const Choice& a : all)
+    for (const Choice& b : all) {
+      Chain c = outer;
+      c.blocks = {ChainBlock{{a.mid}}, ChainBlock{{b.last}}};
+      every.push_back({budget::chain_peak(c, {0, 0}), a.mid.cost + b.last.cost});
+    }
+  std::uint64_t lo = ~std::uint64_t{0}, hi = 0;
+  for (const auto& [p, c] : every) lo = std::min(lo, p), hi = std::max(hi, p);
+  for (int k = 0; k <= 12; ++k) {
+    const std::uint64_t at = lo + (hi - lo) * static_cast<std::uint64_t>(k) / 12;
+    double best = 1e300;
+    for (const auto& [p, c] : every)
+      if (p <= at) best = std::min(best, c);
+    const Prediction po = simulate(m, test::plan("optimal", m, at), nullptr);
+    EXPECT_EQ(static_cast<double>(po.flops.recompute), best) << at;
+    EXPECT_LE(po.activation_peak_bytes, at);
+  }
+}
+
+TEST(PolicyOptimal, MinimumCutOfGpt2KeepsLessThanKorthikantisSet) {
+  for (AttentionImpl attn : {AttentionImpl::Naive, AttentionImpl::Flash}) {
+    const ModelConfig m = test::tiny(Family::Gpt2, attn, 2);
+    const BlockGraph g(m);
+    const std::vector<std::string> want = {"block.in", "attn.qkv", "ln2.in", "mlp.gelu_in"};
+    const Schedule s = test::plan("optimal", m);
+    ASSERT_EQ(s.actions.front().keep.kind, KeepKind::Named);
+    EXPECT_EQ(*s.actions.front().keep.names, want);
+    std::uint64_t ours = 0;
+    for (const auto& n : want) ours += g.tensors()[static_cast<std::size_t>(*g.find(n))].bytes;
+    EXPECT_EQ(ours, min_cut(g).bytes);
+    EXPECT_LT(ours, g.saved_bytes_without(g.default_selective()));
+  }
+}
+
+TEST(PolicyOptimal, RunsAreBitwiseNoneAtEveryBudget) {
+  const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 3);
+  const Trace base = test::run(m, test::plan("none", m), 1, 0);
+  std::string msg;
+  try {
+    test::plan("optimal", m, 1);
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  const std::uint64_t lo = std::stoull(msg.substr(msg.find("budget is ") + 10)), hi = base.activation_peak_bytes;
+  for (int k = -1; k <= 3; ++k) {
+    const Schedule s = k < 0 ? test::plan("optimal", m) : test::plan("optimal", m, lo + (hi - lo) * static_cast<std::uint64_t>(k) / 3);
+    const Trace t = test::run(m, s, 1, 0);
+    EXPECT_EQ(t.activation_peak_bytes, simulate(m, s, nullptr).activation_peak_bytes) << k;
+    EXPECT_EQ(t.losses(), base.losses()) << k;
+    EXPECT_EQ(t.grad_checksum, base.grad_checksum) << k;
+  }
+}
+
+}  // namespace
+}  // namespace remat
