@@ -82,10 +82,13 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
 
   const std::uint64_t lo = f.smallest_budget, hi = f.store_all_budget;
   const int n = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(points), hi - lo + 1));
-  std::vector<std::string> others;
+  // The others: every policy that plans without a budget, those that take one (but this one)
+  // when they plan without it too (optimal's minimum cut; budget refuses).
+  std::vector<std::string> others, optional;
   for (const LoadedPolicy& p : reg.policies()) {
-    if (!with_others || p.takes_memory_budget) continue;
+    if (!with_others || p.name == choice.name) continue;
     others.push_back(p.name);
+    if (p.takes_memory_budget) optional.push_back(p.name);
     if (p.name == "selective") others.push_back("selective:modules=core_attn+mlp");
   }
   const int total = n + static_cast<int>(others.size());
@@ -134,6 +137,10 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
       pt.peak = w.peak;
     } catch (const Error& e) {
       pt.error = e.what();
+    }
+    if (!pt.error.empty() && std::find(optional.begin(), optional.end(), o) != optional.end()) {
+      if (progress) progress(++done, total);
+      continue;
     }
     f.others.push_back(std::move(pt));
     if (progress) progress(++done, total);

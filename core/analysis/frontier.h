@@ -41,8 +41,9 @@ struct Frontier {
 // `points` budgets (at least 2) spread evenly from the smallest to store-all; `policy` must
 // take a memory budget (Error otherwise, naming the ones that do). A budget where the policy
 // fails, or plans over the budget, keeps the point below it (the first such budget is an Error).
-// With `others`, every loaded policy that does not plan to a budget is planned with its defaults
-// (and selective also with Megatron-LM's core_attn+mlp) as a point. `progress(i, n)` is called
+// With `others`, every other loaded policy is planned with its defaults (and selective also
+// with Megatron-LM's core_attn+mlp) as a point; one that takes a budget only where it plans
+// without one too (optimal's minimum cut). `progress(i, n)` is called
 // after each plan. Throws Error.
 Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const std::string& policy, int points,
                           bool others = true, const std::function<void(int, int)>& progress = {});

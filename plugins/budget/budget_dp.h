@@ -21,6 +21,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <limits>
@@ -95,6 +96,68 @@ inline bool before(const State& a, const State& b) {
   return a.kept != b.kept ? a.kept < b.kept : a.cost < b.cost;
 }
 
+// A cost the optimum does not exceed, from choices that fit: per block the option of least
+// cost + lambda x kept bytes (ties: the lower peak), for lambdas spread over the options' own
+// ratios, and mixes of two of those (the fewest blocks of the one keeping less, first or last,
+// that fit); infinity when none fits.
+inline double greedy_bound(const Chain& c, std::uint64_t budget) {
+  double lo = std::numeric_limits<double>::max(), hi = 0.0;
+  for (const ChainBlock& blk : c.blocks)
+    for (const OptionCost& x : blk.opt)
+      for (const OptionCost& y : blk.opt)
+        if (x.kept > y.kept && x.cost < y.cost) {
+          const double r = (y.cost - x.cost) / static_cast<double>(x.kept - y.kept);
+          lo = std::min(lo, r);
+          hi = std::max(hi, r);
+        }
+  const std::size_t L = c.blocks.size();
+  std::vector<std::vector<int>> picks;
+  const int steps = 24;
+  for (int k = -1; k <= steps; ++k) {
+    // k = -1: lambda 0 (the cheapest options); k = steps: above every ratio (the fewest bytes).
+    const double lambda = k < 0 ? 0.0 : hi <= 0.0 ? 1.0 : lo * std::pow(hi / lo * 4.0, static_cast<double>(k) / steps) / 2.0;
+    std::vector<int> choice(L, -1);
+    for (std::size_t b = 0; b < L; ++b) {
+      double score = 0.0;
+      for (std::size_t o = 0; o < c.blocks[b].opt.size(); ++o) {
+        const OptionCost& x = c.blocks[b].opt[o];
+        if (!x.allowed) continue;
+        const double v = x.cost + lambda * static_cast<double>(x.kept);
+        const int p = choice[b];
+        if (p < 0 || v < score || (v == score && x.peak() < c.blocks[b].opt[static_cast<std::size_t>(p)].peak())) {
+          choice[b] = static_cast<int>(o);
+          score = v;
+        }
+      }
+      if (choice[b] < 0) return std::numeric_limits<double>::infinity();
+    }
+    if (picks.empty() || picks.back() != choice) picks.push_back(std::move(choice));
+  }
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<int> mix(L);
+  for (std::size_t i = 0; i < picks.size(); ++i)
+    for (std::size_t j = i + 1; j < picks.size(); ++j)
+      for (bool first : {true, false}) {
+        // picks[j] keeps less than picks[i] (a larger lambda); n of its blocks, the others from picks[i].
+        auto fill = [&](std::size_t n) {
+          for (std::size_t b = 0; b < L; ++b) mix[b] = (first ? b < n : b >= L - n) ? picks[j][b] : picks[i][b];
+          return chain_peak(c, mix) <= budget;
+        };
+        std::size_t a = 0, z = L;
+        if (!fill(z)) continue;
+        while (a < z) {
+          const std::size_t m = (a + z) / 2;
+          if (fill(m)) z = m;
+          else a = m + 1;
+        }
+        fill(z);
+        best = std::min(best, chain_cost(c, mix));
+      }
+  for (const auto& p : picks)
+    if (chain_peak(c, p) <= budget) best = std::min(best, chain_cost(c, p));
+  return best;
+}
+
 }  // namespace detail
 
 // The cheapest choice whose peak is at most `budget`; feasible = false when none is.
@@ -112,17 +175,52 @@ inline Solution solve(const Chain& c, std::uint64_t budget) {
   // For backtracking: per block, the parent and option of each state of its front.
   std::vector<std::size_t> offset(L + 1, 0);
   std::vector<std::int32_t> parent, option;
+  // What the blocks from b on need above the bytes kept before them, at the least: a state
+  // keeping more than cap - need[b + 1] after block b cannot be completed.
+  std::vector<std::uint64_t> need(L + 1, 0);
+  for (std::size_t b = L; b > 0; --b) {
+    std::uint64_t peak = std::numeric_limits<std::uint64_t>::max(), kept = peak;
+    for (const OptionCost& oc : c.blocks[b - 1].opt)
+      if (oc.allowed) peak = std::min(peak, oc.peak()), kept = std::min(kept, oc.kept);
+    if (kept == std::numeric_limits<std::uint64_t>::max() || kept + need[b] > cap) return sol;
+    need[b - 1] = std::max(peak, kept + need[b]);
+  }
+  if (need[0] > cap) return sol;
+  // A cost no optimal prefix exceeds: the cheapest choice that fits among those picking, per
+  // block, the least cost + lambda x kept bytes, over a range of lambdas (costs are added in
+  // block order, as the program adds them, so a prefix of an optimal choice never exceeds it).
+  const double bound = detail::greedy_bound(c, budget);
   for (std::size_t b = 0; b < L; ++b) {
     const auto& opts = c.blocks[b].opt;
+    const std::uint64_t room = cap - need[b + 1];  // the most bytes kept after this block
+    // An option's own peak binds only above what the blocks after it need anyway: one that
+    // keeps no more, costs no more and reaches no higher on that account makes another useless
+    // here (swapping it in keeps every constraint).
+    auto reach = [&](const OptionCost& oc) { return std::max(oc.peak(), oc.kept + need[b + 1]); };
+    auto beats = [&](std::size_t x, std::size_t y) {
+      const OptionCost &p = opts[x], &q = opts[y];
+      if (p.kept > q.kept || p.cost > q.cost || reach(p) > reach(q)) return false;
+      return p.kept < q.kept || p.cost < q.cost || reach(p) < reach(q) || x < y;
+    };
     runs.resize(opts.size());
     std::size_t n_runs = 0;
     for (std::size_t o = 0; o < opts.size(); ++o) {
       const OptionCost& oc = opts[o];
       if (!oc.allowed || oc.peak() > cap) continue;
+      bool useless = false;
+      for (std::size_t x = 0; x < opts.size() && !useless; ++x)
+        useless = x != o && opts[x].allowed && opts[x].peak() <= cap && beats(x, o);
+      if (useless) continue;
       auto& run = runs[n_runs];
       run.clear();
-      for (std::size_t i = 0; i < front.size(); ++i) {
-        if (front[i].kept > cap - oc.peak()) break;  // sorted by kept bytes
+      if (oc.kept > room) continue;
+      // The front's costs fall along it: the states from `first` on stay within the bound.
+      const std::size_t first = static_cast<std::size_t>(
+          std::partition_point(front.begin(), front.end(), [&](const State& x) { return x.cost + oc.cost > bound; }) -
+          front.begin());
+      for (std::size_t i = first; i < front.size(); ++i) {
+        // Sorted by kept bytes: no later state fits either.
+        if (front[i].kept > cap - oc.peak() || front[i].kept > room - oc.kept) break;
         run.push_back({front[i].kept + oc.kept, front[i].cost + oc.cost, static_cast<std::int32_t>(i),
                        static_cast<std::int32_t>(o)});
       }

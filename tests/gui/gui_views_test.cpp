@@ -191,7 +191,9 @@ void GuiViewsTest::compareDrawsTheBudgetLineWithTheRuns() {
   BudgetFrontierChart* c = v.budgetFrontier();
   QCOMPARE(c->linePoints(), 24);
   QCOMPARE(c->runPoints(), 2);
-  const Frontier f = compute_frontier(testing::registry(), none_->model, "budget", 24);
+  const Frontier f = compute_frontier(testing::registry(), none_->model, "optimal", 24);
+  const Frontier fb = compute_frontier(testing::registry(), none_->model, "budget", 24);
+  QVERIFY(f.smallest_budget < fb.smallest_budget);  // optimal reaches lower
   QCOMPARE(f.store_all_budget, none_->activation_peak_bytes);  // the plan's walk is the run's
   QVERIFY(f.line.front().recompute_flops > 0);
   QCOMPARE(f.line.back().recompute_flops, std::uint64_t{0});

@@ -42,7 +42,7 @@ TEST(Frontier, RefusesWhatCannotHaveOne) {
   PolicyRegistry r;
   r.load_dirs({test::kPlugins});
   const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive);
-  EXPECT_NE(test::error_of([&] { compute_frontier(r, m, "selective", 8); }).find("does not plan to a memory budget (those that do: budget)"),
+  EXPECT_NE(test::error_of([&] { compute_frontier(r, m, "selective", 8); }).find("does not plan to a memory budget (those that do: budget, optimal)"),
             std::string::npos);
   EXPECT_NE(test::error_of([&] { compute_frontier(r, m, "nosuch", 8); }).find("no policy 'nosuch'"), std::string::npos);
   EXPECT_NE(test::error_of([&] { compute_frontier(r, m, "budget", 1); }).find("at least 2 points"), std::string::npos);

@@ -328,8 +328,8 @@ void FrontierScatter::resetZoom() {
 }
 
 BudgetFrontierChart::BudgetFrontierChart(QWidget* parent) : PlotView(parent) {
-  add_title(plot_, tr("Recompute FLOPs against the activation budget: the budget policy's least at each "
-                      "budget (line), the runs (points)"));
+  add_title(plot_, tr("Recompute FLOPs against the activation budget: the least at each budget (line: the "
+                      "optimal policy's, else the budget policy's), the runs (points)"));
   plot_->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new BytesTicker));
   plot_->xAxis->ticker()->setTickCount(4);
   plot_->yAxis->setLabel(tr("recompute GFLOP"));

@@ -280,7 +280,8 @@ void CompareView::addCharts(const Group& g) {
   budgetLine(g, budget);
 }
 
-// The budget policy's line for the group's model: RematLab's own single-process runs only (an
+// The least recompute at each budget for the group's model (the optimal policy's line; the
+// budget policy's where optimal is not loaded): RematLab's own single-process runs only (an
 // imported or recorded trace has no model of ours to plan; a rank's table is its layout's).
 void CompareView::budgetLine(const Group& g, BudgetFrontierChart* chart) {
   const Trace* model = nullptr;
@@ -299,7 +300,8 @@ void CompareView::budgetLine(const Group& g, BudgetFrontierChart* chart) {
   if (it == budget_lines_.end()) {
     std::pair<std::shared_ptr<const Frontier>, QString> line;
     try {
-      line.first = std::make_shared<const Frontier>(compute_frontier(*registry_, model->model, "budget", 24, false));
+      const char* policy = registry_->find("optimal") ? "optimal" : "budget";
+      line.first = std::make_shared<const Frontier>(compute_frontier(*registry_, model->model, policy, 24, false));
     } catch (const std::exception& e) {
       line.second = tr("no budget line: %1").arg(QString::fromStdString(e.what()));
     }
