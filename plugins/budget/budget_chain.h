@@ -101,29 +101,44 @@ inline std::uint64_t mask_bytes(const BlockGraph& g, Mask m) {
   return b;
 }
 
+// The cost of one forward of each step of table `table` of `model` in a block with the model's
+// window or without: its FLOPs there when `flops` (the costs are FLOPs, which differ between
+// the two), else the given costs (PlanContext::step_cost, the first table's; the other tables
+// take theirs by step name, FLOPs where a name is missing).
+inline std::vector<double> step_costs(const BlockGraph& model, int table, bool windowed,
+                                      const std::vector<double>& step_cost, bool flops) {
+  const BlockGraph& g = model.table(table);
+  std::vector<double> out;
+  for (std::size_t s = 0; s < g.steps().size(); ++s) {
+    const StepDef& sd = g.steps()[s];
+    double c = static_cast<double>(sd.fwd_flops(windowed));
+    if (!flops) {
+      if (table == 0 && s < step_cost.size()) c = step_cost[s];
+      for (std::size_t k = 0; table != 0 && k < model.steps().size() && k < step_cost.size(); ++k)
+        if (model.steps()[k].name == sd.name) {
+          c = step_cost[k];
+          break;
+        }
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
 // One table's options: what each keeps, and a middle block's and the last block's costs.
-// step_cost: the cost of one forward of each step of the model's first table (PlanContext::
-// step_cost), taken by step name for the other tables; FLOPs where missing.
+// cost: the cost of one forward of each of its steps (step_costs).
 struct TableOptions {
   std::array<Mask, kOptions> keep{};
   ChainBlock mid, last;
 };
 
-inline TableOptions table_options(const BlockGraph& model, int table, const std::vector<double>& step_cost,
+inline TableOptions table_options(const BlockGraph& model, int table, const std::vector<double>& cost,
                                   const std::vector<std::string>& selective) {
   const BlockGraph& g = model.table(table);
   const ModelConfig& m = g.config();
   const auto& T = g.tensors();
   const int in = g.input();
-  auto cost_of = [&](int s) {
-    const StepDef& sd = g.steps()[static_cast<std::size_t>(s)];
-    if (table == 0) return static_cast<std::size_t>(s) < step_cost.size() ? step_cost[static_cast<std::size_t>(s)]
-                                                                            : static_cast<double>(sd.flops_fwd);
-    const auto& first = model.steps();
-    for (std::size_t k = 0; k < first.size() && k < step_cost.size(); ++k)
-      if (first[k].name == sd.name) return step_cost[k];
-    return static_cast<double>(sd.flops_fwd);
-  };
+  auto cost_of = [&](int s) { return cost[static_cast<std::size_t>(s)]; };
   Mask saved = 0;
   for (std::size_t t = 0; t < T.size(); ++t)
     if (T[t].saved) saved |= bit(static_cast<int>(t));
@@ -173,14 +188,15 @@ inline TableOptions table_options(const BlockGraph& model, int table, const std:
   return out;
 }
 
-// The chain of a model's `blocks` blocks, each with its own table's options.
+// The chain of a model's `blocks` blocks, each with its own table's options, its steps costed
+// by step_costs (FLOPs by the block's window when `flops`).
 inline ChainSpec chain_from_graph(const BlockGraph& g, const std::vector<double>& step_cost,
-                                  int blocks, std::vector<std::string> selective) {
+                                  int blocks, std::vector<std::string> selective, bool flops = false) {
   const ModelConfig& m = g.config();
   ChainSpec spec;
-  std::vector<TableOptions> tables;
+  std::vector<TableOptions> tables;  // per table, without the window and with it
   for (int i = 0; i < g.table_count(); ++i) {
-    tables.push_back(table_options(g, i, step_cost, selective));
+    for (bool w : {false, true}) tables.push_back(table_options(g, i, step_costs(g, i, w, step_cost, flops), selective));
     spec.keep.push_back(tables.back().keep);
   }
   spec.selective = std::move(selective);
@@ -194,7 +210,7 @@ inline ChainSpec chain_from_graph(const BlockGraph& g, const std::vector<double>
   spec.chain.base = mask;
   spec.chain.floor = in_bytes + mask + (m.has_dropout() ? static_cast<std::uint64_t>(outer.embed_out) * act : 0);
   for (int b = 0; b < blocks; ++b) {
-    const TableOptions& t = tables[static_cast<std::size_t>(g.table_index(b))];
+    const TableOptions& t = tables[static_cast<std::size_t>(2 * g.table_index(b) + (g.windowed(b) ? 1 : 0))];
     spec.chain.blocks.push_back(b + 1 == blocks ? t.last : t.mid);
   }
   return spec;

@@ -1,87 +1,20 @@
-// The budget policy's optimization, as a pure function over an abstract chain so tests can
-// check it against brute force.
-//
-// A chain is a sequence of blocks run forward from the first to the last, then backward from
-// the last to the first. Each block takes one of a few options (store everything, keep the
-// selective set, keep only its input as a checkpoint); an option fixes
-//   kept      bytes the block holds from the end of its forward until its backward,
-//   fwd_peak  the most bytes of this block alive during its forward (its input and output
-//             included), on top of what earlier blocks keep,
-//   bwd_peak  the most bytes alive during its recomputation and backward, on top of what
-//             earlier blocks keep (for the last block: the head and loss included),
-//   cost      the recomputation it causes.
-// With P_b the bytes kept by blocks before b, the peak of a choice is
-//   max(floor, base + max_b (P_b + max(fwd_peak_b, bwd_peak_b)))
-// where base is held by everything outside the blocks throughout and floor is a peak outside
-// the block sweep. solve() minimizes the total cost under a budget on that peak exactly, by
-// dynamic programming over the prefixes of the chain with a Pareto front of (kept bytes, cost)
-// per prefix (after Beaumont et al. 2019, "Optimal checkpointing for heterogeneous chains"):
-// every later constraint grows with the kept bytes and the cost is additive, so a prefix state
-// that keeps no fewer bytes at no lower cost than another can be dropped.
+// The budget policy's optimization over a chain (chain.h), as a pure function tests can check
+// against brute force: solve() minimizes the total cost under a budget on the chain's peak
+// exactly, by dynamic programming over the prefixes of the chain with a Pareto front of (kept
+// bytes, cost) per prefix (after Beaumont et al. 2019, "Optimal checkpointing for heterogeneous
+// chains"): every later constraint grows with the kept bytes and the cost is additive, so a
+// prefix state that keeps no fewer bytes at no lower cost than another can be dropped.
 #pragma once
 #include <algorithm>
-#include <array>
-#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <limits>
-#include <string>
 #include <vector>
 
+#include "plugins/budget/chain.h"
+#include "plugins/budget/chain_bounds.h"
+
 namespace remat::budget {
-
-enum Option : int { Store = 0, Selective = 1, Checkpoint = 2 };
-constexpr int kOptions = 3;
-inline const char* option_name(int o) {
-  static const char* n[] = {"store", "selective", "checkpoint"};
-  return n[o];
-}
-
-struct OptionCost {
-  bool allowed = true;
-  std::uint64_t kept = 0;
-  std::uint64_t fwd_peak = 0;
-  std::uint64_t bwd_peak = 0;
-  double cost = 0.0;
-  std::uint64_t peak() const { return std::max(fwd_peak, bwd_peak); }
-};
-
-// A block's options: the budget policy's three (indexed by Option), or any number (the
-// optimal policy's front of per-tensor choices).
-struct ChainBlock {
-  std::vector<OptionCost> opt = std::vector<OptionCost>(kOptions);
-};
-
-struct Chain {
-  std::vector<ChainBlock> blocks;
-  std::uint64_t base = 0;
-  std::uint64_t floor = 0;
-};
-
-struct Solution {
-  bool feasible = false;
-  std::vector<int> choice;  // an Option per block
-  double cost = 0.0;
-  std::uint64_t peak = 0;
-};
-
-// The peak of a choice (see above).
-inline std::uint64_t chain_peak(const Chain& c, const std::vector<int>& choice) {
-  std::uint64_t kept = 0, peak = 0;
-  for (std::size_t b = 0; b < c.blocks.size(); ++b) {
-    const OptionCost& o = c.blocks[b].opt[static_cast<std::size_t>(choice[b])];
-    peak = std::max(peak, kept + o.peak());
-    kept += o.kept;
-  }
-  return std::max(c.floor, c.base + peak);
-}
-
-inline double chain_cost(const Chain& c, const std::vector<int>& choice) {
-  double cost = 0.0;
-  for (std::size_t b = 0; b < c.blocks.size(); ++b)
-    cost += c.blocks[b].opt[static_cast<std::size_t>(choice[b])].cost;
-  return cost;
-}
 
 namespace detail {
 
@@ -94,68 +27,6 @@ struct State {
 
 inline bool before(const State& a, const State& b) {
   return a.kept != b.kept ? a.kept < b.kept : a.cost < b.cost;
-}
-
-// A cost the optimum does not exceed, from choices that fit: per block the option of least
-// cost + lambda x kept bytes (ties: the lower peak), for lambdas spread over the options' own
-// ratios, and mixes of two of those (the fewest blocks of the one keeping less, first or last,
-// that fit); infinity when none fits.
-inline double greedy_bound(const Chain& c, std::uint64_t budget) {
-  double lo = std::numeric_limits<double>::max(), hi = 0.0;
-  for (const ChainBlock& blk : c.blocks)
-    for (const OptionCost& x : blk.opt)
-      for (const OptionCost& y : blk.opt)
-        if (x.kept > y.kept && x.cost < y.cost) {
-          const double r = (y.cost - x.cost) / static_cast<double>(x.kept - y.kept);
-          lo = std::min(lo, r);
-          hi = std::max(hi, r);
-        }
-  const std::size_t L = c.blocks.size();
-  std::vector<std::vector<int>> picks;
-  const int steps = 24;
-  for (int k = -1; k <= steps; ++k) {
-    // k = -1: lambda 0 (the cheapest options); k = steps: above every ratio (the fewest bytes).
-    const double lambda = k < 0 ? 0.0 : hi <= 0.0 ? 1.0 : lo * std::pow(hi / lo * 4.0, static_cast<double>(k) / steps) / 2.0;
-    std::vector<int> choice(L, -1);
-    for (std::size_t b = 0; b < L; ++b) {
-      double score = 0.0;
-      for (std::size_t o = 0; o < c.blocks[b].opt.size(); ++o) {
-        const OptionCost& x = c.blocks[b].opt[o];
-        if (!x.allowed) continue;
-        const double v = x.cost + lambda * static_cast<double>(x.kept);
-        const int p = choice[b];
-        if (p < 0 || v < score || (v == score && x.peak() < c.blocks[b].opt[static_cast<std::size_t>(p)].peak())) {
-          choice[b] = static_cast<int>(o);
-          score = v;
-        }
-      }
-      if (choice[b] < 0) return std::numeric_limits<double>::infinity();
-    }
-    if (picks.empty() || picks.back() != choice) picks.push_back(std::move(choice));
-  }
-  double best = std::numeric_limits<double>::infinity();
-  std::vector<int> mix(L);
-  for (std::size_t i = 0; i < picks.size(); ++i)
-    for (std::size_t j = i + 1; j < picks.size(); ++j)
-      for (bool first : {true, false}) {
-        // picks[j] keeps less than picks[i] (a larger lambda); n of its blocks, the others from picks[i].
-        auto fill = [&](std::size_t n) {
-          for (std::size_t b = 0; b < L; ++b) mix[b] = (first ? b < n : b >= L - n) ? picks[j][b] : picks[i][b];
-          return chain_peak(c, mix) <= budget;
-        };
-        std::size_t a = 0, z = L;
-        if (!fill(z)) continue;
-        while (a < z) {
-          const std::size_t m = (a + z) / 2;
-          if (fill(m)) z = m;
-          else a = m + 1;
-        }
-        fill(z);
-        best = std::min(best, chain_cost(c, mix));
-      }
-  for (const auto& p : picks)
-    if (chain_peak(c, p) <= budget) best = std::min(best, chain_cost(c, p));
-  return best;
 }
 
 }  // namespace detail
@@ -182,25 +53,31 @@ inline Solution solve(const Chain& c, std::uint64_t budget) {
     std::uint64_t peak = std::numeric_limits<std::uint64_t>::max(), kept = peak;
     for (const OptionCost& oc : c.blocks[b - 1].opt)
       if (oc.allowed) peak = std::min(peak, oc.peak()), kept = std::min(kept, oc.kept);
-    if (kept == std::numeric_limits<std::uint64_t>::max() || kept + need[b] > cap) return sol;
-    need[b - 1] = std::max(peak, kept + need[b]);
+    if (kept == std::numeric_limits<std::uint64_t>::max()) return sol;
+    // What the last block keeps matters to nothing after it.
+    need[b - 1] = b == L ? peak : std::max(peak, kept + need[b]);
+    if (need[b - 1] > cap) return sol;
   }
   if (need[0] > cap) return sol;
   // A cost no optimal prefix exceeds: the cheapest choice that fits among those picking, per
   // block, the least cost + lambda x kept bytes, over a range of lambdas (costs are added in
   // block order, as the program adds them, so a prefix of an optimal choice never exceeds it).
-  const double bound = detail::greedy_bound(c, budget);
+  // Rounding aside: the bounds add the same costs in other orders.
+  const double bound = detail::greedy_bound(c, budget) * (1.0 + 1e-9);
+  const detail::RestBound rest(c, cap);
   for (std::size_t b = 0; b < L; ++b) {
     const auto& opts = c.blocks[b].opt;
-    const std::uint64_t room = cap - need[b + 1];  // the most bytes kept after this block
+    // The most bytes kept after this block (after the last: any).
+    const std::uint64_t room = b + 1 == L ? std::numeric_limits<std::uint64_t>::max() : cap - need[b + 1];
     // An option's own peak binds only above what the blocks after it need anyway: one that
     // keeps no more, costs no more and reaches no higher on that account makes another useless
     // here (swapping it in keeps every constraint).
-    auto reach = [&](const OptionCost& oc) { return std::max(oc.peak(), oc.kept + need[b + 1]); };
+    auto reach = [&](const OptionCost& oc) { return b + 1 == L ? oc.peak() : std::max(oc.peak(), oc.kept + need[b + 1]); };
     auto beats = [&](std::size_t x, std::size_t y) {
       const OptionCost &p = opts[x], &q = opts[y];
-      if (p.kept > q.kept || p.cost > q.cost || reach(p) > reach(q)) return false;
-      return p.kept < q.kept || p.cost < q.cost || reach(p) < reach(q) || x < y;
+      const bool last = b + 1 == L;  // then what it keeps does not count
+      if ((!last && p.kept > q.kept) || p.cost > q.cost || reach(p) > reach(q)) return false;
+      return (!last && p.kept < q.kept) || p.cost < q.cost || reach(p) < reach(q) || x < y;
     };
     runs.resize(opts.size());
     std::size_t n_runs = 0;
@@ -220,9 +97,11 @@ inline Solution solve(const Chain& c, std::uint64_t budget) {
           front.begin());
       for (std::size_t i = first; i < front.size(); ++i) {
         // Sorted by kept bytes: no later state fits either.
-        if (front[i].kept > cap - oc.peak() || front[i].kept > room - oc.kept) break;
-        run.push_back({front[i].kept + oc.kept, front[i].cost + oc.cost, static_cast<std::int32_t>(i),
-                       static_cast<std::int32_t>(o)});
+        if (front[i].kept > cap - oc.peak() || (b + 1 < L && front[i].kept > room - oc.kept)) break;
+        const std::uint64_t kept = front[i].kept + oc.kept;
+        const double cost = front[i].cost + oc.cost;
+        if (b + 1 < L && bound < std::numeric_limits<double>::infinity() && cost + rest.at(b, kept) > bound) continue;
+        run.push_back({kept, cost, static_cast<std::int32_t>(i), static_cast<std::int32_t>(o)});
       }
       if (!run.empty()) ++n_runs;
     }

@@ -42,7 +42,7 @@ class BudgetPolicy final : public remat::Policy {
         throw remat::Error("'" + n + "' cannot be in the selective set: it is not a saved tensor "
                            "other than the block input");
     }
-    ChainSpec spec = chain_from_graph(g, ctx.step_cost, ctx.blocks, sel);
+    ChainSpec spec = chain_from_graph(g, ctx.step_cost, ctx.blocks, sel, ctx.cost_unit == "flops");
     Solution sol = solve(spec.chain, budget);
     if (!sol.feasible) {
       std::uint64_t least = min_budget(spec.chain);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/graph/block_graph.h"
+#include "core/util/error.h"
 #include "plugins/budget/budget_chain.h"
 
 namespace remat::optimal {
@@ -31,6 +32,9 @@ struct MinCut {
 };
 
 inline MinCut min_cut(const BlockGraph& g) {
+  if (g.tensors().size() > 64)
+    throw Error("the optimal policy takes blocks of at most 64 tensors; this block table has " +
+                std::to_string(g.tensors().size()));
   using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
   using Graph = boost::adjacency_list<
       boost::vecS, boost::vecS, boost::directedS,

@@ -98,25 +98,6 @@ inline std::uint64_t walk_backward(const BlockGraph& g, Mask held, Mask inside,
   return peak;
 }
 
-// The cost of one forward of each step of table `table` of `model` (PlanContext::step_cost is
-// the first table's; the others take theirs by step name, FLOPs where missing).
-inline std::vector<double> table_costs(const BlockGraph& model, int table, const std::vector<double>& step_cost) {
-  const BlockGraph& g = model.table(table);
-  std::vector<double> out;
-  for (const StepDef& sd : g.steps()) {
-    double c = static_cast<double>(sd.flops_fwd);
-    for (std::size_t k = 0; k < model.steps().size() && k < step_cost.size(); ++k)
-      if (model.steps()[k].name == sd.name) {
-        c = step_cost[k];
-        break;
-      }
-    out.push_back(c);
-  }
-  if (table == 0)
-    for (std::size_t k = 0; k < out.size() && k < step_cost.size(); ++k) out[k] = step_cost[k];
-  return out;
-}
-
 // The figures of one choice (see Choice).
 inline Choice evaluate(const BlockGraph& g, const std::vector<double>& cost, bool checkpoint, Mask keep) {
   const ModelConfig& m = g.config();
@@ -168,10 +149,13 @@ inline std::vector<Choice> all_choices(const BlockGraph& g, const std::vector<do
   std::vector<int> free;
   for (std::size_t t = 0; t < g.tensors().size(); ++t)
     if (g.tensors()[t].saved && static_cast<int>(t) != g.input()) free.push_back(static_cast<int>(t));
+  if (g.tensors().size() > 64)
+    throw Error("the optimal policy takes blocks of at most 64 tensors; this block table has " +
+                std::to_string(g.tensors().size()));
   if (static_cast<int>(free.size()) > kMaxChoiceTensors)
-    throw Error("the optimal policy walks every choice of a block's " + std::to_string(free.size()) +
-                " recomputable tensors, more than " + std::to_string(kMaxChoiceTensors) + " (2^" +
-                std::to_string(kMaxChoiceTensors) + " choices) are not supported");
+    throw Error("the optimal policy tries every choice of a block's recomputable tensors, and this block has " +
+                std::to_string(free.size()) + " (at most " + std::to_string(kMaxChoiceTensors) +
+                "): plan without --memory-budget (the minimum cut) or with the budget policy");
   std::vector<Choice> out;
   const std::uint64_t n = std::uint64_t{1} << free.size();
   out.reserve(2 * n);
@@ -185,9 +169,10 @@ inline std::vector<Choice> all_choices(const BlockGraph& g, const std::vector<do
   return out;
 }
 
-// Whether a beats or equals b in every figure of `pick` (mid or last).
-inline bool covers(const OptionCost& a, const OptionCost& b) {
-  return a.kept <= b.kept && a.peak() <= b.peak() && a.cost <= b.cost;
+// Whether a beats or equals b in every figure that counts: as the last block, what it keeps
+// afterwards does not (nothing comes after it).
+inline bool covers(const OptionCost& a, const OptionCost& b, bool last = false) {
+  return (last || a.kept <= b.kept) && a.peak() <= b.peak() && a.cost <= b.cost;
 }
 
 // The choices no other beats (one of each set of equal ones), as a middle or the last block,
@@ -204,7 +189,7 @@ inline std::vector<Choice> front(std::vector<Choice> all, bool last) {
   for (const Choice& c : all) {
     bool beaten = false;
     for (const Choice& o : out)
-      if (covers(fig(o), fig(c))) {
+      if (covers(fig(o), fig(c), last)) {
         beaten = true;
         break;
       }
@@ -226,7 +211,10 @@ inline Schedule schedule_of(const BlockGraph& model, const std::vector<Choice>& 
   s.blocks = static_cast<int>(pick.size());
   for (int b = 0; b < s.blocks; ++b) {
     const Choice& c = pick[static_cast<std::size_t>(b)];
-    s.forward(b, c.checkpoint ? Keep::input() : named(model.of(b), c.keep));
+    // Keeping the input alone is a checkpoint (kept as one, distributed with
+    // --distribute-saved-activations).
+    const bool input_only = c.keep == bit(model.of(b).input());
+    s.forward(b, c.checkpoint || input_only ? Keep::input() : named(model.of(b), c.keep));
   }
   for (int b = s.blocks - 1; b >= 0; --b) {
     const Choice& c = pick[static_cast<std::size_t>(b)];

@@ -4,6 +4,7 @@
 // (every choice of every block table walked, optimal_options.h; the chain program of
 // budget_dp.h over each table's front); without one the fewest bytes a block keeps when no
 // weight GEMM runs again (a minimum cut, min_cut.h).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,31 +34,39 @@ class OptimalPolicy final : public remat::Policy {
   remat::Schedule plan(const remat::PlanContext& ctx) const override {
     using namespace remat;
     const BlockGraph& model = *ctx.graph;
-    const int tables = model.table_count();
-    std::vector<std::vector<double>> costs;
-    for (int i = 0; i < tables; ++i) costs.push_back(optimal::table_costs(model, i, ctx.step_cost));
+    // A class of blocks: one table, with the model's window or without (their FLOPs differ).
+    auto class_of = [&](int b) { return static_cast<std::size_t>(2 * model.table_index(b) + (model.windowed(b) ? 1 : 0)); };
+    const bool flops = ctx.cost_unit == "flops";
     std::vector<Choice> pick;
     Schedule s;
     if (!ctx.memory_budget) {
-      std::vector<Choice> per_table;
-      for (int i = 0; i < tables; ++i)
-        per_table.push_back(optimal::evaluate(model.table(i), costs[static_cast<std::size_t>(i)], false,
-                                              optimal::min_cut(model.table(i)).keep));
-      for (int b = 0; b < ctx.blocks; ++b) pick.push_back(per_table[static_cast<std::size_t>(model.table_index(b))]);
+      std::vector<std::optional<Choice>> per_class(2 * static_cast<std::size_t>(model.table_count()));
+      for (int b = 0; b < ctx.blocks; ++b) {
+        auto& c = per_class[class_of(b)];
+        const int t = model.table_index(b);
+        if (!c)
+          c = optimal::evaluate(model.table(t), budget::step_costs(model, t, model.windowed(b), ctx.step_cost, flops),
+                                false, optimal::min_cut(model.table(t)).keep);
+        pick.push_back(*c);
+      }
       s = schedule_of(model, pick);
       s.params = "min-cut";
       return s;
     }
     const std::uint64_t budget = *ctx.memory_budget;
-    std::vector<std::vector<Choice>> mid, last;
-    for (int i = 0; i < tables; ++i) {
-      std::vector<Choice> all = optimal::all_choices(model.table(i), costs[static_cast<std::size_t>(i)]);
-      mid.push_back(optimal::front(all, false));
-      last.push_back(optimal::front(std::move(all), true));
+    std::vector<std::vector<Choice>> mid(2 * static_cast<std::size_t>(model.table_count())), last = mid;
+    for (int b = 0; b < ctx.blocks; ++b) {
+      const std::size_t k = class_of(b);
+      if (!mid[k].empty()) continue;
+      const int t = model.table_index(b);
+      std::vector<Choice> all =
+          optimal::all_choices(model.table(t), budget::step_costs(model, t, model.windowed(b), ctx.step_cost, flops));
+      mid[k] = optimal::front(all, false);
+      last[k] = optimal::front(std::move(all), true);
     }
     budget::Chain chain = budget::chain_from_graph(model, ctx.step_cost, 0, {}).chain;
     for (int b = 0; b < ctx.blocks; ++b) {
-      const auto& fr = (b + 1 == ctx.blocks ? last : mid)[static_cast<std::size_t>(model.table_index(b))];
+      const auto& fr = (b + 1 == ctx.blocks ? last : mid)[class_of(b)];
       budget::ChainBlock blk;
       blk.opt.clear();
       for (const Choice& c : fr) blk.opt.push_back(b + 1 == ctx.blocks ? c.last : c.mid);
@@ -69,7 +78,7 @@ class OptimalPolicy final : public remat::Policy {
                   " bytes is too small for this model: the smallest feasible budget is " +
                   std::to_string(budget::min_budget(chain)) + " bytes");
     for (int b = 0; b < ctx.blocks; ++b) {
-      const auto& fr = (b + 1 == ctx.blocks ? last : mid)[static_cast<std::size_t>(model.table_index(b))];
+      const auto& fr = (b + 1 == ctx.blocks ? last : mid)[class_of(b)];
       pick.push_back(fr[static_cast<std::size_t>(sol.choice[static_cast<std::size_t>(b)])]);
     }
     s = schedule_of(model, pick);

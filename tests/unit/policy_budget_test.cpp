@@ -146,7 +146,7 @@ TEST_P(PolicyBudgetModel, ChainModelAgreesWithTheSimulatorForEveryChoice) {
   const std::vector<std::vector<std::string>> sets = {
       g.default_selective(), {"attn.ctx"}, {"ln1.out", "attn.qkv"}, {"ln2.in", "mlp.res_mask"}, all};
   for (const auto& sel : sets) {
-    ChainSpec spec = chain_from_graph(g, flops_cost(g), m.layers, sel);
+    ChainSpec spec = chain_from_graph(g, flops_cost(g), m.layers, sel, true);  // FLOPs by each block's window
     std::vector<int> choice(static_cast<std::size_t>(m.layers));
     for (int k = 0; k < 81; ++k) {
       for (int b = 0, x = k; b < m.layers; ++b, x /= 3) choice[static_cast<std::size_t>(b)] = x % 3;
@@ -163,7 +163,11 @@ TEST_P(PolicyBudgetModel, ChainModelAgreesWithTheSimulatorForEveryChoice) {
 TEST_P(PolicyBudgetModel, NeverWorseThanAFixedPolicyAtItsOwnPeak) {
   const ModelConfig m = model(GetParam(), 6);
   std::vector<std::string> fixed = {"none", "selective"};
-  for (int k = 1; k <= m.layers; ++k) fixed.push_back("uniform:segments=" + std::to_string(k));
+  // Blocks of unequal costs (windowed and global) can make a segment recomputed from one
+  // checkpoint cheaper at its peak than any mix of budget's three options per block (a segment
+  // is not one of them; the optimal policy's tests compare it with uniform plans on such a model).
+  for (int k = 1; k <= m.layers && GetParam().arch != Family::Gemma3; ++k)
+    fixed.push_back("uniform:segments=" + std::to_string(k));
   for (const auto& p : fixed) {
     Prediction pp = simulate(m, test::plan(p, m), nullptr);
     Schedule b = test::plan("budget", m, pp.activation_peak_bytes);
@@ -201,7 +205,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Config{Family::Llama, AttentionImpl::Naive, 0.1},
                       Config{Family::Llama, AttentionImpl::Flash, 0.1},
                       Config{Family::Gpt2, AttentionImpl::Naive, 0.0},
-                      Config{Family::Llama, AttentionImpl::Flash, 0.0}),
+                      Config{Family::Llama, AttentionImpl::Flash, 0.0},
+                      Config{Family::Gemma3, AttentionImpl::Naive, 0.1}),
     [](const ::testing::TestParamInfo<Config>& i) {
       return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn) +
              (i.param.dropout > 0 ? "_dropout" : "");

@@ -50,10 +50,10 @@ Chain chain_of(const BlockGraph& g, const std::vector<Choice>& pick) {
   return c;
 }
 
-std::vector<std::vector<Choice>> choices_per_table(const BlockGraph& g) {
-  std::vector<std::vector<Choice>> out;
-  for (int i = 0; i < g.table_count(); ++i) out.push_back(all_choices(g.table(i), table_costs(g, i, fwd_flops(g))));
-  return out;
+// Every choice of block b (its table's, costed by its window's FLOPs).
+std::vector<Choice> choices_of(const BlockGraph& g, int b) {
+  const int t = g.table_index(b);
+  return all_choices(g.table(t), budget::step_costs(g, t, g.windowed(b), {}, true));
 }
 
 class PolicyOptimalModel : public ::testing::TestWithParam<OptConfig> {};
@@ -61,13 +61,14 @@ class PolicyOptimalModel : public ::testing::TestWithParam<OptConfig> {};
 TEST_P(PolicyOptimalModel, EveryChoiceWalksAsTheSimulatorRunsIt) {
   const ModelConfig m = opt_model(GetParam(), GetParam().arch == Family::SmolLM3 ? 4 : 3);
   const BlockGraph g(m);
-  const auto all = choices_per_table(g);
+  std::vector<std::vector<Choice>> all;
+  for (int b = 0; b < m.layers; ++b) all.push_back(choices_of(g, b));
   std::mt19937_64 rng(7);
   const std::vector<int> zero(static_cast<std::size_t>(m.layers), 0);
   for (int k = 0; k < 120; ++k) {
     std::vector<Choice> pick;
     for (int b = 0; b < m.layers; ++b) {
-      const auto& c = all[static_cast<std::size_t>(g.table_index(b))];
+      const auto& c = all[static_cast<std::size_t>(b)];
       // The first rounds: every block the same choice, from both ends of the list.
       const std::size_t i = k < 8 ? (k % 2 ? c.size() - 1 - static_cast<std::size_t>(k) : static_cast<std::size_t>(k))
                                   : std::uniform_int_distribution<std::size_t>(0, c.size() - 1)(rng);
@@ -78,16 +79,19 @@ TEST_P(PolicyOptimalModel, EveryChoiceWalksAsTheSimulatorRunsIt) {
     EXPECT_EQ(budget::chain_peak(c, zero), p.activation_peak_bytes) << "round " << k;
     EXPECT_EQ(budget::chain_cost(c, zero), static_cast<double>(p.flops.recompute)) << "round " << k;
   }
-  // The front: each choice is matched or beaten by one of it, in all three figures.
+  // The front: each choice is matched or beaten by one of it, in all three figures (the last
+  // block: in its peak and cost); none of it by another of it.
   for (const auto& c : all)
     for (bool last : {false, true}) {
       const std::vector<Choice> f = front(c, last);
-      EXPECT_LT(f.size(), c.size());
+      auto fig = [last](const Choice& x) -> const budget::OptionCost& { return last ? x.last : x.mid; };
       for (const Choice& x : c) {
         bool covered = false;
-        for (const Choice& y : f) covered = covered || covers(last ? y.last : y.mid, last ? x.last : x.mid);
+        for (const Choice& y : f) covered = covered || covers(fig(y), fig(x), last);
         ASSERT_TRUE(covered);
       }
+      for (std::size_t i = 0; i < f.size(); ++i)
+        for (std::size_t j = 0; j < f.size(); ++j) ASSERT_TRUE(i == j || !covers(fig(f[i]), fig(f[j]), last));
     }
 }
 
@@ -159,7 +163,7 @@ INSTANTIATE_TEST_SUITE_P(
     PolicyOptimalConfigs, PolicyOptimalModel,
     ::testing::Values(OptConfig{Family::Gpt2, AttentionImpl::Naive, 0.1}, OptConfig{Family::Gpt2, AttentionImpl::Flash, 0.1},
                       OptConfig{Family::Llama, AttentionImpl::Naive, 0.0}, OptConfig{Family::Llama, AttentionImpl::Flash, 0.1},
-                      OptConfig{Family::SmolLM3, AttentionImpl::Flash, 0.0}),
+                      OptConfig{Family::SmolLM3, AttentionImpl::Flash, 0.0}, OptConfig{Family::Gemma3, AttentionImpl::Naive, 0.1}),
     [](const ::testing::TestParamInfo<OptConfig>& i) {
       return std::string(to_string(i.param.arch)) + "_" + to_string(i.param.attn) + (i.param.dropout > 0 ? "_dropout" : "");
     });
@@ -211,10 +215,15 @@ TEST(PolicyOptimal, ChainProgramWithFrontsOfAnySizeMatchesBruteForce) {
       }
       EXPECT_TRUE(brute_force(c, least).feasible);
       EXPECT_FALSE(brute_force(c, least - 1).feasible);
+      std::vector<int> at_least;
+      budget::min_budget(c, &at_least);
+      EXPECT_EQ(budget::chain_peak(c, at_least), least);
       for (std::uint64_t budget : {least, least + 7, least + 40, least + 150}) {
         const Solution dp = budget::solve(c, budget), bf = brute_force(c, budget);
         ASSERT_EQ(dp.feasible, bf.feasible);
         ASSERT_EQ(dp.cost, bf.cost) << "L=" << L << " budget=" << budget;
+        EXPECT_EQ(budget::chain_cost(c, dp.choice), dp.cost);
+        for (std::size_t b = 0; b < c.blocks.size(); ++b) EXPECT_TRUE(c.blocks[b].opt[static_cast<std::size_t>(dp.choice[b])].allowed);
         EXPECT_LE(budget::chain_peak(c, dp.choice), budget);
         ++checked;
       }
@@ -227,7 +236,7 @@ TEST(PolicyOptimal, ChainProgramWithFrontsOfAnySizeMatchesBruteForce) {
 TEST(PolicyOptimal, PlanIsTheCheapestOfEveryChoiceOfEveryBlock) {
   const ModelConfig m = opt_model({Family::Llama, AttentionImpl::Naive, 0.0}, 2);
   const BlockGraph g(m);
-  const std::vector<Choice> all = choices_per_table(g)[0];
+  const std::vector<Choice> all = choices_of(g, 0);
   const Chain outer = chain_of(g, {});
   std::vector<std::pair<std::uint64_t, double>> every;  // (peak, cost) of each pair of choices
   for (const Choice& a : all)
@@ -273,7 +282,9 @@ TEST(PolicyOptimal, RunsAreBitwiseNoneAtEveryBudget) {
   } catch (const std::exception& e) {
     msg = e.what();
   }
-  const std::uint64_t lo = std::stoull(msg.substr(msg.find("budget is ") + 10)), hi = base.activation_peak_bytes;
+  const auto at = msg.find("budget is ");
+  ASSERT_NE(at, std::string::npos) << msg;
+  const std::uint64_t lo = std::stoull(msg.substr(at + 10)), hi = base.activation_peak_bytes;
   for (int k = -1; k <= 3; ++k) {
     const Schedule s = k < 0 ? test::plan("optimal", m) : test::plan("optimal", m, lo + (hi - lo) * static_cast<std::uint64_t>(k) / 3);
     const Trace t = test::run(m, s, 1, 0);
