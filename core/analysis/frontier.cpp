@@ -1,6 +1,11 @@
 #include "core/analysis/frontier.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
 #include <optional>
 #include <regex>
 
@@ -93,22 +98,58 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
   }
   const int total = n + static_cast<int>(others.size());
   int done = 0;
-  for (int i = 0; i < n; ++i) {
+  auto budget_at = [&](int i) {
     const unsigned __int128 step = static_cast<unsigned __int128>(hi - lo) * static_cast<unsigned>(i);
+    return n == 1 ? lo : lo + static_cast<std::uint64_t>(step / static_cast<unsigned>(n - 1));
+  };
+  // The budgets are planned side by side (each plan is a child process; one thread per core, at
+  // most 8), then read in order.
+  struct Planned {
+    std::optional<Walked> walked;
+    std::optional<Error> error;
+  };
+  std::vector<Planned> planned(static_cast<std::size_t>(n));
+  {
+    std::atomic<int> next{0};
+    std::mutex mu;
+    std::exception_ptr other;
+    auto work = [&] {
+      for (int i; (i = next++) < n;) {
+        Planned& p = planned[static_cast<std::size_t>(i)];
+        try {
+          p.walked = walk_plan(reg, choice, g, budget_at(i));
+        } catch (const Error& e) {
+          p.error = e;
+        } catch (...) {
+          const std::lock_guard<std::mutex> hold(mu);
+          if (!other) other = std::current_exception();
+        }
+        const std::lock_guard<std::mutex> hold(mu);
+        if (progress) progress(++done, total);
+      }
+    };
+    const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, std::min(8, n));
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+    if (other) std::rethrow_exception(other);
+  }
+  for (int i = 0; i < n; ++i) {
     FrontierPoint pt;
-    pt.budget = n == 1 ? lo : lo + static_cast<std::uint64_t>(step / static_cast<unsigned>(n - 1));
+    pt.budget = budget_at(i);
     // A plan that fails here, or comes out over the budget, fits nowhere below it either: the
     // point below stands (none below: the line has no start).
+    const Planned& p = planned[static_cast<std::size_t>(i)];
     bool fits = true;
-    try {
-      const Walked w = walk_plan(reg, choice, g, pt.budget);
-      pt.activation_peak = w.activation_peak;
-      pt.recompute_flops = w.recompute_flops;
-      pt.peak = w.peak;
-      pt.params = w.params;
+    if (p.walked) {
+      pt.activation_peak = p.walked->activation_peak;
+      pt.recompute_flops = p.walked->recompute_flops;
+      pt.peak = p.walked->peak;
+      pt.params = p.walked->params;
       fits = pt.activation_peak <= pt.budget;
-    } catch (const Error&) {
-      if (f.line.empty()) throw;
+    } else {
+      if (f.line.empty()) throw *p.error;
       fits = false;
     }
     if (!fits && f.line.empty())
@@ -123,7 +164,6 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
       pt.from_smaller_budget = true;
     }
     f.line.push_back(pt);
-    if (progress) progress(++done, total);
   }
 
   for (const std::string& o : others) {

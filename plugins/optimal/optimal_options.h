@@ -1,7 +1,8 @@
 // The optimal policy's choices for one block table, every one of them: which saved tensors the
-// block keeps from its forward to its backward and which it rebuilds inside its backward
-// (schedule version 2), either after a forward that keeps them or after a checkpointed forward
-// (only the input kept) and a recompute of the others. Each choice is walked on bytes in the
+// block keeps from its forward, and how it rebuilds the others: inside its backward (schedule
+// version 2), after a forward that keeps them or after a checkpointed forward (only the input
+// kept) and a recompute of them; or all at once before its backward (as selective and budget's
+// selective option do). Each choice is walked on bytes in the
 // executor's own order (core/engine/executor_block.cpp, the rebuild groups of
 // ScheduleState::plan_inside), giving the chain figures of budget_dp.h; the choices no other
 // choice beats in all of kept bytes, peak and cost are the block's front.
@@ -25,10 +26,16 @@ using budget::OptionCost;
 // Tables with more recomputable tensors than this are refused (2^n choices are walked).
 inline constexpr int kMaxChoiceTensors = 20;
 
+enum class Mode : std::uint8_t {
+  Inside,      // forward keep=K, backward [the others]
+  Checkpoint,  // forward keep=input, recompute keep=K, backward [the others]
+  Before,      // forward keep=K, recompute keep=all, backward
+};
+
 struct Choice {
-  bool checkpoint = false;  // forward keeps only the input; a recompute makes `keep` before the backward
-  Mask keep = 0;            // saved tensors held when the backward starts (the input included)
-  Mask inside = 0;          // saved tensors rebuilt inside the backward (the saved set minus keep)
+  Mode mode = Mode::Inside;
+  Mask keep = 0;            // K: saved tensors kept from the forward (Checkpoint: from the recompute); the input included
+  Mask inside = 0;          // saved tensors rebuilt inside the backward (the saved set minus K; none Before)
   OptionCost mid, last;     // as a middle block and as the last one (the head beside it)
   std::vector<bool> reruns; // per step of the table: whether the choice runs it again
 };
@@ -99,29 +106,34 @@ inline std::uint64_t walk_backward(const BlockGraph& g, Mask held, Mask inside,
 }
 
 // The figures of one choice (see Choice).
-inline Choice evaluate(const BlockGraph& g, const std::vector<double>& cost, bool checkpoint, Mask keep) {
+inline Choice evaluate(const BlockGraph& g, const std::vector<double>& cost, Mode mode, Mask keep) {
+  const bool checkpoint = mode == Mode::Checkpoint;
   const ModelConfig& m = g.config();
   const int in = g.input();
   Mask saved = 0;
   for (std::size_t t = 0; t < g.tensors().size(); ++t)
     if (g.tensors()[t].saved) saved |= bit(static_cast<int>(t));
   Choice c;
-  c.checkpoint = checkpoint;
+  c.mode = mode;
   c.reruns.assign(g.steps().size(), false);
   c.keep = keep | bit(in);
-  c.inside = saved & ~c.keep;
+  c.inside = mode == Mode::Before ? 0 : saved & ~c.keep;
   const OuterSizes outer(m);
   const std::uint64_t final_in = static_cast<std::uint64_t>(outer.final_in) * m.act_size();
   const std::uint64_t lnf = static_cast<std::uint64_t>(outer.lnf_out) * m.act_size();
   double total = 0.0;
   budget::Walk f = budget::walk_forward(g, bit(in), checkpoint ? bit(in) : c.keep, false, true, checkpoint);
   std::uint64_t rec_peak = 0;
-  if (checkpoint) {
-    budget::Walk r = budget::walk_forward(g, bit(in), c.keep, true, false, false);
+  if (mode != Mode::Inside) {
+    // The recompute before the backward: from the input to K, or from K to the whole saved set.
+    const Mask from = checkpoint ? bit(in) : c.keep, to = checkpoint ? c.keep : saved;
+    budget::Walk r = budget::walk_forward(g, from, to, true, false, false);
     rec_peak = r.peak;
     std::vector<bool> lv(g.tensors().size()), tg(g.tensors().size());
-    lv[static_cast<std::size_t>(in)] = true;
-    for (std::size_t t = 0; t < tg.size(); ++t) tg[t] = ((c.keep & ~bit(in)) >> t) & 1u;
+    for (std::size_t t = 0; t < tg.size(); ++t) {
+      lv[t] = (from >> t) & 1u;
+      tg[t] = ((to & ~from) >> t) & 1u;
+    }
     std::vector<int> steps;
     g.recompute_flops(lv, tg, &steps);
     for (int s : steps) {
@@ -129,8 +141,9 @@ inline Choice evaluate(const BlockGraph& g, const std::vector<double>& cost, boo
       c.reruns[static_cast<std::size_t>(s)] = true;
     }
   }
-  const std::uint64_t bwd = walk_backward(g, c.keep, c.inside, cost, &total, &c.reruns);
-  const std::uint64_t held = budget::mask_bytes(g, c.keep);
+  const Mask held_set = mode == Mode::Before ? saved : c.keep;  // when the backward starts
+  const std::uint64_t bwd = walk_backward(g, held_set, c.inside, cost, &total, &c.reruns);
+  const std::uint64_t held = budget::mask_bytes(g, held_set);
   c.mid.kept = f.end;
   c.mid.fwd_peak = f.peak;
   c.mid.bwd_peak = std::max(rec_peak, bwd);
@@ -138,13 +151,13 @@ inline Choice evaluate(const BlockGraph& g, const std::vector<double>& cost, boo
   c.last = c.mid;
   // The last block: its output waits for the head through its recompute; the head holds the
   // final norm's output beside what the block holds, and frees both before the block's backward.
-  c.last.bwd_peak = std::max({checkpoint ? final_in + rec_peak : 0, final_in + held + lnf, bwd});
+  c.last.bwd_peak = std::max({mode != Mode::Inside ? final_in + rec_peak : 0, final_in + held + lnf, bwd});
   return c;
 }
 
-// Every choice of table g: keep any subset of the saved tensors besides the input, after a
-// forward that keeps them or after a checkpoint and a recompute (all but the one that rebuilds
-// everything inside the backward, which is the forward keeping only the input).
+// Every choice of table g: keep any subset K of the saved tensors besides the input, in each
+// mode (Checkpoint without K = the input alone, which is Inside's; Before without K = the whole
+// saved set, which is Inside's too).
 inline std::vector<Choice> all_choices(const BlockGraph& g, const std::vector<double>& cost) {
   std::vector<int> free;
   for (std::size_t t = 0; t < g.tensors().size(); ++t)
@@ -158,13 +171,14 @@ inline std::vector<Choice> all_choices(const BlockGraph& g, const std::vector<do
                 "): plan without --memory-budget (the minimum cut) or with the budget policy");
   std::vector<Choice> out;
   const std::uint64_t n = std::uint64_t{1} << free.size();
-  out.reserve(2 * n);
+  out.reserve(3 * n);
   for (std::uint64_t k = 0; k < n; ++k) {
     Mask keep = 0;
     for (std::size_t i = 0; i < free.size(); ++i)
       if ((k >> i) & 1u) keep |= bit(free[i]);
-    out.push_back(evaluate(g, cost, false, keep));
-    if (keep) out.push_back(evaluate(g, cost, true, keep));
+    out.push_back(evaluate(g, cost, Mode::Inside, keep));
+    if (keep) out.push_back(evaluate(g, cost, Mode::Checkpoint, keep));
+    if (k + 1 < n) out.push_back(evaluate(g, cost, Mode::Before, keep));
   }
   return out;
 }
@@ -214,12 +228,13 @@ inline Schedule schedule_of(const BlockGraph& model, const std::vector<Choice>& 
     // Keeping the input alone is a checkpoint (kept as one, distributed with
     // --distribute-saved-activations).
     const bool input_only = c.keep == bit(model.of(b).input());
-    s.forward(b, c.checkpoint || input_only ? Keep::input() : named(model.of(b), c.keep));
+    s.forward(b, c.mode == Mode::Checkpoint || input_only ? Keep::input() : named(model.of(b), c.keep));
   }
   for (int b = s.blocks - 1; b >= 0; --b) {
     const Choice& c = pick[static_cast<std::size_t>(b)];
     const BlockGraph& g = model.of(b);
-    if (c.checkpoint) s.recompute(b, named(g, c.keep));
+    if (c.mode == Mode::Checkpoint) s.recompute(b, named(g, c.keep));
+    if (c.mode == Mode::Before) s.recompute(b, Keep::all());
     s.backward(b, c.inside ? named(g, c.inside) : Keep::all());
   }
   return s;

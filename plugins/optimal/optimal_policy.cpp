@@ -1,5 +1,5 @@
-// `optimal`: per block, which saved tensors to keep and which to rebuild inside the backward
-// (after a forward that keeps the others, or after a checkpoint and a recompute of them), chosen
+// `optimal`: per block, which saved tensors to keep and how to rebuild the others (inside the
+// backward after a forward or a checkpoint and a recompute, or all before the backward), chosen
 // for the whole step: with --memory-budget the least recompute cost whose activation peak fits
 // (every choice of every block table walked, optimal_options.h; the chain program of
 // budget_dp.h over each table's front); without one the fewest bytes a block keeps when no
@@ -24,9 +24,9 @@ class OptimalPolicy final : public remat::Policy {
  public:
   std::string name() const override { return "optimal"; }
   std::string description() const override {
-    return "per block, which saved tensors to keep and which to rebuild inside the backward: the least "
-           "recompute within --memory-budget (exact over every choice), or without one the minimum "
-           "cut (fewest bytes, no weight GEMM recomputed)";
+    return "per block, which saved tensors to keep and how to rebuild the others (inside the backward or "
+           "before it): the least recompute within --memory-budget (exact over every choice), or without one "
+           "the minimum cut (fewest bytes, no weight GEMM recomputed)";
   }
   bool takes_memory_budget() const override { return true; }
   std::vector<remat::ParamDecl> params() const override { return {}; }
@@ -46,7 +46,7 @@ class OptimalPolicy final : public remat::Policy {
         const int t = model.table_index(b);
         if (!c)
           c = optimal::evaluate(model.table(t), budget::step_costs(model, t, model.windowed(b), ctx.step_cost, flops),
-                                false, optimal::min_cut(model.table(t)).keep);
+                                optimal::Mode::Inside, optimal::min_cut(model.table(t)).keep);
         pick.push_back(*c);
       }
       s = schedule_of(model, pick);

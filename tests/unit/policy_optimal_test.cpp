@@ -107,7 +107,7 @@ TEST_P(PolicyOptimalModel, MinimumCutKeepsTheFewestBytesWithoutRerunningAWeightG
     for (const Choice& c : all_choices(t, fwd_flops(t))) {
       bool gemm = false;
       for (std::size_t s = 0; s < t.steps().size(); ++s) gemm = gemm || (c.reruns[s] && t.steps()[s].kind == StepKind::Gemm);
-      if (gemm || c.checkpoint) continue;
+      if (gemm || c.mode != Mode::Inside) continue;
       least = std::min(least, budget::mask_bytes(t, c.keep));
       cut_seen = cut_seen || c.keep == cut.keep;
     }
