@@ -369,6 +369,20 @@ def check_frontier(b):
     check("budget" not in points, "frontier: the line's own policy is not a point")
     b.refuses(["frontier", "--model", "tiny", "--policy", "selective"], "does not plan to a memory budget", "budget")
     b.refuses(["frontier", "--model", "tiny", "--points", "1"], "--points")
+    # optimal: its minimum cut a point of budget's frontier; its own line starts lower and lies on
+    # or under budget's at every budget of budget's line; below its smallest budget it refuses.
+    check(points.get("optimal", {}).get("params") == "min-cut", "frontier: optimal's minimum cut is a point: %r" % sorted(points))
+    o = b.json("frontier", "--model", "tiny", "--policy", "optimal", "--points", "8", "--json")
+    if o is None:
+        return
+    check(o["smallest_budget_bytes"] < low and o["line"][-1]["recompute_flops"] == 0,
+          "frontier --policy optimal: from %d (budget: %d) to none's peak" % (o["smallest_budget_bytes"], low))
+    for p in line[:5:2]:
+        q = b.json("plan", "--model", "tiny", "--policy", "optimal", "--memory-budget", str(p["budget_bytes"]), "--json")
+        check(q is not None and q["recompute_flops"] <= p["recompute_flops"] and q["activation_peak_bytes"] <= p["budget_bytes"],
+              "plan --policy optimal at %d bytes: no more recompute than budget's" % p["budget_bytes"])
+    b.refuses(["plan", "--model", "tiny", "--policy", "optimal", "--memory-budget", str(o["smallest_budget_bytes"] - 1)],
+              "smallest feasible budget is %d bytes" % o["smallest_budget_bytes"])
 
 
 def check_cuda_target(b, cpu_plan):
