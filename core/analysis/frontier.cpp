@@ -4,6 +4,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 #include <optional>
@@ -106,7 +107,7 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
   // most 8), then read in order.
   struct Planned {
     std::optional<Walked> walked;
-    std::optional<Error> error;
+    std::exception_ptr error;  // an Error (or one derived from it)
   };
   std::vector<Planned> planned(static_cast<std::size_t>(n));
   {
@@ -118,8 +119,8 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
         Planned& p = planned[static_cast<std::size_t>(i)];
         try {
           p.walked = walk_plan(reg, choice, g, budget_at(i));
-        } catch (const Error& e) {
-          p.error = e;
+        } catch (const Error&) {
+          p.error = std::current_exception();
         } catch (...) {
           const std::lock_guard<std::mutex> hold(mu);
           if (!other) other = std::current_exception();
@@ -130,7 +131,13 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
     };
     const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, std::min(8, n));
     std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+    for (int t = 1; t < threads; ++t) {
+      try {
+        pool.emplace_back(work);
+      } catch (const std::system_error&) {
+        break;  // fewer threads then
+      }
+    }
     work();
     for (std::thread& t : pool) t.join();
     if (other) std::rethrow_exception(other);
@@ -149,7 +156,7 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
       pt.params = p.walked->params;
       fits = pt.activation_peak <= pt.budget;
     } else {
-      if (f.line.empty()) throw *p.error;
+      if (f.line.empty()) std::rethrow_exception(p.error);
       fits = false;
     }
     if (!fits && f.line.empty())

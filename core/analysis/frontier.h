@@ -43,8 +43,9 @@ struct Frontier {
 // fails, or plans over the budget, keeps the point below it (the first such budget is an Error).
 // With `others`, every other loaded policy is planned with its defaults (and selective also
 // with Megatron-LM's core_attn+mlp) as a point; one that takes a budget only where it plans
-// without one too (optimal's minimum cut). `progress(i, n)` is called
-// after each plan. Throws Error.
+// without one too (optimal's minimum cut). The budgets are planned side by side (one thread
+// per core, at most 8); `progress(i, n)` is called after each plan, from those threads, one call
+// at a time. Throws Error.
 Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const std::string& policy, int points,
                           bool others = true, const std::function<void(int, int)>& progress = {});
 

@@ -3,7 +3,9 @@
 // exactly, by dynamic programming over the prefixes of the chain with a Pareto front of (kept
 // bytes, cost) per prefix (after Beaumont et al. 2019, "Optimal checkpointing for heterogeneous
 // chains"): every later constraint grows with the kept bytes and the cost is additive, so a
-// prefix state that keeps no fewer bytes at no lower cost than another can be dropped.
+// prefix state that keeps no fewer bytes at no lower cost than another can be dropped. Costs
+// must not be negative (the registry refuses negative step costs): the bounds that let the
+// program skip states assume a prefix never gets cheaper.
 #pragma once
 #include <algorithm>
 #include <cstdint>
