@@ -305,5 +305,79 @@ TEST(PolicyOptimal, RunsAreBitwiseNoneAtEveryBudget) {
   }
 }
 
+// The choice each block of a plan took, read back from its actions, among `all` (keyed by mode
+// and kept set).
+std::vector<Choice> choices_in(const BlockGraph& g, const Schedule& s, const std::vector<Choice>& all) {
+  std::vector<Choice> out;
+  for (int b = 0; b < s.blocks; ++b) {
+    Mask fwd = 0, rec = 0;
+    bool recompute = false, rec_all = false;
+    auto mask = [&](const Keep& k) {
+      Mask m = 0;
+      if (k.kind == KeepKind::Input) return budget::bit(g.input());
+      for (std::size_t t = 0; t < g.tensors().size(); ++t)
+        if (g.tensors()[t].saved && (k.kind == KeepKind::All || std::count(k.names->begin(), k.names->end(), g.tensors()[t].name)))
+          m |= budget::bit(static_cast<int>(t));
+      return m;
+    };
+    for (const Action& a : s.actions) {
+      if (a.block != b) continue;
+      if (a.kind == ActionKind::Forward) fwd = mask(a.keep);
+      if (a.kind == ActionKind::Recompute) recompute = true, rec_all = a.keep.kind == KeepKind::All, rec = mask(a.keep);
+    }
+    const Mode mode = !recompute ? Mode::Inside : rec_all ? Mode::Before : Mode::Checkpoint;
+    const Mask keep = mode == Mode::Checkpoint ? rec : fwd;
+    for (const Choice& c : all)
+      if (c.mode == mode && c.keep == keep) {
+        out.push_back(c);
+        break;
+      }
+    EXPECT_EQ(out.size(), static_cast<std::size_t>(b + 1)) << "block " << b << " took no choice of the list";
+  }
+  return out;
+}
+
+double cost_of(const std::vector<Choice>& pick) {
+  double c = 0.0;
+  for (const Choice& x : pick) c += x.mid.cost;
+  return c;
+}
+
+// Given step costs (measured times, here the softmax far dearer than its FLOPs say) change the
+// plan, and it is the cheapest under them.
+TEST(PolicyOptimal, GivenCostsPlanForTheMachineTheyCameFrom) {
+  const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 4);
+  const BlockGraph g(m);
+  std::vector<double> heavy;
+  for (const auto& st : g.steps()) heavy.push_back(st.kind == StepKind::Softmax ? 1e9 : 1.0);
+  const StepCosts given{heavy, "ns (test)"};
+  const std::vector<Choice> by_time = all_choices(g, heavy);
+  auto chain_for = [&](const std::vector<double>& cost) {
+    const std::vector<Choice> all = all_choices(g, cost), mid = front(all, false), last = front(all, true);
+    Chain c = chain_of(g, {});
+    for (int b = 0; b < m.layers; ++b) {
+      ChainBlock blk;
+      blk.opt.clear();
+      for (const Choice& x : b + 1 == m.layers ? last : mid) blk.opt.push_back(b + 1 == m.layers ? x.last : x.mid);
+      c.blocks.push_back(blk);
+    }
+    return c;
+  };
+  const Chain timed = chain_for(heavy);
+  const std::uint64_t lo = budget::min_budget(timed), hi = simulate(m, test::plan("none", m), nullptr).activation_peak_bytes;
+  int differ = 0;
+  for (int k = 1; k < 8; ++k) {
+    const std::uint64_t at = lo + (hi - lo) * static_cast<std::uint64_t>(k) / 8;
+    const Schedule flops_plan = test::plugins().plan({"optimal", {}}, m, at);
+    const Schedule time_plan = test::plugins().plan({"optimal", {}}, m, at, &given);
+    const double best = budget::solve(timed, at).cost, got = cost_of(choices_in(g, time_plan, by_time));
+    EXPECT_DOUBLE_EQ(got, best) << at;
+    EXPECT_LE(got, cost_of(choices_in(g, flops_plan, by_time))) << at;
+    EXPECT_LE(simulate(m, time_plan, nullptr).activation_peak_bytes, at);
+    differ += got < cost_of(choices_in(g, flops_plan, by_time));
+  }
+  EXPECT_GT(differ, 0);  // the costs made a difference somewhere
+}
+
 }  // namespace
 }  // namespace remat
