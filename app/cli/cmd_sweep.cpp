@@ -59,6 +59,7 @@ struct SweepOptions {
   ModelOptions model;
   TrainOptions train;
   std::string policies, budgets, out, costs_from;
+  std::string budget_policy = "budget";  // planned at each of --memory-budgets
   bool json = false, force = false;
 };
 
@@ -117,15 +118,23 @@ int sweep(const SweepOptions& o) {
     add(std::move(e));
   }
   if (!o.budgets.empty()) {
+    const LoadedPolicy* bp = reg.find(o.budget_policy);
+    if (!bp || !bp->takes_memory_budget) {
+      std::string those;
+      for (const LoadedPolicy& p : reg.policies())
+        if (p.takes_memory_budget) those += (those.empty() ? "" : ", ") + p.name;
+      throw ConfigError("budget-policy", "'" + o.budget_policy + "' is not a loaded policy that plans to a memory budget (those that do: " +
+                                             (those.empty() ? std::string("none loaded") : those) + ")");
+    }
     std::stringstream ss(o.budgets);
     std::string b;
     while (std::getline(ss, b, ',')) {
       if (b.empty()) continue;
       Entry e;
       e.budget = parse_bytes("memory-budgets", b);
-      e.text = "budget@" + b;
+      e.text = o.budget_policy + "@" + b;
       e.label = sanitize(e.text);
-      e.schedule = reg.plan(PolicyChoice{"budget", {}}, m, e.budget, cost);
+      e.schedule = reg.plan(PolicyChoice{o.budget_policy, {}}, m, e.budget, cost);
       add(std::move(e));
     }
   }
@@ -224,6 +233,8 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
                 "also separates policies");
   c->add_option("--memory-budgets", o->budgets,
                 "comma-separated activation budgets, e.g. 2MiB,4MiB: adds a run of the budget policy for each");
+  c->add_option("--budget-policy", o->budget_policy,
+                "the policy planned at each of --memory-budgets: budget (default) or optimal");
   add_costs_from_option(*c, o->costs_from);
   o->train.add(*c);
   c->add_option("--out,-o", o->out, "write the sweep here: comparison.csv, sweep.json and a run directory per run")

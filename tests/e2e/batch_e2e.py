@@ -593,6 +593,12 @@ def test(b, work, source, installed_root):
         b.refuses(["sweep", "--model", "tiny", "--policies", "none,uniform:segments=0"], "segments")
     b.refuses(["run", "--model", "tiny", "--steps", "abc"], "--steps")
     b.refuses(["sweep", "--model", "tiny", "--policies", "none", "--memory-budgets", "2XB"], "memory-budgets")
+    b.refuses(["sweep", "--model", "tiny", "--policies", "none", "--memory-budgets", "2MiB", "--budget-policy", "selective"],
+              "budget-policy", "'selective'", "budget, optimal")
+    if "optimal" in names:
+        p = b.run("sweep", "--model", "tiny", "--policies", "none", "--memory-budgets", "2MiB", "--budget-policy", "optimal",
+                  "--steps", "1", "--warmup", "0")
+        check("optimal@2MiB" in p.stdout, "sweep --budget-policy optimal runs optimal at the budget: %r" % p.stdout[:400])
     b.refuses(["sweep", "--model", "tiny", "--policies", "segments=2"], "segments=2")
     b.refuses(["run", "--model", "tiny", "--device", "tpu"], "tpu")
     b.refuses(["compare", w("does-not-exist")], "does-not-exist")
