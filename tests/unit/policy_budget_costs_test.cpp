@@ -12,12 +12,6 @@ namespace {
 
 using namespace remat::budget;
 
-std::vector<double> graph_flops_cost(const BlockGraph& g) {
-  std::vector<double> c;
-  for (const auto& s : g.steps()) c.push_back(static_cast<double>(s.flops_fwd));
-  return c;
-}
-
 // The option each block took, read back from the schedule's forward actions.
 std::vector<int> choice_of(const Schedule& s) {
   std::vector<int> c(static_cast<std::size_t>(s.blocks), -1);
@@ -43,7 +37,7 @@ TEST(PolicyBudgetCosts, GivenCostsChangeThePlanAndItStillFitsTheBudget) {
   const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 4);
   BlockGraph g(m);
   const std::vector<std::string> sel = g.default_selective();
-  const ChainSpec by_flops = chain_from_graph(g, graph_flops_cost(g), m.layers, sel);
+  const ChainSpec by_flops = chain_from_graph(g, test::forward_flops(g), m.layers, sel);
   const StepCosts heavy{softmax_heavy(g), "ns (test)"};
   const ChainSpec by_time = chain_from_graph(g, heavy.cost, m.layers, sel);
   const std::uint64_t lo = min_budget(by_flops.chain);
@@ -79,7 +73,7 @@ TEST(PolicyBudgetCosts, GivenCostsChangeThePlanAndItStillFitsTheBudget) {
 TEST(PolicyBudgetCosts, FlopsAsGivenCostsPlanAsWithout) {
   const ModelConfig m = test::tiny(Family::Llama, AttentionImpl::Flash, 4);
   BlockGraph g(m);
-  const StepCosts flops{graph_flops_cost(g), "flops"};
+  const StepCosts flops{test::forward_flops(g), "flops"};
   const std::uint64_t hi = simulate(m, test::plan("none", m), nullptr).activation_peak_bytes;
   const PolicyChoice choice{"budget", {}};
   for (std::uint64_t b : {hi * 6 / 10, hi * 8 / 10}) {

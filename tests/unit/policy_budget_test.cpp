@@ -121,17 +121,7 @@ struct Config {
   double dropout;
 };
 
-ModelConfig model(const Config& c, int layers = 4) {
-  ModelConfig m = test::tiny(c.arch, c.attn, layers);
-  m.dropout = c.dropout;
-  return m;
-}
-
-std::vector<double> flops_cost(const BlockGraph& g) {
-  std::vector<double> c;
-  for (const auto& s : g.steps()) c.push_back(static_cast<double>(s.flops_fwd));
-  return c;
-}
+ModelConfig model(const Config& c, int layers = 4) { return test::tiny(c.arch, c.attn, c.dropout, layers); }
 
 class PolicyBudgetModel : public ::testing::TestWithParam<Config> {};
 
@@ -146,7 +136,7 @@ TEST_P(PolicyBudgetModel, ChainModelAgreesWithTheSimulatorForEveryChoice) {
   const std::vector<std::vector<std::string>> sets = {
       g.default_selective(), {"attn.ctx"}, {"ln1.out", "attn.qkv"}, {"ln2.in", "mlp.res_mask"}, all};
   for (const auto& sel : sets) {
-    ChainSpec spec = chain_from_graph(g, flops_cost(g), m.layers, sel, true);  // FLOPs by each block's window
+    ChainSpec spec = chain_from_graph(g, test::forward_flops(g), m.layers, sel, true);  // FLOPs by each block's window
     std::vector<int> choice(static_cast<std::size_t>(m.layers));
     for (int k = 0; k < 81; ++k) {
       for (int b = 0, x = k; b < m.layers; ++b, x /= 3) choice[static_cast<std::size_t>(b)] = x % 3;
@@ -216,7 +206,7 @@ TEST(PolicyBudget, ExecutedAtEveryBudgetStepIsBitwiseNone) {
   const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 3);
   Trace base = test::run(m, test::plan("none", m), 1, 0);
   BlockGraph g(m);
-  ChainSpec spec = chain_from_graph(g, flops_cost(g), m.layers, g.default_selective());
+  ChainSpec spec = chain_from_graph(g, test::forward_flops(g), m.layers, g.default_selective());
   const std::uint64_t lo = min_budget(spec.chain), hi = base.activation_peak_bytes;
   for (int k = 0; k <= 4; ++k) {
     const std::uint64_t budget = lo + (hi - lo) * static_cast<std::uint64_t>(k) / 4;
@@ -230,7 +220,7 @@ TEST(PolicyBudget, ExecutedAtEveryBudgetStepIsBitwiseNone) {
 TEST(PolicyBudget, PlansAThousandBlocks) {
   ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 1000);
   BlockGraph g(m);
-  ChainSpec spec = chain_from_graph(g, flops_cost(g), m.layers, g.default_selective());
+  ChainSpec spec = chain_from_graph(g, test::forward_flops(g), m.layers, g.default_selective());
   const std::uint64_t lo = min_budget(spec.chain);
   std::vector<int> all_store(1000, Store);
   const std::uint64_t hi = chain_peak(spec.chain, all_store);

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/engine/run.h"
@@ -87,6 +88,20 @@ inline ModelConfig tiny(Family arch, AttentionImpl attn, int layers = 4) {
   m.dropout = 0.1;
   m.attention = attn;
   return m;
+}
+
+// tiny() with the given dropout rate.
+inline ModelConfig tiny(Family arch, AttentionImpl attn, double dropout, int layers) {
+  ModelConfig m = tiny(arch, attn, layers);
+  m.dropout = dropout;
+  return m;
+}
+
+// Forward FLOPs of each step of g: the step costs a plan gets by default.
+inline std::vector<double> forward_flops(const BlockGraph& g) {
+  std::vector<double> c;
+  for (const auto& s : g.steps()) c.push_back(static_cast<double>(s.flops_fwd));
+  return c;
 }
 
 // Training steps on the CPU backend with 2 BLAS threads, timed by the host profiler.
