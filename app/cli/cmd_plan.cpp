@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli_common.h"
+#include "core/analysis/block_actions.h"
 #include "commands.h"
 #include "core/engine/simulator.h"
 #include "core/util/error.h"
@@ -76,6 +77,15 @@ int plan(const PlanOptions& o) {
   if (o.policy.schedule_file.empty()) std::cout << "step costs            " << cost_unit << "\n";
   if (!m.layer_kinds.empty()) std::cout << "layer kinds           " << layer_kind_counts(m) << "\n";
   if (!m.ignored_fields.empty()) std::cout << "ignored config fields " << ignored_list(m) << "\n";
+  // What each block does, blocks that do the same together (the first 12 runs of them).
+  const std::vector<BlockActions> runs = block_actions(s);
+  for (std::size_t i = 0; i < runs.size() && i < 12; ++i) {
+    const BlockActions& r = runs[i];
+    const std::string which = r.first == r.last ? "block " + std::to_string(r.first)
+                                                : "blocks " + std::to_string(r.first) + "-" + std::to_string(r.last);
+    std::cout << (i == 0 ? "per block             " : "                      ") << which << ": " << r.actions << "\n";
+  }
+  if (runs.size() > 12) std::cout << "                      ... " << runs.size() - 12 << " more runs of blocks (--json has every action)\n";
   print_target(o.target, fig);
   return 0;
 }

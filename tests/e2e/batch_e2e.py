@@ -372,6 +372,9 @@ def check_frontier(b):
     # optimal: its minimum cut a point of budget's frontier; its own line starts lower and lies on
     # or under budget's at every budget of budget's line; below its smallest budget it refuses.
     check(points.get("optimal", {}).get("params") == "min-cut", "frontier: optimal's minimum cut is a point: %r" % sorted(points))
+    t = b.run("plan", "--model", "tiny", "--policy", "optimal").stdout
+    check("per block             blocks 0-3: forward keep=block.in,attn.qkv,ln2.in,mlp.gelu_in; backward rebuilding ln1.out," in t,
+          "plan: what optimal's minimum cut keeps in every block and rebuilds inside the backward: %r" % t)
     o = b.json("frontier", "--model", "tiny", "--policy", "optimal", "--points", "8", "--json")
     if o is None:
         return

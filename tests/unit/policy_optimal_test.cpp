@@ -165,7 +165,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // Brute force over option indices of a chain whose blocks have any number of options.
-Solution brute_force(const Chain& c, std::uint64_t budget) {
+Solution brute_force_any(const Chain& c, std::uint64_t budget) {
   Solution best;
   std::vector<int> choice(c.blocks.size(), 0);
   for (;;) {
@@ -203,19 +203,19 @@ TEST(PolicyOptimal, ChainProgramWithFrontsOfAnySizeMatchesBruteForce) {
         }
         c.blocks.push_back(blk);
       }
-      const Solution any = brute_force(c, ~std::uint64_t{0});
+      const Solution any = brute_force_any(c, ~std::uint64_t{0});
       const std::uint64_t least = budget::min_budget(c);
       if (!any.feasible) {
         EXPECT_EQ(least, ~std::uint64_t{0});
         continue;
       }
-      EXPECT_TRUE(brute_force(c, least).feasible);
-      EXPECT_FALSE(brute_force(c, least - 1).feasible);
+      EXPECT_TRUE(brute_force_any(c, least).feasible);
+      EXPECT_FALSE(brute_force_any(c, least - 1).feasible);
       std::vector<int> at_least;
       budget::min_budget(c, &at_least);
       EXPECT_EQ(budget::chain_peak(c, at_least), least);
       for (std::uint64_t budget : {least, least + 7, least + 40, least + 150}) {
-        const Solution dp = budget::solve(c, budget), bf = brute_force(c, budget);
+        const Solution dp = budget::solve(c, budget), bf = brute_force_any(c, budget);
         ASSERT_EQ(dp.feasible, bf.feasible);
         ASSERT_EQ(dp.cost, bf.cost) << "L=" << L << " budget=" << budget;
         EXPECT_EQ(budget::chain_cost(c, dp.choice), dp.cost);
