@@ -1,5 +1,7 @@
 #include "core/analysis/block_actions.h"
 
+#include <algorithm>
+
 namespace remat {
 
 std::vector<BlockActions> block_actions(const Schedule& s) {
