@@ -8,17 +8,34 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/graph/block_graph.h"
 #include "core/schedule/schedule.h"
+#include "core/util/error.h"
 #include "plugins/budget/budget_dp.h"
 
 namespace remat::budget {
 
 using Mask = std::uint64_t;
 inline constexpr Mask bit(int i) { return Mask{1} << i; }
+
+// A table's tensors as bits of a Mask: `policy` plans blocks of at most 64 tensors (Error).
+inline void require_mask_width(const BlockGraph& g, const std::string& policy) {
+  if (g.tensors().size() > 64)
+    throw Error("the " + policy + " policy takes blocks of at most 64 tensors; this block table has " +
+                std::to_string(g.tensors().size()));
+}
+
+// The saved set of table g.
+inline Mask saved_mask(const BlockGraph& g) {
+  Mask saved = 0;
+  for (std::size_t t = 0; t < g.tensors().size(); ++t)
+    if (g.tensors()[t].saved) saved |= bit(static_cast<int>(t));
+  return saved;
+}
 
 struct Walk {
   std::uint64_t peak = 0;  // most bytes of this block alive during the action
@@ -34,9 +51,7 @@ inline Walk walk_forward(const BlockGraph& g, Mask live, Mask keep, bool recompu
   const auto& T = g.tensors();
   const auto& S = g.steps();
   const int in = g.input(), outp = g.output();
-  Mask saved = 0;
-  for (std::size_t t = 0; t < T.size(); ++t)
-    if (T[t].saved) saved |= bit(static_cast<int>(t));
+  const Mask saved = saved_mask(g);
   Mask targets = (recompute_only ? (keep & ~bit(in)) : keep) | (produce ? bit(outp) : 0);
   std::vector<bool> lv(T.size()), tg(T.size());
   for (std::size_t t = 0; t < T.size(); ++t) {
@@ -139,9 +154,7 @@ inline TableOptions table_options(const BlockGraph& model, int table, const std:
   const auto& T = g.tensors();
   const int in = g.input();
   auto cost_of = [&](int s) { return cost[static_cast<std::size_t>(s)]; };
-  Mask saved = 0;
-  for (std::size_t t = 0; t < T.size(); ++t)
-    if (T[t].saved) saved |= bit(static_cast<int>(t));
+  const Mask saved = saved_mask(g);
   Mask drop = 0;
   for (const auto& n : selective)
     if (auto id = g.find(n); id && *id != in) drop |= bit(*id);
@@ -188,31 +201,40 @@ inline TableOptions table_options(const BlockGraph& model, int table, const std:
   return out;
 }
 
-// The chain of a model's `blocks` blocks, each with its own table's options, its steps costed
-// by step_costs (FLOPs by the block's window when `flops`).
-inline ChainSpec chain_from_graph(const BlockGraph& g, const std::vector<double>& step_cost,
-                                  int blocks, std::vector<std::string> selective, bool flops = false) {
+// The chain of model g without its blocks: what lies outside them. The embedding's dropout
+// mask lives all step (base); the embedding briefly holds its sum next to block 0's input
+// (floor).
+inline Chain outer_chain(const BlockGraph& g) {
   const ModelConfig& m = g.config();
-  ChainSpec spec;
-  std::vector<TableOptions> tables;  // per table, without the window and with it
-  for (int i = 0; i < g.table_count(); ++i) {
-    for (bool w : {false, true}) tables.push_back(table_options(g, i, step_costs(g, i, w, step_cost, flops), selective));
-    spec.keep.push_back(tables.back().keep);
-  }
-  spec.selective = std::move(selective);
-
-  // Outside the blocks: the embedding's dropout mask lives all step; the embedding briefly
-  // holds its sum next to block 0's input.
   const std::uint64_t act = m.act_size();
   const OuterSizes outer(m);
   const std::uint64_t mask = static_cast<std::uint64_t>(outer.embed_mask);
   const std::uint64_t in_bytes = g.tensors()[static_cast<std::size_t>(g.input())].bytes;
-  spec.chain.base = mask;
-  spec.chain.floor = in_bytes + mask + (m.has_dropout() ? static_cast<std::uint64_t>(outer.embed_out) * act : 0);
+  Chain c;
+  c.base = mask;
+  c.floor = in_bytes + mask + (m.has_dropout() ? static_cast<std::uint64_t>(outer.embed_out) * act : 0);
+  return c;
+}
+
+// The chain of a model's `blocks` blocks, each with its own table's options, its steps costed
+// by step_costs (FLOPs by the block's window when `flops`; the windowed options only where a
+// block has the window).
+inline ChainSpec chain_from_graph(const BlockGraph& g, const std::vector<double>& step_cost,
+                                  int blocks, std::vector<std::string> selective, bool flops = false) {
+  ChainSpec spec;
+  std::vector<std::optional<TableOptions>> by_class(2 * static_cast<std::size_t>(g.table_count()));
+  auto options = [&](int table, bool windowed) -> const TableOptions& {
+    auto& o = by_class[static_cast<std::size_t>(2 * table + (windowed ? 1 : 0))];
+    if (!o) o = table_options(g, table, step_costs(g, table, windowed, step_cost, flops), selective);
+    return *o;
+  };
+  for (int i = 0; i < g.table_count(); ++i) spec.keep.push_back(options(i, false).keep);
+  spec.chain = outer_chain(g);
   for (int b = 0; b < blocks; ++b) {
-    const TableOptions& t = tables[static_cast<std::size_t>(2 * g.table_index(b) + (g.windowed(b) ? 1 : 0))];
+    const TableOptions& t = options(g.table_index(b), g.windowed(b));
     spec.chain.blocks.push_back(b + 1 == blocks ? t.last : t.mid);
   }
+  spec.selective = std::move(selective);
   return spec;
 }
 

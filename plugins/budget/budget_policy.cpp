@@ -42,10 +42,7 @@ class BudgetPolicy final : public remat::Policy {
         throw remat::Error("'" + n + "' cannot be in the selective set: it is not a saved tensor "
                            "other than the block input");
     }
-    for (int i = 0; i < g.table_count(); ++i)
-      if (g.table(i).tensors().size() > 64)
-        throw remat::Error("the budget policy takes blocks of at most 64 tensors; this block table has " +
-                           std::to_string(g.table(i).tensors().size()));
+    for (int i = 0; i < g.table_count(); ++i) require_mask_width(g.table(i), "budget");
     ChainSpec spec = chain_from_graph(g, ctx.step_cost, ctx.blocks, sel, ctx.cost_unit == "flops");
     Solution sol = solve(spec.chain, budget);
     if (!sol.feasible) {

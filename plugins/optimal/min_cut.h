@@ -32,9 +32,7 @@ struct MinCut {
 };
 
 inline MinCut min_cut(const BlockGraph& g) {
-  if (g.tensors().size() > 64)
-    throw Error("the optimal policy takes blocks of at most 64 tensors; this block table has " +
-                std::to_string(g.tensors().size()));
+  budget::require_mask_width(g, "optimal");
   using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
   using Graph = boost::adjacency_list<
       boost::vecS, boost::vecS, boost::directedS,

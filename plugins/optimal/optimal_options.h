@@ -110,9 +110,7 @@ inline Choice evaluate(const BlockGraph& g, const std::vector<double>& cost, Mod
   const bool checkpoint = mode == Mode::Checkpoint;
   const ModelConfig& m = g.config();
   const int in = g.input();
-  Mask saved = 0;
-  for (std::size_t t = 0; t < g.tensors().size(); ++t)
-    if (g.tensors()[t].saved) saved |= bit(static_cast<int>(t));
+  const Mask saved = budget::saved_mask(g);
   Choice c;
   c.mode = mode;
   c.reruns.assign(g.steps().size(), false);
@@ -162,9 +160,7 @@ inline std::vector<Choice> all_choices(const BlockGraph& g, const std::vector<do
   std::vector<int> free;
   for (std::size_t t = 0; t < g.tensors().size(); ++t)
     if (g.tensors()[t].saved && static_cast<int>(t) != g.input()) free.push_back(static_cast<int>(t));
-  if (g.tensors().size() > 64)
-    throw Error("the optimal policy takes blocks of at most 64 tensors; this block table has " +
-                std::to_string(g.tensors().size()));
+  budget::require_mask_width(g, "optimal");
   if (static_cast<int>(free.size()) > kMaxChoiceTensors)
     throw Error("the optimal policy tries every choice of a block's recomputable tensors, and this block has " +
                 std::to_string(free.size()) + " (at most " + std::to_string(kMaxChoiceTensors) +

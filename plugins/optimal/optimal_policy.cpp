@@ -40,13 +40,17 @@ class OptimalPolicy final : public remat::Policy {
     std::vector<Choice> pick;
     Schedule s;
     if (!ctx.memory_budget) {
+      // The cut is the table's; its cost the block's class's.
+      std::vector<std::optional<budget::Mask>> cut(static_cast<std::size_t>(model.table_count()));
       std::vector<std::optional<Choice>> per_class(2 * static_cast<std::size_t>(model.table_count()));
       for (int b = 0; b < ctx.blocks; ++b) {
         auto& c = per_class[class_of(b)];
         const int t = model.table_index(b);
+        auto& keep = cut[static_cast<std::size_t>(t)];
+        if (!keep) keep = optimal::min_cut(model.table(t)).keep;
         if (!c)
           c = optimal::evaluate(model.table(t), budget::step_costs(model, t, model.windowed(b), ctx.step_cost, flops),
-                                optimal::Mode::Inside, optimal::min_cut(model.table(t)).keep);
+                                optimal::Mode::Inside, *keep);
         pick.push_back(*c);
       }
       s = schedule_of(model, pick);
@@ -64,7 +68,7 @@ class OptimalPolicy final : public remat::Policy {
       mid[k] = optimal::front(all, false);
       last[k] = optimal::front(std::move(all), true);
     }
-    budget::Chain chain = budget::chain_from_graph(model, ctx.step_cost, 0, {}).chain;
+    budget::Chain chain = budget::outer_chain(model);
     for (int b = 0; b < ctx.blocks; ++b) {
       const auto& fr = (b + 1 == ctx.blocks ? last : mid)[class_of(b)];
       budget::ChainBlock blk;

@@ -44,7 +44,7 @@ std::uint64_t smallest_named(const ModelConfig& m) {
 
 // The chain of one choice per block, with the model's outer bytes.
 Chain chain_of(const BlockGraph& g, const std::vector<Choice>& pick) {
-  Chain c = budget::chain_from_graph(g, test::forward_flops(g), 0, {}).chain;
+  Chain c = budget::outer_chain(g);
   for (std::size_t b = 0; b < pick.size(); ++b) {
     ChainBlock blk;
     blk.opt = {b + 1 == pick.size() ? pick[b].last : pick[b].mid};
