@@ -1,7 +1,8 @@
 // The optimal policy's default without a memory budget: the fewest saved bytes a block can keep
-// when no weight GEMM (a linear layer's matmul) runs again, as a minimum cut of its table
-// (AOTAutograd's min-cut rematerialization on this engine's steps), by Boost Graph's
-// Boykov-Kolmogorov max-flow.
+// when no weight GEMM (a linear layer's matmul) runs again, as a minimum cut of its table, by
+// Boost Graph's Boykov-Kolmogorov max-flow. (AOTAutograd's min-cut partitioner is the same kind
+// of cut but also bans re-running batched matmuls and fused attention; this one re-runs the
+// attention core, as Korthikanti et al. do.)
 //
 // The network: a node per step and two per tensor (in, out). The source side of a cut is what
 // the forward made and the backward does not run again; the sink side is what the backward
