@@ -208,7 +208,7 @@ void Executor::backward(int b, const ActionEffect& e) {
     std::vector<bool> acc(sd.in.size(), false);
     for (std::size_t k = 0; k < sd.in.size(); ++k) {
       int t = sd.in[k];
-      if (T[t].dtype == DType::U8) continue;  // masks carry no gradient
+      if (T[t].dtype == DType::U8 || T[t].dtype == DType::I32) continue;  // masks and routing carry no gradient
       const bool always = (op_traits(sd.op).always_acc >> k) & 1u;
       if (!grad[t]) {
         grad[t] = alloc_.allocate(T[t].dtype, T[t].numel,

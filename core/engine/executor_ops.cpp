@@ -27,6 +27,7 @@ OpArgs Executor::op_args(int b, const StepDef& s, const std::vector<Tensor>& t,
   a.key = key(b, s.site);
   a.attn = attn(b);
   a.rope = rope_table(b);
+  if (cfg_.moe.on()) a.moe = moe_dims(cfg_);
   return a;
 }
 

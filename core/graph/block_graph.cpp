@@ -27,13 +27,42 @@ OuterSizes::OuterSizes(const ModelConfig& m) {
   losses = bs;
 }
 
-BlockGraph::BlockGraph(const ModelConfig& m) : BlockGraph(m, m.position == PositionKind::Rope) {
-  if (rope_ && std::any_of(m.layer_pattern.begin(), m.layer_pattern.end(),
-                           [&](int k) { return k >= 0 && k < static_cast<int>(m.layer_kinds.size()) && !m.layer_kinds[static_cast<std::size_t>(k)].rope; }))
-    variants_.push_back(BlockGraph(m, false));
+namespace {
+
+// The structures (RoPE, MoE) of the layer kinds a model's pattern uses, the first the primary
+// table's: RoPE as the model's feature, the MLP of the pattern's first kind.
+std::vector<std::pair<bool, bool>> structures(const ModelConfig& m) {
+  const bool rope = m.position == PositionKind::Rope;
+  std::vector<std::pair<bool, bool>> out{{rope, m.moe_in(0)}};
+  if (m.layer_kinds.empty()) return out;
+  for (int k : m.layer_pattern) {
+    if (k < 0 || k >= static_cast<int>(m.layer_kinds.size())) continue;
+    const LayerKind& kind = m.layer_kinds[static_cast<std::size_t>(k)];
+    const std::pair<bool, bool> key{rope && kind.rope, m.moe.on() && kind.mlp == LayerMlp::Moe};
+    if (std::find(out.begin(), out.end(), key) == out.end()) out.push_back(key);
+  }
+  return out;
 }
 
-BlockGraph::BlockGraph(const ModelConfig& m, bool rope) : cfg_(m), rope_(rope) {
+}  // namespace
+
+MoeDims moe_dims(const ModelConfig& m) {
+  MoeDims d;
+  if (!m.moe.on()) return d;
+  d.experts = m.moe.experts;
+  d.top_k = m.moe.top_k;
+  d.tokens = m.tokens();
+  d.capacity = m.moe.capacity(m.tokens());
+  d.norm_topk = m.moe.norm_topk;
+  return d;
+}
+
+BlockGraph::BlockGraph(const ModelConfig& m) : BlockGraph(m, m.position == PositionKind::Rope, m.moe_in(0)) {
+  const auto keys = structures(m);
+  for (std::size_t i = 1; i < keys.size(); ++i) variants_.push_back(BlockGraph(m, keys[i].first, keys[i].second));
+}
+
+BlockGraph::BlockGraph(const ModelConfig& m, bool rope, bool moe) : cfg_(m), rope_(rope), moe_(moe) {
   build();
   finish();
 }
@@ -44,11 +73,25 @@ void BlockGraph::set_first_block(int b) {
 }
 
 int BlockGraph::table_index(int block) const {
-  return variants_.empty() || cfg_.rope_in(first_block_ + block) == rope_ ? 0 : 1;
+  if (variants_.empty()) return 0;
+  const int b = first_block_ + block;
+  const bool rope = cfg_.rope_in(b), moe = cfg_.moe_in(b);
+  if (rope == rope_ && moe == moe_) return 0;
+  for (std::size_t i = 0; i < variants_.size(); ++i)
+    if (variants_[i].rope_ == rope && variants_[i].moe_ == moe) return static_cast<int>(i) + 1;
+  throw Error("block graph: block " + std::to_string(b) + " has a structure none of the model's tables has");
 }
 
-BlockGraph BlockGraph::with_variants(BlockGraph primary, std::vector<BlockGraph> variants) {
-  for (BlockGraph& v : variants) v.rope_ = !primary.rope_;  // the one variant there is: the other RoPE structure
+BlockGraph BlockGraph::with_variants(BlockGraph primary, std::vector<BlockGraph> variants, const BlockGraph& like) {
+  if (static_cast<int>(variants.size()) + 1 != like.table_count())
+    throw Error("block graph: " + std::to_string(variants.size() + 1) + " tables for a model with " +
+                std::to_string(like.table_count()));
+  primary.rope_ = like.rope_;
+  primary.moe_ = like.moe_;
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    variants[i].rope_ = like.variants_[i].rope_;
+    variants[i].moe_ = like.variants_[i].moe_;
+  }
   primary.variants_ = std::move(variants);
   primary.set_first_block(primary.first_block_);
   return primary;
@@ -235,6 +278,68 @@ int BlockGraph::build_mlp(int in) {
   return down;
 }
 
+std::string BlockGraph::moe_formula(std::int64_t width, bool permuted) const {
+  const std::uint64_t e = dtype_size(cfg_.dtype);
+  const std::string w = width == cfg_.hidden ? "h" : width == cfg_.moe.ffn ? "f_e" : width == 2 * cfg_.moe.ffn ? "2·f_e"
+                        : width == cfg_.moe.experts ? "E" : width == cfg_.moe.top_k ? "k" : std::to_string(width);
+  if (!permuted) return formula(e, 1, "s·b·" + w);
+  return cfg_.moe.capacity_factor > 0.0 ? formula(e, 1, "E·C·" + w) : formula(e, 1, "s·b·k·" + w);
+}
+
+// The mixture of experts (moe_config.h): the router's logits, the top-k routing, the tokens
+// permuted into each expert's rows, the experts' projections and activation on those rows, and
+// the weighted sum back in token order.
+int BlockGraph::build_moe(int in) {
+  const ModelConfig& m = cfg_;
+  const MoeDims d = moe_dims(m);
+  const std::int64_t T = m.tokens(), R = d.rows(), E = d.experts, k = d.top_k, f = m.moe.ffn, h = m.hidden;
+  const bool gated = m.gated_mlp();
+  const int up = static_cast<int>(gated ? 2 * f : f);
+  const std::size_t first_step = steps_.size();
+  int logits = add_tensor("moe.logits", m.dtype, T * E, moe_formula(E, false));
+  add_step(linear("moe.router", in, logits, "mlp.router", false, T, m.hidden, static_cast<int>(E)));
+  int weights = add_tensor("moe.weights", m.dtype, T * k, moe_formula(k, false));
+  int routing = add_tensor("moe.routing", DType::I32, m.moe.routing_entries(T), "4·(2·s·b·k + 2·E)");
+  StepDef route = step("moe.route", OpKind::MoeRoute, {logits}, {weights, routing});
+  route.M = T;
+  route.K = static_cast<int>(k);
+  route.N = static_cast<int>(E);
+  add_step(route);
+  int xp = add_tensor("moe.xp", m.dtype, R * h, moe_formula(h, true));
+  StepDef perm = step("moe.permute", OpKind::MoePermute, {in, routing}, {xp});
+  perm.M = T * k;
+  perm.K = static_cast<int>(h);
+  perm.N = static_cast<int>(R);
+  add_step(perm);
+  auto expert = [&](const std::string& name, int x, int y, const std::string& w, int K, int N) {
+    StepDef s = step(name, OpKind::ExpertLinear, {x, routing}, {y});
+    s.w = w;
+    s.M = R;
+    s.K = K;
+    s.N = N;
+    return s;
+  };
+  int gu = add_tensor(gated ? "moe.gate_up" : "moe.fc_out", m.dtype, R * up, moe_formula(up, true));
+  add_step(expert("moe.fc", xp, gu, "mlp.experts.fc.w", static_cast<int>(h), up));
+  int act = add_tensor("moe.act", m.dtype, R * f, moe_formula(f, true));
+  const auto [act_name, act_op] = mlp_activation(m.mlp);
+  StepDef a = step(std::string("moe.") + (act_name + 4), act_op, {gu}, {act});
+  a.M = gated ? R : R * f;
+  a.K = gated ? static_cast<int>(f) : 1;
+  const int act_step = add_step(a);
+  int yp = add_tensor("moe.down_out", m.dtype, R * h, moe_formula(h, true));
+  add_step(expert("moe.fc2", act, yp, "mlp.experts.fc2.w", static_cast<int>(f), static_cast<int>(h)));
+  int out = add_tensor("moe.out", m.dtype, T * h, moe_formula(h, false));
+  StepDef un = step("moe.unpermute", OpKind::MoeUnpermute, {yp, weights, routing}, {out});
+  un.M = T * k;
+  un.K = static_cast<int>(h);
+  un.N = static_cast<int>(R);
+  add_step(un);
+  for (std::size_t st = first_step; st < steps_.size(); ++st) steps_[st].module = "moe";
+  steps_[static_cast<std::size_t>(act_step)].module = "moe_act";
+  return out;
+}
+
 void BlockGraph::build() {
   const ModelConfig& m = cfg_;
   const std::int64_t bs = m.tokens(), n = bs * m.hidden;
@@ -282,7 +387,7 @@ void BlockGraph::build() {
   if (post) proj = norm_step("attn.post_norm", "attn.post_norm_out", proj);
   int mid = residual_step("attn.residual", input_, proj, "ln2.in", kSiteAttentionResidual);
   x = pre ? norm_step("ln2", "ln2.out", mid, "layernorm") : mid;
-  int down = build_mlp(x);
+  int down = moe_ ? build_moe(x) : build_mlp(x);
   if (post) down = norm_step("mlp.post_norm", "mlp.post_norm_out", down);
   output_ = residual_step("mlp.residual", mid, down, "block.out", kSiteMlpResidual);
 }
@@ -390,7 +495,11 @@ std::vector<RecomputeModule> BlockGraph::recompute_modules() const {
   std::vector<RecomputeModule> out;
   for (const char* name : kRecomputeModules) {
     const std::string mod = name;
-    auto inside = [&](int s) { return steps_[static_cast<std::size_t>(s)].module == mod; };
+    // The whole layer (moe) holds its activation (moe_act) too.
+    auto inside = [&](int s) {
+      const std::string& sm = steps_[static_cast<std::size_t>(s)].module;
+      return sm == mod || (mod == "moe" && sm == "moe_act");
+    };
     RecomputeModule r{mod, {}};
     for (const TensorDef& t : tensors_) {
       if (!t.saved || t.producer < 0 || !inside(t.producer)) continue;
@@ -399,7 +508,7 @@ std::vector<RecomputeModule> BlockGraph::recompute_modules() const {
         const auto& n = steps_[static_cast<std::size_t>(s)].needs;
         if (!inside(s) && std::find(n.begin(), n.end(), &t - tensors_.data()) != n.end()) only_inside = false;
       }
-      if (mod == "layernorm" || only_inside) r.tensors.push_back(t.name);
+      if (mod == "layernorm" || mod == "moe_act" || only_inside) r.tensors.push_back(t.name);
     }
     if (!r.tensors.empty()) out.push_back(std::move(r));
   }

@@ -57,6 +57,9 @@ struct StepDef {
 
 StepDef mask_step(const std::string& name, int mask, DropoutSite site, std::int64_t n);
 
+// The MoE ops' sizes for a model's micro-batch (all zero without experts).
+MoeDims moe_dims(const ModelConfig& m);
+
 // Megatron-LM's names for the modules it recomputes selectively (`--recompute-modules`), all of
 // them, whether a block has the module or not: `core_attn` (the attention core: scores,
 // softmax, dropout, P·V, or flash attention), `mlp` (the dense MLP: its projections and
@@ -66,7 +69,7 @@ StepDef mask_step(const std::string& name, int mask, DropoutSite site, std::int6
 inline constexpr const char* kRecomputeModules[] = {"core_attn", "mlp",          "layernorm",  "moe_act",
                                                     "moe",       "shared_experts", "mla_up_proj"};
 
-// What recomputing one module drops from a block's saved set. `layernorm` drops its outputs
+// What recomputing one module drops from a block's saved set. `layernorm` and `moe_act` drop their outputs
 // (rebuilt from their inputs before their consumers' backward); a module recomputed as a
 // checkpoint (the others) drops the saved tensors made inside it that only its own steps'
 // backward reads, and keeps its input and output.
@@ -105,8 +108,9 @@ class BlockGraph {
   bool windowed(int block) const { return cfg_.window_of(first_block_ + block) > 0; }
   int first_block() const { return first_block_; }
   void set_first_block(int b);
-  // A model whose layer kinds differ in their steps (layers without RoPE among layers with it)
-  // has one table per structure: this one, of the model's features, and its variants. The
+  // A model whose layer kinds differ in their steps (layers without RoPE among layers with it,
+  // dense MLPs among mixtures of experts) has one table per structure: this one (RoPE as the
+  // model's feature, the MLP of the pattern's first kind) and its variants. The
   // table of block `block` (numbered as windowed() numbers them) and its index among them (0:
   // this one, k: variant k - 1). A variant has no variants of its own.
   const BlockGraph& of(int block) const;
@@ -114,6 +118,8 @@ class BlockGraph {
   int table_count() const { return 1 + static_cast<int>(variants_.size()); }
   const BlockGraph& table(int i) const { return i == 0 ? *this : variants_[static_cast<std::size_t>(i - 1)]; }
   bool uniform() const { return variants_.empty(); }
+  // Whether this table's MLP is the mixture of experts.
+  bool moe() const { return moe_; }
   // Per tensor, the lowest step index whose backward reads it (the last reader in the backward's
   // order, after which the backward frees it); -1 for a tensor no backward reads.
   const std::vector<int>& last_need() const { return last_need_; }
@@ -137,6 +143,8 @@ class BlockGraph {
   std::string width_formula(std::int64_t width) const;
   int build_attention(int qkv);
   int build_mlp(int in);
+  int build_moe(int in);
+  std::string moe_formula(std::int64_t numel_per_row, bool permuted) const;
   // A norm step whose weight (and LayerNorm's bias) are name.w (name.b).
   int norm_step(const std::string& name, const std::string& out, int in, const char* module = "");
   int residual_step(const std::string& name, int res, int x, const std::string& out, DropoutSite site);
@@ -147,18 +155,19 @@ class BlockGraph {
   int input_ = -1, output_ = -1;
   int first_block_ = 0;
   std::vector<int> last_need_;
-  bool rope_ = false;
+  bool rope_ = false, moe_ = false;
   std::vector<BlockGraph> variants_;
 
-  BlockGraph(const ModelConfig& m, bool rope);
+  BlockGraph(const ModelConfig& m, bool rope, bool moe);
 
  public:
   // A table given tensor by tensor and step by step instead of built from the model (for tests
   // of what walks tables). Of each tensor only name, dtype, numel and formula are read; bytes,
   // producers, consumers and the saved set are derived as for a model's table. Throws Error
   // for an index out of range.
-  // `primary` with `variants` as its other tables (a rank's share of each table of a model).
-  static BlockGraph with_variants(BlockGraph primary, std::vector<BlockGraph> variants);
+  // `primary` with `variants` as its other tables (a rank's share of each table of `like`, a
+  // model's tables, whose structures they take).
+  static BlockGraph with_variants(BlockGraph primary, std::vector<BlockGraph> variants, const BlockGraph& like);
   static BlockGraph from_table(const ModelConfig& m, std::vector<TensorDef> tensors,
                                std::vector<StepDef> steps, int input, int output);
 };

@@ -54,6 +54,14 @@ struct RopeTable {
   float attention_scaling = 1.0f;
 };
 
+// A mixture of experts' sizes (model_config.h MoeConfig): the MoE ops' arguments.
+struct MoeDims {
+  int experts = 0, top_k = 0;
+  std::int64_t tokens = 0, capacity = 0;  // capacity 0: dropless
+  bool norm_topk = false;
+  std::int64_t rows() const { return capacity > 0 ? capacity * experts : tokens * top_k; }
+};
+
 enum class Pass : std::uint8_t { Forward, Backward };
 
 // The arguments of one op call. Pointers are null where the op or the step has none.
@@ -74,6 +82,7 @@ struct OpArgs {
   DropoutKey key;           // this step's dropout site in this block and step
   AttnDims attn;
   RopeTable rope;
+  MoeDims moe;
 };
 
 }  // namespace remat

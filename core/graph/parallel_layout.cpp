@@ -73,6 +73,9 @@ void validate_layout(const ParallelLayout& p, const ModelConfig& m) {
   if (p.distribute_saved_activations && p.sp)
     throw ConfigError("distribute-saved-activations",
                       "cannot be combined with sequence parallelism (the inputs are already split)");
+  if (p.tp > 1 && m.moe.on())
+    throw ConfigError("tp", "tensor parallelism of mixture-of-experts layers is not modelled yet (tp is " + str(p.tp) +
+                                "; the model has " + str(m.moe.experts) + " experts)");
   const std::int64_t T = p.tp;
   divisible("tp", "heads", m.heads, "tp", T);
   divisible("tp", "kv-heads", m.kv_heads, "tp", T);
@@ -251,7 +254,7 @@ BlockGraph per_rank_graph(const ModelConfig& m, const ParallelLayout& p, int sta
   std::vector<BlockGraph> variants;
   for (int i = 1; i < g.table_count(); ++i) variants.push_back(rank_table(g.table(i), rg.table(i), rm, p));
   out.set_first_block(g.first_block());
-  return BlockGraph::with_variants(std::move(out), std::move(variants));
+  return BlockGraph::with_variants(std::move(out), std::move(variants), g);
 }
 
 }  // namespace remat

@@ -22,7 +22,7 @@ std::size_t dtype_size(DType t) {
 
 namespace {
 const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3", "granite", "gpt_neox", "falcon",
-                                 "gemma3", "smollm3"};
+                                 "gemma3", "smollm3", "mixtral", "qwen3_moe"};
 }  // namespace
 
 const char* to_string(Family f) { return kFamilies[static_cast<int>(f)]; }
@@ -81,7 +81,7 @@ void set_family(ModelConfig& m, Family f) {
   m.out_bias = gpt2 || neox;
   m.mlp_bias = gpt2 || neox;
   m.qk_norm = f == Family::Olmo2 ? QkNormKind::Projection
-              : f == Family::Qwen3 || f == Family::Gemma3 ? QkNormKind::Head
+              : f == Family::Qwen3 || f == Family::Qwen3Moe || f == Family::Gemma3 ? QkNormKind::Head
                                    : QkNormKind::None;
   m.mlp = gpt2 ? MlpKind::GeluTanh
          : neox || falcon ? MlpKind::Gelu
@@ -125,6 +125,11 @@ bool ModelConfig::rope_in(int block) const {
   return position == PositionKind::Rope && (layer_kinds.empty() || kind_of(block).rope);
 }
 
+bool ModelConfig::moe_in(int block) const {
+  if (!moe.on()) return false;
+  return layer_kinds.empty() || kind_of(block).mlp == LayerMlp::Moe;
+}
+
 const LayerKind& ModelConfig::kind_of(int block) const {
   if (layer_pattern.empty()) return layer_kinds.front();  // not valid; validate() refuses it
   const auto at = static_cast<std::size_t>(block) % layer_pattern.size();
@@ -154,8 +159,8 @@ void validate_layer_kinds(const ModelConfig& m) {
       throw ConfigError(field + ".rope", "false leaves out rotary positions, which the model does not have (position rope)");
     if (!k.rope && k.rope_theta > 0.0)
       throw ConfigError(field + ".rope_theta", "is given for a kind without RoPE (rope: false)");
-    if (k.mlp == LayerMlp::Moe)
-      throw ConfigError(field + ".mlp", "moe (a mixture-of-experts MLP) is not modelled yet");
+    if (k.mlp == LayerMlp::Moe && !m.moe.on())
+      throw ConfigError(field + ".mlp", "moe needs the model's experts (a \"moe\" object with experts, top_k, ffn)");
   }
   for (std::size_t b = 0; b < m.layer_pattern.size(); ++b)
     if (m.layer_pattern[b] < 0 || static_cast<std::size_t>(m.layer_pattern[b]) >= m.layer_kinds.size())
@@ -166,6 +171,10 @@ void validate_layer_kinds(const ModelConfig& m) {
       throw ConfigError("layer_kinds." + k.name + ".window", std::to_string(k.window) + " where another kind's is " +
                                                               std::to_string(m.windowed_size()) +
                                                               ": windows of several sizes are not modelled yet");
+  if (m.moe.on() && std::none_of(m.layer_pattern.begin(), m.layer_pattern.end(), [&](int i) {
+        return m.layer_kinds[static_cast<std::size_t>(i)].mlp == LayerMlp::Moe;
+      }))
+    throw ConfigError("moe", "is given, but no layer of the pattern is of a kind with mlp moe");
   if (m.sliding_window != 0)
     throw ConfigError("sliding_window", "is given by the layer kinds (layer_kinds) where they are listed; set it 0");
 }
@@ -266,7 +275,13 @@ void ModelConfig::validate() const {
     throw ConfigError("sliding_window_pattern", "and sliding_window_layers " + std::string(to_string(window_layers)) +
                                                     " both pick the windowed blocks; set one");
   require_number("rope_local_theta", rope_local_theta, true);
+  if (moe.on() || moe.experts != 0) validate_moe(moe);
   validate_layer_kinds(*this);
+  if (moe.on() && (family == Family::Gpt2 || family == Family::GptNeox || family == Family::Falcon))
+    throw ConfigError("moe", std::string("experts in a ") + to_string(family) +
+                                 " block are not modelled (its MLP tensors have no per-expert names)");
+  if (moe.on() && block_layout != BlockLayout::Sequential)
+    throw ConfigError("moe", "experts need a sequential block (block_layout sequential)");
   if (qk_norm == QkNormKind::Projection && norm_unit_offset)
     throw ConfigError("qk_norm", "projection-wide QK-norm scales by w, not (1 + w); per head (head) takes norm_unit_offset");
   if (block_layout != BlockLayout::Sequential && placement != NormPlacement::Pre)
@@ -285,7 +300,11 @@ void ModelConfig::validate() const {
   if (mul_overflows({b, s, V, 4}) || mul_overflows({b, s, f, 8}) || mul_overflows({b, s, h, 8}) ||
       mul_overflows({b, s, q + 2 * kv, 8}))
     throw ConfigError("batch", "activation byte counts overflow 64 bits");
-  long double params = L * (2 * h * q + 2 * h * kv + (gated_mlp() ? 3 : 2) * h * f + 8 * h + 2 * q) +
+  const long double ef = moe.on() ? static_cast<long double>(moe.experts) * moe.ffn + moe.experts : 0;
+  if (moe.on() && (mul_overflows({b, s, static_cast<long double>(moe.top_k), std::max<long double>(h, 2 * static_cast<long double>(moe.ffn)), 8}) ||
+                   mul_overflows({static_cast<long double>(moe.capacity(tokens())), static_cast<long double>(moe.experts), std::max<long double>(h, 2 * static_cast<long double>(moe.ffn)), 8})))
+    throw ConfigError("moe", "expert buffer byte counts overflow 64 bits");
+  long double params = L * (2 * h * q + 2 * h * kv + (gated_mlp() ? 3 : 2) * h * (f + ef) + 8 * h + 2 * q) +
                        V * h * (tied_embeddings ? 1 : 2) + positions * h;
   if (mul_overflows({params, 16}))
     throw ConfigError("layers", "parameter byte counts overflow 64 bits");

@@ -10,12 +10,13 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/model/layer_kind.h"
+#include "core/model/moe_config.h"
 #include "core/model/rope_scaling.h"
 
 namespace remat {
 
 enum class Family : std::uint8_t { Gpt2, Llama, Mistral, Qwen2, Gemma, Gemma2, Phi3, Olmo2, Qwen3, Granite,
-                                   GptNeox, Falcon, Gemma3, SmolLM3 };
+                                   GptNeox, Falcon, Gemma3, SmolLM3, Mixtral, Qwen3Moe };
 enum class AttentionImpl { Naive, Flash };
 enum class DType : std::uint8_t { F32, BF16, U8, I32 };
 enum class NormKind : std::uint8_t { LayerNorm, RmsNorm };
@@ -109,6 +110,10 @@ struct ModelConfig {
   std::vector<LayerKind> layer_kinds;
   std::vector<int> layer_pattern;
 
+  // The mixture of experts of the MoE layers (moe_config.h): those whose kind says mlp moe, or
+  // every layer when no kinds are listed and moe.experts > 0. Dense layers use `ffn`.
+  MoeConfig moe;
+
   // Fields of an imported config that do not change a training step (tokenizer ids, packaging,
   // inference settings): accepted, and listed by plan and in a run's summary.json
   // (`ignored_config_fields`). Not part of the model's JSON.
@@ -134,6 +139,8 @@ struct ModelConfig {
   // The RoPE base a block rotates with on its own, without rope_scaling; 0: the model's
   // rope_theta with its rope_scaling.
   double rope_base_of(int block) const;
+  // Whether block `block`'s MLP is the mixture of experts.
+  bool moe_in(int block) const;
   // Whether a block rotates its queries and keys (position rope, and its kind does not say
   // rope: false).
   bool rope_in(int block) const;

@@ -68,6 +68,32 @@ ParamSpec fused(ParamSpec p, const std::vector<std::pair<std::string, std::int64
   return p;
 }
 
+// A mixture-of-experts MLP's parameters: the router [experts, h], every expert's gate|up stacked
+// by expert [experts · up, h] and its down projection [experts · h, f], each expert's part a
+// Hugging Face tensor of its own (Mixtral: block_sparse_moe.gate, experts.e.w1 (gate), w3 (up),
+// w2 (down); the others: mlp.gate, mlp.experts.e.gate_proj, up_proj, down_proj).
+template <class Add>
+void moe_params(const ModelConfig& m, int b, const std::string& hf, const std::string& p, Add&& block_param) {
+  const MoeConfig& e = m.moe;
+  const std::int64_t h = m.hidden, f = e.ffn, up = m.gated_mlp() ? 2 * f : f;
+  const bool mixtral = m.family == Family::Mixtral;
+  const std::string ml = hf + (mixtral ? "block_sparse_moe." : "mlp.");
+  block_param(b, mat(p + "mlp.router.w", ml + "gate.weight", e.experts, h));
+  std::vector<std::pair<std::string, std::int64_t>> gu, down;
+  for (int x = 0; x < e.experts; ++x) {
+    const std::string ex = ml + "experts." + std::to_string(x) + ".";
+    if (m.gated_mlp()) {
+      gu.emplace_back(ex + (mixtral ? "w1" : "gate_proj"), f);
+      gu.emplace_back(ex + (mixtral ? "w3" : "up_proj"), f);
+    } else {
+      gu.emplace_back(ex + (mixtral ? "w1" : "up_proj"), f);
+    }
+    down.emplace_back(ex + (mixtral ? "w2" : "down_proj"), h);
+  }
+  block_param(b, fused(mat(p + "mlp.experts.fc.w", "", e.experts * up, h), gu, ".weight"));
+  block_param(b, fused(mat(p + "mlp.experts.fc2.w", "", e.experts * h, f), down, ".weight"));
+}
+
 }  // namespace
 
 ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts) {
@@ -173,6 +199,11 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
     if (pre)
       norm(b, p + "ln2",
            hf + (m.placement == NormPlacement::Sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm"));
+    if (m.moe_in(b)) {
+      moe_params(m, b, hf, p, block_param);
+      if (post) norm(b, p + "mlp.post_norm", hf + "post_feedforward_layernorm");
+      continue;
+    }
     const std::vector<std::pair<std::string, std::int64_t>> gu_parts = {{ml + "gate_proj", f}, {ml + "up_proj", f}};
     ParamSpec fc = mat(p + "mlp.fc.w", m.gated_mlp() ? ml + "gate_up_proj.weight" : ml + "up_proj.weight", up, h);
     if (m.gated_mlp() && !phi3) fc = fused(fc, gu_parts, ".weight");

@@ -57,8 +57,22 @@ class SelectivePolicy final : public remat::Policy {
     // set by its own tensors; the schedule names the set once.
     std::vector<remat::Keep> keep, inside;  // per table: what its blocks keep, and rebuild inside
     std::vector<std::string> all_drops;
+    // A module or tensor need be in one table only (a model's dense layers have no `moe`); a
+    // table drops those it has.
+    for (const std::string& mod : modules)
+      if (!in_some_table(model, [&](const remat::BlockGraph& g) { return has_module(g, mod); }))
+        model.module_tensors({mod});  // throws, naming what the blocks have
+    for (const std::string& t : asked)
+      if (!in_some_table(model, [&](const remat::BlockGraph& g) { return g.find(t).has_value(); }))
+        drops(model, {t}, {});  // throws, naming what is recomputable
     for (int i = 0; i < model.table_count(); ++i) {
-      const std::vector<std::string> drop = drops(model.table(i), asked, modules);
+      const remat::BlockGraph& g = model.table(i);
+      std::vector<std::string> mine, mods;
+      for (const auto& t : asked)
+        if (g.find(t)) mine.push_back(t);
+      for (const auto& m : modules)
+        if (has_module(g, m)) mods.push_back(m);
+      const std::vector<std::string> drop = drops(g, mine, mods);
       std::vector<std::string> kept;
       for (const auto& n : model.table(i).saved_names())
         if (std::find(drop.begin(), drop.end(), n) == drop.end()) kept.push_back(n);
@@ -89,6 +103,18 @@ class SelectivePolicy final : public remat::Policy {
   }
 
  private:
+  static bool has_module(const remat::BlockGraph& g, const std::string& name) {
+    for (const remat::RecomputeModule& r : g.recompute_modules())
+      if (r.name == name) return true;
+    return false;
+  }
+  template <class F>
+  static bool in_some_table(const remat::BlockGraph& model, F&& has) {
+    for (int i = 0; i < model.table_count(); ++i)
+      if (has(model.table(i))) return true;
+    return false;
+  }
+
   // The saved tensors of table g to drop, sorted, each once: the named ones and the modules' (or
   // g's default set), each checked against g.
   static std::vector<std::string> drops(const remat::BlockGraph& g, std::vector<std::string> drop,

@@ -104,7 +104,7 @@ TEST(LayerKinds, OurJsonReadsAndWritesThem) {
   says(refused([](auto& b) { b.erase("layer_pattern"); }), "layer_pattern");
   says(refused([](auto& b) { b["layer_kinds"][0]["windw"] = 3; }), "layer_kinds.local.windw");
   says(refused([](auto& b) { b["layer_kinds"][0]["rope"] = false; }), "layer_kinds.local.rope_theta: is given for a kind without RoPE");
-  says(refused([](auto& b) { b["layer_kinds"][1]["mlp"] = "moe"; }), "mixture-of-experts MLP) is not modelled yet");
+  says(refused([](auto& b) { b["layer_kinds"][1]["mlp"] = "moe"; }), "moe needs the model's experts");
   says(refused([](auto& b) { b["layer_kinds"][1]["window"] = 4; }), "windows of several sizes are not modelled yet");
   says(refused([](auto& b) { b["layer_kinds"][1]["name"] = "local"; }), "is listed twice");
   says(refused([](auto& b) { b["layer_kinds"][0]["window"] = -1; }), "layer_kinds.local.window");

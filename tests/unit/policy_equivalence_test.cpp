@@ -119,6 +119,11 @@ INSTANTIATE_TEST_SUITE_P(
     PolicyConfigs, PolicyEquivalence,
     ::testing::Values(EquivalenceCase{Family::Gpt2, AttentionImpl::Naive},
                       EquivalenceCase{Family::Gpt2, AttentionImpl::Flash},
+                      // mixtures of experts: dropless on every layer; capacity-dropped with a dense layer
+                      EquivalenceCase{Family::Mixtral, AttentionImpl::Naive, std::nullopt, OpKind::MoeRoute},
+                      EquivalenceCase{Family::Mixtral, AttentionImpl::Flash, std::nullopt, OpKind::ExpertLinear},
+                      EquivalenceCase{Family::Qwen3Moe, AttentionImpl::Naive, std::nullopt, OpKind::MoeUnpermute},
+                      EquivalenceCase{Family::Qwen3Moe, AttentionImpl::Flash, std::nullopt, OpKind::MoePermute},
                       EquivalenceCase{Family::Llama, AttentionImpl::Naive},
                       EquivalenceCase{Family::Llama, AttentionImpl::Flash},
                       EquivalenceCase{Family::Qwen2, AttentionImpl::Naive},

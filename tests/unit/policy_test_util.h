@@ -69,6 +69,14 @@ inline ModelConfig tiny(Family arch, AttentionImpl attn, int layers = 4) {
     m.layer_kinds = {LayerKind{"full_attention"}, nope};
     m.layer_pattern = {0, 0, 0, 1};
   }
+  if (arch == Family::Mixtral) m.moe = MoeConfig{4, 2, 48};  // every layer, dropless
+  if (arch == Family::Qwen3Moe) {  // 8 experts, top-2 renormalised, capacity 1 (tokens dropped), block 1 dense
+    m.moe = MoeConfig{8, 2, 32, true, 1.0};
+    LayerKind moe{"sparse"};
+    moe.mlp = LayerMlp::Moe;
+    m.layer_kinds = {moe, LayerKind{"dense"}};
+    m.layer_pattern = {0, 1, 0, 0};
+  }
   if (arch == Family::Qwen2) {  // as Qwen2.5's small models: tied, dropout on the probabilities only
     m.tied_embeddings = true;
     m.dropout_sites = kDropAttention;

@@ -133,12 +133,23 @@ std::uint64_t CpuBackend::workspace_bytes(const ModelConfig& m) const {
   const std::int64_t tokens = m.tokens();
   std::uint64_t need = 0;
   auto take = [&](std::uint64_t b) { need = std::max(need, b); };
-  BlockGraph g(m);
-  for (const StepDef& s : g.steps()) {
+  const BlockGraph graph(m);
+  const MoeDims moe = moe_dims(m);
+  for (int ti = 0; ti < graph.table_count(); ++ti)
+  for (const StepDef& s : graph.table(ti).steps()) {
     switch (s.op) {
       case OpKind::Linear:
         take(ws_linear_fwd(s.M, s.K, s.N, bf));
         take(ws_linear_bwd(s.M, s.K, s.N, bf));
+        break;
+      case OpKind::ExpertLinear: {  // one expert's rows at a time: at most its capacity, or every token
+        const std::int64_t rows = moe.capacity > 0 ? moe.capacity : moe.tokens;
+        take(ws_linear_fwd(rows, s.K, s.N, bf));
+        take(ws_linear_bwd(rows, s.K, s.N, bf));
+        break;
+      }
+      case OpKind::MoeRoute:
+        take(ws_moe_route(moe));
         break;
       case OpKind::LayerNorm:
       case OpKind::RmsNorm:

@@ -138,6 +138,7 @@ class CpuBackend final : public Backend {
   std::uint64_t ws_rope(const AttnDims& a) const;
   std::uint64_t ws_attention(const AttnDims& a) const;  // the four naive ops
   std::uint64_t ws_flash(const AttnDims& a) const;      // forward and backward
+  std::uint64_t ws_moe_route(const MoeDims& d) const;   // forward and backward
 
  private:
   // One pair per op of core/graph/ops.def, defined in the file of that op's kernels.

@@ -1,0 +1,309 @@
+// The mixture-of-experts ops (model/moe_config.h): routing, the tokens permuted into the
+// experts' rows, the experts' projections on their rows, and the weighted sum back in token
+// order. The routing table (i32): per (token, choice) its expert, then its row in the permuted
+// buffer (-1: dropped by the capacity), then per expert its first row and its row count.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/backend/cpu/cpu_backend.h"
+#include "core/backend/cpu/cpu_common.h"
+#include "core/backend/moe_rows.h"
+
+namespace remat {
+
+using cpu::FV;
+
+namespace {
+
+struct Routing {
+  std::int32_t *expert, *row, *start, *count;
+  Routing(const Tensor& t, const MoeDims& d) {
+    auto* p = t.as<std::int32_t>();
+    const std::int64_t n = d.tokens * d.top_k;
+    expert = p;
+    row = p + n;
+    start = p + 2 * n;
+    count = p + 2 * n + d.experts;
+  }
+};
+
+void check_moe(const MoeDims& d, const char* op) {
+  if (d.experts <= 0 || d.top_k <= 0 || d.top_k > d.experts || d.tokens <= 0 || d.capacity < 0)
+    throw Error(std::string("cpu ") + op + ": bad expert dims (experts " + std::to_string(d.experts) + ", top_k " +
+                std::to_string(d.top_k) + ", tokens " + std::to_string(d.tokens) + ")");
+}
+
+void check_routing(const Tensor& r, const MoeDims& d, const char* op) {
+  cpu::check_dtype(r, DType::I32, op, "routing", 2 * d.tokens * d.top_k + 2 * d.experts);
+}
+
+// Softmax of one row of logits in fp32 into p.
+void softmax_row(const FV& logits, std::int64_t off, int E, float* p) {
+  float mx = -INFINITY;
+  for (int e = 0; e < E; ++e) mx = std::max(mx, logits[off + e]);
+  float sum = 0.0f;
+  for (int e = 0; e < E; ++e) sum += (p[e] = std::exp(logits[off + e] - mx));
+  for (int e = 0; e < E; ++e) p[e] /= sum;
+}
+
+}  // namespace
+
+namespace {
+
+// The routing's scratch in the workspace: the fp32 weights, the choices bucketed by expert, and
+// per lane a row of scores and of expert indices (the backward: scores and their gradients).
+struct RouteWs {
+  float* w32 = nullptr;
+  std::int64_t *ids = nullptr, *off = nullptr;
+  float* p = nullptr;
+  int* order = nullptr;
+  RouteWs(cpu::Arena& a, const MoeDims& d, int lanes, bool forward) {
+    const std::int64_t n = d.tokens * d.top_k, E = d.experts;
+    if (forward) {
+      w32 = a.take<float>(n);
+      ids = a.take<std::int64_t>(n);
+      off = a.take<std::int64_t>(E + 1);
+      order = a.take<int>(lanes * E);
+    }
+    p = a.take<float>(lanes * E * (forward ? 1 : 2));
+  }
+};
+
+}  // namespace
+
+std::uint64_t CpuBackend::ws_moe_route(const MoeDims& d) const {
+  cpu::Arena f, b;
+  RouteWs wf(f, d, threads_, true), wb(b, d, threads_, false);
+  return std::max(f.used(), b.used());
+}
+
+void CpuBackend::fwd_MoeRoute(const OpArgs& a) {
+  const char* op = "moe_route_fwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  const int E = d.experts, k = d.top_k;
+  const std::int64_t T = d.tokens;
+  cpu::check_float(*a.in[0], op, "logits", T * E);
+  cpu::check_float(*a.out[0], op, "weights", T * k);
+  check_routing(*a.out[1], d, op);
+  const FV logits(*a.in[0]), wv(*a.out[0]);
+  Routing r(*a.out[1], d);
+  cpu::Arena arena(ws_, op);
+  RouteWs ws(arena, d, threads_, true);
+  // Per token: the top-k experts by score (ties to the lower index) and their weights (fp32,
+  // kept for the capacity's choice before they are rounded).
+  cpu::parallel_for(*pool_, T, 64, [&](std::int64_t t0, std::int64_t t1, int lane) {
+    float* p = ws.p + static_cast<std::int64_t>(lane) * E;
+    int* order = ws.order + static_cast<std::int64_t>(lane) * E;
+    for (std::int64_t t = t0; t < t1; ++t) {
+      softmax_row(logits, t * E, E, p);
+      std::iota(order, order + E, 0);
+      std::partial_sort(order, order + k, order + E,
+                        [&](int x, int y) { return p[x] > p[y] || (p[x] == p[y] && x < y); });
+      float sum = 0.0f;
+      for (int j = 0; j < k; ++j) sum += p[order[j]];
+      for (int j = 0; j < k; ++j) {
+        const float w = d.norm_topk ? p[order[j]] / sum : p[order[j]];
+        r.expert[t * k + j] = order[j];
+        ws.w32[t * k + j] = w;
+        wv.set(t * k + j, w);
+      }
+    }
+  });
+  moe_assign_rows(d, r.expert, ws.w32, r.row, r.start, r.count, ws.ids, ws.off);
+}
+
+void CpuBackend::bwd_MoeRoute(const OpArgs& a) {
+  const char* op = "moe_route_bwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  if (!a.din[0]) return;
+  const int E = d.experts, k = d.top_k;
+  const std::int64_t T = d.tokens;
+  cpu::check_float(*a.in[0], op, "logits", T * E);
+  cpu::check_float(*a.dout[0], op, "dweights", T * k);
+  cpu::check_float(*a.din[0], op, "dlogits", T * E);
+  check_routing(*a.out[1], d, op);
+  const FV logits(*a.in[0]), dw(*a.dout[0]), dl(*a.din[0]);
+  const Routing r(*a.out[1], d);
+  const bool acc = a.acc[0];
+  cpu::Arena arena(ws_, op);
+  RouteWs ws(arena, d, threads_, false);
+  cpu::parallel_for(*pool_, T, 64, [&](std::int64_t t0, std::int64_t t1, int lane) {
+    float* p = ws.p + static_cast<std::int64_t>(lane) * 2 * E;
+    float* dp = p + E;
+    for (std::int64_t t = t0; t < t1; ++t) {
+      softmax_row(logits, t * E, E, p);
+      std::fill(dp, dp + E, 0.0f);
+      if (d.norm_topk) {  // w_j = p_j / s, s the sum of the chosen scores
+        float s = 0.0f, gw = 0.0f;
+        for (int j = 0; j < k; ++j) s += p[r.expert[t * k + j]];
+        for (int j = 0; j < k; ++j) gw += dw[t * k + j] * (p[r.expert[t * k + j]] / s);
+        for (int j = 0; j < k; ++j) dp[r.expert[t * k + j]] = (dw[t * k + j] - gw) / s;
+      } else {
+        for (int j = 0; j < k; ++j) dp[r.expert[t * k + j]] = dw[t * k + j];
+      }
+      float dot = 0.0f;
+      for (int e = 0; e < E; ++e) dot += p[e] * dp[e];
+      for (int e = 0; e < E; ++e) dl.put(t * E + e, p[e] * (dp[e] - dot), acc);
+    }
+  });
+}
+
+void CpuBackend::fwd_MoePermute(const OpArgs& a) {
+  const char* op = "moe_permute_fwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  const int H = a.K, k = d.top_k;
+  const std::int64_t R = d.rows();
+  cpu::check_float(*a.in[0], op, "x", d.tokens * H);
+  check_routing(*a.in[1], d, op);
+  cpu::check_float(*a.out[0], op, "xp", R * H);
+  if (a.out[0]->dtype != a.in[0]->dtype) throw Error("cpu moe_permute_fwd: x and xp differ in dtype");
+  const Routing r(*a.in[1], d);
+  const std::size_t row_bytes = static_cast<std::size_t>(H) * dtype_size(a.in[0]->dtype);
+  const char* x = static_cast<const char*>(a.in[0]->data);
+  char* xp = static_cast<char*>(a.out[0]->data);
+  if (d.capacity > 0) fill_zero(*a.out[0]);  // the padding rows
+  cpu::parallel_for(*pool_, d.tokens * k, 256, [&](std::int64_t i0, std::int64_t i1, int) {
+    for (std::int64_t i = i0; i < i1; ++i)
+      if (r.row[i] >= 0) std::copy_n(x + (i / k) * row_bytes, row_bytes, xp + r.row[i] * row_bytes);
+  });
+}
+
+void CpuBackend::bwd_MoePermute(const OpArgs& a) {
+  const char* op = "moe_permute_bwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  if (!a.din[0]) return;
+  const int H = a.K, k = d.top_k;
+  cpu::check_float(*a.dout[0], op, "dxp", d.rows() * H);
+  cpu::check_float(*a.din[0], op, "dx", d.tokens * H);
+  check_routing(*a.in[1], d, op);
+  const Routing r(*a.in[1], d);
+  const FV dxp(*a.dout[0]), dx(*a.din[0]);
+  const bool acc = a.acc[0];
+  cpu::parallel_for(*pool_, d.tokens, 16, [&](std::int64_t t0, std::int64_t t1, int) {
+    for (std::int64_t t = t0; t < t1; ++t)
+      for (int h = 0; h < H; ++h) {
+        float s = 0.0f;
+        for (int j = 0; j < k; ++j)
+          if (const std::int32_t row = r.row[t * k + j]; row >= 0) s += dxp[row * H + h];
+        dx.put(t * H + h, s, acc);
+      }
+  });
+}
+
+// Expert e's rows: its tokens (dropless) or its whole capacity block (padding rows are zero and
+// stay zero through the projections, as Megatron-LM computes them).
+namespace {
+std::int64_t expert_rows(const Routing& r, const MoeDims& d, int e) {
+  return d.capacity > 0 ? d.capacity : r.count[e];
+}
+}  // namespace
+
+void CpuBackend::fwd_ExpertLinear(const OpArgs& a) {
+  const char* op = "expert_linear_fwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  const int K = a.K, N = a.N;
+  const std::int64_t NK = static_cast<std::int64_t>(N) * K;
+  cpu::check_float(*a.in[0], op, "x", a.M * K);
+  check_routing(*a.in[1], d, op);
+  cpu::check_float(*a.out[0], op, "y", a.M * N);
+  cpu::check_float(*a.w, op, "W", NK * d.experts);
+  const Routing r(*a.in[1], d);
+  for (int e = 0; e < d.experts; ++e) {
+    const std::int64_t n = expert_rows(r, d, e), s = r.start[e];
+    if (n == 0) continue;
+    linear_fwd(a.in[0]->slice(s * K, n * K), a.w->slice(e * NK, NK), nullptr, a.out[0]->slice(s * N, n * N), n, K, N);
+  }
+}
+
+void CpuBackend::bwd_ExpertLinear(const OpArgs& a) {
+  const char* op = "expert_linear_bwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  const int K = a.K, N = a.N;
+  const std::int64_t NK = static_cast<std::int64_t>(N) * K;
+  cpu::check_float(*a.in[0], op, "x", a.M * K);
+  check_routing(*a.in[1], d, op);
+  cpu::check_float(*a.dout[0], op, "dy", a.M * N);
+  cpu::check_float(*a.dw, op, "dW", NK * d.experts);
+  const Routing r(*a.in[1], d);
+  const bool has_dx = a.din[0] && *a.din[0];
+  for (int e = 0; e < d.experts; ++e) {
+    const std::int64_t n = expert_rows(r, d, e), s = r.start[e];
+    if (n == 0) continue;
+    const Tensor dx = has_dx ? a.din[0]->slice(s * K, n * K) : Tensor{};
+    linear_bwd(a.in[0]->slice(s * K, n * K), a.w->slice(e * NK, NK), a.dout[0]->slice(s * N, n * N),
+               has_dx ? &dx : nullptr, a.dw->slice(e * NK, NK), nullptr, n, K, N, a.acc[0]);
+  }
+}
+
+void CpuBackend::fwd_MoeUnpermute(const OpArgs& a) {
+  const char* op = "moe_unpermute_fwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  const int H = a.K, k = d.top_k;
+  cpu::check_float(*a.in[0], op, "yp", d.rows() * H);
+  cpu::check_float(*a.in[1], op, "weights", d.tokens * k);
+  check_routing(*a.in[2], d, op);
+  cpu::check_float(*a.out[0], op, "y", d.tokens * H);
+  const Routing r(*a.in[2], d);
+  const FV yp(*a.in[0]), w(*a.in[1]), y(*a.out[0]);
+  cpu::parallel_for(*pool_, d.tokens, 16, [&](std::int64_t t0, std::int64_t t1, int) {
+    for (std::int64_t t = t0; t < t1; ++t)
+      for (int h = 0; h < H; ++h) {
+        float s = 0.0f;
+        for (int j = 0; j < k; ++j)
+          if (const std::int32_t row = r.row[t * k + j]; row >= 0) s += w[t * k + j] * yp[row * H + h];
+        y.set(t * H + h, s);
+      }
+  });
+}
+
+void CpuBackend::bwd_MoeUnpermute(const OpArgs& a) {
+  const char* op = "moe_unpermute_bwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  const int H = a.K, k = d.top_k;
+  const std::int64_t R = d.rows();
+  cpu::check_float(*a.in[0], op, "yp", R * H);
+  cpu::check_float(*a.in[1], op, "weights", d.tokens * k);
+  check_routing(*a.in[2], d, op);
+  cpu::check_float(*a.dout[0], op, "dy", d.tokens * H);
+  const Routing r(*a.in[2], d);
+  const FV yp(*a.in[0]), w(*a.in[1]), dy(*a.dout[0]);
+  if (a.din[0] && *a.din[0]) {  // dyp: w · dy on a token's rows, zero on padding rows
+    cpu::check_float(*a.din[0], op, "dyp", R * H);
+    const FV dyp(*a.din[0]);
+    const bool acc = a.acc[0];
+    if (!acc && d.capacity > 0) fill_zero(*a.din[0]);
+    cpu::parallel_for(*pool_, d.tokens * k, 64, [&](std::int64_t i0, std::int64_t i1, int) {
+      for (std::int64_t i = i0; i < i1; ++i) {
+        const std::int32_t row = r.row[i];
+        if (row < 0) continue;
+        const float wi = w[i];
+        for (int h = 0; h < H; ++h) dyp.put(row * H + h, wi * dy[(i / k) * H + h], acc);
+      }
+    });
+  }
+  if (a.din[1] && *a.din[1]) {  // dw: dy · yp of its row, 0 where dropped
+    cpu::check_float(*a.din[1], op, "dweights", d.tokens * k);
+    const FV dw(*a.din[1]);
+    const bool acc = a.acc[1];
+    cpu::parallel_for(*pool_, d.tokens * k, 64, [&](std::int64_t i0, std::int64_t i1, int) {
+      for (std::int64_t i = i0; i < i1; ++i) {
+        const std::int32_t row = r.row[i];
+        float s = 0.0f;
+        if (row >= 0)
+          for (int h = 0; h < H; ++h) s += dy[(i / k) * H + h] * yp[row * H + h];
+        dw.put(i, s, acc);
+      }
+    });
+  }
+}
+
+}  // namespace remat

@@ -1,0 +1,73 @@
+#include "core/model/moe_config.h"
+
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/util/error.h"
+#include "core/util/json_io.h"
+
+namespace remat {
+
+std::int64_t MoeConfig::capacity(std::int64_t tokens) const {
+  if (capacity_factor <= 0.0 || experts <= 0) return 0;
+  const long double per = static_cast<long double>(tokens) * top_k / experts;
+  return static_cast<std::int64_t>(std::ceil(per * static_cast<long double>(capacity_factor)));
+}
+
+std::int64_t MoeConfig::rows(std::int64_t tokens) const {
+  return capacity_factor > 0.0 ? capacity(tokens) * experts : tokens * top_k;
+}
+
+MoeConfig moe_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw ConfigError("moe", "must be an object ({\"experts\": ..., \"top_k\": ...}), got " + json_snippet(j));
+  MoeConfig m;
+  for (const auto& [key, v] : j.items()) {
+    const std::string f = "moe." + key;
+    if (key == "experts") {
+      m.experts = json_int(v, f);
+    } else if (key == "top_k") {
+      m.top_k = json_int(v, f);
+    } else if (key == "ffn") {
+      m.ffn = json_int(v, f);
+    } else if (key == "norm_topk") {
+      if (!v.is_boolean()) throw ConfigError(f, "must be true or false, got " + json_snippet(v));
+      m.norm_topk = v.get<bool>();
+    } else if (key == "capacity_factor") {
+      if (!v.is_number()) throw ConfigError(f, "must be a number, got " + json_snippet(v));
+      m.capacity_factor = v.get<double>();
+      if (!(m.capacity_factor > 0.0) || !std::isfinite(m.capacity_factor))
+        throw ConfigError(f, "must be a positive factor (leave it out for dropless routing), got " + json_snippet(v));
+    } else {
+      throw ConfigError(f, "unknown key (moe has experts, top_k, ffn, norm_topk, capacity_factor)");
+    }
+  }
+  for (const char* key : {"experts", "top_k", "ffn"})
+    if (!j.contains(key)) throw ConfigError(std::string("moe.") + key, "missing");
+  validate_moe(m);
+  return m;
+}
+
+nlohmann::json moe_to_json(const MoeConfig& m) {
+  nlohmann::json j;
+  j["experts"] = m.experts;
+  j["top_k"] = m.top_k;
+  j["ffn"] = m.ffn;
+  if (m.norm_topk) j["norm_topk"] = true;
+  if (m.capacity_factor != 0.0) j["capacity_factor"] = m.capacity_factor;
+  return j;
+}
+
+void validate_moe(const MoeConfig& m) {
+  if (m.experts <= 0) throw ConfigError("moe.experts", "must be a positive integer, got " + std::to_string(m.experts));
+  if (m.top_k <= 0 || m.top_k > m.experts)
+    throw ConfigError("moe.top_k", "must be between 1 and the " + std::to_string(m.experts) + " experts, got " +
+                                       std::to_string(m.top_k));
+  if (m.ffn <= 0) throw ConfigError("moe.ffn", "must be a positive integer, got " + std::to_string(m.ffn));
+  if (!std::isfinite(m.capacity_factor) || m.capacity_factor < 0.0)
+    throw ConfigError("moe.capacity_factor", "must be 0 (dropless) or a positive factor, got " +
+                                                 std::to_string(m.capacity_factor));
+}
+
+}  // namespace remat

@@ -1,0 +1,45 @@
+// The mixture-of-experts MLP of a model's MoE layers: how many routed experts, how many each
+// token goes to, each expert's width, how the router's weights are taken, and whether experts
+// have a fixed capacity. Described once here; the layers that have it are those whose kind says
+// `mlp: moe` (every layer when the model lists no kinds and has experts).
+//
+// Routing (per token): scores = softmax(router logits) in fp32, the top-k experts by score
+// (ties to the lower index), their scores renormalised to sum 1 when norm_topk, rounded to the
+// model's dtype. Capacity factor c > 0: each expert holds at most C = ceil(tokens·k / experts · c)
+// tokens, those with the highest scores (ties to the earlier token; Megatron-LM's drop policy
+// "probs"), and its buffer is padded to C rows, so every buffer's size is fixed by the config.
+// c = 0: dropless, every (token, expert) pair computed; the permuted buffer has tokens·k rows
+// whatever the routing.
+#pragma once
+#include <cstdint>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace remat {
+
+struct MoeConfig {
+  int experts = 0;        // routed experts; 0: the model has no MoE layers
+  int top_k = 0;          // experts per token
+  int ffn = 0;            // each expert's intermediate size
+  bool norm_topk = false; // renormalise the top-k scores to sum 1
+  double capacity_factor = 0.0;  // 0: dropless
+  bool operator==(const MoeConfig&) const = default;
+
+  bool on() const { return experts > 0; }
+  // Tokens an expert holds with a capacity factor (0 when dropless).
+  std::int64_t capacity(std::int64_t tokens) const;
+  // Rows of the permuted buffer (experts · capacity, or tokens · top_k when dropless).
+  std::int64_t rows(std::int64_t tokens) const;
+  // i32 entries of the routing table: per (token, choice) its expert and its row in the permuted
+  // buffer (-1: dropped), then per expert its first row and its token count.
+  std::int64_t routing_entries(std::int64_t tokens) const { return 2 * tokens * top_k + 2 * experts; }
+};
+
+// Our model JSON's "moe" object: {"experts", "top_k", "ffn", "norm_topk", "capacity_factor"}.
+// ConfigError naming the key for anything else or a bad value.
+MoeConfig moe_from_json(const nlohmann::json& j);
+nlohmann::json moe_to_json(const MoeConfig& m);
+// Throws ConfigError naming the field and the numbers.
+void validate_moe(const MoeConfig& m);
+
+}  // namespace remat

@@ -1,0 +1,362 @@
+// The mixture-of-experts ops, all of their CUDA side (the CPU twins: core/backend/cpu/cpu_moe.cpp,
+// whose comments give the routing table's layout): the router's top-k on the device, each
+// choice's row on the host with the CPU's very code (core/backend/moe_rows.h, after one copy of
+// the choices), permute and unpermute as element-wise kernels, and the experts' projections as
+// one GEMM per expert over its rows (their counts read back once per op).
+#include <vector>
+
+#include "core/backend/cuda/cuda_args.h"
+#include "core/backend/cuda/cuda_backend.h"
+#include "core/backend/cuda/cuda_check.h"
+#include "core/backend/moe_rows.h"
+#include "kernels/detail/device_utils.cuh"
+
+namespace remat::kernels {
+namespace {
+
+using detail::bf16;
+using detail::from_f;
+using detail::to_f;
+
+constexpr int kThreads = 256;
+
+int blocks_for(std::int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
+
+// One thread per token: softmax of its logits in fp32, the top-k by score (ties to the lower
+// index), the weights (renormalised with norm), the experts.
+template <class T>
+__global__ void route_fwd(const T* logits, T* w, float* w32, std::int32_t* expert, std::int64_t tokens, int E, int k,
+                          bool norm) {
+  const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= tokens) return;
+  const T* l = logits + t * E;
+  float mx = -INFINITY;
+  for (int e = 0; e < E; ++e) mx = fmaxf(mx, to_f(l[e]));
+  float sum = 0.0f;
+  for (int e = 0; e < E; ++e) sum += expf(to_f(l[e]) - mx);
+  float chosen = 0.0f;
+  int last = -1;
+  float last_p = INFINITY;
+  for (int j = 0; j < k; ++j) {  // the next largest after (last_p, last) in (score desc, index asc)
+    int best = -1;
+    float bp = -1.0f;
+    for (int e = 0; e < E; ++e) {
+      const float p = expf(to_f(l[e]) - mx) / sum;
+      const bool after = p < last_p || (p == last_p && e > last);
+      if (after && (best < 0 || p > bp)) best = e, bp = p;
+    }
+    expert[t * k + j] = best;
+    w32[t * k + j] = bp;
+    chosen += bp;
+    last = best;
+    last_p = bp;
+  }
+  for (int j = 0; j < k; ++j) {
+    if (norm) w32[t * k + j] /= chosen;
+    w[t * k + j] = from_f<T>(w32[t * k + j]);
+  }
+}
+
+template <class T>
+__global__ void route_bwd(const T* logits, const T* dw, T* dl, const std::int32_t* expert, std::int64_t tokens, int E,
+                          int k, bool norm, bool acc) {
+  const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= tokens) return;
+  const T* l = logits + t * E;
+  float mx = -INFINITY;
+  for (int e = 0; e < E; ++e) mx = fmaxf(mx, to_f(l[e]));
+  float sum = 0.0f;
+  for (int e = 0; e < E; ++e) sum += expf(to_f(l[e]) - mx);
+  auto p = [&](int e) { return expf(to_f(l[e]) - mx) / sum; };
+  float s = 0.0f, gw = 0.0f;
+  for (int j = 0; j < k; ++j) s += p(expert[t * k + j]);
+  for (int j = 0; j < k; ++j) gw += to_f(dw[t * k + j]) * (p(expert[t * k + j]) / s);
+  auto dp = [&](int e) {
+    for (int j = 0; j < k; ++j)
+      if (expert[t * k + j] == e) return norm ? (to_f(dw[t * k + j]) - gw) / s : to_f(dw[t * k + j]);
+    return 0.0f;
+  };
+  float dot = 0.0f;
+  for (int e = 0; e < E; ++e) dot += p(e) * dp(e);
+  for (int e = 0; e < E; ++e) {
+    const float g = p(e) * (dp(e) - dot);
+    dl[t * E + e] = from_f<T>(acc ? to_f(dl[t * E + e]) + g : g);
+  }
+}
+
+template <class T>
+__global__ void permute_fwd(const T* x, T* xp, const std::int32_t* row, std::int64_t n, int k, int H) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n * H) return;
+  const std::int64_t a = i / H, h = i % H;
+  if (row[a] >= 0) xp[static_cast<std::int64_t>(row[a]) * H + h] = x[(a / k) * H + h];
+}
+
+template <class T>
+__global__ void permute_bwd(const T* dxp, T* dx, const std::int32_t* row, std::int64_t tokens, int k, int H, bool acc) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= tokens * H) return;
+  const std::int64_t t = i / H, h = i % H;
+  float s = 0.0f;
+  for (int j = 0; j < k; ++j)
+    if (const std::int32_t r = row[t * k + j]; r >= 0) s += to_f(dxp[static_cast<std::int64_t>(r) * H + h]);
+  dx[i] = from_f<T>(acc ? to_f(dx[i]) + s : s);
+}
+
+template <class T>
+__global__ void unpermute_fwd(const T* yp, const T* w, T* y, const std::int32_t* row, std::int64_t tokens, int k, int H) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= tokens * H) return;
+  const std::int64_t t = i / H, h = i % H;
+  float s = 0.0f;
+  for (int j = 0; j < k; ++j)
+    if (const std::int32_t r = row[t * k + j]; r >= 0) s += to_f(w[t * k + j]) * to_f(yp[static_cast<std::int64_t>(r) * H + h]);
+  y[i] = from_f<T>(s);
+}
+
+template <class T>
+__global__ void unpermute_bwd_rows(const T* w, const T* dy, T* dyp, const std::int32_t* row, std::int64_t n, int k, int H,
+                                   bool acc) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n * H) return;
+  const std::int64_t a = i / H, h = i % H;
+  if (row[a] < 0) return;
+  const std::int64_t o = static_cast<std::int64_t>(row[a]) * H + h;
+  const float g = to_f(w[a]) * to_f(dy[(a / k) * H + h]);
+  dyp[o] = from_f<T>(acc ? to_f(dyp[o]) + g : g);
+}
+
+template <class T>
+__global__ void unpermute_bwd_weights(const T* yp, const T* dy, T* dw, const std::int32_t* row, std::int64_t n, int k, int H,
+                                      bool acc) {
+  const std::int64_t a = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (a >= n) return;
+  float s = 0.0f;
+  if (row[a] >= 0)
+    for (int h = 0; h < H; ++h) s += to_f(dy[(a / k) * H + h]) * to_f(yp[static_cast<std::int64_t>(row[a]) * H + h]);
+  dw[a] = from_f<T>(acc ? to_f(dw[a]) + s : s);
+}
+
+}  // namespace
+}  // namespace remat::kernels
+
+// Launches kernel<float> or kernel<bf16> by the storage type; the arguments may name T.
+#define REMAT_MOE_LAUNCH(kernel, type, n, ...)                                                         \
+  do {                                                                                               \
+    if ((type) == kernels::FType::BF16) {                                                            \
+      using T = bf16;                                                                                \
+      kernel<T><<<kernels::blocks_for(n), kernels::kThreads, 0, stream>>>(__VA_ARGS__);               \
+    } else {                                                                                         \
+      using T = float;                                                                               \
+      kernel<T><<<kernels::blocks_for(n), kernels::kThreads, 0, stream>>>(__VA_ARGS__);               \
+    }                                                                                                \
+    kernels::check_launch(#kernel);                                                                  \
+  } while (0)
+
+namespace remat::cuda {
+
+namespace {
+
+void check_moe(const MoeDims& d, const char* op) {
+  if (d.experts <= 0 || d.top_k <= 0 || d.top_k > d.experts || d.tokens <= 0 || d.capacity < 0)
+    throw Error(std::string("cuda ") + op + ": bad expert dims (experts " + std::to_string(d.experts) + ", top_k " +
+                std::to_string(d.top_k) + ")");
+}
+
+void check_routing(const Tensor& r, const MoeDims& d, const char* op) {
+  check_dtype(r, DType::I32, op, "routing", 2 * d.tokens * d.top_k + 2 * d.experts);
+}
+
+const std::int32_t* rows_of(const Tensor& r, const MoeDims& d) { return r.as<const std::int32_t>() + d.tokens * d.top_k; }
+
+template <class T>
+const T* cp(const Tensor& t) { return static_cast<const T*>(t.data); }
+
+}  // namespace
+
+using kernels::detail::bf16;
+
+void CudaBackend::fwd_MoeRoute(const OpArgs& a) {
+  const char* op = "moe_route_fwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  const std::int64_t n = d.tokens * d.top_k;
+  check_float(*a.in[0], op, "logits", d.tokens * d.experts);
+  check_float(*a.out[0], op, "weights", n);
+  check_same(*a.in[0], {a.out[0]}, op);
+  check_routing(*a.out[1], d, op);
+  activate();
+  float* w32 = reinterpret_cast<float*>(scratch(static_cast<std::size_t>(n) * 4, op));
+  auto* expert = a.out[1]->as<std::int32_t>();
+  cudaStream_t stream = compute_;
+  const bool bf = ft(*a.in[0]) == kernels::FType::BF16;
+  if (bf)
+    kernels::route_fwd<bf16><<<kernels::blocks_for(d.tokens), kernels::kThreads, 0, stream>>>(
+        cp<bf16>(*a.in[0]), static_cast<bf16*>(a.out[0]->data), w32, expert, d.tokens, d.experts, d.top_k, d.norm_topk);
+  else
+    kernels::route_fwd<float><<<kernels::blocks_for(d.tokens), kernels::kThreads, 0, stream>>>(
+        cp<float>(*a.in[0]), static_cast<float*>(a.out[0]->data), w32, expert, d.tokens, d.experts, d.top_k, d.norm_topk);
+  kernels::check_launch("route_fwd");
+  // The rows, on the host with the CPU backend's code.
+  std::vector<std::int32_t> table(static_cast<std::size_t>(2 * n + 2 * d.experts));
+  std::vector<float> w(static_cast<std::size_t>(n));
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(n)), off(static_cast<std::size_t>(d.experts) + 1);
+  REMAT_CUDA(cudaMemcpyAsync(table.data(), expert, static_cast<std::size_t>(n) * 4, cudaMemcpyDeviceToHost, stream));
+  REMAT_CUDA(cudaMemcpyAsync(w.data(), w32, static_cast<std::size_t>(n) * 4, cudaMemcpyDeviceToHost, stream));
+  REMAT_CUDA(cudaStreamSynchronize(stream));
+  std::int32_t* t = table.data();
+  moe_assign_rows(d, t, w.data(), t + n, t + 2 * n, t + 2 * n + d.experts, ids.data(), off.data());
+  REMAT_CUDA(cudaMemcpyAsync(expert + n, t + n, static_cast<std::size_t>(n + 2 * d.experts) * 4, cudaMemcpyHostToDevice,
+                             stream));
+  REMAT_CUDA(cudaStreamSynchronize(stream));  // the host table goes out of scope
+}
+
+void CudaBackend::bwd_MoeRoute(const OpArgs& a) {
+  const char* op = "moe_route_bwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  if (!a.din[0]) return;
+  check_float(*a.in[0], op, "logits", d.tokens * d.experts);
+  check_float(*a.dout[0], op, "dweights", d.tokens * d.top_k);
+  check_float(*a.din[0], op, "dlogits", d.tokens * d.experts);
+  check_same(*a.in[0], {a.dout[0], a.din[0]}, op);
+  check_routing(*a.out[1], d, op);
+  activate();
+  cudaStream_t stream = compute_;
+  REMAT_MOE_LAUNCH(kernels::route_bwd, ft(*a.in[0]), d.tokens, cp<T>(*a.in[0]), cp<T>(*a.dout[0]),
+                   static_cast<T*>(a.din[0]->data), a.out[1]->as<const std::int32_t>(), d.tokens, d.experts, d.top_k,
+                   d.norm_topk, a.acc[0]);
+}
+
+void CudaBackend::fwd_MoePermute(const OpArgs& a) {
+  const char* op = "moe_permute_fwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  const int H = a.K;
+  check_float(*a.in[0], op, "x", d.tokens * H);
+  check_float(*a.out[0], op, "xp", d.rows() * H);
+  check_same(*a.in[0], {a.out[0]}, op);
+  check_routing(*a.in[1], d, op);
+  activate();
+  cudaStream_t stream = compute_;
+  if (d.capacity > 0) REMAT_CUDA(cudaMemsetAsync(a.out[0]->data, 0, a.out[0]->bytes(), stream));
+  const std::int64_t n = d.tokens * d.top_k;
+  REMAT_MOE_LAUNCH(kernels::permute_fwd, ft(*a.in[0]), n * H, cp<T>(*a.in[0]), static_cast<T*>(a.out[0]->data),
+                   rows_of(*a.in[1], d), n, d.top_k, H);
+}
+
+void CudaBackend::bwd_MoePermute(const OpArgs& a) {
+  const char* op = "moe_permute_bwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  if (!a.din[0]) return;
+  const int H = a.K;
+  check_float(*a.dout[0], op, "dxp", d.rows() * H);
+  check_float(*a.din[0], op, "dx", d.tokens * H);
+  check_same(*a.dout[0], {a.din[0]}, op);
+  check_routing(*a.in[1], d, op);
+  activate();
+  cudaStream_t stream = compute_;
+  REMAT_MOE_LAUNCH(kernels::permute_bwd, ft(*a.dout[0]), d.tokens * H, cp<T>(*a.dout[0]),
+                   static_cast<T*>(a.din[0]->data), rows_of(*a.in[1], d), d.tokens, d.top_k, H, a.acc[0]);
+}
+
+namespace {
+
+// Each expert's first row and row count, read back (its capacity block with a capacity).
+std::vector<std::int32_t> expert_rows(const Tensor& routing, const MoeDims& d, cudaStream_t stream) {
+  std::vector<std::int32_t> sc(static_cast<std::size_t>(2 * d.experts));
+  REMAT_CUDA(cudaMemcpyAsync(sc.data(), routing.as<const std::int32_t>() + 2 * d.tokens * d.top_k, sc.size() * 4,
+                             cudaMemcpyDeviceToHost, stream));
+  REMAT_CUDA(cudaStreamSynchronize(stream));
+  if (d.capacity > 0)
+    for (int e = 0; e < d.experts; ++e) sc[static_cast<std::size_t>(d.experts + e)] = static_cast<std::int32_t>(d.capacity);
+  return sc;
+}
+
+}  // namespace
+
+void CudaBackend::fwd_ExpertLinear(const OpArgs& a) {
+  const char* op = "expert_linear_fwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  const int K = a.K, N = a.N;
+  const std::int64_t NK = static_cast<std::int64_t>(N) * K;
+  check_float(*a.in[0], op, "x", a.M * K);
+  check_float(*a.out[0], op, "y", a.M * N);
+  check_float(*a.w, op, "W", NK * d.experts);
+  check_routing(*a.in[1], d, op);
+  activate();
+  const auto sc = expert_rows(*a.in[1], d, compute_);
+  for (int e = 0; e < d.experts; ++e) {
+    const std::int64_t s = sc[static_cast<std::size_t>(e)], n = sc[static_cast<std::size_t>(d.experts + e)];
+    if (n > 0)
+      linear_fwd(a.in[0]->slice(s * K, n * K), a.w->slice(e * NK, NK), nullptr, a.out[0]->slice(s * N, n * N), n, K, N);
+  }
+}
+
+void CudaBackend::bwd_ExpertLinear(const OpArgs& a) {
+  const char* op = "expert_linear_bwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  const int K = a.K, N = a.N;
+  const std::int64_t NK = static_cast<std::int64_t>(N) * K;
+  check_float(*a.in[0], op, "x", a.M * K);
+  check_float(*a.dout[0], op, "dy", a.M * N);
+  check_float(*a.dw, op, "dW", NK * d.experts);
+  check_routing(*a.in[1], d, op);
+  activate();
+  const auto sc = expert_rows(*a.in[1], d, compute_);
+  const bool has_dx = a.din[0] && *a.din[0];
+  for (int e = 0; e < d.experts; ++e) {
+    const std::int64_t s = sc[static_cast<std::size_t>(e)], n = sc[static_cast<std::size_t>(d.experts + e)];
+    if (n == 0) continue;
+    const Tensor dx = has_dx ? a.din[0]->slice(s * K, n * K) : Tensor{};
+    linear_bwd(a.in[0]->slice(s * K, n * K), a.w->slice(e * NK, NK), a.dout[0]->slice(s * N, n * N),
+               has_dx ? &dx : nullptr, a.dw->slice(e * NK, NK), nullptr, n, K, N, a.acc[0]);
+  }
+}
+
+void CudaBackend::fwd_MoeUnpermute(const OpArgs& a) {
+  const char* op = "moe_unpermute_fwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  const int H = a.K;
+  check_float(*a.in[0], op, "yp", d.rows() * H);
+  check_float(*a.in[1], op, "weights", d.tokens * d.top_k);
+  check_float(*a.out[0], op, "y", d.tokens * H);
+  check_same(*a.in[0], {a.in[1], a.out[0]}, op);
+  check_routing(*a.in[2], d, op);
+  activate();
+  cudaStream_t stream = compute_;
+  REMAT_MOE_LAUNCH(kernels::unpermute_fwd, ft(*a.in[0]), d.tokens * H, cp<T>(*a.in[0]), cp<T>(*a.in[1]),
+                   static_cast<T*>(a.out[0]->data), rows_of(*a.in[2], d), d.tokens, d.top_k, H);
+}
+
+void CudaBackend::bwd_MoeUnpermute(const OpArgs& a) {
+  const char* op = "moe_unpermute_bwd";
+  const MoeDims& d = a.moe;
+  check_moe(d, op);
+  const int H = a.K;
+  const std::int64_t n = d.tokens * d.top_k;
+  check_float(*a.in[0], op, "yp", d.rows() * H);
+  check_float(*a.in[1], op, "weights", n);
+  check_float(*a.dout[0], op, "dy", d.tokens * H);
+  check_routing(*a.in[2], d, op);
+  activate();
+  cudaStream_t stream = compute_;
+  const std::int32_t* row = rows_of(*a.in[2], d);
+  if (a.din[0] && *a.din[0]) {
+    check_float(*a.din[0], op, "dyp", d.rows() * H);
+    if (!a.acc[0] && d.capacity > 0) REMAT_CUDA(cudaMemsetAsync(a.din[0]->data, 0, a.din[0]->bytes(), stream));
+    REMAT_MOE_LAUNCH(kernels::unpermute_bwd_rows, ft(*a.in[0]), n * H, cp<T>(*a.in[1]), cp<T>(*a.dout[0]),
+                     static_cast<T*>(a.din[0]->data), row, n, d.top_k, H, a.acc[0]);
+  }
+  if (a.din[1] && *a.din[1]) {
+    check_float(*a.din[1], op, "dweights", n);
+    REMAT_MOE_LAUNCH(kernels::unpermute_bwd_weights, ft(*a.in[0]), n, cp<T>(*a.in[0]), cp<T>(*a.dout[0]),
+                     static_cast<T*>(a.din[1]->data), row, n, d.top_k, H, a.acc[1]);
+  }
+}
+
+}  // namespace remat::cuda

@@ -1,0 +1,105 @@
+// The mixture-of-experts ops on CUDA against their CPU twins through Backend::run: the layer's
+// forward (route, permute, the experts' GEMMs, unpermute) and backward, dropless and with a
+// capacity that drops choices, on the same bytes; the routing tables equal, the values within
+// the usual relative L2 error (gpu_test_util.h). Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "tests/gpu/gpu_test_util.h"
+
+namespace remat::gputest {
+namespace {
+
+class GpuMoe : public ::testing::TestWithParam<DType> {};
+
+TEST_P(GpuMoe, LayerForwardAndBackwardMatchTheCpu) {
+  REMAT_REQUIRE_GPU();
+  const DType dt = GetParam();
+  for (std::int64_t capacity : {0, 20}) {
+    SCOPED_TRACE(capacity);
+    Dual d;
+    MoeDims m;
+    m.experts = 8, m.top_k = 2, m.tokens = 96, m.capacity = capacity, m.norm_topk = true;
+    const int H = 64, F = 48;
+    const std::int64_t T = m.tokens, R = m.rows(), n = T * m.top_k, routing_n = 2 * n + 2 * m.experts;
+    Both x = d.random(dt, T * H, -1, 1, 1), logits = d.random(dt, T * m.experts, -2, 2, 2);
+    Both w1 = d.random(dt, m.experts * 2 * F * H, -0.2f, 0.2f, 3), w2 = d.random(dt, m.experts * H * F, -0.2f, 0.2f, 4);
+    Both w = d.poisoned(dt, n), routing = d.alloc(DType::I32, routing_n), xp = d.alloc(dt, R * H),
+         gu = d.alloc(dt, R * 2 * F), act = d.alloc(dt, R * F), yp = d.alloc(dt, R * H), y = d.poisoned(dt, T * H);
+    auto on_both = [&](auto&& f) {
+      f(static_cast<Backend&>(d.cpu), true);
+      f(static_cast<Backend&>(*d.gpu), false);
+    };
+#define T_(b, is_cpu) ((is_cpu) ? (b).c : (b).g)
+    on_both([&](Backend& be, bool c) {
+      OpArgs a;
+      a.moe = m;
+      a.in[0] = &T_(logits, c), a.out[0] = &T_(w, c), a.out[1] = &T_(routing, c), a.M = T, a.K = m.top_k, a.N = m.experts;
+      be.run(OpKind::MoeRoute, Pass::Forward, a);
+      a = OpArgs{};
+      a.moe = m, a.in[0] = &T_(x, c), a.in[1] = &T_(routing, c), a.out[0] = &T_(xp, c), a.K = H;
+      be.run(OpKind::MoePermute, Pass::Forward, a);
+      a = OpArgs{};
+      a.moe = m, a.in[0] = &T_(xp, c), a.in[1] = &T_(routing, c), a.out[0] = &T_(gu, c), a.w = &T_(w1, c);
+      a.M = R, a.K = H, a.N = 2 * F;
+      be.run(OpKind::ExpertLinear, Pass::Forward, a);
+      a = OpArgs{};
+      a.in[0] = &T_(gu, c), a.out[0] = &T_(act, c), a.M = R, a.K = F;
+      be.run(OpKind::SwiGlu, Pass::Forward, a);
+      a = OpArgs{};
+      a.moe = m, a.in[0] = &T_(act, c), a.in[1] = &T_(routing, c), a.out[0] = &T_(yp, c), a.w = &T_(w2, c);
+      a.M = R, a.K = F, a.N = H;
+      be.run(OpKind::ExpertLinear, Pass::Forward, a);
+      a = OpArgs{};
+      a.moe = m, a.in[0] = &T_(yp, c), a.in[1] = &T_(w, c), a.in[2] = &T_(routing, c), a.out[0] = &T_(y, c), a.K = H;
+      be.run(OpKind::MoeUnpermute, Pass::Forward, a);
+    });
+    d.gpu->synchronize();
+    std::vector<std::uint8_t> rc(static_cast<std::size_t>(routing_n) * 4);
+    std::memcpy(rc.data(), routing.c.data, rc.size());
+    EXPECT_EQ(d.gpu_bytes(routing.g), rc) << "routing tables differ";
+    EXPECT_LE(d.rel(w), tol(dt));
+    EXPECT_LE(d.rel(y), tol(dt));
+    // Backward: unpermute, fc2, activation, fc, permute, route.
+    Both dy = d.random(dt, T * H, -1, 1, 5), dyp = d.poisoned(dt, R * H), dw = d.poisoned(dt, n),
+         dact = d.poisoned(dt, R * F), dgu = d.poisoned(dt, R * 2 * F), dxp = d.poisoned(dt, R * H),
+         dx = d.poisoned(dt, T * H), dl = d.poisoned(dt, T * m.experts), dw1 = d.alloc(dt, m.experts * 2 * F * H),
+         dw2 = d.alloc(dt, m.experts * H * F);
+    on_both([&](Backend& be, bool c) {
+      OpArgs a;
+      a.moe = m, a.in[0] = &T_(yp, c), a.in[1] = &T_(w, c), a.in[2] = &T_(routing, c), a.dout[0] = &T_(dy, c);
+      a.din[0] = &T_(dyp, c), a.din[1] = &T_(dw, c), a.K = H;
+      be.run(OpKind::MoeUnpermute, Pass::Backward, a);
+      a = OpArgs{};
+      a.moe = m, a.in[0] = &T_(act, c), a.in[1] = &T_(routing, c), a.w = &T_(w2, c), a.dw = &T_(dw2, c);
+      a.dout[0] = &T_(dyp, c), a.din[0] = &T_(dact, c), a.M = R, a.K = F, a.N = H;
+      be.run(OpKind::ExpertLinear, Pass::Backward, a);
+      a = OpArgs{};
+      a.in[0] = &T_(gu, c), a.dout[0] = &T_(dact, c), a.din[0] = &T_(dgu, c), a.M = R, a.K = F;
+      be.run(OpKind::SwiGlu, Pass::Backward, a);
+      a = OpArgs{};
+      a.moe = m, a.in[0] = &T_(xp, c), a.in[1] = &T_(routing, c), a.w = &T_(w1, c), a.dw = &T_(dw1, c);
+      a.dout[0] = &T_(dgu, c), a.din[0] = &T_(dxp, c), a.M = R, a.K = H, a.N = 2 * F;
+      be.run(OpKind::ExpertLinear, Pass::Backward, a);
+      a = OpArgs{};
+      a.moe = m, a.in[0] = &T_(x, c), a.in[1] = &T_(routing, c), a.dout[0] = &T_(dxp, c), a.din[0] = &T_(dx, c), a.K = H;
+      be.run(OpKind::MoePermute, Pass::Backward, a);
+      a = OpArgs{};
+      a.moe = m, a.in[0] = &T_(logits, c), a.out[0] = &T_(w, c), a.out[1] = &T_(routing, c), a.dout[0] = &T_(dw, c);
+      a.din[0] = &T_(dl, c), a.M = T, a.K = m.top_k, a.N = m.experts;
+      be.run(OpKind::MoeRoute, Pass::Backward, a);
+    });
+#undef T_
+    d.gpu->synchronize();
+    for (auto [name, b] : {std::pair{"dyp", &dyp}, {"dweights", &dw}, {"dW2", &dw2}, {"dW1", &dw1}, {"dx", &dx},
+                           {"dlogits", &dl}})
+      EXPECT_LE(d.rel(*b), tol(dt)) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuMoe, ::testing::Values(DType::F32, DType::BF16),
+                         [](const auto& i) { return std::string(i.param == DType::BF16 ? "bf16" : "fp32"); });
+
+}  // namespace
+}  // namespace remat::gputest

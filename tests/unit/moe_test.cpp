@@ -1,0 +1,361 @@
+// The mixture-of-experts layer (core/model/moe_config.h): its block table and sizes, the CPU ops
+// against a per-token reference written out here (routing, capacity drops, the experts' rows, the
+// weighted sum) and against finite differences, and the config's refusals.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/graph/block_graph.h"
+#include "core/graph/parallel_layout.h"
+#include "core/model/param_layout.h"
+#include "core/util/json_io.h"
+#include "cpu_test_util.h"
+
+namespace remat {
+namespace {
+
+ModelConfig moe_model(double capacity) {
+  ModelConfig m;
+  set_family(m, Family::Qwen3Moe);
+  m.layers = 2;
+  m.hidden = 16;
+  m.heads = 2;
+  m.kv_heads = 1;
+  m.ffn = 24;
+  m.seq = 8;
+  m.batch = 2;
+  m.vocab = 32;
+  m.positions = 8;
+  m.moe = MoeConfig{4, 2, 12, true, capacity};
+  m.validate();
+  return m;
+}
+
+TEST(MoeGraph, TableSizesFollowTheCapacityOrTheTokens) {
+  for (double c : {0.0, 1.0, 1.5}) {
+    SCOPED_TRACE(c);
+    const ModelConfig m = moe_model(c);
+    const BlockGraph g(m);
+    const std::int64_t T = 16, k = 2, E = 4;
+    const std::int64_t C = c > 0 ? static_cast<std::int64_t>(std::ceil(T * k / double(E) * c)) : 0;
+    const std::int64_t R = c > 0 ? E * C : T * k;
+    EXPECT_EQ(m.moe.capacity(T), C);
+    auto numel = [&](const char* n) { return g.tensors()[static_cast<std::size_t>(*g.find(n))].numel; };
+    EXPECT_EQ(numel("moe.logits"), T * E);
+    EXPECT_EQ(numel("moe.weights"), T * k);
+    EXPECT_EQ(numel("moe.routing"), 2 * T * k + 2 * E);
+    EXPECT_EQ(numel("moe.xp"), R * 16);
+    EXPECT_EQ(numel("moe.gate_up"), R * 24);
+    EXPECT_EQ(numel("moe.act"), R * 12);
+    EXPECT_EQ(numel("moe.down_out"), R * 16);
+    EXPECT_FALSE(g.find("mlp.gate_up"));
+    // Megatron-LM's modules: the whole layer and its activation.
+    std::vector<std::string> names;
+    for (const auto& r : g.recompute_modules()) names.push_back(r.name);
+    EXPECT_NE(std::find(names.begin(), names.end(), "moe"), names.end());
+    EXPECT_EQ(g.module_tensors({"moe_act"}), std::vector<std::string>{"moe.act"});
+    EXPECT_THROW(g.module_tensors({"mlp"}), Error);
+  }
+}
+
+TEST(MoeGraph, DenseLayersAmongExpertsHaveTheirOwnTable) {
+  ModelConfig m = moe_model(0.0);
+  m.layers = 3;
+  LayerKind sparse{"sparse"};
+  sparse.mlp = LayerMlp::Moe;
+  m.layer_kinds = {LayerKind{"dense"}, sparse};
+  m.layer_pattern = {0, 1, 1};
+  m.validate();
+  const BlockGraph g(m);
+  ASSERT_EQ(g.table_count(), 2);
+  EXPECT_FALSE(g.of(0).moe());
+  EXPECT_TRUE(g.of(1).moe());
+  EXPECT_TRUE(g.of(2).moe());
+  EXPECT_TRUE(g.of(0).find("mlp.gate_up"));
+  EXPECT_TRUE(g.of(2).find("moe.xp"));
+  const ParamLayout layout(m);
+  EXPECT_GE(layout.offset(0, "mlp.fc.w"), 0);
+  EXPECT_LT(layout.offset(0, "mlp.experts.fc.w"), 0);
+  EXPECT_EQ(layout.numel(1, "mlp.experts.fc.w"), 4 * 24 * 16);
+  EXPECT_EQ(layout.numel(1, "mlp.experts.fc2.w"), 4 * 16 * 12);
+  EXPECT_EQ(layout.numel(1, "mlp.router.w"), 4 * 16);
+  const ParamSpec* up = layout.find("h.1.mlp.experts.fc.w");
+  ASSERT_TRUE(up);
+  ASSERT_EQ(up->hf_parts.size(), 8u);
+  EXPECT_EQ(up->hf_parts[3].first, "model.layers.1.mlp.experts.1.up_proj.weight");
+}
+
+// The routing of `logits` [T, E] by hand: per token the top-k, its weights, and per expert the
+// tokens it keeps (the highest weights up to the capacity, ties to the earlier token).
+struct HandRouting {
+  std::vector<std::vector<int>> expert;    // [T][k]
+  std::vector<std::vector<float>> weight;  // [T][k]
+  std::vector<std::vector<bool>> kept;     // [T][k]
+};
+
+HandRouting route_by_hand(const std::vector<float>& logits, const MoeDims& d) {
+  const int E = d.experts, k = d.top_k;
+  HandRouting h;
+  std::vector<std::vector<std::pair<float, int>>> per(static_cast<std::size_t>(E));  // (weight, token)
+  for (std::int64_t t = 0; t < d.tokens; ++t) {
+    std::vector<double> p(static_cast<std::size_t>(E));
+    double mx = -1e30, s = 0;
+    for (int e = 0; e < E; ++e) mx = std::max(mx, double(logits[t * E + e]));
+    for (int e = 0; e < E; ++e) s += (p[e] = std::exp(logits[t * E + e] - mx));
+    for (auto& v : p) v /= s;
+    std::vector<int> order(static_cast<std::size_t>(E));
+    for (int e = 0; e < E; ++e) order[e] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+    double chosen = 0;
+    for (int j = 0; j < k; ++j) chosen += p[order[j]];
+    h.expert.emplace_back(order.begin(), order.begin() + k);
+    h.weight.emplace_back();
+    for (int j = 0; j < k; ++j) h.weight.back().push_back(float(d.norm_topk ? p[order[j]] / chosen : p[order[j]]));
+    h.kept.emplace_back(k, true);
+    for (int j = 0; j < k; ++j) per[order[j]].push_back({h.weight.back()[j], int(t)});
+  }
+  if (d.capacity > 0)
+    for (int e = 0; e < E; ++e) {
+      auto v = per[e];
+      std::stable_sort(v.begin(), v.end(), [](auto a, auto b) { return a.first > b.first; });
+      for (std::size_t i = static_cast<std::size_t>(d.capacity); i < v.size(); ++i)
+        for (int j = 0; j < k; ++j)
+          if (h.expert[v[i].second][j] == e) h.kept[v[i].second][j] = false;
+    }
+  return h;
+}
+
+MoeDims dims(std::int64_t tokens, int E, int k, std::int64_t capacity, bool norm) {
+  MoeDims d;
+  d.experts = E, d.top_k = k, d.tokens = tokens, d.capacity = capacity, d.norm_topk = norm;
+  return d;
+}
+
+// The whole layer's forward on the CPU ops against the per-token sum written out here:
+// y[t] = sum over kept choices of w · down_e(silu(gate_e x) · up_e x).
+TEST(MoeOps, ForwardEqualsThePerTokenSum) {
+  for (std::int64_t cap : {0, 3}) {
+    for (bool norm : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "capacity " << cap << " norm " << norm);
+      const std::int64_t T = 12;
+      const int E = 4, k = 2, H = 8, F = 6;
+      const MoeDims d = dims(T, E, k, cap, norm);
+      cputest::Env env;
+      const auto x = cputest::randv(T * H, 11), logits = cputest::randv(T * E, 12, -2.0f, 2.0f);
+      const auto w1 = cputest::randv(E * 2 * F * H, 13), w2 = cputest::randv(E * H * F, 14);
+      Tensor tx = env.from(x), tl = env.from(logits), tw = env.make(DType::F32, T * k),
+             tr = env.make(DType::I32, 2 * T * k + 2 * E), txp = env.make(DType::F32, d.rows() * H),
+             tgu = env.make(DType::F32, d.rows() * 2 * F), tact = env.make(DType::F32, d.rows() * F),
+             typ = env.make(DType::F32, d.rows() * H), ty = env.make(DType::F32, T * H), tw1 = env.from(w1),
+             tw2 = env.from(w2);
+      OpArgs a;
+      a.moe = d;
+      a.in[0] = &tl, a.out[0] = &tw, a.out[1] = &tr, a.M = T, a.K = k, a.N = E;
+      env.be.run(OpKind::MoeRoute, Pass::Forward, a);
+      a = OpArgs{};
+      a.moe = d;
+      a.in[0] = &tx, a.in[1] = &tr, a.out[0] = &txp, a.K = H;
+      env.be.run(OpKind::MoePermute, Pass::Forward, a);
+      a = OpArgs{};
+      a.moe = d;
+      a.in[0] = &txp, a.in[1] = &tr, a.out[0] = &tgu, a.w = &tw1, a.M = d.rows(), a.K = H, a.N = 2 * F;
+      env.be.run(OpKind::ExpertLinear, Pass::Forward, a);
+      env.be.swiglu_fwd(tgu, tact, d.rows(), F);
+      a = OpArgs{};
+      a.moe = d;
+      a.in[0] = &tact, a.in[1] = &tr, a.out[0] = &typ, a.w = &tw2, a.M = d.rows(), a.K = F, a.N = H;
+      env.be.run(OpKind::ExpertLinear, Pass::Forward, a);
+      a = OpArgs{};
+      a.moe = d;
+      a.in[0] = &typ, a.in[1] = &tw, a.in[2] = &tr, a.out[0] = &ty, a.K = H;
+      env.be.run(OpKind::MoeUnpermute, Pass::Forward, a);
+
+      const HandRouting h = route_by_hand(logits, d);
+      const auto* table = tr.as<std::int32_t>();
+      const auto got_w = env.get(tw), got_y = env.get(ty);
+      int dropped = 0;
+      std::vector<double> want(static_cast<std::size_t>(T * H), 0.0);
+      for (std::int64_t t = 0; t < T; ++t)
+        for (int j = 0; j < k; ++j) {
+          EXPECT_EQ(table[t * k + j], h.expert[t][j]) << "token " << t;
+          EXPECT_NEAR(got_w[t * k + j], h.weight[t][j], 1e-6);
+          EXPECT_EQ(table[T * k + t * k + j] >= 0, bool(h.kept[t][j])) << "token " << t << " choice " << j;
+          if (!h.kept[t][j]) {
+            ++dropped;
+            continue;
+          }
+          const int e = h.expert[t][j];
+          std::vector<double> act(static_cast<std::size_t>(F));
+          for (int f = 0; f < F; ++f) {
+            double g = 0, u = 0;
+            for (int i = 0; i < H; ++i) {
+              g += double(w1[(e * 2 * F + f) * H + i]) * x[t * H + i];
+              u += double(w1[(e * 2 * F + F + f) * H + i]) * x[t * H + i];
+            }
+            act[f] = g / (1 + std::exp(-g)) * u;
+          }
+          for (int o = 0; o < H; ++o) {
+            double s = 0;
+            for (int f = 0; f < F; ++f) s += double(w2[(e * H + o) * F + f]) * act[f];
+            want[t * H + o] += h.weight[t][j] * s;
+          }
+        }
+      if (cap > 0) EXPECT_GT(dropped, 0) << "the capacity should drop some choices";
+      else EXPECT_EQ(dropped, 0);
+      cputest::expect_near_all("y", got_y, want, 1e-5, 1e-4);
+    }
+  }
+}
+
+// Route, permute and unpermute backward against central differences of a weighted sum of y.
+TEST(MoeOps, BackwardMatchesFiniteDifferences) {
+  for (bool norm : {false, true}) {
+    SCOPED_TRACE(norm);
+    const std::int64_t T = 6;
+    const int E = 4, k = 2, H = 5;
+    const MoeDims d = dims(T, E, k, 0, norm);
+    cputest::Env env;
+    auto x = cputest::randv(T * H, 21), logits = cputest::randv(T * E, 22, -1.0f, 1.0f);
+    auto yp_in = cputest::randv(T * k * H, 23);
+    const auto R = cputest::randv(T * H, 24);
+    Tensor tx = env.from(x), tl = env.from(logits), tw = env.make(DType::F32, T * k),
+           tr = env.make(DType::I32, 2 * T * k + 2 * E), txp = env.make(DType::F32, T * k * H),
+           ty = env.make(DType::F32, T * H), typ = env.from(yp_in);
+    // loss = sum R · unpermute(permute(x) + yp_in, route(logits)): x reaches y through the rows.
+    auto forward = [&] {
+      env.set(tx, x), env.set(tl, logits);
+      OpArgs a;
+      a.moe = d;
+      a.in[0] = &tl, a.out[0] = &tw, a.out[1] = &tr, a.M = T, a.K = k, a.N = E;
+      env.be.run(OpKind::MoeRoute, Pass::Forward, a);
+      a = OpArgs{};
+      a.moe = d, a.in[0] = &tx, a.in[1] = &tr, a.out[0] = &txp, a.K = H;
+      env.be.run(OpKind::MoePermute, Pass::Forward, a);
+      auto xp = env.get(txp);
+      for (std::size_t i = 0; i < xp.size(); ++i) xp[i] += yp_in[i];
+      env.set(typ, xp);
+      a = OpArgs{};
+      a.moe = d, a.in[0] = &typ, a.in[1] = &tw, a.in[2] = &tr, a.out[0] = &ty, a.K = H;
+      env.be.run(OpKind::MoeUnpermute, Pass::Forward, a);
+      return cputest::dotd(env.get(ty), R);
+    };
+    forward();
+    Tensor tR = env.from(R), tdyp = env.make(DType::F32, T * k * H), tdw = env.make(DType::F32, T * k),
+           tdl = env.make(DType::F32, T * E), tdx = env.make(DType::F32, T * H);
+    OpArgs a;
+    a.moe = d, a.in[0] = &typ, a.in[1] = &tw, a.in[2] = &tr, a.dout[0] = &tR, a.din[0] = &tdyp, a.din[1] = &tdw, a.K = H;
+    env.be.run(OpKind::MoeUnpermute, Pass::Backward, a);
+    a = OpArgs{};
+    a.moe = d, a.in[0] = &tl, a.out[0] = &tw, a.out[1] = &tr, a.dout[0] = &tdw, a.din[0] = &tdl, a.M = T, a.K = k, a.N = E;
+    env.be.run(OpKind::MoeRoute, Pass::Backward, a);
+    a = OpArgs{};
+    a.moe = d, a.in[0] = &tx, a.in[1] = &tr, a.dout[0] = &tdyp, a.din[0] = &tdx, a.K = H;
+    env.be.run(OpKind::MoePermute, Pass::Backward, a);
+    const auto dl = env.get(tdl), dx = env.get(tdx);
+    cputest::expect_grad("logits", logits, dl, forward, 1e-3f, 1e-4, 1e-2, 24);
+    cputest::expect_grad("x", x, dx, forward, 1e-3f, 1e-4, 1e-2, 24);
+  }
+}
+
+nlohmann::json moe_json() {
+  return nlohmann::json{{"architecture", "qwen3_moe"}, {"layers", 2},  {"hidden", 16}, {"heads", 2},
+                        {"kv_heads", 1},               {"ffn", 24},    {"seq", 8},     {"batch", 2},
+                        {"vocab", 32},                 {"positions", 8},
+                        {"moe", {{"experts", 4}, {"top_k", 2}, {"ffn", 12}}}};
+}
+
+std::string refusal(const nlohmann::json& j) {
+  try {
+    model_from_json(j);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MoeConfig, BadInputIsRefusedNamingTheFieldAndNumbers) {
+  EXPECT_EQ(model_to_json(model_from_json(moe_json())), model_to_json(model_from_json(model_to_json(model_from_json(moe_json())))));
+  EXPECT_EQ(model_from_json(moe_json()).moe, (MoeConfig{4, 2, 12}));
+  auto with = [](const char* key, nlohmann::json v) {
+    nlohmann::json j = moe_json();
+    j["moe"][key] = v;
+    return refusal(j);
+  };
+  EXPECT_NE(with("top_k", 5).find("moe.top_k: must be between 1 and the 4 experts, got 5"), std::string::npos) << with("top_k", 5);
+  EXPECT_NE(with("capacity_factor", 0).find("moe.capacity_factor"), std::string::npos);
+  EXPECT_NE(with("capacity_factor", -1.5).find("must be a positive factor"), std::string::npos);
+  EXPECT_NE(with("experts", 0).find("moe.experts"), std::string::npos);
+  EXPECT_NE(with("shared", 1).find("moe.shared: unknown key"), std::string::npos);
+  nlohmann::json kinds = moe_json();
+  kinds.erase("moe");
+  kinds["layer_kinds"] = {{{"name", "sparse"}, {"mlp", "moe"}}};
+  kinds["layer_pattern"] = {"sparse"};
+  EXPECT_NE(refusal(kinds).find("moe needs the model's experts"), std::string::npos) << refusal(kinds);
+  nlohmann::json gpt2 = moe_json();
+  gpt2["architecture"] = "gpt2";
+  gpt2["kv_heads"] = 2;
+  EXPECT_NE(refusal(gpt2).find("experts in a gpt2 block"), std::string::npos) << refusal(gpt2);
+  ParallelLayout p;
+  p.tp = 2;
+  try {
+    validate_layout(p, model_from_json(moe_json()));
+    ADD_FAILURE() << "tp 2 with experts was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor parallelism of mixture-of-experts layers"), std::string::npos) << e.what();
+  }
+}
+
+nlohmann::json qwen3_moe_file() {
+  return read_json_file(std::string(REMAT_TEST_DATA_DIR) + "/hf-configs/qwen3-30b-a3b.json");
+}
+
+std::string hf_refusal(const nlohmann::json& j) {
+  try {
+    model_from_hf_json(j, "x");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MoeHfImport, SparseStepsDenseLayersAndRefusals) {
+  const ModelConfig all = model_from_hf_json(qwen3_moe_file(), "q");
+  EXPECT_EQ(all.moe, (MoeConfig{128, 8, 768, true, 0.0}));
+  EXPECT_TRUE(all.layer_kinds.empty());
+  EXPECT_TRUE(all.moe_in(47));
+  nlohmann::json j = qwen3_moe_file();
+  j["mlp_only_layers"] = {0, 5};
+  j["decoder_sparse_step"] = 2;  // layers 1, 3, 5, ... sparse, but 5 listed dense
+  const ModelConfig mixed = model_from_hf_json(j, "q");
+  for (int l : {0, 2, 4, 5, 6}) EXPECT_FALSE(mixed.moe_in(l)) << l;
+  for (int l : {1, 3, 7, 47}) EXPECT_TRUE(mixed.moe_in(l)) << l;
+  const BlockGraph g(mixed);
+  EXPECT_EQ(g.table_count(), 2);
+  EXPECT_EQ(model_from_json(model_to_json(mixed)).layer_pattern, mixed.layer_pattern);
+  const ParamLayout layout(mixed);
+  EXPECT_EQ(layout.numel(0, "mlp.fc.w"), 2 * 6144 * 2048);
+  EXPECT_EQ(layout.numel(1, "mlp.experts.fc.w"), 128ll * 2 * 768 * 2048);
+  nlohmann::json bad = qwen3_moe_file();
+  bad["num_experts_per_tok"] = 130;
+  bad["output_router_logits"] = true;
+  bad["mlp_only_layers"] = {48};
+  const std::string w = hf_refusal(bad);
+  for (const char* words : {"num_experts_per_tok: 130 is more than the 128 experts (num_experts)",
+                            "output_router_logits", "load-balancing loss", "mlp_only_layers: entry 48"})
+    EXPECT_NE(w.find(words), std::string::npos) << words << " in: " << w;
+  nlohmann::json mixtral = read_json_file(std::string(REMAT_TEST_DATA_DIR) + "/hf-configs/mixtral-8x7b-v0.1.json");
+  const ModelConfig mx = model_from_hf_json(mixtral, "m");
+  EXPECT_EQ(mx.moe, (MoeConfig{8, 2, 14336, true, 0.0}));
+  const ParamLayout ml(mx);
+  ASSERT_TRUE(ml.find("model.layers.3.block_sparse_moe.gate.weight"));
+  const ParamSpec* up = ml.find("h.3.mlp.experts.fc.w");
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->hf_parts[1].first, "model.layers.3.block_sparse_moe.experts.0.w3.weight");
+  mixtral["router_jitter_noise"] = 0.01;
+  EXPECT_NE(hf_refusal(mixtral).find("router_jitter_noise"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace remat
