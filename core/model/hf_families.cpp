@@ -1,5 +1,6 @@
 // Import of the Llama-like Hugging Face configs: llama, mistral, qwen2, qwen3, gemma, gemma2,
-// phi3, olmo2, granite, gemma3_text, smollm3. One reader of the fields they share; each family
+// phi3, olmo2, granite, gemma3_text, smollm3, and the mixtures of experts mixtral and qwen3_moe
+// (their expert fields: hf_moe.cpp). One reader of the fields they share; each family
 // adds or fixes its own.
 #include <algorithm>
 #include <cmath>
@@ -20,7 +21,8 @@ const FamilyType kTypes[] = {{"llama", Family::Llama},   {"mistral", Family::Mis
                              {"gemma2", Family::Gemma2}, {"phi3", Family::Phi3},
                              {"olmo2", Family::Olmo2},   {"qwen3", Family::Qwen3},
                              {"granite", Family::Granite}, {"gemma3_text", Family::Gemma3},
-                             {"smollm3", Family::SmolLM3}};
+                             {"smollm3", Family::SmolLM3}, {"mixtral", Family::Mixtral},
+                             {"qwen3_moe", Family::Qwen3Moe}};
 
 // Fields every family here reads.
 const std::set<std::string> kShared = {
@@ -48,6 +50,8 @@ std::set<std::string> extra_fields(Family f) {
     case Family::Granite:
       return {"embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling"};
     case Family::SmolLM3: return {"no_rope_layers", "no_rope_layer_interval", "use_sliding_window"};
+    case Family::Mixtral:
+    case Family::Qwen3Moe: return moe_fields(f);
     default: return {};
   }
 }
@@ -85,7 +89,7 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
   std::set<std::string> modelled = kShared;
   for (const auto& e : extra_fields(f)) modelled.insert(e);
   // Qwen2 and Qwen3 read their window only when use_sliding_window is true.
-  const bool qwen = f == Family::Qwen2 || f == Family::Qwen3;
+  const bool qwen = f == Family::Qwen2 || f == Family::Qwen3 || f == Family::Qwen3Moe;
   const bool qwen_window = qwen && p.take([&] { return bool_field(j, "use_sliding_window", false); }, false);
   // SmolLM3 slides only while use_sliding_window is true (refused below); its max_window_layers
   // is read by no layer.
@@ -141,7 +145,8 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
     m.out_bias = attn_bias;
   }
   m.mlp_bias = p.take([&] { return bool_field(j, "mlp_bias", false); }, false);
-  if (f == Family::Mistral || f == Family::Gemma2 || f == Family::Gemma3 || f == Family::Phi3 || qwen_window)
+  if (f == Family::Mistral || f == Family::Mixtral || f == Family::Gemma2 || f == Family::Gemma3 ||
+      f == Family::Phi3 || qwen_window)
     m.sliding_window = p.take([&] { return int_field(j, "sliding_window", 0); }, 0);
   if (qwen_window) {
     // transformers windows the layers from max_window_layers on (its default 28): none when that
@@ -185,6 +190,7 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
     drops.push_back({"resid_pdrop", p.take([&] { return num_field(j, "resid_pdrop", 0.0); }, 0.0), kDropResidual});
   }
   set_dropout(m, p, drops);
+  if (f == Family::Mixtral || f == Family::Qwen3Moe) read_moe(j, m, p);
   m.seq = std::min(m.positions, 1024);
   m.batch = 1;
   return m;

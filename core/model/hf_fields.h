@@ -81,6 +81,10 @@ void read_rope_scaling(ModelConfig& m, Problems& p, const nlohmann::json& j);
 // The Llama-like families (hf_families.cpp).
 std::optional<Family> hf_family(const std::string& model_type);
 std::vector<std::string> hf_family_types();
+// The mixture-of-experts families' own fields, and their reading into m.moe (and layer kinds where
+// dense layers are among sparse ones) (hf_moe.cpp).
+std::set<std::string> moe_fields(Family f);
+void read_moe(const nlohmann::json& j, ModelConfig& m, Problems& p);
 // SmolLM3's per-layer `no_rope_layers` (and no_rope_layer_interval) as layer kinds.
 void apply_no_rope_layers(const nlohmann::json& j, ModelConfig& m, Problems& p);
 void check_sizes(const ModelConfig& m, Problems& p);

@@ -173,6 +173,21 @@ FAMILIES = {
 FAMILIES["gpt2_flags"] = dict(FAMILIES["gpt2"], activation_function="gelu", scale_attn_weights=False,
                               scale_attn_by_inverse_layer_idx=True)
 FAMILIES["llama_bias"] = dict(FAMILIES["llama"], attention_bias=True, mlp_bias=True)
+# Mixtures of experts, dropless as Hugging Face routes: Mixtral (4 experts, top-2, renormalised),
+# Qwen3-MoE (6 experts of their own width, top-3 not renormalised, per-head QK-norm, layer 1 dense
+# through mlp_only_layers).
+FAMILIES["mixtral"] = dict(_LLAMA_LIKE, model_type="mixtral", architectures=["MixtralForCausalLM"],
+                           intermediate_size=24, max_position_embeddings=64, rms_norm_eps=1e-5,
+                           rope_theta=1000000.0, sliding_window=None, num_local_experts=4,
+                           num_experts_per_tok=2, output_router_logits=False, router_aux_loss_coef=0.02,
+                           tie_word_embeddings=False)
+FAMILIES["qwen3_moe"] = dict(_LLAMA_LIKE, model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"],
+                             head_dim=8, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                             attention_bias=False, decoder_sparse_step=1, mlp_only_layers=[1],
+                             moe_intermediate_size=20, norm_topk_prob=False, num_experts=6,
+                             num_experts_per_tok=3, output_router_logits=False, router_aux_loss_coef=0.001,
+                             use_sliding_window=False, sliding_window=None, max_window_layers=2,
+                             tie_word_embeddings=False)
 
 # The step's shape for every family (the run's --seq/--batch overrides).
 SEQ, BATCH = 16, 2
@@ -266,6 +281,16 @@ def features_from_hf(c):
     elif t == "qwen3":
         f["qk_norm"] = "head"
         _qwen_window(c, f)
+    elif t in ("mixtral", "qwen3_moe"):
+        # Layer l sparse unless in mlp_only_layers, where (l + 1) % decoder_sparse_step == 0.
+        mixtral = t == "mixtral"
+        step, dense = _get(c, "decoder_sparse_step", 1), _get(c, "mlp_only_layers", [])
+        f.update(names=t, qk_norm="none" if mixtral else "head",
+                 sliding_window=_get(c, "sliding_window", 0) if mixtral else 0,
+                 moe=dict(experts=c["num_local_experts" if mixtral else "num_experts"], top_k=c["num_experts_per_tok"],
+                          ffn=c["intermediate_size"] if mixtral else c["moe_intermediate_size"],
+                          norm=True if mixtral else _get(c, "norm_topk_prob", False),
+                          sparse=[l not in dense and (l + 1) % step == 0 for l in range(f["layers"])]))
     elif t == "smollm3":
         # transformers' default list: the layers l with (l + 1) % interval == 0 go without RoPE.
         every = _get(c, "no_rope_layer_interval", 4)
@@ -376,6 +401,9 @@ def tensor_shapes(f):
         elif f["qk_norm"] == "head":
             s[a + "q_norm.weight"], s[a + "k_norm.weight"] = (f["head_dim"],), (f["head_dim"],)
         m = p + "mlp."
+        if f.get("moe") and f["moe"]["sparse"][l]:
+            s.update(_moe_shapes(f, p))
+            continue
         if f["names"] == "phi3":
             s[m + "gate_up_proj.weight"] = (2 * ff, h)
         else:
@@ -390,6 +418,43 @@ def tensor_shapes(f):
     if not f["tied_embeddings"]:
         s["lm_head.weight"] = (V, h)
     return s
+
+
+def _moe_shapes(f, p):
+    """A sparse layer's router and experts under the family's names."""
+    e, h = f["moe"], f["hidden"]
+    m = p + ("block_sparse_moe." if f["names"] == "mixtral" else "mlp.")
+    names = ("w1", "w3", "w2") if f["names"] == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+    s = {m + "gate.weight": (e["experts"], h)}
+    for x in range(e["experts"]):
+        ex = m + "experts.%d." % x
+        s[ex + names[0] + ".weight"], s[ex + names[1] + ".weight"] = (e["ffn"], h), (e["ffn"], h)
+        s[ex + names[2] + ".weight"] = (h, e["ffn"])
+    return s
+
+
+def _moe_layer(w, f, p, P):
+    """A sparse layer's router and experts (gate, up, down) from `w`."""
+    m = p + ("block_sparse_moe." if f["names"] == "mixtral" else "mlp.")
+    names = ("w1", "w3", "w2") if f["names"] == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+    P["router"] = w[m + "gate.weight"]
+    P["experts"] = [tuple(w[m + "experts.%d.%s.weight" % (x, n)] for n in names) for x in range(f["moe"]["experts"])]
+
+
+def moe(f, P, y):
+    """Dropless routing: softmax of the router's logits, the top-k (renormalised with norm), and
+    the weighted sum of those experts' SwiGLU MLPs (each expert computed on every token and
+    weighted by 0 where not chosen: the same sum, and the same gradients)."""
+    e = f["moe"]
+    probs = linear(y, P["router"]).softmax(-1)
+    top, idx = probs.topk(e["top_k"], dim=-1)
+    if e["norm"]:
+        top = top / top.sum(-1, keepdim=True)
+    out = torch.zeros_like(y)
+    for x, (g, u, d) in enumerate(P["experts"]):
+        weight = (top * (idx == x)).sum(-1, keepdim=True)
+        out = out + weight * linear(F.silu(linear(y, g)) * linear(y, u), d)
+    return out
 
 
 def _neox_shapes(f):
@@ -509,14 +574,18 @@ def _layer(w, f, l):
             P["q"], P["k"], P["v"] = qkv[:q], qkv[q:q + kv], qkv[q + kv:]
             gu = w[m + "gate_up_proj.weight"]
             P["gate"], P["up"] = gu[:f["ffn"]], gu[f["ffn"]:]
+            P["down"] = w[m + "down_proj.weight"]
         else:
             for n in ("q", "k", "v"):
                 P[n] = w[a + n + "_proj.weight"]
                 P[n + "_b"] = w.get(a + n + "_proj.bias")
-            P["gate"], P["up"] = w[m + "gate_proj.weight"], w[m + "up_proj.weight"]
-            P["gate_b"], P["up_b"] = w.get(m + "gate_proj.bias"), w.get(m + "up_proj.bias")
+            if f.get("moe") and f["moe"]["sparse"][l]:
+                _moe_layer(w, f, p, P)
+            else:
+                P["gate"], P["up"] = w[m + "gate_proj.weight"], w[m + "up_proj.weight"]
+                P["gate_b"], P["up_b"] = w.get(m + "gate_proj.bias"), w.get(m + "up_proj.bias")
+                P["down"], P["down_b"] = w[m + "down_proj.weight"], w.get(m + "down_proj.bias")
         P["o"], P["o_b"] = w[a + "o_proj.weight"], w.get(a + "o_proj.bias")
-        P["down"], P["down_b"] = w[m + "down_proj.weight"], w.get(m + "down_proj.bias")
         P["q_norm"], P["k_norm"] = w.get(a + "q_norm.weight"), w.get(a + "k_norm.weight")
     for slot, n in _norm_names(f).items():
         P[slot] = None if n is None else (w[p + n + ".weight"], w.get(p + n + ".bias"))
@@ -585,6 +654,8 @@ def windowed(f, l):
 
 
 def mlp(f, P, y):
+    if "router" in P:
+        return moe(f, P, y)
     if f["mlp"] in ("gelu_tanh", "gelu"):
         act = linear(y, P["fc"], P.get("fc_b"))
         act = F.gelu(act, approximate="tanh" if f["mlp"] == "gelu_tanh" else "none")

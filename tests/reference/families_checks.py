@@ -21,6 +21,7 @@ import falcon_by_hand  # noqa: E402
 import gemma3_by_hand  # noqa: E402
 import gpt_neox_by_hand  # noqa: E402
 import granite_by_hand  # noqa: E402
+import moe_by_hand  # noqa: E402
 import qwen3_by_hand  # noqa: E402
 
 
@@ -116,6 +117,12 @@ def self_checks():
           "(gemma3_by_hand.py)", gemma3_by_hand.matches(FAMILIES["gemma3_types"], g3t, make_weights(g3t, 18), win,
                                                          loss_of))
 
+    for i, name in enumerate(("mixtral", "qwen3_moe")):
+        fm = features_from_hf(FAMILIES[name])
+        check("%s forward = hand-written sparse block: softmax router, top-k, experts gathered and added "
+              "back by index (moe_by_hand.py)" % name,
+              moe_by_hand.matches(FAMILIES[name], fm, make_weights(fm, 19 + i), win, loss_of))
+
     # Phi-3's fused tensors = Llama's separate ones.
     ph = features_from_hf(FAMILIES["phi3"])
     wp = make_weights(ph, 9)
@@ -181,6 +188,13 @@ _EFFECTS = [
     ("gemma3", dict(rope_scaling=None), None),
     ("smollm3", dict(no_rope_layers=[1, 1]), None),
 ]
+# The mixtures of experts' own features (their routing has no Llama counterpart to turn off to).
+_MOE_EFFECTS = [
+    ("mixtral", lambda e: dict(e, norm=False)),
+    ("mixtral", lambda e: dict(e, top_k=1)),
+    ("qwen3_moe", lambda e: dict(e, norm=True)),
+    ("qwen3_moe", lambda e: dict(e, sparse=[True, True])),
+]
 
 
 def feature_effects():
@@ -193,6 +207,13 @@ def feature_effects():
         d = abs(loss_of(w, f, win).item() - loss_of(kept, dict(f, **change), win).item())
         out.append(("%s: %s moves the loss by %.1e > 1e-5" % (name, ", ".join("%s=%s" % kv for kv in change.items()), d),
                     d > 1e-5, ""))
+    for name, change in _MOE_EFFECTS:
+        f = features_from_hf(FAMILIES[name])
+        f2 = dict(f, moe=change(f["moe"]))
+        w = {n: t.to(torch.float64) for n, t in dict(make_weights(f2, 12), **make_weights(f, 12)).items()}
+        d = abs(loss_of(w, f, win).item() - loss_of(w, f2, win).item())
+        diff = ", ".join("%s=%s" % (k, v) for k, v in f2["moe"].items() if f["moe"][k] != v)
+        out.append(("%s: %s moves the loss by %.1e > 1e-5" % (name, diff, d), d > 1e-5, ""))
     return out
 
 

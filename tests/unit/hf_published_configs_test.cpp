@@ -75,10 +75,17 @@ std::int64_t decoder_params(const nlohmann::json& j) {
   const bool gemma = type == "gemma" || type == "gemma2" || type == "gemma3_text";
   const bool tied = hf_flag(j, "tie_word_embeddings", gemma || type == "smollm3");
   std::int64_t block = h * H * d + 2 * h * kv * d + H * d * h + 3 * h * f;
+  // Mixtures of experts (every layer sparse in these files): each expert's gate, up and down of
+  // its width (Mixtral: intermediate_size; Qwen3-MoE: moe_intermediate_size) and the router.
+  if (type == "mixtral" || type == "qwen3_moe") {
+    const std::int64_t E = j.at(type == "mixtral" ? "num_local_experts" : "num_experts");
+    const std::int64_t fe = type == "mixtral" ? f : static_cast<std::int64_t>(j.at("moe_intermediate_size"));
+    block += E * 3 * h * fe + E * h - 3 * h * f;
+  }
   if (type == "qwen2") block += H * d + 2 * kv * d;
   if (hf_flag(j, "attention_bias", false)) block += H * d + 2 * kv * d + h;
   if (hf_flag(j, "mlp_bias", false)) block += 2 * f + h;
-  if (type == "qwen3" || type == "gemma3_text") block += 2 * d;
+  if (type == "qwen3" || type == "qwen3_moe" || type == "gemma3_text") block += 2 * d;
   if (type == "olmo2") block += H * d + kv * d;
   block += (type == "gemma2" || type == "gemma3_text" ? 4 : 2) * h;
   return V * h * (tied ? 1 : 2) + L * block + h;
@@ -92,7 +99,7 @@ std::int64_t hf_file_params(const nlohmann::json& j) {
   if (type == "falcon" || type == "RefinedWeb" || type == "RefinedWebModel") return falcon_params(j);
   static const std::set<std::string> kDecoders = {"llama",  "mistral", "qwen2",       "qwen3", "granite",
                                                   "gemma",  "gemma2",  "gemma3_text", "phi3",  "olmo2",
-                                                  "smollm3"};
+                                                  "smollm3", "mixtral", "qwen3_moe"};
   return kDecoders.count(type) ? decoder_params(j) : -1;
 }
 
@@ -122,6 +129,7 @@ const PublishedFile kPublishedFiles[] = {
     {"meta-llama-3-8b.json", 8'030'261'248, Expect::Imports, {"pretraining_tp"}},
     {"mistral-7b-instruct-v0.3.json", 7'248'023'552, Expect::Imports, {"torch_dtype"}},
     {"mistral-7b-v0.1.json", 7'241'732'096, Expect::Imports, {"torch_dtype"}},
+    {"mixtral-8x7b-v0.1.json", 46'702'792'704, Expect::Imports, {"torch_dtype", "bos_token_id"}},
     {"olmo-2-1124-7b-instruct.json", 7'298'617'344, Expect::Imports, {"_name_or_path", "pad_token_id"}},
     {"phi-3-mini-4k-instruct.json", 3'821'079'552, Expect::Imports, {"auto_map", "pad_token_id"}},
     {"phi-4-mini-instruct.json", 3'836'021'760, Expect::Refused,
@@ -133,6 +141,7 @@ const PublishedFile kPublishedFiles[] = {
     {"qwen2.5-7b.json", 7'615'616'512, Expect::Imports, {"use_mrope", "sliding_window"}},
     {"qwen3-0.6b.json", 596'049'920, Expect::Imports, {"sliding_window", "max_window_layers"}},
     {"qwen3-0.6b-transformers5.json", 596'049'920, Expect::Imports, {"dtype", "pad_token_id", "sliding_window"}},
+    {"qwen3-30b-a3b.json", 30'532'122'624, Expect::Imports, {"sliding_window", "max_window_layers", "torch_dtype"}},
     {"qwen3-14b.json", 14'768'307'200, Expect::Imports, {"sliding_window", "max_window_layers"}},
     {"qwen3-8b-base.json", 8'190'735'360, Expect::Imports, {"sliding_window", "max_window_layers"}},
     {"qwen3-8b.json", 8'190'735'360, Expect::Imports, {"sliding_window", "max_window_layers"}},

@@ -325,7 +325,10 @@ TEST(ModelConfig, FamilyPresetsHaveThePublishedParameterCounts) {
       // llama.cpp's n_params of gemma-3-27b-it gives it.
       {"gemma-3-27b", 27'009'346'304},
       // SmolLM3 3B: the Hub's safetensors index (tests/data/hf-configs/README.md).
-      {"smollm3-3b", 3'075'098'624}};
+      {"smollm3-3b", 3'075'098'624},
+      // Mixtures of experts, every expert counted: Mixtral 8x7B's 46.7B (Mistral AI's
+      // announcement) and Qwen3-30B-A3B's 30.5B (model card), both rounded there.
+      {"mixtral-8x7b", 46'702'792'704}, {"qwen3-30b-a3b", 30'532'122'624}};
   for (const auto& [name, count] : kPublished) {
     const ModelConfig m = resolve_model(name);
     EXPECT_EQ(ParamLayout(m).total(), count) << name;
@@ -418,9 +421,9 @@ TEST(ModelConfig, TransformersFiveLayoutMeansWhatTheFourLayoutMeans) {
   EXPECT_NE(w.find("a RoPE per layer kind"), std::string::npos) << w;
   // A family that is not modelled: the nearest one and what it lacks.
   nlohmann::json moe = v4;
-  moe["model_type"] = "qwen3_moe";
+  moe["model_type"] = "qwen2_moe";
   w = published_refusal(moe);
-  EXPECT_NE(w.find("the nearest supported is qwen3, without the mixture-of-experts MLPs"), std::string::npos) << w;
+  EXPECT_NE(w.find("the nearest supported is qwen3_moe, without shared experts"), std::string::npos) << w;
 }
 
 // Granite's four multipliers: read from its config (the score scale is attention_multiplier,

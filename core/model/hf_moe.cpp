@@ -1,0 +1,103 @@
+// Import of the mixture-of-experts fields of Hugging Face's mixtral and qwen3_moe configs into
+// MoeConfig (model/moe_config.h). Both route dropless (no capacity): softmax over the experts,
+// the top num_experts_per_tok, renormalised always (Mixtral) or with norm_topk_prob (Qwen3-MoE).
+// Qwen3-MoE's layer l is sparse unless listed in mlp_only_layers, and only where
+// (l + 1) % decoder_sparse_step == 0; its dense layers have intermediate_size, its experts
+// moe_intermediate_size. Mixtral's experts have intermediate_size.
+#include <algorithm>
+
+#include "core/model/hf_fields.h"
+#include "core/util/json_io.h"
+
+namespace remat::hf {
+
+std::set<std::string> moe_fields(Family f) {
+  std::set<std::string> s = {"num_experts_per_tok", "output_router_logits", "router_aux_loss_coef"};
+  if (f == Family::Mixtral) {
+    for (const char* k : {"num_local_experts", "router_jitter_noise", "sliding_window"}) s.insert(k);
+  } else {
+    for (const char* k : {"num_experts", "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step",
+                          "mlp_only_layers", "sliding_window", "use_sliding_window", "max_window_layers"})
+      s.insert(k);
+  }
+  return s;
+}
+
+namespace {
+
+// The layers whose MLP is the mixture (Qwen3-MoE's decoder_sparse_step and mlp_only_layers).
+std::vector<bool> sparse_layers(const nlohmann::json& j, int layers, Problems& p) {
+  std::vector<bool> sparse(static_cast<std::size_t>(std::max(layers, 0)), true);
+  const int step = p.take([&] { return int_field(j, "decoder_sparse_step", 1); }, 1);
+  for (int l = 0; l < layers; ++l) sparse[static_cast<std::size_t>(l)] = (l + 1) % step == 0;
+  if (!j.contains("mlp_only_layers") || j.at("mlp_only_layers").is_null()) return sparse;
+  const nlohmann::json& only = j.at("mlp_only_layers");
+  if (!only.is_array()) {
+    p.add("mlp_only_layers", "must be a list of layer indices, got " + json_snippet(only));
+    return sparse;
+  }
+  for (const auto& v : only) {
+    if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() >= layers) {
+      p.add("mlp_only_layers", "entry " + json_snippet(v) + " is not a layer index below num_hidden_layers " +
+                                   std::to_string(layers));
+      continue;
+    }
+    sparse[static_cast<std::size_t>(v.get<long long>())] = false;
+  }
+  return sparse;
+}
+
+// Layer kinds for a model whose layers differ in their MLP: each layer's kind so far (or one
+// plain kind) with its MLP set, named by it.
+void apply_sparse_layers(ModelConfig& m, const std::vector<bool>& sparse) {
+  if (std::all_of(sparse.begin(), sparse.end(), [](bool b) { return b; })) return;  // every layer: no kinds needed
+  std::vector<LayerKind> kinds;
+  std::vector<int> pattern;
+  for (int l = 0; l < m.layers; ++l) {
+    LayerKind k = m.layer_kinds.empty() ? LayerKind{"full_attention"} : m.kind_of(l);
+    const bool moe = sparse[static_cast<std::size_t>(l)];
+    k.mlp = moe ? LayerMlp::Moe : LayerMlp::Dense;
+    k.name += moe ? "+moe" : "+dense_mlp";
+    auto at = std::find(kinds.begin(), kinds.end(), k);
+    if (at == kinds.end()) at = kinds.insert(kinds.end(), k);
+    pattern.push_back(static_cast<int>(at - kinds.begin()));
+  }
+  m.layer_kinds = std::move(kinds);
+  m.layer_pattern = std::move(pattern);
+}
+
+}  // namespace
+
+void read_moe(const nlohmann::json& j, ModelConfig& m, Problems& p) {
+  const bool mixtral = m.family == Family::Mixtral;
+  MoeConfig e;
+  const char* experts_key = mixtral ? "num_local_experts" : "num_experts";
+  e.experts = p.take([&] { return int_field(j, experts_key); }, 1);
+  e.top_k = p.take([&] { return int_field(j, "num_experts_per_tok"); }, 1);
+  if (e.top_k > e.experts)
+    p.add("num_experts_per_tok", std::to_string(e.top_k) + " is more than the " + std::to_string(e.experts) +
+                                     " experts (" + experts_key + ")");
+  e.ffn = mixtral ? m.ffn : p.take([&] { return int_field(j, "moe_intermediate_size"); }, 1);
+  e.norm_topk = mixtral || p.take([&] { return bool_field(j, "norm_topk_prob", false); }, false);
+  p.check([&] { require_flag(j, "output_router_logits", false, "the router's load-balancing loss is not modelled yet"); });
+  p.check([&] { num_field(j, "router_aux_loss_coef", 0.0); });  // read only with output_router_logits
+  if (mixtral)
+    p.check([&] {
+      if (num_field(j, "router_jitter_noise", 0.0) != 0.0)
+        throw ConfigError("router_jitter_noise", "noise on the router's input is not modelled (0: none)");
+    });
+  m.moe = e;
+  if (mixtral) return;
+  const std::vector<bool> sparse = sparse_layers(j, m.layers, p);
+  if (std::none_of(sparse.begin(), sparse.end(), [](bool b) { return b; })) {
+    m.moe = MoeConfig{};  // every layer dense
+    return;
+  }
+  if (m.sliding_window > 0 && m.layer_kinds.empty() && !std::all_of(sparse.begin(), sparse.end(), [](bool b) { return b; })) {
+    p.add("mlp_only_layers", "dense layers among experts in a model with a sliding window on every layer are not modelled");
+    return;
+  }
+  apply_sparse_layers(m, sparse);
+}
+
+}  // namespace remat::hf
