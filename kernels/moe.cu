@@ -41,9 +41,14 @@ __global__ void route_fwd(const T* logits, T* w, float* w32, std::int32_t* exper
     int best = -1;
     float bp = -1.0f;
     for (int e = 0; e < E; ++e) {
-      const float p = expf(to_f(l[e]) - mx) / sum;
+      float p = expf(to_f(l[e]) - mx) / sum;
+      if (isnan(p)) p = -INFINITY;  // NaN scores rank last, as on the CPU
       const bool after = p < last_p || (p == last_p && e > last);
       if (after && (best < 0 || p > bp)) best = e, bp = p;
+    }
+    if (best < 0) {  // every score NaN: the lowest expert not chosen yet, as the CPU's order gives
+      best = last + 1;
+      bp = -INFINITY;
     }
     expert[t * k + j] = best;
     w32[t * k + j] = bp;

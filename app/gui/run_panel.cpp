@@ -1,5 +1,6 @@
 #include "run_panel.h"
 
+#include <algorithm>
 #include <QComboBox>
 #include <QEvent>
 #include <QFileDialog>
@@ -451,8 +452,9 @@ void RunPanel::onChoiceChanged() {
     std::vector<std::string> names;
     try {
       BlockGraph g(editor_->config());
-      for (const auto& n : g.saved_names())
-        if (n != "block.in") names.push_back(n);
+      for (int i = 0; i < g.table_count(); ++i)  // every table's (dense and expert layers differ)
+        for (const auto& n : g.table(i).saved_names())
+          if (n != "block.in" && std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
     } catch (const std::exception&) {
     }
     params_->setTensorNames(names);

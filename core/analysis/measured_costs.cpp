@@ -1,6 +1,7 @@
 #include "core/analysis/measured_costs.h"
 #include "core/trace/schema.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <map>
@@ -102,6 +103,13 @@ std::vector<double> measured_step_costs(const Trace& t, const BlockGraph& g) {
   std::vector<bool> unrun(g.steps().size(), !used[0]);
   for (int i = 1; i < g.table_count(); ++i) {
     if (!used[static_cast<std::size_t>(i)]) continue;
+    // The costs are the first table's steps (PlanContext::step_cost); a table with steps of its own
+    // (dense MLPs among experts) would take FLOPs for those next to nanoseconds: refused.
+    for (const StepDef& v : g.table(i).steps())
+      if (std::none_of(g.steps().begin(), g.steps().end(), [&](const StepDef& s) { return s.name == v.name; }))
+        throw Error("measured costs of a model whose layers differ in their steps beyond RoPE (block table " +
+                    std::to_string(i) + " has '" + v.name + "', the first has not) are not supported yet; "
+                    "plan with FLOP costs");
     for (const StepDef& v : g.table(i).steps())
       for (std::size_t s = 0; s < unrun.size(); ++s)
         if (v.name == g.steps()[s].name) unrun[s] = false;

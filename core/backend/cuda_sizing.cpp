@@ -44,8 +44,9 @@ std::uint64_t cuda_workspace_bytes(const ModelConfig& m, std::size_t head_chunk_
   }
   // Norm backward partials (blocks and the final norm), bias column sums.
   take(kernels::norm_bwd_scratch_bytes(tokens, m.hidden));
-  const BlockGraph g(m);
-  for (const StepDef& s : g.steps()) {
+  const BlockGraph graph(m);
+  for (int ti = 0; ti < graph.table_count(); ++ti)
+  for (const StepDef& s : graph.table(ti).steps()) {
     if (s.op == OpKind::Linear && !s.b.empty()) take(kernels::colsum_scratch_bytes(s.M, s.N));
     if (s.op == OpKind::QkNorm || s.op == OpKind::QkHeadNorm)
       take(kernels::norm_bwd_scratch_bytes(s.M, std::max(s.K, s.N)));

@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <string>
+
 #include "core/graph/op_table.h"
+#include "core/util/error.h"
 
 namespace remat {
 
@@ -17,7 +20,12 @@ inline void moe_assign_rows(const MoeDims& d, const std::int32_t* expert, const 
   const std::int64_t n = d.tokens * d.top_k;
   const int E = d.experts;
   std::fill(off, off + E + 1, 0);
-  for (std::int64_t i = 0; i < n; ++i) ++off[expert[i] + 1];
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (expert[i] < 0 || expert[i] >= E)
+      throw Error("moe routing: choice " + std::to_string(i) + " names expert " + std::to_string(expert[i]) +
+                  " of " + std::to_string(E));
+    ++off[expert[i] + 1];
+  }
   for (int e = 0; e < E; ++e) off[e + 1] += off[e];
   for (std::int64_t i = 0; i < n; ++i) ids[off[expert[i]]++] = i;  // off[e] moves to e's end
   std::int64_t next = 0, begin = 0;

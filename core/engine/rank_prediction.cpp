@@ -292,9 +292,17 @@ std::vector<StrategyRow> paper_strategies(const ModelConfig& m, const ParallelLa
     r.name = row.name;
     r.sp = q.sp;
     r.strategy = row.s;
-    r.layer_bytes = layer_activation_bytes(per_rank_graph(m, q, 0), row.s);
+    // Each block by its own table (dense and mixture-of-experts layers differ); layer_bytes is
+    // the largest of the stage's.
+    const BlockGraph g = per_rank_graph(m, q, 0);
+    std::uint64_t stage = 0;
+    for (int b = 0; b < q.stage_layers(m, 0); ++b) {
+      const std::uint64_t lb = layer_activation_bytes(g.of(b), row.s);
+      stage += lb;
+      r.layer_bytes = std::max(r.layer_bytes, lb);
+    }
     const std::uint64_t in_flight = static_cast<std::uint64_t>(std::min(q.pp, q.micro_batches_of(m)));
-    r.first_stage_bytes = in_flight * static_cast<std::uint64_t>(q.stage_layers(m, 0)) * r.layer_bytes;
+    r.first_stage_bytes = in_flight * stage;
     out.push_back(r);
   }
   for (auto& r : out)

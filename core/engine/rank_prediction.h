@@ -89,7 +89,8 @@ using StagePlanner = std::function<Schedule(const BlockGraph&)>;
 RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, const StagePlanner& plan,
                              const Backend* mirror);
 
-// What a block keeps for its backward in the paper's strategies (each with or without sp).
+// What a block keeps for its backward in the paper's strategies (each with or without sp); of
+// one table (a model with several, e.g. dense and expert layers, asks each block's own).
 enum class Strategy : std::uint8_t { Store, Selective, Full };
 // Store: the whole saved set; Selective: without the block's default selective set; Full: the
 // block input only (its checkpoint).

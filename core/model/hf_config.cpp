@@ -335,11 +335,18 @@ void apply_layer_types(const nlohmann::json& lt, ModelConfig& m, int config_wind
   if (same) return;
   if (window == 0) window = m.sliding_window > 0 ? m.sliding_window : config_window;
   LayerKind full{"full_attention"}, sliding{"sliding_attention", window, m.rope_local_theta};
+  // Each layer keeps its MLP (the mixtures of experts' dense layers are kinds already).
+  std::vector<bool> moe(static_cast<std::size_t>(m.layers));
+  for (int l = 0; l < m.layers; ++l) moe[static_cast<std::size_t>(l)] = m.moe_in(l);
+  const bool mixed = std::any_of(moe.begin(), moe.end(), [](bool x) { return x; }) &&
+                     !std::all_of(moe.begin(), moe.end(), [](bool x) { return x; });
   m.layer_kinds.clear();
   m.layer_pattern.clear();
   for (int l = 0; l < m.layers; ++l) {
-    const LayerKind& k = lt[static_cast<std::size_t>(l)] == "sliding_attention" ? sliding : full;
-    if (k.name == "sliding_attention" && window == 0) {
+    LayerKind k = lt[static_cast<std::size_t>(l)] == "sliding_attention" ? sliding : full;
+    if (moe[static_cast<std::size_t>(l)]) k.mlp = LayerMlp::Moe;
+    if (mixed) k.name += moe[static_cast<std::size_t>(l)] ? "+moe" : "+dense_mlp";
+    if (lt[static_cast<std::size_t>(l)] == "sliding_attention" && window == 0) {
       p.add("layer_types", "layer " + std::to_string(l) + " is sliding_attention, but the config gives no window "
                            "(sliding_window, or use_sliding_window false)");
       return;

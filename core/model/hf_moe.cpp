@@ -50,7 +50,10 @@ std::vector<bool> sparse_layers(const nlohmann::json& j, int layers, Problems& p
 // Layer kinds for a model whose layers differ in their MLP: each layer's kind so far (or one
 // plain kind) with its MLP set, named by it.
 void apply_sparse_layers(ModelConfig& m, const std::vector<bool>& sparse) {
-  if (std::all_of(sparse.begin(), sparse.end(), [](bool b) { return b; })) return;  // every layer: no kinds needed
+  if (std::all_of(sparse.begin(), sparse.end(), [](bool b) { return b; })) {
+    for (LayerKind& k : m.layer_kinds) k.mlp = LayerMlp::Moe;  // kinds of attention (Qwen's windows): all sparse
+    return;  // no kinds: every layer is
+  }
   std::vector<LayerKind> kinds;
   std::vector<int> pattern;
   for (int l = 0; l < m.layers; ++l) {

@@ -280,6 +280,8 @@ void ModelConfig::validate() const {
   if (moe.on() && (family == Family::Gpt2 || family == Family::GptNeox || family == Family::Falcon))
     throw ConfigError("moe", std::string("experts in a ") + to_string(family) +
                                  " block are not modelled (its MLP tensors have no per-expert names)");
+  if (moe.on() && mlp_bias)
+    throw ConfigError("mlp_bias", "biases on the experts' projections are not modelled (a model with experts takes mlp_bias false)");
   if (moe.on() && block_layout != BlockLayout::Sequential)
     throw ConfigError("moe", "experts need a sequential block (block_layout sequential)");
   if (qk_norm == QkNormKind::Projection && norm_unit_offset)
@@ -300,6 +302,15 @@ void ModelConfig::validate() const {
   if (mul_overflows({b, s, V, 4}) || mul_overflows({b, s, f, 8}) || mul_overflows({b, s, h, 8}) ||
       mul_overflows({b, s, q + 2 * kv, 8}))
     throw ConfigError("batch", "activation byte counts overflow 64 bits");
+  if (moe.on()) {  // the routing table's rows are i32
+    const long double rows = moe.capacity_factor > 0.0
+                                 ? std::ceil(b * s * moe.top_k / moe.experts * static_cast<long double>(moe.capacity_factor)) * moe.experts
+                                 : b * s * moe.top_k;
+    if (!(rows < 2147483647.0L))
+      throw ConfigError(moe.capacity_factor > 0.0 ? "moe.capacity_factor" : "moe.top_k",
+                        "gives " + std::to_string(static_cast<double>(rows)) +
+                            " rows of experts' tokens, more than 2^31 - 1 (batch x seq x top_k)");
+  }
   const long double ef = moe.on() ? static_cast<long double>(moe.experts) * moe.ffn + moe.experts : 0;
   if (moe.on() && (mul_overflows({b, s, static_cast<long double>(moe.top_k), std::max<long double>(h, 2 * static_cast<long double>(moe.ffn)), 8}) ||
                    mul_overflows({static_cast<long double>(moe.capacity(tokens())), static_cast<long double>(moe.experts), std::max<long double>(h, 2 * static_cast<long double>(moe.ffn)), 8})))

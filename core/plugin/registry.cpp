@@ -241,10 +241,17 @@ ParamValues PolicyRegistry::check_params(const LoadedPolicy& p, const std::map<s
         if (graph) {
           std::stringstream ss(val);
           std::string n;
+          auto in_a_table = [&](const std::string& t) {
+            for (int i = 0; i < graph->table_count(); ++i)
+              if (graph->table(i).find(t)) return true;
+            return false;
+          };
           while (std::getline(ss, n, '+'))
-            if (!n.empty() && !graph->find(n)) {
+            if (!n.empty() && !in_a_table(n)) {
               std::string known;
-              for (const auto& s : graph->saved_names()) known += (known.empty() ? "" : ", ") + s;
+              for (int i = 0; i < graph->table_count(); ++i)
+                for (const auto& s : graph->table(i).saved_names())
+                  if (known.find(s) == std::string::npos) known += (known.empty() ? "" : ", ") + s;
               throw ConfigError(field, "'" + n + "' is not a tensor of this model's blocks (saved tensors: " + known + ")");
             }
         }

@@ -37,8 +37,13 @@ class BudgetPolicy final : public remat::Policy {
         ctx.params.has("recompute") ? ctx.params.get_names("recompute") : std::vector<std::string>{};
     if (sel.empty()) sel = g.default_selective();
     for (const auto& n : sel) {
-      auto id = g.find(n);
-      if (!id || *id == g.input() || !g.tensors()[*id].saved)
+      bool ok = false;  // a saved tensor other than the input in some table (a table drops those it has)
+      for (int i = 0; i < g.table_count(); ++i) {
+        const remat::BlockGraph& t = g.table(i);
+        auto id = t.find(n);
+        ok = ok || (id && *id != t.input() && t.tensors()[*id].saved);
+      }
+      if (!ok)
         throw remat::Error("'" + n + "' cannot be in the selective set: it is not a saved tensor "
                            "other than the block input");
     }

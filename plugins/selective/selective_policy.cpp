@@ -72,7 +72,9 @@ class SelectivePolicy final : public remat::Policy {
         if (g.find(t)) mine.push_back(t);
       for (const auto& m : modules)
         if (has_module(g, m)) mods.push_back(m);
-      const std::vector<std::string> drop = drops(g, mine, mods);
+      const bool named = !asked.empty() || !modules.empty();
+      const std::vector<std::string> drop = named && mine.empty() && mods.empty() ? std::vector<std::string>{}
+                                                                               : drops(g, mine, mods);
       std::vector<std::string> kept;
       for (const auto& n : model.table(i).saved_names())
         if (std::find(drop.begin(), drop.end(), n) == drop.end()) kept.push_back(n);

@@ -7,11 +7,14 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/analysis/block_actions.h"
+#include "core/backend/moe_rows.h"
 #include "core/graph/block_graph.h"
 #include "core/graph/parallel_layout.h"
 #include "core/model/param_layout.h"
 #include "core/util/json_io.h"
 #include "cpu_test_util.h"
+#include "policy_test_util.h"
 
 namespace remat {
 namespace {
@@ -288,6 +291,10 @@ TEST(MoeConfig, BadInputIsRefusedNamingTheFieldAndNumbers) {
   EXPECT_NE(with("capacity_factor", -1.5).find("must be a positive factor"), std::string::npos);
   EXPECT_NE(with("experts", 0).find("moe.experts"), std::string::npos);
   EXPECT_NE(with("shared", 1).find("moe.shared: unknown key"), std::string::npos);
+  EXPECT_NE(with("capacity_factor", 1e300).find("more than 2^31 - 1"), std::string::npos) << with("capacity_factor", 1e300);
+  nlohmann::json bias = moe_json();
+  bias["mlp_bias"] = true;
+  EXPECT_NE(refusal(bias).find("mlp_bias"), std::string::npos) << refusal(bias);
   nlohmann::json kinds = moe_json();
   kinds.erase("moe");
   kinds["layer_kinds"] = {{{"name", "sparse"}, {"mlp", "moe"}}};
@@ -305,6 +312,48 @@ TEST(MoeConfig, BadInputIsRefusedNamingTheFieldAndNumbers) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("tensor parallelism of mixture-of-experts layers"), std::string::npos) << e.what();
   }
+}
+
+// A NaN logit ranks last (its token still goes to valid experts, the lowest indices among the
+// NaNs); an expert out of range in the choices is refused, not written past.
+TEST(MoeOps, NanLogitsStillRouteToValidExperts) {
+  const MoeDims d = dims(3, 4, 2, 0, true);
+  cputest::Env env;
+  std::vector<float> logits = {NAN, NAN, NAN, NAN, 0.1f, NAN, 0.3f, 0.2f, 1, 2, 3, 4};
+  Tensor tl = env.from(logits), tw = env.make(DType::F32, 6), tr = env.make(DType::I32, 2 * 6 + 8);
+  OpArgs a;
+  a.moe = d, a.in[0] = &tl, a.out[0] = &tw, a.out[1] = &tr, a.M = 3, a.K = 2, a.N = 4;
+  env.be.run(OpKind::MoeRoute, Pass::Forward, a);
+  const auto* e = tr.as<std::int32_t>();
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(e[i] >= 0 && e[i] < 4) << i << ": " << e[i];
+  EXPECT_EQ(e[0], 0);
+  EXPECT_EQ(e[1], 1);
+  EXPECT_EQ(e[4], 3);  // the third token's largest two
+  EXPECT_EQ(e[5], 2);
+  std::vector<std::int32_t> bad = {0, 5}, row(2), start(4), count(4);
+  std::vector<float> w(2, 0.5f);
+  std::vector<std::int64_t> ids(2), off(5);
+  EXPECT_THROW(moe_assign_rows(dims(1, 4, 2, 0, false), bad.data(), w.data(), row.data(), start.data(), count.data(),
+                               ids.data(), off.data()),
+               Error);
+}
+
+// selective by a module only some tables have: the others drop nothing (not their default set).
+TEST(MoePolicies, AModuleOnlyExpertLayersHaveLeavesDenseLayersWhole) {
+  const ModelConfig m = test::tiny(Family::Qwen3Moe, AttentionImpl::Flash);  // block 1 dense
+  const auto lines = block_actions(test::plan("selective:modules=moe", m));
+  bool dense_whole = false, sparse_rebuilds = false;
+  for (const auto& l : lines) {
+    if (l.actions.find("rebuilding") != std::string::npos && l.actions.find("moe.") != std::string::npos)
+      sparse_rebuilds = true;
+    if (l.actions.find("mlp.act") != std::string::npos && l.actions.find("rebuilding") == std::string::npos)
+      dense_whole = true;
+  }
+  EXPECT_TRUE(dense_whole);
+  EXPECT_TRUE(sparse_rebuilds);
+  // A tensor of the expert layers only is a valid name for both selective and budget.
+  EXPECT_NO_THROW(test::plan("selective:recompute=moe.act", m));
+  EXPECT_NO_THROW(test::plan("budget:recompute=moe.act", m, std::uint64_t{1} << 40));
 }
 
 nlohmann::json qwen3_moe_file() {
@@ -355,6 +404,28 @@ TEST(MoeHfImport, SparseStepsDenseLayersAndRefusals) {
   EXPECT_EQ(up->hf_parts[1].first, "model.layers.3.block_sparse_moe.experts.0.w3.weight");
   mixtral["router_jitter_noise"] = 0.01;
   EXPECT_NE(hf_refusal(mixtral).find("router_jitter_noise"), std::string::npos);
+  // Windows on the later layers (Qwen's max_window_layers): attention kinds, every one sparse.
+  nlohmann::json windowed = qwen3_moe_file();
+  windowed["use_sliding_window"] = true;
+  windowed["sliding_window"] = 4096;
+  windowed["max_window_layers"] = 24;
+  const ModelConfig wm = model_from_hf_json(windowed, "w");
+  EXPECT_EQ(wm.window_of(30), 4096);
+  EXPECT_EQ(wm.window_of(3), 0);
+  for (int l : {0, 30, 47}) EXPECT_TRUE(wm.moe_in(l)) << l;
+  // layer_types of another pattern keep each layer's MLP.
+  nlohmann::json typed = qwen3_moe_file();
+  typed["mlp_only_layers"] = {2};
+  typed["sliding_window"] = 4096;
+  typed["use_sliding_window"] = true;
+  typed["max_window_layers"] = 48;
+  typed["layer_types"] = nlohmann::json::array();
+  for (int l = 0; l < 48; ++l) typed["layer_types"].push_back(l % 2 ? "sliding_attention" : "full_attention");
+  const ModelConfig tm = model_from_hf_json(typed, "t");
+  EXPECT_FALSE(tm.moe_in(2));
+  EXPECT_TRUE(tm.moe_in(3));
+  EXPECT_EQ(tm.window_of(3), 4096);
+  EXPECT_EQ(tm.window_of(2), 0);
 }
 
 }  // namespace

@@ -99,8 +99,10 @@ void CpuBackend::fwd_MoeRoute(const OpArgs& a) {
     for (std::int64_t t = t0; t < t1; ++t) {
       softmax_row(logits, t * E, E, p);
       std::iota(order, order + E, 0);
+      // NaN scores (a NaN logit) rank last, as -inf, so the order stays a strict weak one.
+      auto key = [&](int e) { return std::isnan(p[e]) ? -INFINITY : p[e]; };
       std::partial_sort(order, order + k, order + E,
-                        [&](int x, int y) { return p[x] > p[y] || (p[x] == p[y] && x < y); });
+                        [&](int x, int y) { return key(x) > key(y) || (key(x) == key(y) && x < y); });
       float sum = 0.0f;
       for (int j = 0; j < k; ++j) sum += p[order[j]];
       for (int j = 0; j < k; ++j) {
