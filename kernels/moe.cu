@@ -2,7 +2,8 @@
 // whose comments give the routing table's layout): the router's top-k on the device, each
 // choice's row on the host with the CPU's very code (core/backend/moe_rows.h, after one copy of
 // the choices), permute and unpermute as element-wise kernels, and the experts' projections as
-// one GEMM per expert over its rows (their counts read back once per op).
+// one GEMM per expert over its rows (their counts read back once per op); the shared experts'
+// sigmoid gate.
 #include <vector>
 
 #include "core/backend/cuda/cuda_args.h"
@@ -109,14 +110,45 @@ __global__ void permute_bwd(const T* dxp, T* dx, const std::int32_t* row, std::i
 }
 
 template <class T>
-__global__ void unpermute_fwd(const T* yp, const T* w, T* y, const std::int32_t* row, std::int64_t tokens, int k, int H) {
+__global__ void unpermute_fwd(const T* yp, const T* w, const T* shared, T* y, const std::int32_t* row, std::int64_t tokens,
+                              int k, int H) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= tokens * H) return;
   const std::int64_t t = i / H, h = i % H;
   float s = 0.0f;
   for (int j = 0; j < k; ++j)
     if (const std::int32_t r = row[t * k + j]; r >= 0) s += to_f(w[t * k + j]) * to_f(yp[static_cast<std::int64_t>(r) * H + h]);
-  y[i] = from_f<T>(s);
+  y[i] = from_f<T>(shared ? s + to_f(shared[i]) : s);
+}
+
+template <class T>
+__global__ void copy_acc(const T* src, T* dst, std::int64_t n, bool acc) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) dst[i] = from_f<T>(acc ? to_f(dst[i]) + to_f(src[i]) : to_f(src[i]));
+}
+
+template <class T>
+__global__ void sigmoid_gate_fwd(const T* x, const T* g, T* y, std::int64_t M, int K) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= M * K) return;
+  const float s = 1.0f / (1.0f + expf(-to_f(g[i / K])));
+  y[i] = from_f<T>(s * to_f(x[i]));
+}
+
+// One thread per row: dx over the row, dg from the row's dot product.
+template <class T>
+__global__ void sigmoid_gate_bwd(const T* x, const T* g, const T* dy, T* dx, T* dg, std::int64_t M, int K, bool acc_x,
+                                 bool acc_g) {
+  const std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (r >= M) return;
+  const float s = 1.0f / (1.0f + expf(-to_f(g[r])));
+  float dot = 0.0f;
+  for (int c = 0; c < K; ++c) {
+    const std::int64_t i = r * K + c;
+    dot += to_f(dy[i]) * to_f(x[i]);
+    if (dx) dx[i] = from_f<T>(acc_x ? to_f(dx[i]) + s * to_f(dy[i]) : s * to_f(dy[i]));
+  }
+  if (dg) dg[r] = from_f<T>(acc_g ? to_f(dg[r]) + dot * s * (1.0f - s) : dot * s * (1.0f - s));
 }
 
 template <class T>
@@ -330,12 +362,15 @@ void CudaBackend::fwd_MoeUnpermute(const OpArgs& a) {
   check_float(*a.in[0], op, "yp", d.rows() * H);
   check_float(*a.in[1], op, "weights", d.tokens * d.top_k);
   check_float(*a.out[0], op, "y", d.tokens * H);
-  check_same(*a.in[0], {a.in[1], a.out[0]}, op);
+  const bool shared = a.in[3] && *a.in[3];
+  if (shared) check_float(*a.in[3], op, "shared", d.tokens * H);
+  check_same(*a.in[0], {a.in[1], a.out[0], shared ? a.in[3] : nullptr}, op);
   check_routing(*a.in[2], d, op);
   activate();
   cudaStream_t stream = compute_;
   REMAT_MOE_LAUNCH(kernels::unpermute_fwd, ft(*a.in[0]), d.tokens * H, cp<T>(*a.in[0]), cp<T>(*a.in[1]),
-                   static_cast<T*>(a.out[0]->data), rows_of(*a.in[2], d), d.tokens, d.top_k, H);
+                   shared ? cp<T>(*a.in[3]) : nullptr, static_cast<T*>(a.out[0]->data), rows_of(*a.in[2], d), d.tokens,
+                   d.top_k, H);
 }
 
 void CudaBackend::bwd_MoeUnpermute(const OpArgs& a) {
@@ -357,11 +392,44 @@ void CudaBackend::bwd_MoeUnpermute(const OpArgs& a) {
     REMAT_MOE_LAUNCH(kernels::unpermute_bwd_rows, ft(*a.in[0]), n * H, cp<T>(*a.in[1]), cp<T>(*a.dout[0]),
                      static_cast<T*>(a.din[0]->data), row, n, d.top_k, H, a.acc[0]);
   }
+  if (a.din[3] && *a.din[3]) {  // the shared experts' output: dout itself
+    check_float(*a.din[3], op, "dshared", d.tokens * H);
+    REMAT_MOE_LAUNCH(kernels::copy_acc, ft(*a.in[0]), d.tokens * H, cp<T>(*a.dout[0]), static_cast<T*>(a.din[3]->data),
+                     d.tokens * H, a.acc[3]);
+  }
   if (a.din[1] && *a.din[1]) {
     check_float(*a.din[1], op, "dweights", n);
     REMAT_MOE_LAUNCH(kernels::unpermute_bwd_weights, ft(*a.in[0]), n, cp<T>(*a.in[0]), cp<T>(*a.dout[0]),
                      static_cast<T*>(a.din[1]->data), row, n, d.top_k, H, a.acc[1]);
   }
+}
+
+void CudaBackend::fwd_SigmoidGate(const OpArgs& a) {
+  const char* op = "sigmoid_gate_fwd";
+  check_float(*a.in[0], op, "x", a.M * a.K);
+  check_float(*a.in[1], op, "g", a.M);
+  check_float(*a.out[0], op, "y", a.M * a.K);
+  check_same(*a.in[0], {a.in[1], a.out[0]}, op);
+  activate();
+  cudaStream_t stream = compute_;
+  REMAT_MOE_LAUNCH(kernels::sigmoid_gate_fwd, ft(*a.in[0]), a.M * a.K, cp<T>(*a.in[0]), cp<T>(*a.in[1]),
+                   static_cast<T*>(a.out[0]->data), a.M, a.K);
+}
+
+void CudaBackend::bwd_SigmoidGate(const OpArgs& a) {
+  const char* op = "sigmoid_gate_bwd";
+  check_float(*a.in[0], op, "x", a.M * a.K);
+  check_float(*a.in[1], op, "g", a.M);
+  check_float(*a.dout[0], op, "dy", a.M * a.K);
+  const bool has_dx = a.din[0] && *a.din[0], has_dg = a.din[1] && *a.din[1];
+  if (has_dx) check_float(*a.din[0], op, "dx", a.M * a.K);
+  if (has_dg) check_float(*a.din[1], op, "dg", a.M);
+  check_same(*a.in[0], {a.in[1], a.dout[0], has_dx ? a.din[0] : nullptr, has_dg ? a.din[1] : nullptr}, op);
+  activate();
+  cudaStream_t stream = compute_;
+  REMAT_MOE_LAUNCH(kernels::sigmoid_gate_bwd, ft(*a.in[0]), a.M, cp<T>(*a.in[0]), cp<T>(*a.in[1]), cp<T>(*a.dout[0]),
+                   has_dx ? static_cast<T*>(a.din[0]->data) : nullptr, has_dg ? static_cast<T*>(a.din[1]->data) : nullptr,
+                   a.M, a.K, a.acc[0], a.acc[1]);
 }
 
 }  // namespace remat::cuda

@@ -157,6 +157,16 @@ class Backend {
   // - Gelu (tanh form) and GeluErf (exact, x * Phi(x)) over M elements.
   // - SwiGlu: in[0] [M, 2K] (gate | up) -> [M, K] silu(gate) * up; GeGlu: gelu_tanh(gate) * up.
   // - DropoutMask: out[0][i] = philox_bits(key, i) >= dropout_threshold(p) (1 = kept), M elements.
+  // - The mixture of experts (moe: its sizes; the routing table's layout: cpu/cpu_moe.cpp):
+  //   MoeRoute: in[0] logits [tokens, experts] -> out[0] the top-k weights, out[1] the routing
+  //   table (i32); backward dlogits from dweights. MoePermute: in[0] x [tokens, K], in[1] routing
+  //   -> out[0] the rows [moe.rows(), K] (padding rows 0); backward dx (acc) sums its rows.
+  //   ExpertLinear: in[0] rows [M, K], in[1] routing, w [experts · N, K] -> out[0] [M, N], expert
+  //   e's rows through its N x K slice (with a capacity its whole block); backward as Linear's.
+  //   MoeUnpermute: in[0] rows [moe.rows(), K], in[1] weights, in[2] routing, in[3] (optional)
+  //   the shared experts' output [tokens, K] -> out[0] each token's weighted sum of its rows plus
+  //   in[3]; backward d rows (padding 0), dweights, d shared = dout.
+  // - SigmoidGate: in[0] x [M, K], in[1] g [M] -> out[0] = sigmoid(g) * x; backward dx, dg.
   virtual void run(OpKind op, Pass pass, const OpArgs& args) = 0;
 
   // --- head and loss, fused: for rows of x, logits = x W^T (W: [V, H]) in chunks that never

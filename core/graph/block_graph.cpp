@@ -329,14 +329,49 @@ int BlockGraph::build_moe(int in) {
   const int act_step = add_step(a);
   int yp = add_tensor("moe.down_out", m.dtype, R * h, moe_formula(h, true));
   add_step(expert("moe.fc2", act, yp, "mlp.experts.fc2.w", static_cast<int>(f), static_cast<int>(h)));
+  for (std::size_t st = first_step; st < steps_.size(); ++st) steps_[st].module = "moe";
+  steps_[static_cast<std::size_t>(act_step)].module = "moe_act";
+  std::vector<int> un_in = {yp, weights, routing};
+  if (m.moe.shared_ffn > 0) un_in.push_back(build_shared_experts(in));
   int out = add_tensor("moe.out", m.dtype, T * h, moe_formula(h, false));
-  StepDef un = step("moe.unpermute", OpKind::MoeUnpermute, {yp, weights, routing}, {out});
+  StepDef un = step("moe.unpermute", OpKind::MoeUnpermute, un_in, {out});
   un.M = T * k;
   un.K = static_cast<int>(h);
   un.N = static_cast<int>(R);
+  un.module = "moe";
   add_step(un);
-  for (std::size_t st = first_step; st < steps_.size(); ++st) steps_[st].module = "moe";
-  steps_[static_cast<std::size_t>(act_step)].module = "moe_act";
+  return out;
+}
+
+// The shared experts of a mixture (Megatron-LM's module `shared_experts`): an MLP of width
+// shared_ffn on every token, its output times sigmoid(in · g) with the gate.
+int BlockGraph::build_shared_experts(int in) {
+  const ModelConfig& m = cfg_;
+  const std::int64_t T = m.tokens(), sf = m.moe.shared_ffn;
+  const bool gated = m.gated_mlp();
+  const int up = static_cast<int>(gated ? 2 * sf : sf);
+  const std::size_t first_step = steps_.size();
+  int gu = add_tensor(gated ? "moe.shared_gate_up" : "moe.shared_fc_out", m.dtype, T * up, formula(dtype_size(m.dtype), up / sf, "s·b·f_s"));
+  add_step(linear("moe.shared_fc", in, gu, "mlp.shared.fc", false, T, m.hidden, up));
+  int act = add_tensor("moe.shared_act", m.dtype, T * sf, formula(dtype_size(m.dtype), 1, "s·b·f_s"));
+  const auto [act_name, act_op] = mlp_activation(m.mlp);
+  StepDef a = step(std::string("moe.shared_") + (act_name + 4), act_op, {gu}, {act});
+  a.M = gated ? T : T * sf;
+  a.K = gated ? static_cast<int>(sf) : 1;
+  add_step(a);
+  int out = add_tensor("moe.shared_out", m.dtype, T * m.hidden, moe_formula(m.hidden, false));
+  add_step(linear("moe.shared_fc2", act, out, "mlp.shared.fc2", false, T, static_cast<int>(sf), m.hidden));
+  if (m.moe.shared_gate) {
+    int g = add_tensor("moe.shared_gate", m.dtype, T, formula(dtype_size(m.dtype), 1, "s·b"));
+    add_step(linear("moe.shared_gate", in, g, "mlp.shared_gate", false, T, m.hidden, 1));
+    int gated_out = add_tensor("moe.shared_gated", m.dtype, T * m.hidden, moe_formula(m.hidden, false));
+    StepDef sg = step("moe.shared_sigmoid", OpKind::SigmoidGate, {out, g}, {gated_out});
+    sg.M = T;
+    sg.K = m.hidden;
+    add_step(sg);
+    out = gated_out;
+  }
+  for (std::size_t st = first_step; st < steps_.size(); ++st) steps_[st].module = "shared_experts";
   return out;
 }
 
@@ -495,10 +530,10 @@ std::vector<RecomputeModule> BlockGraph::recompute_modules() const {
   std::vector<RecomputeModule> out;
   for (const char* name : kRecomputeModules) {
     const std::string mod = name;
-    // The whole layer (moe) holds its activation (moe_act) too.
+    // The whole layer (moe) holds its activation (moe_act) and shared experts too.
     auto inside = [&](int s) {
       const std::string& sm = steps_[static_cast<std::size_t>(s)].module;
-      return sm == mod || (mod == "moe" && sm == "moe_act");
+      return sm == mod || (mod == "moe" && (sm == "moe_act" || sm == "shared_experts"));
     };
     RecomputeModule r{mod, {}};
     for (const TensorDef& t : tensors_) {

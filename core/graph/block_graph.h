@@ -144,6 +144,7 @@ class BlockGraph {
   int build_attention(int qkv);
   int build_mlp(int in);
   int build_moe(int in);
+  int build_shared_experts(int in);
   std::string moe_formula(std::int64_t numel_per_row, bool permuted) const;
   // A norm step whose weight (and LayerNorm's bias) are name.w (name.b).
   int norm_step(const std::string& name, const std::string& out, int in, const char* module = "");

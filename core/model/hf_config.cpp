@@ -237,9 +237,8 @@ struct NearFamily {
   const char* missing;
 };
 const NearFamily kNearFamilies[] = {
-    {"qwen2_moe", "qwen3_moe", "shared experts"},
-    {"deepseek_v3", "qwen3_moe", "multi-head latent attention and shared experts"},
-    {"deepseek_v2", "qwen3_moe", "multi-head latent attention and shared experts"},
+    {"deepseek_v3", "qwen2_moe", "multi-head latent attention and its sigmoid, group-limited router"},
+    {"deepseek_v2", "qwen2_moe", "multi-head latent attention and its group-limited router"},
 };
 
 // transformers 5 writes RoPE's parameters as one object, `rope_parameters` ({"rope_type": ...,
@@ -375,7 +374,7 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
   j.erase("layer_types");
   // transformers derives layer_types from Qwen's max_window_layers (read while use_sliding_window
   // is true) only where they are not given.
-  const bool qwen = type == "qwen2" || type == "qwen3" || type == "qwen3_moe";
+  const bool qwen = type == "qwen2" || type == "qwen3" || type == "qwen3_moe" || type == "qwen2_moe";
   // Qwen2, Qwen3 and SmolLM3 (refused there: not modelled) read their window only while it is.
   const bool sliding_on = in.contains("use_sliding_window") && in.at("use_sliding_window") == true;
   const bool window_gated = qwen || type == "smollm3";

@@ -1,5 +1,5 @@
 // Import of the Llama-like Hugging Face configs: llama, mistral, qwen2, qwen3, gemma, gemma2,
-// phi3, olmo2, granite, gemma3_text, smollm3, and the mixtures of experts mixtral and qwen3_moe
+// phi3, olmo2, granite, gemma3_text, smollm3, and the mixtures of experts mixtral, qwen3_moe and qwen2_moe
 // (their expert fields: hf_moe.cpp). One reader of the fields they share; each family
 // adds or fixes its own.
 #include <algorithm>
@@ -22,7 +22,7 @@ const FamilyType kTypes[] = {{"llama", Family::Llama},   {"mistral", Family::Mis
                              {"olmo2", Family::Olmo2},   {"qwen3", Family::Qwen3},
                              {"granite", Family::Granite}, {"gemma3_text", Family::Gemma3},
                              {"smollm3", Family::SmolLM3}, {"mixtral", Family::Mixtral},
-                             {"qwen3_moe", Family::Qwen3Moe}};
+                             {"qwen3_moe", Family::Qwen3Moe}, {"qwen2_moe", Family::Qwen2Moe}};
 
 // Fields every family here reads.
 const std::set<std::string> kShared = {
@@ -51,7 +51,8 @@ std::set<std::string> extra_fields(Family f) {
       return {"embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling"};
     case Family::SmolLM3: return {"no_rope_layers", "no_rope_layer_interval", "use_sliding_window"};
     case Family::Mixtral:
-    case Family::Qwen3Moe: return moe_fields(f);
+    case Family::Qwen3Moe:
+    case Family::Qwen2Moe: return moe_fields(f);
     default: return {};
   }
 }
@@ -89,7 +90,7 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
   std::set<std::string> modelled = kShared;
   for (const auto& e : extra_fields(f)) modelled.insert(e);
   // Qwen2 and Qwen3 read their window only when use_sliding_window is true.
-  const bool qwen = f == Family::Qwen2 || f == Family::Qwen3 || f == Family::Qwen3Moe;
+  const bool qwen = f == Family::Qwen2 || f == Family::Qwen3 || f == Family::Qwen3Moe || f == Family::Qwen2Moe;
   const bool qwen_window = qwen && p.take([&] { return bool_field(j, "use_sliding_window", false); }, false);
   // SmolLM3 slides only while use_sliding_window is true (refused below); its max_window_layers
   // is read by no layer.
@@ -138,7 +139,7 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
   if (smol)
     p.check([&] { require_flag(j, "use_sliding_window", false, "windows on SmolLM3's layers without RoPE are not modelled"); });
   const bool attn_bias = p.take([&] { return bool_field(j, "attention_bias", false); }, false);
-  if (f == Family::Qwen2) {
+  if (f == Family::Qwen2 || f == Family::Qwen2Moe) {
     p.check([&] { require_flag(j, "attention_bias", false, "Qwen2 has q/k/v biases and no o_proj bias"); });
   } else {
     m.qkv_bias = attn_bias;
@@ -190,7 +191,7 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
     drops.push_back({"resid_pdrop", p.take([&] { return num_field(j, "resid_pdrop", 0.0); }, 0.0), kDropResidual});
   }
   set_dropout(m, p, drops);
-  if (f == Family::Mixtral || f == Family::Qwen3Moe) read_moe(j, m, p);
+  if (f == Family::Mixtral || f == Family::Qwen3Moe || f == Family::Qwen2Moe) read_moe(j, m, p);
   m.seq = std::min(m.positions, 1024);
   m.batch = 1;
   return m;

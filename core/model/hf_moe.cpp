@@ -1,5 +1,6 @@
-// Import of the mixture-of-experts fields of Hugging Face's mixtral and qwen3_moe configs into
-// MoeConfig (model/moe_config.h). Both route dropless (no capacity): softmax over the experts,
+// Import of the mixture-of-experts fields of Hugging Face's mixtral, qwen3_moe and qwen2_moe
+// configs into MoeConfig (model/moe_config.h); Qwen2-MoE adds one shared expert of
+// shared_expert_intermediate_size, its output times sigmoid(x · shared_expert_gate). Both route dropless (no capacity): softmax over the experts,
 // the top num_experts_per_tok, renormalised always (Mixtral) or with norm_topk_prob (Qwen3-MoE).
 // Qwen3-MoE's layer l is sparse unless listed in mlp_only_layers, and only where
 // (l + 1) % decoder_sparse_step == 0; its dense layers have intermediate_size, its experts
@@ -19,6 +20,7 @@ std::set<std::string> moe_fields(Family f) {
     for (const char* k : {"num_experts", "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step",
                           "mlp_only_layers", "sliding_window", "use_sliding_window", "max_window_layers"})
       s.insert(k);
+    if (f == Family::Qwen2Moe) s.insert("shared_expert_intermediate_size");
   }
   return s;
 }
@@ -89,6 +91,10 @@ void read_moe(const nlohmann::json& j, ModelConfig& m, Problems& p) {
       if (num_field(j, "router_jitter_noise", 0.0) != 0.0)
         throw ConfigError("router_jitter_noise", "noise on the router's input is not modelled (0: none)");
     });
+  if (m.family == Family::Qwen2Moe) {  // one shared expert, gated by sigmoid(x · g)
+    e.shared_ffn = p.take([&] { return int_field(j, "shared_expert_intermediate_size"); }, 1);
+    e.shared_gate = true;
+  }
   m.moe = e;
   if (mixtral) return;
   const std::vector<bool> sparse = sparse_layers(j, m.layers, p);

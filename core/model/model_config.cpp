@@ -22,7 +22,7 @@ std::size_t dtype_size(DType t) {
 
 namespace {
 const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3", "granite", "gpt_neox", "falcon",
-                                 "gemma3", "smollm3", "mixtral", "qwen3_moe"};
+                                 "gemma3", "smollm3", "mixtral", "qwen3_moe", "qwen2_moe"};
 }  // namespace
 
 const char* to_string(Family f) { return kFamilies[static_cast<int>(f)]; }
@@ -77,7 +77,7 @@ void set_family(ModelConfig& m, Family f) {
                                                              : NormPlacement::Pre;
   m.position = gpt2 ? PositionKind::Learned : PositionKind::Rope;
   m.block_layout = neox ? BlockLayout::Parallel : falcon ? BlockLayout::ParallelSharedNorm : BlockLayout::Sequential;
-  m.qkv_bias = gpt2 || neox || f == Family::Qwen2;
+  m.qkv_bias = gpt2 || neox || f == Family::Qwen2 || f == Family::Qwen2Moe;
   m.out_bias = gpt2 || neox;
   m.mlp_bias = gpt2 || neox;
   m.qk_norm = f == Family::Olmo2 ? QkNormKind::Projection
@@ -311,7 +311,7 @@ void ModelConfig::validate() const {
                         "gives " + std::to_string(static_cast<double>(rows)) +
                             " rows of experts' tokens, more than 2^31 - 1 (batch x seq x top_k)");
   }
-  const long double ef = moe.on() ? static_cast<long double>(moe.experts) * moe.ffn + moe.experts : 0;
+  const long double ef = moe.on() ? static_cast<long double>(moe.experts) * moe.ffn + moe.experts + moe.shared_ffn + 1 : 0;
   if (moe.on() && (mul_overflows({b, s, static_cast<long double>(moe.top_k), std::max<long double>(h, 2 * static_cast<long double>(moe.ffn)), 8}) ||
                    mul_overflows({static_cast<long double>(moe.capacity(tokens())), static_cast<long double>(moe.experts), std::max<long double>(h, 2 * static_cast<long double>(moe.ffn)), 8})))
     throw ConfigError("moe", "expert buffer byte counts overflow 64 bits");

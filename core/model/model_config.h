@@ -16,7 +16,7 @@
 namespace remat {
 
 enum class Family : std::uint8_t { Gpt2, Llama, Mistral, Qwen2, Gemma, Gemma2, Phi3, Olmo2, Qwen3, Granite,
-                                   GptNeox, Falcon, Gemma3, SmolLM3, Mixtral, Qwen3Moe };
+                                   GptNeox, Falcon, Gemma3, SmolLM3, Mixtral, Qwen3Moe, Qwen2Moe };
 enum class AttentionImpl { Naive, Flash };
 enum class DType : std::uint8_t { F32, BF16, U8, I32 };
 enum class NormKind : std::uint8_t { LayerNorm, RmsNorm };

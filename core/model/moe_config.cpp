@@ -39,8 +39,13 @@ MoeConfig moe_from_json(const nlohmann::json& j) {
       m.capacity_factor = v.get<double>();
       if (!(m.capacity_factor > 0.0) || !std::isfinite(m.capacity_factor))
         throw ConfigError(f, "must be a positive factor (leave it out for dropless routing), got " + json_snippet(v));
+    } else if (key == "shared_ffn") {
+      m.shared_ffn = json_int(v, f);
+    } else if (key == "shared_gate") {
+      if (!v.is_boolean()) throw ConfigError(f, "must be true or false, got " + json_snippet(v));
+      m.shared_gate = v.get<bool>();
     } else {
-      throw ConfigError(f, "unknown key (moe has experts, top_k, ffn, norm_topk, capacity_factor)");
+      throw ConfigError(f, "unknown key (moe has experts, top_k, ffn, norm_topk, capacity_factor, shared_ffn, shared_gate)");
     }
   }
   for (const char* key : {"experts", "top_k", "ffn"})
@@ -56,6 +61,8 @@ nlohmann::json moe_to_json(const MoeConfig& m) {
   j["ffn"] = m.ffn;
   if (m.norm_topk) j["norm_topk"] = true;
   if (m.capacity_factor != 0.0) j["capacity_factor"] = m.capacity_factor;
+  if (m.shared_ffn != 0) j["shared_ffn"] = m.shared_ffn;
+  if (m.shared_gate) j["shared_gate"] = true;
   return j;
 }
 
@@ -65,6 +72,10 @@ void validate_moe(const MoeConfig& m) {
     throw ConfigError("moe.top_k", "must be between 1 and the " + std::to_string(m.experts) + " experts, got " +
                                        std::to_string(m.top_k));
   if (m.ffn <= 0) throw ConfigError("moe.ffn", "must be a positive integer, got " + std::to_string(m.ffn));
+  if (m.shared_ffn < 0)
+    throw ConfigError("moe.shared_ffn", "must be 0 (no shared experts) or a positive width, got " + std::to_string(m.shared_ffn));
+  if (m.shared_gate && m.shared_ffn == 0)
+    throw ConfigError("moe.shared_gate", "gates the shared experts, which this model has none of (shared_ffn 0)");
   if (!std::isfinite(m.capacity_factor) || m.capacity_factor < 0.0)
     throw ConfigError("moe.capacity_factor", "must be 0 (dropless) or a positive factor, got " +
                                                  std::to_string(m.capacity_factor));

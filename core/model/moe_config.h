@@ -9,7 +9,8 @@
 // tokens, those with the highest scores (ties to the earlier token; Megatron-LM's drop policy
 // "probs"), and its buffer is padded to C rows, so every buffer's size is fixed by the config.
 // c = 0: dropless, every (token, expert) pair computed; the permuted buffer has tokens·k rows
-// whatever the routing.
+// whatever the routing. Shared experts (shared_ffn > 0): one MLP of that width on every token,
+// added to the routed experts' sum (times sigmoid of a one-column gate with shared_gate).
 #pragma once
 #include <cstdint>
 
@@ -23,6 +24,8 @@ struct MoeConfig {
   int ffn = 0;            // each expert's intermediate size
   bool norm_topk = false; // renormalise the top-k scores to sum 1
   double capacity_factor = 0.0;  // 0: dropless
+  int shared_ffn = 0;     // the shared experts' width (always on, every token; 0: none)
+  bool shared_gate = false;  // the shared experts' output times sigmoid(x · g) (Qwen2-MoE)
   bool operator==(const MoeConfig&) const = default;
 
   bool on() const { return experts > 0; }
@@ -35,7 +38,8 @@ struct MoeConfig {
   std::int64_t routing_entries(std::int64_t tokens) const { return 2 * tokens * top_k + 2 * experts; }
 };
 
-// Our model JSON's "moe" object: {"experts", "top_k", "ffn", "norm_topk", "capacity_factor"}.
+// Our model JSON's "moe" object: {"experts", "top_k", "ffn", "norm_topk", "capacity_factor",
+// "shared_ffn", "shared_gate"}.
 // ConfigError naming the key for anything else or a bad value.
 MoeConfig moe_from_json(const nlohmann::json& j);
 nlohmann::json moe_to_json(const MoeConfig& m);

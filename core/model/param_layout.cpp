@@ -92,6 +92,17 @@ void moe_params(const ModelConfig& m, int b, const std::string& hf, const std::s
   }
   block_param(b, fused(mat(p + "mlp.experts.fc.w", "", e.experts * up, h), gu, ".weight"));
   block_param(b, fused(mat(p + "mlp.experts.fc2.w", "", e.experts * h, f), down, ".weight"));
+  if (e.shared_ffn == 0) return;
+  // Shared experts: one MLP of width shared_ffn (Qwen2-MoE: mlp.shared_expert, its gate
+  // mlp.shared_expert_gate [1, h]).
+  const std::int64_t sf = e.shared_ffn, sup = m.gated_mlp() ? 2 * sf : sf;
+  const std::string sh = ml + "shared_expert.";
+  std::vector<std::pair<std::string, std::int64_t>> sgu;
+  if (m.gated_mlp()) sgu = {{sh + "gate_proj", sf}, {sh + "up_proj", sf}};
+  else sgu = {{sh + "up_proj", sf}};
+  block_param(b, fused(mat(p + "mlp.shared.fc.w", "", sup, h), sgu, ".weight"));
+  block_param(b, mat(p + "mlp.shared.fc2.w", sh + "down_proj.weight", h, sf));
+  if (e.shared_gate) block_param(b, mat(p + "mlp.shared_gate.w", ml + "shared_expert_gate.weight", 1, h));
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ from e2e_common import check  # noqa: E402
 
 ENABLED = ["gpt2", "llama", "llama3", "qwen2", "phi3", "olmo2", "gpt2_flags", "llama_bias", "gemma",
            "mistral", "gemma2", "qwen3", "granite", "gpt_neox", "falcon", "falcon_rw", "gemma3",
-           "gemma3_types", "qwen2_window", "smollm3", "mixtral", "qwen3_moe"]
+           "gemma3_types", "qwen2_window", "smollm3", "mixtral", "qwen3_moe", "qwen2_moe"]
 # Families whose windows are shorter than SEQ also run with flash attention (banded tiles).
 FLASH_TOO = ["mistral", "gemma2", "gemma3", "gemma3_types", "qwen2_window"]
 
@@ -141,6 +141,8 @@ def check_controls(name, families, torch, w0, f, windows, run, ref32):
         controls.append(("top-k weights %s" % ("not renormalised" if e["norm"] else "renormalised"),
                          train(feat=dict(f, moe=dict(e, norm=not e["norm"])))))
         controls.append(("top-%d routing" % (e["top_k"] - 1), train(feat=dict(f, moe=dict(e, top_k=e["top_k"] - 1)))))
+        if e.get("shared"):
+            controls.append(("no shared expert", train(feat=dict(f, moe=dict(e, shared=0)))))
     if f["attn_scale"] and f["names"] != "gpt2":
         controls.append(("scores scaled by 1/sqrt(head_dim)", train(feat=dict(f, attn_scale=0.0))))
     for what, ref in controls:

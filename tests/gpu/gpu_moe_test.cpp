@@ -26,7 +26,8 @@ TEST_P(GpuMoe, LayerForwardAndBackwardMatchTheCpu) {
     Both x = d.random(dt, T * H, -1, 1, 1), logits = d.random(dt, T * m.experts, -2, 2, 2);
     Both w1 = d.random(dt, m.experts * 2 * F * H, -0.2f, 0.2f, 3), w2 = d.random(dt, m.experts * H * F, -0.2f, 0.2f, 4);
     Both w = d.poisoned(dt, n), routing = d.alloc(DType::I32, routing_n), xp = d.alloc(dt, R * H),
-         gu = d.alloc(dt, R * 2 * F), act = d.alloc(dt, R * F), yp = d.alloc(dt, R * H), y = d.poisoned(dt, T * H);
+         gu = d.alloc(dt, R * 2 * F), act = d.alloc(dt, R * F), yp = d.alloc(dt, R * H), y = d.poisoned(dt, T * H),
+         shared = d.random(dt, T * H, -1, 1, 9);
     auto on_both = [&](auto&& f) {
       f(static_cast<Backend&>(d.cpu), true);
       f(static_cast<Backend&>(*d.gpu), false);
@@ -52,7 +53,8 @@ TEST_P(GpuMoe, LayerForwardAndBackwardMatchTheCpu) {
       a.M = R, a.K = F, a.N = H;
       be.run(OpKind::ExpertLinear, Pass::Forward, a);
       a = OpArgs{};
-      a.moe = m, a.in[0] = &T_(yp, c), a.in[1] = &T_(w, c), a.in[2] = &T_(routing, c), a.out[0] = &T_(y, c), a.K = H;
+      a.moe = m, a.in[0] = &T_(yp, c), a.in[1] = &T_(w, c), a.in[2] = &T_(routing, c), a.in[3] = &T_(shared, c);
+      a.out[0] = &T_(y, c), a.K = H;
       be.run(OpKind::MoeUnpermute, Pass::Forward, a);
     });
     d.gpu->synchronize();
@@ -65,11 +67,11 @@ TEST_P(GpuMoe, LayerForwardAndBackwardMatchTheCpu) {
     Both dy = d.random(dt, T * H, -1, 1, 5), dyp = d.poisoned(dt, R * H), dw = d.poisoned(dt, n),
          dact = d.poisoned(dt, R * F), dgu = d.poisoned(dt, R * 2 * F), dxp = d.poisoned(dt, R * H),
          dx = d.poisoned(dt, T * H), dl = d.poisoned(dt, T * m.experts), dw1 = d.alloc(dt, m.experts * 2 * F * H),
-         dw2 = d.alloc(dt, m.experts * H * F);
+         dw2 = d.alloc(dt, m.experts * H * F), dshared = d.poisoned(dt, T * H);
     on_both([&](Backend& be, bool c) {
       OpArgs a;
       a.moe = m, a.in[0] = &T_(yp, c), a.in[1] = &T_(w, c), a.in[2] = &T_(routing, c), a.dout[0] = &T_(dy, c);
-      a.din[0] = &T_(dyp, c), a.din[1] = &T_(dw, c), a.K = H;
+      a.in[3] = &T_(shared, c), a.din[0] = &T_(dyp, c), a.din[1] = &T_(dw, c), a.din[3] = &T_(dshared, c), a.K = H;
       be.run(OpKind::MoeUnpermute, Pass::Backward, a);
       a = OpArgs{};
       a.moe = m, a.in[0] = &T_(act, c), a.in[1] = &T_(routing, c), a.w = &T_(w2, c), a.dw = &T_(dw2, c);
@@ -92,10 +94,33 @@ TEST_P(GpuMoe, LayerForwardAndBackwardMatchTheCpu) {
     });
 #undef T_
     d.gpu->synchronize();
-    for (auto [name, b] : {std::pair{"dyp", &dyp}, {"dweights", &dw}, {"dW2", &dw2}, {"dW1", &dw1}, {"dx", &dx},
+    for (auto [name, b] : {std::pair{"dyp", &dyp}, {"dshared", &dshared}, {"dweights", &dw}, {"dW2", &dw2}, {"dW1", &dw1}, {"dx", &dx},
                            {"dlogits", &dl}})
       EXPECT_LE(d.rel(*b), tol(dt)) << name;
   }
+}
+
+// The shared experts' gate: y = sigmoid(g) x, its backward with and without accumulation.
+TEST_P(GpuMoe, SigmoidGateMatchesTheCpu) {
+  REMAT_REQUIRE_GPU();
+  const DType dt = GetParam();
+  Dual d;
+  const std::int64_t M = 77;
+  const int K = 96;
+  Both x = d.random(dt, M * K, -2, 2, 11), g = d.random(dt, M, -3, 3, 12), y = d.poisoned(dt, M * K);
+  Both dy = d.random(dt, M * K, -1, 1, 13), dx = d.poisoned(dt, M * K), dg = d.random(dt, M, -1, 1, 14);
+  for (bool c : {true, false}) {
+    Backend& be = c ? static_cast<Backend&>(d.cpu) : static_cast<Backend&>(*d.gpu);
+    OpArgs a;
+    a.in[0] = c ? &x.c : &x.g, a.in[1] = c ? &g.c : &g.g, a.out[0] = c ? &y.c : &y.g, a.M = M, a.K = K;
+    be.run(OpKind::SigmoidGate, Pass::Forward, a);
+    a.dout[0] = c ? &dy.c : &dy.g, a.din[0] = c ? &dx.c : &dx.g, a.din[1] = c ? &dg.c : &dg.g, a.acc[1] = true;
+    be.run(OpKind::SigmoidGate, Pass::Backward, a);
+  }
+  d.gpu->synchronize();
+  EXPECT_LE(d.rel(y), tol(dt));
+  EXPECT_LE(d.rel(dx), tol(dt));
+  EXPECT_LE(d.rel(dg), tol(dt));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuMoe, ::testing::Values(DType::F32, DType::BF16),

@@ -188,6 +188,14 @@ FAMILIES["qwen3_moe"] = dict(_LLAMA_LIKE, model_type="qwen3_moe", architectures=
                              num_experts_per_tok=3, output_router_logits=False, router_aux_loss_coef=0.001,
                              use_sliding_window=False, sliding_window=None, max_window_layers=2,
                              tie_word_embeddings=False)
+# Qwen2-MoE (Qwen1.5-MoE): q/k/v biases, 5 experts, top-2 not renormalised, one shared expert
+# gated by sigmoid(x · shared_expert_gate).
+FAMILIES["qwen2_moe"] = dict(_LLAMA_LIKE, model_type="qwen2_moe", architectures=["Qwen2MoeForCausalLM"],
+                             max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                             decoder_sparse_step=1, moe_intermediate_size=16, norm_topk_prob=False,
+                             num_experts=5, num_experts_per_tok=2, shared_expert_intermediate_size=28,
+                             output_router_logits=False, router_aux_loss_coef=0.001, use_sliding_window=False,
+                             sliding_window=32768, max_window_layers=2, tie_word_embeddings=False)
 
 # The step's shape for every family (the run's --seq/--batch overrides).
 SEQ, BATCH = 16, 2
@@ -281,15 +289,17 @@ def features_from_hf(c):
     elif t == "qwen3":
         f["qk_norm"] = "head"
         _qwen_window(c, f)
-    elif t in ("mixtral", "qwen3_moe"):
+    elif t in ("mixtral", "qwen3_moe", "qwen2_moe"):
         # Layer l sparse unless in mlp_only_layers, where (l + 1) % decoder_sparse_step == 0.
         mixtral = t == "mixtral"
         step, dense = _get(c, "decoder_sparse_step", 1), _get(c, "mlp_only_layers", [])
-        f.update(names=t, qk_norm="none" if mixtral else "head",
+        f.update(names=t, qk_norm="head" if t == "qwen3_moe" else "none",
                  sliding_window=_get(c, "sliding_window", 0) if mixtral else 0,
+                 qkv_bias=t == "qwen2_moe",
                  moe=dict(experts=c["num_local_experts" if mixtral else "num_experts"], top_k=c["num_experts_per_tok"],
                           ffn=c["intermediate_size"] if mixtral else c["moe_intermediate_size"],
                           norm=True if mixtral else _get(c, "norm_topk_prob", False),
+                          shared=_get(c, "shared_expert_intermediate_size", 0) if t == "qwen2_moe" else 0,
                           sparse=[l not in dense and (l + 1) % step == 0 for l in range(f["layers"])]))
     elif t == "smollm3":
         # transformers' default list: the layers l with (l + 1) % interval == 0 go without RoPE.
@@ -430,6 +440,11 @@ def _moe_shapes(f, p):
         ex = m + "experts.%d." % x
         s[ex + names[0] + ".weight"], s[ex + names[1] + ".weight"] = (e["ffn"], h), (e["ffn"], h)
         s[ex + names[2] + ".weight"] = (h, e["ffn"])
+    if e.get("shared"):
+        sh = m + "shared_expert."
+        s[sh + "gate_proj.weight"], s[sh + "up_proj.weight"] = (e["shared"], h), (e["shared"], h)
+        s[sh + "down_proj.weight"] = (h, e["shared"])
+        s[m + "shared_expert_gate.weight"] = (1, h)
     return s
 
 
@@ -439,12 +454,16 @@ def _moe_layer(w, f, p, P):
     names = ("w1", "w3", "w2") if f["names"] == "mixtral" else ("gate_proj", "up_proj", "down_proj")
     P["router"] = w[m + "gate.weight"]
     P["experts"] = [tuple(w[m + "experts.%d.%s.weight" % (x, n)] for n in names) for x in range(f["moe"]["experts"])]
+    if f["moe"].get("shared"):
+        P["shared"] = tuple(w[m + "shared_expert.%s.weight" % n] for n in ("gate_proj", "up_proj", "down_proj"))
+        P["shared_gate"] = w[m + "shared_expert_gate.weight"]
 
 
 def moe(f, P, y):
     """Dropless routing: softmax of the router's logits, the top-k (renormalised with norm), and
     the weighted sum of those experts' SwiGLU MLPs (each expert computed on every token and
-    weighted by 0 where not chosen: the same sum, and the same gradients)."""
+    weighted by 0 where not chosen: the same sum, and the same gradients), plus the shared
+    expert times its sigmoid gate where the family has one."""
     e = f["moe"]
     probs = linear(y, P["router"]).softmax(-1)
     top, idx = probs.topk(e["top_k"], dim=-1)
@@ -454,6 +473,9 @@ def moe(f, P, y):
     for x, (g, u, d) in enumerate(P["experts"]):
         weight = (top * (idx == x)).sum(-1, keepdim=True)
         out = out + weight * linear(F.silu(linear(y, g)) * linear(y, u), d)
+    if "shared" in P:  # the shared expert, gated by sigmoid(y · g)
+        g, u, d = P["shared"]
+        out = out + torch.sigmoid(linear(y, P["shared_gate"])) * linear(F.silu(linear(y, g)) * linear(y, u), d)
     return out
 
 

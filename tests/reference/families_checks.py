@@ -117,7 +117,7 @@ def self_checks():
           "(gemma3_by_hand.py)", gemma3_by_hand.matches(FAMILIES["gemma3_types"], g3t, make_weights(g3t, 18), win,
                                                          loss_of))
 
-    for i, name in enumerate(("mixtral", "qwen3_moe")):
+    for i, name in enumerate(("mixtral", "qwen3_moe", "qwen2_moe")):
         fm = features_from_hf(FAMILIES[name])
         check("%s forward = hand-written sparse block: softmax router, top-k, experts gathered and added "
               "back by index (moe_by_hand.py)" % name,
@@ -194,6 +194,7 @@ _MOE_EFFECTS = [
     ("mixtral", lambda e: dict(e, top_k=1)),
     ("qwen3_moe", lambda e: dict(e, norm=True)),
     ("qwen3_moe", lambda e: dict(e, sparse=[True, True])),
+    ("qwen2_moe", lambda e: dict(e, shared=0)),
 ]
 
 

@@ -1,10 +1,11 @@
-"""Mixtral's and Qwen3-MoE's forward written out from their Hugging Face decoder layers
-(MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock), float64, to check the generic reference
+"""Mixtral's, Qwen3-MoE's and Qwen2-MoE's forward written out from their Hugging Face decoder
+layers (MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock, Qwen2MoeSparseMoeBlock), float64, to check the generic reference
 (families.py) on the mixture of experts: the router's logits, their softmax, the top
 num_experts_per_tok experts per token and their scores (divided by their sum: Mixtral always,
 Qwen3-MoE under norm_topk_prob), then expert by expert the tokens that chose it gathered, its
 SwiGLU MLP on them, times their scores, added back into their rows (index_add_). Qwen3-MoE's
-layers in mlp_only_layers keep a dense MLP; its attention has per-head q_norm / k_norm. Pre-norm
+layers in mlp_only_layers keep a dense MLP; its attention has per-head q_norm / k_norm. Qwen2-MoE
+has q/k/v biases and adds a shared expert times sigmoid(x · shared_expert_gate). Pre-norm
 blocks, no biases, grouped-query attention, an untied head. Shares nothing with the engine;
 imported by families_checks.py.
 """
@@ -16,7 +17,11 @@ import torch.nn.functional as F
 from by_hand import as64, causal, cos_sin, matches as _matches, repeat_kv, rms as _rms, rotate
 
 
-def _sparse_block(x, w, m, names, E, k, norm):
+def _mlp(x, w, p):
+    return (F.silu(x @ w[p + "gate_proj.weight"].t()) * (x @ w[p + "up_proj.weight"].t())) @ w[p + "down_proj.weight"].t()
+
+
+def _sparse_block(x, w, m, names, E, k, norm, shared=False):
     T, h = x.shape
     probs = F.softmax(x @ w[m + "gate.weight"].t(), dim=-1)
     top, chosen = torch.topk(probs, k, dim=-1)
@@ -32,6 +37,8 @@ def _sparse_block(x, w, m, names, E, k, norm):
         y = (F.silu(xs @ w[ex + names[0] + ".weight"].t()) * (xs @ w[ex + names[1] + ".weight"].t())) @ \
             w[ex + names[2] + ".weight"].t()
         out.index_add_(0, token, y * top[token, slot, None])
+    if shared:  # Qwen2-MoE's shared expert and its gate
+        out = out + torch.sigmoid(x @ w[m + "shared_expert_gate.weight"].t()) * _mlp(x, w, m + "shared_expert.")
     return out
 
 
@@ -56,12 +63,13 @@ def loss(c, w, win):
         p = "model.layers.%d." % l
         at = p + "self_attn."
         y = _rms(x, w[p + "input_layernorm.weight"], eps)
-        q = (y @ w[at + "q_proj.weight"].t()).view(B, S, a, d)
-        kk = (y @ w[at + "k_proj.weight"].t()).view(B, S, kv, d)
-        if not mixtral:
+        bias = c["model_type"] == "qwen2_moe"  # q/k/v biases
+        q = (y @ w[at + "q_proj.weight"].t() + (w[at + "q_proj.bias"] if bias else 0)).view(B, S, a, d)
+        kk = (y @ w[at + "k_proj.weight"].t() + (w[at + "k_proj.bias"] if bias else 0)).view(B, S, kv, d)
+        if c["model_type"] == "qwen3_moe":
             q, kk = _rms(q, w[at + "q_norm.weight"], eps), _rms(kk, w[at + "k_norm.weight"], eps)
         q, kk = q.transpose(1, 2), kk.transpose(1, 2)
-        v = (y @ w[at + "v_proj.weight"].t()).view(B, S, kv, d).transpose(1, 2)
+        v = (y @ w[at + "v_proj.weight"].t() + (w[at + "v_proj.bias"] if bias else 0)).view(B, S, kv, d).transpose(1, 2)
         q, kk, v = rotate(q, cos, sin), repeat_kv(rotate(kk, cos, sin), a), repeat_kv(v, a)
         probs = (q @ kk.transpose(-1, -2) / math.sqrt(d) + mask).softmax(-1)
         x = x + (probs @ v).transpose(1, 2).reshape(B, S, a * d) @ w[at + "o_proj.weight"].t()
@@ -69,11 +77,10 @@ def loss(c, w, win):
         if mixtral:
             out = _sparse_block(y, w, p + "block_sparse_moe.", ("w1", "w3", "w2"), E, k, norm)
         elif l not in dense and (l + 1) % step == 0:
-            out = _sparse_block(y, w, p + "mlp.", ("gate_proj", "up_proj", "down_proj"), E, k, norm)
+            out = _sparse_block(y, w, p + "mlp.", ("gate_proj", "up_proj", "down_proj"), E, k, norm,
+                                shared=c["model_type"] == "qwen2_moe")
         else:
-            m = p + "mlp."
-            out = (F.silu(y @ w[m + "gate_proj.weight"].t()) * (y @ w[m + "up_proj.weight"].t())) @ \
-                w[m + "down_proj.weight"].t()
+            out = _mlp(y, w, p + "mlp.")
         x = x + out.view(B, S, h)
     logits = _rms(x, w["model.norm.weight"], eps) @ w["lm_head.weight"].t()
     return F.cross_entropy(logits.reshape(-1, c["vocab_size"]), win[:, 1:].reshape(-1)).item()

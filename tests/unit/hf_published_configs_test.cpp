@@ -77,12 +77,16 @@ std::int64_t decoder_params(const nlohmann::json& j) {
   std::int64_t block = h * H * d + 2 * h * kv * d + H * d * h + 3 * h * f;
   // Mixtures of experts (every layer sparse in these files): each expert's gate, up and down of
   // its width (Mixtral: intermediate_size; Qwen3-MoE: moe_intermediate_size) and the router.
-  if (type == "mixtral" || type == "qwen3_moe") {
+  if (type == "mixtral" || type == "qwen3_moe" || type == "qwen2_moe") {
     const std::int64_t E = j.at(type == "mixtral" ? "num_local_experts" : "num_experts");
     const std::int64_t fe = type == "mixtral" ? f : static_cast<std::int64_t>(j.at("moe_intermediate_size"));
     block += E * 3 * h * fe + E * h - 3 * h * f;
+    if (type == "qwen2_moe") {  // the shared expert and its one-row gate
+      const std::int64_t fs = j.at("shared_expert_intermediate_size");
+      block += 3 * h * fs + h;
+    }
   }
-  if (type == "qwen2") block += H * d + 2 * kv * d;
+  if (type == "qwen2" || type == "qwen2_moe") block += H * d + 2 * kv * d;
   if (hf_flag(j, "attention_bias", false)) block += H * d + 2 * kv * d + h;
   if (hf_flag(j, "mlp_bias", false)) block += 2 * f + h;
   if (type == "qwen3" || type == "qwen3_moe" || type == "gemma3_text") block += 2 * d;
@@ -99,7 +103,7 @@ std::int64_t hf_file_params(const nlohmann::json& j) {
   if (type == "falcon" || type == "RefinedWeb" || type == "RefinedWebModel") return falcon_params(j);
   static const std::set<std::string> kDecoders = {"llama",  "mistral", "qwen2",       "qwen3", "granite",
                                                   "gemma",  "gemma2",  "gemma3_text", "phi3",  "olmo2",
-                                                  "smollm3", "mixtral", "qwen3_moe"};
+                                                  "smollm3", "mixtral", "qwen3_moe", "qwen2_moe"};
   return kDecoders.count(type) ? decoder_params(j) : -1;
 }
 
@@ -134,6 +138,7 @@ const PublishedFile kPublishedFiles[] = {
     {"phi-3-mini-4k-instruct.json", 3'821'079'552, Expect::Imports, {"auto_map", "pad_token_id"}},
     {"phi-4-mini-instruct.json", 3'836'021'760, Expect::Refused,
      {"full_attn_mod", "interpolate_factor", "lm_head_bias"}},
+    {"qwen1.5-moe-a2.7b-chat.json", 14'315'784'192, Expect::Imports, {"sliding_window", "max_window_layers", "torch_dtype"}},
     {"qwen2-7b.json", 7'615'616'512, Expect::Imports, {"sliding_window", "max_window_layers"}},
     {"qwen2.5-0.5b.json", 494'032'768, Expect::Imports, {"use_mrope", "sliding_window", "max_window_layers"}},
     {"qwen2.5-14b.json", 14'770'033'664, Expect::Imports, {"sliding_window", "max_window_layers"}},

@@ -421,9 +421,9 @@ TEST(ModelConfig, TransformersFiveLayoutMeansWhatTheFourLayoutMeans) {
   EXPECT_NE(w.find("a RoPE per layer kind"), std::string::npos) << w;
   // A family that is not modelled: the nearest one and what it lacks.
   nlohmann::json moe = v4;
-  moe["model_type"] = "qwen2_moe";
+  moe["model_type"] = "deepseek_v3";
   w = published_refusal(moe);
-  EXPECT_NE(w.find("the nearest supported is qwen3_moe, without shared experts"), std::string::npos) << w;
+  EXPECT_NE(w.find("the nearest supported is qwen2_moe, without multi-head latent attention"), std::string::npos) << w;
 }
 
 // Granite's four multipliers: read from its config (the score scale is attention_multiplier,

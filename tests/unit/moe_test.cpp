@@ -212,6 +212,54 @@ TEST(MoeOps, ForwardEqualsThePerTokenSum) {
   }
 }
 
+// The shared experts: their steps in the table (Megatron-LM's `shared_experts`, inside `moe`),
+// their parameters under Qwen2-MoE's names, the gate against central differences.
+TEST(MoeShared, TableParametersAndGate) {
+  ModelConfig m = moe_model(0.0);
+  set_family(m, Family::Qwen2Moe);
+  m.moe.shared_ffn = 20;
+  m.moe.shared_gate = true;
+  m.validate();
+  const BlockGraph g(m);
+  for (const char* t : {"moe.shared_gate_up", "moe.shared_act", "moe.shared_out", "moe.shared_gate", "moe.shared_gated"})
+    EXPECT_TRUE(g.find(t)) << t;
+  EXPECT_EQ(g.module_tensors({"shared_experts"}),
+            (std::vector<std::string>{"moe.shared_gate_up", "moe.shared_act", "moe.shared_out", "moe.shared_gate"}));
+  const auto all = g.module_tensors({"moe"});
+  EXPECT_NE(std::find(all.begin(), all.end(), "moe.shared_act"), all.end());
+  const ParamLayout layout(m);
+  ASSERT_TRUE(layout.find("model.layers.1.mlp.shared_expert_gate.weight"));
+  ASSERT_TRUE(layout.find("model.layers.1.mlp.shared_expert.down_proj.weight"));
+  EXPECT_EQ(layout.numel(1, "mlp.shared.fc.w"), 2 * 20 * 16);
+  EXPECT_EQ(layout.numel(1, "mlp.shared_gate.w"), 16);
+  nlohmann::json j = model_to_json(m);
+  EXPECT_EQ(model_from_json(j).moe, m.moe);
+  j["moe"].erase("shared_ffn");
+  EXPECT_THROW(model_from_json(j), ConfigError);  // a gate without shared experts
+
+  cputest::Env env;
+  const std::int64_t M = 5;
+  const int K = 7;
+  auto x = cputest::randv(M * K, 31), gl = cputest::randv(M, 32, -2.0f, 2.0f);
+  const auto R = cputest::randv(M * K, 33);
+  Tensor tx = env.from(x), tg = env.from(gl), ty = env.make(DType::F32, M * K);
+  auto loss = [&] {
+    env.set(tx, x), env.set(tg, gl);
+    OpArgs a;
+    a.in[0] = &tx, a.in[1] = &tg, a.out[0] = &ty, a.M = M, a.K = K;
+    env.be.run(OpKind::SigmoidGate, Pass::Forward, a);
+    return cputest::dotd(env.get(ty), R);
+  };
+  loss();
+  Tensor tR = env.from(R), tdx = env.make(DType::F32, M * K), tdg = env.make(DType::F32, M);
+  OpArgs a;
+  a.in[0] = &tx, a.in[1] = &tg, a.dout[0] = &tR, a.din[0] = &tdx, a.din[1] = &tdg, a.M = M, a.K = K;
+  env.be.run(OpKind::SigmoidGate, Pass::Backward, a);
+  const auto dx = env.get(tdx), dg = env.get(tdg);
+  cputest::expect_grad("x", x, dx, loss, 1e-3f, 1e-4, 1e-2);
+  cputest::expect_grad("g", gl, dg, loss, 1e-3f, 1e-4, 1e-2);
+}
+
 // Route, permute and unpermute backward against central differences of a weighted sum of y.
 TEST(MoeOps, BackwardMatchesFiniteDifferences) {
   for (bool norm : {false, true}) {
@@ -223,12 +271,13 @@ TEST(MoeOps, BackwardMatchesFiniteDifferences) {
     auto x = cputest::randv(T * H, 21), logits = cputest::randv(T * E, 22, -1.0f, 1.0f);
     auto yp_in = cputest::randv(T * k * H, 23);
     const auto R = cputest::randv(T * H, 24);
+    auto shared = cputest::randv(T * H, 25);
     Tensor tx = env.from(x), tl = env.from(logits), tw = env.make(DType::F32, T * k),
            tr = env.make(DType::I32, 2 * T * k + 2 * E), txp = env.make(DType::F32, T * k * H),
-           ty = env.make(DType::F32, T * H), typ = env.from(yp_in);
+           ty = env.make(DType::F32, T * H), typ = env.from(yp_in), tsh = env.from(shared);
     // loss = sum R · unpermute(permute(x) + yp_in, route(logits)): x reaches y through the rows.
     auto forward = [&] {
-      env.set(tx, x), env.set(tl, logits);
+      env.set(tx, x), env.set(tl, logits), env.set(tsh, shared);
       OpArgs a;
       a.moe = d;
       a.in[0] = &tl, a.out[0] = &tw, a.out[1] = &tr, a.M = T, a.K = k, a.N = E;
@@ -240,15 +289,16 @@ TEST(MoeOps, BackwardMatchesFiniteDifferences) {
       for (std::size_t i = 0; i < xp.size(); ++i) xp[i] += yp_in[i];
       env.set(typ, xp);
       a = OpArgs{};
-      a.moe = d, a.in[0] = &typ, a.in[1] = &tw, a.in[2] = &tr, a.out[0] = &ty, a.K = H;
+      a.moe = d, a.in[0] = &typ, a.in[1] = &tw, a.in[2] = &tr, a.in[3] = &tsh, a.out[0] = &ty, a.K = H;
       env.be.run(OpKind::MoeUnpermute, Pass::Forward, a);
       return cputest::dotd(env.get(ty), R);
     };
     forward();
     Tensor tR = env.from(R), tdyp = env.make(DType::F32, T * k * H), tdw = env.make(DType::F32, T * k),
-           tdl = env.make(DType::F32, T * E), tdx = env.make(DType::F32, T * H);
+           tdl = env.make(DType::F32, T * E), tdx = env.make(DType::F32, T * H), tdsh = env.make(DType::F32, T * H);
     OpArgs a;
-    a.moe = d, a.in[0] = &typ, a.in[1] = &tw, a.in[2] = &tr, a.dout[0] = &tR, a.din[0] = &tdyp, a.din[1] = &tdw, a.K = H;
+    a.moe = d, a.in[0] = &typ, a.in[1] = &tw, a.in[2] = &tr, a.in[3] = &tsh, a.dout[0] = &tR, a.din[0] = &tdyp,
+    a.din[1] = &tdw, a.din[3] = &tdsh, a.K = H;
     env.be.run(OpKind::MoeUnpermute, Pass::Backward, a);
     a = OpArgs{};
     a.moe = d, a.in[0] = &tl, a.out[0] = &tw, a.out[1] = &tr, a.dout[0] = &tdw, a.din[0] = &tdl, a.M = T, a.K = k, a.N = E;
@@ -256,7 +306,8 @@ TEST(MoeOps, BackwardMatchesFiniteDifferences) {
     a = OpArgs{};
     a.moe = d, a.in[0] = &tx, a.in[1] = &tr, a.dout[0] = &tdyp, a.din[0] = &tdx, a.K = H;
     env.be.run(OpKind::MoePermute, Pass::Backward, a);
-    const auto dl = env.get(tdl), dx = env.get(tdx);
+    const auto dl = env.get(tdl), dx = env.get(tdx), dsh = env.get(tdsh);
+    cputest::expect_grad("shared", shared, dsh, forward, 1e-3f, 1e-4, 1e-2, 24);
     cputest::expect_grad("logits", logits, dl, forward, 1e-3f, 1e-4, 1e-2, 24);
     cputest::expect_grad("x", x, dx, forward, 1e-3f, 1e-4, 1e-2, 24);
   }

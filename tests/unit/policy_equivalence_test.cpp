@@ -124,6 +124,7 @@ INSTANTIATE_TEST_SUITE_P(
                       EquivalenceCase{Family::Mixtral, AttentionImpl::Flash, std::nullopt, OpKind::ExpertLinear},
                       EquivalenceCase{Family::Qwen3Moe, AttentionImpl::Naive, std::nullopt, OpKind::MoeUnpermute},
                       EquivalenceCase{Family::Qwen3Moe, AttentionImpl::Flash, std::nullopt, OpKind::MoePermute},
+                      EquivalenceCase{Family::Qwen2Moe, AttentionImpl::Naive, std::nullopt, OpKind::SigmoidGate},
                       EquivalenceCase{Family::Llama, AttentionImpl::Naive},
                       EquivalenceCase{Family::Llama, AttentionImpl::Flash},
                       EquivalenceCase{Family::Qwen2, AttentionImpl::Naive},

@@ -1,7 +1,8 @@
 // The mixture-of-experts ops (model/moe_config.h): routing, the tokens permuted into the
 // experts' rows, the experts' projections on their rows, and the weighted sum back in token
 // order. The routing table (i32): per (token, choice) its expert, then its row in the permuted
-// buffer (-1: dropped by the capacity), then per expert its first row and its row count.
+// buffer (-1: dropped by the capacity), then per expert its first row and its row count. Also
+// the shared experts' sigmoid gate (SigmoidGate).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -254,14 +255,16 @@ void CpuBackend::fwd_MoeUnpermute(const OpArgs& a) {
   check_routing(*a.in[2], d, op);
   cpu::check_float(*a.out[0], op, "y", d.tokens * H);
   const Routing r(*a.in[2], d);
-  const FV yp(*a.in[0]), w(*a.in[1]), y(*a.out[0]);
+  const bool shared = a.in[3] && *a.in[3];
+  if (shared) cpu::check_float(*a.in[3], op, "shared", d.tokens * H);
+  const FV yp(*a.in[0]), w(*a.in[1]), y(*a.out[0]), sh = shared ? FV(*a.in[3]) : FV();
   cpu::parallel_for(*pool_, d.tokens, 16, [&](std::int64_t t0, std::int64_t t1, int) {
     for (std::int64_t t = t0; t < t1; ++t)
       for (int h = 0; h < H; ++h) {
         float s = 0.0f;
         for (int j = 0; j < k; ++j)
           if (const std::int32_t row = r.row[t * k + j]; row >= 0) s += w[t * k + j] * yp[row * H + h];
-        y.set(t * H + h, s);
+        y.set(t * H + h, shared ? s + sh[t * H + h] : s);
       }
   });
 }
@@ -292,6 +295,10 @@ void CpuBackend::bwd_MoeUnpermute(const OpArgs& a) {
       }
     });
   }
+  if (a.din[3] && *a.din[3]) {  // the shared experts' output: dout itself
+    cpu::check_float(*a.din[3], op, "dshared", d.tokens * H);
+    cpu::copy_floats(*pool_, dy, FV(*a.din[3]), d.tokens * H, a.acc[3]);
+  }
   if (a.din[1] && *a.din[1]) {  // dw: dy · yp of its row, 0 where dropped
     cpu::check_float(*a.din[1], op, "dweights", d.tokens * k);
     const FV dw(*a.din[1]);
@@ -306,6 +313,51 @@ void CpuBackend::bwd_MoeUnpermute(const OpArgs& a) {
       }
     });
   }
+}
+
+}  // namespace remat
+
+namespace remat {
+
+void CpuBackend::fwd_SigmoidGate(const OpArgs& a) {
+  const char* op = "sigmoid_gate_fwd";
+  const std::int64_t M = a.M;
+  const int K = a.K;
+  cpu::check_float(*a.in[0], op, "x", M * K);
+  cpu::check_float(*a.in[1], op, "g", M);
+  cpu::check_float(*a.out[0], op, "y", M * K);
+  const FV x(*a.in[0]), g(*a.in[1]), y(*a.out[0]);
+  cpu::parallel_for(*pool_, M, 16, [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float s = 1.0f / (1.0f + std::exp(-g[r]));
+      for (int c = 0; c < K; ++c) y.set(r * K + c, s * x[r * K + c]);
+    }
+  });
+}
+
+void CpuBackend::bwd_SigmoidGate(const OpArgs& a) {
+  const char* op = "sigmoid_gate_bwd";
+  const std::int64_t M = a.M;
+  const int K = a.K;
+  cpu::check_float(*a.in[0], op, "x", M * K);
+  cpu::check_float(*a.in[1], op, "g", M);
+  cpu::check_float(*a.dout[0], op, "dy", M * K);
+  const FV x(*a.in[0]), g(*a.in[1]), dy(*a.dout[0]);
+  const bool has_dx = a.din[0] && *a.din[0], has_dg = a.din[1] && *a.din[1];
+  if (has_dx) cpu::check_float(*a.din[0], op, "dx", M * K);
+  if (has_dg) cpu::check_float(*a.din[1], op, "dg", M);
+  const FV dx = has_dx ? FV(*a.din[0]) : FV(), dg = has_dg ? FV(*a.din[1]) : FV();
+  cpu::parallel_for(*pool_, M, 16, [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float s = 1.0f / (1.0f + std::exp(-g[r]));
+      float dot = 0.0f;
+      for (int c = 0; c < K; ++c) {
+        dot += dy[r * K + c] * x[r * K + c];
+        if (has_dx) dx.put(r * K + c, s * dy[r * K + c], a.acc[0]);
+      }
+      if (has_dg) dg.put(r, dot * s * (1.0f - s), a.acc[1]);
+    }
+  });
 }
 
 }  // namespace remat
