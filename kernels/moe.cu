@@ -4,6 +4,7 @@
 // the choices), permute and unpermute as element-wise kernels, and the experts' projections as
 // one GEMM per expert over its rows (their counts read back once per op); the shared experts'
 // sigmoid gate.
+#include <algorithm>
 #include <vector>
 
 #include "core/backend/cuda/cuda_args.h"
@@ -23,71 +24,47 @@ constexpr int kThreads = 256;
 
 int blocks_for(std::int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
 
-// One thread per token: softmax of its logits in fp32, the top-k by score (ties to the lower
-// index), the weights (renormalised with norm), the experts.
+// Per-thread limits of the router's rows (local arrays); larger configs are refused.
+constexpr int kMaxExperts = 512, kMaxGroups = 64, kMaxTopK = 64;
+
+// One thread per token: the router's arithmetic (core/backend/moe_score.h) on its logits.
 template <class T>
-__global__ void route_fwd(const T* logits, T* w, float* w32, std::int32_t* expert, std::int64_t tokens, int E, int k,
-                          bool norm) {
+__global__ void route_fwd(const T* logits, const T* bias, T* w, float* w32, std::int32_t* expert, std::int64_t tokens,
+                          MoeRouter r) {
   const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (t >= tokens) return;
-  const T* l = logits + t * E;
-  float mx = -INFINITY;
-  for (int e = 0; e < E; ++e) mx = fmaxf(mx, to_f(l[e]));
-  float sum = 0.0f;
-  for (int e = 0; e < E; ++e) sum += expf(to_f(l[e]) - mx);
-  float chosen = 0.0f;
-  int last = -1;
-  float last_p = INFINITY;
-  for (int j = 0; j < k; ++j) {  // the next largest after (last_p, last) in (score desc, index asc)
-    int best = -1;
-    float bp = -1.0f;
-    for (int e = 0; e < E; ++e) {
-      float p = expf(to_f(l[e]) - mx) / sum;
-      if (isnan(p)) p = -INFINITY;  // NaN scores rank last, as on the CPU
-      const bool after = p < last_p || (p == last_p && e > last);
-      if (after && (best < 0 || p > bp)) best = e, bp = p;
-    }
-    if (best < 0) {  // every score NaN: the lowest expert not chosen yet, as the CPU's order gives
-      best = last + 1;
-      bp = -INFINITY;
-    }
-    expert[t * k + j] = best;
-    w32[t * k + j] = bp;
-    chosen += bp;
-    last = best;
-    last_p = bp;
-  }
+  const int E = r.experts, k = r.top_k;
+  float s[kMaxExperts], c[kMaxExperts], gscore[kMaxGroups], wk[kMaxTopK];
+  bool taken[kMaxExperts], gtaken[kMaxGroups];
+  int chosen[kMaxTopK];
+  for (int e = 0; e < E; ++e) s[e] = to_f(logits[t * E + e]);
+  moe_scores(r, s);
+  if (bias)
+    for (int e = 0; e < E; ++e) c[e] = to_f(bias[e]);
+  moe_choose(r, s, bias ? c : nullptr, c, taken, gscore, gtaken, chosen, wk);
   for (int j = 0; j < k; ++j) {
-    if (norm) w32[t * k + j] /= chosen;
-    w[t * k + j] = from_f<T>(w32[t * k + j]);
+    expert[t * k + j] = chosen[j];
+    w32[t * k + j] = wk[j];
+    w[t * k + j] = from_f<T>(wk[j]);
   }
 }
 
 template <class T>
-__global__ void route_bwd(const T* logits, const T* dw, T* dl, const std::int32_t* expert, std::int64_t tokens, int E,
-                          int k, bool norm, bool acc) {
+__global__ void route_bwd(const T* logits, const T* dw, T* dl, const std::int32_t* expert, std::int64_t tokens, MoeRouter r,
+                          bool acc) {
   const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (t >= tokens) return;
-  const T* l = logits + t * E;
-  float mx = -INFINITY;
-  for (int e = 0; e < E; ++e) mx = fmaxf(mx, to_f(l[e]));
-  float sum = 0.0f;
-  for (int e = 0; e < E; ++e) sum += expf(to_f(l[e]) - mx);
-  auto p = [&](int e) { return expf(to_f(l[e]) - mx) / sum; };
-  float s = 0.0f, gw = 0.0f;
-  for (int j = 0; j < k; ++j) s += p(expert[t * k + j]);
-  for (int j = 0; j < k; ++j) gw += to_f(dw[t * k + j]) * (p(expert[t * k + j]) / s);
-  auto dp = [&](int e) {
-    for (int j = 0; j < k; ++j)
-      if (expert[t * k + j] == e) return norm ? (to_f(dw[t * k + j]) - gw) / s : to_f(dw[t * k + j]);
-    return 0.0f;
-  };
-  float dot = 0.0f;
-  for (int e = 0; e < E; ++e) dot += p(e) * dp(e);
-  for (int e = 0; e < E; ++e) {
-    const float g = p(e) * (dp(e) - dot);
-    dl[t * E + e] = from_f<T>(acc ? to_f(dl[t * E + e]) + g : g);
+  const int E = r.experts, k = r.top_k;
+  float s[kMaxExperts], g[kMaxExperts], dwk[kMaxTopK];
+  int chosen[kMaxTopK];
+  for (int e = 0; e < E; ++e) s[e] = to_f(logits[t * E + e]);
+  moe_scores(r, s);
+  for (int j = 0; j < k; ++j) {
+    dwk[j] = to_f(dw[t * k + j]);
+    chosen[j] = expert[t * k + j];
   }
+  moe_score_grad(r, s, chosen, dwk, g);
+  for (int e = 0; e < E; ++e) dl[t * E + e] = from_f<T>(acc ? to_f(dl[t * E + e]) + g[e] : g[e]);
 }
 
 template <class T>
@@ -200,6 +177,14 @@ void check_moe(const MoeDims& d, const char* op) {
                 std::to_string(d.top_k) + ")");
 }
 
+// The router's rows live in per-thread arrays of fixed size (kernels' kMax*).
+void check_router(const MoeDims& d, const char* op) {
+  if (d.experts > kernels::kMaxExperts || std::max(d.groups, 1) > kernels::kMaxGroups || d.top_k > kernels::kMaxTopK)
+    throw Error(std::string("cuda ") + op + ": the router's rows are at most " + std::to_string(kernels::kMaxExperts) +
+                " experts, " + std::to_string(kernels::kMaxGroups) + " groups and top " +
+                std::to_string(kernels::kMaxTopK) + " (experts " + std::to_string(d.experts) + ")");
+}
+
 void check_routing(const Tensor& r, const MoeDims& d, const char* op) {
   check_dtype(r, DType::I32, op, "routing", 2 * d.tokens * d.top_k + 2 * d.experts);
 }
@@ -222,18 +207,15 @@ void CudaBackend::fwd_MoeRoute(const OpArgs& a) {
   check_float(*a.out[0], op, "weights", n);
   check_same(*a.in[0], {a.out[0]}, op);
   check_routing(*a.out[1], d, op);
+  const bool has_bias = a.b && *a.b;
+  if (has_bias) check_float(*a.b, op, "bias", d.experts);
+  check_router(d, op);
   activate();
   float* w32 = reinterpret_cast<float*>(scratch(static_cast<std::size_t>(n) * 4, op));
   auto* expert = a.out[1]->as<std::int32_t>();
   cudaStream_t stream = compute_;
-  const bool bf = ft(*a.in[0]) == kernels::FType::BF16;
-  if (bf)
-    kernels::route_fwd<bf16><<<kernels::blocks_for(d.tokens), kernels::kThreads, 0, stream>>>(
-        cp<bf16>(*a.in[0]), static_cast<bf16*>(a.out[0]->data), w32, expert, d.tokens, d.experts, d.top_k, d.norm_topk);
-  else
-    kernels::route_fwd<float><<<kernels::blocks_for(d.tokens), kernels::kThreads, 0, stream>>>(
-        cp<float>(*a.in[0]), static_cast<float*>(a.out[0]->data), w32, expert, d.tokens, d.experts, d.top_k, d.norm_topk);
-  kernels::check_launch("route_fwd");
+  REMAT_MOE_LAUNCH(kernels::route_fwd, ft(*a.in[0]), d.tokens, cp<T>(*a.in[0]), has_bias ? cp<T>(*a.b) : nullptr,
+                   static_cast<T*>(a.out[0]->data), w32, expert, d.tokens, moe_router(d));
   // The rows, on the host with the CPU backend's code.
   std::vector<std::int32_t> table(static_cast<std::size_t>(2 * n + 2 * d.experts));
   std::vector<float> w(static_cast<std::size_t>(n));
@@ -260,9 +242,9 @@ void CudaBackend::bwd_MoeRoute(const OpArgs& a) {
   check_routing(*a.out[1], d, op);
   activate();
   cudaStream_t stream = compute_;
+  check_router(d, op);
   REMAT_MOE_LAUNCH(kernels::route_bwd, ft(*a.in[0]), d.tokens, cp<T>(*a.in[0]), cp<T>(*a.dout[0]),
-                   static_cast<T*>(a.din[0]->data), a.out[1]->as<const std::int32_t>(), d.tokens, d.experts, d.top_k,
-                   d.norm_topk, a.acc[0]);
+                   static_cast<T*>(a.din[0]->data), a.out[1]->as<const std::int32_t>(), d.tokens, moe_router(d), a.acc[0]);
 }
 
 void CudaBackend::fwd_MoePermute(const OpArgs& a) {

@@ -10,10 +10,19 @@
 
 #include <string>
 
+#include "core/backend/moe_score.h"
 #include "core/graph/op_table.h"
 #include "core/util/error.h"
 
 namespace remat {
+
+// The router of an op's sizes.
+inline MoeRouter moe_router(const MoeDims& d) {
+  MoeRouter r;
+  r.experts = d.experts, r.top_k = d.top_k, r.sigmoid = d.sigmoid, r.norm = d.norm_topk;
+  r.groups = d.groups, r.topk_groups = d.topk_groups, r.scaling = d.scaling;
+  return r;
+}
 
 inline void moe_assign_rows(const MoeDims& d, const std::int32_t* expert, const float* w32, std::int32_t* row,
                             std::int32_t* start, std::int32_t* count, std::int64_t* ids, std::int64_t* off) {

@@ -54,6 +54,10 @@ MoeDims moe_dims(const ModelConfig& m) {
   d.tokens = m.tokens();
   d.capacity = m.moe.capacity(m.tokens());
   d.norm_topk = m.moe.norm_topk;
+  d.sigmoid = m.moe.sigmoid;
+  d.groups = m.moe.groups;
+  d.topk_groups = m.moe.topk_groups;
+  d.scaling = static_cast<float>(m.moe.scaling);
   return d;
 }
 
@@ -301,6 +305,7 @@ int BlockGraph::build_moe(int in) {
   int weights = add_tensor("moe.weights", m.dtype, T * k, moe_formula(k, false));
   int routing = add_tensor("moe.routing", DType::I32, m.moe.routing_entries(T), "4·(2·s·b·k + 2·E)");
   StepDef route = step("moe.route", OpKind::MoeRoute, {logits}, {weights, routing});
+  if (m.moe.score_bias) route.b = "mlp.router.bias";  // the selection bias: read, never trained
   route.M = T;
   route.K = static_cast<int>(k);
   route.N = static_cast<int>(E);

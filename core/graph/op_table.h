@@ -59,6 +59,9 @@ struct MoeDims {
   int experts = 0, top_k = 0;
   std::int64_t tokens = 0, capacity = 0;  // capacity 0: dropless
   bool norm_topk = false;
+  bool sigmoid = false;              // the router (backend/moe_score.h)
+  int groups = 0, topk_groups = 0;
+  float scaling = 1.0f;
   std::int64_t rows() const { return capacity > 0 ? capacity * experts : tokens * top_k; }
 };
 

@@ -44,8 +44,22 @@ MoeConfig moe_from_json(const nlohmann::json& j) {
     } else if (key == "shared_gate") {
       if (!v.is_boolean()) throw ConfigError(f, "must be true or false, got " + json_snippet(v));
       m.shared_gate = v.get<bool>();
+    } else if (key == "score") {
+      if (v != "softmax" && v != "sigmoid") throw ConfigError(f, "must be \"softmax\" or \"sigmoid\", got " + json_snippet(v));
+      m.sigmoid = v == "sigmoid";
+    } else if (key == "score_bias") {
+      if (!v.is_boolean()) throw ConfigError(f, "must be true or false, got " + json_snippet(v));
+      m.score_bias = v.get<bool>();
+    } else if (key == "groups") {
+      m.groups = json_int(v, f);
+    } else if (key == "topk_groups") {
+      m.topk_groups = json_int(v, f);
+    } else if (key == "scaling") {
+      if (!v.is_number()) throw ConfigError(f, "must be a number, got " + json_snippet(v));
+      m.scaling = v.get<double>();
     } else {
-      throw ConfigError(f, "unknown key (moe has experts, top_k, ffn, norm_topk, capacity_factor, shared_ffn, shared_gate)");
+      throw ConfigError(f, "unknown key (moe has experts, top_k, ffn, norm_topk, capacity_factor, shared_ffn, "
+                           "shared_gate, score, score_bias, groups, topk_groups, scaling)");
     }
   }
   for (const char* key : {"experts", "top_k", "ffn"})
@@ -63,6 +77,11 @@ nlohmann::json moe_to_json(const MoeConfig& m) {
   if (m.capacity_factor != 0.0) j["capacity_factor"] = m.capacity_factor;
   if (m.shared_ffn != 0) j["shared_ffn"] = m.shared_ffn;
   if (m.shared_gate) j["shared_gate"] = true;
+  if (m.sigmoid) j["score"] = "sigmoid";
+  if (m.score_bias) j["score_bias"] = true;
+  if (m.groups != 0) j["groups"] = m.groups;
+  if (m.topk_groups != 0) j["topk_groups"] = m.topk_groups;
+  if (m.scaling != 1.0) j["scaling"] = m.scaling;
   return j;
 }
 
@@ -72,6 +91,21 @@ void validate_moe(const MoeConfig& m) {
     throw ConfigError("moe.top_k", "must be between 1 and the " + std::to_string(m.experts) + " experts, got " +
                                        std::to_string(m.top_k));
   if (m.ffn <= 0) throw ConfigError("moe.ffn", "must be a positive integer, got " + std::to_string(m.ffn));
+  if (m.groups < 0 || (m.groups > 0 && m.experts % m.groups != 0))
+    throw ConfigError("moe.groups", std::to_string(m.groups) + " does not divide the " + std::to_string(m.experts) + " experts");
+  if (m.groups > 1) {
+    if (m.topk_groups < 1 || m.topk_groups > m.groups)
+      throw ConfigError("moe.topk_groups", "must be between 1 and the " + std::to_string(m.groups) + " groups, got " +
+                                               std::to_string(m.topk_groups));
+    if (m.top_k > m.topk_groups * (m.experts / m.groups))
+      throw ConfigError("moe.top_k", std::to_string(m.top_k) + " is more than the " +
+                                         std::to_string(m.topk_groups * (m.experts / m.groups)) + " experts of " +
+                                         std::to_string(m.topk_groups) + " groups");
+  } else if (m.topk_groups != 0 && m.topk_groups != m.groups) {
+    throw ConfigError("moe.topk_groups", "is given without groups");
+  }
+  if (!std::isfinite(m.scaling) || m.scaling <= 0.0)
+    throw ConfigError("moe.scaling", "must be a positive factor, got " + std::to_string(m.scaling));
   if (m.shared_ffn < 0)
     throw ConfigError("moe.shared_ffn", "must be 0 (no shared experts) or a positive width, got " + std::to_string(m.shared_ffn));
   if (m.shared_gate && m.shared_ffn == 0)

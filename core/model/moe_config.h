@@ -26,6 +26,12 @@ struct MoeConfig {
   double capacity_factor = 0.0;  // 0: dropless
   int shared_ffn = 0;     // the shared experts' width (always on, every token; 0: none)
   bool shared_gate = false;  // the shared experts' output times sigmoid(x · g) (Qwen2-MoE)
+  // The router (backend/moe_score.h): sigmoid scores instead of softmax, a selection bias per
+  // expert (not trained), group-limited choice, a factor on the weights (DeepSeek-V3).
+  bool sigmoid = false;
+  bool score_bias = false;
+  int groups = 0, topk_groups = 0;  // groups 0: no group limit
+  double scaling = 1.0;
   bool operator==(const MoeConfig&) const = default;
 
   bool on() const { return experts > 0; }
@@ -39,7 +45,8 @@ struct MoeConfig {
 };
 
 // Our model JSON's "moe" object: {"experts", "top_k", "ffn", "norm_topk", "capacity_factor",
-// "shared_ffn", "shared_gate"}.
+// "shared_ffn", "shared_gate", "score" ("softmax" | "sigmoid"), "score_bias", "groups",
+// "topk_groups", "scaling"}.
 // ConfigError naming the key for anything else or a bad value.
 MoeConfig moe_from_json(const nlohmann::json& j);
 nlohmann::json moe_to_json(const MoeConfig& m);

@@ -79,6 +79,8 @@ void moe_params(const ModelConfig& m, int b, const std::string& hf, const std::s
   const bool mixtral = m.family == Family::Mixtral;
   const std::string ml = hf + (mixtral ? "block_sparse_moe." : "mlp.");
   block_param(b, mat(p + "mlp.router.w", ml + "gate.weight", e.experts, h));
+  // DeepSeek-V3's e_score_correction_bias (zero to start, no gradient reaches it).
+  if (e.score_bias) block_param(b, vec(p + "mlp.router.bias", ml + "gate.e_score_correction_bias", e.experts));
   std::vector<std::pair<std::string, std::int64_t>> gu, down;
   for (int x = 0; x < e.experts; ++x) {
     const std::string ex = ml + "experts." + std::to_string(x) + ".";

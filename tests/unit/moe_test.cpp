@@ -343,6 +343,14 @@ TEST(MoeConfig, BadInputIsRefusedNamingTheFieldAndNumbers) {
   EXPECT_NE(with("experts", 0).find("moe.experts"), std::string::npos);
   EXPECT_NE(with("shared", 1).find("moe.shared: unknown key"), std::string::npos);
   EXPECT_NE(with("capacity_factor", 1e300).find("more than 2^31 - 1"), std::string::npos) << with("capacity_factor", 1e300);
+  EXPECT_NE(with("groups", 3).find("moe.groups: 3 does not divide the 4 experts"), std::string::npos) << with("groups", 3);
+  EXPECT_NE(with("score", "tanh").find("moe.score"), std::string::npos);
+  EXPECT_NE(with("scaling", 0).find("moe.scaling"), std::string::npos);
+  nlohmann::json grouped = moe_json();
+  grouped["moe"]["groups"] = 2;
+  grouped["moe"]["topk_groups"] = 3;
+  EXPECT_NE(refusal(grouped).find("moe.topk_groups: must be between 1 and the 2 groups, got 3"), std::string::npos)
+      << refusal(grouped);
   nlohmann::json bias = moe_json();
   bias["mlp_bias"] = true;
   EXPECT_NE(refusal(bias).find("mlp_bias"), std::string::npos) << refusal(bias);
@@ -387,6 +395,73 @@ TEST(MoeOps, NanLogitsStillRouteToValidExperts) {
   EXPECT_THROW(moe_assign_rows(dims(1, 4, 2, 0, false), bad.data(), w.data(), row.data(), start.data(), count.data(),
                                ids.data(), off.data()),
                Error);
+}
+
+// DeepSeek-V3's router (sigmoid scores, a selection bias, group-limited choice, renormalised and
+// scaled weights) against the same rules written out here in double precision, and its
+// backward against central differences.
+TEST(MoeOps, SigmoidGroupLimitedRouterFollowsItsRules) {
+  const std::int64_t T = 24;
+  const int E = 8, k = 3, G = 4, TG = 2;
+  const double scaling = 2.5;
+  MoeDims d = dims(T, E, k, 0, true);
+  d.sigmoid = true, d.groups = G, d.topk_groups = TG, d.scaling = static_cast<float>(scaling);
+  cputest::Env env;
+  auto logits = cputest::randv(T * E, 41, -3.0f, 3.0f);
+  const auto bias = cputest::randv(E, 42, -0.3f, 0.3f);
+  Tensor tl = env.from(logits), tb = env.from(bias), tw = env.make(DType::F32, T * k), tr = env.make(DType::I32, 2 * T * k + 2 * E);
+  auto route = [&] {
+    env.set(tl, logits);
+    OpArgs a;
+    a.moe = d, a.in[0] = &tl, a.b = &tb, a.out[0] = &tw, a.out[1] = &tr, a.M = T, a.K = k, a.N = E;
+    env.be.run(OpKind::MoeRoute, Pass::Forward, a);
+  };
+  route();
+  const auto* table = tr.as<std::int32_t>();
+  const auto w = env.get(tw);
+  bool bias_mattered = false, groups_mattered = false;
+  for (std::int64_t t = 0; t < T; ++t) {
+    std::vector<double> s(E), c(E);
+    for (int e = 0; e < E; ++e) s[e] = 1.0 / (1.0 + std::exp(-double(logits[t * E + e]))), c[e] = s[e] + bias[e];
+    std::vector<std::pair<double, int>> gs;
+    for (int g = 0; g < G; ++g) {
+      std::vector<double> v(c.begin() + g * (E / G), c.begin() + (g + 1) * (E / G));
+      std::sort(v.rbegin(), v.rend());
+      gs.push_back({v[0] + v[1], g});
+    }
+    std::stable_sort(gs.begin(), gs.end(), [](auto a, auto b) { return a.first > b.first; });
+    std::vector<bool> keep(G, false);
+    for (int i = 0; i < TG; ++i) keep[gs[i].second] = true;
+    std::vector<double> masked = c;
+    for (int e = 0; e < E; ++e)
+      if (!keep[e / (E / G)]) masked[e] = 0.0;
+    std::vector<int> order(E), plain(E), unbiased(E);
+    for (int e = 0; e < E; ++e) order[e] = plain[e] = unbiased[e] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return masked[a] > masked[b]; });
+    std::stable_sort(plain.begin(), plain.end(), [&](int a, int b) { return c[a] > c[b]; });
+    std::stable_sort(unbiased.begin(), unbiased.end(), [&](int a, int b) { return s[a] > s[b]; });
+    double sum = 0;
+    for (int j = 0; j < k; ++j) sum += s[order[j]];
+    for (int j = 0; j < k; ++j) {
+      EXPECT_EQ(table[t * k + j], order[j]) << "token " << t << " choice " << j;
+      EXPECT_NEAR(w[t * k + j], s[order[j]] / sum * scaling, 2e-6) << "token " << t;
+      groups_mattered = groups_mattered || order[j] != plain[j];
+      bias_mattered = bias_mattered || plain[j] != unbiased[j];
+    }
+  }
+  EXPECT_TRUE(groups_mattered && bias_mattered) << "the test's logits should exercise both";
+  // Backward: loss = sum R · w, through the sigmoid scores (the bias gets nothing).
+  const auto R = cputest::randv(T * k, 43);
+  auto loss = [&] {
+    route();
+    return cputest::dotd(env.get(tw), R);
+  };
+  Tensor tR = env.from(R), tdl = env.make(DType::F32, T * E);
+  OpArgs a;
+  a.moe = d, a.in[0] = &tl, a.b = &tb, a.out[0] = &tw, a.out[1] = &tr, a.dout[0] = &tR, a.din[0] = &tdl, a.M = T, a.K = k, a.N = E;
+  env.be.run(OpKind::MoeRoute, Pass::Backward, a);
+  const auto dl = env.get(tdl);
+  cputest::expect_grad("logits", logits, dl, loss, 1e-3f, 1e-4, 1e-2, 32);
 }
 
 // selective by a module only some tables have: the others drop nothing (not their default set).

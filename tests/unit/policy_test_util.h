@@ -70,7 +70,11 @@ inline ModelConfig tiny(Family arch, AttentionImpl attn, int layers = 4) {
     m.layer_pattern = {0, 0, 0, 1};
   }
   if (arch == Family::Mixtral) m.moe = MoeConfig{4, 2, 48};  // every layer, dropless
-  if (arch == Family::Qwen2Moe) m.moe = MoeConfig{6, 2, 24, false, 0.0, 40, true};  // a gated shared expert
+  if (arch == Family::Qwen2Moe) {  // a gated shared expert; DeepSeek-V3's router (sigmoid, bias, 4 groups, scaled)
+    m.moe = MoeConfig{8, 2, 24, true, 0.0, 40, true};
+    m.moe.sigmoid = m.moe.score_bias = true;
+    m.moe.groups = 4, m.moe.topk_groups = 2, m.moe.scaling = 2.5;
+  }
   if (arch == Family::Qwen3Moe) {  // 8 experts, top-2 renormalised, capacity 1 (tokens dropped), block 1 dense
     m.moe = MoeConfig{8, 2, 32, true, 1.0};
     LayerKind moe{"sparse"};

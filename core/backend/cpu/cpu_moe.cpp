@@ -39,35 +39,34 @@ void check_routing(const Tensor& r, const MoeDims& d, const char* op) {
   cpu::check_dtype(r, DType::I32, op, "routing", 2 * d.tokens * d.top_k + 2 * d.experts);
 }
 
-// Softmax of one row of logits in fp32 into p.
-void softmax_row(const FV& logits, std::int64_t off, int E, float* p) {
-  float mx = -INFINITY;
-  for (int e = 0; e < E; ++e) mx = std::max(mx, logits[off + e]);
-  float sum = 0.0f;
-  for (int e = 0; e < E; ++e) sum += (p[e] = std::exp(logits[off + e] - mx));
-  for (int e = 0; e < E; ++e) p[e] /= sum;
-}
-
 }  // namespace
 
 namespace {
 
 // The routing's scratch in the workspace: the fp32 weights, the choices bucketed by expert, and
-// per lane a row of scores and of expert indices (the backward: scores and their gradients).
+// per lane the router's rows (backend/moe_score.h: scores, choice scores, flags, group scores,
+// chosen experts and their weights).
 struct RouteWs {
   float* w32 = nullptr;
   std::int64_t *ids = nullptr, *off = nullptr;
-  float* p = nullptr;
-  int* order = nullptr;
-  RouteWs(cpu::Arena& a, const MoeDims& d, int lanes, bool forward) {
-    const std::int64_t n = d.tokens * d.top_k, E = d.experts;
+  float *s = nullptr, *c = nullptr, *gscore = nullptr, *w = nullptr;
+  bool *taken = nullptr, *gtaken = nullptr;
+  int* chosen = nullptr;
+  int E = 0, G = 0, k = 0;
+  RouteWs(cpu::Arena& a, const MoeDims& d, int lanes, bool forward) : E(d.experts), G(std::max(d.groups, 1)), k(d.top_k) {
+    const std::int64_t n = d.tokens * d.top_k;
     if (forward) {
       w32 = a.take<float>(n);
       ids = a.take<std::int64_t>(n);
-      off = a.take<std::int64_t>(E + 1);
-      order = a.take<int>(lanes * E);
+      off = a.take<std::int64_t>(d.experts + 1);
     }
-    p = a.take<float>(lanes * E * (forward ? 1 : 2));
+    s = a.take<float>(lanes * E);
+    c = a.take<float>(lanes * E);
+    gscore = a.take<float>(lanes * G);
+    w = a.take<float>(lanes * k);
+    taken = a.take<bool>(lanes * E);
+    gtaken = a.take<bool>(lanes * G);
+    chosen = a.take<int>(lanes * k);
   }
 };
 
@@ -88,29 +87,31 @@ void CpuBackend::fwd_MoeRoute(const OpArgs& a) {
   cpu::check_float(*a.in[0], op, "logits", T * E);
   cpu::check_float(*a.out[0], op, "weights", T * k);
   check_routing(*a.out[1], d, op);
-  const FV logits(*a.in[0]), wv(*a.out[0]);
+  const bool has_bias = a.b && *a.b;
+  if (has_bias) cpu::check_float(*a.b, op, "bias", E);
+  const FV logits(*a.in[0]), wv(*a.out[0]), bias = has_bias ? FV(*a.b) : FV();
   Routing r(*a.out[1], d);
   cpu::Arena arena(ws_, op);
   RouteWs ws(arena, d, threads_, true);
-  // Per token: the top-k experts by score (ties to the lower index) and their weights (fp32,
-  // kept for the capacity's choice before they are rounded).
+  const MoeRouter router = moe_router(d);
+  // Per token (backend/moe_score.h): scores, the choice, the weights (fp32, kept for the
+  // capacity's choice before they are rounded).
   cpu::parallel_for(*pool_, T, 64, [&](std::int64_t t0, std::int64_t t1, int lane) {
-    float* p = ws.p + static_cast<std::int64_t>(lane) * E;
-    int* order = ws.order + static_cast<std::int64_t>(lane) * E;
+    float* s = ws.s + static_cast<std::int64_t>(lane) * E;
+    float* c = ws.c + static_cast<std::int64_t>(lane) * E;
+    float* w = ws.w + static_cast<std::int64_t>(lane) * k;
+    int* chosen = ws.chosen + static_cast<std::int64_t>(lane) * k;
     for (std::int64_t t = t0; t < t1; ++t) {
-      softmax_row(logits, t * E, E, p);
-      std::iota(order, order + E, 0);
-      // NaN scores (a NaN logit) rank last, as -inf, so the order stays a strict weak one.
-      auto key = [&](int e) { return std::isnan(p[e]) ? -INFINITY : p[e]; };
-      std::partial_sort(order, order + k, order + E,
-                        [&](int x, int y) { return key(x) > key(y) || (key(x) == key(y) && x < y); });
-      float sum = 0.0f;
-      for (int j = 0; j < k; ++j) sum += p[order[j]];
+      for (int e = 0; e < E; ++e) s[e] = logits[t * E + e];
+      moe_scores(router, s);
+      for (int e = 0; has_bias && e < E; ++e) c[e] = bias[e];  // moe_choose reads it before writing c
+      moe_choose(router, s, has_bias ? c : nullptr, c, ws.taken + static_cast<std::int64_t>(lane) * E,
+                 ws.gscore + static_cast<std::int64_t>(lane) * ws.G, ws.gtaken + static_cast<std::int64_t>(lane) * ws.G,
+                 chosen, w);
       for (int j = 0; j < k; ++j) {
-        const float w = d.norm_topk ? p[order[j]] / sum : p[order[j]];
-        r.expert[t * k + j] = order[j];
-        ws.w32[t * k + j] = w;
-        wv.set(t * k + j, w);
+        r.expert[t * k + j] = chosen[j];
+        ws.w32[t * k + j] = w[j];
+        wv.set(t * k + j, w[j]);
       }
     }
   });
@@ -128,28 +129,22 @@ void CpuBackend::bwd_MoeRoute(const OpArgs& a) {
   cpu::check_float(*a.dout[0], op, "dweights", T * k);
   cpu::check_float(*a.din[0], op, "dlogits", T * E);
   check_routing(*a.out[1], d, op);
-  const FV logits(*a.in[0]), dw(*a.dout[0]), dl(*a.din[0]);
+  const FV logits(*a.in[0]), dwv(*a.dout[0]), dl(*a.din[0]);
   const Routing r(*a.out[1], d);
   const bool acc = a.acc[0];
   cpu::Arena arena(ws_, op);
   RouteWs ws(arena, d, threads_, false);
+  const MoeRouter router = moe_router(d);
   cpu::parallel_for(*pool_, T, 64, [&](std::int64_t t0, std::int64_t t1, int lane) {
-    float* p = ws.p + static_cast<std::int64_t>(lane) * 2 * E;
-    float* dp = p + E;
+    float* s = ws.s + static_cast<std::int64_t>(lane) * E;
+    float* g = ws.c + static_cast<std::int64_t>(lane) * E;
+    float* dw = ws.w + static_cast<std::int64_t>(lane) * k;
     for (std::int64_t t = t0; t < t1; ++t) {
-      softmax_row(logits, t * E, E, p);
-      std::fill(dp, dp + E, 0.0f);
-      if (d.norm_topk) {  // w_j = p_j / s, s the sum of the chosen scores
-        float s = 0.0f, gw = 0.0f;
-        for (int j = 0; j < k; ++j) s += p[r.expert[t * k + j]];
-        for (int j = 0; j < k; ++j) gw += dw[t * k + j] * (p[r.expert[t * k + j]] / s);
-        for (int j = 0; j < k; ++j) dp[r.expert[t * k + j]] = (dw[t * k + j] - gw) / s;
-      } else {
-        for (int j = 0; j < k; ++j) dp[r.expert[t * k + j]] = dw[t * k + j];
-      }
-      float dot = 0.0f;
-      for (int e = 0; e < E; ++e) dot += p[e] * dp[e];
-      for (int e = 0; e < E; ++e) dl.put(t * E + e, p[e] * (dp[e] - dot), acc);
+      for (int e = 0; e < E; ++e) s[e] = logits[t * E + e];
+      moe_scores(router, s);
+      for (int j = 0; j < k; ++j) dw[j] = dwv[t * k + j];
+      moe_score_grad(router, s, r.expert + t * k, dw, g);
+      for (int e = 0; e < E; ++e) dl.put(t * E + e, g[e], acc);
     }
   });
 }
