@@ -24,24 +24,22 @@ constexpr int kThreads = 256;
 
 int blocks_for(std::int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
 
-// Per-thread limits of the router's rows (local arrays); larger configs are refused.
-constexpr int kMaxExperts = 512, kMaxGroups = 64, kMaxTopK = 64;
+// Per-thread rows of the router: the chosen experts and their weights (top_k at most kMaxTopK);
+// the scores are computed on the fly from the logits (core/backend/moe_score.h).
+constexpr int kMaxTopK = 64;
 
-// One thread per token: the router's arithmetic (core/backend/moe_score.h) on its logits.
+// One thread per token: the router's arithmetic on its logits.
 template <class T>
 __global__ void route_fwd(const T* logits, const T* bias, T* w, float* w32, std::int32_t* expert, std::int64_t tokens,
                           MoeRouter r) {
   const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (t >= tokens) return;
   const int E = r.experts, k = r.top_k;
-  float s[kMaxExperts], c[kMaxExperts], gscore[kMaxGroups], wk[kMaxTopK];
-  bool taken[kMaxExperts], gtaken[kMaxGroups];
+  const T* l = logits + t * E;
+  const MoeScores score([l](int e) { return to_f(l[e]); }, r);
   int chosen[kMaxTopK];
-  for (int e = 0; e < E; ++e) s[e] = to_f(logits[t * E + e]);
-  moe_scores(r, s);
-  if (bias)
-    for (int e = 0; e < E; ++e) c[e] = to_f(bias[e]);
-  moe_choose(r, s, bias ? c : nullptr, c, taken, gscore, gtaken, chosen, wk);
+  float wk[kMaxTopK];
+  moe_choose(r, score, [bias](int e) { return bias ? to_f(bias[e]) : 0.0f; }, chosen, wk);
   for (int j = 0; j < k; ++j) {
     expert[t * k + j] = chosen[j];
     w32[t * k + j] = wk[j];
@@ -55,16 +53,17 @@ __global__ void route_bwd(const T* logits, const T* dw, T* dl, const std::int32_
   const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (t >= tokens) return;
   const int E = r.experts, k = r.top_k;
-  float s[kMaxExperts], g[kMaxExperts], dwk[kMaxTopK];
+  const T* l = logits + t * E;
+  const MoeScores score([l](int e) { return to_f(l[e]); }, r);
   int chosen[kMaxTopK];
-  for (int e = 0; e < E; ++e) s[e] = to_f(logits[t * E + e]);
-  moe_scores(r, s);
+  float dwk[kMaxTopK], ds[kMaxTopK];
   for (int j = 0; j < k; ++j) {
     dwk[j] = to_f(dw[t * k + j]);
     chosen[j] = expert[t * k + j];
   }
-  moe_score_grad(r, s, chosen, dwk, g);
-  for (int e = 0; e < E; ++e) dl[t * E + e] = from_f<T>(acc ? to_f(dl[t * E + e]) + g[e] : g[e]);
+  T* out = dl + t * E;
+  moe_score_grad(r, score, chosen, dwk, ds,
+                 [out, acc](int e, float g) { out[e] = from_f<T>(acc ? to_f(out[e]) + g : g); });
 }
 
 template <class T>
@@ -177,12 +176,11 @@ void check_moe(const MoeDims& d, const char* op) {
                 std::to_string(d.top_k) + ")");
 }
 
-// The router's rows live in per-thread arrays of fixed size (kernels' kMax*).
+// The router's chosen experts live in per-thread arrays of kernels::kMaxTopK; groups in a 64-bit mask.
 void check_router(const MoeDims& d, const char* op) {
-  if (d.experts > kernels::kMaxExperts || std::max(d.groups, 1) > kernels::kMaxGroups || d.top_k > kernels::kMaxTopK)
-    throw Error(std::string("cuda ") + op + ": the router's rows are at most " + std::to_string(kernels::kMaxExperts) +
-                " experts, " + std::to_string(kernels::kMaxGroups) + " groups and top " +
-                std::to_string(kernels::kMaxTopK) + " (experts " + std::to_string(d.experts) + ")");
+  if (d.top_k > kernels::kMaxTopK || d.groups > 64)
+    throw Error(std::string("cuda ") + op + ": the router takes at most top " + std::to_string(kernels::kMaxTopK) +
+                " and 64 groups (top_k " + std::to_string(d.top_k) + ", groups " + std::to_string(d.groups) + ")");
 }
 
 void check_routing(const Tensor& r, const MoeDims& d, const char* op) {
@@ -205,10 +203,10 @@ void CudaBackend::fwd_MoeRoute(const OpArgs& a) {
   const std::int64_t n = d.tokens * d.top_k;
   check_float(*a.in[0], op, "logits", d.tokens * d.experts);
   check_float(*a.out[0], op, "weights", n);
-  check_same(*a.in[0], {a.out[0]}, op);
   check_routing(*a.out[1], d, op);
   const bool has_bias = a.b && *a.b;
   if (has_bias) check_float(*a.b, op, "bias", d.experts);
+  check_same(*a.in[0], {a.out[0], has_bias ? a.b : nullptr}, op);
   check_router(d, op);
   activate();
   float* w32 = reinterpret_cast<float*>(scratch(static_cast<std::size_t>(n) * 4, op));

@@ -119,6 +119,7 @@ std::string layer_kind_counts(const ModelConfig& m) {
     std::string what;
     if (kind.window > 0) what += "window " + std::to_string(kind.window);
     if (!kind.rope) what += std::string(what.empty() ? "" : ", ") + "no RoPE";
+    if (kind.mlp == LayerMlp::Moe && m.moe.on()) what += std::string(what.empty() ? "" : ", ") + "experts";
     s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + kind.name + (what.empty() ? "" : " (" + what + ")");
   }
   return s;

@@ -60,6 +60,11 @@ int plan(const PlanOptions& o) {
     j["saved_bytes_per_block"] = p.saved_bytes_per_block;
     j["max_checkpoints"] = p.plan.max_checkpoints;
     j["ignored_config_fields"] = m.ignored_fields;
+    if (m.moe.on())
+      j["experts"] = {{"routing", m.moe.capacity_factor > 0.0 ? "capacity" : "dropless"},
+                      {"capacity_per_expert", m.moe.capacity(m.tokens())},
+                      {"rows_per_layer", m.moe.rows(m.tokens())},
+                      {"summary", describe_moe(m.moe, m.tokens())}};
     target_json(o.target, fig, j);
     j["schedule"] = schedule_to_json(s);
     j["actions"] = j["schedule"]["actions"];
@@ -76,6 +81,7 @@ int plan(const PlanOptions& o) {
             << "actions               " << s.actions.size() << "\n";
   if (o.policy.schedule_file.empty()) std::cout << "step costs            " << cost_unit << "\n";
   if (!m.layer_kinds.empty()) std::cout << "layer kinds           " << layer_kind_counts(m) << "\n";
+  if (m.moe.on()) std::cout << "experts               " << describe_moe(m.moe, m.tokens()) << "\n";
   if (!m.ignored_fields.empty()) std::cout << "ignored config fields " << ignored_list(m) << "\n";
   // What each block does, blocks that do the same together (the first 12 runs of them).
   const std::vector<BlockActions> runs = block_actions(s);

@@ -237,8 +237,8 @@ struct NearFamily {
   const char* missing;
 };
 const NearFamily kNearFamilies[] = {
-    {"deepseek_v3", "qwen2_moe", "multi-head latent attention and its sigmoid, group-limited router"},
-    {"deepseek_v2", "qwen2_moe", "multi-head latent attention and its group-limited router"},
+    {"deepseek_v3", "qwen2_moe", "multi-head latent attention"},
+    {"deepseek_v2", "qwen2_moe", "multi-head latent attention and its group-limited greedy router"},
 };
 
 // transformers 5 writes RoPE's parameters as one object, `rope_parameters` ({"rope_type": ...,

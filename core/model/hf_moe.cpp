@@ -92,6 +92,8 @@ void read_moe(const nlohmann::json& j, ModelConfig& m, Problems& p) {
         throw ConfigError("router_jitter_noise", "noise on the router's input is not modelled (0: none)");
     });
   if (m.family == Family::Qwen2Moe) {  // one shared expert, gated by sigmoid(x · g)
+    // transformers' versions window Qwen2-MoE's layers by different rules: not modelled.
+    p.check([&] { require_flag(j, "use_sliding_window", false, "which Qwen2-MoE layers slide differs between transformers versions"); });
     e.shared_ffn = p.take([&] { return int_field(j, "shared_expert_intermediate_size"); }, 1);
     e.shared_gate = true;
   }

@@ -91,6 +91,10 @@ void validate_moe(const MoeConfig& m) {
     throw ConfigError("moe.top_k", "must be between 1 and the " + std::to_string(m.experts) + " experts, got " +
                                        std::to_string(m.top_k));
   if (m.ffn <= 0) throw ConfigError("moe.ffn", "must be a positive integer, got " + std::to_string(m.ffn));
+  if (m.groups > 64) throw ConfigError("moe.groups", "at most 64 groups are modelled, got " + std::to_string(m.groups));
+  if (m.top_k > 64) throw ConfigError("moe.top_k", "at most 64 experts per token are modelled, got " + std::to_string(m.top_k));
+  for (auto [key, v] : {std::pair{"moe.ffn", m.ffn}, std::pair{"moe.shared_ffn", m.shared_ffn}})
+    if (v > (1 << 29)) throw ConfigError(key, "is more than 2^29 (" + std::to_string(v) + ")");
   if (m.groups < 0 || (m.groups > 0 && m.experts % m.groups != 0))
     throw ConfigError("moe.groups", std::to_string(m.groups) + " does not divide the " + std::to_string(m.experts) + " experts");
   if (m.groups > 1) {
@@ -113,6 +117,26 @@ void validate_moe(const MoeConfig& m) {
   if (!std::isfinite(m.capacity_factor) || m.capacity_factor < 0.0)
     throw ConfigError("moe.capacity_factor", "must be 0 (dropless) or a positive factor, got " +
                                                  std::to_string(m.capacity_factor));
+}
+
+std::string describe_moe(const MoeConfig& m, std::int64_t tokens) {
+  std::string s = std::to_string(m.experts) + " routed, top-" + std::to_string(m.top_k) + " by " +
+                  (m.sigmoid ? "sigmoid" : "softmax") + (m.norm_topk ? ", renormalised" : "") +
+                  (m.groups > 1 ? ", " + std::to_string(m.topk_groups) + " of " + std::to_string(m.groups) + " groups" : "") +
+                  (m.score_bias ? ", selection bias" : "");
+  if (m.scaling != 1.0) {
+    std::string f = std::to_string(m.scaling);
+    f.erase(f.find_last_not_of('0') + 1);
+    if (!f.empty() && f.back() == '.') f.pop_back();
+    s += ", weights x " + f;
+  }
+  if (m.shared_ffn > 0) s += "; shared experts of " + std::to_string(m.shared_ffn) + (m.shared_gate ? ", gated" : "");
+  if (m.capacity_factor > 0.0)
+    s += "; capacity " + std::to_string(m.capacity(tokens)) + " tokens per expert (" + std::to_string(m.rows(tokens)) +
+         " rows per layer, padded; tokens beyond an expert's capacity are dropped)";
+  else
+    s += "; dropless: " + std::to_string(m.rows(tokens)) + " rows per layer whatever the routing";
+  return s;
 }
 
 }  // namespace remat

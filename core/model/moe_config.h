@@ -13,6 +13,7 @@
 // added to the routed experts' sum (times sigmoid of a one-column gate with shared_gate).
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -50,6 +51,10 @@ struct MoeConfig {
 // ConfigError naming the key for anything else or a bad value.
 MoeConfig moe_from_json(const nlohmann::json& j);
 nlohmann::json moe_to_json(const MoeConfig& m);
+// In words, for plan's summary: the router, and the routing assumption the prediction rests on
+// (dropless: the permuted rows are tokens·k whatever the routing; capacity: C rows per expert,
+// the tokens beyond it dropped), for a micro-batch of `tokens`.
+std::string describe_moe(const MoeConfig& m, std::int64_t tokens);
 // Throws ConfigError naming the field and the numbers.
 void validate_moe(const MoeConfig& m);
 

@@ -317,6 +317,24 @@ def check_ignored_config_fields(b, source, w):
           "plan of SmolLM3 counts its layer kinds: %r" % kinds)
     check(not any(x.startswith("layer kinds") for x in b.run("plan", "--model", "tiny").stdout.splitlines()),
           "a model of one kind lists no layer kinds")
+    # A mixture of experts says its router and the routing its prediction assumes; with dense layers
+    # among the experts, which layers are which.
+    qmoe = json.load(open(os.path.join(source, "tests", "data", "hf-configs", "qwen3-30b-a3b.json")))
+    qmoe["mlp_only_layers"] = [0, 1]
+    qpath = w("qwen3-moe-dense-first.json")
+    with open(qpath, "w") as f:
+        json.dump(qmoe, f)
+    lines = b.run("plan", "--model", qpath, "--seq", "256").stdout.splitlines()
+    experts = [x for x in lines if x.startswith("experts")]
+    check(experts == ["experts               128 routed, top-8 by softmax, renormalised; dropless: 2048 rows per "
+                      "layer whatever the routing"], "plan of Qwen3-30B-A3B says its routing: %r" % experts)
+    kinds = [x for x in lines if x.startswith("layer kinds")]
+    check(kinds == ["layer kinds           2 full_attention+dense_mlp, 46 full_attention+moe (experts)"],
+          "plan counts dense and expert layers: %r" % kinds)
+    cap = b.json("plan", "--model", "mixtral-8x7b", "--seq", "512", "--json")
+    check(cap is not None and cap.get("experts", {}).get("routing") == "dropless" and
+          cap["experts"].get("rows_per_layer") == 1024, "plan --json of Mixtral gives its routing: %r" %
+          (cap or {}).get("experts"))
     # A small config in the same layout, with the same fields, trains a step and says so.
     cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
            "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,

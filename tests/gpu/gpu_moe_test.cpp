@@ -100,6 +100,36 @@ TEST_P(GpuMoe, LayerForwardAndBackwardMatchTheCpu) {
   }
 }
 
+// DeepSeek-V3's router (sigmoid, a random selection bias, 4 groups of which 2, scaled weights):
+// the same choices and weights as the CPU, and the same logits' gradient.
+TEST_P(GpuMoe, SigmoidGroupLimitedRouterMatchesTheCpu) {
+  REMAT_REQUIRE_GPU();
+  const DType dt = GetParam();
+  Dual d;
+  MoeDims m;
+  m.experts = 16, m.top_k = 4, m.tokens = 200, m.norm_topk = true, m.sigmoid = true, m.groups = 4, m.topk_groups = 2;
+  m.scaling = 2.5f;
+  const std::int64_t T = m.tokens, n = T * m.top_k, routing_n = 2 * n + 2 * m.experts;
+  Both logits = d.random(dt, T * m.experts, -3, 3, 21), bias = d.random(dt, m.experts, -0.3f, 0.3f, 22);
+  Both w = d.poisoned(dt, n), routing = d.alloc(DType::I32, routing_n), dw = d.random(dt, n, -1, 1, 23),
+       dl = d.poisoned(dt, T * m.experts);
+  for (bool c : {true, false}) {
+    Backend& be = c ? static_cast<Backend&>(d.cpu) : static_cast<Backend&>(*d.gpu);
+    OpArgs a;
+    a.moe = m, a.in[0] = c ? &logits.c : &logits.g, a.b = c ? &bias.c : &bias.g, a.out[0] = c ? &w.c : &w.g;
+    a.out[1] = c ? &routing.c : &routing.g, a.M = T, a.K = m.top_k, a.N = m.experts;
+    be.run(OpKind::MoeRoute, Pass::Forward, a);
+    a.dout[0] = c ? &dw.c : &dw.g, a.din[0] = c ? &dl.c : &dl.g;
+    be.run(OpKind::MoeRoute, Pass::Backward, a);
+  }
+  d.gpu->synchronize();
+  std::vector<std::uint8_t> rc(static_cast<std::size_t>(routing_n) * 4);
+  std::memcpy(rc.data(), routing.c.data, rc.size());
+  EXPECT_EQ(d.gpu_bytes(routing.g), rc) << "routing tables differ";
+  EXPECT_LE(d.rel(w), tol(dt));
+  EXPECT_LE(d.rel(dl), tol(dt));
+}
+
 // The shared experts' gate: y = sigmoid(g) x, its backward with and without accumulation.
 TEST_P(GpuMoe, SigmoidGateMatchesTheCpu) {
   REMAT_REQUIRE_GPU();

@@ -295,7 +295,7 @@ def features_from_hf(c):
         step, dense = _get(c, "decoder_sparse_step", 1), _get(c, "mlp_only_layers", [])
         f.update(names=t, qk_norm="head" if t == "qwen3_moe" else "none",
                  sliding_window=_get(c, "sliding_window", 0) if mixtral else 0,
-                 qkv_bias=t == "qwen2_moe",
+                 qkv_bias=True if t == "qwen2_moe" else f["qkv_bias"],
                  moe=dict(experts=c["num_local_experts" if mixtral else "num_experts"], top_k=c["num_experts_per_tok"],
                           ffn=c["intermediate_size"] if mixtral else c["moe_intermediate_size"],
                           norm=True if mixtral else _get(c, "norm_topk_prob", False),

@@ -30,9 +30,12 @@ struct Routing {
 };
 
 void check_moe(const MoeDims& d, const char* op) {
-  if (d.experts <= 0 || d.top_k <= 0 || d.top_k > d.experts || d.tokens <= 0 || d.capacity < 0)
+  const bool bad_groups = d.groups > 1 && (d.groups > 64 || d.experts % d.groups != 0 || d.topk_groups < 1 ||
+                                           d.topk_groups > d.groups || d.top_k > d.topk_groups * (d.experts / d.groups));
+  if (d.experts <= 0 || d.top_k <= 0 || d.top_k > d.experts || d.tokens <= 0 || d.capacity < 0 || bad_groups)
     throw Error(std::string("cpu ") + op + ": bad expert dims (experts " + std::to_string(d.experts) + ", top_k " +
-                std::to_string(d.top_k) + ", tokens " + std::to_string(d.tokens) + ")");
+                std::to_string(d.top_k) + ", tokens " + std::to_string(d.tokens) + ", groups " +
+                std::to_string(d.groups) + ", topk_groups " + std::to_string(d.topk_groups) + ")");
 }
 
 void check_routing(const Tensor& r, const MoeDims& d, const char* op) {
@@ -44,29 +47,23 @@ void check_routing(const Tensor& r, const MoeDims& d, const char* op) {
 namespace {
 
 // The routing's scratch in the workspace: the fp32 weights, the choices bucketed by expert, and
-// per lane the router's rows (backend/moe_score.h: scores, choice scores, flags, group scores,
-// chosen experts and their weights).
+// per lane a token's scores, chosen experts, their weights (backward: gradients).
 struct RouteWs {
   float* w32 = nullptr;
   std::int64_t *ids = nullptr, *off = nullptr;
-  float *s = nullptr, *c = nullptr, *gscore = nullptr, *w = nullptr;
-  bool *taken = nullptr, *gtaken = nullptr;
+  float *s = nullptr, *w = nullptr, *ds = nullptr;
   int* chosen = nullptr;
-  int E = 0, G = 0, k = 0;
-  RouteWs(cpu::Arena& a, const MoeDims& d, int lanes, bool forward) : E(d.experts), G(std::max(d.groups, 1)), k(d.top_k) {
+  RouteWs(cpu::Arena& a, const MoeDims& d, int lanes, bool forward) {
     const std::int64_t n = d.tokens * d.top_k;
     if (forward) {
       w32 = a.take<float>(n);
       ids = a.take<std::int64_t>(n);
       off = a.take<std::int64_t>(d.experts + 1);
     }
-    s = a.take<float>(lanes * E);
-    c = a.take<float>(lanes * E);
-    gscore = a.take<float>(lanes * G);
-    w = a.take<float>(lanes * k);
-    taken = a.take<bool>(lanes * E);
-    gtaken = a.take<bool>(lanes * G);
-    chosen = a.take<int>(lanes * k);
+    s = a.take<float>(static_cast<std::int64_t>(lanes) * d.experts);
+    w = a.take<float>(static_cast<std::int64_t>(lanes) * d.top_k);
+    ds = a.take<float>(static_cast<std::int64_t>(lanes) * d.top_k);
+    chosen = a.take<int>(static_cast<std::int64_t>(lanes) * d.top_k);
   }
 };
 
@@ -94,20 +91,18 @@ void CpuBackend::fwd_MoeRoute(const OpArgs& a) {
   cpu::Arena arena(ws_, op);
   RouteWs ws(arena, d, threads_, true);
   const MoeRouter router = moe_router(d);
-  // Per token (backend/moe_score.h): scores, the choice, the weights (fp32, kept for the
-  // capacity's choice before they are rounded).
+  // Per token (backend/moe_score.h): its scores once, the choice, the weights (fp32, kept for
+  // the capacity's choice before they are rounded).
   cpu::parallel_for(*pool_, T, 64, [&](std::int64_t t0, std::int64_t t1, int lane) {
     float* s = ws.s + static_cast<std::int64_t>(lane) * E;
-    float* c = ws.c + static_cast<std::int64_t>(lane) * E;
     float* w = ws.w + static_cast<std::int64_t>(lane) * k;
     int* chosen = ws.chosen + static_cast<std::int64_t>(lane) * k;
+    auto score = [&](int e) { return s[e]; };
+    auto sel_bias = [&](int e) { return has_bias ? bias[e] : 0.0f; };
     for (std::int64_t t = t0; t < t1; ++t) {
-      for (int e = 0; e < E; ++e) s[e] = logits[t * E + e];
-      moe_scores(router, s);
-      for (int e = 0; has_bias && e < E; ++e) c[e] = bias[e];  // moe_choose reads it before writing c
-      moe_choose(router, s, has_bias ? c : nullptr, c, ws.taken + static_cast<std::int64_t>(lane) * E,
-                 ws.gscore + static_cast<std::int64_t>(lane) * ws.G, ws.gtaken + static_cast<std::int64_t>(lane) * ws.G,
-                 chosen, w);
+      const MoeScores scores([&](int e) { return logits[t * E + e]; }, router);
+      for (int e = 0; e < E; ++e) s[e] = scores(e);
+      moe_choose(router, score, sel_bias, chosen, w);
       for (int j = 0; j < k; ++j) {
         r.expert[t * k + j] = chosen[j];
         ws.w32[t * k + j] = w[j];
@@ -137,14 +132,14 @@ void CpuBackend::bwd_MoeRoute(const OpArgs& a) {
   const MoeRouter router = moe_router(d);
   cpu::parallel_for(*pool_, T, 64, [&](std::int64_t t0, std::int64_t t1, int lane) {
     float* s = ws.s + static_cast<std::int64_t>(lane) * E;
-    float* g = ws.c + static_cast<std::int64_t>(lane) * E;
     float* dw = ws.w + static_cast<std::int64_t>(lane) * k;
+    float* ds = ws.ds + static_cast<std::int64_t>(lane) * k;
+    auto score = [&](int e) { return s[e]; };
     for (std::int64_t t = t0; t < t1; ++t) {
-      for (int e = 0; e < E; ++e) s[e] = logits[t * E + e];
-      moe_scores(router, s);
+      const MoeScores scores([&](int e) { return logits[t * E + e]; }, router);
+      for (int e = 0; e < E; ++e) s[e] = scores(e);
       for (int j = 0; j < k; ++j) dw[j] = dwv[t * k + j];
-      moe_score_grad(router, s, r.expert + t * k, dw, g);
-      for (int e = 0; e < E; ++e) dl.put(t * E + e, g[e], acc);
+      moe_score_grad(router, score, r.expert + t * k, dw, ds, [&](int e, float g) { dl.put(t * E + e, g, acc); });
     }
   });
 }
