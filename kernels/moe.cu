@@ -10,6 +10,7 @@
 #include "core/backend/cuda/cuda_args.h"
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/backend/cuda/cuda_check.h"
+#include "core/backend/expert_linear.h"
 #include "core/backend/moe_rows.h"
 #include "kernels/detail/device_utils.cuh"
 
@@ -293,46 +294,28 @@ std::vector<std::int32_t> expert_rows(const Tensor& routing, const MoeDims& d, c
 
 }  // namespace
 
-void CudaBackend::fwd_ExpertLinear(const OpArgs& a) {
-  const char* op = "expert_linear_fwd";
+// Both passes: the checks once, the experts' row counts read back, one Linear per expert
+// (core/backend/expert_linear.h).
+void CudaBackend::expert_linear(const OpArgs& a, Pass pass) {
+  const bool bwd = pass == Pass::Backward;
+  const char* op = bwd ? "expert_linear_bwd" : "expert_linear_fwd";
   const MoeDims& d = a.moe;
   check_moe(d, op);
   const int K = a.K, N = a.N;
   const std::int64_t NK = static_cast<std::int64_t>(N) * K;
   check_float(*a.in[0], op, "x", a.M * K);
-  check_float(*a.out[0], op, "y", a.M * N);
-  check_float(*a.w, op, "W", NK * d.experts);
+  check_float(bwd ? *a.dout[0] : *a.out[0], op, bwd ? "dy" : "y", a.M * N);
+  check_float(bwd ? *a.dw : *a.w, op, bwd ? "dW" : "W", NK * d.experts);
   check_routing(*a.in[1], d, op);
   activate();
   const auto sc = expert_rows(*a.in[1], d, compute_);
-  for (int e = 0; e < d.experts; ++e) {
-    const std::int64_t s = sc[static_cast<std::size_t>(e)], n = sc[static_cast<std::size_t>(d.experts + e)];
-    if (n > 0)
-      linear_fwd(a.in[0]->slice(s * K, n * K), a.w->slice(e * NK, NK), nullptr, a.out[0]->slice(s * N, n * N), n, K, N);
-  }
+  run_expert_linears(
+      *this, a, pass, [&](int e) { return sc[static_cast<std::size_t>(e)]; },
+      [&](int e) { return sc[static_cast<std::size_t>(d.experts + e)]; });
 }
 
-void CudaBackend::bwd_ExpertLinear(const OpArgs& a) {
-  const char* op = "expert_linear_bwd";
-  const MoeDims& d = a.moe;
-  check_moe(d, op);
-  const int K = a.K, N = a.N;
-  const std::int64_t NK = static_cast<std::int64_t>(N) * K;
-  check_float(*a.in[0], op, "x", a.M * K);
-  check_float(*a.dout[0], op, "dy", a.M * N);
-  check_float(*a.dw, op, "dW", NK * d.experts);
-  check_routing(*a.in[1], d, op);
-  activate();
-  const auto sc = expert_rows(*a.in[1], d, compute_);
-  const bool has_dx = a.din[0] && *a.din[0];
-  for (int e = 0; e < d.experts; ++e) {
-    const std::int64_t s = sc[static_cast<std::size_t>(e)], n = sc[static_cast<std::size_t>(d.experts + e)];
-    if (n == 0) continue;
-    const Tensor dx = has_dx ? a.din[0]->slice(s * K, n * K) : Tensor{};
-    linear_bwd(a.in[0]->slice(s * K, n * K), a.w->slice(e * NK, NK), a.dout[0]->slice(s * N, n * N),
-               has_dx ? &dx : nullptr, a.dw->slice(e * NK, NK), nullptr, n, K, N, a.acc[0]);
-  }
-}
+void CudaBackend::fwd_ExpertLinear(const OpArgs& a) { expert_linear(a, Pass::Forward); }
+void CudaBackend::bwd_ExpertLinear(const OpArgs& a) { expert_linear(a, Pass::Backward); }
 
 void CudaBackend::fwd_MoeUnpermute(const OpArgs& a) {
   const char* op = "moe_unpermute_fwd";

@@ -123,6 +123,9 @@ class CpuBackend final : public Backend {
   void flash_bwd_ref(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const Tensor& dctx,
                      const Tensor& dqkv, const AttnDims& a, const DropoutKey& key, float p);
 
+  // cpu_moe.cpp: the experts' projections, both passes (ExpertLinear)
+  void expert_linear(const OpArgs& a, Pass pass);
+
   // cpu_adamw.cpp
   void adamw(const Tensor& params, const Tensor& grads, const Tensor* master, const Tensor& m,
              const Tensor& v, const std::vector<AdamSegment>& segs,

@@ -9,6 +9,7 @@
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
+#include "core/backend/expert_linear.h"
 #include "core/backend/moe_rows.h"
 
 namespace remat {
@@ -196,44 +197,25 @@ std::int64_t expert_rows(const Routing& r, const MoeDims& d, int e) {
 }
 }  // namespace
 
-void CpuBackend::fwd_ExpertLinear(const OpArgs& a) {
-  const char* op = "expert_linear_fwd";
+// Both passes: the checks once, then one Linear per expert over its rows (expert_linear.h).
+void CpuBackend::expert_linear(const OpArgs& a, Pass pass) {
+  const bool bwd = pass == Pass::Backward;
+  const char* op = bwd ? "expert_linear_bwd" : "expert_linear_fwd";
   const MoeDims& d = a.moe;
   check_moe(d, op);
   const int K = a.K, N = a.N;
   const std::int64_t NK = static_cast<std::int64_t>(N) * K;
   cpu::check_float(*a.in[0], op, "x", a.M * K);
   check_routing(*a.in[1], d, op);
-  cpu::check_float(*a.out[0], op, "y", a.M * N);
-  cpu::check_float(*a.w, op, "W", NK * d.experts);
+  if (bwd && a.din[0] && *a.din[0]) cpu::check_float(*a.din[0], op, "dx", a.M * K);
+  cpu::check_float(bwd ? *a.dout[0] : *a.out[0], op, bwd ? "dy" : "y", a.M * N);
+  cpu::check_float(bwd ? *a.dw : *a.w, op, bwd ? "dW" : "W", NK * d.experts);
   const Routing r(*a.in[1], d);
-  for (int e = 0; e < d.experts; ++e) {
-    const std::int64_t n = expert_rows(r, d, e), s = r.start[e];
-    if (n == 0) continue;
-    linear_fwd(a.in[0]->slice(s * K, n * K), a.w->slice(e * NK, NK), nullptr, a.out[0]->slice(s * N, n * N), n, K, N);
-  }
+  run_expert_linears(*this, a, pass, [&](int e) { return r.start[e]; }, [&](int e) { return expert_rows(r, d, e); });
 }
 
-void CpuBackend::bwd_ExpertLinear(const OpArgs& a) {
-  const char* op = "expert_linear_bwd";
-  const MoeDims& d = a.moe;
-  check_moe(d, op);
-  const int K = a.K, N = a.N;
-  const std::int64_t NK = static_cast<std::int64_t>(N) * K;
-  cpu::check_float(*a.in[0], op, "x", a.M * K);
-  check_routing(*a.in[1], d, op);
-  cpu::check_float(*a.dout[0], op, "dy", a.M * N);
-  cpu::check_float(*a.dw, op, "dW", NK * d.experts);
-  const Routing r(*a.in[1], d);
-  const bool has_dx = a.din[0] && *a.din[0];
-  for (int e = 0; e < d.experts; ++e) {
-    const std::int64_t n = expert_rows(r, d, e), s = r.start[e];
-    if (n == 0) continue;
-    const Tensor dx = has_dx ? a.din[0]->slice(s * K, n * K) : Tensor{};
-    linear_bwd(a.in[0]->slice(s * K, n * K), a.w->slice(e * NK, NK), a.dout[0]->slice(s * N, n * N),
-               has_dx ? &dx : nullptr, a.dw->slice(e * NK, NK), nullptr, n, K, N, a.acc[0]);
-  }
-}
+void CpuBackend::fwd_ExpertLinear(const OpArgs& a) { expert_linear(a, Pass::Forward); }
+void CpuBackend::bwd_ExpertLinear(const OpArgs& a) { expert_linear(a, Pass::Backward); }
 
 void CpuBackend::fwd_MoeUnpermute(const OpArgs& a) {
   const char* op = "moe_unpermute_fwd";

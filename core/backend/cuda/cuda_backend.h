@@ -80,6 +80,8 @@ class CudaBackend final : public Backend {
   void qk_norm_sums(Pass pass, const OpArgs& a, const Tensor& sums) override;
   void qk_norm_split(Pass pass, const OpArgs& a, const Tensor& sums, int q_width,
                      int k_width) override;
+  // kernels/moe.cu: the experts' projections, both passes (ExpertLinear)
+  void expert_linear(const OpArgs& a, Pass pass);
   void linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, const Tensor& y,
                   std::int64_t M, int K, int N);
   void linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, const Tensor* dx,
