@@ -171,11 +171,7 @@ namespace remat::cuda {
 
 namespace {
 
-void check_moe(const MoeDims& d, const char* op) {
-  if (d.experts <= 0 || d.top_k <= 0 || d.top_k > d.experts || d.tokens <= 0 || d.capacity < 0)
-    throw Error(std::string("cuda ") + op + ": bad expert dims (experts " + std::to_string(d.experts) + ", top_k " +
-                std::to_string(d.top_k) + ")");
-}
+void check_moe(const MoeDims& d, const char* op) { check_moe_dims(d, "cuda", op); }
 
 // The router's chosen experts live in per-thread arrays of kernels::kMaxTopK; groups in a 64-bit mask.
 void check_router(const MoeDims& d, const char* op) {
@@ -185,10 +181,11 @@ void check_router(const MoeDims& d, const char* op) {
 }
 
 void check_routing(const Tensor& r, const MoeDims& d, const char* op) {
-  check_dtype(r, DType::I32, op, "routing", 2 * d.tokens * d.top_k + 2 * d.experts);
+  check_dtype(r, DType::I32, op, "routing", MoeTable(d).entries);
 }
 
-const std::int32_t* rows_of(const Tensor& r, const MoeDims& d) { return r.as<const std::int32_t>() + d.tokens * d.top_k; }
+// The routing table's rows part (moe_rows.h MoeTable).
+const std::int32_t* rows_of(const Tensor& r, const MoeDims& d) { return r.as<const std::int32_t>() + MoeTable(d).row; }
 
 template <class T>
 const T* cp(const Tensor& t) { return static_cast<const T*>(t.data); }
@@ -216,16 +213,17 @@ void CudaBackend::fwd_MoeRoute(const OpArgs& a) {
   REMAT_MOE_LAUNCH(kernels::route_fwd, ft(*a.in[0]), d.tokens, cp<T>(*a.in[0]), has_bias ? cp<T>(*a.b) : nullptr,
                    static_cast<T*>(a.out[0]->data), w32, expert, d.tokens, moe_router(d));
   // The rows, on the host with the CPU backend's code.
-  std::vector<std::int32_t> table(static_cast<std::size_t>(2 * n + 2 * d.experts));
+  const MoeTable tb(d);
+  std::vector<std::int32_t> table(static_cast<std::size_t>(tb.entries));
   std::vector<float> w(static_cast<std::size_t>(n));
   std::vector<std::int64_t> ids(static_cast<std::size_t>(n)), off(static_cast<std::size_t>(d.experts) + 1);
   REMAT_CUDA(cudaMemcpyAsync(table.data(), expert, static_cast<std::size_t>(n) * 4, cudaMemcpyDeviceToHost, stream));
   REMAT_CUDA(cudaMemcpyAsync(w.data(), w32, static_cast<std::size_t>(n) * 4, cudaMemcpyDeviceToHost, stream));
   REMAT_CUDA(cudaStreamSynchronize(stream));
   std::int32_t* t = table.data();
-  moe_assign_rows(d, t, w.data(), t + n, t + 2 * n, t + 2 * n + d.experts, ids.data(), off.data());
-  REMAT_CUDA(cudaMemcpyAsync(expert + n, t + n, static_cast<std::size_t>(n + 2 * d.experts) * 4, cudaMemcpyHostToDevice,
-                             stream));
+  moe_assign_rows(d, t, w.data(), t + tb.row, t + tb.start, t + tb.count, ids.data(), off.data());
+  REMAT_CUDA(cudaMemcpyAsync(expert + tb.row, t + tb.row, static_cast<std::size_t>(tb.entries - tb.row) * 4,
+                             cudaMemcpyHostToDevice, stream));
   REMAT_CUDA(cudaStreamSynchronize(stream));  // the host table goes out of scope
 }
 
@@ -281,14 +279,12 @@ void CudaBackend::bwd_MoePermute(const OpArgs& a) {
 
 namespace {
 
-// Each expert's first row and row count, read back (its capacity block with a capacity).
+// Each expert's first row and row count, read back (the routing table's last part, MoeTable).
 std::vector<std::int32_t> expert_rows(const Tensor& routing, const MoeDims& d, cudaStream_t stream) {
   std::vector<std::int32_t> sc(static_cast<std::size_t>(2 * d.experts));
-  REMAT_CUDA(cudaMemcpyAsync(sc.data(), routing.as<const std::int32_t>() + 2 * d.tokens * d.top_k, sc.size() * 4,
+  REMAT_CUDA(cudaMemcpyAsync(sc.data(), routing.as<const std::int32_t>() + MoeTable(d).start, sc.size() * 4,
                              cudaMemcpyDeviceToHost, stream));
   REMAT_CUDA(cudaStreamSynchronize(stream));
-  if (d.capacity > 0)
-    for (int e = 0; e < d.experts; ++e) sc[static_cast<std::size_t>(d.experts + e)] = static_cast<std::int32_t>(d.capacity);
   return sc;
 }
 
@@ -311,7 +307,7 @@ void CudaBackend::expert_linear(const OpArgs& a, Pass pass) {
   const auto sc = expert_rows(*a.in[1], d, compute_);
   run_expert_linears(
       *this, a, pass, [&](int e) { return sc[static_cast<std::size_t>(e)]; },
-      [&](int e) { return sc[static_cast<std::size_t>(d.experts + e)]; });
+      [&](int e) { return moe_expert_rows(d, sc[static_cast<std::size_t>(d.experts + e)]); });
 }
 
 void CudaBackend::fwd_ExpertLinear(const OpArgs& a) { expert_linear(a, Pass::Forward); }

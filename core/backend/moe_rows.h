@@ -16,6 +16,31 @@
 
 namespace remat {
 
+// The routing table (i32) of an op's sizes, as offsets into it: per (token, choice) its expert,
+// then its row in the permuted buffer (-1: dropped by the capacity), then per expert its first
+// row and its row count.
+struct MoeTable {
+  std::int64_t row = 0, start = 0, count = 0, entries = 0;
+  explicit MoeTable(const MoeDims& d) {
+    const std::int64_t n = d.tokens * d.top_k;
+    row = n, start = 2 * n, count = 2 * n + d.experts, entries = 2 * n + 2 * d.experts;
+  }
+};
+
+// The rows expert e computes from its count: its tokens (dropless) or its whole capacity block
+// (padding rows are zero and stay zero through the projections, as Megatron-LM computes them).
+inline std::int64_t moe_expert_rows(const MoeDims& d, std::int64_t count) { return d.capacity > 0 ? d.capacity : count; }
+
+// The sizes every MoE op needs, checked the same on every backend: Error("<backend> <op>: ...").
+inline void check_moe_dims(const MoeDims& d, const char* backend, const char* op) {
+  const bool bad_groups = d.groups > 1 && (d.groups > 64 || d.experts % d.groups != 0 || d.topk_groups < 1 ||
+                                           d.topk_groups > d.groups || d.top_k > d.topk_groups * (d.experts / d.groups));
+  if (d.experts <= 0 || d.top_k <= 0 || d.top_k > d.experts || d.tokens <= 0 || d.capacity < 0 || bad_groups)
+    throw Error(std::string(backend) + " " + op + ": bad expert dims (experts " + std::to_string(d.experts) +
+                ", top_k " + std::to_string(d.top_k) + ", tokens " + std::to_string(d.tokens) + ", groups " +
+                std::to_string(d.groups) + ", topk_groups " + std::to_string(d.topk_groups) + ")");
+}
+
 // The router of an op's sizes.
 inline MoeRouter moe_router(const MoeDims& d) {
   MoeRouter r;

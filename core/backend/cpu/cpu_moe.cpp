@@ -5,7 +5,6 @@
 // the shared experts' sigmoid gate (SigmoidGate).
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
@@ -18,29 +17,20 @@ using cpu::FV;
 
 namespace {
 
+// The routing table's parts (moe_rows.h MoeTable).
 struct Routing {
   std::int32_t *expert, *row, *start, *count;
   Routing(const Tensor& t, const MoeDims& d) {
     auto* p = t.as<std::int32_t>();
-    const std::int64_t n = d.tokens * d.top_k;
-    expert = p;
-    row = p + n;
-    start = p + 2 * n;
-    count = p + 2 * n + d.experts;
+    const MoeTable tb(d);
+    expert = p, row = p + tb.row, start = p + tb.start, count = p + tb.count;
   }
 };
 
-void check_moe(const MoeDims& d, const char* op) {
-  const bool bad_groups = d.groups > 1 && (d.groups > 64 || d.experts % d.groups != 0 || d.topk_groups < 1 ||
-                                           d.topk_groups > d.groups || d.top_k > d.topk_groups * (d.experts / d.groups));
-  if (d.experts <= 0 || d.top_k <= 0 || d.top_k > d.experts || d.tokens <= 0 || d.capacity < 0 || bad_groups)
-    throw Error(std::string("cpu ") + op + ": bad expert dims (experts " + std::to_string(d.experts) + ", top_k " +
-                std::to_string(d.top_k) + ", tokens " + std::to_string(d.tokens) + ", groups " +
-                std::to_string(d.groups) + ", topk_groups " + std::to_string(d.topk_groups) + ")");
-}
+void check_moe(const MoeDims& d, const char* op) { check_moe_dims(d, "cpu", op); }
 
 void check_routing(const Tensor& r, const MoeDims& d, const char* op) {
-  cpu::check_dtype(r, DType::I32, op, "routing", 2 * d.tokens * d.top_k + 2 * d.experts);
+  cpu::check_dtype(r, DType::I32, op, "routing", MoeTable(d).entries);
 }
 
 }  // namespace
@@ -189,14 +179,6 @@ void CpuBackend::bwd_MoePermute(const OpArgs& a) {
   });
 }
 
-// Expert e's rows: its tokens (dropless) or its whole capacity block (padding rows are zero and
-// stay zero through the projections, as Megatron-LM computes them).
-namespace {
-std::int64_t expert_rows(const Routing& r, const MoeDims& d, int e) {
-  return d.capacity > 0 ? d.capacity : r.count[e];
-}
-}  // namespace
-
 // Both passes: the checks once, then one Linear per expert over its rows (expert_linear.h).
 void CpuBackend::expert_linear(const OpArgs& a, Pass pass) {
   const bool bwd = pass == Pass::Backward;
@@ -211,7 +193,7 @@ void CpuBackend::expert_linear(const OpArgs& a, Pass pass) {
   cpu::check_float(bwd ? *a.dout[0] : *a.out[0], op, bwd ? "dy" : "y", a.M * N);
   cpu::check_float(bwd ? *a.dw : *a.w, op, bwd ? "dW" : "W", NK * d.experts);
   const Routing r(*a.in[1], d);
-  run_expert_linears(*this, a, pass, [&](int e) { return r.start[e]; }, [&](int e) { return expert_rows(r, d, e); });
+  run_expert_linears(*this, a, pass, [&](int e) { return r.start[e]; }, [&](int e) { return moe_expert_rows(d, r.count[e]); });
 }
 
 void CpuBackend::fwd_ExpertLinear(const OpArgs& a) { expert_linear(a, Pass::Forward); }
