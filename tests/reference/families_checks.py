@@ -15,8 +15,9 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from families import (BATCH, FAMILIES, SEQ, apply_rope, embed_factor, features_from_hf,  # noqa: E402
                       forward, is_norm_weight, loss_of, make_weights, rope_parameters, rope_tables,
-                      rotate_half)
+                      rotate_half, tensor_shapes)
 import by_hand  # noqa: E402
+import deepseek_by_hand  # noqa: E402
 import falcon_by_hand  # noqa: E402
 import gemma3_by_hand  # noqa: E402
 import gpt_neox_by_hand  # noqa: E402
@@ -123,6 +124,20 @@ def self_checks():
               "back by index (moe_by_hand.py)" % name,
               moe_by_hand.matches(FAMILIES[name], fm, make_weights(fm, 19 + i), win, loss_of))
 
+    # DeepSeek: the tiny configs and variants with the other paths (a full q_proj, attention biases,
+    # rotate_half pairs, no renormalisation; V2's greedy top-k, a compressed query).
+    variants = [("deepseek_v3", {}), ("deepseek_v2", {}),
+                ("deepseek_v3", dict(q_lora_rank=None, attention_bias=True, rope_interleave=False, norm_topk_prob=False)),
+                ("deepseek_v2", dict(topk_method="greedy", q_lora_rank=12, attention_bias=True))]
+    for i, (name, changes) in enumerate(variants):
+        c = dict(FAMILIES[name], **changes)
+        fd = features_from_hf(c)
+        what = "%s%s" % (name, " (%s)" % ", ".join("%s=%s" % kv for kv in changes.items()) if changes else "")
+        check("%s tensors = the shapes Hugging Face's modules build from the config (deepseek_by_hand.py)" % what,
+              deepseek_by_hand.module_shapes(c) == tensor_shapes(fd))
+        check("%s forward = hand-written Hugging Face MLA, YaRN and router (deepseek_by_hand.py)" % what,
+              deepseek_by_hand.matches(c, fd, make_weights(fd, 22 + i), win, loss_of))
+
     # Phi-3's fused tensors = Llama's separate ones.
     ph = features_from_hf(FAMILIES["phi3"])
     wp = make_weights(ph, 9)
@@ -187,6 +202,17 @@ _EFFECTS = [
     ("gemma3", dict(sliding_window_pattern=0), None),
     ("gemma3", dict(rope_scaling=None), None),
     ("smollm3", dict(no_rope_layers=[1, 1]), None),
+    # DeepSeek: V3's softmax mscale^2 (and V2 given it, which Hugging Face's V2 does not apply), no
+    # YaRN, YaRN without its cos/sin factor, no RoPE on q_pe / k_pe, rotate_half pairs.
+    ("deepseek_v3", dict(attn_scale=12 ** -0.5), None),
+    ("deepseek_v2", dict(attn_scale=12 ** -0.5 * (0.07 * math.log(40) + 1) ** 2), None),
+    ("deepseek_v3", dict(rope_scaling=None), None),
+    ("deepseek_v2", dict(rope_scaling=None), None),
+    ("deepseek_v3", dict(rope_scaling=dict(FAMILIES["deepseek_v3"]["rope_scaling"], attention_factor=1.0)), None),
+    ("deepseek_v2", dict(rope_scaling=dict(FAMILIES["deepseek_v2"]["rope_scaling"], attention_factor=1.0)), None),
+    ("deepseek_v3", dict(position="none"), None),
+    ("deepseek_v2", dict(position="none"), None),
+    ("deepseek_v3", dict(rope_interleave=False), None),
 ]
 # The mixtures of experts' own features (their routing has no Llama counterpart to turn off to).
 _MOE_EFFECTS = [
@@ -195,6 +221,19 @@ _MOE_EFFECTS = [
     ("qwen3_moe", lambda e: dict(e, norm=True)),
     ("qwen3_moe", lambda e: dict(e, sparse=[True, True])),
     ("qwen2_moe", lambda e: dict(e, shared=0)),
+    # DeepSeek's routers: the correction bias in choosing, the groups, their score (V3 the sum of
+    # the two best, V2 the best), renormalisation, routed_scaling_factor, the shared expert.
+    ("deepseek_v3", lambda e: dict(e, score_bias=False)),
+    ("deepseek_v3", lambda e: dict(e, topk_group=e["groups"])),
+    ("deepseek_v3", lambda e: dict(e, group_score="max")),
+    ("deepseek_v3", lambda e: dict(e, norm=False)),
+    ("deepseek_v3", lambda e: dict(e, scaling=1.0)),
+    ("deepseek_v3", lambda e: dict(e, shared=0)),
+    ("deepseek_v2", lambda e: dict(e, topk_group=e["groups"])),
+    ("deepseek_v2", lambda e: dict(e, group_score="top2_sum")),
+    ("deepseek_v2", lambda e: dict(e, norm=True)),
+    ("deepseek_v2", lambda e: dict(e, scaling=1.0)),
+    ("deepseek_v2", lambda e: dict(e, shared=0)),
 ]
 
 
@@ -372,6 +411,14 @@ def rope_checks():
     ramp = torch.tensor([0.0, 0.5, 1.0, 1.0], dtype=torch.float64)
     check("rope yarn: ramp 0, 1/2, 1, 1 between extrapolated and interpolated",
           near(inv, b6 * (1 - ramp) + b6 / 4 * ramp) and near(af, 0.1 * math.log(4) + 1))
+    # yarn with DeepSeek's numbers over its 4 rope dims: correction dims floor(0.65) = 0 and
+    # ceil(1.41) = 2 -> ramp 0, 1/2; the factor mscale(40, 0.9) / mscale(40, 0.7).
+    c = FAMILIES["deepseek_v3"]["rope_scaling"]
+    inv, af = rope_parameters(c, 10000.0, 4, 163840, 16)
+    b7 = 1.0 / (10000.0 ** (torch.tensor([0.0, 2], dtype=torch.float64) / 4))
+    check("rope yarn (deepseek): frequency 0 kept, frequency 1 half-way to / 40; factor (1 + 0.09 ln 40) / "
+          "(1 + 0.07 ln 40)", near(inv, b7 * torch.tensor([1.0, 0.5 + 0.5 / 40], dtype=torch.float64))
+          and near(af, (0.09 * math.log(40) + 1) / (0.07 * math.log(40) + 1)))
     inv, af = rope_parameters({"rope_type": "yarn", "factor": 4.0, "attention_factor": 1.5}, 1e6, 8, 4096, 16)
     check("rope yarn: an explicit attention_factor is used", af == 1.5)
     # longrope with phi3's numbers: seq 16 <= 32 takes short_factor; factor 128 / 32 = 4.
