@@ -158,25 +158,30 @@ void launch(const ProbsDev& p, int B, cudaStream_t s) {
 
 }  // namespace
 
-bool attn_probs_supported(FType t, int d, const void* qkv) {
-  return t == FType::BF16 && (d == 32 || d == 64 || d == 128) && aligned_to(qkv, 16);
+bool attn_probs_supported(FType t, int d, std::int64_t width, const void* qkv) {
+  return t == FType::BF16 && (d == 32 || d == 64 || d == 128) && width % 8 == 0 &&
+         aligned_to(qkv, 16);
 }
 
 void attn_probs_fwd(FType t, const void* qkv, void* probs, int B, int S, int heads, int kv_heads,
-                    int d, float scale, int window, float softcap, cudaStream_t s) {
-  if (!attn_probs_supported(t, d, qkv))
-    throw Error("attn_probs: needs bf16, d in {32, 64, 128} and a 16-byte aligned qkv (d=" +
-                std::to_string(d) + ")");
-  if (B <= 0 || S <= 0 || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0)
+                    int d, int dv, float scale, int window, float softcap, cudaStream_t s) {
+  if (B <= 0 || S <= 0 || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0 || dv <= 0)
     throw Error("attn_probs: bad dims B=" + std::to_string(B) + " S=" + std::to_string(S) +
-                " heads=" + std::to_string(heads) + " kv_heads=" + std::to_string(kv_heads));
+                " heads=" + std::to_string(heads) + " kv_heads=" + std::to_string(kv_heads) +
+                " dv=" + std::to_string(dv));
+  const std::int64_t width = static_cast<std::int64_t>(heads + kv_heads) * d +
+                             static_cast<std::int64_t>(kv_heads) * dv;  // AttnDims::qkv_width
+  if (!attn_probs_supported(t, d, width, qkv))
+    throw Error("attn_probs: needs bf16, d in {32, 64, 128}, a 16-byte aligned qkv and rows of a "
+                "multiple of 8 elements (d=" + std::to_string(d) + ", width=" +
+                std::to_string(width) + ")");
   ProbsDev p;
   p.qkv = static_cast<const bf16*>(qkv);
   p.probs = static_cast<bf16*>(probs);
   p.S = S;
   p.heads = heads;
   p.group = heads / kv_heads;
-  p.width = (heads + 2 * kv_heads) * d;
+  p.width = static_cast<int>(width);
   p.pairs = S % 2 == 0 && aligned_to(probs, 4);
   p.map.scale_log2 = scale * kLog2e;
   p.map.scale = scale;

@@ -1,13 +1,15 @@
-// Fused causal (optionally banded and soft-capped) flash attention on a packed qkv [B, S, (heads + 2 kv_heads) * d] (all q heads,
-// then k, then v; GQA: q head h uses kv head h / (heads / kv_heads)). Forward: tiled online
-// softmax, writes ctx [B, S, heads * d] and lse [B, heads, S] (fp32, natural log); no S x S
+// Fused causal (optionally banded and soft-capped) flash attention on a packed qkv
+// [B, S, (heads + kv_heads) * d + kv_heads * dv] (all q heads, then k, d wide, then v, dv wide:
+// AttnDims::qkv_width; GQA: q head h uses kv head h / (heads / kv_heads)). Forward: tiled online
+// softmax, writes ctx [B, S, heads * dv] and lse [B, heads, S] (fp32, natural log); no S x S
 // buffer. Backward (always accumulates into dqkv): dK and dV per key tile by iterating over
 // the query tiles of every q head of the group, dQ in a separate pass per query tile: no
 // floating-point atomics, the same inputs give the same bits. Dropout on the probabilities
 // uses philox_bits(key, ((b * heads + h) * S + i) * S + j), the naive path's mask.
 //
-// Two implementations: tensor cores (bf16, d in {32, 64, 128}, mma.sync m16n8k16 with fp32
-// accumulation) and a scalar fp32-arithmetic one for everything else (fp32 models, other d).
+// Two implementations: tensor cores (bf16, d in {32, 64, 128}, dv = d, mma.sync m16n8k16 with
+// fp32 accumulation) and a scalar fp32-arithmetic one for everything else (fp32 models, other d,
+// value heads of another width: multi-head latent attention).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +30,7 @@ struct FlashArgs {
   void* dqkv = nullptr;       // backward (accumulated)
   float* scratch = nullptr;   // backward: flash_bwd_scratch_bytes
   int B = 0, S = 0, heads = 0, kv_heads = 0, d = 0;
+  int dv = 0;  // the value heads' width (AttnDims::dv); 0: d
   float scale = 0.0f;
   int window = 0;        // > 0: query i sees keys i - window < j <= i (AttnDims::window)
   float softcap = 0.0f;  // > 0: scores softcap * tanh(q . k * scale / softcap), before the mask
@@ -38,7 +41,8 @@ struct FlashArgs {
   int row_groups = 1;
 };
 
-// Whether the tensor-core path can run these arguments (dtype, head dim, alignment).
+// Whether the tensor-core path can run these arguments (dtype, head dim, value width = d,
+// alignment).
 bool flash_tc_supported(FType t, const FlashArgs& a, bool backward);
 // fp32 scratch of the backward, D = rowsum(dO * O): flash_bwd_scratch_bytes (scratch_bytes.h).
 

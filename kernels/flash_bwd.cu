@@ -15,7 +15,7 @@ namespace {
 
 using namespace detail;
 
-// D[b, h, i] = sum_c dO[b, i, h*d + c] * O[b, i, h*d + c]; one warp per row.
+// D[b, h, i] = sum_c dO[b, i, h*dv + c] * O[b, i, h*dv + c]; one warp per row.
 template <class T>
 __global__ void __launch_bounds__(256) flash_bwd_dvec(FlashDev p) {
   const int lane = threadIdx.x & 31;
@@ -24,29 +24,45 @@ __global__ void __launch_bounds__(256) flash_bwd_dvec(FlashDev p) {
   if (row >= rows) return;
   const std::int64_t i = row % p.S, bh = row / p.S;
   const std::int64_t h = bh % p.heads, b = bh / p.heads;
-  const std::int64_t off = (b * p.S + i) * p.ctx_width + h * p.d;
+  const std::int64_t off = (b * p.S + i) * p.ctx_width + h * p.dv;
   const T* O = static_cast<const T*>(p.ctx) + off;
   const T* dO = static_cast<const T*>(p.dctx) + off;
   float s = 0.0f;
-  for (int c = lane; c < p.d; c += 32) s += to_f(dO[c]) * to_f(O[c]);
+  for (int c = lane; c < p.dv; c += 32) s += to_f(dO[c]) * to_f(O[c]);
   s = warp_sum(s);
   if (lane == 0) p.dvec[row] = s;
 }
 
 // ---------------------------------------------------------------------------------------------
-// Scalar backward (fp32 arithmetic, any head dim <= 256).
+// Scalar backward (fp32 arithmetic, any head dim and value width <= 256; DK registers per
+// output row cover both: 32 DK >= max(d, dv)).
+// Two dot products per (query, key): q . k over d and dO . v over dv; their common columns in
+// one loop, then the rest of the longer one (each sum in column order whatever the widths).
 // dK/dV: a block owns 32 keys (4 per warp); query tiles of 32 staged in shared memory. Lane i
 // scores query i against one key; then lanes switch to output columns to accumulate.
 // ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void qk_and_dov(const float* qrow, const float* krow,
+                                           const float* orow, const float* vrow, int d, int dv,
+                                           float& s, float& dp) {
+  const int both = min(d, dv);
+  int c = 0;
+  for (; c < both; ++c) {
+    s += qrow[c] * krow[c];
+    dp += orow[c] * vrow[c];
+  }
+  for (int e = c; e < d; ++e) s += qrow[e] * krow[e];
+  for (int e = c; e < dv; ++e) dp += orow[e] * vrow[e];
+}
+
 template <class T, int DK>
 __global__ void __launch_bounds__(256) flash_bwd_dkdv_scalar(FlashDev p) {
   extern __shared__ float sm[];
-  const int d = p.d, ld = d + 1;
-  float* Ks = sm;             // [32][ld]
-  float* Vs = Ks + 32 * ld;   // [32][ld]
-  float* Qs = Vs + 32 * ld;   // [32][ld]
-  float* dOs = Qs + 32 * ld;  // [32][ld]
-  float* Ls = dOs + 32 * ld;  // [32]
+  const int d = p.d, dv = p.dv, ld = d + 1, ldv = dv + 1, dm = max(d, dv);
+  float* Ks = sm;              // [32][ld]
+  float* Vs = Ks + 32 * ld;    // [32][ldv]
+  float* Qs = Vs + 32 * ldv;   // [32][ld]
+  float* dOs = Qs + 32 * ld;   // [32][ldv]
+  float* Ls = dOs + 32 * ldv;  // [32]
   float* Dd = Ls + 32;        // [32]
   float* buf = Dd + 32;       // [8 warps][2][32]
   const int kt = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
@@ -56,19 +72,19 @@ __global__ void __launch_bounds__(256) flash_bwd_dkdv_scalar(FlashDev p) {
   const T* qkv = static_cast<const T*>(p.qkv);
   const T* dctx = static_cast<const T*>(p.dctx);
   const int k0 = kt * 32;
-  const int kcol = (p.heads + g) * d, vcol = (p.heads + p.kv_heads + g) * d;
-  for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
-    const int r = idx / d, c = idx % d, key = k0 + r;
+  const int kcol = (p.heads + g) * d, vcol = (p.heads + p.kv_heads) * d + g * dv;
+  for (int idx = threadIdx.x; idx < 32 * dm; idx += blockDim.x) {
+    const int r = idx / dm, c = idx % dm, key = k0 + r;
     const bool ok = key < S;
     const std::int64_t base = (brow + (ok ? key : 0)) * W;
-    Ks[r * ld + c] = ok ? to_f(qkv[base + kcol + c]) : 0.0f;
-    Vs[r * ld + c] = ok ? to_f(qkv[base + vcol + c]) : 0.0f;
+    if (c < d) Ks[r * ld + c] = ok ? to_f(qkv[base + kcol + c]) : 0.0f;
+    if (c < dv) Vs[r * ldv + c] = ok ? to_f(qkv[base + vcol + c]) : 0.0f;
   }
-  float dk[4][DK], dv[4][DK];
+  float dk[4][DK], dva[4][DK];  // dK and dV of the warp's 4 keys
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-    for (int k = 0; k < DK; ++k) dk[kk][k] = dv[kk][k] = 0.0f;
+    for (int k = 0; k < DK; ++k) dk[kk][k] = dva[kk][k] = 0.0f;
   float* pbuf = buf + warp * 64;
   float* sbuf = pbuf + 32;
   // The query tiles that see a key of this block: k0 .. the band's last query of its last key.
@@ -78,12 +94,12 @@ __global__ void __launch_bounds__(256) flash_bwd_dkdv_scalar(FlashDev p) {
     for (int qt = qtiles.first; qt < qtiles.end; ++qt) {
       const int q0 = qt * 32;
       __syncthreads();
-      for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
-        const int r = idx / d, c = idx % d, row = q0 + r;
+      for (int idx = threadIdx.x; idx < 32 * dm; idx += blockDim.x) {
+        const int r = idx / dm, c = idx % dm, row = q0 + r;
         const bool ok = row < S;
         const std::int64_t rr = brow + (ok ? row : 0);
-        Qs[r * ld + c] = ok ? to_f(qkv[rr * W + h * d + c]) : 0.0f;
-        dOs[r * ld + c] = ok ? to_f(dctx[rr * p.ctx_width + h * d + c]) : 0.0f;
+        if (c < d) Qs[r * ld + c] = ok ? to_f(qkv[rr * W + h * d + c]) : 0.0f;
+        if (c < dv) dOs[r * ldv + c] = ok ? to_f(dctx[rr * p.ctx_width + h * dv + c]) : 0.0f;
       }
       if (threadIdx.x < 32) {
         const int row = q0 + threadIdx.x;
@@ -98,14 +114,7 @@ __global__ void __launch_bounds__(256) flash_bwd_dkdv_scalar(FlashDev p) {
         const int kr = warp * 4 + kk;
         const int kj = k0 + kr;
         float s = 0.0f, dp = 0.0f;
-        const float* qrow = Qs + lane * ld;
-        const float* orow = dOs + lane * ld;
-        const float* krow = Ks + kr * ld;
-        const float* vrow = Vs + kr * ld;
-        for (int c = 0; c < d; ++c) {
-          s += qrow[c] * krow[c];
-          dp += orow[c] * vrow[c];
-        }
+        qk_and_dov(Qs + lane * ld, Ks + kr * ld, dOs + lane * ldv, Vs + kr * ldv, d, dv, s, dp);
         const bool valid = in_band(p.window, qi, kj) && qi < S && kj < S;
         float dcap;  // d score / d raw
         s = score_and_slope(s, p.scale, p.softcap, &dcap);
@@ -119,14 +128,12 @@ __global__ void __launch_bounds__(256) flash_bwd_dkdv_scalar(FlashDev p) {
         for (int ii = 0; ii < 32; ++ii) {
           const float pz = pbuf[ii], ds = sbuf[ii];
           const float* qr = Qs + ii * ld;
-          const float* gr = dOs + ii * ld;
+          const float* gr = dOs + ii * ldv;
 #pragma unroll
           for (int k = 0; k < DK; ++k) {
             const int c = lane + 32 * k;
-            if (c < d) {
-              dv[kk][k] += pz * gr[c];
-              dk[kk][k] += ds * qr[c];
-            }
+            if (c < dv) dva[kk][k] += pz * gr[c];
+            if (c < d) dk[kk][k] += ds * qr[c];
           }
         }
         __syncwarp();
@@ -142,10 +149,9 @@ __global__ void __launch_bounds__(256) flash_bwd_dkdv_scalar(FlashDev p) {
 #pragma unroll
     for (int k = 0; k < DK; ++k) {
       const int c = lane + 32 * k;
-      if (c < d) {
+      if (c < d)
         out[base + kcol + c] = from_f<T>(to_f(out[base + kcol + c]) + dk[kk][k] * p.scale);
-        out[base + vcol + c] = from_f<T>(to_f(out[base + vcol + c]) + dv[kk][k]);
-      }
+      if (c < dv) out[base + vcol + c] = from_f<T>(to_f(out[base + vcol + c]) + dva[kk][k]);
     }
   }
 }
@@ -154,12 +160,12 @@ __global__ void __launch_bounds__(256) flash_bwd_dkdv_scalar(FlashDev p) {
 template <class T, int DK>
 __global__ void __launch_bounds__(256) flash_bwd_dq_scalar(FlashDev p) {
   extern __shared__ float sm[];
-  const int d = p.d, ld = d + 1;
-  float* Qs = sm;
-  float* dOs = Qs + 32 * ld;
-  float* Ks = dOs + 32 * ld;
-  float* Vs = Ks + 32 * ld;
-  float* Ls = Vs + 32 * ld;
+  const int d = p.d, dv = p.dv, ld = d + 1, ldv = dv + 1, dm = max(d, dv);
+  float* Qs = sm;              // [32][ld]
+  float* dOs = Qs + 32 * ld;   // [32][ldv]
+  float* Ks = dOs + 32 * ldv;  // [32][ld]
+  float* Vs = Ks + 32 * ld;    // [32][ldv]
+  float* Ls = Vs + 32 * ldv;
   float* Dd = Ls + 32;
   float* buf = Dd + 32;  // [8][32]
   const int qt = gridDim.x - 1 - blockIdx.x;
@@ -170,13 +176,13 @@ __global__ void __launch_bounds__(256) flash_bwd_dq_scalar(FlashDev p) {
   const T* qkv = static_cast<const T*>(p.qkv);
   const T* dctx = static_cast<const T*>(p.dctx);
   const int q0 = qt * 32;
-  const int kcol = (p.heads + g) * d, vcol = (p.heads + p.kv_heads + g) * d;
-  for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
-    const int r = idx / d, c = idx % d, row = q0 + r;
+  const int kcol = (p.heads + g) * d, vcol = (p.heads + p.kv_heads) * d + g * dv;
+  for (int idx = threadIdx.x; idx < 32 * dm; idx += blockDim.x) {
+    const int r = idx / dm, c = idx % dm, row = q0 + r;
     const bool ok = row < S;
     const std::int64_t rr = brow + (ok ? row : 0);
-    Qs[r * ld + c] = ok ? to_f(qkv[rr * W + h * d + c]) : 0.0f;
-    dOs[r * ld + c] = ok ? to_f(dctx[rr * p.ctx_width + h * d + c]) : 0.0f;
+    if (c < d) Qs[r * ld + c] = ok ? to_f(qkv[rr * W + h * d + c]) : 0.0f;
+    if (c < dv) dOs[r * ldv + c] = ok ? to_f(dctx[rr * p.ctx_width + h * dv + c]) : 0.0f;
   }
   if (threadIdx.x < 32) {
     const int row = q0 + threadIdx.x;
@@ -194,12 +200,12 @@ __global__ void __launch_bounds__(256) flash_bwd_dq_scalar(FlashDev p) {
   for (int kt = ktiles.first; kt < ktiles.end; ++kt) {
     const int k0 = kt * 32;
     __syncthreads();
-    for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
-      const int r = idx / d, c = idx % d, key = k0 + r;
+    for (int idx = threadIdx.x; idx < 32 * dm; idx += blockDim.x) {
+      const int r = idx / dm, c = idx % dm, key = k0 + r;
       const bool ok = key < S;
       const std::int64_t base = (brow + (ok ? key : 0)) * W;
-      Ks[r * ld + c] = ok ? to_f(qkv[base + kcol + c]) : 0.0f;
-      Vs[r * ld + c] = ok ? to_f(qkv[base + vcol + c]) : 0.0f;
+      if (c < d) Ks[r * ld + c] = ok ? to_f(qkv[base + kcol + c]) : 0.0f;
+      if (c < dv) Vs[r * ldv + c] = ok ? to_f(qkv[base + vcol + c]) : 0.0f;
     }
     __syncthreads();
     const int kj = k0 + lane;
@@ -208,14 +214,7 @@ __global__ void __launch_bounds__(256) flash_bwd_dq_scalar(FlashDev p) {
       const int qr = warp * 4 + kk;
       const int qi = q0 + qr;
       float s = 0.0f, dp = 0.0f;
-      const float* qrow = Qs + qr * ld;
-      const float* orow = dOs + qr * ld;
-      const float* krow = Ks + lane * ld;
-      const float* vrow = Vs + lane * ld;
-      for (int c = 0; c < d; ++c) {
-        s += qrow[c] * krow[c];
-        dp += orow[c] * vrow[c];
-      }
+      qk_and_dov(Qs + qr * ld, Ks + lane * ld, dOs + qr * ldv, Vs + lane * ldv, d, dv, s, dp);
       const bool valid = in_band(p.window, qi, kj) && kj < S && qi < S;
       float dcap;
       s = score_and_slope(s, p.scale, p.softcap, &dcap);
@@ -252,7 +251,7 @@ __global__ void __launch_bounds__(256) flash_bwd_dq_scalar(FlashDev p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tensor-core backward (bf16).
+// Tensor-core backward (bf16; value heads d wide, as flash_tc_supported requires).
 // ---------------------------------------------------------------------------------------------
 template <int D>
 struct BwdTc {
@@ -598,9 +597,9 @@ void launch_dvec(const FlashDev& p, cudaStream_t s) {
 
 template <class T, int DK>
 void launch_scalar(const FlashDev& p, cudaStream_t s) {
-  const int ld = p.d + 1;
+  const int tiles = 2 * 32 * (p.d + 1) + 2 * 32 * (p.dv + 1);  // K, Q and V, dO as fp32
   {
-    const int smem = (4 * 32 * ld + 64 + 8 * 64) * 4;
+    const int smem = (tiles + 64 + 8 * 64) * 4;
     auto kernel = flash_bwd_dkdv_scalar<T, DK>;
     if (smem > 48 * 1024)
       set_smem_limit(reinterpret_cast<const void*>(kernel), smem, "flash_bwd_dkdv_scalar");
@@ -610,7 +609,7 @@ void launch_scalar(const FlashDev& p, cudaStream_t s) {
     check_launch("flash_bwd_dkdv_scalar");
   }
   {
-    const int smem = (4 * 32 * ld + 64 + 8 * 32) * 4;
+    const int smem = (tiles + 64 + 8 * 32) * 4;
     auto kernel = flash_bwd_dq_scalar<T, DK>;
     if (smem > 48 * 1024)
       set_smem_limit(reinterpret_cast<const void*>(kernel), smem, "flash_bwd_dq_scalar");
@@ -623,12 +622,14 @@ void launch_scalar(const FlashDev& p, cudaStream_t s) {
 
 template <class T>
 void dispatch_scalar(const FlashDev& p, cudaStream_t s) {
-  const int dk = (p.d + 31) / 32;
+  if (p.d > 256 || p.dv > 256)
+    throw Error("flash_bwd: head dim " + std::to_string(p.d) + " or value width " +
+                std::to_string(p.dv) + " above 256 is not supported");
+  const int dk = (std::max(p.d, p.dv) + 31) / 32;
   if (dk <= 1) launch_scalar<T, 1>(p, s);
   else if (dk <= 2) launch_scalar<T, 2>(p, s);
   else if (dk <= 4) launch_scalar<T, 4>(p, s);
-  else if (dk <= 8) launch_scalar<T, 8>(p, s);
-  else throw Error("flash_bwd: head dim " + std::to_string(p.d) + " above 256 is not supported");
+  else launch_scalar<T, 8>(p, s);
 }
 
 template <int D, int MT>
@@ -664,8 +665,9 @@ void flash_bwd(FType t, const FlashArgs& a, FlashImpl impl, cudaStream_t s) {
   if (!a.scratch) throw Error("flash_bwd: no scratch for D = rowsum(dO * O)");
   const bool tc = impl != FlashImpl::Scalar && flash_tc_supported(t, a, true);
   if (impl == FlashImpl::TensorCore && !tc)
-    throw Error("flash_bwd: the tensor-core path needs bf16, d in {32, 64, 128} and 16-byte "
-                "aligned tensors (d=" + std::to_string(a.d) + ")");
+    throw Error("flash_bwd: the tensor-core path needs bf16, d in {32, 64, 128}, value heads d "
+                "wide and 16-byte aligned tensors (d=" + std::to_string(a.d) + ", dv=" +
+                std::to_string(a.dv > 0 ? a.dv : a.d) + ")");
   if (t == FType::BF16) launch_dvec<bf16>(p, s);
   else launch_dvec<float>(p, s);
   if (tc) {

@@ -1,6 +1,6 @@
-// Flash attention forward: scalar kernel (any dtype and head dim <= 256) and tensor-core kernel
-// (bf16, d in {32, 64, 128}); both visit only the key tiles that meet the band (window) and mask
-// the rest of a tile like the causal mask (attn_band.h).
+// Flash attention forward: scalar kernel (any dtype, head dim and value width <= 256) and
+// tensor-core kernel (bf16, d in {32, 64, 128}, value width d); both visit only the key tiles
+// that meet the band (window) and mask the rest of a tile like the causal mask (attn_band.h).
 #include <algorithm>
 #include <mutex>
 
@@ -16,15 +16,16 @@ using namespace detail;
 
 // ---------------------------------------------------------------------------------------------
 // Scalar forward: 8 warps, one query row per warp, keys in tiles of 32 staged in shared memory
-// as fp32. Lane j scores key j of the tile; output columns lane + 32k live in registers.
+// as fp32. Lane j scores key j of the tile; output columns lane + 32k (k < DK, dv <= 32 DK) live
+// in registers.
 // ---------------------------------------------------------------------------------------------
 template <class T, int DK>
 __global__ void __launch_bounds__(256) flash_fwd_scalar(FlashDev p) {
   extern __shared__ float sm[];
-  const int d = p.d, ld = d + 1;
-  float* Ks = sm;
-  float* Vs = Ks + 32 * ld;
-  float* Qs = Vs + 32 * ld;  // [8][d]
+  const int d = p.d, dv = p.dv, ld = d + 1, ldv = dv + 1, dm = max(d, dv);
+  float* Ks = sm;             // [32][ld]
+  float* Vs = Ks + 32 * ld;   // [32][ldv]
+  float* Qs = Vs + 32 * ldv;  // [8][d]
   const int qb = gridDim.x - 1 - blockIdx.x;  // longest rows first
   const int h = blockIdx.y, b = blockIdx.z, g = h / p.group;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -32,7 +33,7 @@ __global__ void __launch_bounds__(256) flash_fwd_scalar(FlashDev p) {
   const int q0 = qb * 8, qi = q0 + warp;
   const T* qkv = static_cast<const T*>(p.qkv);
   const std::int64_t brow = static_cast<std::int64_t>(b) * S;
-  const int kcol = (p.heads + g) * d, vcol = (p.heads + p.kv_heads + g) * d;
+  const int kcol = (p.heads + g) * d, vcol = (p.heads + p.kv_heads) * d + g * dv;
   for (int idx = threadIdx.x; idx < 8 * d; idx += blockDim.x) {
     const int r = idx / d, c = idx % d, row = q0 + r;
     Qs[idx] = row < S ? to_f(qkv[(brow + row) * W + h * d + c]) : 0.0f;
@@ -46,12 +47,12 @@ __global__ void __launch_bounds__(256) flash_fwd_scalar(FlashDev p) {
   for (int t = tiles.first; t < tiles.end; ++t) {
     const int k0 = t * 32;
     __syncthreads();
-    for (int idx = threadIdx.x; idx < 32 * d; idx += blockDim.x) {
-      const int r = idx / d, c = idx % d, key = k0 + r;
+    for (int idx = threadIdx.x; idx < 32 * dm; idx += blockDim.x) {
+      const int r = idx / dm, c = idx % dm, key = k0 + r;
       const bool ok = key < S;
       const std::int64_t base = (brow + (ok ? key : 0)) * W;
-      Ks[r * ld + c] = ok ? to_f(qkv[base + kcol + c]) : 0.0f;
-      Vs[r * ld + c] = ok ? to_f(qkv[base + vcol + c]) : 0.0f;
+      if (c < d) Ks[r * ld + c] = ok ? to_f(qkv[base + kcol + c]) : 0.0f;
+      if (c < dv) Vs[r * ldv + c] = ok ? to_f(qkv[base + vcol + c]) : 0.0f;
     }
     __syncthreads();
     if (qi < S && k0 <= qi && k0 + 31 >= fk) {  // the tile meets the row's band
@@ -75,35 +76,36 @@ __global__ void __launch_bounds__(256) flash_fwd_scalar(FlashDev p) {
       const int nj = min(32, qi - k0 + 1);
       for (int jj = 0; jj < nj; ++jj) {
         const float pj = __shfl_sync(0xffffffffu, pd, jj);
-        const float* vrow = Vs + jj * ld;
+        const float* vrow = Vs + jj * ldv;
 #pragma unroll
         for (int k = 0; k < DK; ++k) {
           const int c = lane + 32 * k;
-          if (c < d) o[k] += pj * vrow[c];
+          if (c < dv) o[k] += pj * vrow[c];
         }
       }
       m = mnew;
     }
   }
   if (qi < S) {
-    T* out = static_cast<T*>(p.ctx) + (brow + qi) * p.ctx_width + h * d;
+    T* out = static_cast<T*>(p.ctx) + (brow + qi) * p.ctx_width + h * dv;
 #pragma unroll
     for (int k = 0; k < DK; ++k) {
       const int c = lane + 32 * k;
-      if (c < d) out[c] = from_f<T>(o[k] / l);
+      if (c < dv) out[c] = from_f<T>(o[k] / l);
     }
     if (lane == 0) p.lse[(static_cast<std::int64_t>(b) * p.heads + h) * S + qi] = m + logf(l);
   }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tensor-core forward (bf16): 4 warps, each with MT groups of 16 query rows (64 MT rows per
-// block), key tiles of 64 double-buffered with cp.async. S = Q K^T and O += P V with mma
-// m16n8k16, each K and V fragment shared by the warp's MT groups; the online softmax runs on the
-// accumulators in the exp2 domain (scores pre-scaled by scale * log2 e, or soft-capped). Only
-// key tiles that meet the block's band are visited. Every row sees the same key tiles of its
-// band in the same order whatever MT is (a tile wholly outside a row's band leaves its running
-// max, sum and output unchanged bit for bit), so MT = 1 and MT = 2 give the same bits.
+// Tensor-core forward (bf16; value heads d wide, as flash_tc_supported requires): 4 warps, each
+// with MT groups of 16 query rows (64 MT rows per block), key tiles of 64 double-buffered with
+// cp.async. S = Q K^T and O += P V with mma m16n8k16, each K and V fragment shared by the
+// warp's MT groups; the online softmax runs on the accumulators in the exp2 domain (scores
+// pre-scaled by scale * log2 e, or soft-capped). Only key tiles that meet the block's band are
+// visited. Every row sees the same key tiles of its band in the same order whatever MT is (a
+// tile wholly outside a row's band leaves its running max, sum and output unchanged bit for
+// bit), so MT = 1 and MT = 2 give the same bits.
 // ---------------------------------------------------------------------------------------------
 template <int D, int MT>
 struct FwdTc {
@@ -251,7 +253,7 @@ __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
 
 template <class T, int DK>
 void launch_scalar(const FlashDev& p, cudaStream_t s) {
-  const int smem = (2 * 32 * (p.d + 1) + 8 * p.d) * 4;
+  const int smem = (32 * (p.d + 1) + 32 * (p.dv + 1) + 8 * p.d) * 4;
   auto kernel = flash_fwd_scalar<T, DK>;
   if (smem > 48 * 1024)
     set_smem_limit(reinterpret_cast<const void*>(kernel), smem, "flash_fwd_scalar");
@@ -261,14 +263,17 @@ void launch_scalar(const FlashDev& p, cudaStream_t s) {
   check_launch("flash_fwd_scalar");
 }
 
+// Registers for the output columns: DK = ceil(dv / 32), rounded up to a power of two.
 template <class T>
 void dispatch_scalar(const FlashDev& p, cudaStream_t s) {
-  const int dk = (p.d + 31) / 32;
+  if (p.d > 256 || p.dv > 256)
+    throw Error("flash_fwd: head dim " + std::to_string(p.d) + " or value width " +
+                std::to_string(p.dv) + " above 256 is not supported");
+  const int dk = (p.dv + 31) / 32;
   if (dk <= 1) launch_scalar<T, 1>(p, s);
   else if (dk <= 2) launch_scalar<T, 2>(p, s);
   else if (dk <= 4) launch_scalar<T, 4>(p, s);
-  else if (dk <= 8) launch_scalar<T, 8>(p, s);
-  else throw Error("flash_fwd: head dim " + std::to_string(p.d) + " above 256 is not supported");
+  else launch_scalar<T, 8>(p, s);
 }
 
 template <int D, int MT>
@@ -288,6 +293,7 @@ void launch_tc(const FlashDev& p, cudaStream_t s) {
 bool flash_tc_supported(FType t, const FlashArgs& a, bool backward) {
   if (t != FType::BF16) return false;
   if (a.d != 32 && a.d != 64 && a.d != 128) return false;
+  if (a.dv > 0 && a.dv != a.d) return false;  // value heads of their own width: the scalar path
   if (!aligned_to(a.qkv, 16) || !aligned_to(a.ctx, 16)) return false;
   if (backward && (!aligned_to(a.dctx, 16) || !aligned_to(a.dqkv, 16))) return false;
   return true;
@@ -297,8 +303,9 @@ void flash_fwd(FType t, const FlashArgs& a, FlashImpl impl, cudaStream_t s) {
   const FlashDev p = make_flash_dev(a);
   bool tc = impl != FlashImpl::Scalar && flash_tc_supported(t, a, false);
   if (impl == FlashImpl::TensorCore && !tc)
-    throw Error("flash_fwd: the tensor-core path needs bf16, d in {32, 64, 128} and 16-byte "
-                "aligned tensors (d=" + std::to_string(a.d) + ")");
+    throw Error("flash_fwd: the tensor-core path needs bf16, d in {32, 64, 128}, value heads d "
+                "wide and 16-byte aligned tensors (d=" + std::to_string(a.d) + ", dv=" +
+                std::to_string(a.dv > 0 ? a.dv : a.d) + ")");
   if (tc) {
     if (a.row_groups != 1 && a.row_groups != 2)
       throw Error("flash_fwd: row_groups must be 1 or 2, got " + std::to_string(a.row_groups));

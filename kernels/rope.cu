@@ -68,8 +68,8 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 void rope_apply(FType t, const void* in, void* out, int B, int S, int heads, int kv_heads, int d,
-                int rotary_dim, const float* inv_freq_host, float attention_scaling, float sign,
-                bool acc, float* scratch, cudaStream_t s) {
+                int dv, int rotary_dim, const float* inv_freq_host, float attention_scaling,
+                float sign, bool acc, float* scratch, cudaStream_t s) {
   if (d % 2 != 0 || d / 2 > kRopeMaxHalf)
     throw Error("rope: head dim " + std::to_string(d) + " must be even and at most " +
                 std::to_string(2 * kRopeMaxHalf));
@@ -87,7 +87,7 @@ void rope_apply(FType t, const void* in, void* out, int B, int S, int heads, int
   rope_table_kernel<<<static_cast<unsigned>((tn + 255) / 256), 256, 0, s>>>(
       f, S, half, attention_scaling, cs, sn);
   check_launch("rope_table");
-  const int width = (heads + 2 * kv_heads) * d;
+  const int width = (heads + kv_heads) * d + kv_heads * dv;  // AttnDims::qkv_width
   const int rotated = heads + kv_heads;
   if (t == FType::BF16)
     rope_apply_kernel<bf16><<<static_cast<unsigned>(rows), 256, 0, s>>>(

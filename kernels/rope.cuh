@@ -1,9 +1,9 @@
 // RoPE, Hugging Face rotate_half layout, on the q and k heads of a fused qkv
-// [B, S, (heads + 2 kv_heads) * d]; the v heads are copied. Only the first rotary_dim dims of a
-// head are rotated (partial rotary): pair (i, i + rotary_dim/2) at position s by s * inv_freq[i]
-// (inv_freq as Hugging Face, rotary_dim/2 fp32 values); the other d - rotary_dim dims are copied
-// (their gradient passes through). cos and sin are multiplied by attention_scaling (YaRN,
-// LongRoPE; 1 otherwise).
+// [B, S, (heads + kv_heads) * d + kv_heads * dv] (AttnDims::qkv_width); the v heads are copied.
+// Only the first rotary_dim dims of a head are rotated (partial rotary): pair
+// (i, i + rotary_dim/2) at position s by s * inv_freq[i] (inv_freq as Hugging Face, rotary_dim/2
+// fp32 values); the other d - rotary_dim dims are copied (their gradient passes through). cos
+// and sin are multiplied by attention_scaling (YaRN, LongRoPE; 1 otherwise).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +20,7 @@ constexpr int kRopeMaxHalf = 256;  // d <= 512
 // sign = +1: out = rotate(in) (forward); sign = -1: the transposed rotation (backward of a
 // rotation), added into out when acc. inv_freq: rotary_dim/2 host values.
 void rope_apply(FType t, const void* in, void* out, int B, int S, int heads, int kv_heads, int d,
-                int rotary_dim, const float* inv_freq_host, float attention_scaling, float sign,
-                bool acc, float* scratch, cudaStream_t s);
+                int dv, int rotary_dim, const float* inv_freq_host, float attention_scaling,
+                float sign, bool acc, float* scratch, cudaStream_t s);
 
 }  // namespace remat::kernels

@@ -32,6 +32,12 @@ inline std::size_t rope_scratch_bytes(int S, int d) {
   return 2 * static_cast<std::size_t>(S) * static_cast<std::size_t>(d / 2) * 4 + 256;
 }
 
+// Multi-head latent attention's packing (mla_pack.cuh): the cos and sin tables of S positions ×
+// rotary_dim/2 frequencies, fp32 (copied from the host each call).
+inline std::size_t mla_pack_scratch_bytes(int S, int rotary_dim) {
+  return 2 * static_cast<std::size_t>(S) * static_cast<std::size_t>(rotary_dim / 2) * 4;
+}
+
 // Flash attention's backward (flash_attn.cuh): D = rowsum(dO * O), [B, heads, S] fp32.
 inline std::size_t flash_bwd_scratch_bytes(int B, int heads, int S) {
   return static_cast<std::size_t>(B) * heads * S * 4;

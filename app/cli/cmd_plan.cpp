@@ -65,6 +65,10 @@ int plan(const PlanOptions& o) {
                       {"capacity_per_expert", m.moe.capacity(m.tokens())},
                       {"rows_per_layer", m.moe.rows(m.tokens())},
                       {"summary", describe_moe(m.moe, m.tokens())}};
+    if (m.mla.on())
+      j["latent_attention"] = {{"q_rank", m.mla.q_rank}, {"kv_rank", m.mla.kv_rank}, {"nope_dim", m.mla.nope_dim},
+                               {"rope_dim", m.mla.rope_dim}, {"v_dim", m.mla.v_dim},
+                               {"summary", describe_mla(m.mla, m.heads)}};
     target_json(o.target, fig, j);
     j["schedule"] = schedule_to_json(s);
     j["actions"] = j["schedule"]["actions"];
@@ -81,6 +85,7 @@ int plan(const PlanOptions& o) {
             << "actions               " << s.actions.size() << "\n";
   if (o.policy.schedule_file.empty()) std::cout << "step costs            " << cost_unit << "\n";
   if (!m.layer_kinds.empty()) std::cout << "layer kinds           " << layer_kind_counts(m) << "\n";
+  if (m.mla.on()) std::cout << "latent attention      " << describe_mla(m.mla, m.heads) << "\n";
   if (m.moe.on()) std::cout << "experts               " << describe_moe(m.moe, m.tokens()) << "\n";
   if (!m.ignored_fields.empty()) std::cout << "ignored config fields " << ignored_list(m) << "\n";
   // What each block does, blocks that do the same together (the first 12 runs of them).

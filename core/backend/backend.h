@@ -143,10 +143,17 @@ class Backend {
   //   +=), dW += dy^T x, db += colsum(dy).
   // - Rope: Hugging Face rotate_half on the first rope.rotary_dim dims of every q and k head
   //   of in[0] (qkv), the rest copied; cos and sin scaled by rope.attention_scaling.
+  // - MlaPack (multi-head latent attention, DeepSeek-V2/V3): in[0] q [M, heads·d] (per head
+  //   d - r unrotated dims, then r = rope.rotary_dim rotated), in[1] kv [M, heads·(d - r + dv)]
+  //   (per head the k part, then the value, dv = attn.v_dim()), in[2] k_pe [M, r] (one rotated key
+  //   part every head shares) -> out[0] the packed q|k|v [M, attn.qkv_width()] (kv_heads = heads).
+  //   The rotation pairs adjacent dims (2i, 2i + 1) and writes them apart (i, i + r/2), as Hugging
+  //   Face's apply_rotary_pos_emb_interleave; cos and sin scaled by rope.attention_scaling.
+  //   Backward: dq, dkv (acc[0], acc[1]) and dk_pe, the heads' sum (acc[2]).
   // - AttnSoftmax: probs = softmax(mask(softcap(Q K^T * scale))), written in full (masked
   //   entries 0); backward always accumulates dQ and dK into the q and k parts of din[0].
   // - AttnDropout: y = x * mask / (1 - p) (in[0] x, in[1] mask).
-  // - AttnPV: ctx = P V (in[0] P [B, heads, S, S], in[1] qkv); backward dP = dctx V^T (acc[0]),
+  // - AttnPV: ctx = P V (in[0] P [B, heads, S, S], in[1] qkv; ctx heads attn.v_dim() wide); backward dP = dctx V^T (acc[0]),
   //   always accumulates dV into din[1].
   // - FlashAttn: tiled, online softmax, out[0] ctx and out[1] lse [B, heads, S] fp32; attention
   //   dropout (p > 0) uses the naive path's mask bits, index ((b * heads + head) * S + i) * S + j;

@@ -45,7 +45,7 @@ inline void check_moe_dims(const MoeDims& d, const char* backend, const char* op
 inline MoeRouter moe_router(const MoeDims& d) {
   MoeRouter r;
   r.experts = d.experts, r.top_k = d.top_k, r.sigmoid = d.sigmoid, r.norm = d.norm_topk;
-  r.groups = d.groups, r.topk_groups = d.topk_groups, r.scaling = d.scaling;
+  r.groups = d.groups, r.topk_groups = d.topk_groups, r.group_max = d.group_max, r.scaling = d.scaling;
   return r;
 }
 

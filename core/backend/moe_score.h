@@ -4,7 +4,8 @@
 // (Mixtral, Qwen) or their sigmoid (DeepSeek-V3). The choice ranks each expert by its score plus
 // a selection bias (DeepSeek-V3's e_score_correction_bias; it changes the choice, not the
 // weights, and gets no gradient); with groups, only the topk_groups groups of highest group score
-// (the sum of a group's two best choice scores; ties to the lower group) are eligible, the
+// (the sum of a group's two best choice scores, or with group_max its best (DeepSeek-V2); ties to
+// the lower group) are eligible, the
 // others' choice scores set to 0 as Hugging Face sets them; the top-k by choice score (ties to
 // the lower index; NaN last). Weights: the chosen scores, divided by their sum with norm (plus
 // 1e-20 for sigmoid scores, as DeepSeek-V3), times `scaling` (routed_scaling_factor).
@@ -20,6 +21,7 @@ struct MoeRouter {
   int experts = 0, top_k = 0;
   bool sigmoid = false, norm = false;
   int groups = 0, topk_groups = 0;  // groups <= 1: no group limit (at most 64 groups)
+  bool group_max = false;           // a group's score: its best choice score, not its two best summed
   float scaling = 1.0f;
 };
 
@@ -68,14 +70,14 @@ REMAT_HD void moe_choose(const MoeRouter& r, const Score& score, const Bias& bia
   auto choice = [&](int e) { return score(e) + bias(e); };
   uint64_t eligible = ~uint64_t{0};
   if (grouped) {
-    auto group_score = [&](int g) {  // a group's two best choice scores
+    auto group_score = [&](int g) {  // a group's two best choice scores (or its best)
       float a = -INFINITY, b = -INFINITY;
       for (int e = g * per; e < (g + 1) * per; ++e) {
         const float x = moe_rank_key(choice(e));
         if (x > a) b = a, a = x;
         else if (x > b) b = x;
       }
-      return per > 1 ? a + b : a;
+      return per > 1 && !r.group_max ? a + b : a;
     };
     eligible = 0;
     int g = -1;

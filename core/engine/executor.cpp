@@ -140,6 +140,7 @@ AttnDims Executor::attn(int block) const {
   a.heads = cfg_.heads;
   a.kv_heads = cfg_.kv_heads;
   a.d = cfg_.head_dim();
+  a.dv = cfg_.mla.on() ? cfg_.v_head_dim() : 0;
   a.scale = cfg_.attn_scale > 0.0 ? static_cast<float>(cfg_.attn_scale)
                                   : 1.0f / std::sqrt(static_cast<float>(a.d));
   if (cfg_.attn_scale_inverse_layer) a.scale /= static_cast<float>(first_block_ + block + 1);

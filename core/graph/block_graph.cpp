@@ -57,6 +57,7 @@ MoeDims moe_dims(const ModelConfig& m) {
   d.sigmoid = m.moe.sigmoid;
   d.groups = m.moe.groups;
   d.topk_groups = m.moe.topk_groups;
+  d.group_max = m.moe.group_max;
   d.scaling = static_cast<float>(m.moe.scaling);
   return d;
 }
@@ -185,15 +186,16 @@ std::string BlockGraph::width_formula(std::int64_t width) const {
   return formula(e, width, "s·b");
 }
 
-int BlockGraph::norm_step(const std::string& name, const std::string& out, int in, const char* module) {
+int BlockGraph::norm_step(const std::string& name, const std::string& out, int in, const char* module, int width) {
   const ModelConfig& m = cfg_;
-  int o = add_tensor(out, m.dtype, m.tokens() * m.hidden, width_formula(m.hidden));
+  const int w = width > 0 ? width : m.hidden;
+  int o = add_tensor(out, m.dtype, m.tokens() * w, width_formula(w));
   const bool ln = m.norm == NormKind::LayerNorm;
   StepDef s = step(name, ln ? OpKind::LayerNorm : OpKind::RmsNorm, {in}, {o});
   s.w = name + ".w";
   if (ln) s.b = name + ".b";
   s.M = m.tokens();
-  s.K = m.hidden;
+  s.K = w;
   s.w_offset = m.norm_unit_offset ? 1.0f : 0.0f;
   s.module = module;
   add_step(s);
@@ -224,19 +226,21 @@ int BlockGraph::build_attention(int qkv) {
   const std::uint64_t e = dtype_size(act);
   const std::int64_t B = m.batch, S = m.seq, a = m.heads, bs = B * S;
   const std::int64_t probs_n = B * a * S * S;
-  auto attn = [&](StepDef s) {
+  // K: the heads' width the op's products run over (q·k: head_dim; P·V: the value heads'; flash:
+  // both, their mean).
+  auto attn = [&](StepDef s, int K) {
     s.rows = static_cast<std::uint64_t>(B * a);
-    s.K = m.head_dim();
+    s.K = K;
     s.N = static_cast<int>(S);
     s.sq = visible_sq(S, m.windowed_size());
     s.sq_full = visible_sq(S, 0);
     return s;
   };
-  int ctx = add_tensor("attn.ctx", act, bs * m.q_width(), width_formula(m.q_width()));
+  int ctx = add_tensor("attn.ctx", act, bs * m.ctx_width(), width_formula(m.ctx_width()));
   const std::size_t first_step = steps_.size();
   if (m.attention == AttentionImpl::Naive) {
     int probs = add_tensor("attn.probs", act, probs_n, formula(e, 1, "a·s²·b"));
-    add_step(attn(step("attn.softmax", OpKind::AttnSoftmax, {qkv}, {probs})));
+    add_step(attn(step("attn.softmax", OpKind::AttnSoftmax, {qkv}, {probs}), m.head_dim()));
     int p = probs;
     if (m.drops(kDropAttention)) {
       int mask = add_tensor("attn.drop_mask", DType::U8, probs_n, "a·s²·b");
@@ -248,15 +252,49 @@ int BlockGraph::build_attention(int qkv) {
       add_step(dr);
       p = out;
     }
-    add_step(attn(step("attn.pv", OpKind::AttnPV, {p, qkv}, {ctx})));
+    add_step(attn(step("attn.pv", OpKind::AttnPV, {p, qkv}, {ctx}), m.v_head_dim()));
   } else {
     int lse = add_tensor("attn.lse", DType::F32, B * a * S, "4·a·s·b");
-    StepDef fa = attn(step("attn.flash", OpKind::FlashAttn, {qkv}, {ctx, lse}));
+    StepDef fa = attn(step("attn.flash", OpKind::FlashAttn, {qkv}, {ctx, lse}), (m.head_dim() + m.v_head_dim()) / 2);
     fa.site = kSiteAttentionProbs;
     add_step(fa);
   }
   for (std::size_t s = first_step; s < steps_.size(); ++s) steps_[s].module = "core_attn";
   return ctx;
+}
+
+int BlockGraph::build_latent_qkv(int x) {
+  const ModelConfig& m = cfg_;
+  const MlaConfig& a = m.mla;
+  const std::int64_t bs = m.tokens();
+  const int H = m.heads, dq = a.qk_dim(), kvw = H * (a.nope_dim + a.v_dim);
+  // The latents (kept), then the up projections and the rotation: Megatron-LM's mla_up_proj.
+  int q_in = x, q_in_width = m.hidden;
+  if (a.q_rank > 0) {
+    int qa = add_tensor("attn.q_a_out", m.dtype, bs * a.q_rank, width_formula(a.q_rank));
+    add_step(linear("attn.q_a", x, qa, "attn.q_a", false, bs, m.hidden, a.q_rank));
+    q_in = norm_step("attn.q_a_norm", "attn.q_latent", qa, "", a.q_rank);
+    q_in_width = a.q_rank;
+  }
+  int kva = add_tensor("attn.kv_a_out", m.dtype, bs * a.kv_rank, width_formula(a.kv_rank));
+  add_step(linear("attn.kv_a", x, kva, "attn.kv_a", false, bs, m.hidden, a.kv_rank));
+  int pe = add_tensor("attn.k_pe", m.dtype, bs * a.rope_dim, width_formula(a.rope_dim));
+  add_step(linear("attn.k_rope", x, pe, "attn.k_rope", false, bs, m.hidden, a.rope_dim));
+  int lat = norm_step("attn.kv_a_norm", "attn.kv_latent", kva, "", a.kv_rank);
+  const std::size_t up = steps_.size();
+  int q = add_tensor("attn.q", m.dtype, bs * H * dq, width_formula(static_cast<std::int64_t>(H) * dq));
+  add_step(linear(a.q_rank > 0 ? "attn.q_b" : "attn.q", q_in, q, a.q_rank > 0 ? "attn.q_b" : "attn.q", false, bs,
+                  q_in_width, H * dq));
+  int kv = add_tensor("attn.kv", m.dtype, bs * kvw, width_formula(kvw));
+  add_step(linear("attn.kv_b", lat, kv, "attn.kv_b", false, bs, a.kv_rank, kvw));
+  const int w = m.qkv_width();
+  int qkv = add_tensor("attn.qkv", m.dtype, bs * w, width_formula(w));
+  StepDef s = step("attn.mla_pack", OpKind::MlaPack, {q, kv, pe}, {qkv});
+  s.M = bs;
+  s.K = (H + 1) * a.rope_dim;
+  add_step(s);
+  for (std::size_t i = up; i < steps_.size(); ++i) steps_[i].module = "mla_up_proj";
+  return qkv;
 }
 
 int BlockGraph::build_mlp(int in) {
@@ -388,8 +426,11 @@ void BlockGraph::build() {
   input_ = add_tensor("block.in", m.dtype, n, width_formula(m.hidden));
   int x = pre ? norm_step("ln1", "ln1.out", input_, "layernorm") : input_;
   const int w = m.qkv_width();
-  int qkv = add_tensor(rope || qkn ? "attn.qkv_raw" : "attn.qkv", m.dtype, bs * w, width_formula(w));
-  add_step(linear("attn.qkv", x, qkv, "attn.qkv", m.qkv_bias, bs, m.hidden, w));
+  int qkv = m.mla.on() ? build_latent_qkv(x) : -1;
+  if (qkv < 0) {
+    qkv = add_tensor(rope || qkn ? "attn.qkv_raw" : "attn.qkv", m.dtype, bs * w, width_formula(w));
+    add_step(linear("attn.qkv", x, qkv, "attn.qkv", m.qkv_bias, bs, m.hidden, w));
+  }
   if (qkn) {
     int o = add_tensor(rope ? "attn.qkv_normed" : "attn.qkv", m.dtype, bs * w, width_formula(w));
     const bool heads = m.qk_norm == QkNormKind::Head;
@@ -403,7 +444,7 @@ void BlockGraph::build() {
     add_step(s);
     qkv = o;
   }
-  if (rope) {
+  if (rope && !m.mla.on()) {
     int r = add_tensor("attn.qkv", m.dtype, bs * w, width_formula(w));
     StepDef s = step("attn.rope", OpKind::Rope, {qkv}, {r});
     s.M = bs;
@@ -414,7 +455,7 @@ void BlockGraph::build() {
   int ctx = build_attention(qkv);
   int proj = add_tensor("attn.proj_out", m.dtype, n, width_formula(m.hidden));
   add_step(linear("attn.proj", ctx, proj, "attn.proj", m.out_bias, bs,
-                  m.q_width(), m.hidden));
+                  m.ctx_width(), m.hidden));
   if (m.block_layout != BlockLayout::Sequential) {
     // Parallel: the attention's sum first (its output is freed), then the MLP of the block's
     // input, normed on its own or (shared norm) by ln1 already.
@@ -548,7 +589,7 @@ std::vector<RecomputeModule> BlockGraph::recompute_modules() const {
         const auto& n = steps_[static_cast<std::size_t>(s)].needs;
         if (!inside(s) && std::find(n.begin(), n.end(), &t - tensors_.data()) != n.end()) only_inside = false;
       }
-      if (mod == "layernorm" || mod == "moe_act" || only_inside) r.tensors.push_back(t.name);
+      if (mod == "layernorm" || mod == "moe_act" || mod == "mla_up_proj" || only_inside) r.tensors.push_back(t.name);
     }
     if (!r.tensors.empty()) out.push_back(std::move(r));
   }

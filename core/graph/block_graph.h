@@ -69,8 +69,9 @@ MoeDims moe_dims(const ModelConfig& m);
 inline constexpr const char* kRecomputeModules[] = {"core_attn", "mlp",          "layernorm",  "moe_act",
                                                     "moe",       "shared_experts", "mla_up_proj"};
 
-// What recomputing one module drops from a block's saved set. `layernorm` and `moe_act` drop their outputs
-// (rebuilt from their inputs before their consumers' backward); a module recomputed as a
+// What recomputing one module drops from a block's saved set. `layernorm`, `moe_act` and
+// `mla_up_proj` (latent attention's up projections and rotation, from the latents to the packed
+// q|k|v) drop their outputs (rebuilt from their inputs before their consumers' backward); a module recomputed as a
 // checkpoint (the others) drops the saved tensors made inside it that only its own steps'
 // backward reads, and keeps its input and output.
 struct RecomputeModule {
@@ -145,9 +146,10 @@ class BlockGraph {
   int build_mlp(int in);
   int build_moe(int in);
   int build_shared_experts(int in);
+  int build_latent_qkv(int x);  // multi-head latent attention's packed q|k|v from the block's normed input
   std::string moe_formula(std::int64_t numel_per_row, bool permuted) const;
-  // A norm step whose weight (and LayerNorm's bias) are name.w (name.b).
-  int norm_step(const std::string& name, const std::string& out, int in, const char* module = "");
+  // A norm step whose weight (and LayerNorm's bias) are name.w (name.b), over `width` (0: hidden).
+  int norm_step(const std::string& name, const std::string& out, int in, const char* module = "", int width = 0);
   int residual_step(const std::string& name, int res, int x, const std::string& out, DropoutSite site);
 
   ModelConfig cfg_;

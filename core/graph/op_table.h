@@ -38,10 +38,17 @@ const OpTraits& op_traits(OpKind k);
 // Attention shapes of one block (they may differ between blocks: windows, scales).
 struct AttnDims {
   int B = 0, S = 0, heads = 0, kv_heads = 0, d = 0;
+  int dv = 0;            // the value heads' width (multi-head latent attention); 0: d
   float scale = 0.0f;    // scores = q·k * scale
   int window = 0;        // > 0: query i sees keys i - window < j <= i
   float softcap = 0.0f;  // > 0: scores = softcap * tanh(scores / softcap), before the mask
   int group() const { return heads / kv_heads; }
+  int v_dim() const { return dv > 0 ? dv : d; }
+  // The packed q|k|v row (q and k heads d wide, v heads v_dim) and the context's row.
+  std::int64_t qkv_width() const {
+    return static_cast<std::int64_t>(heads + kv_heads) * d + static_cast<std::int64_t>(kv_heads) * v_dim();
+  }
+  std::int64_t ctx_width() const { return static_cast<std::int64_t>(heads) * v_dim(); }
   // First key query i sees.
   int first_key(int i) const { return window > 0 && i >= window ? i - window + 1 : 0; }
 };
@@ -61,6 +68,7 @@ struct MoeDims {
   bool norm_topk = false;
   bool sigmoid = false;              // the router (backend/moe_score.h)
   int groups = 0, topk_groups = 0;
+  bool group_max = false;            // a group's score: its best choice score (else its two best summed)
   float scaling = 1.0f;
   std::int64_t rows() const { return capacity > 0 ? capacity * experts : tokens * top_k; }
 };

@@ -76,6 +76,8 @@ void validate_layout(const ParallelLayout& p, const ModelConfig& m) {
   if (p.tp > 1 && m.moe.on())
     throw ConfigError("tp", "tensor parallelism of mixture-of-experts layers is not modelled yet (tp is " + str(p.tp) +
                                 "; the model has " + str(m.moe.experts) + " experts)");
+  if (p.tp > 1 && m.mla.on())
+    throw ConfigError("tp", "tensor parallelism of multi-head latent attention is not modelled yet (tp is " + str(p.tp) + ")");
   const std::int64_t T = p.tp;
   divisible("tp", "heads", m.heads, "tp", T);
   divisible("tp", "kv-heads", m.kv_heads, "tp", T);

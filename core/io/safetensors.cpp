@@ -229,10 +229,11 @@ std::map<std::string, std::pair<const std::string*, const T*>> by_layout_name(co
 template <class F>
 void each_hf_tensor(const ParamLayout& L, F&& f) {
   for (const auto& p : L.params()) {
+    if (p.hf_name.empty()) continue;  // rows of the tensor before it (hf_rows)
     if (p.hf_qkv.groups > 0) {
       f(p.hf_name, p.rows, p.cols, false, p.offset, &p);
     } else if (p.hf_parts.empty()) {
-      f(p.hf_name, p.rows, p.cols, p.hf_transposed, p.offset, nullptr);
+      f(p.hf_name, p.hf_rows > 0 ? p.hf_rows : p.rows, p.cols, p.hf_transposed, p.offset, nullptr);
     } else {
       std::int64_t off = p.offset;
       for (const auto& [name, rows] : p.hf_parts) {

@@ -49,6 +49,17 @@ const InertField kInert[] = {
      "must be true or false"},
     {"rope_interleaved", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_boolean() && !v.get<bool>(); },
      "interleaved rotary pairs (true) are not modelled; Llama rotates the two halves (false)"},
+    // DeepSeek: inference and packaging. ep_size: the expert-parallel size of an inference setup;
+    // num_nextn_predict_layers: the multi-token-prediction layers, not part of Hugging Face's
+    // model; quantization_config: how the published weights are stored (fp8 blocks).
+    {"ep_size", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_number_integer(); }, "must be an integer"},
+    {"num_nextn_predict_layers", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_number_integer() && v.get<long long>() >= 0; },
+     "must be a count of layers"},
+    {"quantization_config", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_object() || v.is_null(); },
+     "must be an object"},
+    // DeepSeek-V2's auxiliary-loss settings: transformers' model adds no auxiliary loss.
+    {"aux_loss_alpha", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_number(); }, "must be a number"},
+    {"seq_aux", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_boolean(); }, "must be true or false"},
     // gemma-2-9b: the window again under an older name, the same value.
     {"sliding_window_size",
      [](const nlohmann::json& v, const nlohmann::json& j) {
@@ -237,8 +248,8 @@ struct NearFamily {
   const char* missing;
 };
 const NearFamily kNearFamilies[] = {
-    {"deepseek_v3", "qwen2_moe", "multi-head latent attention"},
-    {"deepseek_v2", "qwen2_moe", "multi-head latent attention and its group-limited greedy router"},
+    {"gpt_oss", "qwen3_moe", "attention sinks, biased experts and the clamped SwiGLU"},
+    {"llama4_text", "qwen3_moe", "chunked attention, the L2 QK-norm and the top-1 sigmoid router"},
 };
 
 // transformers 5 writes RoPE's parameters as one object, `rope_parameters` ({"rope_type": ...,

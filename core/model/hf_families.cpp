@@ -1,6 +1,6 @@
 // Import of the Llama-like Hugging Face configs: llama, mistral, qwen2, qwen3, gemma, gemma2,
-// phi3, olmo2, granite, gemma3_text, smollm3, and the mixtures of experts mixtral, qwen3_moe and qwen2_moe
-// (their expert fields: hf_moe.cpp). One reader of the fields they share; each family
+// phi3, olmo2, granite, gemma3_text, smollm3, the mixtures of experts mixtral, qwen3_moe and qwen2_moe
+// (their expert fields: hf_moe.cpp), and deepseek_v2 and deepseek_v3 (hf_deepseek.cpp). One reader of the fields they share; each family
 // adds or fixes its own.
 #include <algorithm>
 #include <cmath>
@@ -22,7 +22,8 @@ const FamilyType kTypes[] = {{"llama", Family::Llama},   {"mistral", Family::Mis
                              {"olmo2", Family::Olmo2},   {"qwen3", Family::Qwen3},
                              {"granite", Family::Granite}, {"gemma3_text", Family::Gemma3},
                              {"smollm3", Family::SmolLM3}, {"mixtral", Family::Mixtral},
-                             {"qwen3_moe", Family::Qwen3Moe}, {"qwen2_moe", Family::Qwen2Moe}};
+                             {"qwen3_moe", Family::Qwen3Moe}, {"qwen2_moe", Family::Qwen2Moe},
+                             {"deepseek_v2", Family::DeepseekV2}, {"deepseek_v3", Family::DeepseekV3}};
 
 // Fields every family here reads.
 const std::set<std::string> kShared = {
@@ -53,6 +54,8 @@ std::set<std::string> extra_fields(Family f) {
     case Family::Mixtral:
     case Family::Qwen3Moe:
     case Family::Qwen2Moe: return moe_fields(f);
+    case Family::DeepseekV2:
+    case Family::DeepseekV3: return deepseek_fields();
     default: return {};
   }
 }
@@ -192,6 +195,7 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
   }
   set_dropout(m, p, drops);
   if (f == Family::Mixtral || f == Family::Qwen3Moe || f == Family::Qwen2Moe) read_moe(j, m, p);
+  if (f == Family::DeepseekV2 || f == Family::DeepseekV3) read_deepseek(j, m, p);
   m.seq = std::min(m.positions, 1024);
   m.batch = 1;
   return m;

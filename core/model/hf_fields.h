@@ -85,6 +85,11 @@ std::vector<std::string> hf_family_types();
 // dense layers are among sparse ones) (hf_moe.cpp).
 std::set<std::string> moe_fields(Family f);
 void read_moe(const nlohmann::json& j, ModelConfig& m, Problems& p);
+// Layer kinds for a model whose layers differ in their MLP (sparse[l]: layer l has the experts).
+void apply_sparse_layers(ModelConfig& m, const std::vector<bool>& sparse);
+// deepseek_v2 and deepseek_v3: their latent attention and experts (hf_deepseek.cpp).
+std::set<std::string> deepseek_fields();
+void read_deepseek(const nlohmann::json& j, ModelConfig& m, Problems& p);
 // SmolLM3's per-layer `no_rope_layers` (and no_rope_layer_interval) as layer kinds.
 void apply_no_rope_layers(const nlohmann::json& j, ModelConfig& m, Problems& p);
 void check_sizes(const ModelConfig& m, Problems& p);

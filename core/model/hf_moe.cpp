@@ -49,8 +49,9 @@ std::vector<bool> sparse_layers(const nlohmann::json& j, int layers, Problems& p
   return sparse;
 }
 
-// Layer kinds for a model whose layers differ in their MLP: each layer's kind so far (or one
-// plain kind) with its MLP set, named by it.
+}  // namespace
+
+// Each layer's kind so far (or one plain kind) with its MLP set, named by it.
 void apply_sparse_layers(ModelConfig& m, const std::vector<bool>& sparse) {
   if (std::all_of(sparse.begin(), sparse.end(), [](bool b) { return b; })) {
     for (LayerKind& k : m.layer_kinds) k.mlp = LayerMlp::Moe;  // kinds of attention (Qwen's windows): all sparse
@@ -70,8 +71,6 @@ void apply_sparse_layers(ModelConfig& m, const std::vector<bool>& sparse) {
   m.layer_kinds = std::move(kinds);
   m.layer_pattern = std::move(pattern);
 }
-
-}  // namespace
 
 void read_moe(const nlohmann::json& j, ModelConfig& m, Problems& p) {
   const bool mixtral = m.family == Family::Mixtral;

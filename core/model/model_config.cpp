@@ -22,7 +22,8 @@ std::size_t dtype_size(DType t) {
 
 namespace {
 const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3", "granite", "gpt_neox", "falcon",
-                                 "gemma3", "smollm3", "mixtral", "qwen3_moe", "qwen2_moe"};
+                                 "gemma3", "smollm3", "mixtral", "qwen3_moe", "qwen2_moe",
+                                 "deepseek_v2", "deepseek_v3"};
 }  // namespace
 
 const char* to_string(Family f) { return kFamilies[static_cast<int>(f)]; }
@@ -96,6 +97,7 @@ void set_family(ModelConfig& m, Family f) {
 
 int ModelConfig::rotary_dim() const {
   if (position != PositionKind::Rope) return 0;
+  if (mla.on()) return mla.rope_dim;
   int r = static_cast<int>(std::floor(head_dim() * partial_rotary + 1e-9));
   return r - r % 2;
 }
@@ -212,6 +214,23 @@ void require_number(const char* field, double v, bool allow_zero) {
                                  " number, got " + std::to_string(v));
 }
 
+// Multi-head latent attention's sizes, and the features it is modelled with.
+void validate_latent_attention(const ModelConfig& m) {
+  validate_mla(m.mla, m.hidden);
+  if (m.family != Family::DeepseekV2 && m.family != Family::DeepseekV3)
+    throw ConfigError("mla", std::string("latent attention's tensors are named in deepseek_v2 and deepseek_v3 only, not ") +
+                                 to_string(m.family));
+  if (m.kv_heads != m.heads)
+    throw ConfigError("kv_heads", "latent attention gives every head its own keys: kv_heads (" + std::to_string(m.kv_heads) +
+                                      ") must equal heads (" + std::to_string(m.heads) + ")");
+  if (m.position != PositionKind::Rope) throw ConfigError("mla", "latent attention rotates its rope_dim dims: position must be rope");
+  if (m.qkv_bias || m.out_bias) throw ConfigError("attention_bias", "biases on latent attention's projections are not modelled");
+  if (m.qk_norm != QkNormKind::None) throw ConfigError("qk_norm", "latent attention norms its latents, not q and k: qk_norm must be none");
+  if (m.block_layout != BlockLayout::Sequential) throw ConfigError("mla", "latent attention needs a sequential block");
+  if (m.partial_rotary != 1.0)
+    throw ConfigError("partial_rotary_factor", "latent attention rotates mla.rope_dim dims; leave partial_rotary_factor at 1");
+}
+
 }  // namespace
 
 void ModelConfig::validate() const {
@@ -228,7 +247,7 @@ void ModelConfig::validate() const {
   if (layers > limits::kLayers)
     throw LimitError("layers: " + std::to_string(layers) + " is more than the " +
                      std::to_string(limits::kLayers) + " layers a model may have");
-  if (head_size == 0 && hidden % heads != 0)
+  if (head_size == 0 && !mla.on() && hidden % heads != 0)
     throw ConfigError("hidden", std::to_string(hidden) + " is not divisible by heads = " +
                                     std::to_string(heads) + " (or give head_dim)");
   if (heads % kv_heads != 0)
@@ -238,10 +257,11 @@ void ModelConfig::validate() const {
     throw ConfigError("kv_heads", "gpt2 has no grouped-query attention: kv_heads (" +
                                       std::to_string(kv_heads) + ") must equal heads (" +
                                       std::to_string(heads) + ")");
+  if (mla.on() || mla != MlaConfig{}) validate_latent_attention(*this);
   if (position == PositionKind::Rope) {
     if (!(partial_rotary > 0.0 && partial_rotary <= 1.0))
       throw ConfigError("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(partial_rotary));
-    if (rotary_dim() < 2 || (partial_rotary == 1.0 && head_dim() % 2 != 0))
+    if (rotary_dim() < 2 || (partial_rotary == 1.0 && !mla.on() && head_dim() % 2 != 0))
       throw ConfigError("head_dim", "RoPE needs an even head dimension, got " + std::to_string(head_dim()));
   }
   if (position == PositionKind::Rope) {
@@ -300,7 +320,7 @@ void ModelConfig::validate() const {
     throw ConfigError("seq", "batch x heads x seq^2 overflows 64-bit byte counts (seq = " +
                                  std::to_string(seq) + ")");
   if (mul_overflows({b, s, V, 4}) || mul_overflows({b, s, f, 8}) || mul_overflows({b, s, h, 8}) ||
-      mul_overflows({b, s, q + 2 * kv, 8}))
+      mul_overflows({b, s, static_cast<long double>(qkv_width()), 8}))
     throw ConfigError("batch", "activation byte counts overflow 64 bits");
   if (moe.on()) {  // the routing table's rows are i32
     const long double rows = moe.capacity_factor > 0.0

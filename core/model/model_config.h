@@ -10,13 +10,15 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/model/layer_kind.h"
+#include "core/model/mla_config.h"
 #include "core/model/moe_config.h"
 #include "core/model/rope_scaling.h"
 
 namespace remat {
 
 enum class Family : std::uint8_t { Gpt2, Llama, Mistral, Qwen2, Gemma, Gemma2, Phi3, Olmo2, Qwen3, Granite,
-                                   GptNeox, Falcon, Gemma3, SmolLM3, Mixtral, Qwen3Moe, Qwen2Moe };
+                                   GptNeox, Falcon, Gemma3, SmolLM3, Mixtral, Qwen3Moe, Qwen2Moe,
+                                   DeepseekV2, DeepseekV3 };
 enum class AttentionImpl { Naive, Flash };
 enum class DType : std::uint8_t { F32, BF16, U8, I32 };
 enum class NormKind : std::uint8_t { LayerNorm, RmsNorm };
@@ -113,17 +115,23 @@ struct ModelConfig {
   // The mixture of experts of the MoE layers (moe_config.h): those whose kind says mlp moe, or
   // every layer when no kinds are listed and moe.experts > 0. Dense layers use `ffn`.
   MoeConfig moe;
+  // Multi-head latent attention in every layer (mla_config.h) when mla.kv_rank > 0: head_dim is
+  // then nope_dim + rope_dim (the q and k heads), the value heads v_dim, kv_heads = heads.
+  MlaConfig mla;
 
   // Fields of an imported config that do not change a training step (tokenizer ids, packaging,
   // inference settings): accepted, and listed by plan and in a run's summary.json
   // (`ignored_config_fields`). Not part of the model's JSON.
   std::vector<std::string> ignored_fields;
 
-  int head_dim() const { return head_size > 0 ? head_size : hidden / heads; }
+  int head_dim() const { return mla.on() ? mla.qk_dim() : head_size > 0 ? head_size : hidden / heads; }
+  int v_head_dim() const { return mla.on() ? mla.v_dim : head_dim(); }  // a value head's width
   int q_width() const { return heads * head_dim(); }
   int kv_width() const { return kv_heads * head_dim(); }
-  // Width of the fused Q|K|V projection.
-  int qkv_width() const { return q_width() + 2 * kv_width(); }
+  // Width of the packed Q|K|V the attention reads (the fused projection's, without latents).
+  int qkv_width() const { return q_width() + kv_width() + kv_heads * v_head_dim(); }
+  // Width of the attention's context (the output projection's input).
+  int ctx_width() const { return heads * v_head_dim(); }
   int rotary_dim() const;  // even, <= head_dim; 0 without RoPE
   bool gated_mlp() const { return mlp == MlpKind::SwiGlu || mlp == MlpKind::GeGlu; }
   std::int64_t tokens() const { return static_cast<std::int64_t>(batch) * seq; }

@@ -18,7 +18,7 @@ const std::set<std::string> kOwnKeys = {
     "qk_norm", "sliding_window", "sliding_window_layers", "attn_scale",
     "attn_scale_inverse_layer", "attn_softcap", "final_softcap", "mlp", "tied_embeddings",
     "embed_scale", "block_layout", "sliding_window_pattern", "rope_local_theta", "embedding_multiplier", "residual_multiplier", "logits_scaling",
-    "layer_kinds", "layer_pattern", "moe"};
+    "layer_kinds", "layer_pattern", "moe", "mla"};
 
 int get_int(const nlohmann::json& j, const char* key) { return json_int(j.at(key), key); }
 
@@ -161,6 +161,7 @@ ModelConfig model_from_json(const nlohmann::json& j) {
     m.layer_pattern = layer_pattern_from_json(j.at("layer_pattern"), m.layer_kinds);
   }
   if (j.contains("moe")) m.moe = moe_from_json(j.at("moe"));
+  if (j.contains("mla")) m.mla = mla_from_json(j.at("mla"));
   m.validate();
   return m;
 }
@@ -230,6 +231,7 @@ nlohmann::json model_to_json(const ModelConfig& m) {
     j["layer_pattern"] = layer_pattern_to_json(m.layer_pattern, m.layer_kinds);
   }
   if (m.moe.on()) j["moe"] = moe_to_json(m.moe);
+  if (m.mla.on()) j["mla"] = mla_to_json(m.mla);
   return j;
 }
 

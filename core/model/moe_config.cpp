@@ -54,12 +54,15 @@ MoeConfig moe_from_json(const nlohmann::json& j) {
       m.groups = json_int(v, f);
     } else if (key == "topk_groups") {
       m.topk_groups = json_int(v, f);
+    } else if (key == "group_score") {
+      if (v != "top2_sum" && v != "max") throw ConfigError(f, "must be \"top2_sum\" or \"max\", got " + json_snippet(v));
+      m.group_max = v == "max";
     } else if (key == "scaling") {
       if (!v.is_number()) throw ConfigError(f, "must be a number, got " + json_snippet(v));
       m.scaling = v.get<double>();
     } else {
       throw ConfigError(f, "unknown key (moe has experts, top_k, ffn, norm_topk, capacity_factor, shared_ffn, "
-                           "shared_gate, score, score_bias, groups, topk_groups, scaling)");
+                           "shared_gate, score, score_bias, groups, topk_groups, group_score, scaling)");
     }
   }
   for (const char* key : {"experts", "top_k", "ffn"})
@@ -81,6 +84,7 @@ nlohmann::json moe_to_json(const MoeConfig& m) {
   if (m.score_bias) j["score_bias"] = true;
   if (m.groups != 0) j["groups"] = m.groups;
   if (m.topk_groups != 0) j["topk_groups"] = m.topk_groups;
+  if (m.group_max) j["group_score"] = "max";
   if (m.scaling != 1.0) j["scaling"] = m.scaling;
   return j;
 }
@@ -122,7 +126,8 @@ void validate_moe(const MoeConfig& m) {
 std::string describe_moe(const MoeConfig& m, std::int64_t tokens) {
   std::string s = std::to_string(m.experts) + " routed, top-" + std::to_string(m.top_k) + " by " +
                   (m.sigmoid ? "sigmoid" : "softmax") + (m.norm_topk ? ", renormalised" : "") +
-                  (m.groups > 1 ? ", " + std::to_string(m.topk_groups) + " of " + std::to_string(m.groups) + " groups" : "") +
+                  (m.groups > 1 ? ", " + std::to_string(m.topk_groups) + " of " + std::to_string(m.groups) + " groups" +
+                                       (m.group_max ? " (by their best)" : " (by their two best)") : "") +
                   (m.score_bias ? ", selection bias" : "");
   if (m.scaling != 1.0) {
     std::string f = std::to_string(m.scaling);

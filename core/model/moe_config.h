@@ -32,6 +32,7 @@ struct MoeConfig {
   bool sigmoid = false;
   bool score_bias = false;
   int groups = 0, topk_groups = 0;  // groups 0: no group limit
+  bool group_max = false;  // a group's score: its best expert's (DeepSeek-V2), else its two best summed (V3)
   double scaling = 1.0;
   bool operator==(const MoeConfig&) const = default;
 
@@ -47,7 +48,7 @@ struct MoeConfig {
 
 // Our model JSON's "moe" object: {"experts", "top_k", "ffn", "norm_topk", "capacity_factor",
 // "shared_ffn", "shared_gate", "score" ("softmax" | "sigmoid"), "score_bias", "groups",
-// "topk_groups", "scaling"}.
+// "topk_groups", "group_score" ("top2_sum" | "max"), "scaling"}.
 // ConfigError naming the key for anything else or a bad value.
 MoeConfig moe_from_json(const nlohmann::json& j);
 nlohmann::json moe_to_json(const MoeConfig& m);

@@ -98,13 +98,38 @@ void moe_params(const ModelConfig& m, int b, const std::string& hf, const std::s
   // Shared experts: one MLP of width shared_ffn (Qwen2-MoE: mlp.shared_expert, its gate
   // mlp.shared_expert_gate [1, h]).
   const std::int64_t sf = e.shared_ffn, sup = m.gated_mlp() ? 2 * sf : sf;
-  const std::string sh = ml + "shared_expert.";
+  const bool deepseek = m.family == Family::DeepseekV2 || m.family == Family::DeepseekV3;
+  const std::string sh = ml + (deepseek ? "shared_experts." : "shared_expert.");
   std::vector<std::pair<std::string, std::int64_t>> sgu;
   if (m.gated_mlp()) sgu = {{sh + "gate_proj", sf}, {sh + "up_proj", sf}};
   else sgu = {{sh + "up_proj", sf}};
   block_param(b, fused(mat(p + "mlp.shared.fc.w", "", sup, h), sgu, ".weight"));
   block_param(b, mat(p + "mlp.shared.fc2.w", sh + "down_proj.weight", h, sf));
   if (e.shared_gate) block_param(b, mat(p + "mlp.shared_gate.w", ml + "shared_expert_gate.weight", 1, h));
+}
+
+// Multi-head latent attention's parameters (mla_config.h; DeepSeek's self_attn names): the q
+// projections (q_a, its norm, q_b; or one q), the keys' and values' down projection split by rows
+// into the latent's (kv_a) and the rotated key part's (k_rope) as one Hugging Face tensor, the
+// latent's norm and the up projection kv_b. The output projection is the caller's.
+template <class Add, class Norm>
+void mla_params(const ModelConfig& m, int b, const std::string& at, const std::string& p, Add&& block_param,
+                Norm&& norm_vec) {
+  const MlaConfig& a = m.mla;
+  const std::int64_t h = m.hidden, H = m.heads;
+  if (a.q_rank > 0) {
+    block_param(b, mat(p + "attn.q_a.w", at + "q_a_proj.weight", a.q_rank, h));
+    block_param(b, norm_vec(p + "attn.q_a_norm.w", at + "q_a_layernorm.weight", a.q_rank));
+    block_param(b, mat(p + "attn.q_b.w", at + "q_b_proj.weight", H * a.qk_dim(), a.q_rank));
+  } else {
+    block_param(b, mat(p + "attn.q.w", at + "q_proj.weight", H * a.qk_dim(), h));
+  }
+  ParamSpec kva = mat(p + "attn.kv_a.w", at + "kv_a_proj_with_mqa.weight", a.kv_rank, h);
+  kva.hf_rows = a.kv_rank + a.rope_dim;
+  block_param(b, kva);
+  block_param(b, mat(p + "attn.k_rope.w", "", a.rope_dim, h));
+  block_param(b, norm_vec(p + "attn.kv_a_norm.w", at + "kv_a_layernorm.weight", a.kv_rank));
+  block_param(b, mat(p + "attn.kv_b.w", at + "kv_b_proj.weight", H * (a.nope_dim + a.v_dim), a.kv_rank));
 }
 
 }  // namespace
@@ -189,8 +214,16 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
     if (pre) norm(b, p + "ln1", hf + "input_layernorm");
     const std::vector<std::pair<std::string, std::int64_t>> qkv_parts = {
         {at + "q_proj", q}, {at + "k_proj", kv}, {at + "v_proj", kv}};
-    ParamSpec qkv = mat(p + "attn.qkv.w", at + "qkv_proj.weight", q + 2 * kv, h);
-    block_param(b, phi3 ? qkv : fused(qkv, qkv_parts, ".weight"));
+    if (m.mla.on()) {
+      mla_params(m, b, at, p, block_param, [&](const std::string& ours, const std::string& hfn, std::int64_t n) {
+        ParamSpec w = vec(ours, hfn, n);
+        w.fill = norm_one;
+        return w;
+      });
+    } else {
+      ParamSpec qkv = mat(p + "attn.qkv.w", at + "qkv_proj.weight", q + 2 * kv, h);
+      block_param(b, phi3 ? qkv : fused(qkv, qkv_parts, ".weight"));
+    }
     if (m.qkv_bias) {
       ParamSpec qb = vec(p + "attn.qkv.b", at + "qkv_proj.bias", q + 2 * kv);
       block_param(b, phi3 ? qb : fused(qb, qkv_parts, ".bias"));
@@ -206,7 +239,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
       block_param(b, qn);
       block_param(b, kn);
     }
-    block_param(b, mat(p + "attn.proj.w", at + "o_proj.weight", h, q));
+    block_param(b, mat(p + "attn.proj.w", at + "o_proj.weight", h, m.ctx_width()));
     if (m.out_bias) block_param(b, vec(p + "attn.proj.b", at + "o_proj.bias", h));
     if (post) norm(b, p + "attn.post_norm", hf + "post_attention_layernorm");
     if (pre)

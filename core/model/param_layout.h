@@ -26,6 +26,10 @@ struct ParamSpec {
   // A fused tensor (q|k|v and gate|up) is several Hugging Face tensors stacked by rows, except
   // where the family stores it fused (GPT-2's c_attn, Phi-3's qkv_proj and gate_up_proj).
   std::vector<std::pair<std::string, std::int64_t>> hf_parts;  // (name, rows); empty if one
+  // > 0: the Hugging Face tensor has this many rows, this parameter's and those of the ones right
+  // after it in the layout, which have no hf_name of their own (DeepSeek's kv_a_proj_with_mqa: the
+  // latent's rows, then the rotated key part's).
+  std::int64_t hf_rows = 0;
   // q|k|v rows (weight or bias) that Hugging Face stores by kv group: group g's `rep` q heads,
   // then its k head, then its v head, each `d` rows (GPT-NeoX: rep 1, per head [q, k, v]).
   // groups 0: stored in our order.

@@ -19,7 +19,7 @@ struct FlashDev {
   const void* dctx;
   void* dqkv;
   float* dvec;
-  int B, S, heads, kv_heads, d, group, width, ctx_width;
+  int B, S, heads, kv_heads, d, dv, group, width, ctx_width;  // dv: the value heads' width
   float scale, scale_log2;
   int window;     // > 0: the band of attn_band.h (0 when the window covers S)
   float softcap;  // > 0: soft-capped scores
@@ -30,11 +30,12 @@ struct FlashDev {
 };
 
 inline FlashDev make_flash_dev(const FlashArgs& a) {
-  if (a.B <= 0 || a.S <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.d <= 0 ||
+  if (a.B <= 0 || a.S <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.d <= 0 || a.dv < 0 ||
       a.heads % a.kv_heads != 0)
     throw Error("flash attention: bad dims B=" + std::to_string(a.B) + " S=" +
                 std::to_string(a.S) + " heads=" + std::to_string(a.heads) + " kv_heads=" +
-                std::to_string(a.kv_heads) + " d=" + std::to_string(a.d));
+                std::to_string(a.kv_heads) + " d=" + std::to_string(a.d) + " dv=" +
+                std::to_string(a.dv));
   if (!(a.p >= 0.0f && a.p < 1.0f))
     throw Error("flash attention: dropout p must be in [0, 1), got " + std::to_string(a.p));
   if (a.window < 0)
@@ -55,9 +56,10 @@ inline FlashDev make_flash_dev(const FlashArgs& a) {
   p.heads = a.heads;
   p.kv_heads = a.kv_heads;
   p.d = a.d;
+  p.dv = a.dv > 0 ? a.dv : a.d;
   p.group = a.heads / a.kv_heads;
-  p.width = (a.heads + 2 * a.kv_heads) * a.d;
-  p.ctx_width = a.heads * a.d;
+  p.width = (a.heads + a.kv_heads) * a.d + a.kv_heads * p.dv;  // AttnDims::qkv_width
+  p.ctx_width = a.heads * p.dv;
   p.scale = a.scale;
   p.scale_log2 = a.scale * kLog2e;
   p.window = a.window < a.S ? a.window : 0;

@@ -335,6 +335,12 @@ def check_ignored_config_fields(b, source, w):
     check(cap is not None and cap.get("experts", {}).get("routing") == "dropless" and
           cap["experts"].get("rows_per_layer") == 1024, "plan --json of Mixtral gives its routing: %r" %
           (cap or {}).get("experts"))
+    ds = [x for x in b.run("plan", "--model", "deepseek-v3").stdout.splitlines() if x.startswith(("latent", "experts"))]
+    check(ds == ["latent attention      q rank 1536, kv rank 512; 128 heads of 128 + 64 rotated (q, k; the rotated key "
+                 "part shared), values of 128",
+                 "experts               256 routed, top-8 by sigmoid, renormalised, 4 of 8 groups (by their two best), "
+                 "selection bias, weights x 2.5; shared experts of 2048; dropless: 32768 rows per layer whatever the "
+                 "routing"], "plan of DeepSeek-V3 says its attention and routing: %r" % ds)
     # A small config in the same layout, with the same fields, trains a step and says so.
     cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
            "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,

@@ -27,7 +27,8 @@ from e2e_common import check  # noqa: E402
 
 ENABLED = ["gpt2", "llama", "llama3", "qwen2", "phi3", "olmo2", "gpt2_flags", "llama_bias", "gemma",
            "mistral", "gemma2", "qwen3", "granite", "gpt_neox", "falcon", "falcon_rw", "gemma3",
-           "gemma3_types", "qwen2_window", "smollm3", "mixtral", "qwen3_moe", "qwen2_moe"]
+           "gemma3_types", "qwen2_window", "smollm3", "mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v3",
+           "deepseek_v2"]
 # Families whose windows are shorter than SEQ also run with flash attention (banded tiles).
 FLASH_TOO = ["mistral", "gemma2", "gemma3", "gemma3_types", "qwen2_window"]
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "tests/unit/cpu_simd_test_util.h"
 #include "tests/unit/cpu_test_util.h"
 
 namespace remat {
@@ -30,14 +31,14 @@ AttnDims dims(int B, int S, int heads, int kv, int d, int window = 0, float soft
 }
 
 std::string describe(const AttnDims& a) {
-  return "window " + std::to_string(a.window) + " softcap " + std::to_string(a.softcap);
+  return "window " + std::to_string(a.window) + " softcap " + std::to_string(a.softcap) + " dv " + std::to_string(a.dv);
 }
 
 // Double-precision causal softmax(softcap(Q K^T * scale)) row over keys 0..i (0 outside the
 // window, which is written out here, not taken from AttnDims::first_key), and its log-sum-exp.
 std::vector<double> ref_probs(const std::vector<float>& qkv, const AttnDims& a, int b, int h,
                               int i, double* lse) {
-  const int width = (a.heads + 2 * a.kv_heads) * a.d, g = h / a.group();
+  const int width = static_cast<int>(a.qkv_width()), g = h / a.group();
   std::vector<double> s(i + 1, 0.0);
   const int j0 = a.window > 0 ? std::max(0, i - a.window + 1) : 0;
   double mx = -1e300;
@@ -263,6 +264,36 @@ TEST(CpuAttention, BandedSoftCappedFlashAgreesWithNaive) {
   flash_agrees_with_naive(1, 0.0f);
   flash_agrees_with_naive(0, 1.5f);
   flash_agrees_with_naive(97, 1.5f);
+}
+
+// Value heads of their own width (multi-head latent attention: narrower and wider than q and k):
+// both paths against finite differences and each other, on the SIMD kernels and on the reference
+// loops.
+TEST(CpuAttention, ValueHeadsOfTheirOwnWidth) {
+  simdtest::ActiveGuard guard;
+  std::vector<const cpu::simd::Kernels*> sets = {nullptr};
+  if (!cpu::simd::available().empty()) sets.push_back(cpu::simd::available().front());
+  for (const cpu::simd::Kernels* k : sets) {
+    cpu::simd::set_active(k);
+    SCOPED_TRACE(k ? "simd" : "reference loops");
+    for (int dv : {2, 7}) {
+      AttnDims a = dims(2, 7, 4, 2, 4, dv == 2 ? 3 : 0);
+      a.dv = dv;
+      naive_backward_matches_finite_differences(a);
+      flash_backward_matches_finite_differences(a);
+    }
+    for (int dv : {6, 24}) {
+      Env e;
+      AttnDims a = dims(2, 150, 4, 4, 16);
+      a.dv = dv;
+      SCOPED_TRACE(describe(a));
+      DropoutKey key{99, 2, 1, kSiteAttentionProbs};
+      auto qkv = randv(qkv_n(a), 151, -2, 2), dctx = randv(ctx_n(a), 152);
+      AttnRun n = run_naive(e, a, qkv, dctx, key, 0.1f), f = run_flash(e, a, qkv, dctx, key, 0.1f);
+      expect_near_all("ctx", f.ctx, n.ctx, 2e-6, 1e-4);
+      expect_near_all("dqkv", f.dqkv, n.dqkv, 2e-5, 1e-3);
+    }
+  }
 }
 
 }  // namespace

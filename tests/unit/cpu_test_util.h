@@ -19,11 +19,9 @@
 namespace remat::cputest {
 
 // Element counts of attention's packed q|k|v, its probabilities and its context.
-inline std::int64_t qkv_n(const AttnDims& a) {
-  return static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
-}
+inline std::int64_t qkv_n(const AttnDims& a) { return static_cast<std::int64_t>(a.B) * a.S * a.qkv_width(); }
 inline std::int64_t probs_n(const AttnDims& a) { return static_cast<std::int64_t>(a.B) * a.heads * a.S * a.S; }
-inline std::int64_t ctx_n(const AttnDims& a) { return static_cast<std::int64_t>(a.B) * a.S * a.heads * a.d; }
+inline std::int64_t ctx_n(const AttnDims& a) { return static_cast<std::int64_t>(a.B) * a.S * a.ctx_width(); }
 
 // A backend plus the tensors a test made; frees them at the end.
 class Env {

@@ -95,6 +95,28 @@ std::int64_t decoder_params(const nlohmann::json& j) {
   return V * h * (tied ? 1 : 2) + L * block + h;
 }
 
+// DeepSeek-V2 and V3: latent attention (q through q_lora_rank and its norm, or one q_proj; the
+// keys' and values' down projection with the shared rotated part, the latent's norm, the up
+// projection; o_proj from the value heads), the first first_k_dense_replace layers dense (and any
+// l % moe_layer_freq != 0), the others n_routed_experts experts, n_shared_experts always on, the
+// router and (V3's noaux_tc) its selection bias; two norms per layer, the final norm, an untied
+// head. The multi-token-prediction layer is not part of the model.
+std::int64_t deepseek_params(const nlohmann::json& j) {
+  const std::int64_t h = j.at("hidden_size"), L = j.at("num_hidden_layers"), V = j.at("vocab_size");
+  const std::int64_t H = j.at("num_attention_heads"), nope = j.at("qk_nope_head_dim"), rope = j.at("qk_rope_head_dim");
+  const std::int64_t vd = j.at("v_head_dim"), kr = j.at("kv_lora_rank"), qr = hf_int(j, "q_lora_rank", 0);
+  const std::int64_t attn = (qr > 0 ? h * qr + qr + qr * H * (nope + rope) : h * H * (nope + rope)) + h * (kr + rope) + kr +
+                            kr * H * (nope + vd) + H * vd * h;
+  const std::int64_t E = j.at("n_routed_experts"), fe = j.at("moe_intermediate_size");
+  const std::int64_t moe = E * 3 * h * fe + 3 * h * fe * hf_int(j, "n_shared_experts", 0) + E * h +
+                           (j.value("topk_method", "") == "noaux_tc" ? E : 0);
+  const std::int64_t dense = 3 * h * static_cast<std::int64_t>(j.at("intermediate_size"));
+  const std::int64_t first = hf_int(j, "first_k_dense_replace", 0), freq = hf_int(j, "moe_layer_freq", 1);
+  std::int64_t total = 2 * V * h + h;
+  for (std::int64_t l = 0; l < L; ++l) total += attn + 2 * h + (l >= first && l % freq == 0 ? moe : dense);
+  return total;
+}
+
 // The parameter count of a published config, read from its own fields; -1 for a model_type this
 // counter does not know.
 std::int64_t hf_file_params(const nlohmann::json& j) {
@@ -104,6 +126,7 @@ std::int64_t hf_file_params(const nlohmann::json& j) {
   static const std::set<std::string> kDecoders = {"llama",  "mistral", "qwen2",       "qwen3", "granite",
                                                   "gemma",  "gemma2",  "gemma3_text", "phi3",  "olmo2",
                                                   "smollm3", "mixtral", "qwen3_moe", "qwen2_moe"};
+  if (type == "deepseek_v2" || type == "deepseek_v3") return deepseek_params(j);
   return kDecoders.count(type) ? decoder_params(j) : -1;
 }
 
@@ -119,6 +142,11 @@ struct PublishedFile {
 
 const PublishedFile kPublishedFiles[] = {
     {"falcon-40b.json", 41'303'293'952, Expect::Imports, {"auto_map", "torch_dtype"}},
+    // DeepSeek-V3: the Hub's 684,531,386,000 ("685B") counts the multi-token-prediction layer
+    // (13,463,426,304 as stored) and 41,540,496 fp8 block scales; 671B is the model's own.
+    {"deepseek-v3.json", 671'026'419'200, Expect::Imports, {"quantization_config", "num_nextn_predict_layers", "ep_size"}},
+    {"deepseek-v2.json", 235'741'434'880, Expect::Imports, {"aux_loss_alpha", "seq_aux", "pretraining_tp"}},
+    {"deepseek-v2-lite.json", 15'706'484'224, Expect::Imports, {"aux_loss_alpha", "seq_aux"}},
     {"falcon3-7b-instruct.json", 7'455'550'464, Expect::Imports, {"pretraining_tp", "use_cache"}},
     {"gemma-2-2b.json", 2'614'341'888, Expect::Imports, {"cache_implementation", "pad_token_id"}},
     {"gemma-2-9b.json", 9'241'705'984, Expect::Imports, {"sliding_window_size", "cache_implementation"}},

@@ -328,7 +328,10 @@ TEST(ModelConfig, FamilyPresetsHaveThePublishedParameterCounts) {
       {"smollm3-3b", 3'075'098'624},
       // Mixtures of experts, every expert counted: Mixtral 8x7B's 46.7B (Mistral AI's
       // announcement) and Qwen3-30B-A3B's 30.5B (model card), both rounded there.
-      {"mixtral-8x7b", 46'702'792'704}, {"qwen3-30b-a3b", 30'532'122'624}};
+      {"mixtral-8x7b", 46'702'792'704}, {"qwen3-30b-a3b", 30'532'122'624},
+      // DeepSeek-V3's 671B (its model card: 671B main model, plus 14B of the multi-token-
+      // prediction module the preset leaves out, as Hugging Face loads the model).
+      {"deepseek-v3", 671'026'419'200}};
   for (const auto& [name, count] : kPublished) {
     const ModelConfig m = resolve_model(name);
     EXPECT_EQ(ParamLayout(m).total(), count) << name;
@@ -421,9 +424,9 @@ TEST(ModelConfig, TransformersFiveLayoutMeansWhatTheFourLayoutMeans) {
   EXPECT_NE(w.find("a RoPE per layer kind"), std::string::npos) << w;
   // A family that is not modelled: the nearest one and what it lacks.
   nlohmann::json moe = v4;
-  moe["model_type"] = "deepseek_v3";
+  moe["model_type"] = "gpt_oss";
   w = published_refusal(moe);
-  EXPECT_NE(w.find("the nearest supported is qwen2_moe, without multi-head latent attention"), std::string::npos) << w;
+  EXPECT_NE(w.find("the nearest supported is qwen3_moe, without attention sinks"), std::string::npos) << w;
 }
 
 // Granite's four multipliers: read from its config (the score scale is attention_multiplier,

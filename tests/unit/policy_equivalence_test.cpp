@@ -125,6 +125,10 @@ INSTANTIATE_TEST_SUITE_P(
                       EquivalenceCase{Family::Qwen3Moe, AttentionImpl::Naive, std::nullopt, OpKind::MoeUnpermute},
                       EquivalenceCase{Family::Qwen3Moe, AttentionImpl::Flash, std::nullopt, OpKind::MoePermute},
                       EquivalenceCase{Family::Qwen2Moe, AttentionImpl::Naive, std::nullopt, OpKind::SigmoidGate},
+                      // multi-head latent attention: value heads narrower (V3) and wider (V2) than q and k
+                      EquivalenceCase{Family::DeepseekV3, AttentionImpl::Naive, std::nullopt, OpKind::MlaPack},
+                      EquivalenceCase{Family::DeepseekV3, AttentionImpl::Flash, std::nullopt, OpKind::MlaPack},
+                      EquivalenceCase{Family::DeepseekV2, AttentionImpl::Flash, std::nullopt, OpKind::MlaPack},
                       EquivalenceCase{Family::Llama, AttentionImpl::Naive},
                       EquivalenceCase{Family::Llama, AttentionImpl::Flash},
                       EquivalenceCase{Family::Qwen2, AttentionImpl::Naive},

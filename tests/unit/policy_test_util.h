@@ -82,6 +82,25 @@ inline ModelConfig tiny(Family arch, AttentionImpl attn, int layers = 4) {
     m.layer_kinds = {moe, LayerKind{"dense"}};
     m.layer_pattern = {0, 1, 0, 0};
   }
+  if (arch == Family::DeepseekV3) {  // latent attention with a q rank, d 16 and dv 10; V3's router; block 0 dense
+    m.kv_heads = 4;
+    m.mla = MlaConfig{24, 32, 12, 4, 10};
+    m.attn_scale = 0.3;
+    m.moe = MoeConfig{8, 2, 24, true, 0.0, 24};
+    m.moe.sigmoid = m.moe.score_bias = true;
+    m.moe.groups = 4, m.moe.topk_groups = 2, m.moe.scaling = 2.5;
+    LayerKind dense{"dense"};
+    LayerKind moe{"sparse"};
+    moe.mlp = LayerMlp::Moe;
+    m.layer_kinds = {dense, moe};
+    m.layer_pattern = {0, 1, 1, 1};
+  }
+  if (arch == Family::DeepseekV2) {  // latent attention with a plain q, d 16 and dv 20 (wider); V2's group-max router
+    m.kv_heads = 4;
+    m.mla = MlaConfig{0, 24, 8, 8, 20};
+    m.moe = MoeConfig{8, 2, 24, false, 0.0, 48};
+    m.moe.groups = 4, m.moe.topk_groups = 2, m.moe.group_max = true, m.moe.scaling = 1.7;
+  }
   if (arch == Family::Qwen2) {  // as Qwen2.5's small models: tied, dropout on the probabilities only
     m.tied_embeddings = true;
     m.dropout_sites = kDropAttention;

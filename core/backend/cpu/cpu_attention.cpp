@@ -55,8 +55,9 @@ const float* probs_head(FV P, std::int64_t at, const AttnDims& a, float* buf) {
 }
 
 // s[i, k0 .. i1) = Q[i] . K[k0 .. i1) for each block (the raw scores, unscaled).
-void scores(const float* Q, const float* K, const AttnDims& a, float* s) {
-  const int S = a.S, d = a.d;
+// d: the heads' width (attn.d for q·k, the value width for dO·V).
+void scores(const float* Q, const float* K, const AttnDims& a, float* s, int d) {
+  const int S = a.S;
   for_blocks(a, [&](int i0, int i1, int k0) {
     cpu::sgemm1(false, true, i1 - i0, i1 - k0, d, Q + static_cast<std::int64_t>(i0) * d, d,
                 K + static_cast<std::int64_t>(k0) * d, d, 0.0f,
@@ -97,7 +98,7 @@ void CpuBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const 
       const int b = static_cast<int>(u / L.heads), h = static_cast<int>(u % L.heads);
       cpu::stage_kv_head(in, L.width, L.q_col(h), b, L.S, L.d, Q);
       cpu::stage_kv_head(in, L.width, L.k_col(h / L.group), b, L.S, L.d, K);
-      scores(Q, K, a, s);
+      scores(Q, K, a, s, a.d);
       for (int i = 0; i < L.S; ++i) {
         float* r = s + static_cast<std::int64_t>(i) * L.S;
         const int j0 = a.first_key(i), n = i - j0 + 1;
@@ -139,7 +140,7 @@ void CpuBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const 
       for (int hg = 0; hg < L.group; ++hg) {
         const int h = g * L.group + hg;
         cpu::stage_kv_head(in, L.width, L.q_col(h), b, S, d, Q);
-        if (cap > 0.0f) scores(Q, K, a, s);  // raw scores, for the cap's 1 - t^2
+        if (cap > 0.0f) scores(Q, K, a, s, a.d);  // raw scores, for the cap's 1 - t^2
         // s becomes dS * scale, row by row: P (dP - sum(P dP)), times 1 - t^2 when capped.
         for (int i = 0; i < S; ++i) {
           float* r = s + static_cast<std::int64_t>(i) * S;
@@ -187,7 +188,7 @@ void CpuBackend::attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& c
   AttnWs ws(arena, a, threads_);
   const Layout L(a);
   FV in(qkv), P(p), out(ctx);
-  const int S = L.S, d = L.d;
+  const int S = L.S, d = L.dv;  // the value heads' width
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
     float *V = ws.kv_of(lane), *O = ws.o_of(lane), *buf = ws.ss_of(lane);
@@ -221,7 +222,7 @@ void CpuBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& d
   AttnWs ws(arena, a, threads_);
   const Layout L(a);
   FV in(qkv), P(p), dO(dctx), dPv(dp), out(dqkv);
-  const int S = L.S, d = L.d;
+  const int S = L.S, d = L.dv;  // the value heads' width
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.kv_heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
     float *V = ws.kv_of(lane), *dV = ws.acc_of(lane), *G = ws.q_of(lane), *s = ws.ss_of(lane);
@@ -232,7 +233,7 @@ void CpuBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& d
       for (int t = 0; t < L.group; ++t) {
         const int h = g * L.group + t;
         const std::int64_t at = L.prob_row(b, h, 0);
-        cpu::stage_kv_head(dO, L.ctx_width, L.q_col(h), b, S, d, G);
+        cpu::stage_kv_head(dO, L.ctx_width, L.ctx_col(h), b, S, d, G);
         // dV += P^T dO over each block's rows.
         const float* Ph = probs_head(P, at, a, s);
         for_blocks(a, [&](int i0, int i1, int k0) {
@@ -242,7 +243,7 @@ void CpuBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& d
                       dV + static_cast<std::int64_t>(k0) * d, d);
         });
         // dP = dO V^T on the band; 0 outside it, or left as it is when accumulating.
-        scores(G, V, a, s);
+        scores(G, V, a, s, d);
         for (int i = 0; i < S; ++i) {
           float* r = s + static_cast<std::int64_t>(i) * S;
           const int j0 = a.first_key(i);

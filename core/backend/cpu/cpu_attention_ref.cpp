@@ -147,18 +147,18 @@ void CpuBackend::attn_pv_fwd_ref(const Tensor& p, const Tensor& qkv, const Tenso
     float* o = ws.vec_of(lane);
     for (std::int64_t u = u0; u < u1; ++u) {
       const int b = static_cast<int>(u / L.heads), h = static_cast<int>(u % L.heads);
-      cpu::stage_kv_head(in, L.width, L.v_col(h / L.group), b, L.S, L.d, V);
+      cpu::stage_kv_head(in, L.width, L.v_col(h / L.group), b, L.S, L.dv, V);
       for (int i = 0; i < L.S; ++i) {
         const std::int64_t pr = L.prob_row(b, h, i);
-        std::fill(o, o + L.d, 0.0f);
+        std::fill(o, o + L.dv, 0.0f);
         // Causal (and banded): P is zero outside the band, which is not read.
         for (int j = a.first_key(i); j <= i; ++j) {
           const float pij = P[pr + j];
-          const float* vj = V + static_cast<std::int64_t>(j) * L.d;
-          for (int c = 0; c < L.d; ++c) o[c] += pij * vj[c];
+          const float* vj = V + static_cast<std::int64_t>(j) * L.dv;
+          for (int c = 0; c < L.dv; ++c) o[c] += pij * vj[c];
         }
         const std::int64_t cr = L.ctx(b, i, h);
-        for (int c = 0; c < L.d; ++c) out.set(cr + c, o[c]);
+        for (int c = 0; c < L.dv; ++c) out.set(cr + c, o[c]);
       }
     }
   });
@@ -184,22 +184,22 @@ void CpuBackend::attn_pv_bwd_ref(const Tensor& p, const Tensor& qkv, const Tenso
     float* go = ws.vec_of(lane);
     for (std::int64_t u = u0; u < u1; ++u) {
       const int b = static_cast<int>(u / L.kv_heads), g = static_cast<int>(u % L.kv_heads);
-      cpu::stage_kv_head(in, L.width, L.v_col(g), b, L.S, L.d, V);
-      std::fill(dV, dV + static_cast<std::int64_t>(L.S) * L.d, 0.0f);
+      cpu::stage_kv_head(in, L.width, L.v_col(g), b, L.S, L.dv, V);
+      std::fill(dV, dV + static_cast<std::int64_t>(L.S) * L.dv, 0.0f);
       for (int t = 0; t < L.group; ++t) {
         const int h = g * L.group + t;
         for (int i = 0; i < L.S; ++i) {
           const std::int64_t cr = L.ctx(b, i, h), pr = L.prob_row(b, h, i);
-          for (int c = 0; c < L.d; ++c) go[c] = dO[cr + c];
+          for (int c = 0; c < L.dv; ++c) go[c] = dO[cr + c];
           const int j0 = a.first_key(i);
           if (!acc_dp)
             for (int j = 0; j < j0; ++j) dPv.set(pr + j, 0.0f);
           for (int j = j0; j <= i; ++j) {
-            const float* vj = V + static_cast<std::int64_t>(j) * L.d;
-            dPv.put(pr + j, dot(go, vj, L.d), acc_dp);
+            const float* vj = V + static_cast<std::int64_t>(j) * L.dv;
+            dPv.put(pr + j, dot(go, vj, L.dv), acc_dp);
             const float pij = P[pr + j];
-            float* dvj = dV + static_cast<std::int64_t>(j) * L.d;
-            for (int c = 0; c < L.d; ++c) dvj[c] += pij * go[c];
+            float* dvj = dV + static_cast<std::int64_t>(j) * L.dv;
+            for (int c = 0; c < L.dv; ++c) dvj[c] += pij * go[c];
           }
           if (!acc_dp)
             for (int j = i + 1; j < L.S; ++j) dPv.set(pr + j, 0.0f);
@@ -207,8 +207,8 @@ void CpuBackend::attn_pv_bwd_ref(const Tensor& p, const Tensor& qkv, const Tenso
       }
       for (int j = 0; j < L.S; ++j) {
         const std::int64_t vr = L.row(b, j) + L.v_col(g);
-        for (int c = 0; c < L.d; ++c)
-          out.set(vr + c, out[vr + c] + dV[static_cast<std::int64_t>(j) * L.d + c]);
+        for (int c = 0; c < L.dv; ++c)
+          out.set(vr + c, out[vr + c] + dV[static_cast<std::int64_t>(j) * L.dv + c]);
       }
     }
   });

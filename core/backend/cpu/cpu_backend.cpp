@@ -53,11 +53,11 @@ void check_dtype(const Tensor& t, DType dt, const char* op, const char* name, st
 }
 
 void check_dims(const AttnDims& a, const char* op) {
-  if (a.B <= 0 || a.S <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.d <= 0 ||
+  if (a.B <= 0 || a.S <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.d <= 0 || a.dv < 0 ||
       a.heads % a.kv_heads != 0)
     throw Error(std::string("cpu ") + op + ": bad attention dims B=" + std::to_string(a.B) +
                 " S=" + std::to_string(a.S) + " heads=" + std::to_string(a.heads) +
-                " kv_heads=" + std::to_string(a.kv_heads) + " d=" + std::to_string(a.d));
+                " kv_heads=" + std::to_string(a.kv_heads) + " d=" + std::to_string(a.d) + " dv=" + std::to_string(a.dv));
   if (a.window < 0 || !(a.softcap >= 0.0f) || !std::isfinite(a.softcap))
     throw Error(std::string("cpu ") + op + ": window must be >= 0 and softcap finite and >= 0, got window=" +
                 std::to_string(a.window) + " softcap=" + std::to_string(a.softcap));
@@ -167,7 +167,8 @@ std::uint64_t CpuBackend::workspace_bytes(const ModelConfig& m) const {
   a.heads = m.heads;
   a.kv_heads = m.kv_heads;
   a.d = m.head_dim();
-  if (m.position == PositionKind::Rope) take(ws_rope(a));
+  a.dv = m.mla.on() ? m.v_head_dim() : 0;
+  if (m.position == PositionKind::Rope && !m.mla.on()) take(ws_rope(a));
   take(m.attention == AttentionImpl::Flash ? ws_flash(a) : ws_attention(a));
   take(ws_norm_bwd(tokens));  // the final norm
   take(ws_embedding_bwd(m.batch, m.seq, m.hidden, m.vocab));

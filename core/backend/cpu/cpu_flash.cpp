@@ -74,7 +74,7 @@ void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
   const float scale = a.scale, cap = a.softcap, keep_scale = cpu::dropout_scale(p);
   const std::uint32_t thr = dropout_threshold(p);
   const bool drop = p > 0.0f;
-  const int S = L.S, d = L.d;
+  const int S = L.S, d = L.d, dv = L.dv;
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
     float* Q = ws.q + lane * ws.sd;
@@ -90,7 +90,7 @@ void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
       const int g = h / L.group;
       cpu::stage_kv_head(in, L.width, L.q_col(h), b, S, d, Q);
       cpu::stage_kv_head(in, L.width, L.k_col(g), b, S, d, K);
-      cpu::stage_kv_head(in, L.width, L.v_col(g), b, S, d, V);
+      cpu::stage_kv_head(in, L.width, L.v_col(g), b, S, dv, V);
       std::fill(O, O + ws.sd, 0.0f);
       std::fill(m, m + S, -std::numeric_limits<float>::infinity());
       std::fill(l, l + S, 0.0f);
@@ -113,19 +113,19 @@ void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
               cpu::philox_fill(key, static_cast<std::uint64_t>(L.lse(b, h, i)) * S + bd.lo, n, bits);
             const float ts = k->exp_sum(x, n, mnew, drop ? bits : nullptr, thr, keep_scale);
             l[i] = l[i] * alpha + ts;
-            float* o = O + static_cast<std::int64_t>(i) * d;
-            for (int c = 0; c < d; ++c) o[c] *= alpha;
+            float* o = O + static_cast<std::int64_t>(i) * dv;
+            for (int c = 0; c < dv; ++c) o[c] *= alpha;
             m[i] = mnew;
           }
           zero_outside(row, bd, t0, nt);
         }
-        cpu::sgemm1(false, false, nb, d, nt, st, kT, V + static_cast<std::int64_t>(t0) * d, d,
-                    1.0f, O + static_cast<std::int64_t>(i0) * d, d);
+        cpu::sgemm1(false, false, nb, dv, nt, st, kT, V + static_cast<std::int64_t>(t0) * dv, dv,
+                    1.0f, O + static_cast<std::int64_t>(i0) * dv, dv);
       });
       for (int i = 0; i < S; ++i) {
-        float* o = O + static_cast<std::int64_t>(i) * d;
-        for (int c = 0; c < d; ++c) o[c] /= l[i];
-        cpu::narrow(o, out, L.ctx(b, i, h), d, false);
+        float* o = O + static_cast<std::int64_t>(i) * dv;
+        for (int c = 0; c < dv; ++c) o[c] /= l[i];
+        cpu::narrow(o, out, L.ctx(b, i, h), dv, false);
         lse_out[L.lse(b, h, i)] = m[i] + std::log(l[i]);
       }
     }
@@ -150,7 +150,7 @@ void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
   const float scale = a.scale, cap = a.softcap, keep_scale = cpu::dropout_scale(p);
   const std::uint32_t thr = dropout_threshold(p);
   const bool drop = p > 0.0f;
-  const int S = L.S, d = L.d;
+  const int S = L.S, d = L.d, dv = L.dv;
   cpu::parallel_for(*pool_, static_cast<std::int64_t>(a.B) * a.kv_heads, 1,
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
     float* Q = ws.q + lane * ws.sd;
@@ -168,22 +168,22 @@ void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
     for (std::int64_t u = u0; u < u1; ++u) {
       const int b = static_cast<int>(u / L.kv_heads), g = static_cast<int>(u % L.kv_heads);
       cpu::stage_kv_head(in, L.width, L.k_col(g), b, S, d, K);
-      cpu::stage_kv_head(in, L.width, L.v_col(g), b, S, d, V);
+      cpu::stage_kv_head(in, L.width, L.v_col(g), b, S, dv, V);
       std::fill(dK, dK + ws.sd, 0.0f);
       std::fill(dV, dV + ws.sd, 0.0f);
       for (int hg = 0; hg < L.group; ++hg) {
         const int h = g * L.group + hg;
         cpu::stage_kv_head(in, L.width, L.q_col(h), b, S, d, Q);
-        cpu::stage_kv_head(dO, L.ctx_width, L.q_col(h), b, S, d, G);
-        for (int i = 0; i < S; ++i) D[i] = k->dot_refs(dO.ref(), O.ref(), L.ctx(b, i, h), d);
+        cpu::stage_kv_head(dO, L.ctx_width, L.ctx_col(h), b, S, dv, G);
+        for (int i = 0; i < S; ++i) D[i] = k->dot_refs(dO.ref(), O.ref(), L.ctx(b, i, h), dv);
         std::fill(dQ, dQ + ws.sd, 0.0f);
         for_tiles(a, [&](int i0, int i1, int t0, int t1) {
           const int nb = i1 - i0, nt = t1 - t0;
           const float* Qb = Q + static_cast<std::int64_t>(i0) * d;
-          const float* Gb = G + static_cast<std::int64_t>(i0) * d;
+          const float* Gb = G + static_cast<std::int64_t>(i0) * dv;
           cpu::sgemm1(false, true, nb, nt, d, Qb, d, K + static_cast<std::int64_t>(t0) * d, d,
                       0.0f, pt, kT);
-          cpu::sgemm1(false, true, nb, nt, d, Gb, d, V + static_cast<std::int64_t>(t0) * d, d,
+          cpu::sgemm1(false, true, nb, nt, dv, Gb, dv, V + static_cast<std::int64_t>(t0) * dv, dv,
                       0.0f, dt, kT);
           for (int r = 0; r < nb; ++r) {
             const int i = i0 + r;
@@ -215,8 +215,8 @@ void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
             zero_outside(prow, bd, t0, nt);
             zero_outside(drow, bd, t0, nt);
           }
-          cpu::sgemm1(true, false, nt, d, nb, pt, kT, Gb, d, 1.0f,
-                      dV + static_cast<std::int64_t>(t0) * d, d);
+          cpu::sgemm1(true, false, nt, dv, nb, pt, kT, Gb, dv, 1.0f,
+                      dV + static_cast<std::int64_t>(t0) * dv, dv);
           cpu::sgemm1(false, false, nb, d, nt, dt, kT, K + static_cast<std::int64_t>(t0) * d, d,
                       1.0f, dQ + static_cast<std::int64_t>(i0) * d, d);
           cpu::sgemm1(true, false, nt, d, nb, dt, kT, Qb, d, 1.0f,
@@ -225,7 +225,7 @@ void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
         cpu::add_head(dQ, out, L.width, L.q_col(h), b, S, d);
       }
       cpu::add_head(dK, out, L.width, L.k_col(g), b, S, d);
-      cpu::add_head(dV, out, L.width, L.v_col(g), b, S, d);
+      cpu::add_head(dV, out, L.width, L.v_col(g), b, S, dv);
     }
   });
 }

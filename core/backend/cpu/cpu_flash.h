@@ -2,6 +2,7 @@
 // queries and tiles of keys; cpu_flash_ref.cpp, the reference loops): layout, per-lane
 // workspace and argument checks.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -11,7 +12,7 @@ namespace remat::cpu::flash {
 
 constexpr int kT = kFlashTile;  // keys per tile, and query rows per block of the GEMM path
 
-// Per lane: K and V of one kv head [S, d], their gradients [S, d], four head vectors [d], a tile
+// Per lane (D: the wider of d and dv): K and V of one kv head [S, D], their gradients, four head vectors [D], a tile
 // of scores and a tile of dropout bits (the reference loops' part); a head's Q, dO and output
 // (ctx or dQ) [S, d], two [kT, kT] tiles and three per-row values [S] (the GEMM path's part).
 // One layout for both, so the workspace does not depend on which one runs.
@@ -22,7 +23,7 @@ struct FlashWs {
   std::int64_t sd = 0;
   int S = 0, d = 0;
   FlashWs(Arena& a, const AttnDims& dm, int threads)
-      : sd(static_cast<std::int64_t>(dm.S) * dm.d), S(dm.S), d(dm.d) {
+      : sd(static_cast<std::int64_t>(dm.S) * std::max(dm.d, dm.v_dim())), S(dm.S), d(std::max(dm.d, dm.v_dim())) {
     k = a.take<float>(threads * sd);
     v = a.take<float>(threads * sd);
     dk = a.take<float>(threads * sd);
@@ -41,21 +42,21 @@ struct FlashWs {
 
 struct FlashLayout {
   std::int64_t width, ctx_width;
-  int S, d, heads, kv_heads, group;
+  int S, d, dv, heads, kv_heads, group;  // dv: the value heads' (and the context's heads') width
   explicit FlashLayout(const AttnDims& a)
-      : width(static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * a.d),
-        ctx_width(static_cast<std::int64_t>(a.heads) * a.d), S(a.S), d(a.d), heads(a.heads),
+      : width(a.qkv_width()), ctx_width(a.ctx_width()), S(a.S), d(a.d), dv(a.v_dim()), heads(a.heads),
         kv_heads(a.kv_heads), group(a.group()) {}
   std::int64_t row(int b, int i) const { return (static_cast<std::int64_t>(b) * S + i) * width; }
   std::int64_t ctx(int b, int i, int h) const {
-    return (static_cast<std::int64_t>(b) * S + i) * ctx_width + static_cast<std::int64_t>(h) * d;
+    return (static_cast<std::int64_t>(b) * S + i) * ctx_width + ctx_col(h);
   }
   std::int64_t lse(int b, int h, int i) const {
     return (static_cast<std::int64_t>(b) * heads + h) * S + i;
   }
   std::int64_t q_col(int h) const { return static_cast<std::int64_t>(h) * d; }
   std::int64_t k_col(int g) const { return static_cast<std::int64_t>(heads + g) * d; }
-  std::int64_t v_col(int g) const { return static_cast<std::int64_t>(heads + kv_heads + g) * d; }
+  std::int64_t v_col(int g) const { return static_cast<std::int64_t>(heads + kv_heads) * d + static_cast<std::int64_t>(g) * dv; }
+  std::int64_t ctx_col(int h) const { return static_cast<std::int64_t>(h) * dv; }
 };
 
 inline void check_flash(const AttnDims& a, const char* op, const Tensor& qkv, const Tensor& ctx,
@@ -65,8 +66,8 @@ inline void check_flash(const AttnDims& a, const char* op, const Tensor& qkv, co
     throw Error(std::string("cpu ") + op + ": dropout p must be in [0, 1), got " +
                 std::to_string(p));
   const std::int64_t rows = static_cast<std::int64_t>(a.B) * a.S;
-  check_float(qkv, op, "qkv", rows * (a.heads + 2 * a.kv_heads) * a.d);
-  check_float(ctx, op, "ctx", rows * a.heads * a.d);
+  check_float(qkv, op, "qkv", rows * a.qkv_width());
+  check_float(ctx, op, "ctx", rows * a.ctx_width());
   check_dtype(lse, DType::F32, op, "lse", static_cast<std::int64_t>(a.B) * a.heads * a.S);
 }
 

@@ -45,21 +45,19 @@ void CpuBackend::flash_fwd_ref(const Tensor& qkv, const Tensor& ctx, const Tenso
                     [&](std::int64_t u0, std::int64_t u1, int lane) {
     float* K = ws.k + lane * ws.sd;
     float* V = ws.v + lane * ws.sd;
-    float* q = ws.vec + static_cast<std::int64_t>(lane) * 4 * L.d;
-    float* o = q + L.d;
+    float* q = ws.vec + static_cast<std::int64_t>(lane) * 4 * ws.d;
+    float* o = q + ws.d;
     float* s = ws.s + static_cast<std::int64_t>(lane) * kT;
     std::uint32_t* bits = ws.bits + static_cast<std::int64_t>(lane) * kT;
     for (std::int64_t u = u0; u < u1; ++u) {
       const int b = static_cast<int>(u / L.heads), h = static_cast<int>(u % L.heads);
       const int g = h / L.group;
       cpu::stage_kv_head(in, L.width, L.k_col(g), b, L.S, L.d, K);
-      cpu::stage_kv_head(in, L.width, L.v_col(g), b, L.S, L.d, V);
+      cpu::stage_kv_head(in, L.width, L.v_col(g), b, L.S, L.dv, V);
       for (int i = 0; i < L.S; ++i) {
         const std::int64_t qr = L.row(b, i) + static_cast<std::int64_t>(h) * L.d;
-        for (int c = 0; c < L.d; ++c) {
-          q[c] = in[qr + c];
-          o[c] = 0.0f;
-        }
+        for (int c = 0; c < L.d; ++c) q[c] = in[qr + c];
+        std::fill(o, o + L.dv, 0.0f);
         float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
         const std::uint64_t prow = static_cast<std::uint64_t>(L.lse(b, h, i)) * L.S;
         for (int k0 = a.first_key(i); k0 <= i; k0 += kT) {
@@ -81,16 +79,16 @@ void CpuBackend::flash_fwd_ref(const Tensor& qkv, const Tensor& ctx, const Tenso
             s[c] = drop ? (bits[c] >= thr ? e * keep_scale : 0.0f) : e;
           }
           l = l * alpha + ts;
-          for (int c = 0; c < L.d; ++c) o[c] *= alpha;
+          for (int c = 0; c < L.dv; ++c) o[c] *= alpha;
           for (int j = 0; j < n; ++j) {
             const float w = s[j];
-            const float* vj = V + static_cast<std::int64_t>(k0 + j) * L.d;
-            for (int c = 0; c < L.d; ++c) o[c] += w * vj[c];
+            const float* vj = V + static_cast<std::int64_t>(k0 + j) * L.dv;
+            for (int c = 0; c < L.dv; ++c) o[c] += w * vj[c];
           }
           m = mnew;
         }
         const std::int64_t cr = L.ctx(b, i, h);
-        for (int c = 0; c < L.d; ++c) out.set(cr + c, o[c] / l);
+        for (int c = 0; c < L.dv; ++c) out.set(cr + c, o[c] / l);
         lse_out[L.lse(b, h, i)] = m + std::log(l);
       }
     }
@@ -118,15 +116,15 @@ void CpuBackend::flash_bwd_ref(const Tensor& qkv, const Tensor& ctx, const Tenso
     float* V = ws.v + lane * ws.sd;
     float* dK = ws.dk + lane * ws.sd;
     float* dV = ws.dv + lane * ws.sd;
-    float* q = ws.vec + static_cast<std::int64_t>(lane) * 4 * L.d;
-    float* go = q + L.d;
-    float* dq = go + L.d;
+    float* q = ws.vec + static_cast<std::int64_t>(lane) * 4 * ws.d;
+    float* go = q + ws.d;
+    float* dq = go + ws.d;
     std::uint32_t* bits = ws.bits + static_cast<std::int64_t>(lane) * kT;
     float* t = ws.s + static_cast<std::int64_t>(lane) * kT;  // soft-capped: tanh(raw / cap) of a tile
     for (std::int64_t u = u0; u < u1; ++u) {
       const int b = static_cast<int>(u / L.kv_heads), g = static_cast<int>(u % L.kv_heads);
       cpu::stage_kv_head(in, L.width, L.k_col(g), b, L.S, L.d, K);
-      cpu::stage_kv_head(in, L.width, L.v_col(g), b, L.S, L.d, V);
+      cpu::stage_kv_head(in, L.width, L.v_col(g), b, L.S, L.dv, V);
       std::fill(dK, dK + ws.sd, 0.0f);
       std::fill(dV, dV + ws.sd, 0.0f);
       for (int hg = 0; hg < L.group; ++hg) {
@@ -137,8 +135,10 @@ void CpuBackend::flash_bwd_ref(const Tensor& qkv, const Tensor& ctx, const Tenso
           float D = 0.0f;  // rowsum(P * dP) = dO . O, also under dropout
           for (int c = 0; c < L.d; ++c) {
             q[c] = in[qr + c];
-            go[c] = dO[cr + c];
             dq[c] = 0.0f;
+          }
+          for (int c = 0; c < L.dv; ++c) {
+            go[c] = dO[cr + c];
             D += go[c] * O[cr + c];
           }
           const float lse_i = lse_in[L.lse(b, h, i)];
@@ -153,18 +153,18 @@ void CpuBackend::flash_bwd_ref(const Tensor& qkv, const Tensor& ctx, const Tenso
             for (int c = 0; c < n; ++c) {
               const std::int64_t j = k0 + c;
               const float* kj = K + j * L.d;
-              const float* vj = V + j * L.d;
+              const float* vj = V + j * L.dv;
               const float score = cap > 0.0f ? t[c] * cap : dot(q, kj, L.d) * scale;
               const float pij = std::exp(score - lse_i);
               const float z = drop ? (bits[c] >= thr ? keep_scale : 0.0f) : 1.0f;
               const float pz = pij * z;
-              float ds = pij * (dot(go, vj, L.d) * z - D);
+              float ds = pij * (dot(go, vj, L.dv) * z - D);
               if (cap > 0.0f) ds *= 1.0f - t[c] * t[c];
               const float dss = ds * scale;
               float* dkj = dK + j * L.d;
-              float* dvj = dV + j * L.d;
+              float* dvj = dV + j * L.dv;
+              for (int e = 0; e < L.dv; ++e) dvj[e] += pz * go[e];
               for (int e = 0; e < L.d; ++e) {
-                dvj[e] += pz * go[e];
                 dq[e] += ds * kj[e];
                 dkj[e] += dss * q[e];
               }
@@ -175,10 +175,8 @@ void CpuBackend::flash_bwd_ref(const Tensor& qkv, const Tensor& ctx, const Tenso
       }
       for (int j = 0; j < L.S; ++j) {
         const std::int64_t kr = L.row(b, j) + L.k_col(g), vr = L.row(b, j) + L.v_col(g);
-        for (int c = 0; c < L.d; ++c) {
-          out.set(kr + c, out[kr + c] + dK[static_cast<std::int64_t>(j) * L.d + c]);
-          out.set(vr + c, out[vr + c] + dV[static_cast<std::int64_t>(j) * L.d + c]);
-        }
+        for (int c = 0; c < L.d; ++c) out.set(kr + c, out[kr + c] + dK[static_cast<std::int64_t>(j) * L.d + c]);
+        for (int c = 0; c < L.dv; ++c) out.set(vr + c, out[vr + c] + dV[static_cast<std::int64_t>(j) * L.dv + c]);
       }
     }
   });

@@ -32,6 +32,10 @@
 #include "core/backend/cuda_sizing.h"
 #include "kernels/flash_attn.cuh"
 
+namespace remat {
+struct MlaPackDims;  // core/backend/mla_pack.h
+}
+
 namespace remat::cuda {
 
 class Gemm;
@@ -166,6 +170,10 @@ class CudaBackend final : public Backend {
   void sync_copies();  // waits on the host for both copy streams
   // The compute stream waits for unfinished copies of t's block (an offload still reading it).
   void wait_for_copies(const Tensor& t);
+  // MlaPack's cos and sin tables [S, r/2] each, made on the host as the CPU backend makes them
+  // (the same bits), kept for the rotation they belong to and copied into the op scratch on the
+  // compute stream; returns the device tables (cos, then sin). cuda_mla.cpp.
+  const float* mla_tables(const MlaPackDims& m, const RopeTable& rope, const char* op);
 
   int device_;
   cudaStream_t compute_ = nullptr, to_host_ = nullptr, to_device_ = nullptr;
@@ -178,6 +186,10 @@ class CudaBackend final : public Backend {
   bool fused_probs_ = true;
   int flash_row_groups_ = 1;
   std::size_t head_chunk_bytes_ = kHeadChunkBytes;
+  // mla_tables: the rotation the tables belong to (S, pairs, scaling and inverse frequencies as
+  // bits) and the tables.
+  std::vector<std::uint32_t> mla_key_;
+  std::vector<float> mla_tables_;
   cudaDeviceProp props_{};
 };
 

@@ -33,11 +33,12 @@ using kernels::FType;
 namespace {
 
 void check_dims(const AttnDims& a, const char* op) {
-  if (a.B <= 0 || a.S <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.d <= 0 ||
+  if (a.B <= 0 || a.S <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.d <= 0 || a.dv < 0 ||
       a.heads % a.kv_heads != 0)
     throw Error(std::string("cuda ") + op + ": bad attention dims B=" + std::to_string(a.B) +
                 " S=" + std::to_string(a.S) + " heads=" + std::to_string(a.heads) +
-                " kv_heads=" + std::to_string(a.kv_heads) + " d=" + std::to_string(a.d));
+                " kv_heads=" + std::to_string(a.kv_heads) + " d=" + std::to_string(a.d) +
+                " dv=" + std::to_string(a.dv));
   if (a.window < 0)
     throw Error(std::string("cuda ") + op + ": window must be 0 (none) or positive, got " +
                 std::to_string(a.window));
@@ -59,14 +60,20 @@ float keep_scale(float p) { return p > 0.0f ? 1.0f / (1.0f - p) : 1.0f; }
 
 using kernels::align256;  // the scratch layouts of kernels/scratch_bytes.h
 
+// The packed q|k|v [B, S, qkv_width] (value heads v_dim() wide) and ctx [B, S, heads · v_dim()].
 std::int64_t qkv_numel(const AttnDims& a) {
-  return static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
+  return static_cast<std::int64_t>(a.B) * a.S * a.qkv_width();
 }
 std::int64_t probs_numel(const AttnDims& a) {
   return static_cast<std::int64_t>(a.B) * a.heads * a.S * a.S;
 }
 std::int64_t ctx_numel(const AttnDims& a) {
-  return static_cast<std::int64_t>(a.B) * a.S * a.heads * a.d;
+  return static_cast<std::int64_t>(a.B) * a.S * a.ctx_width();
+}
+// Column of kv head g's value in a qkv row.
+std::size_t v_col(const AttnDims& a, int g) {
+  return static_cast<std::size_t>(a.heads + a.kv_heads) * a.d +
+         static_cast<std::size_t>(g) * a.v_dim();
 }
 
 // A device-side mask pointer, or null when p == 0 and no mask is given.
@@ -247,7 +254,7 @@ void CudaBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& 
   check_same(in, {&out}, op);
   activate();
   float* tab = reinterpret_cast<float*>(scratch(kernels::rope_scratch_bytes(a.S, a.d), op));
-  kernels::rope_apply(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d,
+  kernels::rope_apply(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d, a.v_dim(),
                       r.rotary_dim, r.inv_freq, r.attention_scaling, 1.0f, false, tab, compute_);
 }
 
@@ -262,7 +269,7 @@ void CudaBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims
   activate();
   float* tab = reinterpret_cast<float*>(scratch(kernels::rope_scratch_bytes(a.S, a.d), op));
   kernels::rope_apply(ft(dout), dout.data, din.data, a.B, a.S, a.heads, a.kv_heads, a.d,
-                      r.rotary_dim, r.inv_freq, r.attention_scaling, -1.0f, acc, tab, compute_);
+                      a.v_dim(), r.rotary_dim, r.inv_freq, r.attention_scaling, -1.0f, acc, tab, compute_);
 }
 
 // --- embedding ---
@@ -432,7 +439,7 @@ namespace {
 void head_scores(Gemm& gemm, const Tensor& qkv, const AttnDims& a, int h, float* sc,
                  const char* op) {
   const int S = a.S, d = a.d;
-  const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
+  const std::int64_t W = a.qkv_width();
   const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
   const char* base = static_cast<const char*>(qkv.data);
   const char* Q = base + static_cast<std::size_t>(h) * d * esz;
@@ -452,9 +459,9 @@ void CudaBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const
   check_float(probs, op, "probs", probs_numel(a));
   check_same(qkv, {&probs}, op);
   activate();
-  if (fused_probs_ && kernels::attn_probs_supported(ft(qkv), a.d, qkv.data)) {
+  if (fused_probs_ && kernels::attn_probs_supported(ft(qkv), a.d, a.qkv_width(), qkv.data)) {
     kernels::attn_probs_fwd(ft(qkv), qkv.data, probs.data, a.B, a.S, a.heads, a.kv_heads, a.d,
-                            a.scale, a.window, a.softcap, compute_);
+                            a.v_dim(), a.scale, a.window, a.softcap, compute_);
     return;
   }
   const int S = a.S;
@@ -478,7 +485,7 @@ void CudaBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const
   check_same(qkv, {&dqkv, &probs, &dprobs}, op);
   activate();
   const int S = a.S, d = a.d, g = a.group();
-  const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
+  const std::int64_t W = a.qkv_width();
   const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
   // dS of one head in the model dtype, then (soft-capped scores) the head's raw scores in fp32,
   // recomputed for the factor 1 - t^2.
@@ -513,21 +520,21 @@ void CudaBackend::attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& 
   check_float(ctx, op, "ctx", ctx_numel(a));
   check_same(qkv, {&p, &ctx}, op);
   activate();
-  const int S = a.S, d = a.d, g = a.group();
-  const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
-  const std::int64_t Hc = static_cast<std::int64_t>(a.heads) * d;
+  const int S = a.S, dv = a.v_dim(), g = a.group();
+  const std::int64_t W = a.qkv_width(), Hc = a.ctx_width();
   const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
   const char* in = static_cast<const char*>(qkv.data);
   const char* P = static_cast<const char*>(p.data);
   char* out = static_cast<char*>(ctx.data);
   const std::int64_t sSS = static_cast<std::int64_t>(S) * S;
   for (int h = 0; h < a.heads; ++h) {
-    const std::size_t voff = static_cast<std::size_t>(a.heads + a.kv_heads + h / g) * d * esz;
-    // ctx'[d, i] = V'[d, j] P'[j, i]
-    gemm_->batched(false, false, d, S, S, in + voff, cdt(qkv), W, static_cast<std::int64_t>(S) * W,
+    const std::size_t voff = v_col(a, h / g) * esz;
+    // ctx'[dv, i] = V'[dv, j] P'[j, i]
+    gemm_->batched(false, false, dv, S, S, in + voff, cdt(qkv), W,
+                   static_cast<std::int64_t>(S) * W,
                    P + static_cast<std::size_t>(h) * sSS * esz, cdt(p), S,
                    static_cast<std::int64_t>(a.heads) * sSS,
-                   out + static_cast<std::size_t>(h) * d * esz, cdt(ctx), Hc,
+                   out + static_cast<std::size_t>(h) * dv * esz, cdt(ctx), Hc,
                    static_cast<std::int64_t>(S) * Hc, a.B, 1.0f, 0.0f, op);
   }
 }
@@ -544,9 +551,8 @@ void CudaBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& 
   check_float(dctx, op, "dctx", ctx_numel(a));
   check_same(qkv, {&dqkv, &p, &dp, &dctx}, op);
   activate();
-  const int S = a.S, d = a.d, g = a.group();
-  const std::int64_t W = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * d;
-  const std::int64_t Hc = static_cast<std::int64_t>(a.heads) * d;
+  const int S = a.S, dv = a.v_dim(), g = a.group();
+  const std::int64_t W = a.qkv_width(), Hc = a.ctx_width();
   const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
   float* tmp = reinterpret_cast<float*>(scratch(static_cast<std::size_t>(a.B) * S * S * 4, op));
   const char* in = static_cast<const char*>(qkv.data);
@@ -556,11 +562,11 @@ void CudaBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& 
   char* out = static_cast<char*>(dqkv.data);
   const std::int64_t sSS = static_cast<std::int64_t>(S) * S;
   for (int h = 0; h < a.heads; ++h) {
-    const std::size_t voff = static_cast<std::size_t>(a.heads + a.kv_heads + h / g) * d * esz;
-    const char* dOh = dO + static_cast<std::size_t>(h) * d * esz;
+    const std::size_t voff = v_col(a, h / g) * esz;
+    const char* dOh = dO + static_cast<std::size_t>(h) * dv * esz;
     if (acc_dp) {
-      // dP'[j, i] = V'[d, j]^T dctx'[d, i] (fp32), then added in the band.
-      gemm_->batched(true, false, S, S, d, in + voff, cdt(qkv), W,
+      // dP'[j, i] = V'[dv, j]^T dctx'[dv, i] (fp32), then added in the band.
+      gemm_->batched(true, false, S, S, dv, in + voff, cdt(qkv), W,
                      static_cast<std::int64_t>(S) * W, dOh, cdt(dctx), Hc,
                      static_cast<std::int64_t>(S) * Hc, tmp, CUDA_R_32F, S, sSS, a.B, 1.0f, 0.0f,
                      op);
@@ -569,15 +575,15 @@ void CudaBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& 
     } else {
       // Straight into dp's head slice (rounded once, as the store would), then the zeros
       // outside the band: no fp32 round trip through the scratch.
-      gemm_->batched(true, false, S, S, d, in + voff, cdt(qkv), W,
+      gemm_->batched(true, false, S, S, dv, in + voff, cdt(qkv), W,
                      static_cast<std::int64_t>(S) * W, dOh, cdt(dctx), Hc,
                      static_cast<std::int64_t>(S) * Hc, DP + static_cast<std::size_t>(h) * sSS * esz,
                      cdt(dp), S, static_cast<std::int64_t>(a.heads) * sSS, a.B, 1.0f, 0.0f, op);
       kernels::attn_zero_outside_band_head(ft(dp), dp.data, a.B, S, a.heads, h, a.window,
                                            compute_);
     }
-    // dV'[d, j] += dctx'[d, i] P'[j, i]^T
-    gemm_->batched(false, true, d, S, S, dOh, cdt(dctx), Hc, static_cast<std::int64_t>(S) * Hc,
+    // dV'[dv, j] += dctx'[dv, i] P'[j, i]^T
+    gemm_->batched(false, true, dv, S, S, dOh, cdt(dctx), Hc, static_cast<std::int64_t>(S) * Hc,
                    P + static_cast<std::size_t>(h) * sSS * esz, cdt(p), S,
                    static_cast<std::int64_t>(a.heads) * sSS, out + voff, cdt(dqkv), W,
                    static_cast<std::int64_t>(S) * W, a.B, 1.0f, 1.0f, op);
@@ -606,6 +612,7 @@ kernels::FlashArgs flash_args(const Tensor& qkv, const Tensor& ctx, const Tensor
   fa.heads = a.heads;
   fa.kv_heads = a.kv_heads;
   fa.d = a.d;
+  fa.dv = a.v_dim();
   fa.scale = a.scale;
   fa.window = a.window;
   fa.softcap = a.softcap;

@@ -1,0 +1,115 @@
+// Import of Hugging Face's deepseek_v2 and deepseek_v3 configs' own fields: multi-head latent
+// attention (model/mla_config.h) and their mixture of experts (model/moe_config.h).
+// - Attention: q_lora_rank (null: a plain q projection), kv_lora_rank, qk_nope_head_dim,
+//   qk_rope_head_dim, v_head_dim; the rotated pairs interleaved (rope_interleave true, the only
+//   form transformers has for V2); scores scaled by (nope + rope)^-1/2, for V3 times mscale² with
+//   YaRN's mscale_all_dim (mscale = 0.1 · mscale_all_dim · ln(factor) + 1), as transformers'
+//   attention; the latents' norms with eps 1e-6.
+// - Experts: layer l is sparse when n_routed_experts is set and l >= first_k_dense_replace
+//   (moe_layer_freq 1: transformers reads no other); dense layers have intermediate_size, experts moe_intermediate_size,
+//   n_shared_experts of them always on as one MLP n_shared_experts times as wide. V3 routes by
+//   sigmoid scores with a selection bias (e_score_correction_bias) and topk_method noaux_tc: the
+//   topk_group of n_group groups with the highest sums of their two best biased scores. V2 routes
+//   by softmax, greedy or group_limited_greedy (a group's best score). Weights renormalised with
+//   norm_topk_prob (V3; V2 never), then times routed_scaling_factor.
+#include <cmath>
+
+#include "core/model/hf_fields.h"
+#include "core/util/json_io.h"
+
+namespace remat::hf {
+
+std::set<std::string> deepseek_fields() {
+  return {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "rope_interleave",
+          "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
+          "first_k_dense_replace", "moe_layer_freq", "routed_scaling_factor", "topk_method", "n_group",
+          "topk_group", "norm_topk_prob", "scoring_func"};
+}
+
+namespace {
+
+void read_latent_attention(const nlohmann::json& j, ModelConfig& m, Problems& p) {
+  MlaConfig a;
+  a.q_rank = p.take([&] { return int_field(j, "q_lora_rank", 0); }, 0);
+  a.kv_rank = p.take([&] { return int_field(j, "kv_lora_rank"); }, 1);
+  a.nope_dim = p.take([&] { return int_field(j, "qk_nope_head_dim"); }, 1);
+  a.rope_dim = p.take([&] { return int_field(j, "qk_rope_head_dim"); }, 2);
+  a.v_dim = p.take([&] { return int_field(j, "v_head_dim"); }, 1);
+  p.check([&] { require_flag(j, "rope_interleave", true, "rotating the two halves of the rope dims (false) is not modelled"); });
+  p.check([&] { validate_mla(a, m.hidden); });
+  if (a.kv_rank > 0 && a.q_rank > m.hidden)
+    p.add("q_lora_rank", std::to_string(a.q_rank) + " is larger than the hidden size " + std::to_string(m.hidden));
+  if (a.kv_rank > m.hidden)
+    p.add("kv_lora_rank", std::to_string(a.kv_rank) + " is larger than the hidden size " + std::to_string(m.hidden));
+  m.mla = a;
+  m.head_size = 0;  // transformers writes head_dim = qk_rope_head_dim; the heads are nope + rope wide
+  // The latents' norms take RMSNorm's default eps (1e-6) in transformers, whatever rms_norm_eps says.
+  if (m.norm_eps != 1e-6)
+    p.add("rms_norm_eps", "the latent norms' eps is 1e-6 in transformers' DeepSeek; another rms_norm_eps (" +
+                              json_snippet(j.at("rms_norm_eps")) + ") is not modelled");
+  double scale = 1.0 / std::sqrt(static_cast<double>(a.qk_dim()));
+  const RopeScaling& rs = m.rope_scaling;
+  if (m.family == Family::DeepseekV3 && rs.type == RopeType::Yarn && rs.mscale_all_dim.value_or(0.0) != 0.0 && rs.factor.value_or(1.0) > 1.0) {
+    const double ms = 0.1 * *rs.mscale_all_dim * std::log(*rs.factor) + 1.0;
+    scale *= ms * ms;
+  }
+  m.attn_scale = scale;
+}
+
+void read_experts(const nlohmann::json& j, ModelConfig& m, Problems& p) {
+  if (!j.contains("n_routed_experts") || j.at("n_routed_experts").is_null()) return;  // every layer dense
+  const bool v3 = m.family == Family::DeepseekV3;
+  MoeConfig e;
+  e.experts = p.take([&] { return int_field(j, "n_routed_experts"); }, 1);
+  e.top_k = p.take([&] { return int_field(j, "num_experts_per_tok"); }, 1);
+  if (e.top_k > e.experts)
+    p.add("num_experts_per_tok", std::to_string(e.top_k) + " is more than the " + std::to_string(e.experts) +
+                                     " experts (n_routed_experts)");
+  e.ffn = p.take([&] { return int_field(j, "moe_intermediate_size"); }, 1);
+  const int shared = p.take([&] { return int_field(j, "n_shared_experts", 0); }, 0);
+  e.shared_ffn = shared * e.ffn;
+  e.norm_topk = p.take([&] { return bool_field(j, "norm_topk_prob", false); }, false);
+  if (!v3 && e.norm_topk)
+    p.add("norm_topk_prob", "transformers' DeepSeek-V2 never renormalises the top-k weights (it scales them by "
+                            "routed_scaling_factor); true is not modelled");
+  e.scaling = p.take([&] { return num_field(j, "routed_scaling_factor", 1.0); }, 1.0);
+  const std::string score = p.take([&] { return string_field(j, "scoring_func", v3 ? "sigmoid" : "softmax"); }, std::string());
+  if (score != (v3 ? "sigmoid" : "softmax"))
+    p.add("scoring_func", "'" + score + "' is not modelled for " + to_string(m.family) + " (" + (v3 ? "sigmoid" : "softmax") + ")");
+  e.sigmoid = v3;
+  e.score_bias = v3;
+  const std::string method = p.take([&] { return string_field(j, "topk_method", v3 ? "noaux_tc" : "greedy"); }, std::string());
+  const bool grouped = v3 ? method == "noaux_tc" : method == "group_limited_greedy";
+  if (v3 ? method != "noaux_tc" : method != "greedy" && method != "group_limited_greedy")
+    p.add("topk_method", "'" + method + "' is not modelled for " + to_string(m.family) +
+                             (v3 ? " (noaux_tc)" : " (greedy, group_limited_greedy)"));
+  if (grouped) {
+    e.groups = p.take([&] { return int_field(j, "n_group", 1); }, 1);
+    e.topk_groups = p.take([&] { return int_field(j, "topk_group", 1); }, 1);
+    e.group_max = !v3;
+    if (e.groups <= 1) e.groups = e.topk_groups = 0;  // one group: no limit
+  }
+  p.check([&] { validate_moe(e); });
+  m.moe = e;
+  const int first = p.take([&] { return int_field(j, "first_k_dense_replace", 0); }, 0);
+  // transformers makes every layer from first_k_dense_replace on sparse; it does not read moe_layer_freq.
+  if (p.take([&] { return int_field(j, "moe_layer_freq", 1); }, 1) != 1)
+    p.add("moe_layer_freq", "transformers' DeepSeek does not read it (every layer from first_k_dense_replace on has "
+                            "the experts); a value other than 1 is not modelled");
+  std::vector<bool> sparse(static_cast<std::size_t>(std::max(m.layers, 0)));
+  for (int l = 0; l < m.layers; ++l) sparse[static_cast<std::size_t>(l)] = l >= first;
+  if (std::none_of(sparse.begin(), sparse.end(), [](bool b) { return b; })) {
+    m.moe = MoeConfig{};
+    return;
+  }
+  apply_sparse_layers(m, sparse);
+}
+
+}  // namespace
+
+void read_deepseek(const nlohmann::json& j, ModelConfig& m, Problems& p) {
+  read_latent_attention(j, m, p);
+  read_experts(j, m, p);
+}
+
+}  // namespace remat::hf
