@@ -71,6 +71,9 @@ QWidget* ModelImportDialog::buildSummary() {
   row("hidden", tr("Hidden"), QString::number(m.hidden));
   row("heads", tr("Heads / kv-heads"), tr("%1 / %2").arg(m.heads).arg(m.kv_heads));
   row("head_dim", tr("Head dim"), QString::number(m.head_dim()));
+  if (m.mla.on())
+    row("mla", tr("Latent attention"), QString::fromStdString(describe_mla(m.mla, m.heads)));
+  if (m.moe.on()) row("experts", tr("Experts"), QString::fromStdString(describe_moe(m.moe, m.tokens())));
   row("ffn", tr("FFN"), QString::number(m.ffn));
   row("vocab", tr("Vocabulary"), QString::number(m.vocab));
   row("positions", tr("Positions"), QString::number(m.positions));

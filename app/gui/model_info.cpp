@@ -78,6 +78,8 @@ QString model_sizes(const ModelConfig& m) {
              .arg(m.vocab)
              .arg(m.seq)
              .arg(m.batch) +
+         (m.mla.on() ? tr(" · latent attention (kv rank %1, values %2)").arg(m.mla.kv_rank).arg(m.mla.v_dim) : QString()) +
+         (m.moe.on() ? tr(" · %1 experts, top-%2").arg(m.moe.experts).arg(m.moe.top_k) : QString()) +
          tr(" · %1 parameters").arg(human_count(static_cast<double>(parameter_count(m))));
 }
 

@@ -51,7 +51,7 @@ std::uint64_t cuda_workspace_bytes(const ModelConfig& m, std::size_t head_chunk_
     if (s.op == OpKind::QkNorm || s.op == OpKind::QkHeadNorm)
       take(kernels::norm_bwd_scratch_bytes(s.M, std::max(s.K, s.N)));
   }
-  if (m.position == PositionKind::Rope) take(kernels::rope_scratch_bytes(m.seq, m.head_dim()));
+  if (m.position == PositionKind::Rope && !m.mla.on()) take(kernels::rope_scratch_bytes(m.seq, m.head_dim()));
   if (m.mla.on()) take(kernels::mla_pack_scratch_bytes(m.seq, m.mla.rope_dim));  // the rotation's cos and sin
   // The router's fp32 weights, one per (token, choice) (kernels/moe.cu).
   if (m.moe.on()) take(static_cast<std::size_t>(tokens) * static_cast<std::size_t>(m.moe.top_k) * 4);

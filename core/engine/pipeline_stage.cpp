@@ -15,6 +15,7 @@ StageCut stage_cut(const ModelConfig& m, const ParallelLayout& p, int stage) {
   c.blocks = p.stage_layers(m, stage);
   c.parts.embedding = stage == 0;
   c.parts.head = stage == p.pp - 1;
+  c.parts.first_block = c.first_block;
   return c;
 }
 

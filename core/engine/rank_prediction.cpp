@@ -132,6 +132,15 @@ void check_distributed_schedule(const Schedule& s, int blocks) {
 
 namespace {
 
+// Per block of stage i, its block table and whether it has the model's window: two stages of as
+// many blocks plan and walk alike only when these agree (dense layers among experts, windows).
+std::vector<int> stage_block_kinds(const BlockGraph& whole, const ParallelLayout& p, const ModelConfig& m, int i) {
+  std::vector<int> k;
+  const int first = p.stage_first_block(m, i);
+  for (int b = first; b < first + p.stage_layers(m, i); ++b) k.push_back(2 * whole.table_index(b) + (whole.windowed(b) ? 1 : 0));
+  return k;
+}
+
 // A stage's 1F1B step, walked short: its warm-up forwards, at most kSteadyPairs + 1
 // forward-backward pairs (every later pair repeats the last one: the same buffers are allocated
 // and freed) and its cool-down; a stage with more than kExactWarmup warm-up forwards from walks
@@ -147,7 +156,7 @@ struct StageWalk {
 class StageWalker {
  public:
   StageWalker(const ModelConfig& m, const ParallelLayout& p, const Backend* mirror)
-      : m_(m), p_(p), mirror_(mirror), n_(p.micro_batches_of(m)) {}
+      : m_(m), p_(p), mirror_(mirror), n_(p.micro_batches_of(m)), whole_(m) {}
 
   StageWalk stage(int i, const Schedule& s) {
     const int w = std::min(p_.pp - i - 1, n_);
@@ -183,7 +192,7 @@ class StageWalker {
   StageWalk walk(int i, const Schedule& s, int w, int pairs) {
     const int role = i == 0 ? 0 : i == p_.pp - 1 ? 2 : 1;
     const int n = w + pairs;
-    const auto key = std::make_tuple(role, p_.stage_layers(m_, i), w, n);
+    const auto key = std::make_tuple(role, stage_block_kinds(whole_, p_, m_, i), w, n);
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
     int stages = 0, at = 0;
     if (role == 0) stages = w + 1, at = 0;
@@ -199,7 +208,8 @@ class StageWalker {
   const ParallelLayout& p_;
   const Backend* mirror_;
   int n_;
-  std::map<std::tuple<int, int, int, int>, StageWalk> cache_;
+  BlockGraph whole_;  // the model's tables, for each stage's block kinds
+  std::map<std::tuple<int, std::vector<int>, int, int>, StageWalk> cache_;
 };
 
 }  // namespace
@@ -212,17 +222,20 @@ RankPrediction predict_ranks(const ModelConfig& m, const ParallelLayout& p, cons
   r.micro_batches = p.micro_batches_of(m);
   StageWalker walker(m, p, mirror);
   const StageParams params(m, p);
+  const BlockGraph whole(m);
   for (int i = 0; i < p.pp; ++i) {
     StagePrediction st;
     st.stage = i;
     st.blocks = p.stage_layers(m, i);
     st.in_flight = std::min(p.pp - i, r.micro_batches);
     st.micro_batch = -1;
+    const std::vector<int> kinds = stage_block_kinds(whole, p, m, i);
     for (std::size_t k = 0; k < r.micro_batch.size(); ++k)
-      if (r.micro_batch[k].blocks == st.blocks) st.micro_batch = static_cast<int>(k);
+      if (r.micro_batch[k].blocks == st.blocks && r.micro_batch[k].kinds == kinds) st.micro_batch = static_cast<int>(k);
     if (st.micro_batch < 0) {
       MicroBatchPrediction mb;
       mb.blocks = st.blocks;
+      mb.kinds = kinds;
       const BlockGraph g = per_rank_graph(m, p, i);
       mb.schedule = plan(g);
       if (p.distribute_saved_activations) check_distributed_schedule(mb.schedule, st.blocks);

@@ -38,6 +38,7 @@ RankStatic rank_static(const ModelConfig& m, const ParallelLayout& p, int stage)
 // the blocks counted on every stage, at the full model's sizes).
 struct MicroBatchPrediction {
   int blocks = 0;
+  std::vector<int> kinds;  // per block its table and window (stage_block_kinds): stages alike in both share one
   Schedule schedule;
   Prediction sim;
   std::uint64_t held_bytes = 0;  // what its blocks hold after the forward sweep

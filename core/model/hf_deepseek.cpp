@@ -12,6 +12,7 @@
 //   topk_group of n_group groups with the highest sums of their two best biased scores. V2 routes
 //   by softmax, greedy or group_limited_greedy (a group's best score). Weights renormalised with
 //   norm_topk_prob (V3; V2 never), then times routed_scaling_factor.
+#include <algorithm>
 #include <cmath>
 
 #include "core/model/hf_fields.h"
@@ -28,16 +29,30 @@ std::set<std::string> deepseek_fields() {
 
 namespace {
 
+// A size with transformers' default when the field is absent; null (where allowed) gives `null_value`.
+int size_field(const nlohmann::json& j, const char* key, int fallback, Problems& p, bool zero_ok = false,
+               int null_value = -1) {
+  if (!j.contains(key)) return fallback;
+  if (j.at(key).is_null() && null_value >= 0) return null_value;
+  return p.take([&] {
+    const int v = json_int(j.at(key), key);
+    if (v < (zero_ok ? 0 : 1)) throw ConfigError(key, std::string("must be a ") + (zero_ok ? "non-negative" : "positive") +
+                                                          " integer, got " + std::to_string(v));
+    return v;
+  }, fallback);
+}
+
 void read_latent_attention(const nlohmann::json& j, ModelConfig& m, Problems& p) {
   MlaConfig a;
-  a.q_rank = p.take([&] { return int_field(j, "q_lora_rank", 0); }, 0);
-  a.kv_rank = p.take([&] { return int_field(j, "kv_lora_rank"); }, 1);
-  a.nope_dim = p.take([&] { return int_field(j, "qk_nope_head_dim"); }, 1);
-  a.rope_dim = p.take([&] { return int_field(j, "qk_rope_head_dim"); }, 2);
-  a.v_dim = p.take([&] { return int_field(j, "v_head_dim"); }, 1);
+  // transformers' defaults for absent fields (both versions); q_lora_rank null: a plain q projection.
+  a.q_rank = size_field(j, "q_lora_rank", 1536, p, false, 0);
+  a.kv_rank = size_field(j, "kv_lora_rank", 512, p);
+  a.nope_dim = size_field(j, "qk_nope_head_dim", 128, p, true);
+  a.rope_dim = size_field(j, "qk_rope_head_dim", 64, p);
+  a.v_dim = size_field(j, "v_head_dim", 128, p);
   p.check([&] { require_flag(j, "rope_interleave", true, "rotating the two halves of the rope dims (false) is not modelled"); });
-  p.check([&] { validate_mla(a, m.hidden); });
-  if (a.kv_rank > 0 && a.q_rank > m.hidden)
+  if (a.rope_dim % 2 != 0) p.add("qk_rope_head_dim", "the rotated dims come in pairs: must be even, got " + std::to_string(a.rope_dim));
+  if (a.q_rank > m.hidden)
     p.add("q_lora_rank", std::to_string(a.q_rank) + " is larger than the hidden size " + std::to_string(m.hidden));
   if (a.kv_rank > m.hidden)
     p.add("kv_lora_rank", std::to_string(a.kv_rank) + " is larger than the hidden size " + std::to_string(m.hidden));
@@ -47,7 +62,7 @@ void read_latent_attention(const nlohmann::json& j, ModelConfig& m, Problems& p)
   if (m.norm_eps != 1e-6)
     p.add("rms_norm_eps", "the latent norms' eps is 1e-6 in transformers' DeepSeek; another rms_norm_eps (" +
                               json_snippet(j.at("rms_norm_eps")) + ") is not modelled");
-  double scale = 1.0 / std::sqrt(static_cast<double>(a.qk_dim()));
+  double scale = 1.0 / std::sqrt(static_cast<double>(std::max(a.qk_dim(), 1)));
   const RopeScaling& rs = m.rope_scaling;
   if (m.family == Family::DeepseekV3 && rs.type == RopeType::Yarn && rs.mscale_all_dim.value_or(0.0) != 0.0 && rs.factor.value_or(1.0) > 1.0) {
     const double ms = 0.1 * *rs.mscale_all_dim * std::log(*rs.factor) + 1.0;
@@ -57,22 +72,24 @@ void read_latent_attention(const nlohmann::json& j, ModelConfig& m, Problems& p)
 }
 
 void read_experts(const nlohmann::json& j, ModelConfig& m, Problems& p) {
-  if (!j.contains("n_routed_experts") || j.at("n_routed_experts").is_null()) return;  // every layer dense
   const bool v3 = m.family == Family::DeepseekV3;
+  // transformers' defaults where a field is absent (V3: 256 experts, V2: 64); null: every layer dense.
+  const int experts = size_field(j, "n_routed_experts", v3 ? 256 : 64, p, false, 0);
+  if (experts == 0) return;
   MoeConfig e;
-  e.experts = p.take([&] { return int_field(j, "n_routed_experts"); }, 1);
-  e.top_k = p.take([&] { return int_field(j, "num_experts_per_tok"); }, 1);
+  e.experts = experts;
+  e.top_k = v3 ? size_field(j, "num_experts_per_tok", 8, p) : p.take([&] { return int_field(j, "num_experts_per_tok"); }, 1);
   if (e.top_k > e.experts)
     p.add("num_experts_per_tok", std::to_string(e.top_k) + " is more than the " + std::to_string(e.experts) +
                                      " experts (n_routed_experts)");
-  e.ffn = p.take([&] { return int_field(j, "moe_intermediate_size"); }, 1);
-  const int shared = p.take([&] { return int_field(j, "n_shared_experts", 0); }, 0);
+  e.ffn = size_field(j, "moe_intermediate_size", v3 ? 2048 : 1407, p);
+  const int shared = size_field(j, "n_shared_experts", v3 ? 1 : 2, p, true, 0);
   e.shared_ffn = shared * e.ffn;
-  e.norm_topk = p.take([&] { return bool_field(j, "norm_topk_prob", false); }, false);
+  e.norm_topk = p.take([&] { return bool_field(j, "norm_topk_prob", v3); }, v3);
   if (!v3 && e.norm_topk)
     p.add("norm_topk_prob", "transformers' DeepSeek-V2 never renormalises the top-k weights (it scales them by "
                             "routed_scaling_factor); true is not modelled");
-  e.scaling = p.take([&] { return num_field(j, "routed_scaling_factor", 1.0); }, 1.0);
+  e.scaling = p.take([&] { return num_field(j, "routed_scaling_factor", v3 ? 2.5 : 1.0); }, 1.0);
   const std::string score = p.take([&] { return string_field(j, "scoring_func", v3 ? "sigmoid" : "softmax"); }, std::string());
   if (score != (v3 ? "sigmoid" : "softmax"))
     p.add("scoring_func", "'" + score + "' is not modelled for " + to_string(m.family) + " (" + (v3 ? "sigmoid" : "softmax") + ")");
@@ -84,14 +101,14 @@ void read_experts(const nlohmann::json& j, ModelConfig& m, Problems& p) {
     p.add("topk_method", "'" + method + "' is not modelled for " + to_string(m.family) +
                              (v3 ? " (noaux_tc)" : " (greedy, group_limited_greedy)"));
   if (grouped) {
-    e.groups = p.take([&] { return int_field(j, "n_group", 1); }, 1);
-    e.topk_groups = p.take([&] { return int_field(j, "topk_group", 1); }, 1);
+    e.groups = size_field(j, "n_group", v3 ? 8 : 1, p, false, 1);
+    e.topk_groups = size_field(j, "topk_group", v3 ? 4 : 1, p, false, 1);
     e.group_max = !v3;
     if (e.groups <= 1) e.groups = e.topk_groups = 0;  // one group: no limit
   }
   p.check([&] { validate_moe(e); });
   m.moe = e;
-  const int first = p.take([&] { return int_field(j, "first_k_dense_replace", 0); }, 0);
+  const int first = size_field(j, "first_k_dense_replace", v3 ? 3 : 0, p, true);
   // transformers makes every layer from first_k_dense_replace on sparse; it does not read moe_layer_freq.
   if (p.take([&] { return int_field(j, "moe_layer_freq", 1); }, 1) != 1)
     p.add("moe_layer_freq", "transformers' DeepSeek does not read it (every layer from first_k_dense_replace on has "

@@ -1,6 +1,7 @@
 #include "core/model/mla_config.h"
 
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +46,8 @@ void validate_mla(const MlaConfig& m, int hidden) {
   positive("mla.v_dim", m.v_dim);
   if (m.nope_dim < 0) throw ConfigError("mla.nope_dim", "must be 0 or more, got " + std::to_string(m.nope_dim));
   if (m.q_rank < 0) throw ConfigError("mla.q_rank", "must be 0 (a plain q projection) or a rank, got " + std::to_string(m.q_rank));
+  for (const auto& [f, v] : {std::pair<const char*, int>{"mla.nope_dim", m.nope_dim}, {"mla.rope_dim", m.rope_dim}, {"mla.v_dim", m.v_dim}})
+    if (v > 65536) throw ConfigError(f, "at most 65536 dims a head are modelled, got " + std::to_string(v));
   if (m.rope_dim % 2 != 0) throw ConfigError("mla.rope_dim", "the rotated dims come in pairs: must be even, got " + std::to_string(m.rope_dim));
   if (m.kv_rank > hidden)
     throw ConfigError("mla.kv_rank", std::to_string(m.kv_rank) + " is larger than the hidden size " + std::to_string(hidden) +

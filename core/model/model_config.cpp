@@ -92,6 +92,7 @@ void set_family(ModelConfig& m, Family f) {
   m.window_layers = f == Family::Gemma2 ? WindowLayers::Even : WindowLayers::All;
   m.window_pattern = f == Family::Gemma3 ? 6 : 0;
   m.rope_local_theta = f == Family::Gemma3 ? 10000.0 : 0.0;
+  if (f != Family::DeepseekV2 && f != Family::DeepseekV3) m.mla = MlaConfig{};  // latent attention is DeepSeek's
   if (gpt2) m.kv_heads = m.heads;
 }
 
@@ -217,6 +218,14 @@ void require_number(const char* field, double v, bool allow_zero) {
 // Multi-head latent attention's sizes, and the features it is modelled with.
 void validate_latent_attention(const ModelConfig& m) {
   validate_mla(m.mla, m.hidden);
+  // The packed q|k|v row, in int: heads · (2 · (nope + rope) + v) must fit.
+  const long double row = static_cast<long double>(m.heads) * (2.0L * m.mla.qk_dim() + m.mla.v_dim);
+  if (!(row < 2147483647.0L))
+    throw ConfigError("mla", "heads x (2 x (nope_dim + rope_dim) + v_dim) = " + std::to_string(static_cast<double>(row)) +
+                                 " is more than 2^31 - 1 values a token");
+  for (const LayerKind& k : m.layer_kinds)
+    if (!k.rope)
+      throw ConfigError("layer_kinds", "layer kind '" + k.name + "' has no RoPE; latent attention always rotates its rope_dim dims");
   if (m.family != Family::DeepseekV2 && m.family != Family::DeepseekV3)
     throw ConfigError("mla", std::string("latent attention's tensors are named in deepseek_v2 and deepseek_v3 only, not ") +
                                  to_string(m.family));
@@ -258,6 +267,9 @@ void ModelConfig::validate() const {
                                       std::to_string(kv_heads) + ") must equal heads (" +
                                       std::to_string(heads) + ")");
   if (mla.on() || mla != MlaConfig{}) validate_latent_attention(*this);
+  if ((family == Family::DeepseekV2 || family == Family::DeepseekV3) && !mla.on())
+    throw ConfigError("mla", std::string(to_string(family)) + "'s attention is latent: give the mla object (kv_rank, "
+                             "nope_dim, rope_dim, v_dim; docs/model-config.md)");
   if (position == PositionKind::Rope) {
     if (!(partial_rotary > 0.0 && partial_rotary <= 1.0))
       throw ConfigError("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(partial_rotary));

@@ -245,7 +245,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
     if (pre)
       norm(b, p + "ln2",
            hf + (m.placement == NormPlacement::Sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm"));
-    if (m.moe_in(b)) {
+    if (m.moe_in(parts.first_block + b)) {
       moe_params(m, b, hf, p, block_param);
       if (post) norm(b, p + "mlp.post_norm", hf + "post_feedforward_layernorm");
       continue;
@@ -287,6 +287,7 @@ std::int64_t ParamLayout::numel(int block, const std::string& local) const {
 }
 
 const ParamSpec* ParamLayout::find(const std::string& name) const {
+  if (name.empty()) return nullptr;  // (a parameter inside another's Hugging Face tensor has no hf_name)
   for (const auto& p : params_)
     if (p.name == name || p.hf_name == name) return &p;
   return nullptr;

@@ -48,6 +48,7 @@ void qkv_rows_from_hf(const ParamSpec& p, const float* hf, float* ours);
 // (final norm, output layer or, tied, its own copy of the word embedding) on the last.
 struct LayoutParts {
   bool embedding = true, head = true;
+  int first_block = 0;  // the model's block the layout's block 0 is (a pipeline stage's first): its kind
 };
 
 class ParamLayout {

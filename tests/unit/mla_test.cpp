@@ -7,7 +7,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/engine/pipeline_stage.h"
+#include "core/engine/rank_prediction.h"
 #include "core/graph/block_graph.h"
+#include "core/plugin/registry.h"
 #include "core/graph/parallel_layout.h"
 #include "core/model/model_source.h"
 #include "core/model/param_layout.h"
@@ -243,12 +246,76 @@ TEST(MlaHfImport, PublishedDeepSeekConfigsAsTransformersReadsThem) {
   j = mla_published("deepseek-v3.json");
   j["kv_lora_rank"] = 8000;
   EXPECT_NE(mla_hf_refusal(j).find("kv_lora_rank: 8000 is larger than the hidden size 7168"), std::string::npos) << mla_hf_refusal(j);
+  EXPECT_EQ(mla_hf_refusal(j).find("also"), std::string::npos) << "one problem, said once: " << mla_hf_refusal(j);
+  j = mla_published("deepseek-v3.json");
+  j["qk_rope_head_dim"] = 63;
+  EXPECT_NE(mla_hf_refusal(j).find("qk_rope_head_dim: the rotated dims come in pairs"), std::string::npos) << mla_hf_refusal(j);
   j = mla_published("deepseek-v2-lite.json");
   j["num_experts_per_tok"] = 65;
   EXPECT_NE(mla_hf_refusal(j).find("num_experts_per_tok: 65 is more than the 64 experts"), std::string::npos) << mla_hf_refusal(j);
   j = mla_published("deepseek-v2.json");
   j["n_group"] = 7;
   EXPECT_NE(mla_hf_refusal(j).find("7 does not divide the 160 experts"), std::string::npos) << mla_hf_refusal(j);
+}
+
+// Fields a file leaves out take transformers' defaults (V3's are its published values).
+TEST(MlaHfImport, AbsentFieldsTakeTransformersDefaults) {
+  const ModelConfig v3 = model_from_hf_json(mla_published("deepseek-v3.json"), "v3");
+  nlohmann::json j = mla_published("deepseek-v3.json");
+  for (const char* k : {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                        "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
+                        "first_k_dense_replace", "norm_topk_prob", "routed_scaling_factor", "n_group", "topk_group",
+                        "scoring_func", "topk_method"})
+    j.erase(k);
+  const ModelConfig bare = model_from_hf_json(j, "bare");
+  EXPECT_EQ(bare.mla, v3.mla);
+  EXPECT_EQ(bare.moe, v3.moe);
+  EXPECT_EQ(bare.layer_pattern, v3.layer_pattern);
+  // null q_lora_rank: a plain q projection; a key part of 0 dims is a model too.
+  j = mla_published("deepseek-v2-lite.json");
+  j["qk_nope_head_dim"] = 0;
+  const ModelConfig no_nope = model_from_hf_json(j, "x");
+  EXPECT_EQ(no_nope.mla.q_rank, 0);
+  EXPECT_EQ(no_nope.head_dim(), 64);
+  // hidden not divisible by the heads: latent attention's heads are their own width.
+  j = mla_published("deepseek-v2-lite.json");
+  j["hidden_size"] = 2040;
+  EXPECT_EQ(model_from_hf_json(j, "x").hidden, 2040);
+}
+
+TEST(MlaConfig, FamilyAndAttentionGoTogether) {
+  nlohmann::json j = mla_json();
+  j.erase("mla");
+  EXPECT_NE(mla_refusal(j).find("deepseek_v3's attention is latent"), std::string::npos) << mla_refusal(j);
+  ModelConfig m = model_from_json(mla_json());
+  set_family(m, Family::Llama);
+  EXPECT_FALSE(m.mla.on()) << "a family without latent attention leaves none behind";
+  j = mla_json();
+  j["mla"]["v_dim"] = 1000000000;
+  EXPECT_NE(mla_refusal(j).find("mla.v_dim: at most 65536"), std::string::npos) << mla_refusal(j);
+  j = mla_json();
+  j["layer_kinds"] = {{{"name", "a"}}, {{"name", "b"}, {"rope", false}}};
+  j["layer_pattern"] = {"a", "b"};
+  EXPECT_NE(mla_refusal(j).find("latent attention always rotates"), std::string::npos) << mla_refusal(j);
+}
+
+// Pipeline stages of a model whose first layer is dense: each stage's parameters and plan are its
+// own blocks' (the second stage's are all experts).
+TEST(MlaPipeline, StagesOfMixedLayersHoldAndPlanTheirOwnBlocks) {
+  const ModelConfig m = test::tiny(Family::DeepseekV3, AttentionImpl::Flash);  // block 0 dense
+  ParallelLayout p;
+  p.pp = 2;
+  p.micro_batches = 2;
+  for (int stage = 0; stage < 2; ++stage) EXPECT_NO_THROW(stage_weight_runs(m, p, stage, 0)) << stage;
+  const RankPrediction r = predict_ranks(
+      m, p, [](const BlockGraph& g) { return test::plugins().plan(parse_policy_choice("none"), g); }, nullptr);
+  ASSERT_EQ(r.stages.size(), 2u);
+  EXPECT_NE(r.stages[0].micro_batch, r.stages[1].micro_batch) << "the stages' blocks differ: two plans";
+  for (const StagePrediction& s : r.stages) {
+    const Prediction w = simulate_stage(m, p, s.stage, r.micro_batch[static_cast<std::size_t>(s.micro_batch)].schedule, nullptr);
+    EXPECT_EQ(s.peak_bytes, w.peak_bytes) << "stage " << s.stage;
+    EXPECT_GE(s.peak_bytes, s.statics.total()) << "stage " << s.stage;
+  }
 }
 
 }  // namespace

@@ -361,7 +361,7 @@ void rope_table(cpu::ThreadPool& pool, const RopeWs& t, int S, const RopeTable& 
 void rope_apply(cpu::ThreadPool& pool, const RopeWs& t, FV in, FV out, const AttnDims& a,
                 int rotary_dim, float sign, bool acc) {
   const int half = rotary_dim / 2, rotated = a.heads + a.kv_heads;
-  const std::int64_t width = static_cast<std::int64_t>(a.heads + 2 * a.kv_heads) * a.d;
+  const std::int64_t width = a.qkv_width();
   const std::int64_t rows = static_cast<std::int64_t>(a.B) * a.S;
   const cpu::simd::Kernels* k = cpu::simd::active();
   cpu::parallel_for(pool, rows, std::max<std::int64_t>(1, kGrain / width),
@@ -401,7 +401,7 @@ void check_rope(const AttnDims& a, const RopeTable& r, const char* op) {
 void CpuBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r) {
   const char* op = "rope_fwd";
   check_rope(a, r, op);
-  const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
+  const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * a.qkv_width();
   cpu::check_float(in, op, "in", n);
   cpu::check_float(out, op, "out", n);
   cpu::Arena arena(ws_, op);
@@ -414,7 +414,7 @@ void CpuBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims&
                           const RopeTable& r, bool acc) {
   const char* op = "rope_bwd";
   check_rope(a, r, op);
-  const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * (a.heads + 2 * a.kv_heads) * a.d;
+  const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * a.qkv_width();
   cpu::check_float(dout, op, "dout", n);
   cpu::check_float(din, op, "din", n);
   cpu::Arena arena(ws_, op);
