@@ -47,11 +47,11 @@ Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc
     if (distribute_ && sp_)
       throw Error("distributed checkpoints cannot be combined with sequence parallelism (the inputs are already split)");
   }
+  first_block_ = opt_.first_block;  // a stage's (also one micro-batch of it simulated alone)
   if (opt_.pp_comm && opt_.pp_comm->size() > 1) {
     pp_ = opt_.pp_comm->size();
     stage_ = opt_.pp_comm->rank();
     micros_ = std::max(1, opt_.micro_batches);
-    first_block_ = opt_.first_block;
     check_data_parallel(cfg_, be_, *opt_.pp_comm);
   }
   setup_zero();

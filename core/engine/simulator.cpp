@@ -50,7 +50,13 @@ Prediction walk(const BlockGraph& g, const Schedule& s, const Backend* mirror, i
   NullBackend be(mirror);
   LogicalClock clock;
   TrackingAllocator alloc(be.memory(Space::Device), be.memory(Space::Host), clock);
-  ModelState state(m, be, alloc, make_zero_shard(zero, dp, 0, 0), pipe.parts);
+  // A stage's table (per_rank_graph) numbers its blocks from its first: its parameters and the
+  // executor's windows and RoPE bases are those blocks', also when one micro-batch of it is
+  // simulated alone.
+  const int first = pipe.stages > 1 ? pipe.first_block : g.first_block();
+  LayoutParts parts = pipe.parts;
+  parts.first_block = first;
+  ModelState state(m, be, alloc, make_zero_shard(zero, dp, 0, 0), parts);
   p.static_bytes = state.static_bytes();
   p.workspace_bytes = state.workspace.bytes();
   NullCommunicator tp_comm(0, tp);
@@ -66,8 +72,8 @@ Prediction walk(const BlockGraph& g, const Schedule& s, const Backend* mirror, i
     eo.pp_comm = &pp_comm;
     if (pipe.tied && (pipe.parts.embedding || pipe.parts.head)) eo.tie_comm = &tie_comm;
     eo.micro_batches = pipe.micro_batches;
-    eo.first_block = pipe.first_block;
   }
+  eo.first_block = first;
   Executor ex(state, be, alloc, nullptr, eo, g);
   const std::vector<std::int32_t> none;  // the null backend reads no tokens (Executor::run_step)
   StepOutput out = ex.run_step(s, 0, none, none);

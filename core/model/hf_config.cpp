@@ -177,7 +177,8 @@ void check_sizes_impl(const ModelConfig& m, Problems& p) {
   if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0)
     p.add("num_key_value_heads", std::to_string(m.kv_heads) + " does not divide the " +
                                      std::to_string(m.heads) + " attention heads");
-  if (m.head_size == 0 && !m.mla.on() && m.heads > 0 && m.hidden % m.heads != 0)
+  // (DeepSeek-V3's latent heads have their own width; transformers' V2 config checks it still.)
+  if (m.head_size == 0 && m.family != Family::DeepseekV3 && m.heads > 0 && m.hidden % m.heads != 0)
     p.add("num_attention_heads", "hidden size " + std::to_string(m.hidden) + " is not divisible by " +
                                      std::to_string(m.heads) + " heads; give head_dim");
 }

@@ -14,6 +14,7 @@
 //   norm_topk_prob (V3; V2 never), then times routed_scaling_factor.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/model/hf_fields.h"
 #include "core/util/json_io.h"
@@ -53,7 +54,11 @@ void read_latent_attention(const nlohmann::json& j, ModelConfig& m, Problems& p)
   p.check([&] { require_flag(j, "rope_interleave", true, "rotating the two halves of the rope dims (false) is not modelled"); });
   if (a.rope_dim % 2 != 0) p.add("qk_rope_head_dim", "the rotated dims come in pairs: must be even, got " + std::to_string(a.rope_dim));
   if (a.q_rank > m.hidden)
-    p.add("q_lora_rank", std::to_string(a.q_rank) + " is larger than the hidden size " + std::to_string(m.hidden));
+    p.add("q_lora_rank", std::to_string(a.q_rank) + (j.contains("q_lora_rank") ? "" : " (transformers' default; the file has none)") +
+                             " is larger than the hidden size " + std::to_string(m.hidden));
+  for (const auto& [f, v] : {std::pair<const char*, int>{"qk_nope_head_dim", a.nope_dim}, {"qk_rope_head_dim", a.rope_dim},
+                             {"v_head_dim", a.v_dim}})
+    if (v > 65536) p.add(f, "at most 65536 dims a head are modelled, got " + std::to_string(v));
   if (a.kv_rank > m.hidden)
     p.add("kv_lora_rank", std::to_string(a.kv_rank) + " is larger than the hidden size " + std::to_string(m.hidden));
   m.mla = a;
@@ -73,7 +78,8 @@ void read_latent_attention(const nlohmann::json& j, ModelConfig& m, Problems& p)
 
 void read_experts(const nlohmann::json& j, ModelConfig& m, Problems& p) {
   const bool v3 = m.family == Family::DeepseekV3;
-  // transformers' defaults where a field is absent (V3: 256 experts, V2: 64); null: every layer dense.
+  // transformers' defaults where a field is absent (V3: 256 experts, V2: 64); null: every layer
+  // dense (DeepSeek's own V2 code reads it so).
   const int experts = size_field(j, "n_routed_experts", v3 ? 256 : 64, p, false, 0);
   if (experts == 0) return;
   MoeConfig e;
@@ -83,12 +89,17 @@ void read_experts(const nlohmann::json& j, ModelConfig& m, Problems& p) {
     p.add("num_experts_per_tok", std::to_string(e.top_k) + " is more than the " + std::to_string(e.experts) +
                                      " experts (n_routed_experts)");
   e.ffn = size_field(j, "moe_intermediate_size", v3 ? 2048 : 1407, p);
-  const int shared = size_field(j, "n_shared_experts", v3 ? 1 : 2, p, true, 0);
+  const int shared = size_field(j, "n_shared_experts", v3 ? 1 : 2, p, true);
   e.shared_ffn = shared * e.ffn;
-  e.norm_topk = p.take([&] { return bool_field(j, "norm_topk_prob", v3); }, v3);
+  // Absent: transformers' default; null: falsy, as transformers' `if norm_topk_prob` reads it.
+  e.norm_topk = j.contains("norm_topk_prob") && j.at("norm_topk_prob").is_null()
+                    ? false
+                    : p.take([&] { return bool_field(j, "norm_topk_prob", v3); }, v3);
   if (!v3 && e.norm_topk)
     p.add("norm_topk_prob", "transformers' DeepSeek-V2 never renormalises the top-k weights (it scales them by "
                             "routed_scaling_factor); true is not modelled");
+  if (j.contains("routed_scaling_factor") && j.at("routed_scaling_factor").is_null())
+    p.add("routed_scaling_factor", "null: transformers multiplies the weights by it; give a number");
   e.scaling = p.take([&] { return num_field(j, "routed_scaling_factor", v3 ? 2.5 : 1.0); }, 1.0);
   const std::string score = p.take([&] { return string_field(j, "scoring_func", v3 ? "sigmoid" : "softmax"); }, std::string());
   if (score != (v3 ? "sigmoid" : "softmax"))
@@ -101,8 +112,13 @@ void read_experts(const nlohmann::json& j, ModelConfig& m, Problems& p) {
     p.add("topk_method", "'" + method + "' is not modelled for " + to_string(m.family) +
                              (v3 ? " (noaux_tc)" : " (greedy, group_limited_greedy)"));
   if (grouped) {
-    e.groups = size_field(j, "n_group", v3 ? 8 : 1, p, false, 1);
-    e.topk_groups = size_field(j, "topk_group", v3 ? 4 : 1, p, false, 1);
+    e.groups = size_field(j, "n_group", v3 ? 8 : 1, p, false, v3 ? -1 : 1);
+    e.topk_groups = size_field(j, "topk_group", v3 ? 4 : 1, p, false, v3 ? -1 : 1);
+    if (e.groups > 0 && e.experts % e.groups != 0)
+      p.add("n_group", std::to_string(e.groups) + " does not divide the " + std::to_string(e.experts) + " experts (n_routed_experts)");
+    else if (v3 && e.groups > 0 && e.experts / e.groups < 2)
+      p.add("n_group", std::to_string(e.groups) + " groups of " + std::to_string(e.experts / e.groups) +
+                           " expert: transformers scores a group by its two best");
     e.group_max = !v3;
     if (e.groups <= 1) e.groups = e.topk_groups = 0;  // one group: no limit
   }

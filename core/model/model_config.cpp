@@ -223,12 +223,13 @@ void validate_latent_attention(const ModelConfig& m) {
   if (!(row < 2147483647.0L))
     throw ConfigError("mla", "heads x (2 x (nope_dim + rope_dim) + v_dim) = " + std::to_string(static_cast<double>(row)) +
                                  " is more than 2^31 - 1 values a token");
-  for (const LayerKind& k : m.layer_kinds)
-    if (!k.rope)
-      throw ConfigError("layer_kinds", "layer kind '" + k.name + "' has no RoPE; latent attention always rotates its rope_dim dims");
   if (m.family != Family::DeepseekV2 && m.family != Family::DeepseekV3)
     throw ConfigError("mla", std::string("latent attention's tensors are named in deepseek_v2 and deepseek_v3 only, not ") +
                                  to_string(m.family));
+  for (int k : m.layer_pattern)  // the kinds the layers use
+    if (k >= 0 && k < static_cast<int>(m.layer_kinds.size()) && !m.layer_kinds[static_cast<std::size_t>(k)].rope)
+      throw ConfigError("layer_kinds", "layer kind '" + m.layer_kinds[static_cast<std::size_t>(k)].name +
+                                           "' has no RoPE; latent attention always rotates its rope_dim dims");
   if (m.kv_heads != m.heads)
     throw ConfigError("kv_heads", "latent attention gives every head its own keys: kv_heads (" + std::to_string(m.kv_heads) +
                                       ") must equal heads (" + std::to_string(m.heads) + ")");

@@ -277,10 +277,42 @@ TEST(MlaHfImport, AbsentFieldsTakeTransformersDefaults) {
   const ModelConfig no_nope = model_from_hf_json(j, "x");
   EXPECT_EQ(no_nope.mla.q_rank, 0);
   EXPECT_EQ(no_nope.head_dim(), 64);
-  // hidden not divisible by the heads: latent attention's heads are their own width.
+  // hidden not divisible by the heads: V3's latent heads are their own width; transformers' V2
+  // config refuses it.
+  j = mla_published("deepseek-v3.json");
+  j["hidden_size"] = 7040;
+  EXPECT_EQ(model_from_hf_json(j, "x").hidden, 7040);
   j = mla_published("deepseek-v2-lite.json");
   j["hidden_size"] = 2040;
-  EXPECT_EQ(model_from_hf_json(j, "x").hidden, 2040);
+  EXPECT_NE(mla_hf_refusal(j).find("num_attention_heads"), std::string::npos) << mla_hf_refusal(j);
+  // V2's defaults (64 experts of 1407, 2 shared, weights x 1, no dense layer); its top-k is required.
+  j = mla_published("deepseek-v2-lite.json");
+  for (const char* k : {"n_routed_experts", "moe_intermediate_size", "n_shared_experts", "routed_scaling_factor",
+                        "first_k_dense_replace"})
+    j.erase(k);
+  const ModelConfig v2 = model_from_hf_json(j, "x");
+  EXPECT_EQ(v2.moe.experts, 64);
+  EXPECT_EQ(v2.moe.ffn, 1407);
+  EXPECT_EQ(v2.moe.shared_ffn, 2 * 1407);
+  EXPECT_DOUBLE_EQ(v2.moe.scaling, 1.0);
+  EXPECT_TRUE(v2.moe_in(0));
+  j.erase("num_experts_per_tok");
+  EXPECT_NE(mla_hf_refusal(j).find("num_experts_per_tok"), std::string::npos) << mla_hf_refusal(j);
+  // Nulls as transformers reads them: norm_topk_prob null is false; n_group null cannot route.
+  j = mla_published("deepseek-v3.json");
+  j["norm_topk_prob"] = nullptr;
+  EXPECT_FALSE(model_from_hf_json(j, "x").moe.norm_topk);
+  j = mla_published("deepseek-v3.json");
+  j["n_group"] = nullptr;
+  EXPECT_NE(mla_hf_refusal(j).find("n_group"), std::string::npos) << mla_hf_refusal(j);
+  j = mla_published("deepseek-v3.json");
+  j["n_routed_experts"] = 8;
+  j["num_experts_per_tok"] = 2;
+  j.erase("n_group");
+  EXPECT_NE(mla_hf_refusal(j).find("n_group: 8 groups of 1 expert"), std::string::npos) << mla_hf_refusal(j);
+  j = mla_published("deepseek-v3.json");
+  j["v_head_dim"] = 100000;
+  EXPECT_NE(mla_hf_refusal(j).find("v_head_dim: at most 65536"), std::string::npos) << mla_hf_refusal(j);
 }
 
 TEST(MlaConfig, FamilyAndAttentionGoTogether) {
@@ -302,15 +334,22 @@ TEST(MlaConfig, FamilyAndAttentionGoTogether) {
 // Pipeline stages of a model whose first layer is dense: each stage's parameters and plan are its
 // own blocks' (the second stage's are all experts).
 TEST(MlaPipeline, StagesOfMixedLayersHoldAndPlanTheirOwnBlocks) {
-  const ModelConfig m = test::tiny(Family::DeepseekV3, AttentionImpl::Flash);  // block 0 dense
+  ModelConfig m = test::tiny(Family::DeepseekV3, AttentionImpl::Flash, 8);
+  m.layer_pattern = {0, 0, 0, 1, 1, 1, 1, 1};  // stages of 2: dense, dense+experts, experts, experts
+  m.validate();
   ParallelLayout p;
-  p.pp = 2;
-  p.micro_batches = 2;
-  for (int stage = 0; stage < 2; ++stage) EXPECT_NO_THROW(stage_weight_runs(m, p, stage, 0)) << stage;
+  p.pp = 4;
+  p.micro_batches = 4;
+  for (int stage = 0; stage < 4; ++stage) EXPECT_NO_THROW(stage_weight_runs(m, p, stage, 0)) << stage;
   const RankPrediction r = predict_ranks(
       m, p, [](const BlockGraph& g) { return test::plugins().plan(parse_policy_choice("none"), g); }, nullptr);
-  ASSERT_EQ(r.stages.size(), 2u);
-  EXPECT_NE(r.stages[0].micro_batch, r.stages[1].micro_batch) << "the stages' blocks differ: two plans";
+  ASSERT_EQ(r.stages.size(), 4u);
+  // The middle stages have as many blocks but not the same ones: two plans, two walks.
+  EXPECT_NE(r.stages[1].micro_batch, r.stages[2].micro_batch);
+  EXPECT_EQ(r.stages[2].micro_batch, r.stages[3].micro_batch);
+  const auto& mb1 = r.micro_batch[static_cast<std::size_t>(r.stages[1].micro_batch)];
+  const auto& mb2 = r.micro_batch[static_cast<std::size_t>(r.stages[2].micro_batch)];
+  EXPECT_LT(mb1.sim.static_bytes, mb2.sim.static_bytes) << "a micro-batch of a stage holds its own blocks' parameters";
   for (const StagePrediction& s : r.stages) {
     const Prediction w = simulate_stage(m, p, s.stage, r.micro_batch[static_cast<std::size_t>(s.micro_batch)].schedule, nullptr);
     EXPECT_EQ(s.peak_bytes, w.peak_bytes) << "stage " << s.stage;
