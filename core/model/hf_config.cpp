@@ -123,17 +123,13 @@ void read_rope_scaling(ModelConfig& m, Problems& p, const nlohmann::json& j) {
 
 double num_field(const nlohmann::json& j, const char* key, double fallback) {
   if (!j.contains(key) || j.at(key).is_null()) return fallback;
-  const auto& v = j.at(key);
-  if (!v.is_number()) throw ConfigError(key, "must be a number, got " + json_snippet(v));
-  return v.get<double>();
+  return json_number(j.at(key), key);
 }
 
 // A boolean field, `fallback` when absent or null.
 bool bool_field(const nlohmann::json& j, const char* key, bool fallback) {
   if (!j.contains(key) || j.at(key).is_null()) return fallback;
-  const auto& v = j.at(key);
-  if (!v.is_boolean()) throw ConfigError(key, "must be true or false, got " + json_snippet(v));
-  return v.get<bool>();
+  return json_bool(j.at(key), key);
 }
 
 // A boolean field that must have `modelled` (its Hugging Face default) for the step we run.

@@ -29,11 +29,9 @@ std::vector<LayerKind> layer_kinds_from_json(const nlohmann::json& kinds) {
       if (key == "window") {
         kind.window = json_int(v, f.c_str());
       } else if (key == "rope_theta") {
-        if (!v.is_number()) throw ConfigError(f, "must be a number, got " + json_snippet(v));
-        kind.rope_theta = v.get<double>();
+        kind.rope_theta = json_number(v, f);
       } else if (key == "rope") {
-        if (!v.is_boolean()) throw ConfigError(f, "must be true or false, got " + json_snippet(v));
-        kind.rope = v.get<bool>();
+        kind.rope = json_bool(v, f);
       } else if (key == "mlp") {
         if (v != "dense" && v != "moe") throw ConfigError(f, "must be \"dense\" or \"moe\", got " + json_snippet(v));
         kind.mlp = v == "moe" ? LayerMlp::Moe : LayerMlp::Dense;

@@ -22,11 +22,7 @@ const std::set<std::string> kOwnKeys = {
 
 int get_int(const nlohmann::json& j, const char* key) { return json_int(j.at(key), key); }
 
-double get_number(const nlohmann::json& j, const char* key) {
-  const auto& v = j.at(key);
-  if (!v.is_number()) throw ConfigError(key, "must be a number, got " + json_snippet(v));
-  return v.get<double>();
-}
+double get_number(const nlohmann::json& j, const char* key) { return json_number(j.at(key), key); }
 
 std::string get_string(const nlohmann::json& j, const char* key) {
   const auto& v = j.at(key);
@@ -34,11 +30,7 @@ std::string get_string(const nlohmann::json& j, const char* key) {
   return v.get<std::string>();
 }
 
-bool get_bool(const nlohmann::json& j, const char* key) {
-  const auto& v = j.at(key);
-  if (!v.is_boolean()) throw ConfigError(key, "must be true or false, got " + json_snippet(v));
-  return v.get<bool>();
-}
+bool get_bool(const nlohmann::json& j, const char* key) { return json_bool(j.at(key), key); }
 
 // One of `names` (the enum's values in order), or a ConfigError listing them.
 template <class E, std::size_t N>

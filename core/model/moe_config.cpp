@@ -32,24 +32,20 @@ MoeConfig moe_from_json(const nlohmann::json& j) {
     } else if (key == "ffn") {
       m.ffn = json_int(v, f);
     } else if (key == "norm_topk") {
-      if (!v.is_boolean()) throw ConfigError(f, "must be true or false, got " + json_snippet(v));
-      m.norm_topk = v.get<bool>();
+      m.norm_topk = json_bool(v, f);
     } else if (key == "capacity_factor") {
-      if (!v.is_number()) throw ConfigError(f, "must be a number, got " + json_snippet(v));
-      m.capacity_factor = v.get<double>();
+      m.capacity_factor = json_number(v, f);
       if (!(m.capacity_factor > 0.0) || !std::isfinite(m.capacity_factor))
         throw ConfigError(f, "must be a positive factor (leave it out for dropless routing), got " + json_snippet(v));
     } else if (key == "shared_ffn") {
       m.shared_ffn = json_int(v, f);
     } else if (key == "shared_gate") {
-      if (!v.is_boolean()) throw ConfigError(f, "must be true or false, got " + json_snippet(v));
-      m.shared_gate = v.get<bool>();
+      m.shared_gate = json_bool(v, f);
     } else if (key == "score") {
       if (v != "softmax" && v != "sigmoid") throw ConfigError(f, "must be \"softmax\" or \"sigmoid\", got " + json_snippet(v));
       m.sigmoid = v == "sigmoid";
     } else if (key == "score_bias") {
-      if (!v.is_boolean()) throw ConfigError(f, "must be true or false, got " + json_snippet(v));
-      m.score_bias = v.get<bool>();
+      m.score_bias = json_bool(v, f);
     } else if (key == "groups") {
       m.groups = json_int(v, f);
     } else if (key == "topk_groups") {
@@ -58,8 +54,7 @@ MoeConfig moe_from_json(const nlohmann::json& j) {
       if (v != "top2_sum" && v != "max") throw ConfigError(f, "must be \"top2_sum\" or \"max\", got " + json_snippet(v));
       m.group_max = v == "max";
     } else if (key == "scaling") {
-      if (!v.is_number()) throw ConfigError(f, "must be a number, got " + json_snippet(v));
-      m.scaling = v.get<double>();
+      m.scaling = json_number(v, f);
     } else {
       throw ConfigError(f, "unknown key (moe has experts, top_k, ffn, norm_topk, capacity_factor, shared_ffn, "
                            "shared_gate, score, score_bias, groups, topk_groups, group_score, scaling)");

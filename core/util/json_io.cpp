@@ -142,4 +142,14 @@ int json_int(const nlohmann::json& v, const std::string& field) {
   return checked_narrow<int>(v.get<long long>(), field);
 }
 
+bool json_bool(const nlohmann::json& v, const std::string& field) {
+  if (!v.is_boolean()) throw ConfigError(field, "must be true or false, got " + json_snippet(v));
+  return v.get<bool>();
+}
+
+double json_number(const nlohmann::json& v, const std::string& field) {
+  if (!v.is_number()) throw ConfigError(field, "must be a number, got " + json_snippet(v));
+  return v.get<double>();
+}
+
 }  // namespace remat

@@ -88,5 +88,9 @@ bool json_string_is(const nlohmann::json& j, const char* key, std::string_view e
 // An integer field of `j` narrowed to int: ConfigError naming `field` when it is not an
 // integer or does not fit.
 int json_int(const nlohmann::json& v, const std::string& field);
+// A boolean / a number (as double): ConfigError naming `field` ("must be true or false" / "must
+// be a number", with the value) otherwise.
+bool json_bool(const nlohmann::json& v, const std::string& field);
+double json_number(const nlohmann::json& v, const std::string& field);
 
 }  // namespace remat
