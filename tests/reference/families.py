@@ -4,13 +4,14 @@ architectures (no transformers library), to check RematLab from outside.
 
 One generic decoder-only transformer, parameterised by the model features of
 docs/model-config.md (norm kind and placement, positions, head_dim, GQA, biases, qk_norm (none,
-projection or head), sliding
-window, attention scale and softcaps, MLP kind, tied embeddings, embed_scale), reading its
-weights under each family's Hugging Face tensor names; DeepSeek's multi-head latent attention and
-routers are in deepseek.py. `FAMILIES` (family_configs.py) holds a tiny Hugging Face
-config.json per family; `features_from_hf` reads one the way Hugging Face's model classes do;
-`rope_parameters` computes the RoPE inverse frequencies and attention factor from Hugging Face's
-formulas (default, linear, dynamic, llama3, yarn, longrope); `train` runs AdamW steps
+projection or head), sliding window, attention scale and softcaps, MLP kind, tied embeddings,
+embed_scale), reading its weights under each family's Hugging Face tensor names; the mixtures of
+experts are in mixtures.py, DeepSeek's multi-head latent attention and routers in deepseek.py,
+gpt-oss's attention sinks, router, clamped experts and load-balancing loss in gpt_oss.py.
+`FAMILIES` (family_configs.py) holds a tiny Hugging Face config.json per family;
+`features_from_hf` reads one the way Hugging Face's model classes do; `rope_parameters`
+computes the RoPE inverse frequencies and attention factor from Hugging Face's formulas
+(default, linear, dynamic, llama3, yarn, longrope); `train` runs AdamW steps
 (torch.optim.AdamW, decay on matrices only, as docs/batch.md) in a chosen dtype.
 
 Debian's python3-torch and python3-numpy only. tests/e2e/families_e2e.py drives it against
@@ -30,6 +31,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deepseek  # noqa: E402
+import gpt_oss  # noqa: E402
+import mixtures  # noqa: E402
 from make_reference import write_safetensors  # noqa: E402
 from rope_tables import apply_rope, rope_parameters, rope_tables, rotate_half  # noqa: E402,F401
 from family_configs import BATCH, FAMILIES, SEQ  # noqa: E402,F401
@@ -137,6 +140,8 @@ def features_from_hf(c):
                           sparse=[l not in dense and (l + 1) % step == 0 for l in range(f["layers"])]))
     elif t in deepseek.MODEL_TYPES:
         deepseek.update_features(c, f)
+    elif t in gpt_oss.MODEL_TYPES:
+        gpt_oss.update_features(c, f)
     elif t == "smollm3":
         # transformers' default list: the layers l with (l + 1) % interval == 0 go without RoPE.
         every = _get(c, "no_rope_layer_interval", 4)
@@ -224,8 +229,8 @@ def tensor_shapes(f):
         return _neox_shapes(f)
     if f["names"] == "falcon":
         return _falcon_shapes(f)
-    if f["names"] == "deepseek":
-        return deepseek.tensor_shapes(f)
+    if f["names"] in ("deepseek", "gpt_oss"):
+        return (deepseek if f["names"] == "deepseek" else gpt_oss).tensor_shapes(f)
     s["model.embed_tokens.weight"] = (V, h)
     for l in range(f["layers"]):
         p = "model.layers.%d." % l
@@ -250,7 +255,7 @@ def tensor_shapes(f):
             s[a + "q_norm.weight"], s[a + "k_norm.weight"] = (f["head_dim"],), (f["head_dim"],)
         m = p + "mlp."
         if f.get("moe") and f["moe"]["sparse"][l]:
-            s.update(_moe_shapes(f, p))
+            s.update(mixtures.tensor_shapes(f, p))
             continue
         if f["names"] == "phi3":
             s[m + "gate_up_proj.weight"] = (2 * ff, h)
@@ -266,57 +271,6 @@ def tensor_shapes(f):
     if not f["tied_embeddings"]:
         s["lm_head.weight"] = (V, h)
     return s
-
-
-def _moe_shapes(f, p):
-    """A sparse layer's router and experts under the family's names."""
-    e, h = f["moe"], f["hidden"]
-    m = p + ("block_sparse_moe." if f["names"] == "mixtral" else "mlp.")
-    names = ("w1", "w3", "w2") if f["names"] == "mixtral" else ("gate_proj", "up_proj", "down_proj")
-    s = {m + "gate.weight": (e["experts"], h)}
-    for x in range(e["experts"]):
-        ex = m + "experts.%d." % x
-        s[ex + names[0] + ".weight"], s[ex + names[1] + ".weight"] = (e["ffn"], h), (e["ffn"], h)
-        s[ex + names[2] + ".weight"] = (h, e["ffn"])
-    if e.get("shared"):
-        sh = m + "shared_expert."
-        s[sh + "gate_proj.weight"], s[sh + "up_proj.weight"] = (e["shared"], h), (e["shared"], h)
-        s[sh + "down_proj.weight"] = (h, e["shared"])
-        s[m + "shared_expert_gate.weight"] = (1, h)
-    return s
-
-
-def _moe_layer(w, f, p, P):
-    """A sparse layer's router and experts (gate, up, down) from `w`."""
-    m = p + ("block_sparse_moe." if f["names"] == "mixtral" else "mlp.")
-    names = ("w1", "w3", "w2") if f["names"] == "mixtral" else ("gate_proj", "up_proj", "down_proj")
-    P["router"] = w[m + "gate.weight"]
-    P["experts"] = [tuple(w[m + "experts.%d.%s.weight" % (x, n)] for n in names) for x in range(f["moe"]["experts"])]
-    if f["moe"].get("shared"):
-        P["shared"] = tuple(w[m + "shared_expert.%s.weight" % n] for n in ("gate_proj", "up_proj", "down_proj"))
-        P["shared_gate"] = w[m + "shared_expert_gate.weight"]
-
-
-def moe(f, P, y):
-    """Dropless routing: softmax of the router's logits, the top-k (renormalised with norm), and
-    the weighted sum of those experts' SwiGLU MLPs (each expert computed on every token and
-    weighted by 0 where not chosen: the same sum, and the same gradients), plus the shared
-    expert times its sigmoid gate where the family has one."""
-    e = f["moe"]
-    if e.get("scoring"):  # DeepSeek's routers
-        return deepseek.moe(f, P, y)
-    probs = linear(y, P["router"]).softmax(-1)
-    top, idx = probs.topk(e["top_k"], dim=-1)
-    if e["norm"]:
-        top = top / top.sum(-1, keepdim=True)
-    out = torch.zeros_like(y)
-    for x, (g, u, d) in enumerate(P["experts"]):
-        weight = (top * (idx == x)).sum(-1, keepdim=True)
-        out = out + weight * linear(F.silu(linear(y, g)) * linear(y, u), d)
-    if "shared" in P:  # the shared expert, gated by sigmoid(y · g)
-        g, u, d = P["shared"]
-        out = out + torch.sigmoid(linear(y, P["shared_gate"])) * linear(F.silu(linear(y, g)) * linear(y, u), d)
-    return out
 
 
 def _neox_shapes(f):
@@ -370,13 +324,14 @@ def is_norm_weight(name):
 
 
 def make_weights(f, seed):
-    """Random weights under the family's names: matrices N(0, 0.2²), biases N(0, 0.1²), norm
-    weights near their identity (1, or 0 under a unit offset). float32, as they are stored."""
+    """Random weights under the family's names: matrices (stacked ones too) N(0, 0.2²), biases
+    (stacked ones too) and other vectors N(0, 0.1²), norm weights near their identity (1, or 0
+    under a unit offset). float32, as they are stored."""
     gen = torch.Generator().manual_seed(seed)
     w = {}
     for name, shape in tensor_shapes(f).items():
         r = torch.randn(*shape, generator=gen)
-        if len(shape) == 2:
+        if len(shape) >= 2 and not name.endswith("bias"):
             w[name] = r * 0.2
         elif is_norm_weight(name) and name.endswith(".weight"):
             w[name] = r * 0.1 + (0.0 if f["norm_unit_offset"] else 1.0)
@@ -389,8 +344,8 @@ def _layer(w, f, l):
     """The layer's q, k, v, o (and biases), MLP matrices and norms, as [out, in] views of `w`."""
     q, kv, h = f["heads"] * f["head_dim"], f["kv_heads"] * f["head_dim"], f["hidden"]
     P = {}
-    if f["names"] == "deepseek":
-        return deepseek.layer(w, f, l)
+    if f["names"] in ("deepseek", "gpt_oss"):
+        return (deepseek if f["names"] == "deepseek" else gpt_oss).layer(w, f, l)
     if f["names"] == "gpt_neox":
         p = "gpt_neox.layers.%d." % l
         a, d = f["heads"], f["head_dim"]
@@ -444,7 +399,7 @@ def _layer(w, f, l):
                 P[n] = w[a + n + "_proj.weight"]
                 P[n + "_b"] = w.get(a + n + "_proj.bias")
             if f.get("moe") and f["moe"]["sparse"][l]:
-                _moe_layer(w, f, p, P)
+                mixtures.layer(w, f, p, P)
             else:
                 P["gate"], P["up"] = w[m + "gate_proj.weight"], w[m + "up_proj.weight"]
                 P["gate_b"], P["up_b"] = w.get(m + "gate_proj.bias"), w.get(m + "up_proj.bias")
@@ -479,6 +434,8 @@ def softcap(x, cap):
 def attention(f, P, l, y, rope):
     if f.get("mla"):  # DeepSeek's multi-head latent attention
         return deepseek.attention(f, P, y, rope)
+    if f["names"] == "gpt_oss":  # attention with sinks
+        return gpt_oss.attention(f, P, y, rope, f["sliding_window"] if windowed(f, l) else 0)
     B, S, _ = y.shape
     a, kv, d = f["heads"], f["kv_heads"], f["head_dim"]
     q, k, v = linear(y, P["q"], P.get("q_b")), linear(y, P["k"], P.get("k_b")), linear(y, P["v"], P.get("v_b"))
@@ -521,7 +478,7 @@ def windowed(f, l):
 
 def mlp(f, P, y):
     if "router" in P:
-        return moe(f, P, y)
+        return mixtures.forward(f, P, y)
     if f["mlp"] in ("gelu_tanh", "gelu"):
         act = linear(y, P["fc"], P.get("fc_b"))
         act = F.gelu(act, approximate="tanh" if f["mlp"] == "gelu_tanh" else "none")
@@ -536,8 +493,9 @@ def embed_factor(f, dtype):
     return torch.tensor(math.sqrt(f["hidden"]), dtype=torch.float32).to(dtype)
 
 
-def forward(w, f, idx):
-    """Logits [B, S, vocab] of token ids idx [B, S]."""
+def forward(w, f, idx, router_logits=None):
+    """Logits [B, S, vocab] of token ids idx [B, S]; gpt-oss's routers append their logits to the
+    list router_logits when one is given."""
     B, S = idx.shape
     dtype = next(iter(w.values())).dtype
     gpt2, neox, falcon = f["names"] == "gpt2", f["names"] == "gpt_neox", f["names"] == "falcon"
@@ -559,6 +517,8 @@ def forward(w, f, idx):
 
     for l in range(f["layers"]):
         P = _layer(w, f, l)
+        if router_logits is not None:
+            P["router_logits"] = router_logits
         rope_l = rope_local if windowed(f, l) else rope
         if f.get("no_rope_layers") and not f["no_rope_layers"][l]:
             rope_l = None  # a layer without RoPE (SmolLM3's NoPE)
@@ -581,9 +541,13 @@ def forward(w, f, idx):
 
 
 def loss_of(w, f, window):
-    """Mean cross-entropy of a [B, S + 1] window: the first S tokens in, the last S targets."""
-    logits = forward(w, f, window[:, :-1])
-    return F.cross_entropy(logits.reshape(-1, f["vocab"]), window[:, 1:].reshape(-1))
+    """Mean cross-entropy of a [B, S + 1] window: the first S tokens in, the last S targets;
+    plus gpt-oss's load-balancing loss times its coefficient under output_router_logits."""
+    coef = (f.get("moe") or {}).get("aux_coef", 0.0)
+    router_logits = [] if coef else None
+    logits = forward(w, f, window[:, :-1], router_logits)
+    loss = F.cross_entropy(logits.reshape(-1, f["vocab"]), window[:, 1:].reshape(-1))
+    return loss + coef * gpt_oss.load_balancing(f["moe"], router_logits) if coef else loss
 
 
 def decays(shape):

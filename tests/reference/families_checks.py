@@ -21,6 +21,7 @@ import deepseek_by_hand  # noqa: E402
 import falcon_by_hand  # noqa: E402
 import gemma3_by_hand  # noqa: E402
 import gpt_neox_by_hand  # noqa: E402
+import gpt_oss_by_hand  # noqa: E402
 import granite_by_hand  # noqa: E402
 import moe_by_hand  # noqa: E402
 import qwen3_by_hand  # noqa: E402
@@ -138,6 +139,28 @@ def self_checks():
         check("%s forward = hand-written Hugging Face MLA, YaRN and router (deepseek_by_hand.py)" % what,
               deepseek_by_hand.matches(c, fd, make_weights(fd, 22 + i), win, loss_of))
 
+    # gpt-oss: the tiny config, with the load-balancing loss, and with the other paths (no attention
+    # biases, one kv head per head, the window on layer 1, YaRN truncated); loss and every gradient.
+    go = FAMILIES["gpt_oss"]
+    variants = [{}, dict(output_router_logits=True),
+                dict(attention_bias=False, num_key_value_heads=4, layer_types=["full_attention", "sliding_attention"],
+                     rope_scaling=dict(go["rope_scaling"], truncate=True))]
+    for i, changes in enumerate(variants):
+        c = dict(go, **changes)
+        fo = features_from_hf(c)
+        what = "gpt_oss%s" % (" (%s)" % ", ".join("%s=%s" % kv for kv in changes.items()) if changes else "")
+        check("%s tensors = the shapes Hugging Face's modules build from the config (gpt_oss_by_hand.py)" % what,
+              gpt_oss_by_hand.module_shapes(c) == tensor_shapes(fo))
+        gap, grads, sinks = gpt_oss_by_hand.matches(c, fo, make_weights(fo, 26 + i), win, loss_of)
+        check("%s loss and gradients = hand-written Hugging Face attention with sinks, YaRN, router and experts%s "
+              "(gpt_oss_by_hand.py); every sink gets a gradient" % (what, ", load-balancing loss" if i == 1 else ""),
+              gap < 1e-12 and grads < 1e-12 and sinks > 0, "loss %.0e, gradients %.0e, smallest |sink grad| %.0e"
+              % (gap, grads, sinks))
+    v5 = {k: v for k, v in go.items() if k not in ("rope_scaling", "rope_theta")}
+    v5["rope_parameters"] = dict(go["rope_scaling"], rope_theta=go["rope_theta"])
+    check("gpt_oss in the transformers 5 layout (rope_parameters) reads as its 4.x config",
+          features_from_hf(v5) == features_from_hf(go))
+
     # Phi-3's fused tensors = Llama's separate ones.
     ph = features_from_hf(FAMILIES["phi3"])
     wp = make_weights(ph, 9)
@@ -213,6 +236,16 @@ _EFFECTS = [
     ("deepseek_v3", dict(position="none"), None),
     ("deepseek_v2", dict(position="none"), None),
     ("deepseek_v3", dict(rope_interleave=False), None),
+    # gpt-oss: no sinks, no window, the window on the other layer, no YaRN, YaRN truncated to whole
+    # dims or without its cos/sin factor, no q/k/v or o biases.
+    ("gpt_oss", dict(sinks=False), "self_attn.sinks"),
+    ("gpt_oss", dict(sliding_window=0), None),
+    ("gpt_oss", dict(layer_types=["full_attention", "sliding_attention"]), None),
+    ("gpt_oss", dict(rope_scaling=None), None),
+    ("gpt_oss", dict(rope_scaling=dict(FAMILIES["gpt_oss"]["rope_scaling"], truncate=True)), None),
+    ("gpt_oss", dict(rope_scaling=dict(FAMILIES["gpt_oss"]["rope_scaling"], attention_factor=1.0)), None),
+    ("gpt_oss", dict(qkv_bias=False), "self_attn.q_proj.bias self_attn.k_proj.bias self_attn.v_proj.bias"),
+    ("gpt_oss", dict(out_bias=False), "o_proj.bias"),
 ]
 # The mixtures of experts' own features (their routing has no Llama counterpart to turn off to).
 _MOE_EFFECTS = [
@@ -234,6 +267,16 @@ _MOE_EFFECTS = [
     ("deepseek_v2", lambda e: dict(e, norm=True)),
     ("deepseek_v2", lambda e: dict(e, scaling=1.0)),
     ("deepseek_v2", lambda e: dict(e, shared=0)),
+    # gpt-oss's router and experts: no clamp, gate and up as contiguous halves, no router bias,
+    # softmax over all experts before the top-k (not renormalised), top-1, the sigmoid's gain 1, and
+    # the load-balancing loss (output_router_logits) on.
+    ("gpt_oss", lambda e: dict(e, limit=None)),
+    ("gpt_oss", lambda e: dict(e, interleaved=False)),
+    ("gpt_oss", lambda e: dict(e, router_bias=False)),
+    ("gpt_oss", lambda e: dict(e, norm=False)),
+    ("gpt_oss", lambda e: dict(e, top_k=1)),
+    ("gpt_oss", lambda e: dict(e, alpha=1.0)),
+    ("gpt_oss", lambda e: dict(e, aux_coef=0.9)),
 ]
 
 

@@ -199,3 +199,21 @@ FAMILIES["deepseek_v2"] = dict(_DEEPSEEK, model_type="deepseek_v2", architecture
                                norm_topk_prob=False, num_experts_per_tok=3, pretraining_tp=1, q_lora_rank=None,
                                routed_scaling_factor=1.7, scoring_func="softmax", seq_aux=True,
                                topk_method="group_limited_greedy", transformers_version="4.39.3")
+# gpt-oss (openai/gpt-oss-20b's config.json, less its mxfp4 quantization_config), shrunk: head_dim 8
+# against hidden / heads = 4, 2 kv heads, q/k/v/o biases, a sink per head, layer 0 windowed (6 < seq)
+# and layer 1 full, 4 experts of 12, top-2, a router bias. YaRN as published (theta 150000, factor
+# 32 = 32768 / 1024, betas 32 / 1, truncate false) with the original length scaled to 1024: over
+# head_dim 8 the correction range is [0.55, 1.71], not whole dims, so frequency 1 is blended 39%
+# (truncated: [0, 2], 50%). swiglu_limit 1 (7 as published) clamps the experts' gate and up
+# projections of these weights (about N(0, 0.8²)); output_router_logits off as published.
+FAMILIES["gpt_oss"] = {
+    "architectures": ["GptOssForCausalLM"], "attention_bias": True, "attention_dropout": 0.0, "eos_token_id": 63,
+    "experts_per_token": 2, "head_dim": 8, "hidden_act": "silu", "hidden_size": 16, "initial_context_length": 1024,
+    "initializer_range": 0.02, "intermediate_size": 12, "layer_types": ["sliding_attention", "full_attention"],
+    "max_position_embeddings": 32768, "model_type": "gpt_oss", "num_attention_heads": 4, "num_experts_per_tok": 2,
+    "num_hidden_layers": 2, "num_key_value_heads": 2, "num_local_experts": 4, "output_router_logits": False,
+    "pad_token_id": 62, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 1024,
+                     "rope_type": "yarn", "truncate": False},
+    "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 6, "swiglu_limit": 1.0,
+    "tie_word_embeddings": False, "transformers_version": "4.55.0.dev0", "use_cache": True, "vocab_size": 64}
