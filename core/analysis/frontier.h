@@ -43,9 +43,10 @@ struct Frontier {
 // fails, or plans over the budget, keeps the point below it (the first such budget is an Error).
 // With `others`, every other loaded policy is planned with its defaults (and selective also
 // with Megatron-LM's core_attn+mlp) as a point; one that takes a budget only where it plans
-// without one too (optimal's minimum cut). The budgets are planned side by side (one thread
-// per core, at most 8); `progress(i, n)` is called after each plan, from those threads, one call
-// at a time. Throws Error.
+// without one too (optimal's minimum cut). The budgets are planned side by side in batches (one
+// thread per core, at most 8; a batch is one child process, PolicyRegistry::plan_budgets, so a
+// policy shares its work across a batch's budgets); `progress(i, n)` is called after each batch
+// and each other policy's point, from those threads, one call at a time. Throws Error.
 Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const std::string& policy, int points,
                           bool others = true, const std::function<void(int, int)>& progress = {});
 

@@ -1,5 +1,6 @@
 #include "core/plugin/policy.h"
 
+#include <exception>
 #include <sstream>
 
 #include "core/util/error.h"
@@ -31,6 +32,22 @@ std::string ParamValues::to_string() const {
   std::string s;
   for (const auto& [k, v] : values_) s += (s.empty() ? "" : ",") + k + "=" + v;
   return s;
+}
+
+std::vector<BudgetedPlan> Policy::plan_budgets(const PlanContext& ctx, const std::vector<std::uint64_t>& budgets) const {
+  std::vector<BudgetedPlan> out;
+  PlanContext one = ctx;
+  for (std::uint64_t b : budgets) {
+    one.memory_budget = b;
+    BudgetedPlan p;
+    try {
+      p.schedule = plan(one);
+    } catch (const std::exception& e) {  // an Error, or whatever a plugin's plan() throws
+      p.error = e.what();
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 }  // namespace remat

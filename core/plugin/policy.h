@@ -16,7 +16,7 @@
 #include "core/model/model_config.h"
 #include "core/schedule/schedule.h"
 
-#define REMAT_POLICY_ABI_VERSION 3
+#define REMAT_POLICY_ABI_VERSION 4
 
 namespace remat {
 
@@ -63,6 +63,13 @@ struct PlanContext {
   std::function<std::uint64_t(const Schedule&)> activation_peak;
 };
 
+// One of several plans made in one go (Policy::plan_budgets): the schedule, or why there is
+// none (the message of the Error that plan() would have thrown).
+struct BudgetedPlan {
+  std::optional<Schedule> schedule;
+  std::string error;
+};
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -74,6 +81,10 @@ class Policy {
   virtual bool takes_memory_budget() const { return false; }
   // Throws Error when the parameters cannot be honoured (e.g. a budget below the minimum).
   virtual Schedule plan(const PlanContext& ctx) const = 0;
+  // Plans to each of `budgets` (PlanContext::memory_budget set to each in turn; the rest of ctx
+  // as given), one entry per budget: plan()'s schedule, or its Error's message. A policy whose
+  // plans share work across budgets (the optimal policy's per-table choices) does it once here.
+  virtual std::vector<BudgetedPlan> plan_budgets(const PlanContext& ctx, const std::vector<std::uint64_t>& budgets) const;
 };
 
 }  // namespace remat

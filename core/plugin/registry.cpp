@@ -268,10 +268,7 @@ Schedule PolicyRegistry::plan(const PolicyChoice& choice, const ModelConfig& m,
   return plan(choice, BlockGraph(m), memory_budget, costs);
 }
 
-Schedule PolicyRegistry::plan(const PolicyChoice& choice, const BlockGraph& g,
-                              std::optional<std::uint64_t> memory_budget,
-                              const StepCosts* costs) const {
-  const ModelConfig& m = g.config();
+const LoadedPolicy& PolicyRegistry::policy_for(const PolicyChoice& choice, bool with_budget) const {
   const LoadedPolicy* lp = find(choice.name);
   if (!lp) {
     std::string known;
@@ -279,7 +276,7 @@ Schedule PolicyRegistry::plan(const PolicyChoice& choice, const BlockGraph& g,
     throw ConfigError("policy", "unknown policy '" + choice.name + "' (loaded: " +
                                     (known.empty() ? "none; check the plugin directory" : known) + ")");
   }
-  if (memory_budget && !lp->takes_memory_budget) {
+  if (with_budget && !lp->takes_memory_budget) {
     std::string takers;
     for (const auto& l : loaded_)
       if (l.takes_memory_budget) takers += (takers.empty() ? "" : ", ") + l.name;
@@ -287,12 +284,17 @@ Schedule PolicyRegistry::plan(const PolicyChoice& choice, const BlockGraph& g,
                                            (takers.empty() ? std::string("no loaded policy does")
                                                            : "policies that do: " + takers) + ")");
   }
+  return *lp;
+}
+
+PlanContext PolicyRegistry::context_for(const LoadedPolicy& lp, const PolicyChoice& choice, const BlockGraph& g,
+                                        const StepCosts* costs) const {
+  const ModelConfig& m = g.config();
   PlanContext ctx;
   ctx.model = &m;
   ctx.graph = &g;
   ctx.blocks = m.layers;
-  ctx.params = check_params(*lp, choice.params, &g);
-  const double timeout_s = plan_timeout_s();
+  ctx.params = check_params(lp, choice.params, &g);
   if (costs) {
     if (costs->cost.size() != g.steps().size())
       throw Error("step costs (" + costs->unit + "): " + std::to_string(costs->cost.size()) +
@@ -306,30 +308,37 @@ Schedule PolicyRegistry::plan(const PolicyChoice& choice, const BlockGraph& g,
   } else {
     for (const auto& s : g.steps()) ctx.step_cost.push_back(static_cast<double>(s.flops_fwd));
   }
-  ctx.memory_budget = memory_budget;
   ctx.activation_peak = [&g](const Schedule& s) { return simulate(g, s, nullptr).activation_peak_bytes; };
-  const std::string who = "policy '" + choice.name + "' (" + lp->file + ")";
+  return ctx;
+}
+
+nlohmann::json PolicyRegistry::run_policy(const LoadedPolicy& lp, const std::string& who, double timeout_s,
+                                          const std::function<nlohmann::json(const Policy&)>& work) const {
   ChildLimits limits;
   limits.timeout_s = timeout_s;
   limits.max_reply_bytes = kMaxPlanReplyBytes;
   limits.memory_bytes = memory_from_env(kPluginMemoryVar, kDefaultPluginMemory);
   limits.reply_name = "plan reply";
   limits.timeout_hint = std::string(kPlanTimeoutVar) + " sets the limit in seconds";
-  nlohmann::json reply;
   try {
     // In the child: the policy is created, plans, and is never destroyed (the child _exits).
-    reply = run_in_child(
+    return run_in_child(
         [&] {
-          const RematPolicyPlugin* info = lp->entry();
+          const RematPolicyPlugin* info = lp.entry();
           if (!info || !info->create) throw Error("its entry point gives no factory");
           const Policy* p = info->create();
           if (!p) throw Error("its factory returned nothing");
-          return schedule_to_json(p->plan(ctx));
+          return work(*p);
         },
         limits);
   } catch (const Error& e) {
     throw Error(who + " could not plan: " + e.what());
   }
+}
+
+// A schedule as a plugin sent it, read, completed with the defaults and validated (Error naming who).
+static Schedule checked_schedule(const nlohmann::json& reply, const std::string& who, const PolicyChoice& choice,
+                                 const PlanContext& ctx, const BlockGraph& g) {
   Schedule s;
   try {
     s = schedule_from_json(reply);
@@ -338,13 +347,60 @@ Schedule PolicyRegistry::plan(const PolicyChoice& choice, const BlockGraph& g,
   }
   if (s.policy.empty()) s.policy = choice.name;
   if (s.params.empty()) s.params = ctx.params.to_string();
-  if (s.blocks == 0) s.blocks = m.layers;
+  if (s.blocks == 0) s.blocks = g.config().layers;
   try {
     validate_schedule(s, g);
   } catch (const ScheduleError& e) {
     throw Error(who + " returned a schedule the validator refuses: " + e.what());
   }
   return s;
+}
+
+Schedule PolicyRegistry::plan(const PolicyChoice& choice, const BlockGraph& g,
+                              std::optional<std::uint64_t> memory_budget,
+                              const StepCosts* costs) const {
+  const LoadedPolicy& lp = policy_for(choice, memory_budget.has_value());
+  PlanContext ctx = context_for(lp, choice, g, costs);
+  ctx.memory_budget = memory_budget;
+  const std::string who = "policy '" + choice.name + "' (" + lp.file + ")";
+  const nlohmann::json reply =
+      run_policy(lp, who, plan_timeout_s(), [&](const Policy& p) { return schedule_to_json(p.plan(ctx)); });
+  return checked_schedule(reply, who, choice, ctx, g);
+}
+
+std::vector<BudgetedPlan> PolicyRegistry::plan_budgets(const PolicyChoice& choice, const BlockGraph& g,
+                                                       const std::vector<std::uint64_t>& budgets,
+                                                       const StepCosts* costs) const {
+  const LoadedPolicy& lp = policy_for(choice, true);
+  const PlanContext ctx = context_for(lp, choice, g, costs);
+  const std::string who = "policy '" + choice.name + "' (" + lp.file + ")";
+  if (budgets.empty()) return {};
+  const nlohmann::json reply =
+      run_policy(lp, who, plan_timeout_s() * static_cast<double>(budgets.size()), [&](const Policy& p) {
+        nlohmann::json plans = nlohmann::json::array();
+        for (const BudgetedPlan& b : p.plan_budgets(ctx, budgets))
+          plans.push_back(b.schedule ? schedule_to_json(*b.schedule) : nlohmann::json{{"error", b.error}});
+        return nlohmann::json{{"plans", plans}};
+      });
+  const auto plans = reply.find("plans");
+  if (plans == reply.end() || !plans->is_array() || plans->size() != budgets.size())
+    throw Error(who + " sent " + (plans != reply.end() && plans->is_array() ? std::to_string(plans->size()) : "no list of") +
+                " plans for " + std::to_string(budgets.size()) + " budgets");
+  std::vector<BudgetedPlan> out;
+  for (const nlohmann::json& one : *plans) {
+    BudgetedPlan b;
+    try {
+      if (one.is_object() && one.size() == 1 && one.contains("error")) {
+        b.error = who + " could not plan: " + (one["error"].is_string() ? one["error"].get<std::string>() : std::string("(no message)"));
+      } else {
+        b.schedule = checked_schedule(one, who, choice, ctx, g);
+      }
+    } catch (const Error& e) {
+      b.error = e.what();
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
 }
 
 std::uint64_t parse_bytes(const std::string& field, const std::string& text) {

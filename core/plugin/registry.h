@@ -9,11 +9,14 @@
 // sends its schedule back as JSON, so a plugin that throws, crashes, hangs or writes garbage
 // fails that plan with its file named, and the program goes on.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "core/plugin/policy.h"
 
@@ -84,12 +87,27 @@ class PolicyRegistry {
                 std::optional<std::uint64_t> memory_budget = std::nullopt,
                 const StepCosts* costs = nullptr) const;
 
+  // Plans to each of `budgets` in one child process (Policy::plan_budgets: a policy may share
+  // work across them, as a frontier's budgets), each schedule read and validated as plan()'s;
+  // per budget the schedule or the reason there is none, with the file named. The child's time
+  // limit is one plan's times the number of budgets. Throws Error (ConfigError for a policy
+  // that takes no budget) when the child as a whole fails.
+  std::vector<BudgetedPlan> plan_budgets(const PolicyChoice& choice, const BlockGraph& graph,
+                                         const std::vector<std::uint64_t>& budgets,
+                                         const StepCosts* costs = nullptr) const;
+
   // The time limit of one plan in seconds: set_plan_timeout's, else REMAT_PLAN_TIMEOUT_S (a
   // positive number; anything else is a ConfigError naming it), else 60.
   double plan_timeout_s() const;
   void set_plan_timeout(double seconds) { plan_timeout_s_ = seconds; }
 
  private:
+  const LoadedPolicy& policy_for(const PolicyChoice& choice, bool with_budget) const;
+  PlanContext context_for(const LoadedPolicy& lp, const PolicyChoice& choice, const BlockGraph& g,
+                          const StepCosts* costs) const;
+  nlohmann::json run_policy(const LoadedPolicy& lp, const std::string& who, double timeout_s,
+                            const std::function<nlohmann::json(const Policy&)>& work) const;
+
   std::vector<LoadedPolicy> loaded_;
   std::vector<RejectedPlugin> rejected_;
   double plan_timeout_s_ = 0;  // 0: from the environment

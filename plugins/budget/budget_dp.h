@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <vector>
 
 #include "plugins/budget/chain.h"
@@ -43,8 +44,43 @@ inline Solution solve(const Chain& c, std::uint64_t budget) {
   if (c.floor > budget || c.base > budget) return sol;
   const std::uint64_t cap = budget - c.base;
   const std::size_t L = c.blocks.size();
-  std::vector<State> front{{0, 0.0, -1, -1}}, tmp;
-  std::vector<std::vector<State>> runs;
+  std::vector<State> front{{0, 0.0, -1, -1}};
+  // The runs of one block, merged as they come: a stack of merged runs of 1, 2, 4, ... options
+  // (earlier options below), each cut to its Pareto front; spare buffers are reused.
+  std::vector<std::vector<State>> stack, spare;
+  std::vector<int> height;
+  std::vector<std::size_t> order;                  // a block's options, as compared below
+  std::vector<bool> useful;                        // per option of a block: beaten by none
+  std::map<std::uint64_t, std::uint64_t> stairs;  // kept bytes -> least reach among those taken
+  auto buffer = [&] {
+    std::vector<State> v;
+    if (!spare.empty()) {
+      v.swap(spare.back());
+      spare.pop_back();
+    }
+    v.clear();
+    return v;
+  };
+  // The Pareto front of a ∪ b, a's options before b's: sorted by kept bytes with the cost
+  // strictly falling; of equal states the first (std::merge keeps a's first, as one merge of
+  // every run would).
+  auto merge_into = [](const std::vector<State>& a, const std::vector<State>& b, std::vector<State>* out) {
+    std::size_t i = 0, j = 0;
+    while (i < a.size() || j < b.size()) {
+      const State& x = (j == b.size() || (i < a.size() && !detail::before(b[j], a[i]))) ? a[i++] : b[j++];
+      if (out->empty() || x.cost < out->back().cost) out->push_back(x);
+    }
+  };
+  auto merge_top = [&] {  // the top two merged runs become one (the lower one's options first)
+    std::vector<State> merged = buffer();
+    merge_into(stack[stack.size() - 2], stack.back(), &merged);
+    spare.push_back(std::move(stack.back()));
+    stack.pop_back();
+    spare.push_back(std::move(stack.back()));
+    stack.back() = std::move(merged);
+    height.pop_back();
+    ++height.back();
+  };
   // For backtracking: per block, the parent and option of each state of its front.
   std::vector<std::size_t> offset(L + 1, 0);
   std::vector<std::int32_t> parent, option;
@@ -75,24 +111,39 @@ inline Solution solve(const Chain& c, std::uint64_t budget) {
     // keeps no more, costs no more and reaches no higher on that account makes another useless
     // here (swapping it in keeps every constraint).
     auto reach = [&](const OptionCost& oc) { return b + 1 == L ? oc.peak() : std::max(oc.peak(), oc.kept + need[b + 1]); };
-    auto beats = [&](std::size_t x, std::size_t y) {
+    // Option x beats y when it keeps no more (the last block: any), costs no more and reaches
+    // no higher, and is better in one of them or earlier. Sorted by (cost, kept, reach, index),
+    // y is beaten exactly when an option before it keeps no more and reaches no higher: a
+    // staircase of those taken so far (kept -> least reach, falling as kept rises) answers it.
+    const bool last_block = b + 1 == L;
+    order.clear();
+    for (std::size_t o = 0; o < opts.size(); ++o)
+      if (opts[o].allowed && opts[o].peak() <= cap) order.push_back(o);
+    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
       const OptionCost &p = opts[x], &q = opts[y];
-      const bool last = b + 1 == L;  // then what it keeps does not count
-      if ((!last && p.kept > q.kept) || p.cost > q.cost || reach(p) > reach(q)) return false;
-      return (!last && p.kept < q.kept) || p.cost < q.cost || reach(p) < reach(q) || x < y;
-    };
-    runs.resize(opts.size());
-    std::size_t n_runs = 0;
+      if (p.cost != q.cost) return p.cost < q.cost;
+      const std::uint64_t pk = last_block ? 0 : p.kept, qk = last_block ? 0 : q.kept;
+      if (pk != qk) return pk < qk;
+      if (reach(p) != reach(q)) return reach(p) < reach(q);
+      return x < y;
+    });
+    useful.assign(opts.size(), false);
+    stairs.clear();
+    for (std::size_t o : order) {
+      const std::uint64_t k = last_block ? 0 : opts[o].kept, r = reach(opts[o]);
+      auto at = stairs.upper_bound(k);
+      if (at != stairs.begin() && std::prev(at)->second <= r) continue;  // beaten
+      useful[o] = true;
+      auto it = stairs.insert_or_assign(k, r).first;
+      for (auto next = std::next(it); next != stairs.end() && next->second >= r;) next = stairs.erase(next);
+    }
+    stack.clear();
+    height.clear();
     for (std::size_t o = 0; o < opts.size(); ++o) {
       const OptionCost& oc = opts[o];
-      if (!oc.allowed || oc.peak() > cap) continue;
-      bool useless = false;
-      for (std::size_t x = 0; x < opts.size() && !useless; ++x)
-        useless = x != o && opts[x].allowed && opts[x].peak() <= cap && beats(x, o);
-      if (useless) continue;
-      auto& run = runs[n_runs];
-      run.clear();
+      if (!useful[o]) continue;
       if (oc.kept > room) continue;
+      std::vector<State> run = buffer();
       // The front's costs fall along it: the states from `first` on stay within the bound.
       const std::size_t first = static_cast<std::size_t>(
           std::partition_point(front.begin(), front.end(), [&](const State& x) { return x.cost + oc.cost > bound; }) -
@@ -105,19 +156,22 @@ inline Solution solve(const Chain& c, std::uint64_t budget) {
         if (b + 1 < L && bound < std::numeric_limits<double>::infinity() && cost + rest.at(b, kept) > bound) continue;
         run.push_back({kept, cost, static_cast<std::int32_t>(i), static_cast<std::int32_t>(o)});
       }
-      if (!run.empty()) ++n_runs;
-    }
-    for (std::size_t width = 1; width < n_runs; width *= 2)
-      for (std::size_t i = 0; i + width < n_runs; i += 2 * width) {
-        tmp.clear();
-        std::merge(runs[i].begin(), runs[i].end(), runs[i + width].begin(), runs[i + width].end(),
-                   std::back_inserter(tmp), detail::before);
-        runs[i].swap(tmp);
+      if (run.empty()) {
+        spare.push_back(std::move(run));
+        continue;
       }
+      stack.push_back(std::move(run));
+      height.push_back(0);
+      // Two merged runs of the same height become one (as a binary counter carries).
+      while (stack.size() >= 2 && height[height.size() - 2] == height.back()) merge_top();
+    }
+    while (stack.size() >= 2) merge_top();
     front.clear();
-    if (n_runs > 0)
-      for (const State& x : runs[0])
-        if (front.empty() || x.cost < front.back().cost) front.push_back(x);
+    if (!stack.empty()) {
+      front.swap(stack.back());  // already a Pareto front (a single run is one too)
+      spare.push_back(std::move(stack.back()));
+      stack.pop_back();
+    }
     if (front.empty()) return sol;
     offset[b + 1] = offset[b] + front.size();
     for (const State& x : front) {

@@ -18,7 +18,15 @@ namespace remat::budget::detail {
 // that fit); infinity when none fits.
 inline double greedy_bound(const Chain& c, std::uint64_t budget) {
   double lo = std::numeric_limits<double>::max(), hi = 0.0;
-  for (const ChainBlock& blk : c.blocks)
+  auto same = [](const ChainBlock& a, const ChainBlock& b) {
+    return std::equal(a.opt.begin(), a.opt.end(), b.opt.begin(), b.opt.end(), [](const OptionCost& x, const OptionCost& y) {
+      return x.allowed == y.allowed && x.kept == y.kept && x.cost == y.cost;
+    });
+  };
+  for (std::size_t b = 0; b < c.blocks.size(); ++b) {
+    const ChainBlock& blk = c.blocks[b];
+    // A block with the options of the one before it (blocks of one table) adds no ratio.
+    if (b > 0 && same(blk, c.blocks[b - 1])) continue;
     for (const OptionCost& x : blk.opt)
       for (const OptionCost& y : blk.opt)
         if (x.kept > y.kept && x.cost < y.cost) {
@@ -26,6 +34,7 @@ inline double greedy_bound(const Chain& c, std::uint64_t budget) {
           lo = std::min(lo, r);
           hi = std::max(hi, r);
         }
+  }
   const std::size_t L = c.blocks.size();
   std::vector<std::vector<int>> picks;
   const int steps = 24;

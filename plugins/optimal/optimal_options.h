@@ -16,6 +16,7 @@
 #include "core/util/error.h"
 #include "plugins/budget/budget_chain.h"
 #include "plugins/budget/budget_dp.h"
+#include "plugins/optimal/mask_walk.h"
 
 namespace remat::optimal {
 
@@ -155,8 +156,14 @@ inline Choice evaluate(const BlockGraph& g, const std::vector<double>& cost, Mod
 
 // Every choice of table g: keep any subset K of the saved tensors besides the input, in each
 // mode (Checkpoint without K = the input alone, which is Inside's; Before without K = the whole
-// saved set, which is Inside's too).
-inline std::vector<Choice> all_choices(const BlockGraph& g, const std::vector<double>& cost) {
+// saved set, which is Inside's too). Each choice's figures are evaluate()'s, cost sums included
+// (added in the same order), walked on the table's masks (mask_walk.h) with what the modes share
+// walked once: Inside and Before run the same forward, Inside and Checkpoint the same backward,
+// every Checkpoint the same forward and every Before the same backward. `visit(choice, order)`
+// sees each in turn, `reruns` left empty (evaluate() gives it for one choice); order rises
+// along the walk (3 K + the mode's index).
+template <typename Visit>
+void for_each_choice(const BlockGraph& g, const std::vector<double>& cost, Visit&& visit) {
   std::vector<int> free;
   for (std::size_t t = 0; t < g.tensors().size(); ++t)
     if (g.tensors()[t].saved && static_cast<int>(t) != g.input()) free.push_back(static_cast<int>(t));
@@ -165,17 +172,64 @@ inline std::vector<Choice> all_choices(const BlockGraph& g, const std::vector<do
     throw Error("the optimal policy tries every choice of a block's recomputable tensors, and this block has " +
                 std::to_string(free.size()) + " (at most " + std::to_string(kMaxChoiceTensors) +
                 "): plan without --memory-budget (the minimum cut) or with the budget policy");
-  std::vector<Choice> out;
+  const MaskTable mt(g);
+  const ModelConfig& m = g.config();
+  const OuterSizes outer(m);
+  const std::uint64_t final_in = static_cast<std::uint64_t>(outer.final_in) * m.act_size();
+  const std::uint64_t lnf = static_cast<std::uint64_t>(outer.lnf_out) * m.act_size();
+  const Mask in = bit(g.input()), saved = mt.saved();
+  const std::uint64_t saved_bytes = mt.bytes(saved);
+  // Shared by every K: a checkpoint's forward, and the backward after rebuilding everything.
+  const budget::Walk f_ckpt = mt.forward(in, in, false, true, true);
+  std::vector<double> before_adds, adds;
+  const std::uint64_t before_bwd = mt.backward(saved, 0, &before_adds, cost);
+  auto finish = [&](Choice& c, const budget::Walk& f, std::uint64_t rec_peak, std::uint64_t bwd, double total,
+                    const std::vector<double>& bwd_adds, std::uint64_t held) {
+    for (double a : bwd_adds) total += a;
+    c.mid.kept = f.end;
+    c.mid.fwd_peak = f.peak;
+    c.mid.bwd_peak = std::max(rec_peak, bwd);
+    c.mid.cost = total;
+    c.last = c.mid;
+    c.last.bwd_peak =
+        std::max({c.mode != Mode::Inside ? final_in + rec_peak : 0, final_in + held + lnf, bwd});
+  };
   const std::uint64_t n = std::uint64_t{1} << free.size();
-  out.reserve(3 * n);
   for (std::uint64_t k = 0; k < n; ++k) {
-    Mask keep = 0;
+    Mask keep = in;
     for (std::size_t i = 0; i < free.size(); ++i)
       if ((k >> i) & 1u) keep |= bit(free[i]);
-    out.push_back(evaluate(g, cost, Mode::Inside, keep));
-    if (keep) out.push_back(evaluate(g, cost, Mode::Checkpoint, keep));
-    if (k + 1 < n) out.push_back(evaluate(g, cost, Mode::Before, keep));
+    const budget::Walk f = mt.forward(in, keep, false, true, false);
+    const std::uint64_t bwd = mt.backward(keep, saved & ~keep, &adds, cost);
+    const std::uint64_t held = mt.bytes(keep);
+    Choice c;
+    c.keep = keep;
+    c.inside = saved & ~keep;
+    c.mode = Mode::Inside;
+    finish(c, f, 0, bwd, 0.0, adds, held);
+    visit(c, 3 * k);
+    if (k != 0) {
+      c.mode = Mode::Checkpoint;
+      double total = 0.0;
+      const budget::Walk r = mt.forward(in, keep, true, false, false, &cost, &total);
+      finish(c, f_ckpt, r.peak, bwd, total, adds, held);
+      visit(c, 3 * k + 1);
+    }
+    if (k + 1 < n) {
+      c.mode = Mode::Before;
+      c.inside = 0;
+      double total = 0.0;
+      const budget::Walk r = mt.forward(keep, saved, true, false, false, &cost, &total);
+      finish(c, f, r.peak, before_bwd, total, before_adds, saved_bytes);
+      visit(c, 3 * k + 2);
+    }
   }
+}
+
+// Every choice of table g (for_each_choice), in its order.
+inline std::vector<Choice> all_choices(const BlockGraph& g, const std::vector<double>& cost) {
+  std::vector<Choice> out;
+  for_each_choice(g, cost, [&](const Choice& c, std::uint64_t) { out.push_back(c); });
   return out;
 }
 

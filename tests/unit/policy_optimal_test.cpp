@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 #include "plugins/budget/budget_chain.h"
 #include "plugins/budget/budget_dp.h"
+#include "plugins/optimal/fronts.h"
 #include "plugins/optimal/min_cut.h"
 #include "plugins/optimal/optimal_options.h"
 #include "policy_test_util.h"
@@ -107,10 +109,13 @@ TEST_P(PolicyOptimalModel, MinimumCutKeepsTheFewestBytesWithoutRerunningAWeightG
     const MinCut cut = min_cut(t);
     std::uint64_t least = ~std::uint64_t{0};
     bool cut_seen = false;
-    for (const Choice& c : all_choices(t, test::forward_flops(t))) {
+    const std::vector<double> cost = test::forward_flops(t);
+    for (const Choice& c : all_choices(t, cost)) {
+      if (c.mode != Mode::Inside) continue;
+      const std::vector<bool> reruns = evaluate(t, cost, c.mode, c.keep).reruns;
       bool gemm = false;
-      for (std::size_t s = 0; s < t.steps().size(); ++s) gemm = gemm || (c.reruns[s] && t.steps()[s].kind == StepKind::Gemm);
-      if (gemm || c.mode != Mode::Inside) continue;
+      for (std::size_t s = 0; s < t.steps().size(); ++s) gemm = gemm || (reruns[s] && t.steps()[s].kind == StepKind::Gemm);
+      if (gemm) continue;
       least = std::min(least, budget::mask_bytes(t, c.keep));
       cut_seen = cut_seen || c.keep == cut.keep;
     }
@@ -153,6 +158,65 @@ TEST_P(PolicyOptimalModel, RefusesBelowTheSmallestFeasibleBudgetAndFitsIt) {
   EXPECT_THROW(test::plan("optimal", m, least - 1), Error);
   const std::uint64_t all = simulate(m, test::plan("none", m), nullptr).activation_peak_bytes;
   EXPECT_EQ(simulate(m, test::plan("optimal", m, all), nullptr).flops.recompute, 0u);
+}
+
+// Every choice all_choices walks on masks, sharing walks between modes, has evaluate()'s
+// figures exactly (costs as evaluate adds them), on every table of dense, windowed, expert and
+// latent-attention models, with dropout and without.
+TEST(PolicyOptimal, EveryChoiceHasTheFiguresOfItsOwnWalk) {
+  const std::vector<OptConfig> configs = {
+      {Family::Gpt2, AttentionImpl::Naive, 0.1},        {Family::Llama, AttentionImpl::Flash, 0.1},
+      {Family::Gemma3, AttentionImpl::Flash, 0.0},      {Family::Qwen3Moe, AttentionImpl::Naive, 0.1},
+      {Family::DeepseekV3, AttentionImpl::Flash, 0.0},  {Family::DeepseekV2, AttentionImpl::Flash, 0.1}};
+  auto same = [](const budget::OptionCost& a, const budget::OptionCost& b) {
+    return a.kept == b.kept && a.fwd_peak == b.fwd_peak && a.bwd_peak == b.bwd_peak && a.cost == b.cost;
+  };
+  for (const OptConfig& oc : configs) {
+    const ModelConfig m = opt_model(oc, 2);
+    const BlockGraph g(m);
+    std::set<std::pair<int, bool>> seen;  // each table once, with the window and without
+    for (int b = 0; b < m.layers; ++b) {
+      const int t = g.table_index(b);
+      if (!seen.insert({t, g.windowed(b)}).second) continue;
+      const std::vector<double> cost = budget::step_costs(g, t, g.windowed(b), {}, true);
+      // 2^n subsets: each Inside, all but the input alone as a checkpoint, all but the whole set Before.
+      const std::size_t n = std::size_t{1} << (__builtin_popcountll(budget::saved_mask(g.table(t))) - 1);
+      const std::size_t total = 3 * n - 2;
+      const bool small = total <= (std::size_t{3} << 15);
+      std::vector<Choice> all;  // of small tables, for their fronts below
+      std::size_t n_modes[3] = {0, 0, 0}, i = 0;
+      // Every choice of small tables; of large ones every 61st and the first and last 300.
+      for_each_choice(g.table(t), cost, [&](const Choice& c, std::uint64_t) {
+        ++n_modes[static_cast<int>(c.mode)];
+        if (small) all.push_back(c);
+        const std::size_t at = i++;
+        if (total > 6000 && at % 61 != 0 && at >= 300 && at + 300 < total) return;
+        const Choice e = evaluate(g.table(t), cost, c.mode, c.keep);
+        ASSERT_EQ(c.keep, e.keep);
+        ASSERT_EQ(c.inside, e.inside);
+        ASSERT_TRUE(same(c.mid, e.mid)) << to_string(oc.arch) << " block " << b << " mode " << static_cast<int>(c.mode);
+        ASSERT_TRUE(same(c.last, e.last)) << to_string(oc.arch) << " block " << b << " mode " << static_cast<int>(c.mode);
+      });
+      EXPECT_EQ(i, total) << to_string(oc.arch);
+      EXPECT_EQ(n_modes[0], n) << to_string(oc.arch);
+      EXPECT_EQ(n_modes[1], n - 1) << to_string(oc.arch);
+      EXPECT_EQ(n_modes[2], n - 1) << to_string(oc.arch);
+      EXPECT_GT(n, 8u) << to_string(oc.arch);
+      // The fronts found by sorting and sweeping records are front()'s over every choice (which
+      // takes choices x front: the small tables).
+      if (!small) continue;
+      const Fronts fr = fronts(g.table(t), cost);
+      for (bool last : {false, true}) {
+        const std::vector<Choice> want = front(all, last), &got = last ? fr.last : fr.mid;
+        ASSERT_EQ(got.size(), want.size()) << to_string(oc.arch) << " block " << b << (last ? " last" : " middle");
+        for (std::size_t k = 0; k < want.size(); ++k) {
+          EXPECT_EQ(got[k].keep, want[k].keep) << k;
+          EXPECT_EQ(got[k].mode, want[k].mode) << k;
+          EXPECT_TRUE(same(got[k].mid, want[k].mid) && same(got[k].last, want[k].last)) << k;
+        }
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -366,6 +430,43 @@ TEST(PolicyOptimal, GivenCostsPlanForTheMachineTheyCameFrom) {
     differ += got < cost_of(choices_in(g, flops_plan, by_time));
   }
   EXPECT_GT(differ, 0);  // the costs made a difference somewhere
+}
+
+// Several budgets planned in one go (one child process, the choices walked once) give, budget
+// by budget, what planning each alone gives: the same schedule, or the same refusal naming the
+// smallest feasible budget; for the optimal policy (its own plan_budgets) and for budget (the
+// interface's loop).
+TEST(PolicyOptimal, PlansSeveralBudgetsAsEachAlone) {
+  for (const char* policy : {"optimal", "budget"})
+    for (const OptConfig& oc : {OptConfig{Family::Gemma3, AttentionImpl::Flash, 0.0},
+                                OptConfig{Family::Llama, AttentionImpl::Naive, 0.1}}) {
+      const ModelConfig m = opt_model(oc, 3);
+      const BlockGraph g(m);
+      const std::uint64_t all = simulate(m, test::plan("none", m), nullptr).activation_peak_bytes;
+      std::uint64_t least = 0;
+      try {
+        test::plan(policy, m, 1);
+      } catch (const Error& e) {
+        const std::string what = e.what(), key = "smallest feasible budget is ";
+        ASSERT_NE(what.find(key), std::string::npos) << what;
+        least = std::stoull(what.substr(what.find(key) + key.size()));
+      }
+      ASSERT_GT(least, 0u);
+      const std::vector<std::uint64_t> budgets = {all, least - 1, least, least + (all - least) / 3, 1, (least + all) / 2};
+      const std::vector<BudgetedPlan> got = test::plugins().plan_budgets({policy, {}}, g, budgets);
+      ASSERT_EQ(got.size(), budgets.size());
+      for (std::size_t i = 0; i < budgets.size(); ++i) {
+        if (budgets[i] < least) {
+          EXPECT_FALSE(got[i].schedule) << policy << " " << budgets[i];
+          EXPECT_NE(got[i].error.find("smallest feasible budget is " + std::to_string(least) + " bytes"), std::string::npos)
+              << got[i].error;
+          continue;
+        }
+        ASSERT_TRUE(got[i].schedule) << policy << " " << budgets[i] << ": " << got[i].error;
+        EXPECT_EQ(schedule_to_json(*got[i].schedule), schedule_to_json(test::plan(policy, m, budgets[i])))
+            << policy << " " << to_string(oc.arch) << " at " << budgets[i];
+      }
+    }
 }
 
 }  // namespace
