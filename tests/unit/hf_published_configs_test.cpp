@@ -117,6 +117,19 @@ std::int64_t deepseek_params(const nlohmann::json& j) {
   return total;
 }
 
+// gpt-oss: per layer q, k, v and o with their biases (attention_bias), one sink logit per head,
+// a router with its bias, num_local_experts experts of a fused gate_up [h, 2 I] and down [I, h],
+// each with its bias; two norms per layer, the final norm, the embedding and an untied head.
+std::int64_t gpt_oss_params(const nlohmann::json& j) {
+  const std::int64_t h = j.at("hidden_size"), L = j.at("num_hidden_layers"), V = j.at("vocab_size");
+  const std::int64_t H = j.at("num_attention_heads"), KV = j.at("num_key_value_heads"), d = j.at("head_dim");
+  const std::int64_t E = j.at("num_local_experts"), I = j.at("intermediate_size");
+  const std::int64_t b = j.value("attention_bias", true) ? 1 : 0;
+  const std::int64_t attn = (h + b) * H * d + 2 * (h + b) * KV * d + H * d * h + b * h + H;
+  const std::int64_t moe = (h + 1) * E + E * ((h + 1) * 2 * I + (I + 1) * h);
+  return (j.value("tie_word_embeddings", false) ? 1 : 2) * V * h + h + L * (attn + moe + 2 * h);
+}
+
 // The parameter count of a published config, read from its own fields; -1 for a model_type this
 // counter does not know.
 std::int64_t hf_file_params(const nlohmann::json& j) {
@@ -127,6 +140,7 @@ std::int64_t hf_file_params(const nlohmann::json& j) {
                                                   "gemma",  "gemma2",  "gemma3_text", "phi3",  "olmo2",
                                                   "smollm3", "mixtral", "qwen3_moe", "qwen2_moe"};
   if (type == "deepseek_v2" || type == "deepseek_v3") return deepseek_params(j);
+  if (type == "gpt_oss") return gpt_oss_params(j);
   return kDecoders.count(type) ? decoder_params(j) : -1;
 }
 
@@ -164,6 +178,7 @@ const PublishedFile kPublishedFiles[] = {
     {"mixtral-8x7b-v0.1.json", 46'702'792'704, Expect::Imports, {"torch_dtype", "bos_token_id"}},
     {"olmo-2-1124-7b-instruct.json", 7'298'617'344, Expect::Imports, {"_name_or_path", "pad_token_id"}},
     {"phi-3-mini-4k-instruct.json", 3'821'079'552, Expect::Imports, {"auto_map", "pad_token_id"}},
+    {"gpt-oss-20b.json", 20'914'757'184, Expect::Refused, {"gpt_oss", "attention sinks", "clamped SwiGLU", "qwen3_moe"}},
     {"phi-4-mini-instruct.json", 3'836'021'760, Expect::Refused,
      {"full_attn_mod", "interpolate_factor", "lm_head_bias"}},
     {"qwen1.5-moe-a2.7b-chat.json", 14'315'784'192, Expect::Imports, {"sliding_window", "max_window_layers", "torch_dtype"}},
