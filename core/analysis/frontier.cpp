@@ -106,11 +106,15 @@ std::vector<Planned> plan_side_by_side(const PolicyRegistry& reg, const PolicyCh
       }
       for (std::size_t k = 0; k < plans.size(); ++k) {
         Planned& p = out[static_cast<std::size_t>(t) + k * static_cast<std::size_t>(threads)];
-        if (plans[k].schedule) {
+        if (!plans[k].schedule) {
+          p.error = plans[k].error;
+          continue;
+        }
+        try {
           const Prediction pr = simulate(g, *plans[k].schedule, nullptr);
           p.walked = Walked{pr.activation_peak_bytes, pr.flops.recompute, pr.peak_bytes, plans[k].schedule->params};
-        } else {
-          p.error = plans[k].error;
+        } catch (const Error& e) {
+          p.error = e.what();
         }
       }
     } catch (...) {
@@ -186,10 +190,10 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
   std::optional<Planned> below;  // the plan one byte under the named smallest budget
   for (int attempt = 0; attempt < 2; ++attempt) {
     n = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(points), hi - lo + 1));
-    total = n + static_cast<int>(others.size()) + done;
     std::vector<std::uint64_t> budgets;
     for (int i = 0; i < n; ++i) budgets.push_back(budget_at(lo, hi, n, i));
     if (named) budgets.push_back(lo - 1);
+    total = static_cast<int>(budgets.size() + others.size()) + done;
     planned = plan_side_by_side(reg, choice, g, budgets, [&](int k) {
       const std::lock_guard<std::mutex> hold(mu);
       done += k;

@@ -36,8 +36,8 @@ inline bool before(const State& a, const State& b) {
 
 // The cheapest choice whose peak is at most `budget`; feasible = false when none is.
 // Each front is sorted by kept bytes with the cost strictly decreasing; an option shifts a
-// whole front by constants, so the next front is a merge of one sorted run per option
-// (pairwise, O(front · log options)) followed by one Pareto pass: no sorting.
+// whole front by constants, so the next front is a merge of one sorted run per option (as they
+// come, O(front · log options)), each merge cut to its Pareto front: no sorting.
 inline Solution solve(const Chain& c, std::uint64_t budget) {
   using detail::State;
   Solution sol;
@@ -168,9 +168,15 @@ inline Solution solve(const Chain& c, std::uint64_t budget) {
     while (stack.size() >= 2) merge_top();
     front.clear();
     if (!stack.empty()) {
-      front.swap(stack.back());  // already a Pareto front (a single run is one too)
+      front.swap(stack.back());
       spare.push_back(std::move(stack.back()));
       stack.pop_back();
+      // A single run was never cut: costs strictly falling along a front can round to equal
+      // ones once shifted by the option's cost.
+      std::size_t w = 0;
+      for (const State& x : front)
+        if (w == 0 || x.cost < front[w - 1].cost) front[w++] = x;
+      front.resize(w);
     }
     if (front.empty()) return sol;
     offset[b + 1] = offset[b] + front.size();

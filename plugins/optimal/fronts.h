@@ -28,7 +28,9 @@ inline Fronts fronts(const BlockGraph& g, const std::vector<double>& cost) {
     Mask keep;
   };
   std::vector<Rec> recs;
-  recs.reserve(3 * (std::size_t{1} << std::min<std::size_t>(kMaxChoiceTensors, static_cast<std::size_t>(__builtin_popcountll(budget::saved_mask(g))) - 1)));
+  budget::require_mask_width(g, "optimal");
+  const int free = __builtin_popcountll(budget::saved_mask(g)) - 1;  // the saved set less the input
+  if (free <= kMaxChoiceTensors) recs.reserve(3 * (std::size_t{1} << free));  // else for_each_choice refuses
   for_each_choice(g, cost, [&](const Choice& c, std::uint64_t order) {
     recs.push_back({c.mid.cost, c.mid.kept, c.mid.peak(), c.last.peak(), order, c.keep});
   });

@@ -42,6 +42,14 @@ TEST(Frontier, NeverRisesAndStaysWithinEachBudgetWhateverThePolicyPlans) {
   for (const FrontierPoint& p : f.line)
     own_after_crashes += p.budget >= f.smallest_budget + 9 * 4096 && !p.from_smaller_budget ? 1 : 0;
   EXPECT_GT(own_after_crashes, 0);
+  // Each point of its own is the plan made at its budget alone (every third, to stay quick).
+  for (std::size_t i = 0; i < f.line.size(); i += 3) {
+    const FrontierPoint& p = f.line[i];
+    if (p.from_smaller_budget) continue;
+    const Prediction alone = simulate(m, r.plan({"budget_wobbly", {}}, m, p.budget), nullptr);
+    EXPECT_EQ(p.activation_peak, alone.activation_peak_bytes) << i;
+    EXPECT_EQ(p.recompute_flops, alone.flops.recompute) << i;
+  }
 }
 
 TEST(Frontier, RefusesWhatCannotHaveOne) {

@@ -167,7 +167,7 @@ TEST(PolicyOptimal, EveryChoiceHasTheFiguresOfItsOwnWalk) {
   const std::vector<OptConfig> configs = {
       {Family::Gpt2, AttentionImpl::Naive, 0.1},        {Family::Llama, AttentionImpl::Flash, 0.1},
       {Family::Gemma3, AttentionImpl::Flash, 0.0},      {Family::Qwen3Moe, AttentionImpl::Naive, 0.1},
-      {Family::DeepseekV3, AttentionImpl::Flash, 0.0},  {Family::DeepseekV2, AttentionImpl::Flash, 0.1}};
+      {Family::DeepseekV3, AttentionImpl::Flash, 0.0}};
   auto same = [](const budget::OptionCost& a, const budget::OptionCost& b) {
     return a.kept == b.kept && a.fwd_peak == b.fwd_peak && a.bwd_peak == b.bwd_peak && a.cost == b.cost;
   };
@@ -184,7 +184,7 @@ TEST(PolicyOptimal, EveryChoiceHasTheFiguresOfItsOwnWalk) {
       const std::size_t total = 3 * n - 2;
       const bool small = total <= (std::size_t{3} << 15);
       std::vector<Choice> all;  // of small tables, for their fronts below
-      std::size_t n_modes[3] = {0, 0, 0}, i = 0;
+      std::size_t n_modes[3] = {0, 0, 0}, i = 0, wrong = 0;
       // Every choice of small tables; of large ones every 61st and the first and last 300.
       for_each_choice(g.table(t), cost, [&](const Choice& c, std::uint64_t) {
         ++n_modes[static_cast<int>(c.mode)];
@@ -192,11 +192,11 @@ TEST(PolicyOptimal, EveryChoiceHasTheFiguresOfItsOwnWalk) {
         const std::size_t at = i++;
         if (total > 6000 && at % 61 != 0 && at >= 300 && at + 300 < total) return;
         const Choice e = evaluate(g.table(t), cost, c.mode, c.keep);
-        ASSERT_EQ(c.keep, e.keep);
-        ASSERT_EQ(c.inside, e.inside);
-        ASSERT_TRUE(same(c.mid, e.mid)) << to_string(oc.arch) << " block " << b << " mode " << static_cast<int>(c.mode);
-        ASSERT_TRUE(same(c.last, e.last)) << to_string(oc.arch) << " block " << b << " mode " << static_cast<int>(c.mode);
+        const bool agree = c.keep == e.keep && c.inside == e.inside && same(c.mid, e.mid) && same(c.last, e.last);
+        if (!agree && ++wrong <= 5)
+          ADD_FAILURE() << to_string(oc.arch) << " block " << b << " mode " << static_cast<int>(c.mode) << " keep " << c.keep;
       });
+      EXPECT_EQ(wrong, 0u) << to_string(oc.arch) << " block " << b;
       EXPECT_EQ(i, total) << to_string(oc.arch);
       EXPECT_EQ(n_modes[0], n) << to_string(oc.arch);
       EXPECT_EQ(n_modes[1], n - 1) << to_string(oc.arch);
