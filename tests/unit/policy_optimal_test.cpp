@@ -344,6 +344,40 @@ TEST(PolicyOptimal, MinimumCutOfGpt2KeepsLessThanKorthikantisSet) {
   }
 }
 
+// The minimum cut of expert and latent-attention blocks (docs/policies.md's rows): every weight
+// GEMM's output the backward reads (the router's logits, the experts' gate_up and down outputs,
+// the shared experts', the latents before their norms, the packed heads) and the residual
+// after attention; the routing, the dispatched rows, the activations, the norms' outputs and
+// the attention core are rebuilt inside the backward.
+TEST(PolicyOptimal, MinimumCutOfExpertAndLatentBlocks) {
+  const std::vector<std::string> moe = {"block.in", "attn.qkv", "ln2.in", "moe.logits", "moe.gate_up", "moe.down_out"};
+  const std::vector<std::string> qwen_moe = {"block.in", "attn.qkv_raw", "ln2.in", "moe.logits", "moe.gate_up", "moe.down_out"};
+  const std::vector<std::string> ds_dense = {"block.in", "attn.q_a_out", "attn.kv_a_out", "attn.qkv", "ln2.in", "mlp.gate_up"};
+  const std::vector<std::string> ds_moe = {"block.in",   "attn.q_a_out", "attn.kv_a_out", "attn.qkv",      "ln2.in",
+                                           "moe.logits", "moe.gate_up",  "moe.down_out",  "moe.shared_gate_up"};
+  struct Case {
+    Family arch;
+    int block;
+    const std::vector<std::string>* want;
+  };
+  for (const Case& c : {Case{Family::Mixtral, 0, &moe}, Case{Family::Qwen3Moe, 0, &qwen_moe},
+                        Case{Family::DeepseekV3, 0, &ds_dense}, Case{Family::DeepseekV3, 1, &ds_moe}}) {
+    const ModelConfig m = test::tiny(c.arch, AttentionImpl::Flash, 0.0, 2);
+    const BlockGraph g(m);
+    const Schedule s = test::plan("optimal", m);
+    const Action* fwd = nullptr;
+    for (const Action& a : s.actions)
+      if (a.kind == ActionKind::Forward && a.block == c.block) fwd = &a;
+    ASSERT_NE(fwd, nullptr);
+    ASSERT_EQ(fwd->keep.kind, KeepKind::Named) << to_string(c.arch);
+    EXPECT_EQ(*fwd->keep.names, *c.want) << to_string(c.arch) << " block " << c.block;
+    const BlockGraph& t = g.of(c.block);
+    std::uint64_t bytes = 0;
+    for (const auto& n : *c.want) bytes += t.tensors()[static_cast<std::size_t>(*t.find(n))].bytes;
+    EXPECT_EQ(bytes, min_cut(t).bytes) << to_string(c.arch);
+  }
+}
+
 TEST(PolicyOptimal, RunsAreBitwiseNoneAtEveryBudget) {
   const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive, 3);
   const Trace base = test::run(m, test::plan("none", m), 1, 0);
