@@ -229,8 +229,8 @@ def tensor_shapes(f):
         return _neox_shapes(f)
     if f["names"] == "falcon":
         return _falcon_shapes(f)
-    if f["names"] in ("deepseek", "gpt_oss"):
-        return (deepseek if f["names"] == "deepseek" else gpt_oss).tensor_shapes(f)
+    if f["names"] == "deepseek":
+        return deepseek.tensor_shapes(f)
     s["model.embed_tokens.weight"] = (V, h)
     for l in range(f["layers"]):
         p = "model.layers.%d." % l
@@ -249,6 +249,8 @@ def tensor_shapes(f):
         s[a + "o_proj.weight"] = (h, q)
         if f["out_bias"]:
             s[a + "o_proj.bias"] = (h,)
+        if f.get("sinks"):
+            s[a + "sinks"] = (f["heads"],)
         if f["qk_norm"] == "projection":
             s[a + "q_norm.weight"], s[a + "k_norm.weight"] = (q,), (kv,)
         elif f["qk_norm"] == "head":

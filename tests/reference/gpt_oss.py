@@ -98,32 +98,17 @@ def update_features(c, f):
                       aux_coef=float(c["router_aux_loss_coef"]) if aux else 0.0))
 
 
-def tensor_shapes(f):
-    """{Hugging Face name: shape} of a gpt-oss model's weights (the experts dequantized: the
-    published checkpoint stores gate_up_proj and down_proj as MXFP4 *_blocks / *_scales)."""
-    h, V, e = f["hidden"], f["vocab"], f["moe"]
-    q, kv, E, I = f["heads"] * f["head_dim"], f["kv_heads"] * f["head_dim"], e["experts"], e["ffn"]
-    s = {"model.embed_tokens.weight": (V, h)}
-    for l in range(f["layers"]):
-        p = "model.layers.%d." % l
-        a, m = p + "self_attn.", p + "mlp."
-        s[p + "input_layernorm.weight"], s[p + "post_attention_layernorm.weight"] = (h,), (h,)
-        s[a + "q_proj.weight"], s[a + "k_proj.weight"], s[a + "v_proj.weight"] = (q, h), (kv, h), (kv, h)
-        if f["qkv_bias"]:
-            s[a + "q_proj.bias"], s[a + "k_proj.bias"], s[a + "v_proj.bias"] = (q,), (kv,), (kv,)
-        s[a + "o_proj.weight"] = (h, q)
-        if f["out_bias"]:
-            s[a + "o_proj.bias"] = (h,)
-        if f["sinks"]:
-            s[a + "sinks"] = (f["heads"],)
-        s[m + "router.weight"] = (E, h)
-        if e["router_bias"]:
-            s[m + "router.bias"] = (E,)
-        s[m + "experts.gate_up_proj"], s[m + "experts.gate_up_proj_bias"] = (E, h, 2 * I), (E, 2 * I)
-        s[m + "experts.down_proj"], s[m + "experts.down_proj_bias"] = (E, I, h), (E, h)
-    s["model.norm.weight"] = (h,)
-    if not f["tied_embeddings"]:
-        s["lm_head.weight"] = (V, h)
+def moe_shapes(f, p):
+    """{Hugging Face name: shape} of layer prefix p's router and experts (the experts dequantized:
+    the published checkpoint stores gate_up_proj and down_proj as MXFP4 *_blocks / *_scales);
+    the rest of the model has families.tensor_shapes' generic names (with the sinks)."""
+    h, e = f["hidden"], f["moe"]
+    E, I, m = e["experts"], e["ffn"], p + "mlp."
+    s = {m + "router.weight": (E, h)}
+    if e["router_bias"]:
+        s[m + "router.bias"] = (E,)
+    s[m + "experts.gate_up_proj"], s[m + "experts.gate_up_proj_bias"] = (E, h, 2 * I), (E, 2 * I)
+    s[m + "experts.down_proj"], s[m + "experts.down_proj_bias"] = (E, I, h), (E, h)
     return s
 
 

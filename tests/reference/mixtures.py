@@ -17,6 +17,8 @@ def linear(x, weight, bias=None):
 
 def tensor_shapes(f, p):
     """A sparse layer's router and experts under the family's names."""
+    if f["names"] == "gpt_oss":
+        return gpt_oss.moe_shapes(f, p)
     e, h = f["moe"], f["hidden"]
     m = p + ("block_sparse_moe." if f["names"] == "mixtral" else "mlp.")
     names = ("w1", "w3", "w2") if f["names"] == "mixtral" else ("gate_proj", "up_proj", "down_proj")
