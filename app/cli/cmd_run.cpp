@@ -4,6 +4,7 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <vector>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -81,11 +82,13 @@ Schedule plan_rank(const RunOptions& o, const ModelConfig& m, int dp, int stage,
                                         : o.policy.plan(reg, m, costs);
 }
 
-// Every stage's plan before any rank starts: a policy that cannot plan a stage (too few blocks
-// for its segments, a bad parameter) is refused here, not by the ranks; distributed checkpoints
-// also need a policy that recomputes blocks from their inputs.
-void plan_stages_before_launch(const RunOptions& o, const ModelConfig& global) {
-  const ModelConfig m = replica_model(global, o.dist, o.dist.world(), o.train);  // the layout checked
+// Every stage's plan before any rank starts (our launcher) or connects (a rank of another
+// launcher, which plans every stage so that each rank refuses what any stage cannot take): a
+// policy that cannot plan a stage (too few blocks for its segments, a bad parameter) is refused
+// here, not after the ranks meet; distributed checkpoints also need a policy that recomputes
+// blocks from their inputs. Returns each stage's plan for a world of `world` ranks.
+std::vector<Schedule> plan_stages(const RunOptions& o, const ModelConfig& global, int world) {
+  const ModelConfig m = replica_model(global, o.dist, world, o.train);  // the layout checked
   PolicyRegistry reg;
   load_plugins(reg, false);
   const std::optional<StepCosts> costs = load_step_costs(o.policy.costs_from, m);
@@ -93,17 +96,19 @@ void plan_stages_before_launch(const RunOptions& o, const ModelConfig& global) {
   p.pp = o.dist.pp;
   p.first_stage_layers = o.dist.first_stage_layers;
   p.last_stage_layers = o.dist.last_stage_layers;
+  std::vector<Schedule> plans;
   for (int stage = 0; stage < o.dist.pp; ++stage) {
-    Schedule s;
     try {
-      s = plan_rank(o, m, o.dist.dp, stage, reg, costs);
+      plans.push_back(plan_rank(o, m, world / (o.dist.tp * o.dist.pp), stage, reg, costs));
     } catch (const Error& e) {
       if (o.dist.pp == 1) throw;
+      const int blocks = p.stage_layers(m, stage);
       throw Error("pipeline stage " + std::to_string(stage) + " of " + std::to_string(o.dist.pp) + " (" +
-                  std::to_string(p.stage_layers(m, stage)) + " blocks): " + e.what());
+                  std::to_string(blocks) + (blocks == 1 ? " block" : " blocks") + "): " + e.what());
     }
-    if (o.dist.distribute_saved) check_distributed_schedule(s, p.stage_layers(m, stage));
+    if (o.dist.distribute_saved) check_distributed_schedule(plans.back(), p.stage_layers(m, stage));
   }
+  return plans;
 }
 
 // The weight files' options: --save-shard-size parsed and needing a file to shard; the weights
@@ -140,9 +145,14 @@ int run(RunOptions o) {
   const std::optional<RankEnv> rank_env = rank_from_env();
   if (!rank_env && (o.dist.world() > 1 || o.dist.pp > 1 || o.dist.zero > 0 || o.dist.micro_batches > 1 ||
                     o.dist.first_stage_layers > 0 || o.dist.last_stage_layers > 0 || o.dist.distribute_saved)) {
-    plan_stages_before_launch(o, m);
+    plan_stages(o, m, o.dist.world());
     return launch_ranks(o.dist, m, o.train, o.out, o.force, o.json);
   }
+  // A rank of another launcher plans every stage before it connects (a world the layout does not
+  // divide is join_ranks' to refuse); our launcher's ranks were planned by the launcher.
+  std::vector<Schedule> stages;
+  if (rank_env && !rank_env->ours && rank_env->size % (o.dist.tp * o.dist.pp) == 0)
+    stages = plan_stages(o, m, rank_env->size);
   std::optional<RankRun> rank;
   if (rank_env) rank = join_ranks(*rank_env, o.dist, m, o.train, o.out);
   PolicyRegistry reg;
@@ -150,7 +160,8 @@ int run(RunOptions o) {
   before_run.mark("plugins");
   const std::optional<StepCosts> costs = load_step_costs(o.policy.costs_from, m);
   // A tensor-parallel rank's or a pipeline stage's policy plans its own block table.
-  Schedule s = plan_rank(o, m, rank ? rank->dist.dp : 1, rank ? rank->pp_rank : 0, reg, costs);
+  Schedule s = !stages.empty() ? stages[static_cast<std::size_t>(rank->pp_rank)]
+                                : plan_rank(o, m, rank ? rank->dist.dp : 1, rank ? rank->pp_rank : 0, reg, costs);
   // Refuse an output directory that would be refused at the end before spending the run on it.
   if (!o.out.empty()) check_output_dir(o.out, o.force);
   std::optional<std::uint64_t> budget;

@@ -430,6 +430,8 @@ def process_cases(w, plugins):
     os.mkdir(store)
     empty_store = os.path.join(d, "empty_store")
     os.mkdir(empty_store)
+    stage_store = os.path.join(d, "stage_store")
+    os.mkdir(stage_store)
     with open(os.path.join(d, "store-file"), "w") as f:
         f.write("not a directory\n")
     run = ["run", "--model", "tiny", "--steps", "1", "--warmup", "0"]
@@ -452,6 +454,14 @@ def process_cases(w, plugins):
              env={"RANK": "0", "WORLD_SIZE": "1"}),
         Case("a stage's plan refused before any rank starts", ["run", "--model", "tiny", "--pp", "2", "--policy",
                                                                "uniform:segments=4"], 1, "pipeline stage", "segments"),
+        # Rank 0 (stage 0 of 3 blocks) refuses what only stage 1 (1 block) cannot take, before it
+        # connects: it waited in the rendezvous for 30 s, and its peer saw Gloo's "Connection closed".
+        Case("a rank of another launcher refuses another stage's plan before it connects",
+             ["run", "--model", "tiny", "--pp", "2", "--first-stage-layers", "3", "--policy", "uniform:segments=2",
+              "--steps", "1", "--warmup", "0", "--dist-timeout", "30"], 1, "pipeline stage 1 of 2 (1 block)",
+             "segments", env={"RANK": "0", "WORLD_SIZE": "2", "REMAT_DIST_STORE": stage_store}, timeout=20,
+             after=lambda: (os.listdir(stage_store) == [], "the rendezvous directory untouched: %s" %
+                            os.listdir(stage_store))),
         Case("plan --micro-batches 0", ["plan", "--model", "tiny", "--pp", "2", "--micro-batches", "0"], 2,
              "--micro-batches"),
         Case("plan --dp -1", ["plan", "--model", "tiny", "--dp", "-1"], 2, "--dp"),
