@@ -1,10 +1,11 @@
 // rematlab-batch clean: delete what interrupted writes left behind (.NAME.tmp-PID-N and
 // .NAME.old-PID-N next to run and sweep directories, the temporary files of files, a killed
 // launcher's rendezvous directory: output_dir.h, Leftover), and only what is ours (why_keep),
-// written by a process that is no longer running.
+// written by a process that is no longer running. A path inside a leftover cleans that leftover.
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "cli_common.h"
@@ -23,13 +24,32 @@ struct CleanOptions {
   bool dry_run = false, json = false;
 };
 
+// The leftover directory `path` lies in (a killed launcher's rematlab-dp-PID holding the
+// `store` a rank named, a run directory being written holding rank-N): the nearest that is
+// RematLab's, or one whose writer still runs (then kept, saying so).
+std::optional<Leftover> enclosing_leftover(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec).lexically_normal();
+  if (ec) return std::nullopt;
+  if (!p.has_filename()) p = p.parent_path();
+  for (fs::path up = p.parent_path(); up.has_relative_path(); up = up.parent_path()) {
+    const std::optional<Leftover> l = parse_leftover(up.string());
+    if (l && l->kind != Leftover::Kind::File && fs::is_directory(fs::symlink_status(up, ec)) &&
+        (why_keep(*l).empty() || process_alive(l->pid)))
+      return l;
+  }
+  return std::nullopt;
+}
+
 int clean(const CleanOptions& o) {
   std::vector<Leftover> found;
   std::set<std::string> seen;
   for (const auto& p : o.paths) {
     std::error_code ec;
     std::vector<Leftover> here;
-    if (!fs::exists(fs::symlink_status(p, ec))) {
+    if (auto up = parse_leftover(p) ? std::nullopt : enclosing_leftover(p)) {
+      here.push_back(*up);
+    } else if (!fs::exists(fs::symlink_status(p, ec))) {
       // A write killed before it moved into place leaves only its leftover next to the name.
       here = leftovers_around(p);
       if (here.empty()) throw Error("'" + p + "' does not exist, and nothing next to it is left over from writing it");

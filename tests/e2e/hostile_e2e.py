@@ -363,6 +363,10 @@ def writer_process_cases(w, tiny_run):
     scratch = os.path.join(d, "rematlab-dp-" + DEAD)
     os.makedirs(os.path.join(scratch, "store"))
     write(os.path.join(scratch, "store", "1844674407370955161"), "address")
+    # A second one, cleaned by the path of its store (the path a user sees in the rank's message).
+    scratch_too = os.path.join(d, "rematlab-dp-" + str(int(DEAD) - 1))
+    os.makedirs(os.path.join(scratch_too, "store"))
+    write(os.path.join(scratch_too, "store", "1844674407370955161"), "address")
     unfinished = os.path.join(d, ".never.tmp-%s-2" % DEAD)
     shutil.copytree(tiny_run, unfinished)
     # A character device of our own, the kind of /dev/full (which a run replaced by a 3 MB file):
@@ -416,6 +420,8 @@ def writer_process_cases(w, tiny_run):
              "trace.json.tmp-", after=gone(export_tmp)),
         Case("clean of w.safetensors.partial-PID", ["clean", partial], 0, "removed", after=gone(partial)),
         Case("clean of a killed launcher's rematlab-dp-PID", ["clean", scratch], 0, "removed", after=gone(scratch)),
+        Case("clean of the store in a killed launcher's rematlab-dp-PID", ["clean", os.path.join(scratch_too, "store")],
+             0, "removed " + scratch_too, after=gone(scratch_too)),
         Case("clean NAME where only a leftover of writing NAME is left", ["clean", os.path.join(d, "never")], 0,
              "removed", after=gone(unfinished)),
     ]
