@@ -1,7 +1,8 @@
 // rematlab-batch clean: delete what interrupted writes left behind (.NAME.tmp-PID-N and
 // .NAME.old-PID-N next to run and sweep directories, the temporary files of files, a killed
 // launcher's rendezvous directory: output_dir.h, Leftover), and only what is ours (why_keep),
-// written by a process that is no longer running. A path inside a leftover cleans that leftover.
+// written by a process that is no longer running. A path inside a killed launcher's rendezvous
+// directory cleans that directory.
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -24,9 +25,10 @@ struct CleanOptions {
   bool dry_run = false, json = false;
 };
 
-// The leftover directory `path` lies in (a killed launcher's rematlab-dp-PID holding the
-// `store` a rank named, a run directory being written holding rank-N): the nearest that is
-// RematLab's, or one whose writer still runs (then kept, saying so).
+// The killed launcher's rendezvous directory (rematlab-dp-PID) `path` lies in, such as the
+// `store` its ranks named; whether it is removed is decided as for the directory itself (kept,
+// saying why, when it is not RematLab's or its launcher still runs). Only that kind: a path
+// inside a partly written run or sweep directory is not taken to mean all of it.
 std::optional<Leftover> enclosing_leftover(const std::string& path) {
   std::error_code ec;
   fs::path p = fs::absolute(path, ec).lexically_normal();
@@ -34,9 +36,7 @@ std::optional<Leftover> enclosing_leftover(const std::string& path) {
   if (!p.has_filename()) p = p.parent_path();
   for (fs::path up = p.parent_path(); up.has_relative_path(); up = up.parent_path()) {
     const std::optional<Leftover> l = parse_leftover(up.string());
-    if (l && l->kind != Leftover::Kind::File && fs::is_directory(fs::symlink_status(up, ec)) &&
-        (why_keep(*l).empty() || process_alive(l->pid)))
-      return l;
+    if (l && l->kind == Leftover::Kind::Scratch && fs::is_directory(fs::symlink_status(up, ec))) return l;
   }
   return std::nullopt;
 }
@@ -60,8 +60,11 @@ int clean(const CleanOptions& o) {
     } else {
       throw Error("'" + p + "' is neither a directory nor a leftover of an interrupted write");
     }
-    for (auto& l : here)
-      if (seen.insert(l.path).second) found.push_back(std::move(l));
+    for (auto& l : here) {
+      // One leftover named twice (as itself and through a path inside it) is one.
+      const fs::path key = fs::weakly_canonical(l.path, ec);
+      if (seen.insert(ec ? l.path : key.string()).second) found.push_back(std::move(l));
+    }
   }
   nlohmann::json removed = nlohmann::json::array(), kept = nlohmann::json::array();
   bool refused = false;

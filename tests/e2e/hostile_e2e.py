@@ -367,6 +367,10 @@ def writer_process_cases(w, tiny_run):
     scratch_too = os.path.join(d, "rematlab-dp-" + str(int(DEAD) - 1))
     os.makedirs(os.path.join(scratch_too, "store"))
     write(os.path.join(scratch_too, "store", "1844674407370955161"), "address")
+    # A third, holding a file that is not RematLab's: named by its store, it is kept, saying why.
+    scratch_foreign = os.path.join(d, "rematlab-dp-" + str(int(DEAD) - 2))
+    os.makedirs(os.path.join(scratch_foreign, "store"))
+    foreign_notes = write(os.path.join(scratch_foreign, "notes.txt"), "mine")
     unfinished = os.path.join(d, ".never.tmp-%s-2" % DEAD)
     shutil.copytree(tiny_run, unfinished)
     # A character device of our own, the kind of /dev/full (which a run replaced by a 3 MB file):
@@ -422,6 +426,9 @@ def writer_process_cases(w, tiny_run):
         Case("clean of a killed launcher's rematlab-dp-PID", ["clean", scratch], 0, "removed", after=gone(scratch)),
         Case("clean of the store in a killed launcher's rematlab-dp-PID", ["clean", os.path.join(scratch_too, "store")],
              0, "removed " + scratch_too, after=gone(scratch_too)),
+        Case("clean of the store in a launcher's directory holding someone's file",
+             ["clean", os.path.join(scratch_foreign, "store")], 1, "kept " + scratch_foreign,
+             after=untouched(foreign_notes, "mine")),
         Case("clean NAME where only a leftover of writing NAME is left", ["clean", os.path.join(d, "never")], 0,
              "removed", after=gone(unfinished)),
     ]

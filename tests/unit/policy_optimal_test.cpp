@@ -167,7 +167,7 @@ TEST(PolicyOptimal, EveryChoiceHasTheFiguresOfItsOwnWalk) {
   const std::vector<OptConfig> configs = {
       {Family::Gpt2, AttentionImpl::Naive, 0.1},        {Family::Llama, AttentionImpl::Flash, 0.1},
       {Family::Gemma3, AttentionImpl::Flash, 0.0},      {Family::Qwen3Moe, AttentionImpl::Naive, 0.1},
-      {Family::DeepseekV3, AttentionImpl::Flash, 0.0}};
+      {Family::DeepseekV3, AttentionImpl::Flash, 0.0},  {Family::DeepseekV2, AttentionImpl::Flash, 0.1}};
   auto same = [](const budget::OptionCost& a, const budget::OptionCost& b) {
     return a.kept == b.kept && a.fwd_peak == b.fwd_peak && a.bwd_peak == b.bwd_peak && a.cost == b.cost;
   };
@@ -373,7 +373,7 @@ TEST(PolicyOptimal, MinimumCutOfExpertAndLatentBlocks) {
     EXPECT_EQ(*fwd->keep.names, *c.want) << to_string(c.arch) << " block " << c.block;
     const BlockGraph& t = g.of(c.block);
     std::uint64_t bytes = 0;
-    for (const auto& n : *c.want) bytes += t.tensors()[static_cast<std::size_t>(*t.find(n))].bytes;
+    for (const auto& n : *c.want) bytes += t.tensors()[static_cast<std::size_t>(t.find(n).value())].bytes;
     EXPECT_EQ(bytes, min_cut(t).bytes) << to_string(c.arch);
   }
 }
