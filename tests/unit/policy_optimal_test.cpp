@@ -5,6 +5,7 @@
 // against none, bit for bit.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 
