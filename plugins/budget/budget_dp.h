@@ -32,6 +32,32 @@ inline bool before(const State& a, const State& b) {
   return a.kept != b.kept ? a.kept < b.kept : a.cost < b.cost;
 }
 
+inline constexpr std::uint64_t kNoLimit = std::numeric_limits<std::uint64_t>::max();
+
+// above[o] for each useful option o of `order` (sorted by cost, then kept bytes, then index
+// among the useful ones): cap minus the least peak of a useful option before o in `order` that
+// keeps no more than o; kNoLimit when there is none. Prefix minima over the ranks of the kept
+// bytes, in a Fenwick tree.
+inline void dominated_below(const std::vector<OptionCost>& opts, const std::vector<std::size_t>& order,
+                            const std::vector<bool>& useful, std::uint64_t cap, std::vector<std::uint64_t>* above) {
+  above->assign(opts.size(), kNoLimit);
+  std::vector<std::uint64_t> kept;
+  for (std::size_t o : order)
+    if (useful[o]) kept.push_back(opts[o].kept);
+  std::sort(kept.begin(), kept.end());
+  kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+  std::vector<std::uint64_t> least(kept.size() + 1, kNoLimit);  // 1-based Fenwick tree of peaks
+  for (std::size_t o : order) {
+    if (!useful[o]) continue;
+    const std::size_t rank = static_cast<std::size_t>(
+        std::upper_bound(kept.begin(), kept.end(), opts[o].kept) - kept.begin());  // 1-based
+    std::uint64_t peak = kNoLimit;
+    for (std::size_t i = rank; i > 0; i -= i & (~i + 1)) peak = std::min(peak, least[i]);
+    if (peak != kNoLimit) (*above)[o] = cap - peak;  // every useful option's peak is within cap
+    for (std::size_t i = rank; i < least.size(); i += i & (~i + 1)) least[i] = std::min(least[i], opts[o].peak());
+  }
+}
+
 }  // namespace detail
 
 // The cheapest choice whose peak is at most `budget`; feasible = false when none is.
@@ -46,12 +72,14 @@ inline Solution solve(const Chain& c, std::uint64_t budget) {
   const std::size_t L = c.blocks.size();
   std::vector<State> front{{0, 0.0, -1, -1}};
   // The runs of one block, merged as they come: a stack of merged runs of 1, 2, 4, ... options
-  // (earlier options below), each cut to its Pareto front; spare buffers are reused.
+  // (those tried earlier below), each cut to its Pareto front; spare buffers are reused.
   std::vector<std::vector<State>> stack, spare;
   std::vector<int> height;
   std::vector<std::size_t> order;                  // a block's options, as compared below
   std::vector<bool> useful;                        // per option of a block: beaten by none
+  std::vector<std::size_t> tried;                  // the useful options, in the order tried
   std::map<std::uint64_t, std::uint64_t> stairs;  // kept bytes -> least reach among those taken
+  std::vector<std::uint64_t> above;                // per option: kept bytes it is beaten at or below
   auto buffer = [&] {
     std::vector<State> v;
     if (!spare.empty()) {
@@ -61,9 +89,9 @@ inline Solution solve(const Chain& c, std::uint64_t budget) {
     v.clear();
     return v;
   };
-  // The Pareto front of a ∪ b, a's options before b's: sorted by kept bytes with the cost
+  // The Pareto front of a ∪ b, a's options tried before b's: sorted by kept bytes with the cost
   // strictly falling; of equal states the first (std::merge keeps a's first, as one merge of
-  // every run would).
+  // every run in the order tried would).
   auto merge_into = [](const std::vector<State>& a, const std::vector<State>& b, std::vector<State>* out) {
     std::size_t i = 0, j = 0;
     while (i < a.size() || j < b.size()) {
@@ -137,23 +165,66 @@ inline Solution solve(const Chain& c, std::uint64_t budget) {
       auto it = stairs.insert_or_assign(k, r).first;
       for (auto next = std::next(it); next != stairs.end() && next->second >= r;) next = stairs.erase(next);
     }
+    // After a state keeping K bytes, an option x that keeps no more and costs no more than y
+    // (and comes first in `order` on a tie) gives a state that makes y's useless whenever x
+    // fits, i.e. while K + peak(x) <= cap: y is tried only above cap minus the lowest peak of
+    // such an x (a prefix minimum over kept bytes along `order`). Not for the last block, whose
+    // kept bytes matter to nothing.
+    if (!last_block) detail::dominated_below(opts, order, useful, cap, &above);
     stack.clear();
     height.clear();
-    for (std::size_t o = 0; o < opts.size(); ++o) {
+    // The costliest options first (then by index): their states, merged at the bottom of the
+    // stack, make most later states useless before they are stored, the many equal ones (the
+    // same options in another order over earlier blocks) included. Of equal states the one
+    // tried first stays.
+    tried.clear();
+    for (std::size_t o : order)
+      if (useful[o]) tried.push_back(o);
+    std::sort(tried.begin(), tried.end(), [&](std::size_t x, std::size_t y) {
+      const OptionCost &p = opts[x], &q = opts[y];
+      return p.cost != q.cost ? p.cost > q.cost : x < y;
+    });
+    for (std::size_t o : tried) {
       const OptionCost& oc = opts[o];
-      if (!useful[o]) continue;
       if (oc.kept > room) continue;
       std::vector<State> run = buffer();
       // The front's costs fall along it: the states from `first` on stay within the bound.
-      const std::size_t first = static_cast<std::size_t>(
+      std::size_t first = static_cast<std::size_t>(
           std::partition_point(front.begin(), front.end(), [&](const State& x) { return x.cost + oc.cost > bound; }) -
           front.begin());
-      for (std::size_t i = first; i < front.size(); ++i) {
-        // Sorted by kept bytes: no later state fits either.
-        if (front[i].kept > cap - oc.peak() || (b + 1 < L && front[i].kept > room - oc.kept)) break;
+      // Sorted by kept bytes: the states at or below `above[o]` are beaten by another option.
+      if (!last_block && above[o] != detail::kNoLimit)
+        first = std::max(first, static_cast<std::size_t>(std::partition_point(front.begin(), front.end(),
+                                                                              [&](const State& x) { return x.kept <= above[o]; }) -
+                                                         front.begin()));
+      std::size_t hint = detail::RestBound::kNoHint;  // kept bytes rise along the run
+      // The earlier options' states merged so far (the bottom of the stack): a state keeping no
+      // more at no higher cost there makes a new one useless (walked along, as kept bytes rise).
+      const std::vector<State>* below = stack.empty() ? nullptr : &stack.front();
+      std::size_t under = 0;  // below's states keeping no more than the new one
+      // Sorted by kept bytes: the states before `end` fit (this block's peak, and the bytes the
+      // blocks after it need).
+      const std::uint64_t most = std::min(cap - oc.peak(), last_block ? cap : room - oc.kept);
+      const std::size_t end = static_cast<std::size_t>(
+          std::partition_point(front.begin(), front.end(), [&](const State& x) { return x.kept <= most; }) - front.begin());
+      for (std::size_t i = first; i < end; ++i) {
         const std::uint64_t kept = front[i].kept + oc.kept;
         const double cost = front[i].cost + oc.cost;
-        if (b + 1 < L && bound < std::numeric_limits<double>::infinity() && cost + rest.at(b, kept) > bound) continue;
+        if (below) {
+          while (under < below->size() && (*below)[under].kept <= kept) ++under;
+          if (under > 0 && (*below)[under - 1].cost <= cost) {
+            // That state beats every later one here too while its cost stays at or above it
+            // (they keep more): skip those, galloping then halving along the falling costs.
+            const double least = (*below)[under - 1].cost - oc.cost;
+            std::size_t step = 1, lo = i;  // front[lo] is beaten
+            while (lo + step < end && front[lo + step].cost >= least) lo += step, step *= 2;
+            for (step /= 2; step > 0; step /= 2)
+              if (lo + step < end && front[lo + step].cost >= least) lo += step;
+            i = lo;
+            continue;
+          }
+        }
+        if (b + 1 < L && bound < std::numeric_limits<double>::infinity() && cost + rest.at(b, kept, &hint) > bound) continue;
         run.push_back({kept, cost, static_cast<std::int32_t>(i), static_cast<std::int32_t>(o)});
       }
       if (run.empty()) {

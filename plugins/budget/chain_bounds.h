@@ -135,16 +135,32 @@ class RestBound {
 
   // The bound after block b (b < the last), its blocks up to b keeping `kept` bytes.
   double at(std::size_t b, std::uint64_t kept) const {
+    std::size_t hint = kNoHint;
+    return at(b, kept, &hint);
+  }
+  // The same, for calls at one b with `kept` never falling: *hint (kNoHint at first) keeps the
+  // segment found last, from which the next is walked to instead of searched for.
+  static constexpr std::size_t kNoHint = std::numeric_limits<std::size_t>::max();
+  double at(std::size_t b, std::uint64_t kept, std::size_t* hint) const {
     const Suffix& r = rest_[b];
     const double inf = std::numeric_limits<double>::infinity();
     if (!r.ok || last_peak_ == kNone || kept + last_peak_ > cap_) return inf;
     const std::uint64_t room = cap_ - kept - last_peak_;
     if (r.kept <= room) return last_cost_ + r.cost;
     const std::uint64_t give = r.kept - room;  // bytes the blocks between must give up
-    auto it = std::upper_bound(r.seg.begin(), r.seg.end(), give,
-                               [](std::uint64_t g, const Seg& s) { return g <= s.bytes_before + s.bytes; });
-    if (it == r.seg.end()) return inf;
-    return last_cost_ + r.cost + it->cost_before + static_cast<double>(give - it->bytes_before) * it->slope;
+    // The first segment reaching `give`; as kept bytes rise, so do give and it.
+    std::size_t i = *hint;
+    if (i == kNoHint || i >= r.seg.size() || give < r.seg[i].bytes_before) {
+      i = static_cast<std::size_t>(std::upper_bound(r.seg.begin(), r.seg.end(), give,
+                                                    [](std::uint64_t g, const Seg& s) { return g <= s.bytes_before + s.bytes; }) -
+                                   r.seg.begin());
+    } else {
+      while (i < r.seg.size() && give > r.seg[i].bytes_before + r.seg[i].bytes) ++i;
+    }
+    *hint = i;
+    if (i == r.seg.size()) return inf;
+    const Seg& s = r.seg[i];
+    return last_cost_ + r.cost + s.cost_before + static_cast<double>(give - s.bytes_before) * s.slope;
   }
 
  private:

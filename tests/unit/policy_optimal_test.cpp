@@ -303,6 +303,58 @@ TEST(PolicyOptimal, ChainProgramWithFrontsOfAnySizeMatchesBruteForce) {
   EXPECT_GT(checked, 500);
 }
 
+// Runs of one block repeated, as a model's layers are: the same options in another order over
+// earlier blocks give equal states by the thousand, which the program drops as it goes (the
+// costliest options tried first, a state beaten by those merged so far skipped in bulk). Its
+// cost against brute force, and the bound on later blocks walked along rising kept bytes equal
+// to the one searched for.
+TEST(PolicyOptimal, ChainProgramOnRepeatedBlocksMatchesBruteForce) {
+  std::mt19937_64 rng(61);
+  std::uniform_int_distribution<int> small(1, 40), cost(0, 12), count(2, 6), copies(2, 6), coin(0, 7);
+  auto random_block = [&] {
+    ChainBlock blk;
+    blk.opt.assign(static_cast<std::size_t>(count(rng)), {});
+    for (auto& x : blk.opt) {
+      x.kept = static_cast<std::uint64_t>(small(rng) % 8);  // few distinct sums: many equal states
+      x.fwd_peak = x.kept + static_cast<std::uint64_t>(small(rng));
+      x.bwd_peak = static_cast<std::uint64_t>(small(rng));
+      x.cost = static_cast<double>(cost(rng));
+      x.allowed = coin(rng) != 0;
+    }
+    return blk;
+  };
+  int checked = 0;
+  for (int rep = 0; rep < 60; ++rep) {
+    Chain c;
+    c.base = static_cast<std::uint64_t>(small(rng) % 5);
+    c.floor = static_cast<std::uint64_t>(small(rng));
+    if (rep % 3 == 0) c.blocks.push_back(random_block());  // a different first block (dense layers)
+    const ChainBlock repeated = random_block();
+    for (int k = copies(rng); k > 0; --k) c.blocks.push_back(repeated);
+    c.blocks.push_back(random_block());  // the last block, with the head
+    const std::uint64_t least = budget::min_budget(c);
+    if (least == ~std::uint64_t{0}) continue;
+    const Solution most = brute_force_any(c, ~std::uint64_t{0});
+    for (std::uint64_t budget : {least, least + 3, least + 11, least + 25, least + 60, most.peak}) {
+      const Solution dp = budget::solve(c, budget), bf = brute_force_any(c, budget);
+      ASSERT_EQ(dp.feasible, bf.feasible) << "rep " << rep << " budget " << budget;
+      if (!dp.feasible) continue;
+      ASSERT_EQ(dp.cost, bf.cost) << "rep " << rep << " budget " << budget;
+      EXPECT_EQ(budget::chain_cost(c, dp.choice), dp.cost);
+      EXPECT_EQ(dp.peak, budget::chain_peak(c, dp.choice));
+      EXPECT_LE(dp.peak, budget);
+      const budget::detail::RestBound rest(c, budget - c.base);
+      for (std::size_t b = 0; b + 1 < c.blocks.size(); ++b) {
+        std::size_t hint = budget::detail::RestBound::kNoHint;
+        for (std::uint64_t kept = 0; kept <= budget + 5; kept += 1 + kept % 3)
+          ASSERT_EQ(rest.at(b, kept, &hint), rest.at(b, kept)) << "block " << b << " kept " << kept;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 150);
+}
+
 // The whole plan against every choice of every block (not only the fronts): a 2-block model
 // small enough to try them all.
 TEST(PolicyOptimal, PlanIsTheCheapestOfEveryChoiceOfEveryBlock) {
