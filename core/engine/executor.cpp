@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "core/engine/data_parallel.h"
+#include "core/engine/ledger_why.h"
 #include "core/engine/tensor_parallel.h"
 #include "core/util/error.h"
 
@@ -501,6 +503,15 @@ std::uint64_t Executor::live_activation_bytes(const StepOutput& out) const {
 }
 
 void Executor::finish_ledger(StepOutput& out) {
+  // Per block, the tensors it held from its forward to its backward: what the reasons weigh.
+  std::map<int, std::vector<bool>> held;
+  for (const auto& l : ledger_) {
+    if (l.created != Phase::Forward) continue;
+    if (!l.decision.empty() && l.decision != "kept" && l.decision != "checkpoint" && l.decision != "offloaded") continue;
+    std::vector<bool>& h = held[l.block];
+    if (h.empty()) h.assign(table_of(l.block).tensors().size(), false);
+    h[static_cast<std::size_t>(l.tensor)] = true;
+  }
   for (const auto& l : ledger_) {
     LedgerEntry e;
     e.block = l.block;
@@ -511,6 +522,9 @@ void Executor::finish_ledger(StepOutput& out) {
     e.decision = l.decision.empty() ? "kept" : l.decision;
     e.alloc_id = l.first_id;
     e.free_id = l.last_id;
+    const std::vector<bool>& h = held[l.block];
+    e.why = ledger_why(table_of(l.block), l.block,
+                       h.empty() ? std::vector<bool>(table_of(l.block).tensors().size(), false) : h, l.tensor, e.decision);
     out.ledger.push_back(std::move(e));
   }
 }

@@ -70,6 +70,9 @@ struct LedgerEntry {
   Category category = Category::SavedActivations;
   std::string decision;  // kept | checkpoint | offloaded | discarded | recomputed
   std::uint64_t alloc_id = 0, free_id = 0;  // first and last allocation ids in memory_events
+  // Why, in words and figures (engine/ledger_why.h): what rebuilding a kept tensor would run
+  // again, what rebuilt a recomputed one. Empty from files before version 5 and from recordings.
+  std::string why;
 };
 
 struct ScheduleRecord {

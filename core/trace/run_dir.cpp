@@ -88,7 +88,7 @@ void write_ledger(const Trace& t, const std::string& path) {
   csv::Writer w(path, header_of(kLedgerFile));
   for (const auto& l : t.ledger) {
     w.i64(l.block).str(l.tensor).u64(l.bytes).str(to_string(l.category)).str(to_string(l.created))
-        .i64(l.created_ns).i64(l.freed_ns).str(l.decision).u64(l.alloc_id).u64(l.free_id);
+        .i64(l.created_ns).i64(l.freed_ns).str(l.decision).u64(l.alloc_id).u64(l.free_id).str(l.why);
     w.end_row();
   }
   w.commit();

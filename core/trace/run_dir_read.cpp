@@ -352,7 +352,8 @@ void read_ledger(const std::string& dir, Trace& t) {
   TableReader r = open_table(dir, kLedgerFile, t);
   const std::size_t cb = r.col("block"), ct = r.col("tensor"), cby = r.col("bytes"), cc = r.col("category"),
                     cp = r.col("created_phase"), ccr = r.col("created_ns"), cf = r.col("freed_ns"),
-                    cd = r.col("decision"), ca = r.col("alloc_id"), cfi = r.col("free_id");
+                    cd = r.col("decision"), ca = r.col("alloc_id"), cfi = r.col("free_id"), cw = r.col("why");
+  const bool with_why = r.has(cw);  // version 5 on
   t.ledger.clear();
   while (r.next()) {
     LedgerEntry l;
@@ -366,6 +367,7 @@ void read_ledger(const std::string& dir, Trace& t) {
     l.decision = r.str(cd);
     l.alloc_id = r.u64(ca);
     l.free_id = r.u64(cfi);
+    if (with_why) l.why = r.str(cw);
     t.ledger.push_back(std::move(l));
   }
 }

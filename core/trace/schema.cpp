@@ -74,11 +74,13 @@ std::vector<Table> make_tables() {
                text("keep", false), enm("phase", ph), i64("start_ns", Bound::Time),
                i64("end_ns", Bound::Time), i64("step", Bound::LastStep)},
               {{"start_ns", "end_ns"}}};
+  Column why = text("why", false);  // version 5 on
+  why.since = 5;
   Table ledger{kLedgerFile, true,
                {i64("block", Bound::BlockOnly), text("tensor", true), u64("bytes", Bound::Bytes),
                 enm("category", cat), enm("created_phase", ph), i64("created_ns", Bound::Time),
                 i64("freed_ns", Bound::Time), enm("decision", decision_values()), u64("alloc_id"),
-                u64("free_id")},
+                u64("free_id"), why},
                {}};
   Table loss{kLossFile, true,
              {i64("step", Bound::Step), fixed("counted", 0, 1), f64("loss", Bound::None),

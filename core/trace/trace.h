@@ -17,7 +17,7 @@ namespace remat {
 
 // summary.json "format_version": the newest this RematLab writes and reads (the rule for a new
 // version: core/trace/schema.h).
-constexpr int kTraceFormatVersion = 4;
+constexpr int kTraceFormatVersion = 5;
 // Trace::status, every value a run ends with.
 inline constexpr std::array<const char*, 4> kRunStatuses = {"ok", "cancelled", "out_of_memory", "error"};
 // Trace::source: what recorded the trace, RematLab's own runs first.

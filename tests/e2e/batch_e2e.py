@@ -48,7 +48,7 @@ COLUMNS = {
                 "bytes", "op_id", "ranks"],
     "schedule.csv": ["index", "action", "block", "keep", "phase", "start_ns", "end_ns", "step"],
     "ledger.csv": ["block", "tensor", "bytes", "category", "created_phase", "created_ns",
-                   "freed_ns", "decision", "alloc_id", "free_id"],
+                   "freed_ns", "decision", "alloc_id", "free_id", "why"],
     "loss.csv": ["step", "counted", "loss", "time_ms", "peak_bytes", "reserved_bytes", "start_ns",
                  "end_ns"],
 }
@@ -88,7 +88,7 @@ def check_run_dir(d, device="cpu"):
             return None
     with open(os.path.join(d, "summary.json")) as fh:
         s = json.load(fh)
-    check(s.get("format") == "rematlab-run" and s.get("format_version") == 4
+    check(s.get("format") == "rematlab-run" and s.get("format_version") == 5
           and s.get("source") == "rematlab", d + ": summary format")
     check(isinstance(s.get("ignored_config_fields"), list), d + ": summary.json lists ignored_config_fields")
     for key in ("model", "policy", "policy_params", "device", "seed", "warmup", "steps", "loss",
@@ -708,7 +708,7 @@ def test(b, work, source, installed_root):
                                     edit_json("summary.json", lambda j: j["files"]["ops.csv"].update(rows=19))),
             "ops.csv", "flops")
     corrupt("newer-version", edit_json("summary.json", lambda j: j.update(format_version=9)),
-            "summary.json", "format version 9 is newer than this RematLab reads (4); upgrade RematLab")
+            "summary.json", "format version 9 is newer than this RematLab reads (5); upgrade RematLab")
     corrupt("time-min", set_cell("ops.csv", 0, "start_ns", str(-2**63)), "ops.csv line 2", "'start_ns'", str(-2**63))
     corrupt("schedule-time-min", set_cell("schedule.csv", 0, "end_ns", str(-2**63)), "schedule.csv line 2", "'end_ns'")
     corrupt("delta-max", set_cell("memory_events.csv", 0, "delta_bytes", str(2**63 - 1)),

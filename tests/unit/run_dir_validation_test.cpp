@@ -21,6 +21,7 @@
 #include "core/analysis/memory_timeline.h"
 #include "core/trace/csv.h"
 #include "core/trace/run_dir.h"
+#include "core/trace/trace.h"
 #include "core/util/error.h"
 #include "trace_test_util.h"
 
@@ -225,7 +226,9 @@ TEST_F(RunDirValidation, NewerVersionsAreRefusedByName) {
   std::string dir = corrupt("v9", [](const std::string& d) {
     edit_json(d + "/summary.json", [](nlohmann::json& j) { j["format_version"] = 9; });
   });
-  EXPECT_TRUE(names(read_error(dir), {"summary.json: format version 9 is newer than this RematLab reads (4); upgrade RematLab"}));
+  const std::string reads = "summary.json: format version 9 is newer than this RematLab reads (" +
+                            std::to_string(kTraceFormatVersion) + "); upgrade RematLab";
+  EXPECT_TRUE(names(read_error(dir), {reads.c_str()}));
   dir = corrupt("v0", [](const std::string& d) {
     edit_json(d + "/summary.json", [](nlohmann::json& j) { j["format_version"] = 0; });
   });
@@ -245,7 +248,8 @@ TEST_F(RunDirValidation, NewerVersionsAreRefusedByName) {
     }
     spit(d + "/ops.csv", out);
   });
-  EXPECT_TRUE(names(read_error(dir), {"ops.csv: column 'gpu_ns' is not in format version 4"}));
+  const std::string column = "ops.csv: column 'gpu_ns' is not in format version " + std::to_string(kTraceFormatVersion);
+  EXPECT_TRUE(names(read_error(dir), {column.c_str()}));
 }
 
 TEST_F(RunDirValidation, SummaryFieldsAreCheckedByName) {

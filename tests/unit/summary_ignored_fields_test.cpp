@@ -56,7 +56,7 @@ TEST(IgnoredConfigFields, ARunOfAnImportedConfigListsThemInItsSummary) {
   const Trace t = testing::train(m, store_all_schedule(m.layers), 1, 0);
   ASSERT_TRUE(t.complete) << t.error;
   const nlohmann::json s = summary_json(t);
-  EXPECT_EQ(s["format_version"], 4);
+  EXPECT_EQ(s["format_version"], kTraceFormatVersion);
   ASSERT_TRUE(s.contains("ignored_config_fields"));
   EXPECT_EQ(s["ignored_config_fields"].get<std::vector<std::string>>(), m.ignored_fields);
   // Written and read back: the file holds the list, and so does the model read from it.

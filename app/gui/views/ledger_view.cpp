@@ -49,6 +49,7 @@ QVariant LedgerModel::data(const QModelIndex& index, int role) const {
       case CreatedAt: return static_cast<qlonglong>(e->created_ns);
       case FreedAt: return freed ? static_cast<qlonglong>(e->freed_ns) : std::numeric_limits<qlonglong>::max();
       case Decision: return QString::fromStdString(e->decision);
+      case Why: return QString::fromStdString(e->why);
     }
   }
   if (role == Qt::DisplayRole) {  // blocks and tensors named as the op timeline names them ("h4.attn.q")
@@ -61,8 +62,10 @@ QVariant LedgerModel::data(const QModelIndex& index, int role) const {
       case CreatedAt: return human_time_ns(static_cast<double>(e->created_ns - origin_));
       case FreedAt: return freed ? human_time_ns(static_cast<double>(e->freed_ns - origin_)) : QString("—");
       case Decision: return QString::fromStdString(e->decision);
+      case Why: return e->why.empty() ? QString("—") : QString::fromStdString(e->why);
     }
   }
+  if (role == Qt::ToolTipRole && index.column() == Why && !e->why.empty()) return QString::fromStdString(e->why);
   if (role == Qt::ToolTipRole && index.column() == Bytes) return QString("%1 bytes").arg(e->bytes);
   if (role == Qt::TextAlignmentRole && (index.column() == Bytes || index.column() == CreatedAt || index.column() == FreedAt || index.column() == Block))
     return QVariant(Qt::AlignRight | Qt::AlignVCenter);
@@ -72,7 +75,7 @@ QVariant LedgerModel::data(const QModelIndex& index, int role) const {
 
 QVariant LedgerModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Block", "Tensor", "Bytes", "Category", "Created in", "Created at", "Freed at", "Decision"};
+  static const char* names[] = {"Block", "Tensor", "Bytes", "Category", "Created in", "Created at", "Freed at", "Decision", "Why"};
   return tr(names[section]);
 }
 
@@ -97,7 +100,7 @@ LedgerView::LedgerView(QWidget* parent)
   table_->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 6);
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
-  filter_->setPlaceholderText(tr("Filter: block (h4), tensor (h4.attn), category, decision…"));
+  filter_->setPlaceholderText(tr("Filter: block (h4), tensor (h4.attn), category, decision, why (GEMM)…"));
   filter_->setClearButtonEnabled(true);
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel(tr("<b>Ledger</b>"), this));

@@ -1,6 +1,6 @@
 // The ledger of the last counted step: every tensor a block saved, with its bytes, category,
-// when it was created and freed and what the policy decided (kept, checkpoint, offloaded,
-// discarded, recomputed). Sortable by any column, filtered by text; rows can be selected from
+// when it was created and freed, what the policy decided (kept, checkpoint, offloaded,
+// discarded, recomputed) and why (what rebuilding it would run again). Sortable by any column, filtered by text; rows can be selected from
 // the memory timeline (the tensors alive at a clicked moment).
 #pragma once
 #include <QAbstractTableModel>
@@ -21,7 +21,7 @@ namespace remat::gui {
 class LedgerModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { Block, Tensor, Bytes, Category, Created, CreatedAt, FreedAt, Decision, ColumnCount };
+  enum Column { Block, Tensor, Bytes, Category, Created, CreatedAt, FreedAt, Decision, Why, ColumnCount };
   explicit LedgerModel(QObject* parent = nullptr) : QAbstractTableModel(parent) {}
   void setTrace(std::shared_ptr<const Trace> t);
   int rowCount(const QModelIndex& parent = {}) const override;
