@@ -153,6 +153,9 @@ int run(RunOptions o) {
   std::vector<Schedule> stages;
   if (rank_env && !rank_env->ours && rank_env->size % (o.dist.tp * o.dist.pp) == 0)
     stages = plan_stages(o, m, rank_env->size);
+  // A rank of another launcher writes OUT/rank-N: one that would be refused at the end is refused
+  // before the rank connects (its peers then see it leave, not a run spent in vain).
+  if (rank_env && !rank_env->ours && !o.out.empty()) check_output_dir(rank_out_dir(o.out, rank_env->rank), o.force);
   std::optional<RankRun> rank;
   if (rank_env) rank = join_ranks(*rank_env, o.dist, m, o.train, o.out);
   PolicyRegistry reg;

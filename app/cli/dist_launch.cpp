@@ -231,7 +231,7 @@ int launch_ranks(const DistOptions& d, const ModelConfig& global, const TrainOpt
       env.push_back("REMAT_WORLD_SIZE=" + std::to_string(d.world()));
       env.push_back("REMAT_LOCAL_RANK=" + std::to_string(r));  // all on this machine
       env.push_back("REMAT_DIST_STORE=" + (scratch / "store").string());
-      env.push_back("REMAT_RANK_OUT=" + (fs::path(staging) / ("rank-" + std::to_string(r))).string());
+      env.push_back("REMAT_RANK_OUT=" + rank_out_dir(staging, r));
       Child c;
       c.rank = r;
       c.pid = spawn(args, env, group);

@@ -238,7 +238,7 @@ RankRun join_ranks(const RankEnv& e, const DistOptions& d, ModelConfig& m, Train
   train.threads = std::max(1, train.threads / e.size);
   if (!e.ours && !out.empty()) {
     r.parent_out = out;
-    out = (std::filesystem::path(out) / ("rank-" + std::to_string(e.rank))).string();
+    out = rank_out_dir(out, e.rank);
   } else if (e.ours) {
     out = e.out;
   }
@@ -341,6 +341,10 @@ void note_comm(Trace& t, const RankRun& r) {
   t.provenance.emplace_back("zero", std::to_string(r.dist.zero));
   t.provenance.emplace_back("comm_bytes_per_step", std::to_string(per_step + other_per_step));
   t.provenance.emplace_back("collectives", r.collectives);
+}
+
+std::string rank_out_dir(const std::string& out, int rank) {
+  return (std::filesystem::path(out) / ("rank-" + std::to_string(rank))).string();
 }
 
 int finish_rank(RankRun& r, const Trace& t) {

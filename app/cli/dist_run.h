@@ -93,6 +93,8 @@ struct RankRun {
 };
 RankRun join_ranks(const RankEnv& env, const DistOptions& d, ModelConfig& m, TrainOptions& train,
                    std::string& out);
+// A rank's run directory inside a job's OUT: OUT/rank-N.
+std::string rank_out_dir(const std::string& out, int rank);
 // After the rank's run directory is written: the communicated bytes in its provenance are set
 // before that (note_comm); here the ranks meet once more, and under another launcher rank 0
 // writes ranks.json. Returns the rank's exit code.

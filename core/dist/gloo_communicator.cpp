@@ -15,7 +15,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/util/error.h"
@@ -33,11 +37,14 @@ namespace {
 // Gloo's FileStore with the communicator's timeout on every wait (FileStore::get waits its own
 // 30 s otherwise, whatever --dist-timeout says), a clear refusal of a key another job left in the
 // directory (Gloo's own says "File already exists"), and the keys this rank wrote, so that it
-// removes them once every rank of the group has read them.
+// removes them once every rank of the group has read them. It also notes the keys it read that
+// were written before it was made: when connecting to the address one holds fails, that key may
+// be another job's (left by a job killed in its rendezvous), which the message then says.
 class RendezvousStore final : public gloo::rendezvous::FileStore {
  public:
   RendezvousStore(const std::string& dir, std::chrono::milliseconds timeout, int rank, int size)
-      : FileStore(dir), dir_(dir), timeout_(timeout), rank_(rank), size_(size) {}
+      : FileStore(dir), dir_(dir), timeout_(timeout), rank_(rank), size_(size),
+        made_(std::filesystem::file_time_type::clock::now()) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
     if (check({key}))
@@ -50,7 +57,25 @@ class RendezvousStore final : public gloo::rendezvous::FileStore {
   }
   std::vector<char> get(const std::string& key) override {
     wait({key}, timeout_);
-    return FileStore::get(key);
+    std::error_code ec;
+    const auto at = std::filesystem::last_write_time(objectPath(key), ec);
+    std::vector<char> v = FileStore::get(key);
+    if (!ec && at < made_)
+      older_.push_back({key, std::chrono::duration<double>(made_ - at).count()});
+    return v;
+  }
+  // For a failed connection: the keys read that are older than this rank's rendezvous, or "".
+  std::string older_keys_note() const {
+    std::string s;
+    for (const auto& [key, seconds] : older_) {
+      char age[32];
+      std::snprintf(age, sizeof age, "%.1f", seconds);
+      s += (s.empty() ? "" : "; ") + std::string("the key '") + key + "' it read was written " + age +
+           " s before this rank's rendezvous began";
+    }
+    if (s.empty()) return s;
+    return s + ": if the rank that writes it is not running, it is another job's (one killed in its rendezvous, "
+               "or one running with the same REMAT_DIST_STORE); give each job an empty directory of its own";
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
@@ -77,7 +102,9 @@ class RendezvousStore final : public gloo::rendezvous::FileStore {
   std::string dir_;
   std::chrono::milliseconds timeout_;
   int rank_, size_;
+  std::filesystem::file_time_type made_;
   std::vector<std::string> written_;  // the files of the keys this rank set
+  std::vector<std::pair<std::string, double>> older_;  // keys read, seconds older than made_
 };
 
 // Gloo reports a peer that went away or a timeout as gloo::IoException or EnforceNotMet (both
@@ -116,8 +143,9 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& o)
     impl_->context->connectFullMesh(prefix, impl_->device);
   } catch (const std::exception& e) {
     store->remove_own_keys();  // a failed rendezvous leaves the directory as it found it
+    const std::string older = store->older_keys_note();
     throw Error("the rendezvous on rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-                " failed: " + e.what());
+                " failed: " + e.what() + (older.empty() ? "" : " (" + older + ")"));
   }
   // Every rank of the group has read every key once all have connected: the keys go, so the
   // directory is empty again for the next job.

@@ -445,6 +445,10 @@ def process_cases(w, plugins):
     os.mkdir(empty_store)
     stage_store = os.path.join(d, "stage_store")
     os.mkdir(stage_store)
+    taken_store, taken_out = os.path.join(d, "taken_store"), os.path.join(d, "taken_out")
+    os.mkdir(taken_store)
+    os.makedirs(os.path.join(taken_out, "rank-0"))
+    write(os.path.join(taken_out, "rank-0", "mine"), "someone's file\n")
     with open(os.path.join(d, "store-file"), "w") as f:
         f.write("not a directory\n")
     run = ["run", "--model", "tiny", "--steps", "1", "--warmup", "0"]
@@ -475,6 +479,14 @@ def process_cases(w, plugins):
              "segments", env={"RANK": "0", "WORLD_SIZE": "2", "REMAT_DIST_STORE": stage_store}, timeout=20,
              after=lambda: (os.listdir(stage_store) == [], "the rendezvous directory untouched: %s" %
                             os.listdir(stage_store))),
+        # Its OUT/rank-0 there already: refused before it connects (it was found after the run).
+        Case("a rank of another launcher refuses an OUT/rank-N that is there before it connects",
+             ["run", "--model", "tiny", "--steps", "1", "--warmup", "0", "--dist-timeout", "30", "--out", taken_out],
+             1, os.path.join(taken_out, "rank-0") + "' exists; use --force",
+             env={"RANK": "0", "WORLD_SIZE": "2", "REMAT_DIST_STORE": taken_store}, timeout=20,
+             after=lambda: (os.listdir(taken_store) == [] and os.listdir(os.path.join(taken_out, "rank-0")) == ["mine"],
+                            "the rendezvous directory and rank-0 untouched: %s, %s" %
+                            (os.listdir(taken_store), os.listdir(os.path.join(taken_out, "rank-0"))))),
         Case("plan --micro-batches 0", ["plan", "--model", "tiny", "--pp", "2", "--micro-batches", "0"], 2,
              "--micro-batches"),
         Case("plan --dp -1", ["plan", "--model", "tiny", "--dp", "-1"], 2, "--dp"),
@@ -621,11 +633,12 @@ def rendezvous_directory_reused(binary, env, w):
     rank's) are refused with a clear message, not Gloo's raw "File already exists"."""
     store = os.path.join(w, "reused_store")
     os.mkdir(store)
-    args = [binary, "run", "--model", "tiny", "--steps", "1", "--warmup", "0", "--no-profile", "--dist-timeout", "30"]
+    args = [binary, "run", "--model", "tiny", "--steps", "1", "--warmup", "0", "--no-profile"]
 
-    def ranks(world, rank):
+    def ranks(world, rank, timeout="30"):
         e = dict(env, RANK=str(rank), WORLD_SIZE=str(world), REMAT_DIST_STORE=store)
-        return subprocess.Popen(args, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(args + ["--dist-timeout", timeout], env=e, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
     procs = [ranks(2, r) for r in range(2)]
     codes = [p.wait(timeout=120) for p in procs]
     errs = [p.stderr.read() for p in procs]
@@ -647,6 +660,17 @@ def rendezvous_directory_reused(binary, env, w):
         _, err = q.communicate()
     ok = check(q.returncode == 1 and "another job" in err and "File already exists" not in err,
                "a key of another job in the rendezvous directory: exit %s: %r" % (q.returncode, err[-400:])) and ok
+    # Both ranks of the next job: rank 1 reads the dead rank's address and cannot connect; it says
+    # the key is older than its rendezvous, not only Gloo's "Connect timeout".
+    both = [ranks(2, r, timeout="5") for r in range(2)]
+    try:
+        errs = [p.communicate(timeout=60)[1] for p in both]
+    except subprocess.TimeoutExpired:
+        for p in both:
+            p.kill()
+        errs = [p.communicate()[1] for p in both]
+    ok = check(both[1].returncode == 1 and "before this rank's rendezvous began" in errs[1] and "another job" in errs[1],
+               "rank 1 of a job meeting another job's key: exit %s: %r" % (both[1].returncode, errs[1][-500:])) and ok
     print("%s a rendezvous directory reused" % ("ok  " if ok else "FAIL"), flush=True)
 
 
