@@ -43,15 +43,23 @@ std::string ledger_why(const BlockGraph& g, int block, const std::vector<bool>& 
   if (decision == "checkpoint") return "the block's input: the backward runs the block's forward again from it";
   if (decision == "offloaded") return "in host memory from the forward to the backward";
   if (decision == "discarded") return "dropped after the forward; rebuilt before the backward reads it";
-  if (input) return "the block's input, made by the block before it";
+  if (input && decision == "recomputed") return "the block's input, rebuilt by the block before it in the backward";
+  if (input) {
+    if (g.first_block() + block == 0) return "the first block's input, made by the embedding";
+    if (block == 0) return "the stage's first input, received from the stage before it";
+    return "the block's input, made by the block before it";
+  }
   std::vector<bool> live = held, target(g.tensors().size(), false);
   target[static_cast<std::size_t>(tensor)] = true;
   std::vector<int> steps;
   if (decision == "recomputed") {
+    // From what the block held; a block inside a recomputed segment held nothing, its forward
+    // runs again from its input (rebuilt first).
     live[static_cast<std::size_t>(tensor)] = false;
+    live[static_cast<std::size_t>(g.input())] = true;
     const auto f = g.recompute_flops(live, target, &steps, block);
     if (!f) return "rebuilt in the backward";
-    return "rebuilt by " + step_names(g, steps) + " from what the block kept: " + flops_in_words(*f);
+    return "rebuilt from what the block held; alone it needs " + step_names(g, steps) + ": " + flops_in_words(*f);
   }
   // Kept: what giving it up would cost.
   live[static_cast<std::size_t>(tensor)] = false;

@@ -1,6 +1,7 @@
 // Why a saved tensor of a run's ledger ended as it did (LedgerEntry::why), in words and figures
 // from the block's table: what rebuilding it would run again given what the block held after
-// its forward (a weight GEMM, or how many FLOPs of which steps), or what rebuilt it. The same
+// its forward (a weight GEMM, or how many FLOPs of which steps), or what rebuilding it needs on
+// its own (tensors rebuilt together share steps: the rows' FLOPs do not add up). The same
 // words whatever policy planned the step; for `optimal` and `budget` they are the reasons of
 // their cost model (docs/policies.md).
 #pragma once

@@ -34,8 +34,8 @@ inline bool before(const State& a, const State& b) {
 
 inline constexpr std::uint64_t kNoLimit = std::numeric_limits<std::uint64_t>::max();
 
-// above[o] for each useful option o of `order` (sorted by cost, then kept bytes, then index
-// among the useful ones): cap minus the least peak of a useful option before o in `order` that
+// above[o] for each useful option o of `order` (sorted by cost, kept bytes, reach and index;
+// among the useful ones by cost, kept bytes and index): cap minus the least peak of a useful option before o in `order` that
 // keeps no more than o; kNoLimit when there is none. Prefix minima over the ranks of the kept
 // bytes, in a Fenwick tree.
 inline void dominated_below(const std::vector<OptionCost>& opts, const std::vector<std::size_t>& order,
@@ -215,11 +215,13 @@ inline Solution solve(const Chain& c, std::uint64_t budget) {
           if (under > 0 && (*below)[under - 1].cost <= cost) {
             // That state beats every later one here too while its cost stays at or above it
             // (they keep more): skip those, galloping then halving along the falling costs.
-            const double least = (*below)[under - 1].cost - oc.cost;
+            // (The sum as the test above forms it, so that rounding skips exactly what it would.)
+            const double least = (*below)[under - 1].cost;
+            auto beaten = [&](std::size_t j) { return front[j].cost + oc.cost >= least; };
             std::size_t step = 1, lo = i;  // front[lo] is beaten
-            while (lo + step < end && front[lo + step].cost >= least) lo += step, step *= 2;
+            while (lo + step < end && beaten(lo + step)) lo += step, step *= 2;
             for (step /= 2; step > 0; step /= 2)
-              if (lo + step < end && front[lo + step].cost >= least) lo += step;
+              if (lo + step < end && beaten(lo + step)) lo += step;
             i = lo;
             continue;
           }

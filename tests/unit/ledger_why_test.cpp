@@ -45,7 +45,7 @@ TEST(LedgerWhy, TheMinimumCutKeepsOnlyWhatAWeightGemmWouldRebuild) {
       }
       if (l.decision == "recomputed") {
         ++rebuilt;
-        EXPECT_TRUE(has(l.why, "rebuilt by ")) << to_string(f) << " " << l.tensor << ": " << l.why;
+        EXPECT_TRUE(has(l.why, "alone it needs ")) << to_string(f) << " " << l.tensor << ": " << l.why;
       }
     }
     EXPECT_GT(kept, 0) << to_string(f);
@@ -72,7 +72,26 @@ TEST(LedgerWhy, StoringEverythingSaysWhatEachWouldCost) {
   EXPECT_EQ(qkv->why, "kept: rebuilding it runs a weight GEMM again (" + proj.name + "), " + flops_in_words(proj.flops_fwd) + " in all");
   const LedgerEntry* in = row(t, 1, "block.in", "kept");
   ASSERT_NE(in, nullptr);
-  EXPECT_TRUE(has(in->why, "block's input")) << in->why;
+  EXPECT_EQ(in->why, "the block's input, made by the block before it");
+  const LedgerEntry* first = row(t, 0, "block.in", "kept");
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->why, "the first block's input, made by the embedding");
+}
+
+// Segments of two blocks rebuilt from the first one's input: the second block held nothing
+// after its forward, its tensors are rebuilt from its input (itself rebuilt by the block before).
+TEST(LedgerWhy, BlocksInsideARecomputedSegmentAreRebuiltFromTheirInput) {
+  const ModelConfig m = test::tiny(Family::Llama, AttentionImpl::Flash, 0.0, 4);
+  const Trace t = test::run(m, test::plan("uniform:segments=2", m), 1, 0);
+  ASSERT_TRUE(t.complete) << t.error;
+  int rebuilt = 0;
+  for (const LedgerEntry& l : t.ledger) {
+    if (l.decision != "recomputed") continue;
+    ++rebuilt;
+    if (l.tensor == "block.in") EXPECT_EQ(l.why, "the block's input, rebuilt by the block before it in the backward");
+    else EXPECT_TRUE(has(l.why, "alone it needs ")) << l.block << " " << l.tensor << ": " << l.why;
+  }
+  EXPECT_GT(rebuilt, 0);
 }
 
 // Checkpointing every block: the input is the checkpoint, and a rebuilt projection names the
@@ -102,7 +121,7 @@ TEST(LedgerWhy, ACheckpointedBlockSaysWhatRebuiltEachTensor) {
   for (std::size_t s = 0; s < from.size(); ++s)
     if (from[s]) names += (names.empty() ? "" : ", ") + g.steps()[s].name, flops += g.steps()[s].flops_fwd;
   EXPECT_TRUE(has(names, "ln1")) << names;
-  EXPECT_EQ(qkv->why, "rebuilt by " + names + " from what the block kept: " + flops_in_words(flops));
+  EXPECT_EQ(qkv->why, "rebuilt from what the block held; alone it needs " + names + ": " + flops_in_words(flops));
   // The forward's copy of a tensor dropped after the forward says so.
   const LedgerEntry* dropped = row(t, 0, "attn.qkv", "discarded");
   if (dropped) EXPECT_TRUE(has(dropped->why, "rebuilt before the backward")) << dropped->why;

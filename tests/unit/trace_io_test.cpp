@@ -182,7 +182,7 @@ void expect_same_trace(const Trace& a, const Trace& b) {
     EXPECT_TRUE(x.block == y.block && x.tensor == y.tensor && x.bytes == y.bytes &&
                 x.created_ns == y.created_ns && x.freed_ns == y.freed_ns && x.created == y.created &&
                 x.category == y.category && x.decision == y.decision && x.alloc_id == y.alloc_id &&
-                x.free_id == y.free_id);
+                x.free_id == y.free_id && x.why == y.why);
   }
   ASSERT_EQ(a.step_stats.size(), b.step_stats.size());
   for (std::size_t i = 0; i < a.step_stats.size(); ++i) {

@@ -171,6 +171,7 @@ inline Trace synthetic_trace(int steps, int per_step, std::uint64_t seed = 1) {
   l.decision = "recomputed";
   l.alloc_id = 11;
   l.free_id = 12;
+  l.why = "rebuilt from what the block held; alone it needs attn.softmax, \"scaled\": 4.52 MFLOP";
   t.ledger.push_back(l);
   return t;
 }
