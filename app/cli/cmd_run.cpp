@@ -151,13 +151,18 @@ int run(RunOptions o) {
   // A rank of another launcher plans every stage before it connects (a world the layout does not
   // divide is join_ranks' to refuse); our launcher's ranks were planned by the launcher.
   std::vector<Schedule> stages;
-  if (rank_env && !rank_env->ours && rank_env->size % (o.dist.tp * o.dist.pp) == 0)
+  if (rank_env && !rank_env->ours && rank_env->size % (o.dist.tp * o.dist.pp) == 0) {
     stages = plan_stages(o, m, rank_env->size);
+    before_run.mark("stages");
+  }
   // A rank of another launcher writes OUT/rank-N: one that would be refused at the end is refused
   // before the rank connects (its peers then see it leave, not a run spent in vain).
   if (rank_env && !rank_env->ours && !o.out.empty()) check_output_dir(rank_out_dir(o.out, rank_env->rank), o.force);
   std::optional<RankRun> rank;
-  if (rank_env) rank = join_ranks(*rank_env, o.dist, m, o.train, o.out);
+  if (rank_env) {
+    rank = join_ranks(*rank_env, o.dist, m, o.train, o.out);
+    before_run.mark("rendezvous");
+  }
   PolicyRegistry reg;
   load_plugins(reg, !o.json);
   before_run.mark("plugins");

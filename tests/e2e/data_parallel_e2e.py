@@ -123,8 +123,13 @@ def foreign_launcher(b, tmp, steps):
     ours = ranks_json(os.path.join(tmp, "same-a"))
     check(j["loss"] == ours["loss"], "the losses of run --dp 2: %r %r" % (j["loss"], ours["loss"]))
     for r in j["ranks"]:
-        prov = summary(os.path.join(out, r["dir"])).get("provenance", {})
+        s = summary(os.path.join(out, r["dir"]))
+        prov = s.get("provenance", {})
         check(prov.get("collectives") == "gloo", "rank %d: collectives %r" % (r["rank"], prov.get("collectives")))
+        # Planning every stage and the rendezvous are parts of their own, not counted as "plugins".
+        parts = s.get("startup_breakdown_ms", {})
+        check(all(k in parts for k in ("stages", "rendezvous", "plugins", "plan")),
+              "rank %d: start-up parts %r" % (r["rank"], sorted(parts)))
     env = dict(b.env, RANK="0", WORLD_SIZE="2", LOCAL_RANK="2", REMAT_DIST_STORE=store)
     p = subprocess.run(args[:-1] + [os.path.join(tmp, "bad-local")], env=env, capture_output=True, text=True,
                        timeout=60)
