@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -82,9 +83,16 @@ class RendezvousStore final : public gloo::rendezvous::FileStore {
     try {
       FileStore::wait(keys, std::min(timeout, timeout_));
     } catch (const std::exception& e) {
+      // Many ranks on few cores start slowly: the same timeout, another cause.
+      const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+      const std::string crowded =
+          static_cast<unsigned>(size_) > cores
+              ? "; or, if the " + std::to_string(size_) + " ranks share this machine's " + std::to_string(cores) +
+                    " cores, they had not all started yet: give a longer --dist-timeout, or fewer ranks"
+              : "";
       throw Error("no rank of the group wrote " + describe(keys) + " into the rendezvous directory '" + dir_ +
                   "' within " + std::to_string(timeout_.count()) + " ms (--dist-timeout): a rank did not start, "
-                  "or waits in another directory");
+                  "or waits in another directory" + crowded);
     }
   }
   // Removes the keys this rank wrote (every rank of the group has read them).

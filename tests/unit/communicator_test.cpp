@@ -135,6 +135,32 @@ TEST(Communicator, RendezvousWithoutThePeerTimesOut) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
 }
 
+// More ranks than this machine has cores: the timeout also says they may not all have started.
+TEST(Communicator, RendezvousOfMoreRanksThanCoresSaysTheyMayNotHaveStarted) {
+  StoreDir store;
+  GlooOptions o;
+  o.rank = 0;
+  o.size = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) + 1;
+  o.store_dir = store.p.string();
+  o.timeout = std::chrono::milliseconds(300);
+  try {
+    GlooCommunicator c(o);
+    FAIL() << "connected without its peers";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("share this machine's " + std::to_string(o.size - 1) + " cores"), std::string::npos) << m;
+    EXPECT_NE(m.find("longer --dist-timeout"), std::string::npos) << m;
+  }
+  if (std::thread::hardware_concurrency() < 2) return;
+  o.size = 2;  // two ranks on two cores or more: no such guess
+  try {
+    GlooCommunicator c(o);
+    FAIL() << "connected without rank 1";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("share this machine"), std::string::npos) << e.what();
+  }
+}
+
 // CUDA ranks' communicator, from librematnccl.so: where the build has NCCL the library loads and
 // its entry point reaches NcclCommunicator, whose rendezvous refuses a missing store directory
 // before any CUDA call (so no GPU is needed); elsewhere the reason names the library.
