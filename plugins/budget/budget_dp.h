@@ -9,6 +9,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -64,7 +65,9 @@ inline void dominated_below(const std::vector<OptionCost>& opts, const std::vect
 // Each front is sorted by kept bytes with the cost strictly decreasing; an option shifts a
 // whole front by constants, so the next front is a merge of one sorted run per option (as they
 // come, O(front · log options)), each merge cut to its Pareto front: no sorting.
-inline Solution solve(const Chain& c, std::uint64_t budget) {
+// `on_block`, when given, is called with each block's index before the program takes it (a
+// caller's time limit throws from it).
+inline Solution solve(const Chain& c, std::uint64_t budget, const std::function<void(std::size_t)>& on_block = {}) {
   using detail::State;
   Solution sol;
   if (c.floor > budget || c.base > budget) return sol;
@@ -132,6 +135,7 @@ inline Solution solve(const Chain& c, std::uint64_t budget) {
   const double bound = detail::greedy_bound(c, budget) * (1.0 + 1e-9);
   const detail::RestBound rest(c, cap);
   for (std::size_t b = 0; b < L; ++b) {
+    if (on_block) on_block(b);
     const auto& opts = c.blocks[b].opt;
     // The most bytes kept after this block (after the last: any).
     const std::uint64_t room = b + 1 == L ? std::numeric_limits<std::uint64_t>::max() : cap - need[b + 1];

@@ -3,7 +3,11 @@
 // for the whole step: with --memory-budget the least recompute cost whose activation peak fits
 // (every choice of every block table walked, optimal_options.h, and its fronts, fronts.h; the chain program of
 // budget_dp.h over each table's front); without one the fewest bytes a block keeps when no
-// weight GEMM runs again (a minimum cut, min_cut.h).
+// weight GEMM runs again (a minimum cut, min_cut.h). With time_limit=S the program stops after
+// S seconds naming the block it was at; with fallback=budget a step whose tables it cannot take
+// (too many tensors, or out of time) is planned by the block-level program of `budget` instead.
+#include <chrono>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,7 +34,23 @@ class OptimalPolicy final : public remat::Policy {
            "the minimum cut (fewest bytes, no weight GEMM recomputed)";
   }
   bool takes_memory_budget() const override { return true; }
-  std::vector<remat::ParamDecl> params() const override { return {}; }
+  std::vector<remat::ParamDecl> params() const override {
+    remat::ParamDecl limit;
+    limit.name = "time_limit";
+    limit.type = remat::ParamType::Float;
+    limit.min = 0.0;
+    limit.max = 86400.0;
+    limit.help = "seconds the exact program may take with --memory-budget; past them it stops naming the block "
+                 "(default: no limit of its own)";
+    remat::ParamDecl fallback;
+    fallback.name = "fallback";
+    fallback.type = remat::ParamType::String;
+    fallback.default_value = "none";
+    fallback.choices = {"none", "budget"};
+    fallback.help = "budget: a step the exact program cannot take (a table of too many tensors, or past "
+                    "time_limit) is planned by the budget policy's block-level program instead";
+    return {limit, fallback};
+  }
 
   remat::Schedule plan(const remat::PlanContext& ctx) const override {
     using namespace remat;
@@ -58,27 +78,42 @@ class OptimalPolicy final : public remat::Policy {
       s.params = "min-cut";
       return s;
     }
-    return plan_to(ctx, with_budget(ctx), *ctx.memory_budget);
+    const Clock clock(ctx);
+    std::optional<Fronts> f;
+    try {
+      f = with_budget(ctx, clock);
+      return plan_to(ctx, *f, *ctx.memory_budget, clock);
+    } catch (const Stopped& e) {
+      return fall_back(ctx, *ctx.memory_budget, e);
+    }
   }
 
   // The budgets share every table's choices and the chain: walked once, solved per budget.
   std::vector<remat::BudgetedPlan> plan_budgets(const remat::PlanContext& ctx,
                                                 const std::vector<std::uint64_t>& budgets) const override {
     std::vector<remat::BudgetedPlan> out(budgets.size());
+    const Clock clock(ctx);
     std::optional<Fronts> f;
+    std::optional<Stopped> stopped;
     std::string error;
     try {
-      f = with_budget(ctx);
+      f = with_budget(ctx, clock);
+    } catch (const Stopped& e) {
+      stopped = e;
     } catch (const remat::Error& e) {
       error = e.what();
     }
     for (std::size_t i = 0; i < budgets.size(); ++i) {
-      if (!f) {
-        out[i].error = error;
-        continue;
-      }
       try {
-        out[i].schedule = plan_to(ctx, *f, budgets[i]);
+        if (stopped) out[i].schedule = fall_back(ctx, budgets[i], *stopped);
+        else if (!f) out[i].error = error;
+        else out[i].schedule = plan_to(ctx, *f, budgets[i], clock);
+      } catch (const Stopped& e) {
+        try {
+          out[i].schedule = fall_back(ctx, budgets[i], e);
+        } catch (const remat::Error& e2) {
+          out[i].error = e2.what();
+        }
       } catch (const remat::Error& e) {
         out[i].error = e.what();
       }
@@ -87,6 +122,52 @@ class OptimalPolicy final : public remat::Policy {
   }
 
  private:
+  // The exact program could not take the step: a table of too many tensors, or out of time. The
+  // message names the block.
+  struct Stopped : remat::Error {
+    using remat::Error::Error;
+  };
+  // time_limit's deadline, from the start of planning; over() throws Stopped naming the block.
+  struct Clock {
+    explicit Clock(const remat::PlanContext& ctx) {
+      if (ctx.params.has("time_limit")) {
+        limit = ctx.params.get_float("time_limit");
+        deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                          std::chrono::duration<double>(limit));
+      }
+    }
+    void check(int block, const char* doing) const {
+      if (!deadline || std::chrono::steady_clock::now() < *deadline) return;
+      char s[32];
+      std::snprintf(s, sizeof s, "%g", limit);
+      throw Stopped("the optimal policy stopped at block " + std::to_string(block) + " (" + doing +
+                    "): past its time_limit of " + s + " s");
+    }
+    double limit = 0.0;
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+  };
+
+  // The step by the budget policy's program (store, the selective set or a checkpoint per
+  // block) when fallback=budget, else Stopped's message with what would plan it.
+  remat::Schedule fall_back(const remat::PlanContext& ctx, std::uint64_t budget, const Stopped& why) const {
+    using namespace remat;
+    if (!ctx.params.has("fallback") || ctx.params.get_string("fallback") != "budget")
+      throw Error(std::string(why.what()) + "; optimal:fallback=budget plans such a step with the budget policy's "
+                                            "block-level program instead");
+    const BlockGraph& g = *ctx.graph;
+    for (int i = 0; i < g.table_count(); ++i) budget::require_mask_width(g.table(i), "budget");
+    const budget::ChainSpec spec =
+        budget::chain_from_graph(g, ctx.step_cost, ctx.blocks, g.default_selective(), ctx.cost_unit == "flops");
+    const budget::Solution sol = budget::solve(spec.chain, budget);
+    if (!sol.feasible)
+      throw Error(std::string(why.what()) + "; and the budget policy's program finds no plan within " +
+                  std::to_string(budget) + " bytes: its smallest feasible budget is " +
+                  std::to_string(budget::min_budget(spec.chain)) + " bytes");
+    Schedule s = budget::schedule_for(g, spec, sol.choice);
+    s.params = "budget=" + std::to_string(budget) + ",fallback=budget";
+    return s;
+  }
+
   // Per class of blocks, its front as a middle and as the last block, and the chain over them.
   struct Fronts {
     std::vector<std::vector<Choice>> mid, last;
@@ -97,7 +178,7 @@ class OptimalPolicy final : public remat::Policy {
     return static_cast<std::size_t>(2 * model.table_index(b) + (model.windowed(b) ? 1 : 0));
   }
 
-  Fronts with_budget(const remat::PlanContext& ctx) const {
+  Fronts with_budget(const remat::PlanContext& ctx, const Clock& clock) const {
     using namespace remat;
     const BlockGraph& model = *ctx.graph;
     const bool flops = ctx.cost_unit == "flops";
@@ -108,8 +189,13 @@ class OptimalPolicy final : public remat::Policy {
       const std::size_t k = class_of(model, b);
       if (!f.mid[k].empty()) continue;
       const int t = model.table_index(b);
-      optimal::Fronts both =
-          optimal::fronts(model.table(t), budget::step_costs(model, t, model.windowed(b), ctx.step_cost, flops));
+      clock.check(b, "its table's choices");
+      optimal::Fronts both;
+      try {
+        both = optimal::fronts(model.table(t), budget::step_costs(model, t, model.windowed(b), ctx.step_cost, flops));
+      } catch (const Error& e) {  // a table of too many tensors
+        throw Stopped("block " + std::to_string(b) + ": " + e.what());
+      }
       f.mid[k] = std::move(both.mid);
       f.last[k] = std::move(both.last);
     }
@@ -124,10 +210,12 @@ class OptimalPolicy final : public remat::Policy {
     return f;
   }
 
-  remat::Schedule plan_to(const remat::PlanContext& ctx, const Fronts& f, std::uint64_t budget) const {
+  remat::Schedule plan_to(const remat::PlanContext& ctx, const Fronts& f, std::uint64_t budget,
+                          const Clock& clock) const {
     using namespace remat;
     const BlockGraph& model = *ctx.graph;
-    budget::Solution sol = budget::solve(f.chain, budget);
+    budget::Solution sol =
+        budget::solve(f.chain, budget, [&](std::size_t b) { clock.check(static_cast<int>(b), "the chain program"); });
     if (!sol.feasible)
       throw Error("a memory budget of " + std::to_string(budget) +
                   " bytes is too small for this model: the smallest feasible budget is " +
