@@ -61,11 +61,14 @@ class RendezvousStore final : public gloo::rendezvous::FileStore {
     std::error_code ec;
     const auto at = std::filesystem::last_write_time(objectPath(key), ec);
     std::vector<char> v = FileStore::get(key);
-    if (!ec && at < made_)
+    // Older than the timeout when this rank began: the rank that wrote it has given up waiting
+    // for the others by now (a live peer's key is younger).
+    if (!ec && at + timeout_ < made_)
       older_.push_back({key, std::chrono::duration<double>(made_ - at).count()});
     return v;
   }
-  // For a failed connection: the keys read that are older than this rank's rendezvous, or "".
+  // For a failed connection: the keys read that were older than the timeout when this rank's
+  // rendezvous began, or "".
   std::string older_keys_note() const {
     std::string s;
     for (const auto& [key, seconds] : older_) {
@@ -75,8 +78,9 @@ class RendezvousStore final : public gloo::rendezvous::FileStore {
            " s before this rank's rendezvous began";
     }
     if (s.empty()) return s;
-    return s + ": if the rank that writes it is not running, it is another job's (one killed in its rendezvous, "
-               "or one running with the same REMAT_DIST_STORE); give each job an empty directory of its own";
+    return s + ", longer ago than --dist-timeout: no rank of this job waits on it; it is another job's (one "
+               "killed in its rendezvous, or one running with the same REMAT_DIST_STORE); give each job an empty "
+               "directory of its own";
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
@@ -149,6 +153,10 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& o)
     impl_->context = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
     impl_->context->setTimeout(timeout_);
     impl_->context->connectFullMesh(prefix, impl_->device);
+  } catch (const Error& e) {  // the store's own (a timeout, a key of another job): it says why
+    store->remove_own_keys();
+    throw Error("the rendezvous on rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                " failed: " + e.what());
   } catch (const std::exception& e) {
     store->remove_own_keys();  // a failed rendezvous leaves the directory as it found it
     const std::string older = store->older_keys_note();

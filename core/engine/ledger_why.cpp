@@ -1,5 +1,6 @@
 #include "core/engine/ledger_why.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace remat {
@@ -56,10 +57,12 @@ std::string ledger_why(const BlockGraph& g, int block, const std::vector<bool>& 
     // From what the block held; a block inside a recomputed segment held nothing, its forward
     // runs again from its input (rebuilt first).
     live[static_cast<std::size_t>(tensor)] = false;
+    const bool held_any = std::find(live.begin(), live.end(), true) != live.end();
     live[static_cast<std::size_t>(g.input())] = true;
     const auto f = g.recompute_flops(live, target, &steps, block);
     if (!f) return "rebuilt in the backward";
-    return "rebuilt from what the block held; alone it needs " + step_names(g, steps) + ": " + flops_in_words(*f);
+    return std::string(held_any ? "rebuilt from what the block held" : "rebuilt from the block's input") +
+           "; alone it needs " + step_names(g, steps) + ": " + flops_in_words(*f);
   }
   // Kept: what giving it up would cost.
   live[static_cast<std::size_t>(tensor)] = false;

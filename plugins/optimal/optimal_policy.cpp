@@ -39,7 +39,7 @@ class OptimalPolicy final : public remat::Policy {
     limit.name = "time_limit";
     limit.type = remat::ParamType::Float;
     limit.min = 0.0;
-    limit.max = 86400.0;
+    limit.max = 3600.0;
     limit.help = "seconds the exact program may take with --memory-budget; past them it stops naming the block "
                  "(default: no limit of its own)";
     remat::ParamDecl fallback;
@@ -92,6 +92,7 @@ class OptimalPolicy final : public remat::Policy {
   std::vector<remat::BudgetedPlan> plan_budgets(const remat::PlanContext& ctx,
                                                 const std::vector<std::uint64_t>& budgets) const override {
     std::vector<remat::BudgetedPlan> out(budgets.size());
+    const auto start = std::chrono::steady_clock::now();
     const Clock clock(ctx);
     std::optional<Fronts> f;
     std::optional<Stopped> stopped;
@@ -103,11 +104,13 @@ class OptimalPolicy final : public remat::Policy {
     } catch (const remat::Error& e) {
       error = e.what();
     }
+    // Each budget's limit as if planned alone: the shared walk's time, then its own program.
+    const auto walked = std::chrono::steady_clock::now() - start;
     for (std::size_t i = 0; i < budgets.size(); ++i) {
       try {
         if (stopped) out[i].schedule = fall_back(ctx, budgets[i], *stopped);
         else if (!f) out[i].error = error;
-        else out[i].schedule = plan_to(ctx, *f, budgets[i], clock);
+        else out[i].schedule = plan_to(ctx, *f, budgets[i], Clock(ctx, walked));
       } catch (const Stopped& e) {
         try {
           out[i].schedule = fall_back(ctx, budgets[i], e);
@@ -127,13 +130,14 @@ class OptimalPolicy final : public remat::Policy {
   struct Stopped : remat::Error {
     using remat::Error::Error;
   };
-  // time_limit's deadline, from the start of planning; over() throws Stopped naming the block.
+  // time_limit's deadline, from now less what was `spent` already; check() throws Stopped naming
+  // the block.
   struct Clock {
-    explicit Clock(const remat::PlanContext& ctx) {
+    explicit Clock(const remat::PlanContext& ctx, std::chrono::steady_clock::duration spent = {}) {
       if (ctx.params.has("time_limit")) {
         limit = ctx.params.get_float("time_limit");
-        deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                          std::chrono::duration<double>(limit));
+        deadline = std::chrono::steady_clock::now() - spent +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(limit));
       }
     }
     void check(int block, const char* doing) const {
@@ -160,11 +164,18 @@ class OptimalPolicy final : public remat::Policy {
         budget::chain_from_graph(g, ctx.step_cost, ctx.blocks, g.default_selective(), ctx.cost_unit == "flops");
     const budget::Solution sol = budget::solve(spec.chain, budget);
     if (!sol.feasible)
-      throw Error(std::string(why.what()) + "; and the budget policy's program finds no plan within " +
-                  std::to_string(budget) + " bytes: its smallest feasible budget is " +
-                  std::to_string(budget::min_budget(spec.chain)) + " bytes");
+      throw Error(std::string(why.what()) + "; and the budget policy's program (fallback=budget) finds no plan within " +
+                  std::to_string(budget) + " bytes (it needs at least " +
+                  std::to_string(budget::min_budget(spec.chain)) + ")");
     Schedule s = budget::schedule_for(g, spec, sol.choice);
     s.params = "budget=" + std::to_string(budget) + ",fallback=budget";
+    if (ctx.activation_peak) {
+      const std::uint64_t actual = ctx.activation_peak(s);
+      if (actual > budget)
+        throw Error("internal: the budget policy's schedule peaks at " + std::to_string(actual) +
+                    " activation bytes in the simulator (the chain model said " + std::to_string(sol.peak) +
+                    "), over the budget of " + std::to_string(budget));
+    }
     return s;
   }
 
@@ -190,12 +201,15 @@ class OptimalPolicy final : public remat::Policy {
       if (!f.mid[k].empty()) continue;
       const int t = model.table_index(b);
       clock.check(b, "its table's choices");
-      optimal::Fronts both;
-      try {
-        both = optimal::fronts(model.table(t), budget::step_costs(model, t, model.windowed(b), ctx.step_cost, flops));
-      } catch (const Error& e) {  // a table of too many tensors
-        throw Stopped("block " + std::to_string(b) + ": " + e.what());
-      }
+      const BlockGraph& table = model.table(t);
+      int free = 0;  // recomputable: saved, not the input
+      for (std::size_t i = 0; i < table.tensors().size(); ++i)
+        free += table.tensors()[i].saved && static_cast<int>(i) != table.input();
+      if (free > optimal::kMaxChoiceTensors)
+        throw Stopped("the optimal policy tries every choice of a block's recomputable tensors, and block " +
+                      std::to_string(b) + " has " + std::to_string(free) + " (at most " +
+                      std::to_string(optimal::kMaxChoiceTensors) + ")");
+      optimal::Fronts both = optimal::fronts(table, budget::step_costs(model, t, model.windowed(b), ctx.step_cost, flops));
       f.mid[k] = std::move(both.mid);
       f.last[k] = std::move(both.last);
     }

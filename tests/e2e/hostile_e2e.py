@@ -660,16 +660,18 @@ def rendezvous_directory_reused(binary, env, w):
         _, err = q.communicate()
     ok = check(q.returncode == 1 and "another job" in err and "File already exists" not in err,
                "a key of another job in the rendezvous directory: exit %s: %r" % (q.returncode, err[-400:])) and ok
-    # Both ranks of the next job: rank 1 reads the dead rank's address and cannot connect; it says
-    # the key is older than its rendezvous, not only Gloo's "Connect timeout".
-    both = [ranks(2, r, timeout="5") for r in range(2)]
+    # Both ranks of the next job, its --dist-timeout shorter than the dead rank's key is old: rank 1
+    # reads the dead rank's address and cannot connect; it says the key is another job's, not only
+    # Gloo's "Connection refused".
+    time.sleep(1.5)
+    both = [ranks(2, r, timeout="1") for r in range(2)]
     try:
         errs = [p.communicate(timeout=60)[1] for p in both]
     except subprocess.TimeoutExpired:
         for p in both:
             p.kill()
         errs = [p.communicate()[1] for p in both]
-    ok = check(both[1].returncode == 1 and "before this rank's rendezvous began" in errs[1] and "another job" in errs[1],
+    ok = check(both[1].returncode == 1 and "longer ago than --dist-timeout" in errs[1] and "another job" in errs[1],
                "rank 1 of a job meeting another job's key: exit %s: %r" % (both[1].returncode, errs[1][-500:])) and ok
     print("%s a rendezvous directory reused" % ("ok  " if ok else "FAIL"), flush=True)
 
