@@ -169,12 +169,19 @@ class OptimalPolicy final : public remat::Policy {
                   std::to_string(budget::min_budget(spec.chain)) + ")");
     Schedule s = budget::schedule_for(g, spec, sol.choice);
     s.params = "budget=" + std::to_string(budget) + ",fallback=budget";
+    return checked(ctx, std::move(s), sol, budget);
+  }
+
+  // The schedule, once the simulator's activation peak is within the budget (an internal error
+  // otherwise: the chain model and the simulator disagree).
+  static remat::Schedule checked(const remat::PlanContext& ctx, remat::Schedule s, const remat::budget::Solution& sol,
+                                 std::uint64_t budget) {
     if (ctx.activation_peak) {
       const std::uint64_t actual = ctx.activation_peak(s);
       if (actual > budget)
-        throw Error("internal: the budget policy's schedule peaks at " + std::to_string(actual) +
-                    " activation bytes in the simulator (the chain model said " + std::to_string(sol.peak) +
-                    "), over the budget of " + std::to_string(budget));
+        throw remat::Error("internal: the chosen schedule peaks at " + std::to_string(actual) +
+                           " activation bytes in the simulator (the chain model said " + std::to_string(sol.peak) +
+                           "), over the budget of " + std::to_string(budget));
     }
     return s;
   }
@@ -241,14 +248,7 @@ class OptimalPolicy final : public remat::Policy {
     }
     Schedule s = schedule_of(model, pick);
     s.params = "budget=" + std::to_string(budget);
-    if (ctx.activation_peak) {
-      const std::uint64_t actual = ctx.activation_peak(s);
-      if (actual > budget)
-        throw Error("internal: the chosen schedule peaks at " + std::to_string(actual) +
-                    " activation bytes in the simulator (the chain model said " + std::to_string(sol.peak) +
-                    "), over the budget of " + std::to_string(budget));
-    }
-    return s;
+    return checked(ctx, std::move(s), sol, budget);
   }
 };
 
