@@ -506,10 +506,10 @@ void Executor::finish_ledger(StepOutput& out) {
   // Per block, the tensors it held from its forward to its backward: what the reasons weigh.
   std::map<int, std::vector<bool>> held;
   for (const auto& l : ledger_) {
-    if (l.created != Phase::Forward) continue;
-    if (!l.decision.empty() && l.decision != "kept" && l.decision != "checkpoint" && l.decision != "offloaded") continue;
     std::vector<bool>& h = held[l.block];
     if (h.empty()) h.assign(table_of(l.block).tensors().size(), false);
+    if (l.created != Phase::Forward) continue;
+    if (!l.decision.empty() && l.decision != "kept" && l.decision != "checkpoint" && l.decision != "offloaded") continue;
     h[static_cast<std::size_t>(l.tensor)] = true;
   }
   for (const auto& l : ledger_) {
@@ -522,9 +522,7 @@ void Executor::finish_ledger(StepOutput& out) {
     e.decision = l.decision.empty() ? "kept" : l.decision;
     e.alloc_id = l.first_id;
     e.free_id = l.last_id;
-    const std::vector<bool>& h = held[l.block];
-    e.why = ledger_why(table_of(l.block), l.block,
-                       h.empty() ? std::vector<bool>(table_of(l.block).tensors().size(), false) : h, l.tensor, e.decision);
+    e.why = ledger_why(table_of(l.block), l.block, held.at(l.block), l.tensor, e.decision);
     out.ledger.push_back(std::move(e));
   }
 }

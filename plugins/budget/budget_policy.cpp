@@ -1,13 +1,13 @@
 // `budget`: the cheapest per-block choice among store-everything, the selective set and
 // recompute-from-a-checkpoint whose activation peak fits --memory-budget (see budget_dp.h for
 // the dynamic program and budget_chain.h for the chain it runs on).
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/plugin/policy.h"
 #include "core/util/error.h"
-#include "plugins/budget/budget_chain.h"
-#include "plugins/budget/budget_dp.h"
+#include "plugins/budget/budget_plan.h"
 
 namespace {
 
@@ -47,29 +47,18 @@ class BudgetPolicy final : public remat::Policy {
         throw remat::Error("'" + n + "' cannot be in the selective set: it is not a saved tensor "
                            "other than the block input");
     }
-    for (int i = 0; i < g.table_count(); ++i) require_mask_width(g.table(i), "budget");
-    ChainSpec spec = chain_from_graph(g, ctx.step_cost, ctx.blocks, sel, ctx.cost_unit == "flops");
-    Solution sol = solve(spec.chain, budget);
-    if (!sol.feasible) {
-      std::uint64_t least = min_budget(spec.chain);
+    std::uint64_t least = 0;
+    std::optional<remat::Schedule> planned = plan_blocks(ctx, sel, budget, &least);
+    if (!planned)
       throw remat::Error("a memory budget of " + std::to_string(budget) +
                          " bytes is too small for this model: the smallest feasible budget is " +
                          std::to_string(least) + " bytes");
-    }
-    remat::Schedule s = schedule_for(g, spec, sol.choice);
+    remat::Schedule s = std::move(*planned);
     s.params = "budget=" + std::to_string(budget);
     std::string list;
     for (const auto& n : sel) list += (list.empty() ? "" : "+") + n;
     if (ctx.params.has("recompute") && !ctx.params.get_names("recompute").empty())
       s.params += ",recompute=" + list;
-    if (ctx.activation_peak) {
-      const std::uint64_t actual = ctx.activation_peak(s);
-      if (actual > budget)
-        throw remat::Error("internal: the chosen schedule peaks at " + std::to_string(actual) +
-                           " activation bytes in the simulator (the chain model said " +
-                           std::to_string(sol.peak) + "), over the budget of " +
-                           std::to_string(budget));
-    }
     return s;
   }
 };

@@ -16,6 +16,7 @@
 #include "core/util/error.h"
 #include "plugins/budget/budget_chain.h"
 #include "plugins/budget/budget_dp.h"
+#include "plugins/budget/budget_plan.h"
 #include "plugins/optimal/fronts.h"
 #include "plugins/optimal/min_cut.h"
 #include "plugins/optimal/optimal_options.h"
@@ -158,32 +159,13 @@ class OptimalPolicy final : public remat::Policy {
     if (!ctx.params.has("fallback") || ctx.params.get_string("fallback") != "budget")
       throw Error(std::string(why.what()) + "; optimal:fallback=budget plans such a step with the budget policy's "
                                             "block-level program instead");
-    const BlockGraph& g = *ctx.graph;
-    for (int i = 0; i < g.table_count(); ++i) budget::require_mask_width(g.table(i), "budget");
-    const budget::ChainSpec spec =
-        budget::chain_from_graph(g, ctx.step_cost, ctx.blocks, g.default_selective(), ctx.cost_unit == "flops");
-    const budget::Solution sol = budget::solve(spec.chain, budget);
-    if (!sol.feasible)
+    std::uint64_t least = 0;
+    std::optional<Schedule> s = budget::plan_blocks(ctx, ctx.graph->default_selective(), budget, &least);
+    if (!s)
       throw Error(std::string(why.what()) + "; and the budget policy's program (fallback=budget) finds no plan within " +
-                  std::to_string(budget) + " bytes (it needs at least " +
-                  std::to_string(budget::min_budget(spec.chain)) + ")");
-    Schedule s = budget::schedule_for(g, spec, sol.choice);
-    s.params = "budget=" + std::to_string(budget) + ",fallback=budget";
-    return checked(ctx, std::move(s), sol, budget);
-  }
-
-  // The schedule, once the simulator's activation peak is within the budget (an internal error
-  // otherwise: the chain model and the simulator disagree).
-  static remat::Schedule checked(const remat::PlanContext& ctx, remat::Schedule s, const remat::budget::Solution& sol,
-                                 std::uint64_t budget) {
-    if (ctx.activation_peak) {
-      const std::uint64_t actual = ctx.activation_peak(s);
-      if (actual > budget)
-        throw remat::Error("internal: the chosen schedule peaks at " + std::to_string(actual) +
-                           " activation bytes in the simulator (the chain model said " + std::to_string(sol.peak) +
-                           "), over the budget of " + std::to_string(budget));
-    }
-    return s;
+                  std::to_string(budget) + " bytes (it needs at least " + std::to_string(least) + ")");
+    s->params = "budget=" + std::to_string(budget) + ",fallback=budget";
+    return *s;
   }
 
   // Per class of blocks, its front as a middle and as the last block, and the chain over them.
@@ -248,7 +230,7 @@ class OptimalPolicy final : public remat::Policy {
     }
     Schedule s = schedule_of(model, pick);
     s.params = "budget=" + std::to_string(budget);
-    return checked(ctx, std::move(s), sol, budget);
+    return budget::checked(ctx, std::move(s), sol.peak, budget);
   }
 };
 
