@@ -83,6 +83,9 @@ int plan(const PlanOptions& o) {
             << "block forwards        " << p.block_forwards << " (" << m.layers << " blocks)\n"
             << "recompute FLOPs       " << p.flops.recompute << "\n"
             << "actions               " << s.actions.size() << "\n";
+  if (p.host_peak_bytes > 0)
+    std::cout << "host peak             " << human_bytes(p.host_peak_bytes) << " (offloaded, " << p.plan.offloads
+              << " offloads)\n";
   if (o.policy.schedule_file.empty()) std::cout << "step costs            " << cost_unit << "\n";
   if (!m.layer_kinds.empty()) std::cout << "layer kinds           " << layer_kind_counts(m) << "\n";
   if (m.mla.on()) std::cout << "latent attention      " << describe_mla(m.mla, m.heads) << "\n";
