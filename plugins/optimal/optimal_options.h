@@ -37,6 +37,8 @@ struct Choice {
   Mode mode = Mode::Inside;
   Mask keep = 0;            // K: saved tensors kept from the forward (Checkpoint: from the recompute); the input included
   Mask inside = 0;          // saved tensors rebuilt inside the backward (the saved set minus K; none Before)
+  Mask offload = 0;         // held tensors in host memory between the forward and the backward (offload_sets.h);
+                            // a choice with offloads is a middle block's (its `last` is the one without)
   OptionCost mid, last;     // as a middle block and as the last one (the head beside it)
   std::vector<bool> reruns; // per step of the table: whether the choice runs it again
 };
@@ -151,6 +153,16 @@ inline Choice evaluate(const BlockGraph& g, const std::vector<double>& cost, Mod
   // The last block: its output waits for the head through its recompute; the head holds the
   // final norm's output beside what the block holds, and frees both before the block's backward.
   c.last.bwd_peak = std::max({mode != Mode::Inside ? final_in + rec_peak : 0, final_in + held + lnf, bwd});
+  return c;
+}
+
+// Choice c with `off` (tensors it holds between its forward and backward) in host memory meanwhile:
+// it keeps their bytes fewer and costs `per_byte` more per byte offloaded (out and back: offload_sets.h).
+inline Choice offloaded(const BlockGraph& g, Choice c, Mask off, double per_byte) {
+  const std::uint64_t bytes = budget::mask_bytes(g, off);
+  c.offload = off;
+  c.mid.kept -= bytes;
+  c.mid.cost += per_byte * static_cast<double>(bytes);
   return c;
 }
 
@@ -279,10 +291,12 @@ inline Schedule schedule_of(const BlockGraph& model, const std::vector<Choice>& 
     // --distribute-saved-activations).
     const bool input_only = c.keep == bit(model.of(b).input());
     s.forward(b, c.mode == Mode::Checkpoint || input_only ? Keep::input() : named(model.of(b), c.keep));
+    if (c.offload) s.offload(b, named(model.of(b), c.offload));
   }
   for (int b = s.blocks - 1; b >= 0; --b) {
     const Choice& c = pick[static_cast<std::size_t>(b)];
     const BlockGraph& g = model.of(b);
+    if (c.offload) s.prefetch(b, named(g, c.offload));
     if (c.mode == Mode::Checkpoint) s.recompute(b, named(g, c.keep));
     if (c.mode == Mode::Before) s.recompute(b, Keep::all());
     s.backward(b, c.inside ? named(g, c.inside) : Keep::all());

@@ -3,7 +3,8 @@
 // for the whole step: with --memory-budget the least recompute cost whose activation peak fits
 // (every choice of every block table walked, optimal_options.h, and its fronts, fronts.h; the chain program of
 // budget_dp.h over each table's front); without one the fewest bytes a block keeps when no
-// weight GEMM runs again (a minimum cut, min_cut.h). With time_limit=S the program stops after
+// weight GEMM runs again (a minimum cut, min_cut.h). With offload_cost=C (and a budget) a block
+// may also keep any tensor it holds in host memory between its forward and backward, at C per byte. With time_limit=S the program stops after
 // S seconds naming the block it was at; with fallback=budget a step whose tables it cannot take
 // (too many tensors, or out of time) is planned by the block-level program of `budget` instead.
 #include <chrono>
@@ -50,7 +51,15 @@ class OptimalPolicy final : public remat::Policy {
     fallback.choices = {"none", "budget"};
     fallback.help = "budget: a step the exact program cannot take (a table of too many tensors, or past "
                     "time_limit) is planned by the budget policy's block-level program instead";
-    return {limit, fallback};
+    remat::ParamDecl offload;
+    offload.name = "offload_cost";
+    offload.type = remat::ParamType::Float;
+    offload.min = 0.0;
+    offload.max = 1e30;
+    offload.help = "with --memory-budget, also weigh keeping any held tensor in host memory between a block's "
+                   "forward and its backward, at this cost per byte offloaded (out and back) in the plan's cost "
+                   "unit: FLOPs, or with --costs-from its measured unit (default: nothing is offloaded)";
+    return {limit, fallback, offload};
   }
 
   remat::Schedule plan(const remat::PlanContext& ctx) const override {
@@ -62,6 +71,9 @@ class OptimalPolicy final : public remat::Policy {
     std::vector<Choice> pick;
     Schedule s;
     if (!ctx.memory_budget) {
+      if (ctx.params.has("offload_cost"))
+        throw Error("offload_cost weighs offloads against recomputation within a --memory-budget; without one "
+                    "the optimal policy plans the minimum cut, which offloads nothing: give a budget or drop it");
       // The cut is the table's; its cost the block's class's.
       std::vector<std::optional<budget::Mask>> cut(static_cast<std::size_t>(model.table_count()));
       std::vector<std::optional<Choice>> per_class(2 * static_cast<std::size_t>(model.table_count()));
@@ -198,7 +210,15 @@ class OptimalPolicy final : public remat::Policy {
         throw Stopped("the optimal policy tries every choice of a block's recomputable tensors, and block " +
                       std::to_string(b) + " has " + std::to_string(free) + " (at most " +
                       std::to_string(optimal::kMaxChoiceTensors) + ")");
-      optimal::Fronts both = optimal::fronts(table, budget::step_costs(model, t, model.windowed(b), ctx.step_cost, flops));
+      std::optional<double> per_byte;
+      if (ctx.params.has("offload_cost")) per_byte = ctx.params.get_float("offload_cost");
+      optimal::Fronts both;
+      try {
+        both = optimal::fronts(table, budget::step_costs(model, t, model.windowed(b), ctx.step_cost, flops), per_byte);
+      } catch (const optimal::TooManyOffloads& e) {
+        throw Stopped("the optimal policy weighs every offload of every choice, and block " + std::to_string(b) +
+                      "'s table is too large for that: " + e.what() + "; plan it without offload_cost");
+      }
       f.mid[k] = std::move(both.mid);
       f.last[k] = std::move(both.last);
     }
@@ -230,6 +250,7 @@ class OptimalPolicy final : public remat::Policy {
     }
     Schedule s = schedule_of(model, pick);
     s.params = "budget=" + std::to_string(budget);
+    if (ctx.params.has("offload_cost")) s.params += ",offload_cost=" + ctx.params.raw().at("offload_cost");
     return budget::checked(ctx, std::move(s), sol.peak, budget);
   }
 };
