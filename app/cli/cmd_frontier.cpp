@@ -48,7 +48,7 @@ int frontier(const FrontierOptions& o) {
     for (const FrontierPoint& p : f.line)
       j["line"].push_back({{"budget_bytes", p.budget}, {"activation_peak_bytes", p.activation_peak},
                            {"recompute_flops", p.recompute_flops}, {"peak_bytes", p.peak},
-                           {"params", p.params}, {"from_smaller_budget", p.from_smaller_budget}});
+                           {"offloaded_bytes", p.offloaded}, {"params", p.params}, {"from_smaller_budget", p.from_smaller_budget}});
     j["policies"] = nlohmann::json::array();
     for (const PolicyPoint& p : f.others) {
       nlohmann::json pj = {{"policy", p.policy}, {"params", p.params}};
@@ -56,6 +56,7 @@ int frontier(const FrontierOptions& o) {
         pj["activation_peak_bytes"] = p.activation_peak;
         pj["recompute_flops"] = p.recompute_flops;
         pj["peak_bytes"] = p.peak;
+        pj["offloaded_bytes"] = p.offloaded;
       } else {
         pj["error"] = p.error;
       }
@@ -64,25 +65,33 @@ int frontier(const FrontierOptions& o) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
+  // The offloaded column, when the line offloads anywhere (the other policies' points have it then too).
+  bool offloads = false;
+  for (const FrontierPoint& p : f.line) offloads = offloads || p.offloaded > 0;
   std::cout << "frontier of " << f.policy << " on model " << m.name << ": recompute FLOPs against the activation budget\n"
             << "smallest budget " << human_bytes(f.smallest_budget) << " (" << f.smallest_budget << " bytes); "
             << "no recomputation from " << human_bytes(f.store_all_budget) << " (" << f.store_all_budget
             << " bytes, none's activation peak)\n\n"
-            << "budget        activations   recompute GFLOP\n";
-  for (const FrontierPoint& p : f.line)
-    std::cout << std::left << std::setw(14) << human_bytes(p.budget) << std::setw(14) << human_bytes(p.activation_peak)
-              << gflop(p.recompute_flops) << (p.from_smaller_budget ? "  (a smaller budget's plan)" : "") << "\n";
+            << "budget        activations   recompute GFLOP" << (offloads ? "   offloaded" : "") << "\n";
+  for (const FrontierPoint& p : f.line) {
+    std::cout << std::left << std::setw(14) << human_bytes(p.budget) << std::setw(14) << human_bytes(p.activation_peak);
+    if (offloads) std::cout << std::setw(18) << gflop(p.recompute_flops) << human_bytes(p.offloaded);
+    else std::cout << gflop(p.recompute_flops);
+    std::cout << (p.from_smaller_budget ? "  (a smaller budget's plan)" : "") << "\n";
+  }
   std::size_t w = 6;
   for (const PolicyPoint& p : f.others) w = std::max(w, p.policy.size());
   std::cout << "\n" << std::left << std::setw(static_cast<int>(w + 2)) << "policy"
-            << "activations   recompute GFLOP   planned as\n";
+            << "activations   recompute GFLOP   " << (offloads ? "offloaded     " : "") << "planned as\n";
   for (const PolicyPoint& p : f.others) {
     std::cout << std::left << std::setw(static_cast<int>(w + 2)) << p.policy;
-    if (p.error.empty())
-      std::cout << std::setw(14) << human_bytes(p.activation_peak) << std::setw(18) << gflop(p.recompute_flops)
-                << p.params << "\n";
-    else
+    if (!p.error.empty()) {
       std::cout << "no plan: " << p.error << "\n";
+      continue;
+    }
+    std::cout << std::setw(14) << human_bytes(p.activation_peak) << std::setw(18) << gflop(p.recompute_flops);
+    if (offloads) std::cout << std::setw(14) << human_bytes(p.offloaded);
+    std::cout << p.params << "\n";
   }
   return 0;
 }

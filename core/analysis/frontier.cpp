@@ -50,7 +50,7 @@ std::uint64_t bisect_smallest(const PolicyRegistry& reg, const PolicyChoice& cho
 
 // A plan's figures as the simulator walks it.
 struct Walked {
-  std::uint64_t activation_peak = 0, recompute_flops = 0, peak = 0;
+  std::uint64_t activation_peak = 0, recompute_flops = 0, peak = 0, offloaded = 0;
   std::string params;
 };
 
@@ -58,7 +58,7 @@ Walked walk_plan(const PolicyRegistry& reg, const PolicyChoice& choice, const Bl
                  std::optional<std::uint64_t> budget) {
   const Schedule s = reg.plan(choice, g, budget);
   const Prediction p = simulate(g, s, nullptr);
-  return {p.activation_peak_bytes, p.flops.recompute, p.peak_bytes, s.params};
+  return {p.activation_peak_bytes, p.flops.recompute, p.peak_bytes, p.host_peak_bytes, s.params};
 }
 
 struct Planned {
@@ -112,7 +112,8 @@ std::vector<Planned> plan_side_by_side(const PolicyRegistry& reg, const PolicyCh
         }
         try {
           const Prediction pr = simulate(g, *plans[k].schedule, nullptr);
-          p.walked = Walked{pr.activation_peak_bytes, pr.flops.recompute, pr.peak_bytes, plans[k].schedule->params};
+          p.walked = Walked{pr.activation_peak_bytes, pr.flops.recompute, pr.peak_bytes, pr.host_peak_bytes,
+                            plans[k].schedule->params};
         } catch (const Error& e) {
           p.error = e.what();
         }
@@ -220,6 +221,7 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
       pt.activation_peak = p.walked->activation_peak;
       pt.recompute_flops = p.walked->recompute_flops;
       pt.peak = p.walked->peak;
+      pt.offloaded = p.walked->offloaded;
       pt.params = p.walked->params;
       fits = pt.activation_peak <= pt.budget;
     } else {
@@ -229,11 +231,24 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
     if (!fits && f.line.empty())
       throw Error("'" + policy + "' planned " + std::to_string(pt.activation_peak) + " activation bytes for a budget of " +
                   std::to_string(pt.budget));
-    if (!f.line.empty() && (!fits || f.line.back().recompute_flops < pt.recompute_flops)) {
-      const FrontierPoint& prev = f.line.back();
+    // A point below beats this one: no more recomputation nor offloads, less of one (without
+    // offloads: less recomputation, which the last point has least of). The latest such stands.
+    auto beats = [&pt](const FrontierPoint& q) {
+      return q.recompute_flops <= pt.recompute_flops && q.offloaded <= pt.offloaded &&
+             (q.recompute_flops < pt.recompute_flops || q.offloaded < pt.offloaded);
+    };
+    const FrontierPoint* below = f.line.empty() ? nullptr : &f.line.back();
+    if (fits && below) {
+      below = nullptr;
+      for (auto q = f.line.rbegin(); q != f.line.rend() && !below; ++q)
+        if (beats(*q)) below = &*q;
+    }
+    if (below) {
+      const FrontierPoint prev = *below;
       pt.activation_peak = prev.activation_peak;
       pt.recompute_flops = prev.recompute_flops;
       pt.peak = prev.peak;
+      pt.offloaded = prev.offloaded;
       pt.params = prev.params;
       pt.from_smaller_budget = true;
     }
@@ -249,6 +264,7 @@ Frontier compute_frontier(const PolicyRegistry& reg, const ModelConfig& m, const
       pt.activation_peak = w.activation_peak;
       pt.recompute_flops = w.recompute_flops;
       pt.peak = w.peak;
+      pt.offloaded = w.offloaded;
     } catch (const Error& e) {
       pt.error = e.what();
     }

@@ -2,7 +2,10 @@
 // smallest budget it can plan to up to the activation peak of storing everything (no
 // recomputation), with every other policy's point on the same axes. Each budget's point is the
 // cheapest plan found at that budget or a smaller one (a plan that fits a smaller budget fits a
-// larger), so the line never rises as the budget grows.
+// larger), so the line never rises as the budget grows. A plan that offloads (host memory
+// between a block's forward and backward) weighs its bytes moved against its recomputation:
+// there a point gives way to a point below it only when that one recomputes and offloads no
+// more (and less of one), so the recompute line may rise where offloads give way to recompute.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -19,6 +22,7 @@ struct FrontierPoint {
   std::uint64_t activation_peak = 0;  // of the plan kept for it (the simulator's)
   std::uint64_t recompute_flops = 0;
   std::uint64_t peak = 0;             // device, everything included
+  std::uint64_t offloaded = 0;        // host bytes at the plan's host peak (0: it offloads nothing)
   std::string params;                 // the kept plan's parameters (the policy's own words)
   bool from_smaller_budget = false;   // the plan at this budget cost more than one below it
 };
@@ -26,7 +30,7 @@ struct FrontierPoint {
 struct PolicyPoint {
   std::string policy;  // as asked: name[:params]
   std::string params;  // the plan's parameters, defaults included (the policy's own words)
-  std::uint64_t activation_peak = 0, recompute_flops = 0, peak = 0;
+  std::uint64_t activation_peak = 0, recompute_flops = 0, peak = 0, offloaded = 0;
   std::string error;   // why it has no point (it could not plan this model), else ""
 };
 

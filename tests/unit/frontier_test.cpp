@@ -57,6 +57,33 @@ TEST(Frontier, NeverRisesAndStaysWithinEachBudgetWhateverThePolicyPlans) {
   }
 }
 
+// With offloads the policy weighs bytes moved against recomputation: no point is beaten by the
+// one below it in both, and the policy's own cost (recompute FLOPs + 2 per byte offloaded) never
+// rises; the offloaded bytes are the plan's host peak.
+TEST(Frontier, WithOffloadsNoPointIsBeatenByTheOneBelowIt) {
+  const ModelConfig m = test::tiny(Family::Gpt2, AttentionImpl::Naive);
+  const Frontier f = compute_frontier(test::plugins(), m, "optimal:offload_cost=2", 10, false);
+  ASSERT_EQ(f.line.size(), 10u);
+  int offloading = 0;  // points of the policy's own plans that offload
+  for (std::size_t i = 0; i < f.line.size(); ++i) {
+    const FrontierPoint& p = f.line[i];
+    EXPECT_LE(p.activation_peak, p.budget) << i;
+    if (p.from_smaller_budget) continue;
+    offloading += p.offloaded > 0;
+    EXPECT_EQ(p.offloaded, simulate(m, test::plan("optimal:offload_cost=2", m, p.budget), nullptr).host_peak_bytes) << i;
+    if (i == 0) continue;
+    const FrontierPoint& q = f.line[i - 1];
+    EXPECT_FALSE(q.recompute_flops <= p.recompute_flops && q.offloaded <= p.offloaded &&
+                 (q.recompute_flops < p.recompute_flops || q.offloaded < p.offloaded))
+        << i;
+    EXPECT_LE(static_cast<double>(p.recompute_flops) + 2.0 * static_cast<double>(p.offloaded),
+              static_cast<double>(q.recompute_flops) + 2.0 * static_cast<double>(q.offloaded))
+        << i;
+  }
+  EXPECT_GT(offloading, 1);
+  EXPECT_EQ(f.line.back().offloaded, 0u);  // none's peak: nothing to offload or recompute
+}
+
 TEST(Frontier, RefusesWhatCannotHaveOne) {
   PolicyRegistry r;
   r.load_dirs({test::kPlugins});
