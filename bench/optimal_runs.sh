@@ -8,7 +8,8 @@
 #
 # Default model: gpt2-124m at seq 256, batch 2. Budgets: optimal's smallest, a third and two
 # thirds of the way from it to none's activation peak, and no budget (the minimum cut); with
-# selective and budget (at the third) beside them. Runs are interleaved round by round so a
+# selective and budget (at the third) beside them; and optimal with offloads (offload_cost=4000)
+# at its own smallest budget and at optimal's. Runs are interleaved round by round so a
 # change in the machine's load falls on all alike; a policy's step time is the median over the
 # rounds of each run's median counted step (3 steps after 1 warmup).
 set -euo pipefail
@@ -29,10 +30,17 @@ lo=$({ "$BIN" plan "${MODEL[@]}" --policy optimal --memory-budget 1 2>&1 || true
 "$BIN" plan "${MODEL[@]}" --policy none --json > "$WORK/none.plan"
 hi=$(json "$WORK/none.plan" "d['activation_peak_bytes']")
 third=$((lo + (hi - lo) / 3))
+# With offloads (offload_cost=4000 FLOPs a byte: a device of 1e15 FLOP/s on a 500 GB/s link),
+# at their own smallest budget and at optimal's.
+OFF=optimal:offload_cost=4000
+lo_off=$({ "$BIN" plan "${MODEL[@]}" --policy $OFF --memory-budget 1 2>&1 || true; } |
+         sed -n 's/.*smallest feasible budget is \([0-9]*\) bytes.*/\1/p')
+[ -n "$lo" ] && [ -n "$lo_off" ] || { echo "no smallest budget in the optimal policy's refusal of 1 byte" >&2; exit 1; }
 RUNS=("none|--policy none" "selective|--policy selective" "budget@1/3|--policy budget --memory-budget $third"
       "optimal (min-cut)|--policy optimal" "optimal@smallest|--policy optimal --memory-budget $lo"
       "optimal@1/3|--policy optimal --memory-budget $third"
-      "optimal@2/3|--policy optimal --memory-budget $((lo + 2 * (hi - lo) / 3))")
+      "optimal@2/3|--policy optimal --memory-budget $((lo + 2 * (hi - lo) / 3))"
+      "offloads@their smallest|--policy $OFF --memory-budget $lo_off" "offloads@smallest|--policy $OFF --memory-budget $lo")
 
 echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; $ROUNDS rounds; $THREADS threads; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg); ${MODEL[*]}" >&2
 for r in $(seq 1 "$ROUNDS"); do
