@@ -32,8 +32,9 @@ class OptimalPolicy final : public remat::Policy {
   std::string name() const override { return "optimal"; }
   std::string description() const override {
     return "per block, which saved tensors to keep and how to rebuild the others (inside the backward or "
-           "before it): the least recompute within --memory-budget (exact over every choice), or without one "
-           "the minimum cut (fewest bytes, no weight GEMM recomputed)";
+           "before it), and with offload_cost which to hold in host memory: the least recompute within "
+           "--memory-budget (exact over every choice), or without one the minimum cut (fewest bytes, no weight "
+           "GEMM recomputed)";
   }
   bool takes_memory_budget() const override { return true; }
   std::vector<remat::ParamDecl> params() const override {
@@ -55,7 +56,7 @@ class OptimalPolicy final : public remat::Policy {
     offload.name = "offload_cost";
     offload.type = remat::ParamType::Float;
     offload.min = 0.0;
-    offload.max = 1e30;
+    offload.max = 1e12;
     offload.help = "with --memory-budget, also weigh keeping any held tensor in host memory between a block's "
                    "forward and its backward, at this cost per byte offloaded (out and back) in the plan's cost "
                    "unit: FLOPs, or with --costs-from its measured unit (default: nothing is offloaded)";
