@@ -13,6 +13,7 @@ namespace {
 // dgu = [d * u * gelu_tanh'(g) | d * gelu_tanh(g)].
 struct GeluTanh {
   __device__ static float y(float g) { return gelu_tanh(g); }
+  __device__ static float out(float g, float u) { return y(g) * u; }
   __device__ static void grad(float g, float u, float d, float& dg, float& du) {
     dg = d * u * gelu_tanh_grad(g);
     du = d * gelu_tanh(g);

@@ -10,6 +10,7 @@ using namespace detail;
 // The gate function (kernels/detail/gated.cuh): y(g), and the gradients of y(g) * u given dy = d.
 struct Silu {
   __device__ static float y(float g) { return g * (1.0f / (1.0f + expf(-g))); }
+  __device__ static float out(float g, float u) { return y(g) * u; }
   __device__ static void grad(float g, float u, float d, float& dg, float& du) {
     const float sig = 1.0f / (1.0f + expf(-g));
     dg = d * u * sig * (1.0f + g * (1.0f - sig));

@@ -24,6 +24,7 @@ OpArgs Executor::op_args(int b, const StepDef& s, const std::vector<Tensor>& t,
   a.w_offset = s.w_offset;
   a.p = static_cast<float>(dropout_at(s.site));
   if (s.op == OpKind::Residual) a.branch_mult = static_cast<float>(cfg_.residual_multiplier);
+  if (s.op == OpKind::SwiGluClamped) a.limit = static_cast<float>(cfg_.swiglu_limit);
   a.key = key(b, s.site);
   a.attn = attn(b);
   a.rope = rope_table(b);

@@ -167,6 +167,7 @@ std::pair<const char*, OpKind> mlp_activation(MlpKind k) {
     case MlpKind::Gelu: return {"mlp.gelu", OpKind::GeluErf};
     case MlpKind::SwiGlu: return {"mlp.swiglu", OpKind::SwiGlu};
     case MlpKind::GeGlu: return {"mlp.geglu", OpKind::GeGlu};
+    case MlpKind::SwiGluClamped: return {"mlp.swiglu", OpKind::SwiGluClamped};
   }
   throw Error("block graph: unknown MLP kind " + std::to_string(static_cast<int>(k)));
 }

@@ -90,6 +90,7 @@ struct OpArgs {
   float w_offset = 0.0f;    // norms: the weight is applied as (w_offset + w)
   float p = 0.0f;           // dropout probability at this step's site (0: none)
   float branch_mult = 1.0f; // Residual: the branch's multiplier (Granite's residual_multiplier)
+  float limit = 0.0f;       // SwiGluClamped: the gate clamped to at most limit, up to [-limit, limit]
   DropoutKey key;           // this step's dropout site in this block and step
   AttnDims attn;
   RopeTable rope;

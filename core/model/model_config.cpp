@@ -43,7 +43,7 @@ const char* to_string(NormPlacement p) {
 }
 const char* to_string(PositionKind k) { return k == PositionKind::Learned ? "learned" : "rope"; }
 const char* to_string(MlpKind k) {
-  static const char* n[] = {"gelu_tanh", "gelu", "swiglu", "geglu"};
+  static const char* n[] = {"gelu_tanh", "gelu", "swiglu", "geglu", "swiglu_clamped"};
   return n[static_cast<int>(k)];
 }
 const char* to_string(WindowLayers w) { return w == WindowLayers::All ? "all" : "even"; }
@@ -297,6 +297,7 @@ void ModelConfig::validate() const {
   require_number("embedding_multiplier", embedding_multiplier, false);
   require_number("residual_multiplier", residual_multiplier, false);
   require_number("logits_scaling", logits_scaling, false);
+  require_number("swiglu_limit", swiglu_limit, false);
   if (embed_scale && embedding_multiplier != 1.0)
     throw ConfigError("embedding_multiplier", "and embed_scale both scale the embeddings; set one");
   if (sliding_window < 0)

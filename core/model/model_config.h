@@ -26,7 +26,9 @@ enum class NormKind : std::uint8_t { LayerNorm, RmsNorm };
 enum class NormPlacement : std::uint8_t { Pre, Post, Sandwich };
 enum class PositionKind : std::uint8_t { Learned, Rope };
 // gelu_tanh / gelu: fc, activation, fc2. swiglu: silu(gate) * up. geglu: gelu_tanh(gate) * up.
-enum class MlpKind : std::uint8_t { GeluTanh, Gelu, SwiGlu, GeGlu };
+// swiglu_clamped (gpt-oss): g = min(gate, limit), u = clamp(up, -limit, limit),
+// (u + 1) * g * sigmoid(1.702 * g), limit = swiglu_limit.
+enum class MlpKind : std::uint8_t { GeluTanh, Gelu, SwiGlu, GeGlu, SwiGluClamped };
 enum class WindowLayers : std::uint8_t { All, Even };
 // RMSNorm of q and k before RoPE: none; over the whole q and k projections (OLMo 2: weights
 // heads·d and kv_heads·d wide); over each head (Qwen3: one weight of d for the q heads, one for
@@ -97,6 +99,7 @@ struct ModelConfig {
   bool attn_scale_inverse_layer = false;  // scores also / (layer + 1)
   double attn_softcap = 0.0, final_softcap = 0.0;  // 0: none
   MlpKind mlp = MlpKind::GeluTanh;
+  double swiglu_limit = 7.0;    // swiglu_clamped's clamp (gpt-oss's swiglu_limit)
   bool tied_embeddings = true;
   bool embed_scale = false;     // embeddings * sqrt(hidden), the factor in the model's dtype
   // Granite's multipliers (1: none): the embeddings times embedding_multiplier, each branch
@@ -133,7 +136,7 @@ struct ModelConfig {
   // Width of the attention's context (the output projection's input).
   int ctx_width() const { return heads * v_head_dim(); }
   int rotary_dim() const;  // even, <= head_dim; 0 without RoPE
-  bool gated_mlp() const { return mlp == MlpKind::SwiGlu || mlp == MlpKind::GeGlu; }
+  bool gated_mlp() const { return mlp == MlpKind::SwiGlu || mlp == MlpKind::GeGlu || mlp == MlpKind::SwiGluClamped; }
   std::int64_t tokens() const { return static_cast<std::int64_t>(batch) * seq; }
   std::size_t act_size() const { return dtype_size(dtype); }
   bool has_dropout() const { return dropout > 0.0 && dropout_sites != 0; }

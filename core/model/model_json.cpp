@@ -18,7 +18,7 @@ const std::set<std::string> kOwnKeys = {
     "qk_norm", "sliding_window", "sliding_window_layers", "attn_scale",
     "attn_scale_inverse_layer", "attn_softcap", "final_softcap", "mlp", "tied_embeddings",
     "embed_scale", "block_layout", "sliding_window_pattern", "rope_local_theta", "embedding_multiplier", "residual_multiplier", "logits_scaling",
-    "layer_kinds", "layer_pattern", "moe", "mla"};
+    "swiglu_limit", "layer_kinds", "layer_pattern", "moe", "mla"};
 
 int get_int(const nlohmann::json& j, const char* key) { return json_int(j.at(key), key); }
 
@@ -47,7 +47,7 @@ const char* const kAttention[] = {"naive", "flash"};
 const char* const kNorm[] = {"layernorm", "rmsnorm"};
 const char* const kPlacement[] = {"pre", "post", "sandwich"};
 const char* const kPosition[] = {"learned", "rope"};
-const char* const kMlp[] = {"gelu_tanh", "gelu", "swiglu", "geglu"};
+const char* const kMlp[] = {"gelu_tanh", "gelu", "swiglu", "geglu", "swiglu_clamped"};
 const char* const kWindowLayers[] = {"all", "even"};
 const char* const kSites[] = {"embedding", "attention", "residual"};
 const char* const kQkNorm[] = {"none", "projection", "head"};
@@ -139,6 +139,11 @@ ModelConfig model_from_json(const nlohmann::json& j) {
                             std::pair{"residual_multiplier", &m.residual_multiplier},
                             std::pair{"logits_scaling", &m.logits_scaling}})
     if (j.contains(key)) *field = get_number(j, key);
+  if (j.contains("swiglu_limit")) {
+    if (m.mlp != MlpKind::SwiGluClamped)
+      throw ConfigError("swiglu_limit", "clamps the swiglu_clamped activation; this model's mlp is " + std::string(to_string(m.mlp)));
+    m.swiglu_limit = get_number(j, "swiglu_limit");
+  }
   if (j.contains("layer_kinds") || j.contains("layer_pattern")) {
     if (!j.contains("layer_kinds") || !j.contains("layer_pattern"))
       throw ConfigError(j.contains("layer_kinds") ? "layer_pattern" : "layer_kinds",
@@ -218,6 +223,7 @@ nlohmann::json model_to_json(const ModelConfig& m) {
   feature("embedding_multiplier", m.embedding_multiplier, 1.0, m.embedding_multiplier);
   feature("residual_multiplier", m.residual_multiplier, 1.0, m.residual_multiplier);
   feature("logits_scaling", m.logits_scaling, 1.0, m.logits_scaling);
+  if (m.mlp == MlpKind::SwiGluClamped) j["swiglu_limit"] = m.swiglu_limit;
   if (!m.layer_kinds.empty()) {
     j["layer_kinds"] = layer_kinds_to_json(m.layer_kinds);
     j["layer_pattern"] = layer_pattern_to_json(m.layer_pattern, m.layer_kinds);

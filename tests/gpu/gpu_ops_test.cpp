@@ -129,6 +129,32 @@ TEST_P(GpuOps, GegluForwardBackward) {
   }
 }
 
+// gpt-oss's clamped SwiGLU (limit 1.5: values from -4 to 4 fall on both sides of both clamps).
+TEST_P(GpuOps, SwiGluClampedForwardBackward) {
+  for (int F : {96, 13}) {
+    const std::int64_t rows = 37;
+    Both gu = d->random(dt, rows * 2 * F, -4.0f, 4.0f, 18);
+    Both y = d->poisoned(dt, rows * F);
+    both([&](auto& b, bool c) {
+      OpArgs a;
+      a.in[0] = &T(gu, c), a.out[0] = &T(y, c), a.M = rows, a.K = F, a.limit = 1.5f;
+      b.run(OpKind::SwiGluClamped, Pass::Forward, a);
+    });
+    EXPECT_LE(d->rel(y), tol(dt)) << "swiglu_clamped_fwd F=" << F;
+    Both dy = d->random(dt, rows * F, -1.0f, 1.0f, 19);
+    for (bool acc : {false, true}) {
+      Both dgu = acc ? d->random(dt, rows * 2 * F, -1.0f, 1.0f, 20) : d->poisoned(dt, rows * 2 * F);
+      both([&](auto& b, bool c) {
+        OpArgs a;
+        a.in[0] = &T(gu, c), a.dout[0] = &T(dy, c), a.din[0] = &T(dgu, c), a.acc[0] = acc;
+        a.M = rows, a.K = F, a.limit = 1.5f;
+        b.run(OpKind::SwiGluClamped, Pass::Backward, a);
+      });
+      EXPECT_LE(d->rel(dgu), tol(dt)) << "swiglu_clamped_bwd F=" << F << " acc=" << acc;
+    }
+  }
+}
+
 TEST_P(GpuOps, DropoutMasksAreBitEqualToCpu) {
   DropoutKey key;
   key.seed = 0x123456789abcdefULL;

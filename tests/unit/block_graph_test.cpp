@@ -96,7 +96,8 @@ TEST(BlockGraph, MlpActivationOfEveryKind) {
   const Case cases[] = {{MlpKind::GeluTanh, "mlp.gelu", OpKind::Gelu, "mlp.gelu_in"},
                         {MlpKind::Gelu, "mlp.gelu", OpKind::GeluErf, "mlp.gelu_in"},
                         {MlpKind::SwiGlu, "mlp.swiglu", OpKind::SwiGlu, "mlp.gate_up"},
-                        {MlpKind::GeGlu, "mlp.geglu", OpKind::GeGlu, "mlp.gate_up"}};
+                        {MlpKind::GeGlu, "mlp.geglu", OpKind::GeGlu, "mlp.gate_up"},
+                        {MlpKind::SwiGluClamped, "mlp.swiglu", OpKind::SwiGluClamped, "mlp.gate_up"}};
   std::map<bool, std::uint64_t> saved;  // by gated
   for (const Case& c : cases) {
     SCOPED_TRACE(to_string(c.mlp));

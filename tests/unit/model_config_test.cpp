@@ -146,6 +146,22 @@ TEST(ModelConfig, AcceptsTheExactGeluGegluAndQkNorm) {
   j["ffn"] = 128;
   j["mlp"] = "geglu";
   EXPECT_TRUE(runs(model_from_json(j), OpKind::GeGlu));
+  // gpt-oss's clamped SwiGLU and its limit (7 by default), kept through a round trip; a limit
+  // for another activation, or one of 0, is refused by name.
+  j["swiglu_limit"] = 5.5;
+  EXPECT_THROW(model_from_json(j), ConfigError);
+  j["mlp"] = "swiglu_clamped";
+  EXPECT_TRUE(runs(model_from_json(j), OpKind::SwiGluClamped));
+  EXPECT_EQ(model_from_json(model_to_json(model_from_json(j))).swiglu_limit, 5.5);
+  j["swiglu_limit"] = 0;
+  try {
+    model_from_json(j);
+    ADD_FAILURE() << "a limit of 0 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("swiglu_limit"), std::string::npos) << e.what();
+  }
+  j.erase("swiglu_limit");
+  EXPECT_EQ(model_from_json(j).swiglu_limit, 7.0);
   j["mlp"] = "swiglu";
   j["qk_norm"] = true;  // as files before "head" wrote the projection-wide norm
   EXPECT_EQ(model_from_json(j).qk_norm, QkNormKind::Projection);

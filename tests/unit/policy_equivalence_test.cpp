@@ -136,6 +136,9 @@ INSTANTIATE_TEST_SUITE_P(
                       EquivalenceCase{Family::Phi3, AttentionImpl::Naive},
                       EquivalenceCase{Family::Phi3, AttentionImpl::Flash},
                       EquivalenceCase{Family::Llama, AttentionImpl::Flash, MlpKind::GeGlu, OpKind::GeGlu},
+                      // gpt-oss's clamped SwiGLU, on dense layers and on experts
+                      EquivalenceCase{Family::Llama, AttentionImpl::Naive, MlpKind::SwiGluClamped, OpKind::SwiGluClamped},
+                      EquivalenceCase{Family::Mixtral, AttentionImpl::Flash, MlpKind::SwiGluClamped, OpKind::SwiGluClamped},
                       EquivalenceCase{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu, OpKind::GeluErf},
                       EquivalenceCase{Family::Olmo2, AttentionImpl::Naive, std::nullopt, OpKind::QkNorm},
                       EquivalenceCase{Family::Olmo2, AttentionImpl::Flash, std::nullopt, OpKind::QkNorm},

@@ -1,6 +1,7 @@
 // The CUDA backend's entry for the block ops of the op table (core/graph/ops.def): each op's
 // arguments unpacked onto its kernels' launch functions (cuda_ops.cpp). Ops whose CUDA side is
-// one file define their fwd_<Op> / bwd_<Op> there instead (kernels/geglu.cu, kernels/qk_norm.cu).
+// one file define their fwd_<Op> / bwd_<Op> there instead (kernels/geglu.cu, kernels/qk_norm.cu,
+// kernels/swiglu_clamped.cu).
 #include "core/backend/cuda/cuda_args.h"
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/util/error.h"
