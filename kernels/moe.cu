@@ -302,6 +302,7 @@ void CudaBackend::expert_linear(const OpArgs& a, Pass pass) {
   check_float(*a.in[0], op, "x", a.M * K);
   check_float(bwd ? *a.dout[0] : *a.out[0], op, bwd ? "dy" : "y", a.M * N);
   check_float(bwd ? *a.dw : *a.w, op, bwd ? "dW" : "W", NK * d.experts);
+  if (const Tensor* b = bwd ? a.db : a.b) check_float(*b, op, bwd ? "dB" : "B", static_cast<std::int64_t>(N) * d.experts);
   check_routing(*a.in[1], d, op);
   activate();
   const auto sc = expert_rows(*a.in[1], d, compute_);

@@ -28,7 +28,8 @@ struct MoeTable {
 };
 
 // The rows expert e computes from its count: its tokens (dropless) or its whole capacity block
-// (padding rows are zero and stay zero through the projections, as Megatron-LM computes them).
+// (padding rows are zero and stay zero through the projections, as Megatron-LM computes them;
+// with expert biases they carry the biases' values onward, which no token's output reads).
 inline std::int64_t moe_expert_rows(const MoeDims& d, std::int64_t count) { return d.capacity > 0 ? d.capacity : count; }
 
 // The sizes every MoE op needs, checked the same on every backend: Error("<backend> <op>: ...").

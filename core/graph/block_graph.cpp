@@ -358,6 +358,7 @@ int BlockGraph::build_moe(int in) {
   auto expert = [&](const std::string& name, int x, int y, const std::string& w, int K, int N) {
     StepDef s = step(name, OpKind::ExpertLinear, {x, routing}, {y});
     s.w = w;
+    if (m.moe.expert_bias) s.b = w.substr(0, w.size() - 1) + "b";  // mlp.experts.fc.b
     s.M = R;
     s.K = K;
     s.N = N;

@@ -192,6 +192,7 @@ void CpuBackend::expert_linear(const OpArgs& a, Pass pass) {
   if (bwd && a.din[0] && *a.din[0]) cpu::check_float(*a.din[0], op, "dx", a.M * K);
   cpu::check_float(bwd ? *a.dout[0] : *a.out[0], op, bwd ? "dy" : "y", a.M * N);
   cpu::check_float(bwd ? *a.dw : *a.w, op, bwd ? "dW" : "W", NK * d.experts);
+  if (const Tensor* b = bwd ? a.db : a.b) cpu::check_float(*b, op, bwd ? "dB" : "B", static_cast<std::int64_t>(N) * d.experts);
   const Routing r(*a.in[1], d);
   run_expert_linears(*this, a, pass, [&](int e) { return r.start[e]; }, [&](int e) { return moe_expert_rows(d, r.count[e]); });
 }
