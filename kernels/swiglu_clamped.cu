@@ -16,15 +16,20 @@ namespace {
 
 constexpr float kAlpha = 1.702f;
 
+// min(gate, limit) and clamp(up, -limit, limit) as the CPU's std::min and std::clamp take them:
+// a NaN passes through (fminf would give the bound).
+__device__ inline float clamp_max(float v, float hi) { return hi < v ? hi : v; }
+__device__ inline float clamp_both(float v, float lo, float hi) { return v < lo ? lo : hi < v ? hi : v; }
+
 struct ClampedSilu {
   float limit;
   __device__ float out(float gate, float up) const {
-    const float g = fminf(gate, limit), u = fminf(fmaxf(up, -limit), limit);
+    const float g = clamp_max(gate, limit), u = clamp_both(up, -limit, limit);
     const float glu = g * (1.0f / (1.0f + expf(-(g * kAlpha))));
     return (u + 1.0f) * glu;
   }
   __device__ void grad(float gate, float up, float d, float& dg, float& du) const {
-    const float g = fminf(gate, limit), u = fminf(fmaxf(up, -limit), limit);
+    const float g = clamp_max(gate, limit), u = clamp_both(up, -limit, limit);
     const float s = 1.0f / (1.0f + expf(-(g * kAlpha)));
     const float glu = g * s;
     dg = gate <= limit ? d * (u + 1.0f) * (s + g * kAlpha * s * (1.0f - s)) : 0.0f;

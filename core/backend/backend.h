@@ -162,14 +162,17 @@ class Backend {
   //   when p == 0); backward din[0] = dout (acc[0]), din[1] = dout * mask / (1 - p) * branch_mult
   //   (acc[1]).
   // - Gelu (tanh form) and GeluErf (exact, x * Phi(x)) over M elements.
-  // - SwiGlu: in[0] [M, 2K] (gate | up) -> [M, K] silu(gate) * up; GeGlu: gelu_tanh(gate) * up.
+  // - SwiGlu: in[0] [M, 2K] (gate | up) -> [M, K] silu(gate) * up; GeGlu: gelu_tanh(gate) * up;
+  //   SwiGluClamped: (u + 1) * g * sigmoid(1.702 g), g = min(gate, limit), u = clamp(up, ±limit),
+  //   a clamped value passing no gradient (a NaN passes through, as torch.clamp's).
   // - DropoutMask: out[0][i] = philox_bits(key, i) >= dropout_threshold(p) (1 = kept), M elements.
   // - The mixture of experts (moe: its sizes; the routing table's layout: cpu/cpu_moe.cpp):
   //   MoeRoute: in[0] logits [tokens, experts] -> out[0] the top-k weights, out[1] the routing
   //   table (i32); backward dlogits from dweights. MoePermute: in[0] x [tokens, K], in[1] routing
   //   -> out[0] the rows [moe.rows(), K] (padding rows 0); backward dx (acc) sums its rows.
   //   ExpertLinear: in[0] rows [M, K], in[1] routing, w [experts · N, K] -> out[0] [M, N], expert
-  //   e's rows through its N x K slice (with a capacity its whole block); backward as Linear's.
+  //   e's rows through its N x K slice (with a capacity its whole block), plus its N-wide slice
+  //   of b [experts · N] when given; backward as Linear's (db += each expert's row sums).
   //   MoeUnpermute: in[0] rows [moe.rows(), K], in[1] weights, in[2] routing, in[3] (optional)
   //   the shared experts' output [tokens, K] -> out[0] each token's weighted sum of its rows plus
   //   in[3]; backward d rows (padding 0), dweights, d shared = dout.

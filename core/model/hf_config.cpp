@@ -245,7 +245,9 @@ struct NearFamily {
   const char* missing;
 };
 const NearFamily kNearFamilies[] = {
-    {"gpt_oss", "qwen3_moe", "attention sinks, biased experts and the clamped SwiGLU"},
+    {"gpt_oss", "qwen3_moe",
+     "attention sinks and the router's bias (its clamped SwiGLU and experts with biases are modelled: "
+     "mlp swiglu_clamped, moe expert_bias in a model JSON)"},
     {"llama4_text", "qwen3_moe", "chunked attention, the L2 QK-norm and the top-1 sigmoid router"},
 };
 

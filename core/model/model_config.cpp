@@ -298,6 +298,9 @@ void ModelConfig::validate() const {
   require_number("residual_multiplier", residual_multiplier, false);
   require_number("logits_scaling", logits_scaling, false);
   require_number("swiglu_limit", swiglu_limit, false);
+  if (const float l = static_cast<float>(swiglu_limit); !(l > 0.0f) || !std::isfinite(l))
+    throw ConfigError("swiglu_limit", "must be a positive number a float holds (the kernels clamp in fp32), got " +
+                                          std::to_string(swiglu_limit));
   if (embed_scale && embedding_multiplier != 1.0)
     throw ConfigError("embedding_multiplier", "and embed_scale both scale the embeddings; set one");
   if (sliding_window < 0)

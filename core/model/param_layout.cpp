@@ -94,9 +94,9 @@ void moe_params(const ModelConfig& m, int b, const std::string& hf, const std::s
   }
   block_param(b, fused(mat(p + "mlp.experts.fc.w", "", e.experts * up, h), gu, ".weight"));
   block_param(b, fused(mat(p + "mlp.experts.fc2.w", "", e.experts * h, f), down, ".weight"));
-  if (e.expert_bias) {  // gpt-oss: per expert a bias of each projection's width
-    block_param(b, vec(p + "mlp.experts.fc.b", "", e.experts * up));
-    block_param(b, vec(p + "mlp.experts.fc2.b", "", e.experts * h));
+  if (e.expert_bias) {  // gpt-oss: per expert a bias of each projection's width, named as its weight's
+    block_param(b, fused(vec(p + "mlp.experts.fc.b", "", e.experts * up), gu, ".bias"));
+    block_param(b, fused(vec(p + "mlp.experts.fc2.b", "", e.experts * h), down, ".bias"));
   }
   if (e.shared_ffn == 0) return;
   // Shared experts: one MLP of width shared_ffn (Qwen2-MoE: mlp.shared_expert, its gate

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "core/backend/moe_rows.h"
 #include "core/engine/simulator.h"
 #include "core/graph/block_graph.h"
+#include "core/io/safetensors.h"
 #include "core/graph/parallel_layout.h"
 #include "core/model/param_layout.h"
 #include "core/util/json_io.h"
@@ -622,6 +624,14 @@ TEST(MoeExpertBias, ParametersConfigAndRunsBitwiseAsNone) {
   const ParamLayout with(m), without(plain);
   // Two biases per layer: the fused gate_up's (experts · 2 · ffn) and the down projection's.
   EXPECT_EQ(with.total() - without.total(), 2 * (4 * 2 * 12 + 4 * 16));
+  // Written under Hugging Face names (each expert's projection's ".bias") and read back.
+  std::vector<float> flat(static_cast<std::size_t>(with.total()));
+  for (std::size_t i = 0; i < flat.size(); ++i) flat[i] = 0.001f * static_cast<float>(i % 977);
+  std::map<std::string, SafeTensor> named;
+  for (auto& [name, t] : hf_tensors(flat, with)) named.emplace(name, t);
+  EXPECT_EQ(named.count("model.layers.1.mlp.experts.3.up_proj.bias"), 1u);
+  EXPECT_EQ(named.count("model.layers.0.mlp.experts.0.down_proj.bias"), 1u);
+  EXPECT_EQ(flat_from_hf(named, with, m.family, std::string("in memory")), flat);
   nlohmann::json j = model_to_json(m);
   EXPECT_EQ(j.at("moe").at("expert_bias"), true);
   EXPECT_TRUE(model_from_json(j).moe.expert_bias);
