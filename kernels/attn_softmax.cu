@@ -11,7 +11,7 @@ using namespace detail;
 template <class T>
 __global__ void __launch_bounds__(256)
     softmax_fwd_kernel(const float* __restrict__ sc, T* __restrict__ probs, int B, int S,
-                       int heads, int h, int window, float cap) {
+                       int heads, int h, int window, float cap, const T* __restrict__ sinks) {
   const int lane = threadIdx.x & 31;
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (row >= static_cast<std::int64_t>(B) * S) return;
@@ -23,9 +23,12 @@ __global__ void __launch_bounds__(256)
   float mx = -INFINITY;
   for (int j = j0 + lane; j <= i; j += 32) mx = fmaxf(mx, capped_score(src[j], cap));
   mx = warp_max(mx);
+  const float sink = sinks ? to_f(sinks[h]) : 0.0f;
+  if (sinks) mx = fmaxf(mx, sink);
   float sum = 0.0f;
   for (int j = j0 + lane; j <= i; j += 32) sum += expf(capped_score(src[j], cap) - mx);
   sum = warp_sum(sum);
+  if (sinks) sum += expf(sink - mx);
   for (int j = lane; j < S; j += 32)
     dst[j] = from_f<T>(j >= j0 && j <= i ? expf(capped_score(src[j], cap) - mx) / sum : 0.0f);
 }
@@ -83,6 +86,51 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// One warp per row: the row's sink term p_sink * sum_j P dP over sc[row, 0] (lane 0, after
+// every lane has read the row).
+template <class T>
+__global__ void __launch_bounds__(256)
+    sink_rows_kernel(const T* __restrict__ probs, const T* __restrict__ dprobs, float* sc, int B,
+                     int S, int heads, int h, int window, float cap, const T* __restrict__ sinks) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (row >= static_cast<std::int64_t>(B) * S) return;
+  const std::int64_t b = row / S;
+  const int i = static_cast<int>(row % S);
+  const int j0 = band_first_key(window, i);
+  float* src = sc + row * S;
+  const std::int64_t pr = ((b * heads + h) * S + i) * static_cast<std::int64_t>(S);
+  const float sink = to_f(sinks[h]);
+  float mx = sink, rs = 0.0f;
+  for (int j = j0 + lane; j <= i; j += 32) {
+    mx = fmaxf(mx, capped_score(src[j], cap));
+    rs += to_f(probs[pr + j]) * to_f(dprobs[pr + j]);
+  }
+  mx = warp_max(mx);
+  rs = warp_sum(rs);
+  float z = 0.0f;
+  for (int j = j0 + lane; j <= i; j += 32) z += expf(capped_score(src[j], cap) - mx);
+  z = warp_sum(z) + expf(sink - mx);
+  if (lane == 0) src[0] = expf(sink - mx) / z * rs;
+}
+
+// One block: dsinks[h] -= the sum of sc[r * S] over the B * S rows, each thread's rows in order
+// and then a fixed tree, in double.
+template <class T>
+__global__ void __launch_bounds__(256)
+    sink_sum_kernel(const float* __restrict__ sc, std::int64_t rows, int S, T* dsinks, int h) {
+  __shared__ double part[256];
+  double acc = 0.0;
+  for (std::int64_t r = threadIdx.x; r < rows; r += 256) acc += sc[r * S];
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = 128; w > 0; w >>= 1) {
+    if (static_cast<int>(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) dsinks[h] = from_f<T>(to_f(dsinks[h]) - static_cast<float>(part[0]));
+}
+
 template <class T>
 __global__ void __launch_bounds__(256)
     band_store_kernel(const float* __restrict__ src, T* __restrict__ dp, int B, int S,
@@ -115,16 +163,41 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 void attn_softmax_fwd_head(FType t, const float* scores, void* probs, int B, int S, int heads,
-                           int h, int window, float softcap, cudaStream_t s) {
+                           int h, int window, float softcap, const void* sinks, cudaStream_t s) {
   const unsigned blocks = static_cast<unsigned>((static_cast<std::int64_t>(B) * S + 7) / 8);
   const int w = window < S ? window : 0;
   if (t == FType::BF16)
     softmax_fwd_kernel<bf16><<<blocks, 256, 0, s>>>(scores, static_cast<bf16*>(probs), B, S,
-                                                    heads, h, w, softcap);
+                                                    heads, h, w, softcap,
+                                                    static_cast<const bf16*>(sinks));
   else
     softmax_fwd_kernel<float><<<blocks, 256, 0, s>>>(scores, static_cast<float*>(probs), B, S,
-                                                     heads, h, w, softcap);
+                                                     heads, h, w, softcap,
+                                                     static_cast<const float*>(sinks));
   check_launch("attn_softmax_fwd");
+}
+
+void attn_sink_grad_head(FType t, const void* probs, const void* dprobs, float* scores,
+                         const void* sinks, void* dsinks, int B, int S, int heads, int h,
+                         int window, float softcap, cudaStream_t s) {
+  const std::int64_t rows = static_cast<std::int64_t>(B) * S;
+  if (rows <= 0) return;
+  const unsigned blocks = static_cast<unsigned>((rows + 7) / 8);
+  const int w = window < S ? window : 0;
+  if (t == FType::BF16) {
+    sink_rows_kernel<bf16><<<blocks, 256, 0, s>>>(static_cast<const bf16*>(probs),
+                                                  static_cast<const bf16*>(dprobs), scores, B, S,
+                                                  heads, h, w, softcap,
+                                                  static_cast<const bf16*>(sinks));
+    sink_sum_kernel<bf16><<<1, 256, 0, s>>>(scores, rows, S, static_cast<bf16*>(dsinks), h);
+  } else {
+    sink_rows_kernel<float><<<blocks, 256, 0, s>>>(static_cast<const float*>(probs),
+                                                   static_cast<const float*>(dprobs), scores, B,
+                                                   S, heads, h, w, softcap,
+                                                   static_cast<const float*>(sinks));
+    sink_sum_kernel<float><<<1, 256, 0, s>>>(scores, rows, S, static_cast<float*>(dsinks), h);
+  }
+  check_launch("attn_sink_grad");
 }
 
 void attn_softmax_bwd_head(FType t, const void* probs, const void* dprobs, const float* scores,

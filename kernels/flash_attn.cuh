@@ -6,6 +6,11 @@
 // the query tiles of every q head of the group, dQ in a separate pass per query tile: no
 // floating-point atomics, the same inputs give the same bits. Dropout on the probabilities
 // uses philox_bits(key, ((b * heads + h) * S + i) * S + j), the naive path's mask.
+// Attention sinks (gpt-oss, sinks given): one logit per head joins every row's softmax as a
+// column with no value; each row's running max starts at the sink and its running sum at 1, so
+// lse includes it and the backward's dQ, dK, dV are unchanged in form. The sinks' gradient,
+// dsinks[h] += -sum over (b, i) of exp(sink - lse) * D (D = rowsum(dO * O), the backward's own
+// scratch), is one block per head summing in a fixed order after the backward's kernels.
 //
 // Two implementations: tensor cores (bf16, d in {32, 64, 128}, dv = d, mma.sync m16n8k16 with
 // fp32 accumulation) and a scalar fp32-arithmetic one for everything else (fp32 models, other d,
@@ -39,6 +44,8 @@ struct FlashArgs {
   // Tensor-core forward and dQ kernels: groups of 16 query rows per warp (1 or 2; d = 128
   // always uses 1). Two groups share each K and V fragment; the results are the same bits.
   int row_groups = 1;
+  const void* sinks = nullptr;  // [heads] in the qkv's dtype, or null: no sinks
+  void* dsinks = nullptr;       // backward, with sinks: their gradient (accumulated), same dtype
 };
 
 // Whether the tensor-core path can run these arguments (dtype, head dim, value width = d,

@@ -595,6 +595,38 @@ void launch_dvec(const FlashDev& p, cudaStream_t s) {
   check_launch("flash_bwd_dvec");
 }
 
+// Attention sinks: one block per head, dsinks[h] -= sum over (b, i) of exp(sink - lse) * D;
+// each thread's rows in order, then a fixed tree, in double: no atomics, the same bits every run.
+template <class T>
+__global__ void __launch_bounds__(256) flash_bwd_sinks(FlashDev p, T* dsinks) {
+  __shared__ double part[256];
+  const int h = blockIdx.x;
+  const float sink = to_f(static_cast<const T*>(p.sinks)[h]);
+  const std::int64_t rows = static_cast<std::int64_t>(p.B) * p.S;
+  double acc = 0.0;
+  for (std::int64_t r = threadIdx.x; r < rows; r += 256) {
+    const std::int64_t li = (r / p.S * p.heads + h) * p.S + r % p.S;
+    acc += static_cast<double>(expf(sink - p.lse[li])) * p.dvec[li];
+  }
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = 128; w > 0; w >>= 1) {
+    if (static_cast<int>(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) dsinks[h] = from_f<T>(to_f(dsinks[h]) - static_cast<float>(part[0]));
+}
+
+void launch_sinks(FType t, const FlashDev& p, void* dsinks, cudaStream_t s) {
+  if (!p.sinks) return;
+  const unsigned blocks = static_cast<unsigned>(p.heads);
+  if (t == FType::BF16)
+    flash_bwd_sinks<bf16><<<blocks, 256, 0, s>>>(p, static_cast<bf16*>(dsinks));
+  else
+    flash_bwd_sinks<float><<<blocks, 256, 0, s>>>(p, static_cast<float*>(dsinks));
+  check_launch("flash_bwd_sinks");
+}
+
 template <class T, int DK>
 void launch_scalar(const FlashDev& p, cudaStream_t s) {
   const int tiles = 2 * 32 * (p.d + 1) + 2 * 32 * (p.dv + 1);  // K, Q and V, dO as fp32
@@ -663,6 +695,7 @@ void launch_tc(const FlashDev& p, cudaStream_t s) {
 void flash_bwd(FType t, const FlashArgs& a, FlashImpl impl, cudaStream_t s) {
   const FlashDev p = make_flash_dev(a);
   if (!a.scratch) throw Error("flash_bwd: no scratch for D = rowsum(dO * O)");
+  if (a.sinks && !a.dsinks) throw Error("flash_bwd: attention sinks without their gradient");
   const bool tc = impl != FlashImpl::Scalar && flash_tc_supported(t, a, true);
   if (impl == FlashImpl::TensorCore && !tc)
     throw Error("flash_bwd: the tensor-core path needs bf16, d in {32, 64, 128}, value heads d "
@@ -677,10 +710,12 @@ void flash_bwd(FType t, const FlashArgs& a, FlashImpl impl, cudaStream_t s) {
     if (a.d == 32) two ? launch_tc<32, 2>(p, s) : launch_tc<32, 1>(p, s);
     else if (a.d == 64) two ? launch_tc<64, 2>(p, s) : launch_tc<64, 1>(p, s);
     else launch_tc<128, 1>(p, s);
-    return;
+  } else if (t == FType::BF16) {
+    dispatch_scalar<bf16>(p, s);
+  } else {
+    dispatch_scalar<float>(p, s);
   }
-  if (t == FType::BF16) dispatch_scalar<bf16>(p, s);
-  else dispatch_scalar<float>(p, s);
+  launch_sinks(t, p, a.dsinks, s);
 }
 
 }  // namespace remat::kernels

@@ -41,7 +41,9 @@ __global__ void __launch_bounds__(256) flash_fwd_scalar(FlashDev p) {
   float o[DK];
 #pragma unroll
   for (int k = 0; k < DK; ++k) o[k] = 0.0f;
-  float m = -INFINITY, l = 0.0f;
+  // A sink: the row's running max starts at it and its running sum at exp(0).
+  float m = p.sinks ? to_f(static_cast<const T*>(p.sinks)[h]) : -INFINITY;
+  float l = p.sinks ? 1.0f : 0.0f;
   const TileRange tiles = band_key_tiles(p.window, q0, min(q0 + 7, S - 1), 32);
   const int fk = qi < S ? band_first_key(p.window, qi) : 0;  // this warp's row's first key
   for (int t = tiles.first; t < tiles.end; ++t) {
@@ -151,6 +153,14 @@ __global__ void __launch_bounds__(128) flash_fwd_tc(FlashDev p) {
     m_r[t][0] = m_r[t][1] = -INFINITY;
     l_r[t][0] = l_r[t][1] = 0.0f;
     row_a[t] = q0 + (warp * MT + t) * 16 + (lane >> 2);
+  }
+  if (p.sinks) {  // the running max (exp2 domain) starts at the sink, the running sum at 1
+    const float sink2 = to_f(static_cast<const bf16*>(p.sinks)[h]) * kLog2e;
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+      m_r[t][0] = m_r[t][1] = sink2;
+      l_r[t][0] = l_r[t][1] = 1.0f;
+    }
   }
   std::uint32_t qf[MT][D / 16][4];
   const int tq = lane & 3;

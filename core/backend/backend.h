@@ -152,12 +152,16 @@ class Backend {
   //   Backward: dq, dkv (acc[0], acc[1]) and dk_pe, the heads' sum (acc[2]).
   // - AttnSoftmax: probs = softmax(mask(softcap(Q K^T * scale))), written in full (masked
   //   entries 0); backward always accumulates dQ and dK into the q and k parts of din[0].
+  //   Attention sinks (gpt-oss; w [heads] given, else none): sink h is one more column of every
+  //   row of head h, never capped or masked, with no value (the row's probabilities sum to less
+  //   than 1); backward dw[h] += -sum over (b, i) of p_sink * sum_j P dP, in a fixed order.
   // - AttnDropout: y = x * mask / (1 - p) (in[0] x, in[1] mask).
   // - AttnPV: ctx = P V (in[0] P [B, heads, S, S], in[1] qkv; ctx heads attn.v_dim() wide); backward dP = dctx V^T (acc[0]),
   //   always accumulates dV into din[1].
   // - FlashAttn: tiled, online softmax, out[0] ctx and out[1] lse [B, heads, S] fp32; attention
   //   dropout (p > 0) uses the naive path's mask bits, index ((b * heads + head) * S + i) * S + j;
-  //   backward always accumulates into din[0].
+  //   backward always accumulates into din[0]. Sinks (w, dw) as AttnSoftmax's: lse includes the
+  //   sink; dw[h] += -sum over (b, i) of exp(sink_h - lse) * rowsum(dO * O).
   // - Residual: out = in[0] + in[1] * in[2] / (1 - p) * branch_mult (in[2], the mask, absent
   //   when p == 0); backward din[0] = dout (acc[0]), din[1] = dout * mask / (1 - p) * branch_mult
   //   (acc[1]).

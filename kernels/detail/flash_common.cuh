@@ -19,6 +19,7 @@ struct FlashDev {
   const void* dctx;
   void* dqkv;
   float* dvec;
+  const void* sinks;  // [heads] in the model's dtype, or null
   int B, S, heads, kv_heads, d, dv, group, width, ctx_width;  // dv: the value heads' width
   float scale, scale_log2;
   int window;     // > 0: the band of attn_band.h (0 when the window covers S)
@@ -51,6 +52,7 @@ inline FlashDev make_flash_dev(const FlashArgs& a) {
   p.dctx = a.dctx;
   p.dqkv = a.dqkv;
   p.dvec = a.scratch;
+  p.sinks = a.sinks;
   p.B = a.B;
   p.S = a.S;
   p.heads = a.heads;

@@ -7,11 +7,14 @@
 // count, the batch, or how many heads a tensor-parallel rank holds. Forward ops split the work
 // by (batch, head); backward ops by (batch, kv head), the gradient of a shared K or V head
 // summed over its q heads in order by one lane. With no kernel set active (REMAT_SIMD=scalar)
-// the reference loops of cpu_attention_ref.cpp run instead.
+// the reference loops of cpu_attention_ref.cpp run instead. Attention sinks: one more column
+// of each row's softmax in the forward, their gradient a pass of its own (cpu_attention_sinks.h).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/backend/cpu/cpu_attention.h"
+#include "core/backend/cpu/cpu_attention_sinks.h"
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
 #include "core/backend/cpu/cpu_gemm_parts.h"
@@ -71,6 +74,34 @@ void zero_outside(float* row, int j0, int i, int S) {
   std::fill(row + i + 1, row + S, 0.0f);
 }
 
+// The sinks' gradient (cpu_attention_sinks.h) with each (batch, head)'s scores on the block
+// GEMMs: one lane per head, its batches and rows in order, so the sum's order is fixed.
+void sink_grad(cpu::ThreadPool& pool, const AttnWs& ws, const AttnDims& a, FV in, FV P, FV dP,
+               FV sinks, FV dsinks) {
+  const Layout L(a);
+  cpu::parallel_for(pool, a.heads, 1, [&](std::int64_t h0, std::int64_t h1, int lane) {
+    float *Q = ws.q_of(lane), *K = ws.kv_of(lane), *s = ws.ss_of(lane);
+    for (std::int64_t hh = h0; hh < h1; ++hh) {
+      const int h = static_cast<int>(hh);
+      const double sink = sinks[h];
+      double acc = 0.0;
+      for (int b = 0; b < a.B; ++b) {
+        cpu::stage_kv_head(in, L.width, L.q_col(h), b, L.S, L.d, Q);
+        cpu::stage_kv_head(in, L.width, L.k_col(h / L.group), b, L.S, L.d, K);
+        scores(Q, K, a, s, a.d);
+        for (int i = 0; i < L.S; ++i) {
+          float* r = s + static_cast<std::int64_t>(i) * L.S;
+          const int j0 = a.first_key(i), n = i - j0 + 1;
+          for (int j = j0; j <= i; ++j) r[j] *= a.scale;
+          if (a.softcap > 0.0f) cpu::soft_cap(r + j0, n, a.softcap);
+          acc += cpu::attn::sink_row_term(r + j0, n, sink, P, dP, L.prob_row(b, h, i) + j0);
+        }
+      }
+      dsinks.set(h, dsinks[h] - static_cast<float>(acc));
+    }
+  });
+}
+
 }  // namespace
 
 std::uint64_t CpuBackend::ws_attention(const AttnDims& a) const {
@@ -79,12 +110,15 @@ std::uint64_t CpuBackend::ws_attention(const AttnDims& a) const {
   return ar.used();
 }
 
-void CpuBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a) {
+void CpuBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a,
+                                  const Tensor* sinks) {
   const cpu::simd::Kernels* k = cpu::simd::active();
-  if (!k) return attn_softmax_fwd_ref(qkv, probs, a);
+  if (!k) return attn_softmax_fwd_ref(qkv, probs, a, sinks);
   const char* op = "attn_softmax_fwd";
   check_attn(a, op, qkv, "qkv");
   cpu::check_float(probs, op, "probs", probs_n(a));
+  cpu::attn::check_sinks(a, op, sinks, nullptr, false);
+  const FV sv = sinks ? FV(*sinks) : FV();
   cpu::ensure_blas_threads(1);
   cpu::Arena arena(ws_, op);
   AttnWs ws(arena, a, threads_);
@@ -99,12 +133,16 @@ void CpuBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const 
       cpu::stage_kv_head(in, L.width, L.q_col(h), b, L.S, L.d, Q);
       cpu::stage_kv_head(in, L.width, L.k_col(h / L.group), b, L.S, L.d, K);
       scores(Q, K, a, s, a.d);
+      const float sink = sinks ? sv[h] : 0.0f;
       for (int i = 0; i < L.S; ++i) {
         float* r = s + static_cast<std::int64_t>(i) * L.S;
         const int j0 = a.first_key(i), n = i - j0 + 1;
         for (int j = j0; j <= i; ++j) r[j] *= scale;
         if (cap > 0.0f) cpu::soft_cap(r + j0, n, cap);
-        const float sum = k->exp_sum(r + j0, n, k->row_max(r + j0, n), nullptr, 0, 1.0f);
+        float mx = k->row_max(r + j0, n);
+        if (sinks) mx = std::max(mx, sink);
+        float sum = k->exp_sum(r + j0, n, mx, nullptr, 0, 1.0f);
+        if (sinks) sum += std::exp(sink - mx);
         k->div_store(r + j0, n, sum, cpu::simd::Ref{r, false}, j0);
         zero_outside(r, j0, i, L.S);
       }
@@ -114,14 +152,16 @@ void CpuBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const 
 }
 
 void CpuBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
-                                  const Tensor& dqkv, const AttnDims& a) {
+                                  const Tensor& dqkv, const AttnDims& a, const Tensor* sinks,
+                                  const Tensor* dsinks) {
   const cpu::simd::Kernels* k = cpu::simd::active();
-  if (!k) return attn_softmax_bwd_ref(qkv, probs, dprobs, dqkv, a);
+  if (!k) return attn_softmax_bwd_ref(qkv, probs, dprobs, dqkv, a, sinks, dsinks);
   const char* op = "attn_softmax_bwd";
   check_attn(a, op, qkv, "qkv");
   check_attn(a, op, dqkv, "dqkv");
   cpu::check_float(probs, op, "probs", probs_n(a));
   cpu::check_float(dprobs, op, "dprobs", probs_n(a));
+  cpu::attn::check_sinks(a, op, sinks, dsinks, true);
   cpu::ensure_blas_threads(1);
   cpu::Arena arena(ws_, op);
   AttnWs ws(arena, a, threads_);
@@ -174,6 +214,7 @@ void CpuBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const 
       cpu::add_head(dK, out, L.width, L.k_col(g), b, S, d);
     }
   });
+  if (sinks) sink_grad(*pool_, ws, a, in, P, dP, FV(*sinks), FV(*dsinks));
 }
 
 void CpuBackend::attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& ctx,
@@ -264,9 +305,11 @@ void CpuBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& d
 
 namespace remat {
 
-void CpuBackend::fwd_AttnSoftmax(const OpArgs& a) { attn_softmax_fwd(*a.in[0], *a.out[0], a.attn); }
+void CpuBackend::fwd_AttnSoftmax(const OpArgs& a) {
+  attn_softmax_fwd(*a.in[0], *a.out[0], a.attn, a.w);
+}
 void CpuBackend::bwd_AttnSoftmax(const OpArgs& a) {
-  attn_softmax_bwd(*a.in[0], *a.out[0], *a.dout[0], *a.din[0], a.attn);
+  attn_softmax_bwd(*a.in[0], *a.out[0], *a.dout[0], *a.din[0], a.attn, a.w, a.dw);
 }
 void CpuBackend::fwd_AttnPV(const OpArgs& a) { attn_pv_fwd(*a.in[0], *a.in[1], *a.out[0], a.attn); }
 void CpuBackend::bwd_AttnPV(const OpArgs& a) {

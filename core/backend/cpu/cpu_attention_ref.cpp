@@ -2,12 +2,14 @@
 // path the kernel sets use): full [B, heads, S, S] probabilities, then P V. Forward ops split the
 // work by (batch, head); backward ops by (batch, kv head), so the gradient of a shared K or V
 // head is summed over its q heads in a fixed order by one thread. A sliding window keeps the
-// full S x S probabilities (entries outside the band are 0) and visits only the band.
+// full S x S probabilities (entries outside the band are 0) and visits only the band. Attention
+// sinks as on the GEMM path (cpu_attention_sinks.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/backend/cpu/cpu_attention.h"
+#include "core/backend/cpu/cpu_attention_sinks.h"
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
 
@@ -21,10 +23,13 @@ using cpu::attn::ctx_n;
 using cpu::attn::probs_n;
 using cpu::dot;
 
-void CpuBackend::attn_softmax_fwd_ref(const Tensor& qkv, const Tensor& probs, const AttnDims& a) {
+void CpuBackend::attn_softmax_fwd_ref(const Tensor& qkv, const Tensor& probs, const AttnDims& a,
+                                      const Tensor* sinks) {
   const char* op = "attn_softmax_fwd";
   check_attn(a, op, qkv, "qkv");
   cpu::check_float(probs, op, "probs", probs_n(a));
+  cpu::attn::check_sinks(a, op, sinks, nullptr, false);
+  const FV sv = sinks ? FV(*sinks) : FV();
   cpu::Arena arena(ws_, op);
   AttnWs ws(arena, a, threads_);
   const Layout L(a);
@@ -39,6 +44,7 @@ void CpuBackend::attn_softmax_fwd_ref(const Tensor& qkv, const Tensor& probs, co
     for (std::int64_t u = u0; u < u1; ++u) {
       const int b = static_cast<int>(u / L.heads), h = static_cast<int>(u % L.heads);
       cpu::stage_kv_head(in, L.width, L.k_col(h / L.group), b, L.S, L.d, K);
+      const float sink = sinks ? sv[h] : 0.0f;
       for (int i = 0; i < L.S; ++i) {
         const std::int64_t qr = L.row(b, i) + L.q_col(h);
         for (int c = 0; c < L.d; ++c) q[c] = in[qr + c];
@@ -50,17 +56,22 @@ void CpuBackend::attn_softmax_fwd_ref(const Tensor& qkv, const Tensor& probs, co
         for (int j = i + 1; j < L.S; ++j) out.set(pr + j, 0.0f);
         const int n = i - j0 + 1;
         if (k) {
-          const float sum = k->exp_sum(s + j0, n, k->row_max(s + j0, n), nullptr, 0, 1.0f);
+          float mx = k->row_max(s + j0, n);
+          if (sinks) mx = std::max(mx, sink);
+          float sum = k->exp_sum(s + j0, n, mx, nullptr, 0, 1.0f);
+          if (sinks) sum += std::exp(sink - mx);
           k->div_store(s + j0, n, sum, out.ref(), pr + j0);
           continue;
         }
         float mx = -std::numeric_limits<float>::infinity();
         for (int j = j0; j <= i; ++j) mx = std::max(mx, s[j]);
+        if (sinks) mx = std::max(mx, sink);
         float sum = 0.0f;
         for (int j = j0; j <= i; ++j) {
           s[j] = std::exp(s[j] - mx);
           sum += s[j];
         }
+        if (sinks) sum += std::exp(sink - mx);
         for (int j = j0; j <= i; ++j) out.set(pr + j, s[j] / sum);
       }
     }
@@ -68,12 +79,14 @@ void CpuBackend::attn_softmax_fwd_ref(const Tensor& qkv, const Tensor& probs, co
 }
 
 void CpuBackend::attn_softmax_bwd_ref(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
-                                  const Tensor& dqkv, const AttnDims& a) {
+                                  const Tensor& dqkv, const AttnDims& a, const Tensor* sinks,
+                                  const Tensor* dsinks) {
   const char* op = "attn_softmax_bwd";
   check_attn(a, op, qkv, "qkv");
   check_attn(a, op, dqkv, "dqkv");
   cpu::check_float(probs, op, "probs", probs_n(a));
   cpu::check_float(dprobs, op, "dprobs", probs_n(a));
+  cpu::attn::check_sinks(a, op, sinks, dsinks, true);
   cpu::Arena arena(ws_, op);
   AttnWs ws(arena, a, threads_);
   const Layout L(a);
@@ -129,6 +142,7 @@ void CpuBackend::attn_softmax_bwd_ref(const Tensor& qkv, const Tensor& probs, co
       }
     }
   });
+  if (sinks) cpu::attn::naive_sink_grad(*pool_, ws, a, in, P, dP, FV(*sinks), FV(*dsinks));
 }
 
 void CpuBackend::attn_pv_fwd_ref(const Tensor& p, const Tensor& qkv, const Tensor& ctx,

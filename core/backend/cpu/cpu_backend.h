@@ -95,33 +95,39 @@ class CpuBackend final : public Backend {
                  float scale, float softcap,
                  float logit_mult) override;
 
-  // cpu_attention.cpp: on per-head GEMMs
-  void attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a);
+  // cpu_attention.cpp: on per-head GEMMs. sinks: one logit per head (gpt-oss) or null, its
+  // gradient dsinks accumulated (cpu_attention_sinks.h).
+  void attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a,
+                        const Tensor* sinks = nullptr);
   void attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
-                        const Tensor& dqkv, const AttnDims& a);
+                        const Tensor& dqkv, const AttnDims& a, const Tensor* sinks = nullptr,
+                        const Tensor* dsinks = nullptr);
   void attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& ctx,
                    const AttnDims& a);
   void attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& dctx, const Tensor& dp,
                    const Tensor& dqkv, const AttnDims& a, bool acc_dp);
   // cpu_attention_ref.cpp: the reference loops the four run with no kernel set active.
-  void attn_softmax_fwd_ref(const Tensor& qkv, const Tensor& probs, const AttnDims& a);
+  void attn_softmax_fwd_ref(const Tensor& qkv, const Tensor& probs, const AttnDims& a,
+                            const Tensor* sinks = nullptr);
   void attn_softmax_bwd_ref(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
-                            const Tensor& dqkv, const AttnDims& a);
+                            const Tensor& dqkv, const AttnDims& a, const Tensor* sinks = nullptr,
+                            const Tensor* dsinks = nullptr);
   void attn_pv_fwd_ref(const Tensor& p, const Tensor& qkv, const Tensor& ctx, const AttnDims& a);
   void attn_pv_bwd_ref(const Tensor& p, const Tensor& qkv, const Tensor& dctx, const Tensor& dp,
                        const Tensor& dqkv, const AttnDims& a, bool acc_dp);
 
   // cpu_flash.cpp: on GEMMs over query blocks and key tiles
   void flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const AttnDims& a,
-                 const DropoutKey& key, float p);
+                 const DropoutKey& key, float p, const Tensor* sinks = nullptr);
   void flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const Tensor& dctx,
                  const Tensor& dqkv, const AttnDims& a, const DropoutKey& key,
-                 float p);
+                 float p, const Tensor* sinks = nullptr, const Tensor* dsinks = nullptr);
   // cpu_flash_ref.cpp: the reference loops the two run with no kernel set active.
   void flash_fwd_ref(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const AttnDims& a,
-                     const DropoutKey& key, float p);
+                     const DropoutKey& key, float p, const Tensor* sinks = nullptr);
   void flash_bwd_ref(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const Tensor& dctx,
-                     const Tensor& dqkv, const AttnDims& a, const DropoutKey& key, float p);
+                     const Tensor& dqkv, const AttnDims& a, const DropoutKey& key, float p,
+                     const Tensor* sinks = nullptr, const Tensor* dsinks = nullptr);
 
   // cpu_moe.cpp: the experts' projections, both passes (ExpertLinear)
   void expert_linear(const OpArgs& a, Pass pass);

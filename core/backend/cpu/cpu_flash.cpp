@@ -8,10 +8,14 @@
 // ((b * heads + h) * S + i) * S + j. Forward work is split by (batch, head); backward by
 // (batch, kv head), one lane summing the gradient of a shared K/V head over its q heads in order.
 // With no kernel set active (REMAT_SIMD=scalar) the reference loops of cpu_flash_ref.cpp run.
+// Attention sinks: each row's running max starts at its head's sink and its running sum at 1
+// (exp(0)), so lse includes the sink and the backward's P = exp(score - lse) is unchanged in
+// form; the sinks' gradient is a pass of its own (cpu_attention_sinks.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "core/backend/cpu/cpu_attention_sinks.h"
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
 #include "core/backend/cpu/cpu_flash.h"
@@ -60,11 +64,14 @@ std::uint64_t CpuBackend::ws_flash(const AttnDims& a) const {
 }
 
 void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
-                           const AttnDims& a, const DropoutKey& key, float p) {
+                           const AttnDims& a, const DropoutKey& key, float p,
+                           const Tensor* sinks) {
   const cpu::simd::Kernels* k = cpu::simd::active();
-  if (!k) return flash_fwd_ref(qkv, ctx, lse, a, key, p);
+  if (!k) return flash_fwd_ref(qkv, ctx, lse, a, key, p, sinks);
   const char* op = "flash_fwd";
   check_flash(a, op, qkv, ctx, lse, p);
+  cpu::attn::check_sinks(a, op, sinks, nullptr, false);
+  const FV sv = sinks ? FV(*sinks) : FV();
   cpu::ensure_blas_threads(1);
   cpu::Arena arena(ws_, op);
   FlashWs ws(arena, a, threads_);
@@ -92,8 +99,8 @@ void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
       cpu::stage_kv_head(in, L.width, L.k_col(g), b, S, d, K);
       cpu::stage_kv_head(in, L.width, L.v_col(g), b, S, dv, V);
       std::fill(O, O + ws.sd, 0.0f);
-      std::fill(m, m + S, -std::numeric_limits<float>::infinity());
-      std::fill(l, l + S, 0.0f);
+      std::fill(m, m + S, sinks ? sv[h] : -std::numeric_limits<float>::infinity());
+      std::fill(l, l + S, sinks ? 1.0f : 0.0f);
       for_tiles(a, [&](int i0, int i1, int t0, int t1) {
         const int nb = i1 - i0, nt = t1 - t0;
         cpu::sgemm1(false, true, nb, nt, d, Q + static_cast<std::int64_t>(i0) * d, d,
@@ -134,13 +141,15 @@ void CpuBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
 
 void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
                            const Tensor& dctx, const Tensor& dqkv, const AttnDims& a,
-                           const DropoutKey& key, float p) {
+                           const DropoutKey& key, float p, const Tensor* sinks,
+                           const Tensor* dsinks) {
   const cpu::simd::Kernels* k = cpu::simd::active();
-  if (!k) return flash_bwd_ref(qkv, ctx, lse, dctx, dqkv, a, key, p);
+  if (!k) return flash_bwd_ref(qkv, ctx, lse, dctx, dqkv, a, key, p, sinks, dsinks);
   const char* op = "flash_bwd";
   check_flash(a, op, qkv, ctx, lse, p);
   cpu::check_float(dctx, op, "dctx", ctx.numel);
   cpu::check_float(dqkv, op, "dqkv", qkv.numel);
+  cpu::attn::check_sinks(a, op, sinks, dsinks, true);
   cpu::ensure_blas_threads(1);
   cpu::Arena arena(ws_, op);
   FlashWs ws(arena, a, threads_);
@@ -228,6 +237,7 @@ void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
       cpu::add_head(dV, out, L.width, L.v_col(g), b, S, dv);
     }
   });
+  if (sinks) cpu::attn::flash_sink_grad(*pool_, a, O, dO, lse_in, FV(*sinks), FV(*dsinks));
 }
 
 }  // namespace remat
@@ -235,10 +245,10 @@ void CpuBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& l
 namespace remat {
 
 void CpuBackend::fwd_FlashAttn(const OpArgs& a) {
-  flash_fwd(*a.in[0], *a.out[0], *a.out[1], a.attn, a.key, a.p);
+  flash_fwd(*a.in[0], *a.out[0], *a.out[1], a.attn, a.key, a.p, a.w);
 }
 void CpuBackend::bwd_FlashAttn(const OpArgs& a) {
-  flash_bwd(*a.in[0], *a.out[0], *a.out[1], *a.dout[0], *a.din[0], a.attn, a.key, a.p);
+  flash_bwd(*a.in[0], *a.out[0], *a.out[1], *a.dout[0], *a.din[0], a.attn, a.key, a.p, a.w, a.dw);
 }
 
 }  // namespace remat

@@ -6,11 +6,13 @@
 // scores are recomputed, capped, in backward.
 //
 // Forward work is split by (batch, head); backward by (batch, kv head), so one thread sums the
-// gradient of a shared K/V head over its q heads in a fixed order.
+// gradient of a shared K/V head over its q heads in a fixed order. Attention sinks as on the
+// GEMM path: the running max starts at the sink, the running sum at 1 (cpu_attention_sinks.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "core/backend/cpu/cpu_attention_sinks.h"
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
 #include "core/backend/cpu/cpu_flash.h"
@@ -29,9 +31,12 @@ constexpr int kT = cpu::kFlashTile;
 }  // namespace
 
 void CpuBackend::flash_fwd_ref(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
-                           const AttnDims& a, const DropoutKey& key, float p) {
+                           const AttnDims& a, const DropoutKey& key, float p,
+                           const Tensor* sinks) {
   const char* op = "flash_fwd";
   check_flash(a, op, qkv, ctx, lse, p);
+  cpu::attn::check_sinks(a, op, sinks, nullptr, false);
+  const FV sv = sinks ? FV(*sinks) : FV();
   cpu::Arena arena(ws_, op);
   FlashWs ws(arena, a, threads_);
   const FlashLayout L(a);
@@ -58,7 +63,8 @@ void CpuBackend::flash_fwd_ref(const Tensor& qkv, const Tensor& ctx, const Tenso
         const std::int64_t qr = L.row(b, i) + static_cast<std::int64_t>(h) * L.d;
         for (int c = 0; c < L.d; ++c) q[c] = in[qr + c];
         std::fill(o, o + L.dv, 0.0f);
-        float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
+        float m = sinks ? sv[h] : -std::numeric_limits<float>::infinity();
+        float l = sinks ? 1.0f : 0.0f;
         const std::uint64_t prow = static_cast<std::uint64_t>(L.lse(b, h, i)) * L.S;
         for (int k0 = a.first_key(i); k0 <= i; k0 += kT) {
           const int n = std::min(kT, i - k0 + 1);
@@ -97,11 +103,13 @@ void CpuBackend::flash_fwd_ref(const Tensor& qkv, const Tensor& ctx, const Tenso
 
 void CpuBackend::flash_bwd_ref(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
                            const Tensor& dctx, const Tensor& dqkv, const AttnDims& a,
-                           const DropoutKey& key, float p) {
+                           const DropoutKey& key, float p, const Tensor* sinks,
+                           const Tensor* dsinks) {
   const char* op = "flash_bwd";
   check_flash(a, op, qkv, ctx, lse, p);
   cpu::check_float(dctx, op, "dctx", ctx.numel);
   cpu::check_float(dqkv, op, "dqkv", qkv.numel);
+  cpu::attn::check_sinks(a, op, sinks, dsinks, true);
   cpu::Arena arena(ws_, op);
   FlashWs ws(arena, a, threads_);
   const FlashLayout L(a);
@@ -180,6 +188,7 @@ void CpuBackend::flash_bwd_ref(const Tensor& qkv, const Tensor& ctx, const Tenso
       }
     }
   });
+  if (sinks) cpu::attn::flash_sink_grad(*pool_, a, O, dO, lse_in, FV(*sinks), FV(*dsinks));
 }
 
 }  // namespace remat

@@ -78,4 +78,16 @@ inline void check_no_offset(const OpArgs& a, const char* op) {
 
 inline FType ft(const Tensor& t) { return t.dtype == DType::BF16 ? FType::BF16 : FType::F32; }
 
+// Attention sinks (gpt-oss): one logit per head in the model's dtype, or null; the backward
+// needs their gradient (accumulated), in the same dtype.
+inline void check_sinks(const Tensor& qkv, const AttnDims& a, const Tensor* sinks,
+                        const Tensor* dsinks, bool backward, const char* op) {
+  if (!sinks) return;
+  check_float(*sinks, op, "sinks", a.heads);
+  if (backward && !dsinks)
+    throw Error(std::string("cuda ") + op + ": attention sinks without their gradient");
+  if (backward) check_float(*dsinks, op, "sink gradient", a.heads);
+  check_same(qkv, {sinks, backward ? dsinks : nullptr}, op);
+}
+
 }  // namespace remat::cuda

@@ -91,18 +91,21 @@ class CudaBackend final : public Backend {
   void linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, const Tensor* dx,
                   const Tensor& dW, const Tensor* db, std::int64_t M, int K, int N,
                   bool acc);
-  void attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a);
+  // sinks: one logit per head (gpt-oss) or null; dsinks, their gradient, accumulated.
+  void attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a,
+                        const Tensor* sinks = nullptr);
   void attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
-                        const Tensor& dqkv, const AttnDims& a);
+                        const Tensor& dqkv, const AttnDims& a, const Tensor* sinks = nullptr,
+                        const Tensor* dsinks = nullptr);
   void attn_pv_fwd(const Tensor& p, const Tensor& qkv, const Tensor& ctx,
                    const AttnDims& a);
   void attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& dctx, const Tensor& dp,
                    const Tensor& dqkv, const AttnDims& a, bool acc_dp);
   void flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const AttnDims& a,
-                 const DropoutKey& key, float p);
+                 const DropoutKey& key, float p, const Tensor* sinks = nullptr);
   void flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse, const Tensor& dctx,
                  const Tensor& dqkv, const AttnDims& a, const DropoutKey& key,
-                 float p);
+                 float p, const Tensor* sinks = nullptr, const Tensor* dsinks = nullptr);
   void dropout_mask(const Tensor& mask, const DropoutKey& key, float p, std::int64_t n) override;
   void dropout_fwd(const Tensor& x, const Tensor& mask, const Tensor& y, float p,
                    std::int64_t n) override;

@@ -40,9 +40,11 @@ void CudaBackend::bwd_Linear(const OpArgs& a) {
 }
 void CudaBackend::fwd_Rope(const OpArgs& a) { rope_fwd(*a.in[0], *a.out[0], a.attn, a.rope); }
 void CudaBackend::bwd_Rope(const OpArgs& a) { rope_bwd(*a.dout[0], *a.din[0], a.attn, a.rope, a.acc[0]); }
-void CudaBackend::fwd_AttnSoftmax(const OpArgs& a) { attn_softmax_fwd(*a.in[0], *a.out[0], a.attn); }
+void CudaBackend::fwd_AttnSoftmax(const OpArgs& a) {
+  attn_softmax_fwd(*a.in[0], *a.out[0], a.attn, a.w);
+}
 void CudaBackend::bwd_AttnSoftmax(const OpArgs& a) {
-  attn_softmax_bwd(*a.in[0], *a.out[0], *a.dout[0], *a.din[0], a.attn);
+  attn_softmax_bwd(*a.in[0], *a.out[0], *a.dout[0], *a.din[0], a.attn, a.w, a.dw);
 }
 void CudaBackend::fwd_AttnDropout(const OpArgs& a) { dropout_fwd(*a.in[0], *a.in[1], *a.out[0], a.p, a.M); }
 void CudaBackend::bwd_AttnDropout(const OpArgs& a) {
@@ -53,10 +55,10 @@ void CudaBackend::bwd_AttnPV(const OpArgs& a) {
   attn_pv_bwd(*a.in[0], *a.in[1], *a.dout[0], *a.din[0], *a.din[1], a.attn, a.acc[0]);
 }
 void CudaBackend::fwd_FlashAttn(const OpArgs& a) {
-  flash_fwd(*a.in[0], *a.out[0], *a.out[1], a.attn, a.key, a.p);
+  flash_fwd(*a.in[0], *a.out[0], *a.out[1], a.attn, a.key, a.p, a.w);
 }
 void CudaBackend::bwd_FlashAttn(const OpArgs& a) {
-  flash_bwd(*a.in[0], *a.out[0], *a.out[1], *a.dout[0], *a.din[0], a.attn, a.key, a.p);
+  flash_bwd(*a.in[0], *a.out[0], *a.out[1], *a.dout[0], *a.din[0], a.attn, a.key, a.p, a.w, a.dw);
 }
 void CudaBackend::fwd_Residual(const OpArgs& a) {
   residual_fwd(*a.in[0], *a.in[1], a.in[2], *a.out[0], a.p, a.M, a.branch_mult);

@@ -452,14 +452,18 @@ void head_scores(Gemm& gemm, const Tensor& qkv, const AttnDims& a, int h, float*
 
 }  // namespace
 
-void CudaBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a) {
+void CudaBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const AttnDims& a,
+                                   const Tensor* sinks) {
   const char* op = "attn_softmax_fwd";
   check_dims(a, op);
   check_float(qkv, op, "qkv", qkv_numel(a));
   check_float(probs, op, "probs", probs_numel(a));
   check_same(qkv, {&probs}, op);
+  check_sinks(qkv, a, sinks, nullptr, false, op);
   activate();
-  if (fused_probs_ && kernels::attn_probs_supported(ft(qkv), a.d, a.qkv_width(), qkv.data)) {
+  // The fused kernel has no sink column: with sinks, the per-head path.
+  if (!sinks && fused_probs_ &&
+      kernels::attn_probs_supported(ft(qkv), a.d, a.qkv_width(), qkv.data)) {
     kernels::attn_probs_fwd(ft(qkv), qkv.data, probs.data, a.B, a.S, a.heads, a.kv_heads, a.d,
                             a.v_dim(), a.scale, a.window, a.softcap, compute_);
     return;
@@ -470,12 +474,13 @@ void CudaBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const
   for (int h = 0; h < a.heads; ++h) {
     head_scores(*gemm_, qkv, a, h, sc, op);
     kernels::attn_softmax_fwd_head(ft(probs), sc, probs.data, a.B, S, a.heads, h, a.window,
-                                   a.softcap, compute_);
+                                   a.softcap, sinks ? sinks->data : nullptr, compute_);
   }
 }
 
 void CudaBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const Tensor& dprobs,
-                                   const Tensor& dqkv, const AttnDims& a) {
+                                   const Tensor& dqkv, const AttnDims& a, const Tensor* sinks,
+                                   const Tensor* dsinks) {
   const char* op = "attn_softmax_bwd";
   check_dims(a, op);
   check_float(qkv, op, "qkv", qkv_numel(a));
@@ -483,15 +488,18 @@ void CudaBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const
   check_float(probs, op, "probs", probs_numel(a));
   check_float(dprobs, op, "dprobs", probs_numel(a));
   check_same(qkv, {&dqkv, &probs, &dprobs}, op);
+  check_sinks(qkv, a, sinks, dsinks, true, op);
   activate();
   const int S = a.S, d = a.d, g = a.group();
   const std::int64_t W = a.qkv_width();
   const std::size_t esz = qkv.dtype == DType::BF16 ? 2 : 4;
   // dS of one head in the model dtype, then (soft-capped scores) the head's raw scores in fp32,
-  // recomputed for the factor 1 - t^2.
+  // recomputed for the factor 1 - t^2. Sinks: each head's sink gradient last, from the scores
+  // (uncapped: recomputed over dS, spent by then), so no more scratch than the forward's.
   const std::size_t ds_bytes = align256(static_cast<std::size_t>(a.B) * S * S * esz);
+  const std::size_t sc_bytes = static_cast<std::size_t>(a.B) * S * S * 4;
   const bool capped = a.softcap > 0.0f;
-  char* ds = scratch(ds_bytes + (capped ? static_cast<std::size_t>(a.B) * S * S * 4 : 0), op);
+  char* ds = scratch(std::max(ds_bytes + (capped ? sc_bytes : 0), sinks ? sc_bytes : 0), op);
   float* sc = capped ? reinterpret_cast<float*>(ds + ds_bytes) : nullptr;
   const char* in = static_cast<const char*>(qkv.data);
   char* out = static_cast<char*>(dqkv.data);
@@ -508,6 +516,11 @@ void CudaBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const
     // dK'[d, j] += scale Q'[d, i] dS'[j, i]^T
     gemm_->batched(false, true, d, S, S, in + qoff, cdt(qkv), W, sW, ds, cdt(qkv), S, sSS,
                    out + koff, cdt(dqkv), W, sW, a.B, a.scale, 1.0f, op);
+    if (!sinks) continue;
+    float* ssc = capped ? sc : reinterpret_cast<float*>(ds);
+    if (!capped) head_scores(*gemm_, qkv, a, h, ssc, op);
+    kernels::attn_sink_grad_head(ft(qkv), probs.data, dprobs.data, ssc, sinks->data, dsinks->data,
+                                 a.B, S, a.heads, h, a.window, a.softcap, compute_);
   }
 }
 
@@ -597,7 +610,7 @@ namespace {
 // The checks and kernel arguments the forward and the backward share.
 kernels::FlashArgs flash_args(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
                               const AttnDims& a, const DropoutKey& key, float p, int row_groups,
-                              const char* op) {
+                              const char* op, const Tensor* sinks) {
   check_dims(a, op);
   check_p(p, op);
   check_float(qkv, op, "qkv", qkv_numel(a));
@@ -619,28 +632,34 @@ kernels::FlashArgs flash_args(const Tensor& qkv, const Tensor& ctx, const Tensor
   fa.key = key;
   fa.p = p;
   fa.row_groups = row_groups;
+  fa.sinks = sinks ? sinks->data : nullptr;
   return fa;
 }
 
 }  // namespace
 
 void CudaBackend::flash_fwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
-                            const AttnDims& a, const DropoutKey& key, float p) {
+                            const AttnDims& a, const DropoutKey& key, float p,
+                            const Tensor* sinks) {
   const char* op = "flash_fwd";
-  const kernels::FlashArgs fa = flash_args(qkv, ctx, lse, a, key, p, flash_row_groups_, op);
+  const kernels::FlashArgs fa = flash_args(qkv, ctx, lse, a, key, p, flash_row_groups_, op, sinks);
   check_same(qkv, {&ctx}, op);
+  check_sinks(qkv, a, sinks, nullptr, false, op);
   activate();
   kernels::flash_fwd(ft(qkv), fa, flash_impl_, compute_);
 }
 
 void CudaBackend::flash_bwd(const Tensor& qkv, const Tensor& ctx, const Tensor& lse,
                             const Tensor& dctx, const Tensor& dqkv, const AttnDims& a,
-                            const DropoutKey& key, float p) {
+                            const DropoutKey& key, float p, const Tensor* sinks,
+                            const Tensor* dsinks) {
   const char* op = "flash_bwd";
-  kernels::FlashArgs fa = flash_args(qkv, ctx, lse, a, key, p, flash_row_groups_, op);
+  kernels::FlashArgs fa = flash_args(qkv, ctx, lse, a, key, p, flash_row_groups_, op, sinks);
   check_float(dctx, op, "dctx", ctx_numel(a));
   check_float(dqkv, op, "dqkv", qkv_numel(a));
   check_same(qkv, {&ctx, &dctx, &dqkv}, op);
+  check_sinks(qkv, a, sinks, dsinks, true, op);
+  fa.dsinks = dsinks ? dsinks->data : nullptr;
   activate();
   fa.dctx = dctx.data;
   fa.dqkv = dqkv.data;
