@@ -241,7 +241,9 @@ int BlockGraph::build_attention(int qkv) {
   const std::size_t first_step = steps_.size();
   if (m.attention == AttentionImpl::Naive) {
     int probs = add_tensor("attn.probs", act, probs_n, formula(e, 1, "a·s²·b"));
-    add_step(attn(step("attn.softmax", OpKind::AttnSoftmax, {qkv}, {probs}), m.head_dim()));
+    StepDef sm = attn(step("attn.softmax", OpKind::AttnSoftmax, {qkv}, {probs}), m.head_dim());
+    if (m.attn_sinks) sm.w = "attn.sinks";
+    add_step(sm);
     int p = probs;
     if (m.drops(kDropAttention)) {
       int mask = add_tensor("attn.drop_mask", DType::U8, probs_n, "a·s²·b");
@@ -258,6 +260,7 @@ int BlockGraph::build_attention(int qkv) {
     int lse = add_tensor("attn.lse", DType::F32, B * a * S, "4·a·s·b");
     StepDef fa = attn(step("attn.flash", OpKind::FlashAttn, {qkv}, {ctx, lse}), (m.head_dim() + m.v_head_dim()) / 2);
     fa.site = kSiteAttentionProbs;
+    if (m.attn_sinks) fa.w = "attn.sinks";
     add_step(fa);
   }
   for (std::size_t s = first_step; s < steps_.size(); ++s) steps_[s].module = "core_attn";
@@ -340,7 +343,7 @@ int BlockGraph::build_moe(int in) {
   const int up = static_cast<int>(gated ? 2 * f : f);
   const std::size_t first_step = steps_.size();
   int logits = add_tensor("moe.logits", m.dtype, T * E, moe_formula(E, false));
-  add_step(linear("moe.router", in, logits, "mlp.router", false, T, m.hidden, static_cast<int>(E)));
+  add_step(linear("moe.router", in, logits, "mlp.router", m.moe.router_bias, T, m.hidden, static_cast<int>(E)));
   int weights = add_tensor("moe.weights", m.dtype, T * k, moe_formula(k, false));
   int routing = add_tensor("moe.routing", DType::I32, m.moe.routing_entries(T), "4·(2·s·b·k + 2·E)");
   StepDef route = step("moe.route", OpKind::MoeRoute, {logits}, {weights, routing});

@@ -223,14 +223,14 @@ std::map<std::string, std::pair<const std::string*, const T*>> by_layout_name(co
   return out;
 }
 
-// Calls f(name, rows, cols, transposed, offset, grouped) for every tensor of the layout in its
-// order; `grouped` is the parameter whose q|k|v rows Hugging Face stores by kv group (hf_qkv),
-// else null.
+// Calls f(name, rows, cols, transposed, offset, special) for every tensor of the layout in its
+// order; `special` is the parameter whose values Hugging Face stores in another order (q|k|v rows
+// by kv group, hf_qkv; every expert's part in one tensor, hf_stack), else null.
 template <class F>
 void each_hf_tensor(const ParamLayout& L, F&& f) {
   for (const auto& p : L.params()) {
     if (p.hf_name.empty()) continue;  // rows of the tensor before it (hf_rows)
-    if (p.hf_qkv.groups > 0) {
+    if (p.hf_qkv.groups > 0 || p.hf_stack.experts > 0) {
       f(p.hf_name, p.rows, p.cols, false, p.offset, &p);
     } else if (p.hf_parts.empty()) {
       f(p.hf_name, p.hf_rows > 0 ? p.hf_rows : p.rows, p.cols, p.hf_transposed, p.offset, nullptr);
@@ -251,20 +251,29 @@ void check_hf_tensors(const std::map<std::string, std::vector<std::int64_t>>& sh
   const bool gpt2 = family == Family::Gpt2, tied = L.lm_head < 0;
   const auto by_name = by_layout_name(shapes, gpt2, tied);
   std::set<std::string> taken;
+  auto dims = [](const std::vector<std::int64_t>& shape) {
+    std::string s;
+    for (auto d : shape) s += (s.empty() ? "" : "x") + std::to_string(d);
+    return s;
+  };
   each_hf_tensor(L, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed, std::int64_t,
-                        const ParamSpec*) {
+                        const ParamSpec* special) {
     auto it = by_name.find(name);
     if (it == by_name.end()) throw Error(origin.whole + ": missing tensor '" + name + "'");
     taken.insert(name);
     const std::vector<std::int64_t>& shape = *it->second.second;
+    if (special && special->hf_stack.experts > 0) {
+      const std::vector<std::int64_t> want = stacked_hf_shape(*special);
+      if (shape != want)
+        throw Error(origin.of(*it->second.first) + ": tensor '" + name + "' has shape " + dims(shape) + ", expected " +
+                    dims(want));
+      return;
+    }
     std::int64_t r = transposed ? cols : rows, c = transposed ? rows : cols;
     bool ok = (c == 1 && shape.size() == 1 && shape[0] == r) || (shape.size() == 2 && shape[0] == r && shape[1] == c);
-    if (!ok) {
-      std::string got;
-      for (auto s : shape) got += (got.empty() ? "" : "x") + std::to_string(s);
-      throw Error(origin.of(*it->second.first) + ": tensor '" + name + "' has shape " + got + ", expected " +
+    if (!ok)
+      throw Error(origin.of(*it->second.first) + ": tensor '" + name + "' has shape " + dims(shape) + ", expected " +
                   std::to_string(r) + (c == 1 ? "" : "x" + std::to_string(c)));
-    }
   });
   for (const auto& [n, t] : by_name)
     if (!is_buffer(n, gpt2, tied) && !taken.count(n))
@@ -286,11 +295,13 @@ std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& file, c
   const auto by_name = by_layout_name(file, family == Family::Gpt2, L.lm_head < 0);
   std::vector<float> host(static_cast<std::size_t>(L.total()));
   each_hf_tensor(L, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed,
-                        std::int64_t offset, const ParamSpec* grouped) {
+                        std::int64_t offset, const ParamSpec* special) {
     const SafeTensor& t = *by_name.at(name).second;
     float* dst = host.data() + offset;
-    if (grouped) {  // stored by kv group: put in our order
-      qkv_rows_from_hf(*grouped, t.values.data(), dst);
+    if (special && special->hf_stack.experts > 0) {  // every expert's part in one tensor
+      stacked_from_hf(*special, t.values.data(), dst);
+    } else if (special) {  // stored by kv group: put in our order
+      qkv_rows_from_hf(*special, t.values.data(), dst);
     } else if (!transposed) {
       std::copy(t.values.begin(), t.values.end(), dst);
     } else {
@@ -313,16 +324,21 @@ void load_safetensors(const std::string& path, ModelState& state) {
 std::vector<std::pair<std::string, SafeTensor>> hf_tensors(const std::vector<float>& host, const ParamLayout& layout) {
   std::vector<std::pair<std::string, SafeTensor>> out;
   each_hf_tensor(layout, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed,
-                             std::int64_t offset, const ParamSpec* grouped) {
+                             std::int64_t offset, const ParamSpec* special) {
     const float* src = host.data() + offset;
     SafeTensor t;
     t.dtype = "F32";
-    t.shape = cols == 1 ? std::vector<std::int64_t>{rows}
+    const bool stacked = special && special->hf_stack.experts > 0;
+    t.shape = stacked ? stacked_hf_shape(*special)
+              : cols == 1 ? std::vector<std::int64_t>{rows}
               : transposed ? std::vector<std::int64_t>{cols, rows}
                            : std::vector<std::int64_t>{rows, cols};
-    if (grouped) {
+    if (stacked) {
       t.values.resize(static_cast<std::size_t>(rows * cols));
-      qkv_rows_to_hf(*grouped, src, t.values.data());
+      stacked_to_hf(*special, src, t.values.data());
+    } else if (special) {
+      t.values.resize(static_cast<std::size_t>(rows * cols));
+      qkv_rows_to_hf(*special, src, t.values.data());
     } else if (!transposed) {
       t.values.assign(src, src + rows * cols);
     } else {

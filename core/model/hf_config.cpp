@@ -60,6 +60,15 @@ const InertField kInert[] = {
     // DeepSeek-V2's auxiliary-loss settings: transformers' model adds no auxiliary loss.
     {"aux_loss_alpha", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_number(); }, "must be a number"},
     {"seq_aux", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_boolean(); }, "must be true or false"},
+    // gpt-oss: the context its pretraining started at (YaRN's original length says it again), and
+    // the experts per token again under another name.
+    {"initial_context_length", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_number_integer(); },
+     "must be an integer"},
+    {"experts_per_token",
+     [](const nlohmann::json& v, const nlohmann::json& j) {
+       return v.is_number_integer() && (!j.contains("num_experts_per_tok") || j.at("num_experts_per_tok") == v);
+     },
+     "must equal num_experts_per_tok, the experts each token goes to"},
     // gemma-2-9b: the window again under an older name, the same value.
     {"sliding_window_size",
      [](const nlohmann::json& v, const nlohmann::json& j) {
@@ -245,9 +254,6 @@ struct NearFamily {
   const char* missing;
 };
 const NearFamily kNearFamilies[] = {
-    {"gpt_oss", "qwen3_moe",
-     "attention sinks and the router's bias (its clamped SwiGLU and experts with biases are modelled: "
-     "mlp swiglu_clamped, moe expert_bias in a model JSON)"},
     {"llama4_text", "qwen3_moe", "chunked attention, the L2 QK-norm and the top-1 sigmoid router"},
 };
 
@@ -379,6 +385,7 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
   std::vector<std::string> ignored;
   // transformers 5's fields read as the 4.x ones they replace.
   nlohmann::json j = in;
+  if (type == "gpt_oss") gpt_oss_defaults(j, in.contains("rope_scaling") || in.contains("rope_parameters"));
   read_rope_parameters(j, p);
   const nlohmann::json layer_types = j.contains("layer_types") ? j.at("layer_types") : nlohmann::json();
   j.erase("layer_types");

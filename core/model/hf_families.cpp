@@ -1,6 +1,7 @@
 // Import of the Llama-like Hugging Face configs: llama, mistral, qwen2, qwen3, gemma, gemma2,
 // phi3, olmo2, granite, gemma3_text, smollm3, the mixtures of experts mixtral, qwen3_moe and qwen2_moe
-// (their expert fields: hf_moe.cpp), and deepseek_v2 and deepseek_v3 (hf_deepseek.cpp). One reader of the fields they share; each family
+// (their expert fields: hf_moe.cpp), deepseek_v2 and deepseek_v3 (hf_deepseek.cpp) and gpt_oss
+// (hf_gpt_oss.cpp). One reader of the fields they share; each family
 // adds or fixes its own.
 #include <algorithm>
 #include <cmath>
@@ -23,7 +24,8 @@ const FamilyType kTypes[] = {{"llama", Family::Llama},   {"mistral", Family::Mis
                              {"granite", Family::Granite}, {"gemma3_text", Family::Gemma3},
                              {"smollm3", Family::SmolLM3}, {"mixtral", Family::Mixtral},
                              {"qwen3_moe", Family::Qwen3Moe}, {"qwen2_moe", Family::Qwen2Moe},
-                             {"deepseek_v2", Family::DeepseekV2}, {"deepseek_v3", Family::DeepseekV3}};
+                             {"deepseek_v2", Family::DeepseekV2}, {"deepseek_v3", Family::DeepseekV3},
+                             {"gpt_oss", Family::GptOss}};
 
 // Fields every family here reads.
 const std::set<std::string> kShared = {
@@ -56,6 +58,7 @@ std::set<std::string> extra_fields(Family f) {
     case Family::Qwen2Moe: return moe_fields(f);
     case Family::DeepseekV2:
     case Family::DeepseekV3: return deepseek_fields();
+    case Family::GptOss: return gpt_oss_fields();
     default: return {};
   }
 }
@@ -71,7 +74,7 @@ MlpKind activation(const nlohmann::json& j, Family f) {
   }
   std::string act = string_field(j, "hidden_act", "silu");
   if (act != "silu") throw ConfigError("hidden_act", "'" + act + "' is not modelled (silu: SwiGLU)");
-  return MlpKind::SwiGlu;
+  return f == Family::GptOss ? MlpKind::SwiGluClamped : MlpKind::SwiGlu;
 }
 
 }  // namespace
@@ -150,7 +153,7 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
   }
   m.mlp_bias = p.take([&] { return bool_field(j, "mlp_bias", false); }, false);
   if (f == Family::Mistral || f == Family::Mixtral || f == Family::Gemma2 || f == Family::Gemma3 ||
-      f == Family::Phi3 || qwen_window)
+      f == Family::Phi3 || f == Family::GptOss || qwen_window)
     m.sliding_window = p.take([&] { return int_field(j, "sliding_window", 0); }, 0);
   if (qwen_window) {
     // transformers windows the layers from max_window_layers on (its default 28): none when that
@@ -196,6 +199,7 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
   set_dropout(m, p, drops);
   if (f == Family::Mixtral || f == Family::Qwen3Moe || f == Family::Qwen2Moe) read_moe(j, m, p);
   if (f == Family::DeepseekV2 || f == Family::DeepseekV3) read_deepseek(j, m, p);
+  if (f == Family::GptOss) read_gpt_oss(j, m, p);
   m.seq = std::min(m.positions, 1024);
   m.batch = 1;
   return m;

@@ -90,6 +90,11 @@ void apply_sparse_layers(ModelConfig& m, const std::vector<bool>& sparse);
 // deepseek_v2 and deepseek_v3: their latent attention and experts (hf_deepseek.cpp).
 std::set<std::string> deepseek_fields();
 void read_deepseek(const nlohmann::json& j, ModelConfig& m, Problems& p);
+// gpt_oss: its own fields, GptOssConfig's defaults for absent ones (before the shared fields are
+// read; rope_given: the config has rope_scaling or rope_parameters), and its experts (hf_gpt_oss.cpp).
+std::set<std::string> gpt_oss_fields();
+void gpt_oss_defaults(nlohmann::json& j, bool rope_given);
+void read_gpt_oss(const nlohmann::json& j, ModelConfig& m, Problems& p);
 // SmolLM3's per-layer `no_rope_layers` (and no_rope_layer_interval) as layer kinds.
 void apply_no_rope_layers(const nlohmann::json& j, ModelConfig& m, Problems& p);
 void check_sizes(const ModelConfig& m, Problems& p);

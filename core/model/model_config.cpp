@@ -23,7 +23,7 @@ std::size_t dtype_size(DType t) {
 namespace {
 const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3", "granite", "gpt_neox", "falcon",
                                  "gemma3", "smollm3", "mixtral", "qwen3_moe", "qwen2_moe",
-                                 "deepseek_v2", "deepseek_v3"};
+                                 "deepseek_v2", "deepseek_v3", "gpt_oss"};
 }  // namespace
 
 const char* to_string(Family f) { return kFamilies[static_cast<int>(f)]; }
@@ -78,18 +78,20 @@ void set_family(ModelConfig& m, Family f) {
                                                              : NormPlacement::Pre;
   m.position = gpt2 ? PositionKind::Learned : PositionKind::Rope;
   m.block_layout = neox ? BlockLayout::Parallel : falcon ? BlockLayout::ParallelSharedNorm : BlockLayout::Sequential;
-  m.qkv_bias = gpt2 || neox || f == Family::Qwen2 || f == Family::Qwen2Moe;
-  m.out_bias = gpt2 || neox;
+  const bool oss = f == Family::GptOss;
+  m.qkv_bias = gpt2 || neox || oss || f == Family::Qwen2 || f == Family::Qwen2Moe;
+  m.out_bias = gpt2 || neox || oss;
+  m.attn_sinks = oss;
   m.mlp_bias = gpt2 || neox;
   m.qk_norm = f == Family::Olmo2 ? QkNormKind::Projection
               : f == Family::Qwen3 || f == Family::Qwen3Moe || f == Family::Gemma3 ? QkNormKind::Head
                                    : QkNormKind::None;
   m.mlp = gpt2 ? MlpKind::GeluTanh
          : neox || falcon ? MlpKind::Gelu
-               : gemma ? MlpKind::GeGlu : MlpKind::SwiGlu;
+               : gemma ? MlpKind::GeGlu : oss ? MlpKind::SwiGluClamped : MlpKind::SwiGlu;
   m.tied_embeddings = gpt2 || falcon || gemma || f == Family::SmolLM3;
   m.embed_scale = gemma;
-  m.window_layers = f == Family::Gemma2 ? WindowLayers::Even : WindowLayers::All;
+  m.window_layers = f == Family::Gemma2 || f == Family::GptOss ? WindowLayers::Even : WindowLayers::All;
   m.window_pattern = f == Family::Gemma3 ? 6 : 0;
   m.rope_local_theta = f == Family::Gemma3 ? 10000.0 : 0.0;
   if (f != Family::DeepseekV2 && f != Family::DeepseekV3) m.mla = MlaConfig{};  // latent attention is DeepSeek's

@@ -18,7 +18,7 @@ namespace remat {
 
 enum class Family : std::uint8_t { Gpt2, Llama, Mistral, Qwen2, Gemma, Gemma2, Phi3, Olmo2, Qwen3, Granite,
                                    GptNeox, Falcon, Gemma3, SmolLM3, Mixtral, Qwen3Moe, Qwen2Moe,
-                                   DeepseekV2, DeepseekV3 };
+                                   DeepseekV2, DeepseekV3, GptOss };
 enum class AttentionImpl { Naive, Flash };
 enum class DType : std::uint8_t { F32, BF16, U8, I32 };
 enum class NormKind : std::uint8_t { LayerNorm, RmsNorm };
@@ -98,6 +98,9 @@ struct ModelConfig {
   double attn_scale = 0.0;      // 0: 1/sqrt(head_dim)
   bool attn_scale_inverse_layer = false;  // scores also / (layer + 1)
   double attn_softcap = 0.0, final_softcap = 0.0;  // 0: none
+  // gpt-oss's attention sinks: per head one learned logit (attn.sinks) that joins every query's
+  // softmax as a column with no value, so the keys' weights sum to less than 1.
+  bool attn_sinks = false;
   MlpKind mlp = MlpKind::GeluTanh;
   double swiglu_limit = 7.0;    // swiglu_clamped's clamp (gpt-oss's swiglu_limit)
   bool tied_embeddings = true;

@@ -16,7 +16,7 @@ const std::set<std::string> kOwnKeys = {
     "rope_theta", "rope_scaling", "partial_rotary_factor", "description", "norm",
     "norm_unit_offset", "norm_placement", "position", "qkv_bias", "out_bias", "mlp_bias",
     "qk_norm", "sliding_window", "sliding_window_layers", "attn_scale",
-    "attn_scale_inverse_layer", "attn_softcap", "final_softcap", "mlp", "tied_embeddings",
+    "attn_scale_inverse_layer", "attn_softcap", "final_softcap", "attn_sinks", "mlp", "tied_embeddings",
     "embed_scale", "block_layout", "sliding_window_pattern", "rope_local_theta", "embedding_multiplier", "residual_multiplier", "logits_scaling",
     "swiglu_limit", "layer_kinds", "layer_pattern", "moe", "mla"};
 
@@ -133,6 +133,7 @@ ModelConfig model_from_json(const nlohmann::json& j) {
   if (j.contains("attn_scale_inverse_layer")) m.attn_scale_inverse_layer = get_bool(j, "attn_scale_inverse_layer");
   if (j.contains("attn_softcap")) m.attn_softcap = get_number(j, "attn_softcap");
   if (j.contains("final_softcap")) m.final_softcap = get_number(j, "final_softcap");
+  if (j.contains("attn_sinks")) m.attn_sinks = get_bool(j, "attn_sinks");
   if (j.contains("tied_embeddings")) m.tied_embeddings = get_bool(j, "tied_embeddings");
   if (j.contains("embed_scale")) m.embed_scale = get_bool(j, "embed_scale");
   for (auto [key, field] : {std::pair{"embedding_multiplier", &m.embedding_multiplier},
@@ -217,6 +218,7 @@ nlohmann::json model_to_json(const ModelConfig& m) {
   feature("attn_scale_inverse_layer", m.attn_scale_inverse_layer, false, m.attn_scale_inverse_layer);
   feature("attn_softcap", m.attn_softcap, 0.0, m.attn_softcap);
   feature("final_softcap", m.final_softcap, 0.0, m.final_softcap);
+  feature("attn_sinks", m.attn_sinks, d.attn_sinks, m.attn_sinks);
   feature("mlp", m.mlp, d.mlp, to_string(m.mlp));
   feature("tied_embeddings", m.tied_embeddings, d.tied_embeddings, m.tied_embeddings);
   feature("embed_scale", m.embed_scale, d.embed_scale, m.embed_scale);

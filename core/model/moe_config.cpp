@@ -43,6 +43,8 @@ MoeConfig moe_from_json(const nlohmann::json& j) {
       m.shared_gate = json_bool(v, f);
     } else if (key == "expert_bias") {
       m.expert_bias = json_bool(v, f);
+    } else if (key == "router_bias") {
+      m.router_bias = json_bool(v, f);
     } else if (key == "score") {
       if (v != "softmax" && v != "sigmoid") throw ConfigError(f, "must be \"softmax\" or \"sigmoid\", got " + json_snippet(v));
       m.sigmoid = v == "sigmoid";
@@ -59,7 +61,7 @@ MoeConfig moe_from_json(const nlohmann::json& j) {
       m.scaling = json_number(v, f);
     } else {
       throw ConfigError(f, "unknown key (moe has experts, top_k, ffn, norm_topk, capacity_factor, shared_ffn, "
-                           "shared_gate, expert_bias, score, score_bias, groups, topk_groups, group_score, scaling)");
+                           "shared_gate, expert_bias, router_bias, score, score_bias, groups, topk_groups, group_score, scaling)");
     }
   }
   for (const char* key : {"experts", "top_k", "ffn"})
@@ -78,6 +80,7 @@ nlohmann::json moe_to_json(const MoeConfig& m) {
   if (m.shared_ffn != 0) j["shared_ffn"] = m.shared_ffn;
   if (m.shared_gate) j["shared_gate"] = true;
   if (m.expert_bias) j["expert_bias"] = true;
+  if (m.router_bias) j["router_bias"] = true;
   if (m.sigmoid) j["score"] = "sigmoid";
   if (m.score_bias) j["score_bias"] = true;
   if (m.groups != 0) j["groups"] = m.groups;
@@ -126,7 +129,8 @@ std::string describe_moe(const MoeConfig& m, std::int64_t tokens) {
                   (m.sigmoid ? "sigmoid" : "softmax") + (m.norm_topk ? ", renormalised" : "") +
                   (m.groups > 1 ? ", " + std::to_string(m.topk_groups) + " of " + std::to_string(m.groups) + " groups" +
                                        (m.group_max ? " (by their best)" : " (by their two best)") : "") +
-                  (m.score_bias ? ", selection bias" : "") + (m.expert_bias ? ", experts with biases" : "");
+                  (m.score_bias ? ", selection bias" : "") + (m.expert_bias ? ", experts with biases" : "") +
+                  (m.router_bias ? ", router bias" : "");
   if (m.scaling != 1.0) {
     std::string f = std::to_string(m.scaling);
     f.erase(f.find_last_not_of('0') + 1);

@@ -28,6 +28,7 @@ struct MoeConfig {
   int shared_ffn = 0;     // the shared experts' width (always on, every token; 0: none)
   bool shared_gate = false;  // the shared experts' output times sigmoid(x · g) (Qwen2-MoE)
   bool expert_bias = false;  // the routed experts' projections have biases (gpt-oss)
+  bool router_bias = false;  // the router's logits add a trained bias per expert (gpt-oss)
   // The router (backend/moe_score.h): sigmoid scores instead of softmax, a selection bias per
   // expert (not trained), group-limited choice, a factor on the weights (DeepSeek-V3).
   bool sigmoid = false;
@@ -48,7 +49,7 @@ struct MoeConfig {
 };
 
 // Our model JSON's "moe" object: {"experts", "top_k", "ffn", "norm_topk", "capacity_factor",
-// "shared_ffn", "shared_gate", "expert_bias", "score" ("softmax" | "sigmoid"), "score_bias", "groups",
+// "shared_ffn", "shared_gate", "expert_bias", "router_bias", "score" ("softmax" | "sigmoid"), "score_bias", "groups",
 // "topk_groups", "group_score" ("top2_sum" | "max"), "scaling"}.
 // ConfigError naming the key for anything else or a bad value.
 MoeConfig moe_from_json(const nlohmann::json& j);

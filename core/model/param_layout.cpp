@@ -29,6 +29,34 @@ void qkv_rows_from_hf(const ParamSpec& p, const float* hf, float* ours) {
   each_qkv_head(p, [&](std::int64_t o, std::int64_t h) { std::copy(hf + h * p.cols, hf + h * p.cols + n, ours + o * p.cols); });
 }
 
+namespace {
+
+// Calls f(our index, Hugging Face's index) for every value of a stacked parameter.
+template <class F>
+void each_stacked(const ParamSpec& p, F f) {
+  const std::int64_t E = p.hf_stack.experts, n = p.rows / E, half = n / 2;
+  for (std::int64_t e = 0; e < E; ++e)
+    for (std::int64_t r = 0; r < n; ++r) {
+      const std::int64_t hr = !p.hf_stack.interleaved ? r : r < half ? 2 * r : 2 * (r - half) + 1;
+      for (std::int64_t c = 0; c < p.cols; ++c) f((e * n + r) * p.cols + c, (e * p.cols + c) * n + hr);
+    }
+}
+
+}  // namespace
+
+std::vector<std::int64_t> stacked_hf_shape(const ParamSpec& p) {
+  const std::int64_t E = p.hf_stack.experts, n = p.rows / E;
+  return p.cols == 1 ? std::vector<std::int64_t>{E, n} : std::vector<std::int64_t>{E, p.cols, n};
+}
+
+void stacked_to_hf(const ParamSpec& p, const float* ours, float* hf) {
+  each_stacked(p, [&](std::int64_t o, std::int64_t h) { hf[h] = ours[o]; });
+}
+
+void stacked_from_hf(const ParamSpec& p, const float* hf, float* ours) {
+  each_stacked(p, [&](std::int64_t o, std::int64_t h) { ours[o] = hf[h]; });
+}
+
 std::int64_t ParamLayout::add(ParamSpec p) {
   p.offset = total_;
   total_ += p.numel();
@@ -76,27 +104,42 @@ template <class Add>
 void moe_params(const ModelConfig& m, int b, const std::string& hf, const std::string& p, Add&& block_param) {
   const MoeConfig& e = m.moe;
   const std::int64_t h = m.hidden, f = e.ffn, up = m.gated_mlp() ? 2 * f : f;
-  const bool mixtral = m.family == Family::Mixtral;
+  const bool mixtral = m.family == Family::Mixtral, oss = m.family == Family::GptOss;
   const std::string ml = hf + (mixtral ? "block_sparse_moe." : "mlp.");
-  block_param(b, mat(p + "mlp.router.w", ml + "gate.weight", e.experts, h));
+  const std::string router = ml + (oss ? "router." : "gate.");
+  block_param(b, mat(p + "mlp.router.w", router + "weight", e.experts, h));
+  if (e.router_bias) block_param(b, vec(p + "mlp.router.b", router + "bias", e.experts));
   // DeepSeek-V3's e_score_correction_bias (zero to start, no gradient reaches it).
-  if (e.score_bias) block_param(b, vec(p + "mlp.router.bias", ml + "gate.e_score_correction_bias", e.experts));
-  std::vector<std::pair<std::string, std::int64_t>> gu, down;
-  for (int x = 0; x < e.experts; ++x) {
-    const std::string ex = ml + "experts." + std::to_string(x) + ".";
-    if (m.gated_mlp()) {
-      gu.emplace_back(ex + (mixtral ? "w1" : "gate_proj"), f);
-      gu.emplace_back(ex + (mixtral ? "w3" : "up_proj"), f);
-    } else {
-      gu.emplace_back(ex + (mixtral ? "w1" : "up_proj"), f);
+  if (e.score_bias) block_param(b, vec(p + "mlp.router.bias", router + "e_score_correction_bias", e.experts));
+  if (oss) {  // every expert's projections stacked in one tensor each, stored [in, out], gate|up interleaved
+    auto stack = [&](ParamSpec s, bool interleaved) {
+      s.hf_stack = {e.experts, interleaved && m.gated_mlp()};
+      return s;
+    };
+    block_param(b, stack(mat(p + "mlp.experts.fc.w", ml + "experts.gate_up_proj", e.experts * up, h), true));
+    block_param(b, stack(mat(p + "mlp.experts.fc2.w", ml + "experts.down_proj", e.experts * h, f), false));
+    if (e.expert_bias) {
+      block_param(b, stack(vec(p + "mlp.experts.fc.b", ml + "experts.gate_up_proj_bias", e.experts * up), true));
+      block_param(b, stack(vec(p + "mlp.experts.fc2.b", ml + "experts.down_proj_bias", e.experts * h), false));
     }
-    down.emplace_back(ex + (mixtral ? "w2" : "down_proj"), h);
-  }
-  block_param(b, fused(mat(p + "mlp.experts.fc.w", "", e.experts * up, h), gu, ".weight"));
-  block_param(b, fused(mat(p + "mlp.experts.fc2.w", "", e.experts * h, f), down, ".weight"));
-  if (e.expert_bias) {  // gpt-oss: per expert a bias of each projection's width, named as its weight's
-    block_param(b, fused(vec(p + "mlp.experts.fc.b", "", e.experts * up), gu, ".bias"));
-    block_param(b, fused(vec(p + "mlp.experts.fc2.b", "", e.experts * h), down, ".bias"));
+  } else {  // each expert's projections as tensors of their own
+    std::vector<std::pair<std::string, std::int64_t>> gu, down;
+    for (int x = 0; x < e.experts; ++x) {
+      const std::string ex = ml + "experts." + std::to_string(x) + ".";
+      if (m.gated_mlp()) {
+        gu.emplace_back(ex + (mixtral ? "w1" : "gate_proj"), f);
+        gu.emplace_back(ex + (mixtral ? "w3" : "up_proj"), f);
+      } else {
+        gu.emplace_back(ex + (mixtral ? "w1" : "up_proj"), f);
+      }
+      down.emplace_back(ex + (mixtral ? "w2" : "down_proj"), h);
+    }
+    block_param(b, fused(mat(p + "mlp.experts.fc.w", "", e.experts * up, h), gu, ".weight"));
+    block_param(b, fused(mat(p + "mlp.experts.fc2.w", "", e.experts * h, f), down, ".weight"));
+    if (e.expert_bias) {  // per expert a bias of each projection's width, named as its weight's
+      block_param(b, fused(vec(p + "mlp.experts.fc.b", "", e.experts * up), gu, ".bias"));
+      block_param(b, fused(vec(p + "mlp.experts.fc2.b", "", e.experts * h), down, ".bias"));
+    }
   }
   if (e.shared_ffn == 0) return;
   // Shared experts: one MLP of width shared_ffn (Qwen2-MoE: mlp.shared_expert, its gate
@@ -243,6 +286,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
       block_param(b, qn);
       block_param(b, kn);
     }
+    if (m.attn_sinks) block_param(b, vec(p + "attn.sinks", at + "sinks", m.heads));
     block_param(b, mat(p + "attn.proj.w", at + "o_proj.weight", h, m.ctx_width()));
     if (m.out_bias) block_param(b, vec(p + "attn.proj.b", at + "o_proj.bias", h));
     if (post) norm(b, p + "attn.post_norm", hf + "post_attention_layernorm");

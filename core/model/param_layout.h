@@ -36,8 +36,22 @@ struct ParamSpec {
   struct QkvGroups {
     std::int64_t groups = 0, rep = 0, d = 0;
   } hf_qkv;
+  // Every expert's part as one Hugging Face tensor (gpt-oss's experts.gate_up_proj,
+  // experts.down_proj and their biases): a weight [experts, cols, rows / experts] (each expert's
+  // [in, out]), a bias [experts, rows / experts]. `interleaved`: an expert's gate|up rows are its
+  // columns 0, 2, 4, ... (gate) and 1, 3, 5, ... (up). experts 0: not stacked.
+  struct ExpertStack {
+    std::int64_t experts = 0;
+    bool interleaved = false;
+  } hf_stack;
   std::int64_t numel() const { return rows * cols; }
 };
+
+// The shape of a stacked parameter's Hugging Face tensor (hf_stack), and its values between our
+// layout and that tensor.
+std::vector<std::int64_t> stacked_hf_shape(const ParamSpec& p);
+void stacked_to_hf(const ParamSpec& p, const float* ours, float* hf);
+void stacked_from_hf(const ParamSpec& p, const float* hf, float* ours);
 
 // Rows of a q|k|v parameter between our order and Hugging Face's grouped order (hf_qkv).
 void qkv_rows_to_hf(const ParamSpec& p, const float* ours, float* hf);

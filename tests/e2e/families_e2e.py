@@ -28,9 +28,9 @@ from e2e_common import check  # noqa: E402
 ENABLED = ["gpt2", "llama", "llama3", "qwen2", "phi3", "olmo2", "gpt2_flags", "llama_bias", "gemma",
            "mistral", "gemma2", "qwen3", "granite", "gpt_neox", "falcon", "falcon_rw", "gemma3",
            "gemma3_types", "qwen2_window", "smollm3", "mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v3",
-           "deepseek_v2"]
+           "deepseek_v2", "gpt_oss"]
 # Families whose windows are shorter than SEQ also run with flash attention (banded tiles).
-FLASH_TOO = ["mistral", "gemma2", "gemma3", "gemma3_types", "qwen2_window"]
+FLASH_TOO = ["mistral", "gemma2", "gemma3", "gemma3_types", "qwen2_window", "gpt_oss"]
 
 STEPS = 3
 # Not the defaults, so that each option visibly reaches the optimizer. A large eps keeps Adam's
@@ -109,7 +109,7 @@ def check_controls(name, families, torch, w0, f, windows, run, ref32):
     controls = [("lr x 1.1", train(lr=OPT["lr"] * 1.1)),
                 ("beta2 0.5", train(beta2=0.5)),
                 ("no weight decay", train(weight_decay=0.0)),
-                ("decay on norm weights and biases too", train(decay_rule=lambda shape: True)),
+                ("decay on norm weights and biases too", train(decay_rule=lambda name, shape: True)),
                 ("%s[0] moved by 1e-3" % first, train(weights=moved))]
     # The family's own features must each matter: a window shorter than the sequence, its
     # alternation over blocks, the soft-caps, the QK-norm, the multipliers and the score scale.
@@ -144,6 +144,12 @@ def check_controls(name, families, torch, w0, f, windows, run, ref32):
         controls.append(("top-%d routing" % (e["top_k"] - 1), train(feat=dict(f, moe=dict(e, top_k=e["top_k"] - 1)))))
         if e.get("shared"):
             controls.append(("no shared expert", train(feat=dict(f, moe=dict(e, shared=0)))))
+        if e.get("kind") == "gpt_oss":  # its router's bias, the clamp, the interleaved gate|up
+            controls.append(("no router bias", train(feat=dict(f, moe=dict(e, router_bias=False)))))
+            controls.append(("no clamp", train(feat=dict(f, moe=dict(e, limit=None)))))
+            controls.append(("gate|up in halves", train(feat=dict(f, moe=dict(e, interleaved=False)))))
+    if f.get("sinks"):
+        controls.append(("no attention sinks", train(feat=dict(f, sinks=False))))
     if f["attn_scale"] and f["names"] != "gpt2":
         controls.append(("scores scaled by 1/sqrt(head_dim)", train(feat=dict(f, attn_scale=0.0))))
     for what, ref in controls:

@@ -552,16 +552,18 @@ def loss_of(w, f, window):
     return loss + coef * gpt_oss.load_balancing(f["moe"], router_logits) if coef else loss
 
 
-def decays(shape):
-    """docs/batch.md: decay on every weight matrix (embeddings included), no norm weight or bias."""
-    return len(shape) == 2
+def decays(name, shape):
+    """docs/batch.md: decay on every weight matrix (embeddings included; a stack of matrices, as
+    gpt-oss stores its experts, too), no norm weight or bias (gpt-oss stacks its experts' biases
+    as [experts, width]: biases by name)."""
+    return len(shape) >= 2 and not name.endswith("bias")
 
 
 def train(weights, f, windows, lr, beta1, beta2, eps, weight_decay, dtype, decay_rule=decays):
     """AdamW steps on each window [steps, B, S + 1] from `weights`; (losses, weights after)."""
     w = {n: t.detach().to(dtype).clone().requires_grad_(True) for n, t in weights.items()}
-    groups = [{"params": [t for t in w.values() if decay_rule(t.shape)], "weight_decay": weight_decay},
-              {"params": [t for t in w.values() if not decay_rule(t.shape)], "weight_decay": 0.0}]
+    groups = [{"params": [t for n, t in w.items() if decay_rule(n, t.shape)], "weight_decay": weight_decay},
+              {"params": [t for n, t in w.items() if not decay_rule(n, t.shape)], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=lr, betas=(beta1, beta2), eps=eps)
     losses = []
     for window in windows:

@@ -178,7 +178,7 @@ const PublishedFile kPublishedFiles[] = {
     {"mixtral-8x7b-v0.1.json", 46'702'792'704, Expect::Imports, {"torch_dtype", "bos_token_id"}},
     {"olmo-2-1124-7b-instruct.json", 7'298'617'344, Expect::Imports, {"_name_or_path", "pad_token_id"}},
     {"phi-3-mini-4k-instruct.json", 3'821'079'552, Expect::Imports, {"auto_map", "pad_token_id"}},
-    {"gpt-oss-20b.json", 20'914'757'184, Expect::Refused, {"gpt_oss", "attention sinks", "clamped SwiGLU", "qwen3_moe"}},
+    {"gpt-oss-20b.json", 20'914'757'184, Expect::Imports, {"quantization_config", "initial_context_length", "experts_per_token"}},
     {"phi-4-mini-instruct.json", 3'836'021'760, Expect::Refused,
      {"full_attn_mod", "interpolate_factor", "lm_head_bias"}},
     {"qwen1.5-moe-a2.7b-chat.json", 14'315'784'192, Expect::Imports, {"sliding_window", "max_window_layers", "torch_dtype"}},

@@ -347,7 +347,10 @@ TEST(ModelConfig, FamilyPresetsHaveThePublishedParameterCounts) {
       {"mixtral-8x7b", 46'702'792'704}, {"qwen3-30b-a3b", 30'532'122'624},
       // DeepSeek-V3's 671B (its model card: 671B main model, plus 14B of the multi-token-
       // prediction module the preset leaves out, as Hugging Face loads the model).
-      {"deepseek-v3", 671'026'419'200}};
+      {"deepseek-v3", 671'026'419'200},
+      // gpt-oss-20b: 20.91B on OpenAI's model card; counted from its config.json's fields
+      // (tests/data/hf-configs/README.md).
+      {"gpt-oss-20b", 20'914'757'184}};
   for (const auto& [name, count] : kPublished) {
     const ModelConfig m = resolve_model(name);
     EXPECT_EQ(ParamLayout(m).total(), count) << name;
@@ -440,9 +443,9 @@ TEST(ModelConfig, TransformersFiveLayoutMeansWhatTheFourLayoutMeans) {
   EXPECT_NE(w.find("a RoPE per layer kind"), std::string::npos) << w;
   // A family that is not modelled: the nearest one and what it lacks.
   nlohmann::json moe = v4;
-  moe["model_type"] = "gpt_oss";
+  moe["model_type"] = "llama4_text";
   w = published_refusal(moe);
-  EXPECT_NE(w.find("the nearest supported is qwen3_moe, without attention sinks"), std::string::npos) << w;
+  EXPECT_NE(w.find("the nearest supported is qwen3_moe, without chunked attention"), std::string::npos) << w;
 }
 
 // Granite's four multipliers: read from its config (the score scale is attention_multiplier,

@@ -139,6 +139,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // gpt-oss's clamped SwiGLU, on dense layers and on experts
                       EquivalenceCase{Family::Llama, AttentionImpl::Naive, MlpKind::SwiGluClamped, OpKind::SwiGluClamped},
                       EquivalenceCase{Family::Mixtral, AttentionImpl::Flash, MlpKind::SwiGluClamped, OpKind::SwiGluClamped},
+                      // gpt-oss: attention sinks (their gradient summed in a fixed order), router bias
+                      EquivalenceCase{Family::GptOss, AttentionImpl::Naive, std::nullopt, OpKind::AttnSoftmax},
+                      EquivalenceCase{Family::GptOss, AttentionImpl::Flash, std::nullopt, OpKind::FlashAttn},
                       EquivalenceCase{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu, OpKind::GeluErf},
                       EquivalenceCase{Family::Olmo2, AttentionImpl::Naive, std::nullopt, OpKind::QkNorm},
                       EquivalenceCase{Family::Olmo2, AttentionImpl::Flash, std::nullopt, OpKind::QkNorm},
