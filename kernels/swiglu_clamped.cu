@@ -2,38 +2,24 @@
 // g = min(gate, limit), u = clamp(up, -limit, limit), over gu [rows, 2F] (gate | up), and the op
 // table's entry points CudaBackend::fwd_SwiGluClamped / bwd_SwiGluClamped with their checks.
 // A clamped value passes no gradient (torch.clamp's rule: within the bounds, bounds included).
-// The same formulas as the CPU's (core/backend/cpu/cpu_swiglu_clamped.cpp).
+// The formulas are the CPU's (core/util/swiglu_clamped.h).
 #include <cmath>
 #include <string>
 
 #include "core/backend/cuda/cuda_args.h"
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/util/error.h"
+#include "core/util/swiglu_clamped.h"
 #include "kernels/detail/gated.cuh"
 
 namespace remat::kernels {
 namespace {
 
-constexpr float kAlpha = 1.702f;
-
-// min(gate, limit) and clamp(up, -limit, limit) as the CPU's std::min and std::clamp take them:
-// a NaN passes through (fminf would give the bound).
-__device__ inline float clamp_max(float v, float hi) { return hi < v ? hi : v; }
-__device__ inline float clamp_both(float v, float lo, float hi) { return v < lo ? lo : hi < v ? hi : v; }
-
 struct ClampedSilu {
   float limit;
-  __device__ float out(float gate, float up) const {
-    const float g = clamp_max(gate, limit), u = clamp_both(up, -limit, limit);
-    const float glu = g * (1.0f / (1.0f + expf(-(g * kAlpha))));
-    return (u + 1.0f) * glu;
-  }
+  __device__ float out(float gate, float up) const { return swiglu_clamped(gate, up, limit); }
   __device__ void grad(float gate, float up, float d, float& dg, float& du) const {
-    const float g = clamp_max(gate, limit), u = clamp_both(up, -limit, limit);
-    const float s = 1.0f / (1.0f + expf(-(g * kAlpha)));
-    const float glu = g * s;
-    dg = gate <= limit ? d * (u + 1.0f) * (s + g * kAlpha * s * (1.0f - s)) : 0.0f;
-    du = up >= -limit && up <= limit ? d * glu : 0.0f;
+    swiglu_clamped_grad(gate, up, limit, d, dg, du);
   }
 };
 

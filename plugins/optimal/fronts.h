@@ -51,9 +51,7 @@ inline Fronts fronts(const BlockGraph& g, const std::vector<double>& cost, std::
   if (offload_cost) {
     // Every record's offloads: per kept set K, Inside's and Before's of K's subsets (the input
     // among them), a checkpoint's of its input alone (all it holds).
-    std::vector<int> free_t;
-    for (std::size_t t = 0; t < g.tensors().size(); ++t)
-      if (g.tensors()[t].saved && static_cast<int>(t) != g.input()) free_t.push_back(static_cast<int>(t));
+    const std::vector<int> free_t = free_tensors(g);
     constexpr std::size_t none = ~std::size_t{0};
     std::vector<std::size_t> at(3 * (std::size_t{1} << free_t.size()), none);
     for (std::size_t i = 0; i < recs.size(); ++i) at[recs[i].order] = i;

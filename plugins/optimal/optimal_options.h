@@ -166,6 +166,14 @@ inline Choice offloaded(const BlockGraph& g, Choice c, Mask off, double per_byte
   return c;
 }
 
+// The table's recomputable tensors: saved, not the block's input (the choices are their subsets).
+inline std::vector<int> free_tensors(const BlockGraph& g) {
+  std::vector<int> free;
+  for (std::size_t t = 0; t < g.tensors().size(); ++t)
+    if (g.tensors()[t].saved && static_cast<int>(t) != g.input()) free.push_back(static_cast<int>(t));
+  return free;
+}
+
 // Every choice of table g: keep any subset K of the saved tensors besides the input, in each
 // mode (Checkpoint without K = the input alone, which is Inside's; Before without K = the whole
 // saved set, which is Inside's too). Each choice's figures are evaluate()'s, cost sums included
@@ -176,9 +184,7 @@ inline Choice offloaded(const BlockGraph& g, Choice c, Mask off, double per_byte
 // along the walk (3 K + the mode's index).
 template <typename Visit>
 void for_each_choice(const BlockGraph& g, const std::vector<double>& cost, Visit&& visit) {
-  std::vector<int> free;
-  for (std::size_t t = 0; t < g.tensors().size(); ++t)
-    if (g.tensors()[t].saved && static_cast<int>(t) != g.input()) free.push_back(static_cast<int>(t));
+  const std::vector<int> free = free_tensors(g);
   budget::require_mask_width(g, "optimal");
   if (static_cast<int>(free.size()) > kMaxChoiceTensors)
     throw Error("the optimal policy tries every choice of a block's recomputable tensors, and this block has " +

@@ -204,9 +204,7 @@ class OptimalPolicy final : public remat::Policy {
       const int t = model.table_index(b);
       clock.check(b, "its table's choices");
       const BlockGraph& table = model.table(t);
-      int free = 0;  // recomputable: saved, not the input
-      for (std::size_t i = 0; i < table.tensors().size(); ++i)
-        free += table.tensors()[i].saved && static_cast<int>(i) != table.input();
+      const int free = static_cast<int>(optimal::free_tensors(table).size());
       if (free > optimal::kMaxChoiceTensors)
         throw Stopped("the optimal policy tries every choice of a block's recomputable tensors, and block " +
                       std::to_string(b) + " has " + std::to_string(free) + " (at most " +

@@ -25,12 +25,7 @@ using namespace remat::optimal;
 using budget::bit;
 using budget::Mask;
 
-std::vector<int> off_free(const BlockGraph& g) {
-  std::vector<int> f;
-  for (std::size_t t = 0; t < g.tensors().size(); ++t)
-    if (g.tensors()[t].saved && static_cast<int>(t) != g.input()) f.push_back(static_cast<int>(t));
-  return f;
-}
+std::vector<int> off_free(const BlockGraph& g) { return optimal::free_tensors(g); }
 
 // Every choice of g with every subset of what it holds between its forward and backward
 // offloaded (a checkpoint holds its input alone), at `per_byte` a byte.

@@ -2,13 +2,14 @@
 // (u + 1) * g * sigmoid(1.702 * g) with g = min(gate, limit) and u = clamp(up, -limit, limit).
 // Backward reads the input; a clamped value passes no gradient (as torch.clamp's: it passes
 // where the value lies within the bounds, the bounds included); din[0] is added into when acc[0].
-// One thread per row range, so the split never changes a bit.
+// One thread per row range, so the split never changes a bit. The formulas: core/util/swiglu_clamped.h.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
+#include "core/util/swiglu_clamped.h"
 
 namespace remat {
 
@@ -17,7 +18,6 @@ using cpu::FV;
 namespace {
 
 constexpr std::int64_t kGrain = 1 << 14;  // elements per part of a parallel loop
-constexpr float kAlpha = 1.702f;
 
 void check_clamped(const OpArgs& a, const char* op) {
   if (a.M < 0 || a.K <= 0)
@@ -41,9 +41,7 @@ void CpuBackend::fwd_SwiGluClamped(const OpArgs& a) {
     for (std::int64_t r = r0; r < r1; ++r)
       for (int c = 0; c < F; ++c) {
         const std::int64_t ig = r * 2 * F + c;
-        const float g = std::min(in[ig], L), u = std::clamp(in[ig + F], -L, L);
-        const float glu = g * (1.0f / (1.0f + std::exp(-(g * kAlpha))));
-        y.set(r * F + c, (u + 1.0f) * glu);
+        y.set(r * F + c, swiglu_clamped(in[ig], in[ig + F], L));
       }
   });
 }
@@ -63,12 +61,8 @@ void CpuBackend::bwd_SwiGluClamped(const OpArgs& a) {
     for (std::int64_t r = r0; r < r1; ++r)
       for (int c = 0; c < F; ++c) {
         const std::int64_t ig = r * 2 * F + c, iu = ig + F;
-        const float gate = in[ig], up = in[iu], d = dy[r * F + c];
-        const float g = std::min(gate, L), u = std::clamp(up, -L, L);
-        const float s = 1.0f / (1.0f + std::exp(-(g * kAlpha)));
-        const float glu = g * s;
-        const float dg = gate <= L ? d * (u + 1.0f) * (s + g * kAlpha * s * (1.0f - s)) : 0.0f;
-        const float du = up >= -L && up <= L ? d * glu : 0.0f;
+        float dg = 0.0f, du = 0.0f;
+        swiglu_clamped_grad(in[ig], in[iu], L, dy[r * F + c], dg, du);
         out.put(ig, dg, acc);
         out.put(iu, du, acc);
       }
