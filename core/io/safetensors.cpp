@@ -259,7 +259,14 @@ void check_hf_tensors(const std::map<std::string, std::vector<std::int64_t>>& sh
   each_hf_tensor(L, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed, std::int64_t,
                         const ParamSpec* special) {
     auto it = by_name.find(name);
-    if (it == by_name.end()) throw Error(origin.whole + ": missing tensor '" + name + "'");
+    if (it == by_name.end()) {
+      // gpt-oss's published checkpoints store the experts as MXFP4 blocks and scales.
+      const bool mxfp4 = by_name.count(name + "_blocks") > 0;
+      throw Error(origin.whole + ": missing tensor '" + name + "'" +
+                  (mxfp4 ? " (the file has it as MXFP4 '" + name + "_blocks' and '_scales': dequantize it to bf16 "
+                           "or fp32 first, as transformers does when it loads the model)"
+                         : ""));
+    }
     taken.insert(name);
     const std::vector<std::int64_t>& shape = *it->second.second;
     if (special && special->hf_stack.experts > 0) {

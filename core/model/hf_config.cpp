@@ -68,7 +68,8 @@ const InertField kInert[] = {
      [](const nlohmann::json& v, const nlohmann::json& j) {
        return v.is_number_integer() && (!j.contains("num_experts_per_tok") || j.at("num_experts_per_tok") == v);
      },
-     "must equal num_experts_per_tok, the experts each token goes to"},
+     "must equal num_experts_per_tok (4 when absent), the experts each token goes to, which transformers reads "
+     "instead"},
     // gemma-2-9b: the window again under an older name, the same value.
     {"sliding_window_size",
      [](const nlohmann::json& v, const nlohmann::json& j) {
@@ -385,7 +386,9 @@ ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name
   std::vector<std::string> ignored;
   // transformers 5's fields read as the 4.x ones they replace.
   nlohmann::json j = in;
-  if (type == "gpt_oss") gpt_oss_defaults(j, in.contains("rope_scaling") || in.contains("rope_parameters"));
+  // (rope_scaling null: no scaling in transformers 4; rope_parameters null: its default.)
+  if (type == "gpt_oss")
+    gpt_oss_defaults(j, in.contains("rope_scaling") || (in.contains("rope_parameters") && !in.at("rope_parameters").is_null()));
   read_rope_parameters(j, p);
   const nlohmann::json layer_types = j.contains("layer_types") ? j.at("layer_types") : nlohmann::json();
   j.erase("layer_types");

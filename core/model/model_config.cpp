@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 #include "core/util/bf16.h"
 #include "core/util/error.h"
@@ -302,7 +303,11 @@ void ModelConfig::validate() const {
   require_number("swiglu_limit", swiglu_limit, false);
   if (const float l = static_cast<float>(swiglu_limit); !(l > 0.0f) || !std::isfinite(l))
     throw ConfigError("swiglu_limit", "must be a positive number a float holds (the kernels clamp in fp32), got " +
-                                          std::to_string(swiglu_limit));
+                                          [&] {
+                                            std::ostringstream o;
+                                            o << swiglu_limit;
+                                            return o.str();
+                                          }());
   if (embed_scale && embedding_multiplier != 1.0)
     throw ConfigError("embedding_multiplier", "and embed_scale both scale the embeddings; set one");
   if (sliding_window < 0)

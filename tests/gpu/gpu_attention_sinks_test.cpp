@@ -65,6 +65,12 @@ class GpuAttentionSinks : public ::testing::TestWithParam<SinkCase> {
   std::int64_t nqkv = 0, nprobs = 0, nctx = 0, nlse = 0;
 };
 
+// a - b, element by element (a gradient's increment over its starting values).
+std::vector<float> minus(std::vector<float> a, const std::vector<float>& b) {
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) a[i] -= b[i];
+  return a;
+}
+
 #define ST(b, is_cpu) ((is_cpu) ? (b).c : (b).g)
 
 TEST_P(GpuAttentionSinks, NaiveOpsMatchCpu) {
@@ -88,6 +94,8 @@ TEST_P(GpuAttentionSinks, NaiveOpsMatchCpu) {
   EXPECT_LE(d->rel(dqkv), tl()) << "attn_softmax_bwd dQ dK";
   EXPECT_LE(d->rel(dw), tl()) << "attn_softmax_bwd dsinks";
   EXPECT_NE(d->gpu_read(dw), dw0) << "the sinks' gradient was not added";
+  // The added part alone (dw0 may be most of dw's norm): CPU and GPU increments agree.
+  EXPECT_LE(rel_l2(minus(d->gpu_read(dw), dw0), minus(d->cpu_read(dw), dw0)), tl()) << "dsinks increment";
   // The same bits again.
   Both dqkv2 = d->random(c.dt, nqkv, -0.1f, 0.1f, 4),
        dw2 = d->random(c.dt, a.heads, -0.5f, 0.5f, 5);
@@ -103,6 +111,7 @@ TEST_P(GpuAttentionSinks, FlashMatchesCpuOnEachImplementation) {
   Both ctx = d->poisoned(c.dt, nctx), lse = d->poisoned(DType::F32, nlse);
   Both dqkv = d->random(c.dt, nqkv, -0.1f, 0.1f, 13),
        dw = d->random(c.dt, a.heads, -0.5f, 0.5f, 14);
+  const std::vector<float> w0 = d->cpu_read(dw);
   d->cpu.flash_fwd(qkv.c, ctx.c, lse.c, a, key, c.p, &sinks.c);
   d->cpu.flash_bwd(qkv.c, ctx.c, lse.c, dctx.c, dqkv.c, a, key, c.p, &sinks.c, &dw.c);
   const std::vector<float> ctx_c = d->cpu_read(ctx), lse_c = d->cpu_read(lse),
@@ -127,6 +136,7 @@ TEST_P(GpuAttentionSinks, FlashMatchesCpuOnEachImplementation) {
         << "lse";
     EXPECT_LE(rel_l2(d->gpu_read(dq), dq_c), tl()) << "dqkv";
     EXPECT_LE(rel_l2(d->gpu_read(w), dw_c), tl()) << "dsinks";
+    EXPECT_LE(rel_l2(minus(d->gpu_read(w), w0), minus(dw_c, w0)), tl()) << "dsinks increment";
     // The same bits again.
     Both dq2 = d->random(c.dt, nqkv, -0.1f, 0.1f, 13),
          w2 = d->random(c.dt, a.heads, -0.5f, 0.5f, 14);
