@@ -11,6 +11,7 @@
 #include "core/backend/cuda/cuda_backend.h"
 #include "core/backend/cuda/cuda_check.h"
 #include "core/backend/expert_linear.h"
+#include "core/backend/moe_aux.h"
 #include "core/backend/moe_rows.h"
 #include "kernels/detail/device_utils.cuh"
 
@@ -48,9 +49,45 @@ __global__ void route_fwd(const T* logits, const T* bias, T* w, float* w32, std:
   }
 }
 
+// The load-balancing loss's statistics of one layer (core/backend/moe_aux.h), one block of kThreads
+// per expert: its choices and the sum of its probability over the tokens, each thread's tokens in
+// order (double), then a fixed tree over the threads, so the bits repeat.
+template <class T>
+__global__ void route_stats(const T* logits, const std::int32_t* expert, std::int64_t tokens, MoeRouter r,
+                            float* stats) {
+  __shared__ double sum[kThreads], count[kThreads];
+  const int e = blockIdx.x, E = r.experts;
+  double s = 0.0, c = 0.0;
+  for (std::int64_t t = threadIdx.x; t < tokens; t += kThreads) {
+    const T* l = logits + t * E;
+    const MoeScores score([l](int x) { return to_f(l[x]); }, r);
+    s += score(e);
+  }
+  for (std::int64_t i = threadIdx.x; i < tokens * r.top_k; i += kThreads) c += expert[i] == e ? 1.0 : 0.0;
+  sum[threadIdx.x] = s;
+  count[threadIdx.x] = c;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (static_cast<int>(threadIdx.x) < w) {
+      sum[threadIdx.x] += sum[threadIdx.x + w];
+      count[threadIdx.x] += count[threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    stats[e] = static_cast<float>(count[0]);
+    stats[E + e] = static_cast<float>(sum[0]);
+  }
+}
+
+// The loss and its gradient from every layer's statistics: one thread, the host's very loop.
+__global__ void aux_loss(MoeAuxLayout L, float* p, std::int64_t tokens, double coef, double grad_scale) {
+  moe_aux_loss_of(L, p, tokens, coef, grad_scale, p + L.grad(), p + L.loss());
+}
+
 template <class T>
 __global__ void route_bwd(const T* logits, const T* dw, T* dl, const std::int32_t* expert, std::int64_t tokens, MoeRouter r,
-                          bool acc) {
+                          bool acc, const float* aux) {
   const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (t >= tokens) return;
   const int E = r.experts, k = r.top_k;
@@ -64,7 +101,7 @@ __global__ void route_bwd(const T* logits, const T* dw, T* dl, const std::int32_
   }
   T* out = dl + t * E;
   moe_score_grad(r, score, chosen, dwk, ds,
-                 [out, acc](int e, float g) { out[e] = from_f<T>(acc ? to_f(out[e]) + g : g); });
+                 [out, acc](int e, float g) { out[e] = from_f<T>(acc ? to_f(out[e]) + g : g); }, aux);
 }
 
 template <class T>
@@ -212,6 +249,18 @@ void CudaBackend::fwd_MoeRoute(const OpArgs& a) {
   cudaStream_t stream = compute_;
   REMAT_MOE_LAUNCH(kernels::route_fwd, ft(*a.in[0]), d.tokens, cp<T>(*a.in[0]), has_bias ? cp<T>(*a.b) : nullptr,
                    static_cast<T*>(a.out[0]->data), w32, expert, d.tokens, moe_router(d));
+  if (a.aux) {  // the load-balancing loss's statistics, one block per expert
+    check_dtype(*a.aux, DType::F32, op, "load-balancing statistics", 2 * static_cast<std::int64_t>(d.experts));
+    if (d.sigmoid) throw Error(std::string("cuda ") + op + ": the load-balancing loss takes a softmax router");
+    float* stats = a.aux->as<float>();
+    if (ft(*a.in[0]) == kernels::FType::BF16)
+      kernels::route_stats<bf16><<<d.experts, kernels::kThreads, 0, stream>>>(cp<bf16>(*a.in[0]), expert, d.tokens,
+                                                                               moe_router(d), stats);
+    else
+      kernels::route_stats<float><<<d.experts, kernels::kThreads, 0, stream>>>(cp<float>(*a.in[0]), expert, d.tokens,
+                                                                                moe_router(d), stats);
+    kernels::check_launch("route_stats");
+  }
   // The rows, on the host with the CPU backend's code.
   const MoeTable tb(d);
   std::vector<std::int32_t> table(static_cast<std::size_t>(tb.entries));
@@ -240,8 +289,20 @@ void CudaBackend::bwd_MoeRoute(const OpArgs& a) {
   activate();
   cudaStream_t stream = compute_;
   check_router(d, op);
+  if (a.aux) check_dtype(*a.aux, DType::F32, op, "load-balancing gradient", d.experts);
+  const float* aux = a.aux ? a.aux->as<const float>() : nullptr;
   REMAT_MOE_LAUNCH(kernels::route_bwd, ft(*a.in[0]), d.tokens, cp<T>(*a.in[0]), cp<T>(*a.dout[0]),
-                   static_cast<T*>(a.din[0]->data), a.out[1]->as<const std::int32_t>(), d.tokens, moe_router(d), a.acc[0]);
+                   static_cast<T*>(a.din[0]->data), a.out[1]->as<const std::int32_t>(), d.tokens, moe_router(d), a.acc[0],
+                   aux);
+}
+
+void CudaBackend::moe_aux_loss(const Tensor& aux, int layers, int experts, std::int64_t tokens, double coef,
+                               double grad_scale) {
+  const MoeAuxLayout L{layers, experts};
+  check_dtype(aux, DType::F32, "moe_aux_loss", "buffer", L.size());
+  activate();
+  kernels::aux_loss<<<1, 1, 0, compute_>>>(L, aux.as<float>(), tokens, coef, grad_scale);
+  kernels::check_launch("aux_loss");
 }
 
 void CudaBackend::fwd_MoePermute(const OpArgs& a) {

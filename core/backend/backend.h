@@ -172,7 +172,10 @@ class Backend {
   // - DropoutMask: out[0][i] = philox_bits(key, i) >= dropout_threshold(p) (1 = kept), M elements.
   // - The mixture of experts (moe: its sizes; the routing table's layout: cpu/cpu_moe.cpp):
   //   MoeRoute: in[0] logits [tokens, experts] -> out[0] the top-k weights, out[1] the routing
-  //   table (i32); backward dlogits from dweights. MoePermute: in[0] x [tokens, K], in[1] routing
+  //   table (i32); backward dlogits from dweights. Under the load-balancing loss (aux given;
+  //   softmax routers): forward also writes aux [2E], the layer's choices per expert and the sum
+  //   of each expert's probability over its tokens; backward adds, for every expert e, the
+  //   gradient of the probabilities times aux [E] (the loss's gradient per probability). MoePermute: in[0] x [tokens, K], in[1] routing
   //   -> out[0] the rows [moe.rows(), K] (padding rows 0); backward dx (acc) sums its rows.
   //   ExpertLinear: in[0] rows [M, K], in[1] routing, w [experts · N, K] -> out[0] [M, N], expert
   //   e's rows through its N x K slice (with a capacity its whole block), plus its N-wide slice
@@ -182,6 +185,13 @@ class Backend {
   //   in[3]; backward d rows (padding 0), dweights, d shared = dout.
   // - SigmoidGate: in[0] x [M, K], in[1] g [M] -> out[0] = sigmoid(g) * x; backward dx, dg.
   virtual void run(OpKind op, Pass pass, const OpArgs& args) = 0;
+
+  // --- the load-balancing loss of a micro-batch (backend/moe_aux.h): from the statistics every
+  // MoE layer's MoeRoute wrote into `aux` (its layout: MoeAuxLayout), the loss and its gradient
+  // per probability, written into the same buffer; `tokens` per layer, `grad_scale` the share of
+  // the summed gradient (as the cross-entropy's). Deterministic; the simulator's does nothing.
+  virtual void moe_aux_loss(const Tensor& aux, int layers, int experts, std::int64_t tokens, double coef,
+                            double grad_scale) = 0;
 
   // --- head and loss, fused: for rows of x, logits = x W^T (W: [V, H]) in chunks that never
   // exist whole; losses[r] = logsumexp - logit[target] (fp32); with dlogits = (softmax -

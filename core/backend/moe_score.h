@@ -106,10 +106,11 @@ REMAT_HD void moe_choose(const MoeRouter& r, const Score& score, const Bias& bia
 }
 
 // The logits' gradient: out(e, d logit e) for every expert, from the weights' gradient dw[top_k]
-// and the chosen experts. Scratch: ds[top_k].
+// and the chosen experts. Scratch: ds[top_k]. aux (softmax routers; null: none): a gradient of
+// every expert's score besides the weights' (the load-balancing loss's, backend/moe_aux.h).
 template <class Score, class Out>
 REMAT_HD void moe_score_grad(const MoeRouter& r, const Score& score, const int* chosen, const float* dw, float* ds,
-                             Out out) {
+                             Out out, const float* aux = nullptr) {
   const int E = r.experts, k = r.top_k;
   if (r.norm) {  // w_j = scaling · s_j / S
     float S = 0.0f, gu = 0.0f;
@@ -123,10 +124,13 @@ REMAT_HD void moe_score_grad(const MoeRouter& r, const Score& score, const int* 
   float dot = 0.0f;  // softmax: sum over the chosen of s · ds (the others' ds are 0)
   if (!r.sigmoid)
     for (int j = 0; j < k; ++j) dot += score(chosen[j]) * ds[j];
+  if (aux)
+    for (int e = 0; e < E; ++e) dot += score(e) * aux[e];
   for (int e = 0; e < E; ++e) {
     float d = 0.0f;
     for (int j = 0; j < k; ++j)
       if (chosen[j] == e) d = ds[j];
+    if (aux) d += aux[e];
     const float s = score(e);
     out(e, r.sigmoid ? d * s * (1.0f - s) : s * (d - dot));
   }

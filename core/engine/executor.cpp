@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/backend/moe_aux.h"
 #include "core/engine/data_parallel.h"
 #include "core/engine/ledger_why.h"
 #include "core/engine/tensor_parallel.h"
@@ -193,10 +194,14 @@ StepOutput Executor::run_step(const Schedule& s, int step, const std::vector<std
   for (int b = 0; b < cfg_.layers; ++b) blocks_[static_cast<std::size_t>(b)].held.resize(table_of(b).tensors().size());
 
   try {
+    if (aux_on())
+      aux_ = alloc_outer(DType::F32, MoeAuxLayout{aux_layers(), cfg_.moe.experts}.size(), Category::LogitsLoss,
+                         "moe.aux");
     op("batch", "batch", -1, 0, 8ull * cfg_.tokens(), Stream::Compute, [&] {
       be_.write_bytes(st_.tokens, tokens.data());
       be_.write_bytes(st_.targets, targets.data());
       be_.fill_zero(st_.grads);
+      if (aux_) be_.fill_zero(aux_);
     });
     embedding_forward();
     for (std::size_t i = 0; i < s.actions.size(); ++i) run_action(state, s, i, out);
@@ -238,7 +243,7 @@ void Executor::release_step_buffers() {
   be_.synchronize();
   for (auto& b : blocks_)
     for (auto& h : b.held) release(h.t);
-  for (Tensor* t : {&final_in_, &embed_mask_, &losses_, &dnext_}) release(*t);
+  for (Tensor* t : {&final_in_, &embed_mask_, &losses_, &dnext_, &aux_}) release(*t);
   zero_release_gathered();
   for (ZeroLive& g : buckets_) release(g.t);
   buckets_.clear();
@@ -250,6 +255,7 @@ void Executor::release_step_buffers() {
 double Executor::read_mean_loss() {
   if (!be_.computes()) {  // the simulator: no values, and no host copy of the per-row losses
     release(losses_);
+    release(aux_);
     return 0.0;
   }
   std::vector<float> losses;
@@ -257,7 +263,14 @@ double Executor::read_mean_loss() {
   double sum = 0.0;
   for (float l : losses) sum += l;
   release(losses_);
-  return losses.empty() ? 0.0 : sum / static_cast<double>(losses.size());
+  double aux = 0.0;  // the load-balancing loss, times its coefficient
+  if (aux_) {
+    std::vector<float> buf;
+    be_.read(aux_, buf);
+    aux = buf.at(static_cast<std::size_t>(MoeAuxLayout{aux_layers(), cfg_.moe.experts}.loss()));
+    release(aux_);
+  }
+  return (losses.empty() ? 0.0 : sum / static_cast<double>(losses.size())) + aux;
 }
 
 void Executor::run_action(ScheduleState& state, const Schedule& s, std::size_t i, StepOutput& out) {
@@ -371,6 +384,7 @@ void Executor::head() {
   const float w_offset = cfg_.norm_unit_offset ? 1.0f : 0.0f;  // the final norm as the blocks'
   phase_ = Phase::Forward;
   alloc_.set_phase(phase_);
+  aux_loss();  // every block's forward has run: every layer's routing is known
   // ZeRO-2: the gradients outside the blocks accumulate from here to the embedding's backward
   // (on a last pipeline stage, over every micro-batch to the step's end).
   if (zero_.gradients()) zero_open_bucket(zero_outer_, -1);

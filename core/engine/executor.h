@@ -197,8 +197,16 @@ class Executor {
   void run_forward_step(int b, const StepDef& s, const std::vector<Tensor>& t);
   void run_backward_step(int b, const StepDef& s, const std::vector<Tensor>& t,
                          const std::vector<Tensor>& g, const std::vector<bool>& acc);
-  OpArgs op_args(int b, const StepDef& s, const std::vector<Tensor>& t,
-                 std::array<Tensor, 2>& params) const;
+  // An op's tensors besides its inputs and outputs: its weight, its bias, and MoeRoute's slice of
+  // the load-balancing buffer.
+  using OpParams = std::array<Tensor, 3>;
+  OpArgs op_args(int b, const StepDef& s, const std::vector<Tensor>& t, OpParams& params) const;
+  // The load-balancing loss (backend/moe_aux.h): on while the model asks for it; block b's index
+  // among the MoE layers.
+  bool aux_on() const { return cfg_.moe.on() && cfg_.moe.aux_loss_coef > 0.0; }
+  int aux_layer(int b) const;
+  int aux_layers() const;
+  void aux_loss();
   double dropout_at(DropoutSite site) const;
   DropoutKey key(int block, DropoutSite site) const;
   AttnDims attn(int block) const;
@@ -253,6 +261,7 @@ class Executor {
   Phase phase_ = Phase::Forward;
   std::vector<BlockMemory> blocks_;
   Tensor final_in_, embed_mask_, losses_, dnext_;
+  Tensor aux_;  // the micro-batch's load-balancing buffer (MoeAuxLayout), while aux_on()
   bool saw_backward_ = false;
   std::size_t pipeline_split_ = 0;  // a pipeline stage's forward_sweep_end of its schedule
   std::uint64_t next_op_ = 1;

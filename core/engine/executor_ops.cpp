@@ -1,12 +1,15 @@
 // One step of the block table, forward or backward: its tensors, parameters and constants
 // gathered into the op table's arguments and handed to the backend.
 #include "core/engine/executor.h"
+
+#include "core/backend/moe_aux.h"
+#include "core/engine/data_parallel.h"
 #include "core/util/error.h"
 
 namespace remat {
 
 OpArgs Executor::op_args(int b, const StepDef& s, const std::vector<Tensor>& t,
-                         std::array<Tensor, 2>& params) const {
+                         OpParams& params) const {
   OpArgs a;
   if (s.in.size() > OpArgs::kMaxIn || s.out.size() > OpArgs::kMaxOut)
     throw Error("step " + s.name + " has more tensors than an op takes");
@@ -29,7 +32,32 @@ OpArgs Executor::op_args(int b, const StepDef& s, const std::vector<Tensor>& t,
   a.attn = attn(b);
   a.rope = rope_table(b);
   if (cfg_.moe.on()) a.moe = moe_dims(cfg_);
+  if (s.op == OpKind::MoeRoute && aux_) {  // forward: the layer's statistics (backward: the gradient)
+    const MoeAuxLayout L{aux_layers(), cfg_.moe.experts};
+    params[2] = aux_.slice(L.stats(aux_layer(b)), 2 * static_cast<std::int64_t>(cfg_.moe.experts));
+    a.aux = &params[2];
+  }
   return a;
+}
+
+int Executor::aux_layer(int b) const {
+  int n = 0;
+  for (int j = 0; j < b; ++j) n += cfg_.moe_in(first_block_ + j);
+  return n;
+}
+
+int Executor::aux_layers() const { return aux_layer(cfg_.layers); }
+
+// The load-balancing loss of the micro-batch, once every block has run its forward.
+void Executor::aux_loss() {
+  if (!aux_) return;
+  const int layers = aux_layers(), E = cfg_.moe.experts;
+  const std::int64_t T = cfg_.tokens();
+  // (Its few FLOPs, like the statistics' in each moe.route, are left out of the counts.)
+  op("moe.aux_loss", "moe_aux_loss", -1, 0, aux_.bytes(), Stream::Compute, [&] {
+    be_.moe_aux_loss(aux_, layers, E, T, cfg_.moe.aux_loss_coef,
+                     1.0 / static_cast<double>(micros_ * replicas_of(opt_.comm)));
+  });
 }
 
 double Executor::dropout_at(DropoutSite site) const {
@@ -45,7 +73,7 @@ double Executor::dropout_at(DropoutSite site) const {
 void Executor::run_forward_step(int b, const StepDef& s, const std::vector<Tensor>& t) {
   if (tp_ > 1 && s.op == OpKind::Linear) return tp_linear_forward(b, s, t);
   if (tp_ > 1 && s.op == OpKind::QkNorm) return tp_qk_norm_forward(b, s, t);
-  std::array<Tensor, 2> params;
+  OpParams params;
   const OpArgs a = op_args(b, s, t, params);
   op("h" + std::to_string(b) + "." + s.name, s.name, b, s.fwd_flops(graph_.windowed(b)),
      step_bytes(b, s), Stream::Compute, [&] { be_.run(s.op, Pass::Forward, a); });
@@ -53,12 +81,16 @@ void Executor::run_forward_step(int b, const StepDef& s, const std::vector<Tenso
 
 void Executor::run_backward_step(int b, const StepDef& s, const std::vector<Tensor>& t,
                                  const std::vector<Tensor>& g, const std::vector<bool>& acc) {
-  std::array<Tensor, 2> params;
+  OpParams params;
   OpArgs a = op_args(b, s, t, params);
   Tensor dW = grad_at(b, s.w);
   Tensor dB = grad_at(b, s.b);
   a.dw = dW ? &dW : nullptr;
   a.db = dB ? &dB : nullptr;
+  if (a.aux) {  // the loss's gradient per probability, the same for every MoE layer
+    const MoeAuxLayout L{aux_layers(), cfg_.moe.experts};
+    params[2] = aux_.slice(L.grad(), cfg_.moe.experts);
+  }
   for (std::size_t k = 0; k < s.in.size(); ++k) {
     a.din[k] = g[s.in[k]] ? &g[s.in[k]] : nullptr;
     a.acc[k] = acc[k];

@@ -58,7 +58,7 @@ void Executor::tp_all_reduce(int block, const Tensor& t, const std::string& name
 void Executor::tp_linear_forward(int b, const StepDef& s, const std::vector<Tensor>& t) {
   const std::size_t i = static_cast<std::size_t>(&s - table_of(b).steps().data());
   const bool row = regions(b).row_parallel[i];
-  std::array<Tensor, 2> params;
+  OpParams params;
   OpArgs a = op_args(b, s, t, params);
   const std::string name = "h" + std::to_string(b) + "." + s.name;
   Tensor full;  // with sp: the gathered input, or the partial output before its scatter
@@ -85,7 +85,7 @@ void Executor::tp_linear_backward(int b, const StepDef& s, const std::vector<Ten
   const std::size_t i = static_cast<std::size_t>(&s - table_of(b).steps().data());
   const bool row = regions(b).row_parallel[i];
   const std::string name = "h" + std::to_string(b) + "." + s.name;
-  std::array<Tensor, 2> params;
+  OpParams params;
   OpArgs a = op_args(b, s, t, params);
   Tensor dW = grad_at(b, s.w);
   Tensor dB = grad_at(b, s.b);
@@ -132,7 +132,7 @@ void Executor::tp_linear_backward(int b, const StepDef& s, const std::vector<Ten
 }
 
 void Executor::tp_qk_norm_forward(int b, const StepDef& s, const std::vector<Tensor>& t) {
-  std::array<Tensor, 2> params;
+  OpParams params;
   const OpArgs a = op_args(b, s, t, params);
   const std::string name = "h" + std::to_string(b) + "." + s.name;
   Tensor sums = alloc_outer(DType::F32, 2 * s.M, Category::Workspace, name + ".sums", b);
@@ -146,7 +146,7 @@ void Executor::tp_qk_norm_forward(int b, const StepDef& s, const std::vector<Ten
 
 void Executor::tp_qk_norm_backward(int b, const StepDef& s, const std::vector<Tensor>& t,
                                    const std::vector<Tensor>& g, const std::vector<bool>& acc) {
-  std::array<Tensor, 2> params;
+  OpParams params;
   OpArgs a = op_args(b, s, t, params);
   Tensor dW = grad_at(b, s.w), dB = grad_at(b, s.b);
   a.dw = &dW;

@@ -91,6 +91,9 @@ struct OpArgs {
   float p = 0.0f;           // dropout probability at this step's site (0: none)
   float branch_mult = 1.0f; // Residual: the branch's multiplier (Granite's residual_multiplier)
   float limit = 0.0f;       // SwiGluClamped: the gate clamped to at most limit, up to [-limit, limit]
+  // MoeRoute under the load-balancing loss (backend/moe_aux.h): forward writes the layer's
+  // statistics [2 · experts] here, backward reads the loss's gradient per expert [experts]. Null: none.
+  const Tensor* aux = nullptr;
   DropoutKey key;           // this step's dropout site in this block and step
   AttnDims attn;
   RopeTable rope;

@@ -85,6 +85,8 @@ std::vector<std::string> hf_family_types();
 // dense layers are among sparse ones) (hf_moe.cpp).
 std::set<std::string> moe_fields(Family f);
 void read_moe(const nlohmann::json& j, ModelConfig& m, Problems& p);
+// router_aux_loss_coef (the load-balancing loss's, read under output_router_logits), in [0, 1e6].
+double aux_loss_coef(const nlohmann::json& j, double fallback, Problems& p);
 // Layer kinds for a model whose layers differ in their MLP (sparse[l]: layer l has the experts).
 void apply_sparse_layers(ModelConfig& m, const std::vector<bool>& sparse);
 // deepseek_v2 and deepseek_v3: their latent attention and experts (hf_deepseek.cpp).

@@ -72,6 +72,14 @@ void apply_sparse_layers(ModelConfig& m, const std::vector<bool>& sparse) {
   m.layer_pattern = std::move(pattern);
 }
 
+double aux_loss_coef(const nlohmann::json& j, double fallback, Problems& p) {
+  const double c = p.take([&] { return num_field(j, "router_aux_loss_coef", fallback); }, 0.0);
+  if (c >= 0.0 && c <= 1e6) return c;
+  p.add("router_aux_loss_coef", "the load-balancing loss's coefficient must be between 0 and 1e6, got " +
+                                    json_snippet(j.at("router_aux_loss_coef")));
+  return 0.0;
+}
+
 void read_moe(const nlohmann::json& j, ModelConfig& m, Problems& p) {
   const bool mixtral = m.family == Family::Mixtral;
   MoeConfig e;
@@ -83,8 +91,11 @@ void read_moe(const nlohmann::json& j, ModelConfig& m, Problems& p) {
                                      " experts (" + experts_key + ")");
   e.ffn = mixtral ? m.ffn : p.take([&] { return int_field(j, "moe_intermediate_size"); }, 1);
   e.norm_topk = mixtral || p.take([&] { return bool_field(j, "norm_topk_prob", false); }, false);
-  p.check([&] { require_flag(j, "output_router_logits", false, "the router's load-balancing loss is not modelled yet"); });
-  p.check([&] { num_field(j, "router_aux_loss_coef", 0.0); });  // read only with output_router_logits
+  // The load-balancing loss joins the loss only under output_router_logits (transformers' rule).
+  if (p.take([&] { return bool_field(j, "output_router_logits", false); }, false))
+    e.aux_loss_coef = aux_loss_coef(j, 0.001, p);
+  else
+    p.check([&] { num_field(j, "router_aux_loss_coef", 0.0); });
   if (mixtral)
     p.check([&] {
       if (num_field(j, "router_jitter_noise", 0.0) != 0.0)

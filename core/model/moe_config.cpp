@@ -1,6 +1,7 @@
 #include "core/model/moe_config.h"
 
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -45,6 +46,8 @@ MoeConfig moe_from_json(const nlohmann::json& j) {
       m.expert_bias = json_bool(v, f);
     } else if (key == "router_bias") {
       m.router_bias = json_bool(v, f);
+    } else if (key == "aux_loss_coef") {
+      m.aux_loss_coef = json_number(v, f);
     } else if (key == "score") {
       if (v != "softmax" && v != "sigmoid") throw ConfigError(f, "must be \"softmax\" or \"sigmoid\", got " + json_snippet(v));
       m.sigmoid = v == "sigmoid";
@@ -61,7 +64,7 @@ MoeConfig moe_from_json(const nlohmann::json& j) {
       m.scaling = json_number(v, f);
     } else {
       throw ConfigError(f, "unknown key (moe has experts, top_k, ffn, norm_topk, capacity_factor, shared_ffn, "
-                           "shared_gate, expert_bias, router_bias, score, score_bias, groups, topk_groups, group_score, scaling)");
+                           "shared_gate, expert_bias, router_bias, aux_loss_coef, score, score_bias, groups, topk_groups, group_score, scaling)");
     }
   }
   for (const char* key : {"experts", "top_k", "ffn"})
@@ -81,6 +84,7 @@ nlohmann::json moe_to_json(const MoeConfig& m) {
   if (m.shared_gate) j["shared_gate"] = true;
   if (m.expert_bias) j["expert_bias"] = true;
   if (m.router_bias) j["router_bias"] = true;
+  if (m.aux_loss_coef != 0.0) j["aux_loss_coef"] = m.aux_loss_coef;
   if (m.sigmoid) j["score"] = "sigmoid";
   if (m.score_bias) j["score_bias"] = true;
   if (m.groups != 0) j["groups"] = m.groups;
@@ -119,10 +123,25 @@ void validate_moe(const MoeConfig& m) {
     throw ConfigError("moe.shared_ffn", "must be 0 (no shared experts) or a positive width, got " + std::to_string(m.shared_ffn));
   if (m.shared_gate && m.shared_ffn == 0)
     throw ConfigError("moe.shared_gate", "gates the shared experts, which this model has none of (shared_ffn 0)");
+  if (!std::isfinite(m.aux_loss_coef) || m.aux_loss_coef < 0.0 || m.aux_loss_coef > 1e6)
+    throw ConfigError("moe.aux_loss_coef", "must be 0 (no load-balancing loss) or a positive coefficient up to 1e6, got " +
+                                               std::to_string(m.aux_loss_coef));
+  if (m.aux_loss_coef > 0.0 && m.sigmoid)
+    throw ConfigError("moe.aux_loss_coef", "the load-balancing loss is modelled for softmax routers (this one scores by sigmoid)");
   if (!std::isfinite(m.capacity_factor) || m.capacity_factor < 0.0)
     throw ConfigError("moe.capacity_factor", "must be 0 (dropless) or a positive factor, got " +
                                                  std::to_string(m.capacity_factor));
 }
+
+namespace {
+
+std::string short_number(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+}  // namespace
 
 std::string describe_moe(const MoeConfig& m, std::int64_t tokens) {
   std::string s = std::to_string(m.experts) + " routed, top-" + std::to_string(m.top_k) + " by " +
@@ -130,7 +149,8 @@ std::string describe_moe(const MoeConfig& m, std::int64_t tokens) {
                   (m.groups > 1 ? ", " + std::to_string(m.topk_groups) + " of " + std::to_string(m.groups) + " groups" +
                                        (m.group_max ? " (by their best)" : " (by their two best)") : "") +
                   (m.score_bias ? ", selection bias" : "") + (m.expert_bias ? ", experts with biases" : "") +
-                  (m.router_bias ? ", router bias" : "");
+                  (m.router_bias ? ", router bias" : "") +
+                  (m.aux_loss_coef > 0.0 ? ", load-balancing loss x " + short_number(m.aux_loss_coef) : "");
   if (m.scaling != 1.0) {
     std::string f = std::to_string(m.scaling);
     f.erase(f.find_last_not_of('0') + 1);

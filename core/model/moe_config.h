@@ -29,6 +29,11 @@ struct MoeConfig {
   bool shared_gate = false;  // the shared experts' output times sigmoid(x · g) (Qwen2-MoE)
   bool expert_bias = false;  // the routed experts' projections have biases (gpt-oss)
   bool router_bias = false;  // the router's logits add a trained bias per expert (gpt-oss)
+  // > 0: the load-balancing loss (Switch Transformer's, as Hugging Face's Mixtral, Qwen-MoE and
+  // gpt-oss add it under output_router_logits) times this coefficient joins the step's loss:
+  // E · sum_e f_e · P_e over every MoE layer's tokens together, f_e the fraction of top-k
+  // choices that went to expert e, P_e the mean softmax probability of e. Softmax routers only.
+  double aux_loss_coef = 0.0;
   // The router (backend/moe_score.h): sigmoid scores instead of softmax, a selection bias per
   // expert (not trained), group-limited choice, a factor on the weights (DeepSeek-V3).
   bool sigmoid = false;
@@ -49,7 +54,7 @@ struct MoeConfig {
 };
 
 // Our model JSON's "moe" object: {"experts", "top_k", "ffn", "norm_topk", "capacity_factor",
-// "shared_ffn", "shared_gate", "expert_bias", "router_bias", "score" ("softmax" | "sigmoid"), "score_bias", "groups",
+// "shared_ffn", "shared_gate", "expert_bias", "router_bias", "aux_loss_coef", "score" ("softmax" | "sigmoid"), "score_bias", "groups",
 // "topk_groups", "group_score" ("top2_sum" | "max"), "scaling"}.
 // ConfigError naming the key for anything else or a bad value.
 MoeConfig moe_from_json(const nlohmann::json& j);

@@ -28,7 +28,7 @@ from e2e_common import check  # noqa: E402
 ENABLED = ["gpt2", "llama", "llama3", "qwen2", "phi3", "olmo2", "gpt2_flags", "llama_bias", "gemma",
            "mistral", "gemma2", "qwen3", "granite", "gpt_neox", "falcon", "falcon_rw", "gemma3",
            "gemma3_types", "qwen2_window", "smollm3", "mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v3",
-           "deepseek_v2", "gpt_oss"]
+           "deepseek_v2", "gpt_oss", "mixtral_aux", "qwen3_moe_aux", "gpt_oss_aux"]
 # Families whose windows are shorter than SEQ also run with flash attention (banded tiles).
 FLASH_TOO = ["mistral", "gemma2", "gemma3", "gemma3_types", "qwen2_window", "gpt_oss"]
 
@@ -144,6 +144,8 @@ def check_controls(name, families, torch, w0, f, windows, run, ref32):
         controls.append(("top-%d routing" % (e["top_k"] - 1), train(feat=dict(f, moe=dict(e, top_k=e["top_k"] - 1)))))
         if e.get("shared"):
             controls.append(("no shared expert", train(feat=dict(f, moe=dict(e, shared=0)))))
+        if e.get("aux_coef"):
+            controls.append(("no load-balancing loss", train(feat=dict(f, moe=dict(e, aux_coef=0.0)))))
         if e.get("kind") == "gpt_oss":  # its router's bias, the clamp, the interleaved gate|up
             controls.append(("no router bias", train(feat=dict(f, moe=dict(e, router_bias=False)))))
             controls.append(("no clamp", train(feat=dict(f, moe=dict(e, limit=None)))))

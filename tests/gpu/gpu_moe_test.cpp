@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "core/backend/moe_aux.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace remat::gputest {
@@ -127,6 +128,52 @@ TEST_P(GpuMoe, SigmoidGroupLimitedRouterMatchesTheCpu) {
   std::memcpy(rc.data(), routing.c.data, rc.size());
   EXPECT_EQ(d.gpu_bytes(routing.g), rc) << "routing tables differ";
   EXPECT_LE(d.rel(w), tol(dt));
+  EXPECT_LE(d.rel(dl), tol(dt));
+}
+
+// The load-balancing loss (core/backend/moe_aux.h): two layers' statistics from the router's
+// forward, the loss and its gradient, and the router's backward through it, as the CPU's; the
+// same bits on a second pass.
+TEST_P(GpuMoe, LoadBalancingLossMatchesTheCpu) {
+  REMAT_REQUIRE_GPU();
+  const DType dt = GetParam();
+  Dual d;
+  MoeDims m;
+  m.experts = 8, m.top_k = 2, m.tokens = 300, m.norm_topk = true;
+  const MoeAuxLayout L{2, m.experts};
+  const std::int64_t T = m.tokens, n = T * m.top_k, routing_n = 2 * n + 2 * m.experts;
+  Both l0 = d.random(dt, T * m.experts, -3, 3, 31), l1 = d.random(dt, T * m.experts, -3, 3, 32);
+  Both w = d.poisoned(dt, n), routing = d.alloc(DType::I32, routing_n), dw = d.random(dt, n, -1, 1, 33),
+       dl = d.poisoned(dt, T * m.experts), aux = d.alloc(DType::F32, L.size());
+  std::vector<float> first;
+  for (int pass = 0; pass < 2; ++pass)
+    for (bool c : {true, false}) {
+      Backend& be = c ? static_cast<Backend&>(d.cpu) : static_cast<Backend&>(*d.gpu);
+      Tensor& buf = c ? aux.c : aux.g;
+      for (int l = 0; l < 2; ++l) {
+        Both& logits = l == 0 ? l0 : l1;
+        const Tensor stats = buf.slice(L.stats(l), 2 * m.experts);
+        OpArgs a;
+        a.moe = m, a.in[0] = c ? &logits.c : &logits.g, a.out[0] = c ? &w.c : &w.g;
+        a.out[1] = c ? &routing.c : &routing.g, a.aux = &stats, a.M = T, a.K = m.top_k, a.N = m.experts;
+        be.run(OpKind::MoeRoute, Pass::Forward, a);
+      }
+      be.moe_aux_loss(buf, 2, m.experts, T, 0.02, 0.5);
+      const Tensor g = buf.slice(L.grad(), m.experts);
+      OpArgs a;
+      a.moe = m, a.in[0] = c ? &l1.c : &l1.g, a.out[0] = c ? &w.c : &w.g, a.out[1] = c ? &routing.c : &routing.g;
+      a.dout[0] = c ? &dw.c : &dw.g, a.din[0] = c ? &dl.c : &dl.g, a.aux = &g, a.M = T, a.K = m.top_k, a.N = m.experts;
+      be.run(OpKind::MoeRoute, Pass::Backward, a);
+      if (!c && pass == 0) first = d.gpu_read(aux);
+    }
+  d.gpu->synchronize();
+  const std::vector<float> ac = d.cpu_read(aux), ag = d.gpu_read(aux);
+  for (int l = 0; l < 2; ++l)  // the choices per expert: equal
+    for (int x = 0; x < m.experts; ++x)
+      EXPECT_EQ(ag[static_cast<std::size_t>(L.stats(l) + x)], ac[static_cast<std::size_t>(L.stats(l) + x)]) << l << " " << x;
+  EXPECT_LE(rel_l2(ag, ac), dt == DType::BF16 ? 1e-3 : 1e-5) << "statistics, gradient, loss";
+  EXPECT_NEAR(ag[static_cast<std::size_t>(L.loss())], ac[static_cast<std::size_t>(L.loss())], 1e-5);
+  EXPECT_EQ(ag, first) << "a second pass changed bits";
   EXPECT_LE(d.rel(dl), tol(dt));
 }
 

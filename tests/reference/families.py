@@ -137,7 +137,10 @@ def features_from_hf(c):
                           ffn=c["intermediate_size"] if mixtral else c["moe_intermediate_size"],
                           norm=True if mixtral else _get(c, "norm_topk_prob", False),
                           shared=_get(c, "shared_expert_intermediate_size", 0) if t == "qwen2_moe" else 0,
-                          sparse=[l not in dense and (l + 1) % step == 0 for l in range(f["layers"])]))
+                          sparse=[l not in dense and (l + 1) % step == 0 for l in range(f["layers"])],
+                          # the load-balancing loss, added only under output_router_logits
+                          aux_coef=float(_get(c, "router_aux_loss_coef", 0.001))
+                          if _get(c, "output_router_logits", False) else 0.0))
     elif t in deepseek.MODEL_TYPES:
         deepseek.update_features(c, f)
     elif t in gpt_oss.MODEL_TYPES:
@@ -544,7 +547,8 @@ def forward(w, f, idx, router_logits=None):
 
 def loss_of(w, f, window):
     """Mean cross-entropy of a [B, S + 1] window: the first S tokens in, the last S targets;
-    plus gpt-oss's load-balancing loss times its coefficient under output_router_logits."""
+    plus the load-balancing loss (gpt_oss.load_balancing, over every sparse layer's router
+    logits) times its coefficient under output_router_logits (Mixtral, Qwen-MoE, gpt-oss)."""
     coef = (f.get("moe") or {}).get("aux_coef", 0.0)
     router_logits = [] if coef else None
     logits = forward(w, f, window[:, :-1], router_logits)

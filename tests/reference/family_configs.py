@@ -217,3 +217,8 @@ FAMILIES["gpt_oss"] = {
                      "rope_type": "yarn", "truncate": False},
     "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 6, "swiglu_limit": 1.0,
     "tie_word_embeddings": False, "transformers_version": "4.55.0.dev0", "use_cache": True, "vocab_size": 64}
+# The load-balancing loss under output_router_logits, at the published coefficients (Mixtral's
+# 0.02, Qwen3-MoE's 0.001 with its dense layer left out of the count, gpt-oss's 0.9).
+FAMILIES["mixtral_aux"] = dict(FAMILIES["mixtral"], output_router_logits=True)
+FAMILIES["qwen3_moe_aux"] = dict(FAMILIES["qwen3_moe"], output_router_logits=True)
+FAMILIES["gpt_oss_aux"] = dict(FAMILIES["gpt_oss"], output_router_logits=True)

@@ -56,7 +56,10 @@ def forward(f, P, y):
         return deepseek.moe(f, P, y)
     if e.get("kind") == "gpt_oss":  # gpt-oss's router and clamped SwiGLU experts
         return gpt_oss.moe(f, P, y)
-    probs = linear(y, P["router"]).softmax(-1)
+    logits = linear(y, P["router"])
+    if "router_logits" in P:  # collected for the load-balancing loss (families.loss_of)
+        P["router_logits"].append(logits.reshape(-1, e["experts"]))
+    probs = logits.softmax(-1)
     top, idx = probs.topk(e["top_k"], dim=-1)
     if e["norm"]:
         top = top / top.sum(-1, keepdim=True)

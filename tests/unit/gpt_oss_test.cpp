@@ -34,7 +34,7 @@ std::string oss_refusal(const nlohmann::json& j) {
   }
 }
 
-// The smallest config transformers builds a GptOssForCausalLM from: the sizes; the rest defaults.
+// A config of small sizes; every other field takes GptOssConfig's default.
 nlohmann::json oss_bare() {
   return {{"model_type", "gpt_oss"}, {"hidden_size", 64},        {"intermediate_size", 48},
           {"num_hidden_layers", 4},  {"num_attention_heads", 16}, {"vocab_size", 128},
@@ -90,6 +90,18 @@ TEST(GptOss, AbsentFieldsTakeGptOssConfigsDefaults) {
   const ModelConfig f = model_from_hf_json(five, "f");
   EXPECT_EQ(f.rope_scaling.type, RopeType::Default);
   EXPECT_EQ(f.rope_theta, 20000.0);
+  // rope_parameters null is transformers 5's default: YaRN.
+  nlohmann::json null_five = oss_bare();
+  null_five["rope_parameters"] = nullptr;
+  EXPECT_EQ(model_from_hf_json(null_five, "n").rope_scaling.type, RopeType::Yarn);
+  // No sizes at all: GptOssConfig's own (gpt-oss-120b's shape); num_experts names the experts too.
+  nlohmann::json bare = {{"model_type", "gpt_oss"}, {"num_experts", 16}};
+  const ModelConfig d = model_from_hf_json(bare, "d");
+  EXPECT_EQ(d.layers, 36);
+  EXPECT_EQ(d.hidden, 2880);
+  EXPECT_EQ(d.vocab, 201088);
+  EXPECT_EQ(d.moe.experts, 16);
+  EXPECT_EQ(d.moe.ffn, 2880);
   // A layer list other than the default alternation becomes layer kinds.
   nlohmann::json types = oss_bare();
   types["layer_types"] = {"full_attention", "sliding_attention", "sliding_attention", "full_attention"};
@@ -106,11 +118,13 @@ TEST(GptOss, FieldsItDoesNotModelAreRefusedByName) {
   std::string w = oss_refusal(j);
   EXPECT_NE(w.find("swiglu_alpha"), std::string::npos) << w;
   EXPECT_NE(w.find("1.702"), std::string::npos) << w;
+  // The load-balancing loss at the published coefficient; without one it is refused.
   j = oss_published();
   j["output_router_logits"] = true;
+  EXPECT_EQ(model_from_hf_json(j, "x").moe.aux_loss_coef, 0.9);
+  j.erase("router_aux_loss_coef");
   w = oss_refusal(j);
-  EXPECT_NE(w.find("output_router_logits"), std::string::npos) << w;
-  EXPECT_NE(w.find("load-balancing"), std::string::npos) << w;
+  EXPECT_NE(w.find("router_aux_loss_coef: output_router_logits adds the load-balancing loss"), std::string::npos) << w;
   j = oss_published();
   j["experts_per_token"] = 2;
   w = oss_refusal(j);
@@ -120,6 +134,15 @@ TEST(GptOss, FieldsItDoesNotModelAreRefusedByName) {
   j.erase("experts_per_token");
   w = oss_refusal(j);
   EXPECT_NE(w.find("num_experts_per_tok: 40 is more than the 32 experts"), std::string::npos) << w;
+  // A bad count is refused once, not compared with the other as if it were 1.
+  j = oss_published();
+  j["num_local_experts"] = 0;
+  w = oss_refusal(j);
+  EXPECT_NE(w.find("num_local_experts"), std::string::npos) << w;
+  EXPECT_EQ(w.find("is more than"), std::string::npos) << w;
+  j = oss_published();
+  j["swiglu_limit"] = nullptr;
+  EXPECT_NE(oss_refusal(j).find("swiglu_limit: must be a number, got null"), std::string::npos) << oss_refusal(j);
   j = oss_published();
   j["swiglu_limit"] = -1.0;
   EXPECT_NE(oss_refusal(j).find("swiglu_limit"), std::string::npos) << oss_refusal(j);

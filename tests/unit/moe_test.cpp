@@ -519,11 +519,13 @@ TEST(MoeHfImport, SparseStepsDenseLayersAndRefusals) {
   EXPECT_EQ(layout.numel(1, "mlp.experts.fc.w"), 128ll * 2 * 768 * 2048);
   nlohmann::json bad = qwen3_moe_file();
   bad["num_experts_per_tok"] = 130;
+  bad["router_aux_loss_coef"] = -1.0;
   bad["output_router_logits"] = true;
   bad["mlp_only_layers"] = {48};
   const std::string w = hf_refusal(bad);
   for (const char* words : {"num_experts_per_tok: 130 is more than the 128 experts (num_experts)",
-                            "output_router_logits", "load-balancing loss", "mlp_only_layers: entry 48"})
+                            "router_aux_loss_coef: the load-balancing loss's coefficient must be between 0 and 1e6, got -1",
+                            "mlp_only_layers: entry 48"})
     EXPECT_NE(w.find(words), std::string::npos) << words << " in: " << w;
   nlohmann::json mixtral = read_json_file(std::string(REMAT_TEST_DATA_DIR) + "/hf-configs/mixtral-8x7b-v0.1.json");
   const ModelConfig mx = model_from_hf_json(mixtral, "m");

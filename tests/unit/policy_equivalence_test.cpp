@@ -139,7 +139,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // gpt-oss's clamped SwiGLU, on dense layers and on experts
                       EquivalenceCase{Family::Llama, AttentionImpl::Naive, MlpKind::SwiGluClamped, OpKind::SwiGluClamped},
                       EquivalenceCase{Family::Mixtral, AttentionImpl::Flash, MlpKind::SwiGluClamped, OpKind::SwiGluClamped},
-                      // gpt-oss: attention sinks (their gradient summed in a fixed order), router bias
+                      // gpt-oss: attention sinks (their gradient summed in a fixed order), router bias,
+                      // the load-balancing loss (its statistics rewritten alike by a recompute)
                       EquivalenceCase{Family::GptOss, AttentionImpl::Naive, std::nullopt, OpKind::AttnSoftmax},
                       EquivalenceCase{Family::GptOss, AttentionImpl::Flash, std::nullopt, OpKind::FlashAttn},
                       EquivalenceCase{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu, OpKind::GeluErf},

@@ -70,11 +70,13 @@ inline ModelConfig tiny(Family arch, AttentionImpl attn, int layers = 4) {
     m.layer_pattern = {0, 0, 0, 1};
   }
   if (arch == Family::Mixtral) m.moe = MoeConfig{4, 2, 48};  // every layer, dropless
-  if (arch == Family::GptOss) {  // sinks, windows on blocks 0 and 2, biased router and experts, a clamp that bites
+  if (arch == Family::GptOss) {  // sinks, windows on blocks 0 and 2, biased router and experts, a clamp that bites,
+                                 // the load-balancing loss
     m.moe = MoeConfig{4, 2, 48, true};
     m.moe.expert_bias = m.moe.router_bias = true;
     m.sliding_window = 12;
     m.swiglu_limit = 0.02;
+    m.moe.aux_loss_coef = 0.02;  // the load-balancing loss too
   }
   if (arch == Family::Qwen2Moe) {  // a gated shared expert; DeepSeek-V3's router (sigmoid, bias, 4 groups, scaled)
     m.moe = MoeConfig{8, 2, 24, true, 0.0, 40, true};

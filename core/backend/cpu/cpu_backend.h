@@ -90,6 +90,8 @@ class CpuBackend final : public Backend {
   void linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, const Tensor* dx,
                   const Tensor& dW, const Tensor* db, std::int64_t M, int K, int N,
                   bool acc);
+  void moe_aux_loss(const Tensor& aux, int layers, int experts, std::int64_t tokens, double coef,
+                    double grad_scale) override;
   void head_loss(const Tensor& x, const Tensor& W, const Tensor& targets, const Tensor& losses,
                  const Tensor& dx, const Tensor& dW, std::int64_t rows, int H, int V,
                  float scale, float softcap,

@@ -5,10 +5,12 @@
 // the shared experts' sigmoid gate (SigmoidGate).
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
 #include "core/backend/expert_linear.h"
+#include "core/backend/moe_aux.h"
 #include "core/backend/moe_rows.h"
 
 namespace remat {
@@ -66,6 +68,39 @@ std::uint64_t CpuBackend::ws_moe_route(const MoeDims& d) const {
   return std::max(f.used(), b.used());
 }
 
+namespace {
+
+// The layer's statistics for the load-balancing loss (backend/moe_aux.h): each expert's choices
+// and the sum of its probability over the tokens, token by token in order (double), so the bits
+// depend on nothing but the values.
+void route_stats(const Tensor& aux, const MoeDims& d, const FV& logits, const std::int32_t* expert,
+                 const MoeRouter& router) {
+  const int E = d.experts;
+  cpu::check_float(aux, "moe_route_fwd", "load-balancing statistics", 2 * static_cast<std::int64_t>(E));
+  if (router.sigmoid) throw Error("cpu moe_route_fwd: the load-balancing loss takes a softmax router");
+  std::vector<double> sum(static_cast<std::size_t>(E), 0.0), count(static_cast<std::size_t>(E), 0.0);
+  for (std::int64_t t = 0; t < d.tokens; ++t) {
+    const MoeScores scores([&](int e) { return logits[t * E + e]; }, router);
+    for (int e = 0; e < E; ++e) sum[static_cast<std::size_t>(e)] += scores(e);
+  }
+  for (std::int64_t i = 0; i < d.tokens * d.top_k; ++i) count[static_cast<std::size_t>(expert[i])] += 1.0;
+  FV out(aux);
+  for (int e = 0; e < E; ++e) {
+    out.set(e, static_cast<float>(count[static_cast<std::size_t>(e)]));
+    out.set(E + e, static_cast<float>(sum[static_cast<std::size_t>(e)]));
+  }
+}
+
+}  // namespace
+
+void CpuBackend::moe_aux_loss(const Tensor& aux, int layers, int experts, std::int64_t tokens, double coef,
+                              double grad_scale) {
+  const MoeAuxLayout L{layers, experts};
+  cpu::check_dtype(aux, DType::F32, "moe_aux_loss", "buffer", L.size());
+  float* p = aux.as<float>();
+  moe_aux_loss_of(L, p, tokens, coef, grad_scale, p + L.grad(), p + L.loss());
+}
+
 void CpuBackend::fwd_MoeRoute(const OpArgs& a) {
   const char* op = "moe_route_fwd";
   const MoeDims& d = a.moe;
@@ -102,6 +137,7 @@ void CpuBackend::fwd_MoeRoute(const OpArgs& a) {
     }
   });
   moe_assign_rows(d, r.expert, ws.w32, r.row, r.start, r.count, ws.ids, ws.off);
+  if (a.aux) route_stats(*a.aux, d, logits, r.expert, router);
 }
 
 void CpuBackend::bwd_MoeRoute(const OpArgs& a) {
@@ -118,6 +154,8 @@ void CpuBackend::bwd_MoeRoute(const OpArgs& a) {
   const FV logits(*a.in[0]), dwv(*a.dout[0]), dl(*a.din[0]);
   const Routing r(*a.out[1], d);
   const bool acc = a.acc[0];
+  if (a.aux) cpu::check_dtype(*a.aux, DType::F32, op, "load-balancing gradient", E);
+  const float* aux = a.aux ? a.aux->as<const float>() : nullptr;
   cpu::Arena arena(ws_, op);
   RouteWs ws(arena, d, threads_, false);
   const MoeRouter router = moe_router(d);
@@ -130,7 +168,7 @@ void CpuBackend::bwd_MoeRoute(const OpArgs& a) {
       const MoeScores scores([&](int e) { return logits[t * E + e]; }, router);
       for (int e = 0; e < E; ++e) s[e] = scores(e);
       for (int j = 0; j < k; ++j) dw[j] = dwv[t * k + j];
-      moe_score_grad(router, score, r.expert + t * k, dw, ds, [&](int e, float g) { dl.put(t * E + e, g, acc); });
+      moe_score_grad(router, score, r.expert + t * k, dw, ds, [&](int e, float g) { dl.put(t * E + e, g, acc); }, aux);
     }
   });
 }

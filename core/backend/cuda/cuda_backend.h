@@ -125,6 +125,8 @@ class CudaBackend final : public Backend {
   void rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r);
   void rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a, const RopeTable& r,
                 bool acc);
+  void moe_aux_loss(const Tensor& aux, int layers, int experts, std::int64_t tokens, double coef,
+                    double grad_scale) override;
   void head_loss(const Tensor& x, const Tensor& W, const Tensor& targets, const Tensor& losses,
                  const Tensor& dx, const Tensor& dW, std::int64_t rows, int H, int V,
                  float scale, float softcap,

@@ -42,6 +42,7 @@ class NullBackend : public Backend {
   void dropout_mask(const Tensor&, const DropoutKey&, float, std::int64_t) override {}
   void dropout_fwd(const Tensor&, const Tensor&, const Tensor&, float, std::int64_t) override {}
   void dropout_bwd(const Tensor&, const Tensor&, const Tensor&, float, std::int64_t, bool) override {}
+  void moe_aux_loss(const Tensor&, int, int, std::int64_t, double, double) override {}
   void head_loss(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                  const Tensor&, std::int64_t, int, int, float, float, float) override {}
   void adamw(const Tensor&, const Tensor&, const Tensor*, const Tensor&, const Tensor&,
