@@ -122,13 +122,8 @@ __global__ void __launch_bounds__(256)
   __shared__ double part[256];
   double acc = 0.0;
   for (std::int64_t r = threadIdx.x; r < rows; r += 256) acc += sc[r * S];
-  part[threadIdx.x] = acc;
-  __syncthreads();
-  for (int w = 128; w > 0; w >>= 1) {
-    if (static_cast<int>(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) dsinks[h] = from_f<T>(to_f(dsinks[h]) - static_cast<float>(part[0]));
+  acc = detail::block_sum_fixed<256>(acc, part);
+  if (threadIdx.x == 0) dsinks[h] = from_f<T>(to_f(dsinks[h]) - static_cast<float>(acc));
 }
 
 template <class T>

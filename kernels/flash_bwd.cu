@@ -608,13 +608,8 @@ __global__ void __launch_bounds__(256) flash_bwd_sinks(FlashDev p, T* dsinks) {
     const std::int64_t li = (r / p.S * p.heads + h) * p.S + r % p.S;
     acc += static_cast<double>(expf(sink - p.lse[li])) * p.dvec[li];
   }
-  part[threadIdx.x] = acc;
-  __syncthreads();
-  for (int w = 128; w > 0; w >>= 1) {
-    if (static_cast<int>(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) dsinks[h] = from_f<T>(to_f(dsinks[h]) - static_cast<float>(part[0]));
+  acc = detail::block_sum_fixed<256>(acc, part);
+  if (threadIdx.x == 0) dsinks[h] = from_f<T>(to_f(dsinks[h]) - static_cast<float>(acc));
 }
 
 void launch_sinks(FType t, const FlashDev& p, void* dsinks, cudaStream_t s) {

@@ -64,19 +64,11 @@ __global__ void route_stats(const T* logits, const std::int32_t* expert, std::in
     s += score(e);
   }
   for (std::int64_t i = threadIdx.x; i < tokens * r.top_k; i += kThreads) c += expert[i] == e ? 1.0 : 0.0;
-  sum[threadIdx.x] = s;
-  count[threadIdx.x] = c;
-  __syncthreads();
-  for (int w = kThreads / 2; w > 0; w /= 2) {
-    if (static_cast<int>(threadIdx.x) < w) {
-      sum[threadIdx.x] += sum[threadIdx.x + w];
-      count[threadIdx.x] += count[threadIdx.x + w];
-    }
-    __syncthreads();
-  }
+  s = detail::block_sum_fixed<kThreads>(s, sum);
+  c = detail::block_sum_fixed<kThreads>(c, count);
   if (threadIdx.x == 0) {
-    stats[e] = static_cast<float>(count[0]);
-    stats[E + e] = static_cast<float>(sum[0]);
+    stats[e] = static_cast<float>(c);
+    stats[E + e] = static_cast<float>(s);
   }
 }
 

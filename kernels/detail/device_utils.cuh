@@ -81,6 +81,20 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Sum in double over a block of N threads (N a power of two, N = blockDim.x) in a fixed tree, so
+// the bits repeat; thread 0 gets the result (the others a partial). part: N doubles of shared
+// memory, not read by the caller until a __syncthreads after this returns.
+template <int N>
+__device__ __forceinline__ double block_sum_fixed(double v, double* part) {
+  part[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = N / 2; w > 0; w >>= 1) {
+    if (static_cast<int>(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  return part[threadIdx.x];
+}
+
 // Sum over the block (blockDim.x a multiple of 32, at most 1024) in a fixed order; every thread
 // gets the result. red: 32 floats of shared memory.
 __device__ __forceinline__ float block_sum(float v, float* red) {
