@@ -28,7 +28,7 @@ struct MoeAuxLayout {
 REMAT_HD void moe_aux_loss_of(const MoeAuxLayout& L, const float* stats, int64_t tokens, double coef,
                               double grad_scale, float* g, float* loss) {
   const int E = L.experts;
-  const double T = static_cast<double>(tokens) * L.layers, k = coef * E / (T * T);
+  const double T = static_cast<double>(tokens) * L.layers, k = T > 0.0 ? coef * E / (T * T) : 0.0;
   double total = 0.0;
   for (int e = 0; e < E; ++e) {
     double C = 0.0, S = 0.0;

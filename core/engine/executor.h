@@ -203,7 +203,7 @@ class Executor {
   OpArgs op_args(int b, const StepDef& s, const std::vector<Tensor>& t, OpParams& params) const;
   // The load-balancing loss (backend/moe_aux.h): on while the model asks for it; block b's index
   // among the MoE layers.
-  bool aux_on() const { return cfg_.moe.on() && cfg_.moe.aux_loss_coef > 0.0; }
+  bool aux_on() const { return cfg_.moe.on() && cfg_.moe.aux_loss_coef > 0.0 && aux_layers() > 0; }
   int aux_layer(int b) const;
   int aux_layers() const;
   void aux_loss();

@@ -64,6 +64,8 @@ void Executor::sync_tied_embedding() {
 StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::vector<std::int32_t>& tokens,
                                        const std::vector<std::int32_t>& targets) {
   validate_schedule(s, graph_);
+  if (cfg_.moe.on() && cfg_.moe.aux_loss_coef > 0.0)  // (validate_layout refuses such a layout first)
+    throw Error("pipeline stages: the load-balancing loss over every stage's routing is not modelled");
   const std::int64_t per = cfg_.tokens();
   const bool no_data = !be_.computes() && tokens.empty() && targets.empty();  // the simulator's
   if (!no_data && (static_cast<std::int64_t>(tokens.size()) != per * micros_ ||

@@ -73,6 +73,11 @@ void apply_sparse_layers(ModelConfig& m, const std::vector<bool>& sparse) {
 }
 
 double aux_loss_coef(const nlohmann::json& j, double fallback, Problems& p) {
+  if (j.contains("router_aux_loss_coef") && j.at("router_aux_loss_coef").is_null()) {
+    p.add("router_aux_loss_coef", "output_router_logits adds the load-balancing loss times this coefficient; "
+                                  "null is not one (transformers fails on it)");
+    return 0.0;
+  }
   const double c = p.take([&] { return num_field(j, "router_aux_loss_coef", fallback); }, 0.0);
   if (c >= 0.0 && c <= 1e6) return c;
   p.add("router_aux_loss_coef", "the load-balancing loss's coefficient must be between 0 and 1e6, got " +

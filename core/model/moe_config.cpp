@@ -94,6 +94,16 @@ nlohmann::json moe_to_json(const MoeConfig& m) {
   return j;
 }
 
+namespace {
+
+std::string short_number(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+}  // namespace
+
 void validate_moe(const MoeConfig& m) {
   if (m.experts <= 0) throw ConfigError("moe.experts", "must be a positive integer, got " + std::to_string(m.experts));
   if (m.top_k <= 0 || m.top_k > m.experts)
@@ -125,23 +135,13 @@ void validate_moe(const MoeConfig& m) {
     throw ConfigError("moe.shared_gate", "gates the shared experts, which this model has none of (shared_ffn 0)");
   if (!std::isfinite(m.aux_loss_coef) || m.aux_loss_coef < 0.0 || m.aux_loss_coef > 1e6)
     throw ConfigError("moe.aux_loss_coef", "must be 0 (no load-balancing loss) or a positive coefficient up to 1e6, got " +
-                                               std::to_string(m.aux_loss_coef));
+                                               short_number(m.aux_loss_coef));
   if (m.aux_loss_coef > 0.0 && m.sigmoid)
     throw ConfigError("moe.aux_loss_coef", "the load-balancing loss is modelled for softmax routers (this one scores by sigmoid)");
   if (!std::isfinite(m.capacity_factor) || m.capacity_factor < 0.0)
     throw ConfigError("moe.capacity_factor", "must be 0 (dropless) or a positive factor, got " +
                                                  std::to_string(m.capacity_factor));
 }
-
-namespace {
-
-std::string short_number(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
-}
-
-}  // namespace
 
 std::string describe_moe(const MoeConfig& m, std::int64_t tokens) {
   std::string s = std::to_string(m.experts) + " routed, top-" + std::to_string(m.top_k) + " by " +

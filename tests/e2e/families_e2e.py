@@ -146,6 +146,8 @@ def check_controls(name, families, torch, w0, f, windows, run, ref32):
             controls.append(("no shared expert", train(feat=dict(f, moe=dict(e, shared=0)))))
         if e.get("aux_coef"):
             controls.append(("no load-balancing loss", train(feat=dict(f, moe=dict(e, aux_coef=0.0)))))
+            controls.append(("the load-balancing loss without its gradient",
+                             train(feat=dict(f, moe=dict(e, aux_detached=True)))))
         if e.get("kind") == "gpt_oss":  # its router's bias, the clamp, the interleaved gate|up
             controls.append(("no router bias", train(feat=dict(f, moe=dict(e, router_bias=False)))))
             controls.append(("no clamp", train(feat=dict(f, moe=dict(e, limit=None)))))

@@ -553,7 +553,11 @@ def loss_of(w, f, window):
     router_logits = [] if coef else None
     logits = forward(w, f, window[:, :-1], router_logits)
     loss = F.cross_entropy(logits.reshape(-1, f["vocab"]), window[:, 1:].reshape(-1))
-    return loss + coef * gpt_oss.load_balancing(f["moe"], router_logits) if coef else loss
+    if not coef:
+        return loss
+    if f["moe"].get("aux_detached"):  # the loss's value without its gradient (a control)
+        router_logits = [r.detach() for r in router_logits]
+    return loss + coef * gpt_oss.load_balancing(f["moe"], router_logits)
 
 
 def decays(name, shape):

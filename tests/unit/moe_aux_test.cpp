@@ -163,6 +163,23 @@ TEST(MoeAux, ARunAddsTheLossAndItsGradient) {
   EXPECT_EQ(b.predicted_peak_bytes, b.peak_bytes);
 }
 
+// A run whose blocks have no MoE layer (its pattern's experts past its one block) has no
+// load-balancing loss: the same loss and gradients as without the coefficient, not a NaN.
+TEST(MoeAux, BlocksWithoutExpertsHaveNone) {
+  ModelConfig m = test::tiny(Family::Qwen3Moe, AttentionImpl::Naive, 1);
+  m.layer_pattern = {1, 0};  // block 0 dense
+  m.validate();
+  ASSERT_FALSE(m.moe_in(0));
+  const Trace a = test::run(m, test::plan("none", m), 1, 0);
+  m.moe.aux_loss_coef = 0.5;
+  const Trace b = test::run(m, test::plan("none", m), 1, 0);
+  ASSERT_EQ(b.losses().size(), 1u);
+  EXPECT_TRUE(std::isfinite(b.losses()[0]));
+  EXPECT_EQ(b.losses()[0], a.losses()[0]);
+  EXPECT_EQ(b.grad_checksum, a.grad_checksum);
+  EXPECT_EQ(b.peak_bytes, a.peak_bytes);
+}
+
 TEST(MoeAux, ReadFromTheConfigKeptAndRefused) {
   nlohmann::json j = model_to_json(aux_model(0.25));
   EXPECT_EQ(j.at("moe").at("aux_loss_coef"), 0.25);
@@ -187,6 +204,8 @@ TEST(MoeAux, ReadFromTheConfigKeptAndRefused) {
   EXPECT_EQ(model_from_hf_json(hf, "m").moe.aux_loss_coef, 0.02);
   hf.erase("router_aux_loss_coef");
   EXPECT_EQ(model_from_hf_json(hf, "m").moe.aux_loss_coef, 0.001);
+  hf["router_aux_loss_coef"] = nullptr;
+  EXPECT_THROW(model_from_hf_json(hf, "m"), ConfigError);
   // Across pipeline stages it is refused before anything runs.
   ParallelLayout p;
   p.pp = 2;
