@@ -12,26 +12,7 @@
 namespace remat::gputest {
 namespace {
 
-struct SinkCase {
-  DType dt;
-  int B, S, heads, kv, d;
-  float p;
-  int window = 0;
-  float cap = 0.0f;
-};
-
-std::string sink_case_name(const ::testing::TestParamInfo<SinkCase>& i) {
-  const SinkCase& c = i.param;
-  std::string s = c.dt == DType::BF16 ? "bf16" : "fp32";
-  s += "_B" + std::to_string(c.B) + "_S" + std::to_string(c.S) + "_h" + std::to_string(c.heads) +
-       "_kv" + std::to_string(c.kv) + "_d" + std::to_string(c.d);
-  if (c.p > 0) s += "_drop";
-  if (c.window > 0) s += "_w" + std::to_string(c.window);
-  if (c.cap > 0) s += "_cap" + std::to_string(static_cast<int>(c.cap));
-  return s;
-}
-
-class GpuAttentionSinks : public ::testing::TestWithParam<SinkCase> {
+class GpuAttentionSinks : public ::testing::TestWithParam<AttnCase> {
  protected:
   void SetUp() override {
     REMAT_REQUIRE_GPU();
@@ -58,7 +39,7 @@ class GpuAttentionSinks : public ::testing::TestWithParam<SinkCase> {
   double tl() const { return tol(c.dt); }
 
   std::unique_ptr<Dual> d;
-  SinkCase c{};
+  AttnCase c{};
   AttnDims a;
   DropoutKey key;
   Both sinks;
@@ -182,14 +163,14 @@ TEST_P(GpuAttentionSinks, FlashAgreesWithNaiveOnTheGpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuAttentionSinks,
-                         ::testing::Values(SinkCase{DType::F32, 2, 70, 4, 2, 32, 0.0f},
-                                           SinkCase{DType::F32, 1, 65, 4, 4, 48, 0.1f, 37},
-                                           SinkCase{DType::F32, 2, 70, 4, 2, 32, 0.0f, 0, 2.0f},
-                                           SinkCase{DType::BF16, 2, 130, 4, 2, 64, 0.0f},
-                                           SinkCase{DType::BF16, 1, 200, 4, 1, 64, 0.2f, 37},
-                                           SinkCase{DType::BF16, 1, 100, 4, 4, 128, 0.1f, 0, 50.0f},
-                                           SinkCase{DType::BF16, 1, 77, 4, 2, 40, 0.0f, 1, 2.0f}),
-                         sink_case_name);
+                         ::testing::Values(AttnCase{DType::F32, 2, 70, 4, 2, 32, 0.0f},
+                                           AttnCase{DType::F32, 1, 65, 4, 4, 48, 0.1f, 37},
+                                           AttnCase{DType::F32, 2, 70, 4, 2, 32, 0.0f, 0, 2.0f},
+                                           AttnCase{DType::BF16, 2, 130, 4, 2, 64, 0.0f},
+                                           AttnCase{DType::BF16, 1, 200, 4, 1, 64, 0.2f, 37},
+                                           AttnCase{DType::BF16, 1, 100, 4, 4, 128, 0.1f, 0, 50.0f},
+                                           AttnCase{DType::BF16, 1, 77, 4, 2, 40, 0.0f, 1, 2.0f}),
+                         attn_case_name);
 
 }  // namespace
 }  // namespace remat::gputest

@@ -13,26 +13,7 @@
 namespace remat::gputest {
 namespace {
 
-struct Case {
-  DType dt;
-  int B, S, heads, kv, d;
-  float p;
-  int window = 0;    // AttnDims::window (0: plain causal)
-  float cap = 0.0f;  // AttnDims::softcap (0: none)
-};
-
-std::string case_name(const ::testing::TestParamInfo<Case>& i) {
-  const Case& c = i.param;
-  std::string s = c.dt == DType::BF16 ? "bf16" : "fp32";
-  s += "_B" + std::to_string(c.B) + "_S" + std::to_string(c.S) + "_h" + std::to_string(c.heads) +
-       "_kv" + std::to_string(c.kv) + "_d" + std::to_string(c.d);
-  if (c.p > 0) s += "_drop";
-  if (c.window > 0) s += "_w" + std::to_string(c.window);
-  if (c.cap > 0) s += "_cap" + std::to_string(static_cast<int>(c.cap));
-  return s;
-}
-
-class GpuAttention : public ::testing::TestWithParam<Case> {
+class GpuAttention : public ::testing::TestWithParam<AttnCase> {
  protected:
   void SetUp() override {
     REMAT_REQUIRE_GPU();
@@ -65,7 +46,7 @@ class GpuAttention : public ::testing::TestWithParam<Case> {
   void flash_vs_naive();
 
   std::unique_ptr<Dual> d;
-  Case c{};
+  AttnCase c{};
   AttnDims a;
   DropoutKey key;
   std::int64_t nqkv = 0, nprobs = 0, nctx = 0, nlse = 0;
@@ -332,35 +313,35 @@ TEST(GpuAttentionArgs, BadWindowOrCapIsRefused) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, GpuAttention,
-    ::testing::Values(Case{DType::F32, 2, 70, 4, 2, 32, 0.0f}, Case{DType::F32, 2, 65, 2, 2, 48, 0.1f},
-                      Case{DType::BF16, 2, 130, 4, 2, 64, 0.0f},
-                      Case{DType::BF16, 1, 100, 4, 4, 128, 0.1f},
-                      Case{DType::BF16, 2, 64, 2, 1, 32, 0.0f},
-                      Case{DType::BF16, 1, 200, 2, 2, 64, 0.2f},
-                      Case{DType::BF16, 1, 77, 2, 2, 40, 0.0f},
-                      Case{DType::BF16, 1, 1024, 2, 1, 64, 0.1f},
-                      Case{DType::BF16, 1, 300, 4, 2, 128, 0.0f},
-                      Case{DType::BF16, 1, 129, 3, 1, 64, 0.0f},
-                      Case{DType::F32, 1, 96, 2, 2, 32, 0.0f},
+    ::testing::Values(AttnCase{DType::F32, 2, 70, 4, 2, 32, 0.0f}, AttnCase{DType::F32, 2, 65, 2, 2, 48, 0.1f},
+                      AttnCase{DType::BF16, 2, 130, 4, 2, 64, 0.0f},
+                      AttnCase{DType::BF16, 1, 100, 4, 4, 128, 0.1f},
+                      AttnCase{DType::BF16, 2, 64, 2, 1, 32, 0.0f},
+                      AttnCase{DType::BF16, 1, 200, 2, 2, 64, 0.2f},
+                      AttnCase{DType::BF16, 1, 77, 2, 2, 40, 0.0f},
+                      AttnCase{DType::BF16, 1, 1024, 2, 1, 64, 0.1f},
+                      AttnCase{DType::BF16, 1, 300, 4, 2, 128, 0.0f},
+                      AttnCase{DType::BF16, 1, 129, 3, 1, 64, 0.0f},
+                      AttnCase{DType::F32, 1, 96, 2, 2, 32, 0.0f},
                       // Sliding windows (1, not a multiple of any flash tile, S - 1, = S) and
                       // soft caps (50; 2, where tanh saturates), alone and together, with GQA,
                       // dropout, the scalar and the tensor-core paths.
-                      Case{DType::F32, 2, 70, 4, 2, 32, 0.0f, 1},
-                      Case{DType::F32, 1, 65, 2, 2, 48, 0.1f, 37},
-                      Case{DType::F32, 2, 70, 4, 2, 32, 0.0f, 69, 2.0f},
-                      Case{DType::F32, 1, 96, 2, 2, 32, 0.0f, 0, 50.0f},
-                      Case{DType::F32, 1, 100, 2, 1, 40, 0.1f, 45, 2.0f},
-                      Case{DType::BF16, 2, 130, 4, 2, 64, 0.0f, 129},
-                      Case{DType::BF16, 2, 130, 4, 2, 64, 0.0f, 1},
-                      Case{DType::BF16, 2, 64, 2, 1, 32, 0.0f, 0, 2.0f},
-                      Case{DType::BF16, 1, 64, 2, 2, 32, 0.0f, 64},
-                      Case{DType::BF16, 1, 200, 2, 2, 64, 0.2f, 37, 50.0f},
-                      Case{DType::BF16, 1, 100, 4, 4, 128, 0.1f, 0, 50.0f},
-                      Case{DType::BF16, 1, 300, 4, 2, 128, 0.0f, 100, 2.0f},
-                      Case{DType::BF16, 1, 77, 2, 2, 40, 0.0f, 1, 2.0f},
-                      Case{DType::BF16, 1, 1024, 2, 1, 64, 0.1f, 300, 30.0f},
-                      Case{DType::BF16, 1, 129, 3, 1, 64, 0.0f, 65}),
-    case_name);
+                      AttnCase{DType::F32, 2, 70, 4, 2, 32, 0.0f, 1},
+                      AttnCase{DType::F32, 1, 65, 2, 2, 48, 0.1f, 37},
+                      AttnCase{DType::F32, 2, 70, 4, 2, 32, 0.0f, 69, 2.0f},
+                      AttnCase{DType::F32, 1, 96, 2, 2, 32, 0.0f, 0, 50.0f},
+                      AttnCase{DType::F32, 1, 100, 2, 1, 40, 0.1f, 45, 2.0f},
+                      AttnCase{DType::BF16, 2, 130, 4, 2, 64, 0.0f, 129},
+                      AttnCase{DType::BF16, 2, 130, 4, 2, 64, 0.0f, 1},
+                      AttnCase{DType::BF16, 2, 64, 2, 1, 32, 0.0f, 0, 2.0f},
+                      AttnCase{DType::BF16, 1, 64, 2, 2, 32, 0.0f, 64},
+                      AttnCase{DType::BF16, 1, 200, 2, 2, 64, 0.2f, 37, 50.0f},
+                      AttnCase{DType::BF16, 1, 100, 4, 4, 128, 0.1f, 0, 50.0f},
+                      AttnCase{DType::BF16, 1, 300, 4, 2, 128, 0.0f, 100, 2.0f},
+                      AttnCase{DType::BF16, 1, 77, 2, 2, 40, 0.0f, 1, 2.0f},
+                      AttnCase{DType::BF16, 1, 1024, 2, 1, 64, 0.1f, 300, 30.0f},
+                      AttnCase{DType::BF16, 1, 129, 3, 1, 64, 0.0f, 65}),
+    attn_case_name);
 
 }  // namespace
 }  // namespace remat::gputest

@@ -74,4 +74,24 @@ class Dual {
   std::vector<Owned> owned_;
 };
 
+// An attention test's shape: dtype, batch, sequence, heads, kv heads, head width, attention
+// dropout, AttnDims::window (0: plain causal) and AttnDims::softcap (0: none); its test name.
+struct AttnCase {
+  DType dt;
+  int B, S, heads, kv, d;
+  float p;
+  int window = 0;
+  float cap = 0.0f;
+};
+inline std::string attn_case_name(const ::testing::TestParamInfo<AttnCase>& i) {
+  const AttnCase& c = i.param;
+  std::string s = c.dt == DType::BF16 ? "bf16" : "fp32";
+  s += "_B" + std::to_string(c.B) + "_S" + std::to_string(c.S) + "_h" + std::to_string(c.heads) +
+       "_kv" + std::to_string(c.kv) + "_d" + std::to_string(c.d);
+  if (c.p > 0) s += "_drop";
+  if (c.window > 0) s += "_w" + std::to_string(c.window);
+  if (c.cap > 0) s += "_cap" + std::to_string(static_cast<int>(c.cap));
+  return s;
+}
+
 }  // namespace remat::gputest
