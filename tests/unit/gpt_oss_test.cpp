@@ -220,7 +220,8 @@ TEST(GptOss, SinksAndTheRoutersBiasAreTheirStepsParameters) {
     EXPECT_EQ(router_bias, 1);
     m.attn_sinks = false;
     m.moe.router_bias = false;
-    for (const StepDef& s : BlockGraph(m).steps()) {
+    const BlockGraph without(m);  // named: a temporary's steps() would dangle in the loop
+    for (const StepDef& s : without.steps()) {
       EXPECT_NE(s.w, "attn.sinks");
       if (s.name == "moe.router") EXPECT_TRUE(s.b.empty());
     }
