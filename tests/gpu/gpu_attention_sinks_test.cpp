@@ -18,14 +18,7 @@ class GpuAttentionSinks : public ::testing::TestWithParam<AttnCase> {
     REMAT_REQUIRE_GPU();
     d = std::make_unique<Dual>();
     c = GetParam();
-    a.B = c.B;
-    a.S = c.S;
-    a.heads = c.heads;
-    a.kv_heads = c.kv;
-    a.d = c.d;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-    a.window = c.window;
-    a.softcap = c.cap;
+    a = attn_dims(c);
     key = DropoutKey{0xabcdefULL, 3, 2, kSiteAttentionProbs};
     nqkv = static_cast<std::int64_t>(a.B) * a.S * a.qkv_width();
     nprobs = static_cast<std::int64_t>(a.B) * a.heads * a.S * a.S;

@@ -19,14 +19,7 @@ class GpuAttention : public ::testing::TestWithParam<AttnCase> {
     REMAT_REQUIRE_GPU();
     d = std::make_unique<Dual>();
     c = GetParam();
-    a.B = c.B;
-    a.S = c.S;
-    a.heads = c.heads;
-    a.kv_heads = c.kv;
-    a.d = c.d;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-    a.window = c.window;
-    a.softcap = c.cap;
+    a = attn_dims(c);
     key.seed = 0xfeedbeefULL;
     key.step = 2;
     key.block = 1;

@@ -4,6 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -92,6 +93,16 @@ inline std::string attn_case_name(const ::testing::TestParamInfo<AttnCase>& i) {
   if (c.window > 0) s += "_w" + std::to_string(c.window);
   if (c.cap > 0) s += "_cap" + std::to_string(static_cast<int>(c.cap));
   return s;
+}
+
+// The case's attention: scores scaled by 1/sqrt(d), its window and soft-cap.
+inline AttnDims attn_dims(const AttnCase& c) {
+  AttnDims a;
+  a.B = c.B, a.S = c.S, a.heads = c.heads, a.kv_heads = c.kv, a.d = c.d;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+  a.window = c.window;
+  a.softcap = c.cap;
+  return a;
 }
 
 }  // namespace remat::gputest

@@ -18,21 +18,13 @@
 namespace remat::sinks_unit {
 namespace {
 
+using cputest::attn_dims;
 using cputest::ctx_n;
 using cputest::Env;
 using cputest::expect_near_all;
 using cputest::probs_n;
 using cputest::qkv_n;
 using cputest::randv;
-
-AttnDims sink_dims(int B, int S, int heads, int kv, int d, int window = 0, float softcap = 0.0f) {
-  AttnDims a;
-  a.B = B, a.S = S, a.heads = heads, a.kv_heads = kv, a.d = d;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  a.window = window;
-  a.softcap = softcap;
-  return a;
-}
 
 std::string sink_case(const AttnDims& a, const std::vector<float>& sinks, float p) {
   std::string s = "heads " + std::to_string(a.heads) + "/" + std::to_string(a.kv_heads) + " S " +
@@ -240,11 +232,11 @@ std::vector<AttnDims> sink_cases() {
   std::vector<AttnDims> v;
   for (int kv : {4, 2})
     for (float cap : {0.0f, 1.5f}) {
-      v.push_back(sink_dims(2, 9, 4, kv, 8, 0, cap));
-      v.push_back(sink_dims(2, 9, 4, kv, 8, 3, cap));
+      v.push_back(attn_dims(2, 9, 4, kv, 8, 0, cap));
+      v.push_back(attn_dims(2, 9, 4, kv, 8, 3, cap));
     }
-  v.push_back(sink_dims(1, 75, 4, 2, 8, 70, 0.0f));
-  v.push_back(sink_dims(1, 75, 4, 1, 8, 0, 2.0f));
+  v.push_back(attn_dims(1, 75, 4, 2, 8, 70, 0.0f));
+  v.push_back(attn_dims(1, 75, 4, 1, 8, 0, 2.0f));
   return v;
 }
 
@@ -263,8 +255,8 @@ TEST(CpuAttentionSinks, Bf16MatchesFloat64ReferenceLoosely) {
   for (const cpu::simd::Kernels* k : kernel_sets()) {
     cpu::simd::set_active(k);
     SCOPED_TRACE(k ? "simd" : "reference loops");
-    for (const AttnDims& a : {sink_dims(2, 9, 4, 2, 8, 0, 0.0f), sink_dims(2, 9, 4, 4, 8, 3, 1.5f),
-                              sink_dims(1, 75, 4, 2, 8, 70, 0.0f)})
+    for (const AttnDims& a : {attn_dims(2, 9, 4, 2, 8, 0, 0.0f), attn_dims(2, 9, 4, 4, 8, 3, 1.5f),
+                              attn_dims(1, 75, 4, 2, 8, 70, 0.0f)})
       for (const auto& s : sink_sets(a.heads)) both_paths_match_reference(a, DType::BF16, s);
   }
 }
@@ -277,7 +269,7 @@ TEST(CpuAttentionSinks, DropoutMatchesReferenceOnBothPaths) {
     cpu::simd::set_active(k);
     SCOPED_TRACE(k ? "simd" : "reference loops");
     for (const AttnDims& a :
-         {sink_dims(2, 9, 4, 2, 8, 0, 0.0f), sink_dims(1, 75, 4, 2, 8, 70, 1.5f)})
+         {attn_dims(2, 9, 4, 2, 8, 0, 0.0f), attn_dims(1, 75, 4, 2, 8, 70, 1.5f)})
       both_paths_match_reference(a, DType::F32, {0.5f, 8.0f, -30.0f, -2.0f}, 0.25f);
   }
 }
@@ -288,7 +280,7 @@ TEST(CpuAttentionSinks, FlashAgreesWithNaive) {
   for (int kv : {2, 4})
     for (float p : {0.0f, 0.2f})
       for (const AttnDims& a :
-           {sink_dims(2, 150, 4, kv, 16), sink_dims(2, 150, 4, kv, 16, 97, 1.5f)}) {
+           {attn_dims(2, 150, 4, kv, 16), attn_dims(2, 150, 4, kv, 16, 97, 1.5f)}) {
         Env e;
         const std::vector<float> sinks = {1.0f, -0.5f, 8.0f, -30.0f}, dw0(4, 0.0f);
         SCOPED_TRACE(sink_case(a, sinks, p));
@@ -306,7 +298,7 @@ TEST(CpuAttentionSinks, FlashAgreesWithNaive) {
 // The sink's gradient is added into what dw holds: the result with dw0 is that with zeros plus
 // dw0, rounded once (exactly so in fp32).
 TEST(CpuAttentionSinks, GradientAccumulatesIntoDw) {
-  const AttnDims a = sink_dims(2, 9, 4, 2, 8, 3, 0.0f);
+  const AttnDims a = attn_dims(2, 9, 4, 2, 8, 3, 0.0f);
   const std::vector<float> sinks = {0.5f, -1.0f, 2.0f, 0.0f}, zero(4, 0.0f),
                            dw0 = {0.75f, -3.0f, 1.5f, 100.0f};
   auto qkv = randv(qkv_n(a), 51, -2, 2), dctx = randv(ctx_n(a), 52);
@@ -327,7 +319,7 @@ TEST(CpuAttentionSinks, GradientAccumulatesIntoDw) {
 
 // A sink of 0 still takes exp(0 - m) of every row's weight: it is not the absence of a sink.
 TEST(CpuAttentionSinks, ZeroSinkIsNotNoSink) {
-  const AttnDims a = sink_dims(2, 9, 4, 2, 8);
+  const AttnDims a = attn_dims(2, 9, 4, 2, 8);
   const std::vector<float> sinks(4, 0.0f), dw0(4, 0.0f);
   auto qkv = randv(qkv_n(a), 61, -2, 2), dctx = randv(ctx_n(a), 62);
   for (bool flash : {false, true}) {
@@ -360,7 +352,7 @@ TEST(CpuAttentionSinks, ZeroSinkIsNotNoSink) {
 // The same bits on one thread and on three, and again on a second run (the sink gradient's sum
 // is in a fixed order); the op table's entry points pass args.w and args.dw through.
 TEST(CpuAttentionSinks, BitwiseRepeatableAcrossThreadCountsAndThroughTheOpTable) {
-  const AttnDims a = sink_dims(3, 70, 4, 2, 8, 0, 0.0f);
+  const AttnDims a = attn_dims(3, 70, 4, 2, 8, 0, 0.0f);
   const std::vector<float> sinks = {0.5f, -1.0f, 8.0f, -30.0f}, dw0(4, 0.125f);
   auto qkv = randv(qkv_n(a), 71, -2, 2), dctx = randv(ctx_n(a), 72);
   const DropoutKey key{5, 1, 0, kSiteAttentionProbs};
@@ -424,7 +416,7 @@ TEST(CpuAttentionSinks, BitwiseRepeatableAcrossThreadCountsAndThroughTheOpTable)
 }
 
 TEST(CpuAttentionSinks, BackwardWithoutTheGradientIsRefused) {
-  const AttnDims a = sink_dims(1, 4, 2, 2, 4);
+  const AttnDims a = attn_dims(1, 4, 2, 2, 4);
   Env e;
   Tensor tq = e.from(randv(qkv_n(a), 81)), ts = e.from({0.0f, 1.0f}),
          tp = e.make(DType::F32, probs_n(a));

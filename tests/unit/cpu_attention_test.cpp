@@ -17,18 +17,10 @@ using cputest::dotd;
 using cputest::expect_grad;
 using cputest::expect_near_all;
 using cputest::randv;
+using cputest::attn_dims;
 using cputest::ctx_n;
 using cputest::probs_n;
 using cputest::qkv_n;
-
-AttnDims dims(int B, int S, int heads, int kv, int d, int window = 0, float softcap = 0.0f) {
-  AttnDims a;
-  a.B = B, a.S = S, a.heads = heads, a.kv_heads = kv, a.d = d;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  a.window = window;
-  a.softcap = softcap;
-  return a;
-}
 
 std::string describe(const AttnDims& a) {
   return "window " + std::to_string(a.window) + " softcap " + std::to_string(a.softcap) + " dv " + std::to_string(a.dv);
@@ -61,7 +53,7 @@ std::vector<double> ref_probs(const std::vector<float>& qkv, const AttnDims& a, 
 void softmax_matches_reference(int window, float softcap) {
   for (DType dt : {DType::F32, DType::BF16}) {
     Env e;
-    AttnDims a = dims(2, 9, 4, 2, 8, window, softcap);
+    AttnDims a = attn_dims(2, 9, 4, 2, 8, window, softcap);
     SCOPED_TRACE(describe(a));
     auto qkv = cputest::bf16v(randv(qkv_n(a), 101, -2, 2));
     Tensor tq = e.from(qkv, dt), tp = e.make(dt, probs_n(a));
@@ -120,7 +112,7 @@ void naive_backward_matches_finite_differences(const AttnDims& a) {
 }
 
 TEST(CpuAttention, NaiveBackwardMatchesFiniteDifferencesWithGqa) {
-  naive_backward_matches_finite_differences(dims(2, 7, 4, 2, 4));
+  naive_backward_matches_finite_differences(attn_dims(2, 7, 4, 2, 4));
 }
 
 // Windows of one and three keys, with and without a cap of 0.7 (which bends these scores), and
@@ -128,8 +120,8 @@ TEST(CpuAttention, NaiveBackwardMatchesFiniteDifferencesWithGqa) {
 std::vector<AttnDims> banded_cases() {
   std::vector<AttnDims> v;
   for (int w : {1, 3})
-    for (float cap : {0.0f, 0.7f}) v.push_back(dims(2, 7, 4, 2, 4, w, cap));
-  v.push_back(dims(2, 7, 4, 2, 4, 0, 0.7f));
+    for (float cap : {0.0f, 0.7f}) v.push_back(attn_dims(2, 7, 4, 2, 4, w, cap));
+  v.push_back(attn_dims(2, 7, 4, 2, 4, 0, 0.7f));
   return v;
 }
 
@@ -139,7 +131,7 @@ TEST(CpuAttention, BandedSoftCappedNaiveBackwardMatchesFiniteDifferences) {
 
 TEST(CpuAttention, PvBackwardMatchesFiniteDifferences) {
   Env e;
-  AttnDims a = dims(1, 6, 2, 1, 4);
+  AttnDims a = attn_dims(1, 6, 2, 1, 4);
   auto qkv = randv(qkv_n(a), 121), P = randv(probs_n(a), 122, 0, 1), R = randv(ctx_n(a), 123);
   Tensor tq = e.from(qkv), tp = e.from(P), tc = e.make(DType::F32, ctx_n(a));
   auto loss = [&] {
@@ -192,7 +184,7 @@ void flash_backward_matches_finite_differences(const AttnDims& a) {
 }
 
 TEST(CpuAttention, FlashBackwardMatchesFiniteDifferences) {
-  flash_backward_matches_finite_differences(dims(2, 7, 4, 2, 4));
+  flash_backward_matches_finite_differences(attn_dims(2, 7, 4, 2, 4));
 }
 
 TEST(CpuAttention, BandedSoftCappedFlashBackwardMatchesFiniteDifferences) {
@@ -238,7 +230,7 @@ void flash_agrees_with_naive(int window, float softcap) {
   for (int kv : {2, 4})
     for (float p : {0.0f, 0.2f}) {
       Env e;
-      AttnDims a = dims(2, 150, 4, kv, 16, window, softcap);
+      AttnDims a = attn_dims(2, 150, 4, kv, 16, window, softcap);
       SCOPED_TRACE(describe(a));
       DropoutKey key{1234, 7, 3, kSiteAttentionProbs};
       auto qkv = randv(qkv_n(a), 141 + kv, -2, 2), dctx = randv(ctx_n(a), 142);
@@ -277,14 +269,14 @@ TEST(CpuAttention, ValueHeadsOfTheirOwnWidth) {
     cpu::simd::set_active(k);
     SCOPED_TRACE(k ? "simd" : "reference loops");
     for (int dv : {2, 7}) {
-      AttnDims a = dims(2, 7, 4, 2, 4, dv == 2 ? 3 : 0);
+      AttnDims a = attn_dims(2, 7, 4, 2, 4, dv == 2 ? 3 : 0);
       a.dv = dv;
       naive_backward_matches_finite_differences(a);
       flash_backward_matches_finite_differences(a);
     }
     for (int dv : {6, 24}) {
       Env e;
-      AttnDims a = dims(2, 150, 4, 4, 16);
+      AttnDims a = attn_dims(2, 150, 4, 4, 16);
       a.dv = dv;
       SCOPED_TRACE(describe(a));
       DropoutKey key{99, 2, 1, kSiteAttentionProbs};

@@ -22,6 +22,16 @@ namespace remat::cputest {
 inline std::int64_t qkv_n(const AttnDims& a) { return static_cast<std::int64_t>(a.B) * a.S * a.qkv_width(); }
 inline std::int64_t probs_n(const AttnDims& a) { return static_cast<std::int64_t>(a.B) * a.heads * a.S * a.S; }
 inline std::int64_t ctx_n(const AttnDims& a) { return static_cast<std::int64_t>(a.B) * a.S * a.ctx_width(); }
+// Causal attention of B sequences of S, heads over kv heads of width d, scores scaled by
+// 1/sqrt(d), with an optional window and soft-cap.
+inline AttnDims attn_dims(int B, int S, int heads, int kv, int d, int window = 0, float softcap = 0.0f) {
+  AttnDims a;
+  a.B = B, a.S = S, a.heads = heads, a.kv_heads = kv, a.d = d;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  a.window = window;
+  a.softcap = softcap;
+  return a;
+}
 
 // A backend plus the tensors a test made; frees them at the end.
 class Env {
