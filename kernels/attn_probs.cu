@@ -186,7 +186,7 @@ void attn_probs_fwd(FType t, const void* qkv, void* probs, int B, int S, int hea
   p.map.scale_log2 = scale * kLog2e;
   p.map.scale = scale;
   p.map.softcap = softcap;
-  p.map.window = window < S ? window : 0;
+  p.map.window = band_within(window, S);
   if (d == 32) launch<32>(p, B, s);
   else if (d == 64) launch<64>(p, B, s);
   else launch<128>(p, B, s);

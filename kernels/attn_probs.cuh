@@ -16,7 +16,7 @@ namespace remat::kernels {
 // its rows (width elements: AttnDims::qkv_width) a multiple of 16 bytes.
 bool attn_probs_supported(FType t, int d, std::int64_t width, const void* qkv);
 
-// window > 0: the band of AttnDims (zeros outside it); softcap > 0: soft-capped scores. dv: the
+// window: the band of AttnDims::band() (zeros outside it); softcap > 0: soft-capped scores. dv: the
 // value heads' width (AttnDims::v_dim()), which sets the row's width.
 void attn_probs_fwd(FType t, const void* qkv, void* probs, int B, int S, int heads, int kv_heads,
                     int d, int dv, float scale, int window, float softcap, cudaStream_t s);

@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(256)
 void attn_softmax_fwd_head(FType t, const float* scores, void* probs, int B, int S, int heads,
                            int h, int window, float softcap, const void* sinks, cudaStream_t s) {
   const unsigned blocks = static_cast<unsigned>((static_cast<std::int64_t>(B) * S + 7) / 8);
-  const int w = window < S ? window : 0;
+  const int w = band_within(window, S);
   if (t == FType::BF16)
     softmax_fwd_kernel<bf16><<<blocks, 256, 0, s>>>(scores, static_cast<bf16*>(probs), B, S,
                                                     heads, h, w, softcap,
@@ -178,7 +178,7 @@ void attn_sink_grad_head(FType t, const void* probs, const void* dprobs, float* 
   const std::int64_t rows = static_cast<std::int64_t>(B) * S;
   if (rows <= 0) return;
   const unsigned blocks = static_cast<unsigned>((rows + 7) / 8);
-  const int w = window < S ? window : 0;
+  const int w = band_within(window, S);
   if (t == FType::BF16) {
     sink_rows_kernel<bf16><<<blocks, 256, 0, s>>>(static_cast<const bf16*>(probs),
                                                   static_cast<const bf16*>(dprobs), scores, B, S,
@@ -200,7 +200,7 @@ void attn_softmax_bwd_head(FType t, const void* probs, const void* dprobs, const
                            cudaStream_t s) {
   const unsigned blocks = static_cast<unsigned>((static_cast<std::int64_t>(B) * S + 7) / 8);
   const bool aligned = aligned_to(probs, 16) && aligned_to(dprobs, 16) && aligned_to(ds, 16);
-  const int w = window < S ? window : 0;
+  const int w = band_within(window, S);
   const float* sc = softcap > 0.0f ? scores : nullptr;
   if (t == FType::BF16) {
     auto* p = static_cast<const bf16*>(probs);
@@ -227,7 +227,7 @@ void attn_band_store_head(FType t, const float* src, void* dp, int B, int S, int
   const std::int64_t n = static_cast<std::int64_t>(B) * S * S;
   if (n <= 0) return;
   const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
-  const int w = window < S ? window : 0;
+  const int w = band_within(window, S);
   if (t == FType::BF16)
     band_store_kernel<bf16><<<blocks, 256, 0, s>>>(src, static_cast<bf16*>(dp), B, S, heads, h,
                                                    w, acc);
@@ -242,7 +242,7 @@ void attn_zero_outside_band_head(FType t, void* x, int B, int S, int heads, int 
   const std::int64_t rows = static_cast<std::int64_t>(B) * S;
   if (rows <= 0) return;
   const unsigned blocks = static_cast<unsigned>((rows + 7) / 8);
-  const int w = window < S ? window : 0;
+  const int w = band_within(window, S);
   if (t == FType::BF16)
     zero_outside_band_kernel<bf16><<<blocks, 256, 0, s>>>(static_cast<bf16*>(x), B, S, heads, h,
                                                           w);

@@ -1,6 +1,6 @@
 // The row-wise parts of naive causal attention, one head at a time (the products run through
 // cuBLAS). probs and dprobs are [B, heads, S, S]; the per-head buffers are [B, S, S]. The band
-// (window > 0: query i sees keys first_key(i) .. i, AttnDims) and the soft cap (softcap > 0:
+// (window: AttnDims::band(), query i sees keys first_key(i) .. i) and the soft cap (softcap > 0:
 // score = softcap * tanh(raw / softcap)) follow kernels/detail/attn_band.h. Attention sinks
 // (gpt-oss): sinks [heads] in the probabilities' dtype, one more column of every row's softmax,
 // never capped, with no value; null: none.

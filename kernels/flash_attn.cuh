@@ -37,7 +37,7 @@ struct FlashArgs {
   int B = 0, S = 0, heads = 0, kv_heads = 0, d = 0;
   int dv = 0;  // the value heads' width (AttnDims::dv); 0: d
   float scale = 0.0f;
-  int window = 0;        // > 0: query i sees keys i - window < j <= i (AttnDims::window)
+  int window = 0;        // the band (AttnDims::band(), detail/attn_band.h): > 0 a window, < 0 chunks
   float softcap = 0.0f;  // > 0: scores softcap * tanh(q . k * scale / softcap), before the mask
   DropoutKey key;
   float p = 0.0f;  // attention dropout probability

@@ -96,22 +96,29 @@ __global__ void route_bwd(const T* logits, const T* dw, T* dl, const std::int32_
                  [out, acc](int e, float g) { out[e] = from_f<T>(acc ? to_f(out[e]) + g : g); }, aux);
 }
 
+// w: the weights scaling the rows (MoeDims::weight_input), null: a copy.
 template <class T>
-__global__ void permute_fwd(const T* x, T* xp, const std::int32_t* row, std::int64_t n, int k, int H) {
+__global__ void permute_fwd(const T* x, const T* w, T* xp, const std::int32_t* row, std::int64_t n, int k, int H) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n * H) return;
   const std::int64_t a = i / H, h = i % H;
-  if (row[a] >= 0) xp[static_cast<std::int64_t>(row[a]) * H + h] = x[(a / k) * H + h];
+  if (row[a] < 0) return;
+  const std::int64_t o = static_cast<std::int64_t>(row[a]) * H + h;
+  xp[o] = w ? from_f<T>(to_f(x[(a / k) * H + h]) * to_f(w[a])) : x[(a / k) * H + h];
 }
 
 template <class T>
-__global__ void permute_bwd(const T* dxp, T* dx, const std::int32_t* row, std::int64_t tokens, int k, int H, bool acc) {
+__global__ void permute_bwd(const T* dxp, const T* w, T* dx, const std::int32_t* row, std::int64_t tokens, int k, int H,
+                            bool acc) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= tokens * H) return;
   const std::int64_t t = i / H, h = i % H;
   float s = 0.0f;
   for (int j = 0; j < k; ++j)
-    if (const std::int32_t r = row[t * k + j]; r >= 0) s += to_f(dxp[static_cast<std::int64_t>(r) * H + h]);
+    if (const std::int32_t r = row[t * k + j]; r >= 0) {
+      const float g = to_f(dxp[static_cast<std::int64_t>(r) * H + h]);
+      s += w ? to_f(w[t * k + j]) * g : g;
+    }
   dx[i] = from_f<T>(acc ? to_f(dx[i]) + s : s);
 }
 
@@ -123,7 +130,10 @@ __global__ void unpermute_fwd(const T* yp, const T* w, const T* shared, T* y, co
   const std::int64_t t = i / H, h = i % H;
   float s = 0.0f;
   for (int j = 0; j < k; ++j)
-    if (const std::int32_t r = row[t * k + j]; r >= 0) s += to_f(w[t * k + j]) * to_f(yp[static_cast<std::int64_t>(r) * H + h]);
+    if (const std::int32_t r = row[t * k + j]; r >= 0) {
+      const float y_r = to_f(yp[static_cast<std::int64_t>(r) * H + h]);
+      s += w ? to_f(w[t * k + j]) * y_r : y_r;  // w null: the weights went into the rows
+    }
   y[i] = from_f<T>(shared ? s + to_f(shared[i]) : s);
 }
 
@@ -165,10 +175,12 @@ __global__ void unpermute_bwd_rows(const T* w, const T* dy, T* dyp, const std::i
   const std::int64_t a = i / H, h = i % H;
   if (row[a] < 0) return;
   const std::int64_t o = static_cast<std::int64_t>(row[a]) * H + h;
-  const float g = to_f(w[a]) * to_f(dy[(a / k) * H + h]);
+  const float g = w ? to_f(w[a]) * to_f(dy[(a / k) * H + h]) : to_f(dy[(a / k) * H + h]);
   dyp[o] = from_f<T>(acc ? to_f(dyp[o]) + g : g);
 }
 
+// Per (token, choice): dy of the token · yp of its row (0 where dropped). MoePermute's dweights
+// under weight_input are the same product with x for dy and the rows' gradient for yp.
 template <class T>
 __global__ void unpermute_bwd_weights(const T* yp, const T* dy, T* dw, const std::int32_t* row, std::int64_t n, int k, int H,
                                       bool acc) {
@@ -306,28 +318,46 @@ void CudaBackend::fwd_MoePermute(const OpArgs& a) {
   check_float(*a.out[0], op, "xp", d.rows() * H);
   check_same(*a.in[0], {a.out[0]}, op);
   check_routing(*a.in[1], d, op);
+  const std::int64_t n = d.tokens * d.top_k;
+  if (d.weight_input) {
+    check_float(*a.in[2], op, "weights", n);
+    check_same(*a.in[0], {a.in[2]}, op);
+  }
   activate();
   cudaStream_t stream = compute_;
   if (d.capacity > 0) REMAT_CUDA(cudaMemsetAsync(a.out[0]->data, 0, a.out[0]->bytes(), stream));
-  const std::int64_t n = d.tokens * d.top_k;
-  REMAT_MOE_LAUNCH(kernels::permute_fwd, ft(*a.in[0]), n * H, cp<T>(*a.in[0]), static_cast<T*>(a.out[0]->data),
-                   rows_of(*a.in[1], d), n, d.top_k, H);
+  REMAT_MOE_LAUNCH(kernels::permute_fwd, ft(*a.in[0]), n * H, cp<T>(*a.in[0]), d.weight_input ? cp<T>(*a.in[2]) : nullptr,
+                   static_cast<T*>(a.out[0]->data), rows_of(*a.in[1], d), n, d.top_k, H);
 }
 
 void CudaBackend::bwd_MoePermute(const OpArgs& a) {
   const char* op = "moe_permute_bwd";
   const MoeDims& d = a.moe;
   check_moe(d, op);
-  if (!a.din[0]) return;
   const int H = a.K;
+  const std::int64_t n = d.tokens * d.top_k;
   check_float(*a.dout[0], op, "dxp", d.rows() * H);
-  check_float(*a.din[0], op, "dx", d.tokens * H);
-  check_same(*a.dout[0], {a.din[0]}, op);
   check_routing(*a.in[1], d, op);
+  if (d.weight_input) {
+    check_float(*a.in[0], op, "x", d.tokens * H);
+    check_float(*a.in[2], op, "weights", n);
+    check_same(*a.dout[0], {a.in[0], a.in[2]}, op);
+  }
   activate();
   cudaStream_t stream = compute_;
-  REMAT_MOE_LAUNCH(kernels::permute_bwd, ft(*a.dout[0]), d.tokens * H, cp<T>(*a.dout[0]),
-                   static_cast<T*>(a.din[0]->data), rows_of(*a.in[1], d), d.tokens, d.top_k, H, a.acc[0]);
+  const std::int32_t* row = rows_of(*a.in[1], d);
+  if (a.din[0] && *a.din[0]) {
+    check_float(*a.din[0], op, "dx", d.tokens * H);
+    check_same(*a.dout[0], {a.din[0]}, op);
+    REMAT_MOE_LAUNCH(kernels::permute_bwd, ft(*a.dout[0]), d.tokens * H, cp<T>(*a.dout[0]),
+                     d.weight_input ? cp<T>(*a.in[2]) : nullptr, static_cast<T*>(a.din[0]->data), row, d.tokens, d.top_k,
+                     H, a.acc[0]);
+  }
+  if (d.weight_input && a.din[2] && *a.din[2]) {  // d row · x
+    check_float(*a.din[2], op, "dweights", n);
+    REMAT_MOE_LAUNCH(kernels::unpermute_bwd_weights, ft(*a.dout[0]), n, cp<T>(*a.dout[0]), cp<T>(*a.in[0]),
+                     static_cast<T*>(a.din[2]->data), row, n, d.top_k, H, a.acc[2]);
+  }
 }
 
 namespace {
@@ -381,7 +411,7 @@ void CudaBackend::fwd_MoeUnpermute(const OpArgs& a) {
   check_routing(*a.in[2], d, op);
   activate();
   cudaStream_t stream = compute_;
-  REMAT_MOE_LAUNCH(kernels::unpermute_fwd, ft(*a.in[0]), d.tokens * H, cp<T>(*a.in[0]), cp<T>(*a.in[1]),
+  REMAT_MOE_LAUNCH(kernels::unpermute_fwd, ft(*a.in[0]), d.tokens * H, cp<T>(*a.in[0]), d.weight_input ? nullptr : cp<T>(*a.in[1]),
                    shared ? cp<T>(*a.in[3]) : nullptr, static_cast<T*>(a.out[0]->data), rows_of(*a.in[2], d), d.tokens,
                    d.top_k, H);
 }
@@ -402,7 +432,7 @@ void CudaBackend::bwd_MoeUnpermute(const OpArgs& a) {
   if (a.din[0] && *a.din[0]) {
     check_float(*a.din[0], op, "dyp", d.rows() * H);
     if (!a.acc[0] && d.capacity > 0) REMAT_CUDA(cudaMemsetAsync(a.din[0]->data, 0, a.din[0]->bytes(), stream));
-    REMAT_MOE_LAUNCH(kernels::unpermute_bwd_rows, ft(*a.in[0]), n * H, cp<T>(*a.in[1]), cp<T>(*a.dout[0]),
+    REMAT_MOE_LAUNCH(kernels::unpermute_bwd_rows, ft(*a.in[0]), n * H, d.weight_input ? nullptr : cp<T>(*a.in[1]), cp<T>(*a.dout[0]),
                      static_cast<T*>(a.din[0]->data), row, n, d.top_k, H, a.acc[0]);
   }
   if (a.din[3] && *a.din[3]) {  // the shared experts' output: dout itself
@@ -410,7 +440,10 @@ void CudaBackend::bwd_MoeUnpermute(const OpArgs& a) {
     REMAT_MOE_LAUNCH(kernels::copy_acc, ft(*a.in[0]), d.tokens * H, cp<T>(*a.dout[0]), static_cast<T*>(a.din[3]->data),
                      d.tokens * H, a.acc[3]);
   }
-  if (a.din[1] && *a.din[1]) {
+  if (a.din[1] && *a.din[1] && d.weight_input) {  // the weights went into the rows: 0 here
+    check_float(*a.din[1], op, "dweights", n);
+    if (!a.acc[1]) REMAT_CUDA(cudaMemsetAsync(a.din[1]->data, 0, a.din[1]->bytes(), stream));
+  } else if (a.din[1] && *a.din[1]) {
     check_float(*a.din[1], op, "dweights", n);
     REMAT_MOE_LAUNCH(kernels::unpermute_bwd_weights, ft(*a.in[0]), n, cp<T>(*a.in[0]), cp<T>(*a.dout[0]),
                      static_cast<T*>(a.din[1]->data), row, n, d.top_k, H, a.acc[1]);

@@ -7,6 +7,7 @@
 
 #include "core/backend/cuda/cuda_args.h"
 #include "core/backend/cuda/cuda_backend.h"
+#include "core/backend/cuda/cuda_check.h"
 #include "kernels/detail/norm_impl.cuh"
 #include "kernels/layernorm.cuh"
 
@@ -415,33 +416,66 @@ std::int64_t check_qk_head_norm(const OpArgs& a, const Tensor& y, const char* op
   const std::int64_t n = a.M * (a.K + 2 * static_cast<std::int64_t>(a.N));
   check_float(*a.in[0], op, "qkv", n);
   check_float(y, op, y_name, n);
-  check_float(*a.w, op, "q weight", d);
-  check_float(*a.b, op, "k weight", d);
-  check_same(*a.in[0], {&y, a.w, a.b}, op);
+  if (!a.w != !a.b) throw Error(std::string("cuda ") + op + ": the q and k weights come together or not at all");
+  if (!a.w && a.w_offset != 0.0f) throw Error(std::string("cuda ") + op + ": a weight offset without weights");
+  if (a.w) {
+    check_float(*a.w, op, "q weight", d);
+    check_float(*a.b, op, "k weight", d);
+    check_same(*a.in[0], {&y, a.w, a.b}, op);
+  } else {
+    check_same(*a.in[0], {&y}, op);
+  }
   return n;
 }
 
 }  // namespace
 
+// Without weights (Llama 4's L2 norm) the kernels run with a zero weight at offset 1, and the
+// backward's weight gradients go to a row of scratch nobody reads: [zeros d][dw d][partials].
 void CudaBackend::fwd_QkHeadNorm(const OpArgs& a) {
-  check_qk_head_norm(a, *a.out[0], "qk_head_norm_fwd", "out");
+  const char* op = "qk_head_norm_fwd";
+  check_qk_head_norm(a, *a.out[0], op, "out");
   activate();
-  kernels::qk_head_norm_fwd(ft(*a.in[0]), a.in[0]->data, a.w->data, a.b->data, a.out[0]->data,
-                            a.M, a.K, a.N, a.attn.d, a.eps, a.w_offset, compute_);
+  const void* wq = a.w ? a.w->data : nullptr;
+  const void* wk = a.b ? a.b->data : nullptr;
+  float off = a.w_offset;
+  if (!a.w) {
+    char* s = scratch(kernels::qk_head_norm_scratch_bytes(0, a.attn.d, false), op);
+    REMAT_CUDA(cudaMemsetAsync(s, 0, static_cast<std::size_t>(a.attn.d) * 4, compute_));
+    wq = wk = s;
+    off = 1.0f;
+  }
+  kernels::qk_head_norm_fwd(ft(*a.in[0]), a.in[0]->data, wq, wk, a.out[0]->data, a.M, a.K, a.N, a.attn.d,
+                            a.eps, off, compute_);
 }
 
 void CudaBackend::bwd_QkHeadNorm(const OpArgs& a) {
   const char* op = "qk_head_norm_bwd";
   const std::int64_t n = check_qk_head_norm(a, *a.dout[0], op, "dout");
   check_float(*a.din[0], op, "dqkv", n);
-  check_float(*a.dw, op, "q weight gradient", a.attn.d);
-  check_float(*a.db, op, "k weight gradient", a.attn.d);
-  check_same(*a.in[0], {a.din[0], a.dw, a.db}, op);
+  if (a.w) {
+    check_float(*a.dw, op, "q weight gradient", a.attn.d);
+    check_float(*a.db, op, "k weight gradient", a.attn.d);
+    check_same(*a.in[0], {a.din[0], a.dw, a.db}, op);
+  }
   activate();
-  float* part = reinterpret_cast<float*>(scratch(kernels::norm_bwd_scratch_bytes(a.M, a.attn.d), op));
-  kernels::qk_head_norm_bwd(ft(*a.in[0]), a.in[0]->data, a.w->data, a.b->data, a.dout[0]->data,
-                            a.din[0]->data, a.dw->data, a.db->data, a.M, a.K, a.N, a.attn.d, a.eps,
-                            a.w_offset, a.acc[0], part, compute_);
+  char* s = scratch(kernels::qk_head_norm_scratch_bytes(a.M, a.attn.d, a.w != nullptr), op);
+  const void *wq = nullptr, *wk = nullptr;
+  void *dwq = nullptr, *dwk = nullptr;
+  float off = a.w_offset;
+  float* part = reinterpret_cast<float*>(s);
+  if (a.w) {
+    wq = a.w->data, wk = a.b->data, dwq = a.dw->data, dwk = a.db->data;
+  } else {
+    const std::size_t vec = kernels::align256(static_cast<std::size_t>(a.attn.d) * 4);
+    REMAT_CUDA(cudaMemsetAsync(s, 0, static_cast<std::size_t>(a.attn.d) * 4, compute_));
+    wq = wk = s;
+    dwq = dwk = s + vec;
+    part = reinterpret_cast<float*>(s + 2 * vec);
+    off = 1.0f;
+  }
+  kernels::qk_head_norm_bwd(ft(*a.in[0]), a.in[0]->data, wq, wk, a.dout[0]->data, a.din[0]->data, dwq, dwk, a.M,
+                            a.K, a.N, a.attn.d, a.eps, off, a.acc[0], part, compute_);
 }
 
 }  // namespace remat::cuda

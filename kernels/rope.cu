@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/util/attn_temperature.h"
 #include "core/util/error.h"
 #include "kernels/detail/device_utils.cuh"
 
@@ -30,14 +31,14 @@ __global__ void __launch_bounds__(256)
   sn[idx] = static_cast<float>(sd) * scaling;
 }
 
-// One block per row: pairs (i, i + half) of the first rotary = 2 half dims of each of the
-// `rotated` q and k heads are rotated; every other column (the rest of those heads, the v
-// heads) is copied (added when acc).
+// One block per row: pairs (i, i + half) (interleaved: (2i, 2i + 1)) of the first rotary =
+// 2 half dims of each of the `rotated` q and k heads are rotated; every other column (the rest
+// of those heads, the v heads) is copied (added when acc).
 template <class T>
 __global__ void __launch_bounds__(256)
     rope_apply_kernel(const T* in, T* out, int S, int rotated, int d, int half, int width,
                       const float* __restrict__ cs, const float* __restrict__ sn, float sign,
-                      bool acc) {
+                      bool acc, bool interleaved) {
   const std::int64_t r = blockIdx.x;
   const int s = static_cast<int>(r % S), rotary = 2 * half;
   const T* xi = in + r * width;
@@ -47,16 +48,16 @@ __global__ void __launch_bounds__(256)
   const int pairs = rotated * half;
   for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
     const int head = p / half, i = p % half;
-    const int col = head * d + i;
-    const float x1 = to_f(xi[col]), x2 = to_f(xi[col + half]);
+    const int col = head * d + (interleaved ? 2 * i : i), col2 = col + (interleaved ? 1 : half);
+    const float x1 = to_f(xi[col]), x2 = to_f(xi[col2]);
     const float c = c_row[i], sv = sign * s_row[i];
     float o1 = x1 * c - x2 * sv, o2 = x2 * c + x1 * sv;
     if (acc) {
       o1 = to_f(xo[col]) + o1;
-      o2 = to_f(xo[col + half]) + o2;
+      o2 = to_f(xo[col2]) + o2;
     }
     xo[col] = from_f<T>(o1);
-    xo[col + half] = from_f<T>(o2);
+    xo[col2] = from_f<T>(o2);
   }
   for (int col = threadIdx.x; col < width; col += blockDim.x) {
     if (col < rotated * d && col % d < rotary) continue;  // rotated above
@@ -65,11 +66,39 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// Temperature tuning: element i of the qkv rows; q columns times tau(position), the rest copied.
+template <class T>
+__global__ void temperature_kernel(const T* in, T* out, std::int64_t n, int S, int width, int q_width, int floor_scale,
+                                   float attn_scale, bool acc) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const std::int64_t row = i / width;
+  const int col = static_cast<int>(i % width);
+  float v = to_f(in[i]);
+  if (col < q_width) v *= attn_temperature(static_cast<int>(row % S), floor_scale, attn_scale);
+  out[i] = from_f<T>(acc ? to_f(out[i]) + v : v);
+}
+
 }  // namespace
+
+void rope_temperature(FType t, const void* in, void* out, int B, int S, int heads, int kv_heads, int d, int dv,
+                      int floor_scale, float attn_scale, bool acc, cudaStream_t s) {
+  const int width = (heads + kv_heads) * d + kv_heads * dv;  // AttnDims::qkv_width
+  const std::int64_t n = static_cast<std::int64_t>(B) * S * width;
+  if (n <= 0) return;
+  const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
+  if (t == FType::BF16)
+    temperature_kernel<bf16><<<blocks, 256, 0, s>>>(static_cast<const bf16*>(in), static_cast<bf16*>(out), n, S, width,
+                                                    heads * d, floor_scale, attn_scale, acc);
+  else
+    temperature_kernel<float><<<blocks, 256, 0, s>>>(static_cast<const float*>(in), static_cast<float*>(out), n, S,
+                                                     width, heads * d, floor_scale, attn_scale, acc);
+  check_launch("rope_temperature");
+}
 
 void rope_apply(FType t, const void* in, void* out, int B, int S, int heads, int kv_heads, int d,
                 int dv, int rotary_dim, const float* inv_freq_host, float attention_scaling,
-                float sign, bool acc, float* scratch, cudaStream_t s) {
+                float sign, bool acc, float* scratch, cudaStream_t s, bool interleaved) {
   if (d % 2 != 0 || d / 2 > kRopeMaxHalf)
     throw Error("rope: head dim " + std::to_string(d) + " must be even and at most " +
                 std::to_string(2 * kRopeMaxHalf));
@@ -92,11 +121,11 @@ void rope_apply(FType t, const void* in, void* out, int B, int S, int heads, int
   if (t == FType::BF16)
     rope_apply_kernel<bf16><<<static_cast<unsigned>(rows), 256, 0, s>>>(
         static_cast<const bf16*>(in), static_cast<bf16*>(out), S, rotated, d, half, width, cs, sn,
-        sign, acc);
+        sign, acc, interleaved);
   else
     rope_apply_kernel<float><<<static_cast<unsigned>(rows), 256, 0, s>>>(
         static_cast<const float*>(in), static_cast<float*>(out), S, rotated, d, half, width, cs,
-        sn, sign, acc);
+        sn, sign, acc, interleaved);
   check_launch("rope_apply");
 }
 

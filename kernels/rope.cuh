@@ -18,9 +18,16 @@ constexpr int kRopeMaxHalf = 256;  // d <= 512
 // fp32 cos and sin tables [S, rotary_dim/2] each (sized for rotary_dim = d, the most).
 // Scratch: rope_scratch_bytes (scratch_bytes.h).
 // sign = +1: out = rotate(in) (forward); sign = -1: the transposed rotation (backward of a
-// rotation), added into out when acc. inv_freq: rotary_dim/2 host values.
+// rotation), added into out when acc. inv_freq: rotary_dim/2 host values. interleaved: pairs
+// (2i, 2i + 1) (RopeTable::interleaved), else (i, i + rotary_dim/2).
 void rope_apply(FType t, const void* in, void* out, int B, int S, int heads, int kv_heads, int d,
                 int dv, int rotary_dim, const float* inv_freq_host, float attention_scaling,
-                float sign, bool acc, float* scratch, cudaStream_t s);
+                float sign, bool acc, float* scratch, cudaStream_t s, bool interleaved = false);
+
+// Llama 4's temperature tuning (RopeTable::temp_floor): out = in with the q heads of position s
+// times attn_temperature(s) (core/util/attn_temperature.h), added into out when acc; the
+// backward is the same map.
+void rope_temperature(FType t, const void* in, void* out, int B, int S, int heads, int kv_heads, int d, int dv,
+                      int floor_scale, float attn_scale, bool acc, cudaStream_t s);
 
 }  // namespace remat::kernels

@@ -27,6 +27,13 @@ inline std::size_t norm_bwd_scratch_bytes(std::int64_t rows, int H) {
   return stats + static_cast<std::size_t>(norm_bwd_chunks(rows)) * 2 * static_cast<std::size_t>(H) * 4;
 }
 
+// Per-head QK-norm (qk_norm.cu): the backward's, and without weights (Llama 4's L2 norm) a zero
+// weight and a weight gradient nobody reads ahead of it, d elements each.
+inline std::size_t qk_head_norm_scratch_bytes(std::int64_t rows, int d, bool weights) {
+  const std::size_t bwd = norm_bwd_scratch_bytes(rows, d);
+  return weights ? bwd : 2 * align256(static_cast<std::size_t>(d) * 4) + bwd;
+}
+
 // RoPE (rope.cuh): the cos and sin tables of S positions × d/2 frequencies, fp32.
 inline std::size_t rope_scratch_bytes(int S, int d) {
   return 2 * static_cast<std::size_t>(S) * static_cast<std::size_t>(d / 2) * 4 + 256;

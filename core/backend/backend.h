@@ -138,11 +138,13 @@ class Backend {
   // - QkNorm: in[0] qkv rows [M, K + 2N] -> out[0]: RMSNorm of the q part (K wide) with w, of
   //   the k part (N wide) with b, v copied; backward dw and db (the k weight's) accumulate.
   // - QkHeadNorm: as QkNorm over each attn.d-wide head of the q part (w) and of the k part (b),
-  //   both weights d wide, applied as (w_offset + w).
+  //   both weights d wide, applied as (w_offset + w); without w and b (both null: Llama 4's L2
+  //   norm) the weight is 1 and there are no weight gradients.
   // - Linear: y = x W^T + b (b may be absent), M rows, K in, N out; backward dx = dy W (acc:
   //   +=), dW += dy^T x, db += colsum(dy).
   // - Rope: Hugging Face rotate_half on the first rope.rotary_dim dims of every q and k head
-  //   of in[0] (qkv), the rest copied; cos and sin scaled by rope.attention_scaling.
+  //   of in[0] (qkv), the rest copied; cos and sin scaled by rope.attention_scaling; with
+  //   rope.interleaved the pairs are adjacent dims (2i, 2i + 1) (Llama 4's complex form).
   // - MlaPack (multi-head latent attention, DeepSeek-V2/V3): in[0] q [M, heads·d] (per head
   //   d - r unrotated dims, then r = rope.rotary_dim rotated), in[1] kv [M, heads·(d - r + dv)]
   //   (per head the k part, then the value, dv = attn.v_dim()), in[2] k_pe [M, r] (one rotated key
@@ -176,13 +178,16 @@ class Backend {
   //   softmax routers): forward also writes aux [2E], the layer's choices per expert and the sum
   //   of each expert's probability over its tokens; backward adds, for every expert e, the
   //   gradient of the probabilities times aux [E] (the loss's gradient per probability). MoePermute: in[0] x [tokens, K], in[1] routing
-  //   -> out[0] the rows [moe.rows(), K] (padding rows 0); backward dx (acc) sums its rows.
+  //   -> out[0] the rows [moe.rows(), K] (padding rows 0); backward dx (acc) sums its rows. Under
+  //   moe.weight_input (Llama 4), in[2] the weights: each row is x · w, backward dx sums w · d row
+  //   and dweights (in[2]'s gradient) = d row · x.
   //   ExpertLinear: in[0] rows [M, K], in[1] routing, w [experts · N, K] -> out[0] [M, N], expert
   //   e's rows through its N x K slice (with a capacity its whole block), plus its N-wide slice
   //   of b [experts · N] when given; backward as Linear's (db += each expert's row sums).
   //   MoeUnpermute: in[0] rows [moe.rows(), K], in[1] weights, in[2] routing, in[3] (optional)
   //   the shared experts' output [tokens, K] -> out[0] each token's weighted sum of its rows plus
-  //   in[3]; backward d rows (padding 0), dweights, d shared = dout.
+  //   in[3]; backward d rows (padding 0), dweights, d shared = dout. Under moe.weight_input the
+  //   sum is unweighted and dweights 0 (MoePermute's backward gives them).
   // - SigmoidGate: in[0] x [M, K], in[1] g [M] -> out[0] = sigmoid(g) * x; backward dx, dg.
   virtual void run(OpKind op, Pass pass, const OpArgs& args) = 0;
 

@@ -50,6 +50,7 @@ std::uint64_t cuda_workspace_bytes(const ModelConfig& m, std::size_t head_chunk_
     if (s.op == OpKind::Linear && !s.b.empty()) take(kernels::colsum_scratch_bytes(s.M, s.N));
     if (s.op == OpKind::QkNorm || s.op == OpKind::QkHeadNorm)
       take(kernels::norm_bwd_scratch_bytes(s.M, std::max(s.K, s.N)));
+    if (s.op == OpKind::QkHeadNorm && s.w.empty()) take(kernels::qk_head_norm_scratch_bytes(s.M, m.head_dim(), false));
   }
   if (m.position == PositionKind::Rope && !m.mla.on()) take(kernels::rope_scratch_bytes(m.seq, m.head_dim()));
   if (m.mla.on()) take(kernels::mla_pack_scratch_bytes(m.seq, m.mla.rope_dim));  // the rotation's cos and sin

@@ -148,6 +148,7 @@ AttnDims Executor::attn(int block) const {
                                   : 1.0f / std::sqrt(static_cast<float>(a.d));
   if (cfg_.attn_scale_inverse_layer) a.scale /= static_cast<float>(first_block_ + block + 1);
   a.window = cfg_.window_of(first_block_ + block);
+  a.chunk = cfg_.chunk_of(first_block_ + block);
   a.softcap = static_cast<float>(cfg_.attn_softcap);
   return a;
 }
@@ -159,10 +160,16 @@ RopeTable Executor::rope_table(int block) const {
   for (const auto& [b, table] : rope_bases_)
     if (b == base) own = &table;
   const RopeFrequencies& f = own != nullptr ? *own : rope_;
+  if (!cfg_.rope_in(first_block_ + block) && cfg_.attn_temperature_floor > 0) {  // temperature tuning only
+    r.temp_floor = cfg_.attn_temperature_floor;
+    r.temp_scale = static_cast<float>(cfg_.attn_temperature_scale);
+    return r;
+  }
   if (f.inv_freq.empty()) return r;
   r.inv_freq = f.inv_freq.data();
   r.rotary_dim = 2 * static_cast<int>(f.inv_freq.size());
   r.attention_scaling = f.attention_scaling;
+  r.interleaved = cfg_.rope_interleaved;
   return r;
 }
 

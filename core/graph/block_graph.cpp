@@ -59,6 +59,7 @@ MoeDims moe_dims(const ModelConfig& m) {
   d.topk_groups = m.moe.topk_groups;
   d.group_max = m.moe.group_max;
   d.scaling = static_cast<float>(m.moe.scaling);
+  d.weight_input = m.moe.weight_input;
   return d;
 }
 
@@ -160,6 +161,15 @@ std::uint64_t visible_sq(std::int64_t S, int W) {
   return 2 * pairs - s;
 }
 
+// The same for chunks of C tokens (the last may be shorter), each causal on its own.
+std::uint64_t chunked_sq(std::int64_t S, int C) {
+  if (C <= 0 || C >= S) return visible_sq(S, 0);
+  const std::uint64_t c = static_cast<std::uint64_t>(C), s = static_cast<std::uint64_t>(S);
+  const std::uint64_t full = s / c, r = s % c;
+  const std::uint64_t pairs = full * (c * (c + 1) / 2) + r * (r + 1) / 2;
+  return 2 * pairs - s;
+}
+
 // The MLP activation's step name and op.
 std::pair<const char*, OpKind> mlp_activation(MlpKind k) {
   switch (k) {
@@ -233,7 +243,7 @@ int BlockGraph::build_attention(int qkv) {
     s.rows = static_cast<std::uint64_t>(B * a);
     s.K = K;
     s.N = static_cast<int>(S);
-    s.sq = visible_sq(S, m.windowed_size());
+    s.sq = m.chunked_size() > 0 ? chunked_sq(S, m.chunked_size()) : visible_sq(S, m.windowed_size());
     s.sq_full = visible_sq(S, 0);
     return s;
   };
@@ -353,7 +363,7 @@ int BlockGraph::build_moe(int in) {
   route.N = static_cast<int>(E);
   add_step(route);
   int xp = add_tensor("moe.xp", m.dtype, R * h, moe_formula(h, true));
-  StepDef perm = step("moe.permute", OpKind::MoePermute, {in, routing}, {xp});
+  StepDef perm = step("moe.permute", OpKind::MoePermute, d.weight_input ? std::vector<int>{in, routing, weights} : std::vector<int>{in, routing}, {xp});
   perm.M = T * k;
   perm.K = static_cast<int>(h);
   perm.N = static_cast<int>(R);
@@ -427,27 +437,39 @@ void BlockGraph::build() {
   const ModelConfig& m = cfg_;
   const std::int64_t bs = m.tokens(), n = bs * m.hidden;
   const bool pre = m.placement != NormPlacement::Post, post = m.placement != NormPlacement::Pre;
-  const bool rope = rope_, qkn = m.qk_norm != QkNormKind::None;
+  const bool rope = rope_;
+  const bool l2 = m.qk_norm == QkNormKind::HeadL2, qkn = m.qk_norm != QkNormKind::None && (!l2 || rope);
+  const bool temp = !rope && m.attn_temperature_floor > 0 && !m.mla.on();  // Llama 4's, without RoPE
   input_ = add_tensor("block.in", m.dtype, n, width_formula(m.hidden));
   int x = pre ? norm_step("ln1", "ln1.out", input_, "layernorm") : input_;
   const int w = m.qkv_width();
   int qkv = m.mla.on() ? build_latent_qkv(x) : -1;
   if (qkv < 0) {
-    qkv = add_tensor(rope || qkn ? "attn.qkv_raw" : "attn.qkv", m.dtype, bs * w, width_formula(w));
+    qkv = add_tensor(rope || qkn || temp ? "attn.qkv_raw" : "attn.qkv", m.dtype, bs * w, width_formula(w));
     add_step(linear("attn.qkv", x, qkv, "attn.qkv", m.qkv_bias, bs, m.hidden, w));
   }
   if (qkn) {
     int o = add_tensor(rope ? "attn.qkv_normed" : "attn.qkv", m.dtype, bs * w, width_formula(w));
-    const bool heads = m.qk_norm == QkNormKind::Head;
+    const bool heads = m.qk_norm == QkNormKind::Head || l2;
     StepDef s = step("attn.qk_norm", heads ? OpKind::QkHeadNorm : OpKind::QkNorm, {qkv}, {o});
-    s.w = "attn.q_norm.w";
-    s.b = "attn.k_norm.w";
+    if (!l2) {  // the L2 norm has no weight
+      s.w = "attn.q_norm.w";
+      s.b = "attn.k_norm.w";
+    }
     s.w_offset = heads && m.norm_unit_offset ? 1.0f : 0.0f;
     s.M = bs;
     s.K = m.q_width();
     s.N = m.kv_width();
     add_step(s);
     qkv = o;
+  }
+  if (temp) {  // the q heads times their position's temperature: a Rope step without rotation
+    int r = add_tensor("attn.qkv", m.dtype, bs * w, width_formula(w));
+    StepDef s = step("attn.temperature", OpKind::Rope, {qkv}, {r});
+    s.M = bs;
+    s.K = m.heads * m.head_dim();  // the q elements, counted as RoPE counts a rotated one
+    add_step(s);
+    qkv = r;
   }
   if (rope && !m.mla.on()) {
     int r = add_tensor("attn.qkv", m.dtype, bs * w, width_formula(w));

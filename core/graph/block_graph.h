@@ -106,7 +106,10 @@ class BlockGraph {
                                                int block = 0) const;
   // Whether block `block` of this table's blocks attends through a window (the model's block
   // first_block() + block: a pipeline stage's table numbers its own blocks from 0).
-  bool windowed(int block) const { return cfg_.window_of(first_block_ + block) > 0; }
+  // A chunked block (ModelConfig::chunk_of) counts as windowed: its band is the model's one.
+  bool windowed(int block) const {
+    return cfg_.window_of(first_block_ + block) > 0 || cfg_.chunk_of(first_block_ + block) > 0;
+  }
   int first_block() const { return first_block_; }
   void set_first_block(int b);
   // A model whose layer kinds differ in their steps (layers without RoPE among layers with it,

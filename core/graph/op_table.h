@@ -41,6 +41,7 @@ struct AttnDims {
   int dv = 0;            // the value heads' width (multi-head latent attention); 0: d
   float scale = 0.0f;    // scores = q·k * scale
   int window = 0;        // > 0: query i sees keys i - window < j <= i
+  int chunk = 0;         // > 0: query i sees keys j <= i of its own chunk, j / chunk == i / chunk
   float softcap = 0.0f;  // > 0: scores = softcap * tanh(scores / softcap), before the mask
   int group() const { return heads / kv_heads; }
   int v_dim() const { return dv > 0 ? dv : d; }
@@ -50,7 +51,13 @@ struct AttnDims {
   }
   std::int64_t ctx_width() const { return static_cast<std::int64_t>(heads) * v_dim(); }
   // First key query i sees.
-  int first_key(int i) const { return window > 0 && i >= window ? i - window + 1 : 0; }
+  int first_key(int i) const {
+    if (chunk > 0) return i / chunk * chunk;
+    return window > 0 && i >= window ? i - window + 1 : 0;
+  }
+  // The band as one int, as the CUDA kernels take it (kernels/detail/attn_band.h): the window,
+  // minus the chunk, or 0.
+  int band() const { return window > 0 ? window : chunk > 0 ? -chunk : 0; }
 };
 
 // RoPE rotation of one model: inverse frequencies of the rotated pairs and the factor cos and
@@ -59,6 +66,14 @@ struct RopeTable {
   const float* inv_freq = nullptr;
   int rotary_dim = 0;
   float attention_scaling = 1.0f;
+  // Pairs of adjacent dims (2i, 2i + 1), the complex form of Llama 4 (and Meta's checkpoints),
+  // instead of Hugging Face's rotate_half pairs (i, i + rotary_dim/2); the angles are the same.
+  bool interleaved = false;
+  // Llama 4's attention temperature tuning, on its layers without RoPE (rotary_dim 0 there): the
+  // q heads of position s times log(floor((s + 1) / temp_floor) + 1) · temp_scale + 1, the k and
+  // v heads copied. temp_floor 0: none.
+  int temp_floor = 0;
+  float temp_scale = 0.0f;
 };
 
 // A mixture of experts' sizes (model_config.h MoeConfig): the MoE ops' arguments.
@@ -70,6 +85,7 @@ struct MoeDims {
   int groups = 0, topk_groups = 0;
   bool group_max = false;            // a group's score: its best choice score (else its two best summed)
   float scaling = 1.0f;
+  bool weight_input = false;         // the weights scale the permuted rows, not the experts' outputs
   std::int64_t rows() const { return capacity > 0 ? capacity * experts : tokens * top_k; }
 };
 

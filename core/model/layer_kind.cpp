@@ -28,6 +28,8 @@ std::vector<LayerKind> layer_kinds_from_json(const nlohmann::json& kinds) {
       if (key == "name") continue;
       if (key == "window") {
         kind.window = json_int(v, f.c_str());
+      } else if (key == "chunk") {
+        kind.chunk = json_int(v, f.c_str());
       } else if (key == "rope_theta") {
         kind.rope_theta = json_number(v, f);
       } else if (key == "rope") {
@@ -36,7 +38,7 @@ std::vector<LayerKind> layer_kinds_from_json(const nlohmann::json& kinds) {
         if (v != "dense" && v != "moe") throw ConfigError(f, "must be \"dense\" or \"moe\", got " + json_snippet(v));
         kind.mlp = v == "moe" ? LayerMlp::Moe : LayerMlp::Dense;
       } else {
-        throw ConfigError(f, "unknown key (a layer kind has name, window, rope_theta, rope, mlp)");
+        throw ConfigError(f, "unknown key (a layer kind has name, window, chunk, rope_theta, rope, mlp)");
       }
     }
     out.push_back(std::move(kind));
@@ -69,6 +71,7 @@ nlohmann::json layer_kinds_to_json(const std::vector<LayerKind>& kinds) {
     nlohmann::json j;
     j["name"] = k.name;
     if (k.window != 0) j["window"] = k.window;
+    if (k.chunk != 0) j["chunk"] = k.chunk;
     if (k.rope_theta != 0.0) j["rope_theta"] = k.rope_theta;
     if (!k.rope) j["rope"] = false;
     if (k.mlp != LayerMlp::Dense) j["mlp"] = to_string(k.mlp);

@@ -21,10 +21,11 @@ struct LayerKind {
   double rope_theta = 0.0;  // this kind's own RoPE base, without rope_scaling; 0: the model's
   bool rope = true;         // false: no rotary embedding (NoPE): the block has no RoPE step
   LayerMlp mlp = LayerMlp::Dense;
+  int chunk = 0;            // attention within chunks of this many tokens (Llama 4); 0: none
   bool operator==(const LayerKind&) const = default;
 };
 
-// Our model JSON's "layer_kinds" (a list of {"name", "window", "rope_theta", "rope", "mlp"}, all
+// Our model JSON's "layer_kinds" (a list of {"name", "window", "chunk", "rope_theta", "rope", "mlp"}, all
 // but the name optional) and "layer_pattern" (kind names, repeated over the layers): the kinds,
 // and each pattern entry's index into them. ConfigError naming the key for anything else.
 std::vector<LayerKind> layer_kinds_from_json(const nlohmann::json& kinds);

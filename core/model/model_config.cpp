@@ -24,7 +24,7 @@ std::size_t dtype_size(DType t) {
 namespace {
 const char* const kFamilies[] = {"gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3", "olmo2", "qwen3", "granite", "gpt_neox", "falcon",
                                  "gemma3", "smollm3", "mixtral", "qwen3_moe", "qwen2_moe",
-                                 "deepseek_v2", "deepseek_v3", "gpt_oss"};
+                                 "deepseek_v2", "deepseek_v3", "gpt_oss", "llama4_text"};
 }  // namespace
 
 const char* to_string(Family f) { return kFamilies[static_cast<int>(f)]; }
@@ -53,7 +53,7 @@ const char* to_string(BlockLayout b) {
   return n[static_cast<int>(b)];
 }
 const char* to_string(QkNormKind k) {
-  static const char* n[] = {"none", "projection", "head"};
+  static const char* n[] = {"none", "projection", "head", "head_l2"};
   return n[static_cast<int>(k)];
 }
 
@@ -91,6 +91,10 @@ void set_family(ModelConfig& m, Family f) {
          : neox || falcon ? MlpKind::Gelu
                : gemma ? MlpKind::GeGlu : oss ? MlpKind::SwiGluClamped : MlpKind::SwiGlu;
   m.tied_embeddings = gpt2 || falcon || gemma || f == Family::SmolLM3;
+  // Llama 4: RoPE in the complex form (adjacent pairs), the weightless L2 norm of q and k on the
+  // blocks with RoPE.
+  m.rope_interleaved = f == Family::Llama4;
+  if (f == Family::Llama4) m.qk_norm = QkNormKind::HeadL2;
   m.embed_scale = gemma;
   m.window_layers = f == Family::Gemma2 || f == Family::GptOss ? WindowLayers::Even : WindowLayers::All;
   m.window_pattern = f == Family::Gemma3 ? 6 : 0;
@@ -120,6 +124,15 @@ int ModelConfig::windowed_size() const {
   for (int i : layer_pattern)
     if (i >= 0 && static_cast<std::size_t>(i) < layer_kinds.size()) w = std::max(w, layer_kinds[static_cast<std::size_t>(i)].window);
   return w;
+}
+
+int ModelConfig::chunk_of(int block) const { return layer_kinds.empty() ? 0 : kind_of(block).chunk; }
+
+int ModelConfig::chunked_size() const {
+  int c = 0;
+  for (int i : layer_pattern)
+    if (i >= 0 && static_cast<std::size_t>(i) < layer_kinds.size()) c = std::max(c, layer_kinds[static_cast<std::size_t>(i)].chunk);
+  return c;
 }
 
 double ModelConfig::rope_base_of(int block) const {
@@ -157,6 +170,9 @@ void validate_layer_kinds(const ModelConfig& m) {
     for (std::size_t j = 0; j < i; ++j)
       if (m.layer_kinds[j].name == k.name) throw ConfigError(field, "is listed twice");
     if (k.window < 0) throw ConfigError(field + ".window", "must be 0 (full attention) or a positive window, got " + std::to_string(k.window));
+    if (k.chunk < 0) throw ConfigError(field + ".chunk", "must be 0 (no chunks) or a positive chunk, got " + std::to_string(k.chunk));
+    if (k.chunk > 0 && k.window > 0)
+      throw ConfigError(field + ".chunk", "and window are both given; a layer attends through one or the other");
     if (!(std::isfinite(k.rope_theta) && k.rope_theta >= 0.0))
       throw ConfigError(field + ".rope_theta", "must be 0 (the model's) or a positive base");
     if (k.rope_theta > 0.0 && m.position != PositionKind::Rope)
@@ -177,6 +193,13 @@ void validate_layer_kinds(const ModelConfig& m) {
       throw ConfigError("layer_kinds." + k.name + ".window", std::to_string(k.window) + " where another kind's is " +
                                                               std::to_string(m.windowed_size()) +
                                                               ": windows of several sizes are not modelled yet");
+  for (int i : m.layer_pattern)
+    if (const LayerKind& k = m.layer_kinds[static_cast<std::size_t>(i)]; k.chunk > 0 && k.chunk != m.chunked_size())
+      throw ConfigError("layer_kinds." + k.name + ".chunk", std::to_string(k.chunk) + " where another kind's is " +
+                                                             std::to_string(m.chunked_size()) +
+                                                             ": chunks of several sizes are not modelled yet");
+  if (m.chunked_size() > 0 && m.windowed_size() > 0)
+    throw ConfigError("layer_kinds", "give sliding windows and attention chunks to different layers: both in one model are not modelled yet");
   if (m.moe.on() && std::none_of(m.layer_pattern.begin(), m.layer_pattern.end(), [&](int i) {
         return m.layer_kinds[static_cast<std::size_t>(i)].mlp == LayerMlp::Moe;
       }))
@@ -242,6 +265,8 @@ void validate_latent_attention(const ModelConfig& m) {
   if (m.block_layout != BlockLayout::Sequential) throw ConfigError("mla", "latent attention needs a sequential block");
   if (m.partial_rotary != 1.0)
     throw ConfigError("partial_rotary_factor", "latent attention rotates mla.rope_dim dims; leave partial_rotary_factor at 1");
+  if (m.rope_interleaved)
+    throw ConfigError("rope_interleaved", "latent attention's rotation is its own (mla_pack); leave rope_interleaved false");
 }
 
 }  // namespace
@@ -280,6 +305,16 @@ void ModelConfig::validate() const {
     if (rotary_dim() < 2 || (partial_rotary == 1.0 && !mla.on() && head_dim() % 2 != 0))
       throw ConfigError("head_dim", "RoPE needs an even head dimension, got " + std::to_string(head_dim()));
   }
+  if (rope_interleaved && position != PositionKind::Rope)
+    throw ConfigError("rope_interleaved", "needs rotary positions (position rope)");
+  if (attn_temperature_floor < 0)
+    throw ConfigError("attn_temperature_floor", "must be 0 (no temperature tuning) or a positive position count, got " +
+                                                    std::to_string(attn_temperature_floor));
+  if (attn_temperature_floor > 0 && !(std::isfinite(attn_temperature_scale) && attn_temperature_scale >= 0.0 &&
+                                      attn_temperature_scale <= 1e3))
+    throw ConfigError("attn_temperature_scale", "must be a number from 0 to 1000, got " + std::to_string(attn_temperature_scale));
+  if (attn_temperature_floor > 0 && position != PositionKind::Rope)
+    throw ConfigError("attn_temperature_floor", "tunes the blocks without RoPE among blocks with it (position rope, layer kinds with rope false)");
   if (position == PositionKind::Rope) {
     RopeProblems problems;
     validate_rope_scaling(rope_scaling, rotary_dim(), positions, problems);
@@ -328,6 +363,8 @@ void ModelConfig::validate() const {
     throw ConfigError("mlp_bias", "biases on the experts' projections are not modelled (a model with experts takes mlp_bias false)");
   if (moe.on() && block_layout != BlockLayout::Sequential)
     throw ConfigError("moe", "experts need a sequential block (block_layout sequential)");
+  if (qk_norm == QkNormKind::HeadL2 && position != PositionKind::Rope)
+    throw ConfigError("qk_norm", "head_l2 norms q and k on the blocks with RoPE, and the model has no rotary positions (position rope)");
   if (qk_norm == QkNormKind::Projection && norm_unit_offset)
     throw ConfigError("qk_norm", "projection-wide QK-norm scales by w, not (1 + w); per head (head) takes norm_unit_offset");
   if (block_layout != BlockLayout::Sequential && placement != NormPlacement::Pre)

@@ -18,7 +18,7 @@ namespace remat {
 
 enum class Family : std::uint8_t { Gpt2, Llama, Mistral, Qwen2, Gemma, Gemma2, Phi3, Olmo2, Qwen3, Granite,
                                    GptNeox, Falcon, Gemma3, SmolLM3, Mixtral, Qwen3Moe, Qwen2Moe,
-                                   DeepseekV2, DeepseekV3, GptOss };
+                                   DeepseekV2, DeepseekV3, GptOss, Llama4 };
 enum class AttentionImpl { Naive, Flash };
 enum class DType : std::uint8_t { F32, BF16, U8, I32 };
 enum class NormKind : std::uint8_t { LayerNorm, RmsNorm };
@@ -32,8 +32,9 @@ enum class MlpKind : std::uint8_t { GeluTanh, Gelu, SwiGlu, GeGlu, SwiGluClamped
 enum class WindowLayers : std::uint8_t { All, Even };
 // RMSNorm of q and k before RoPE: none; over the whole q and k projections (OLMo 2: weights
 // heads·d and kv_heads·d wide); over each head (Qwen3: one weight of d for the q heads, one for
-// the k heads).
-enum class QkNormKind : std::uint8_t { None, Projection, Head };
+// the k heads); per head without a weight, on the blocks with RoPE only (Llama 4's L2 norm,
+// x · rsqrt(mean(x²) + eps); it follows RoPE there, which leaves each head's norm as it was).
+enum class QkNormKind : std::uint8_t { None, Projection, Head, HeadL2 };
 // sequential: the MLP reads the attention's residual sum; parallel (GPT-NeoX): x + attn(ln1(x))
 // + mlp(ln2(x)); parallel_shared_norm (Falcon 7B): both branches read one norm of x.
 enum class BlockLayout : std::uint8_t { Sequential, Parallel, ParallelSharedNorm };
@@ -85,6 +86,12 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   double partial_rotary = 1.0;  // fraction of head_dim rotated
+  bool rope_interleaved = false;  // RoPE pairs adjacent dims (2i, 2i + 1), Llama 4's complex form
+  // Llama 4's attention temperature tuning on the blocks without RoPE (core/util/attn_temperature.h):
+  // q of position s times log(floor((s + 1) / attn_temperature_floor) + 1) · attn_temperature_scale
+  // + 1. 0: none.
+  int attn_temperature_floor = 0;
+  double attn_temperature_scale = 0.1;
   bool qkv_bias = true, out_bias = true, mlp_bias = true;
   QkNormKind qk_norm = QkNormKind::None;
   int sliding_window = 0;       // 0: none
@@ -150,6 +157,10 @@ struct ModelConfig {
   int window_of(int block) const;
   // The window of the windowed blocks (all have one size; 0: none).
   int windowed_size() const;
+  // The attention chunk of a block (0: none; Llama 4's chunked layers), and of the chunked
+  // blocks (all have one size; a model has windows or chunks, not both).
+  int chunk_of(int block) const;
+  int chunked_size() const;
   // The RoPE base a block rotates with on its own, without rope_scaling; 0: the model's
   // rope_theta with its rope_scaling.
   double rope_base_of(int block) const;

@@ -13,7 +13,7 @@ namespace {
 const std::set<std::string> kOwnKeys = {
     "name", "architecture", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "seq",
     "batch", "vocab", "positions", "dropout", "dropout_sites", "attention", "dtype", "norm_eps",
-    "rope_theta", "rope_scaling", "partial_rotary_factor", "description", "norm",
+    "rope_theta", "rope_scaling", "partial_rotary_factor", "rope_interleaved", "attn_temperature_floor", "attn_temperature_scale", "description", "norm",
     "norm_unit_offset", "norm_placement", "position", "qkv_bias", "out_bias", "mlp_bias",
     "qk_norm", "sliding_window", "sliding_window_layers", "attn_scale",
     "attn_scale_inverse_layer", "attn_softcap", "final_softcap", "attn_sinks", "mlp", "tied_embeddings",
@@ -50,7 +50,7 @@ const char* const kPosition[] = {"learned", "rope"};
 const char* const kMlp[] = {"gelu_tanh", "gelu", "swiglu", "geglu", "swiglu_clamped"};
 const char* const kWindowLayers[] = {"all", "even"};
 const char* const kSites[] = {"embedding", "attention", "residual"};
-const char* const kQkNorm[] = {"none", "projection", "head"};
+const char* const kQkNorm[] = {"none", "projection", "head", "head_l2"};
 const char* const kBlockLayout[] = {"sequential", "parallel", "parallel_shared_norm"};
 
 unsigned get_sites(const nlohmann::json& j) {
@@ -110,6 +110,9 @@ ModelConfig model_from_json(const nlohmann::json& j) {
     if (!problems.empty()) throw ConfigError(problems[0].first, problems[0].second);
   }
   if (j.contains("partial_rotary_factor")) m.partial_rotary = get_number(j, "partial_rotary_factor");
+  if (j.contains("rope_interleaved")) m.rope_interleaved = json_bool(j.at("rope_interleaved"), "rope_interleaved");
+  if (j.contains("attn_temperature_floor")) m.attn_temperature_floor = get_int(j, "attn_temperature_floor");
+  if (j.contains("attn_temperature_scale")) m.attn_temperature_scale = get_number(j, "attn_temperature_scale");
   if (j.contains("norm")) m.norm = get_enum<NormKind>(j, "norm", kNorm);
   if (j.contains("norm_unit_offset")) m.norm_unit_offset = get_bool(j, "norm_unit_offset");
   if (j.contains("norm_placement")) m.placement = get_enum<NormPlacement>(j, "norm_placement", kPlacement);
@@ -204,6 +207,11 @@ nlohmann::json model_to_json(const ModelConfig& m) {
   feature("position", m.position, d.position, to_string(m.position));
   if (m.rope_scaling.type != RopeType::Default) j["rope_scaling"] = rope_scaling_to_json(m.rope_scaling);
   feature("partial_rotary_factor", m.partial_rotary, 1.0, m.partial_rotary);
+  feature("rope_interleaved", m.rope_interleaved, false, m.rope_interleaved);
+  if (m.attn_temperature_floor > 0) {
+    j["attn_temperature_floor"] = m.attn_temperature_floor;
+    j["attn_temperature_scale"] = m.attn_temperature_scale;
+  }
   feature("qkv_bias", m.qkv_bias, d.qkv_bias, m.qkv_bias);
   feature("out_bias", m.out_bias, d.out_bias, m.out_bias);
   feature("mlp_bias", m.mlp_bias, d.mlp_bias, m.mlp_bias);

@@ -62,9 +62,12 @@ MoeConfig moe_from_json(const nlohmann::json& j) {
       m.group_max = v == "max";
     } else if (key == "scaling") {
       m.scaling = json_number(v, f);
+    } else if (key == "weights_on") {
+      if (v != "output" && v != "input") throw ConfigError(f, "must be \"output\" or \"input\", got " + json_snippet(v));
+      m.weight_input = v == "input";
     } else {
       throw ConfigError(f, "unknown key (moe has experts, top_k, ffn, norm_topk, capacity_factor, shared_ffn, "
-                           "shared_gate, expert_bias, router_bias, aux_loss_coef, score, score_bias, groups, topk_groups, group_score, scaling)");
+                           "shared_gate, expert_bias, router_bias, aux_loss_coef, score, score_bias, groups, topk_groups, group_score, scaling, weights_on)");
     }
   }
   for (const char* key : {"experts", "top_k", "ffn"})
@@ -91,6 +94,7 @@ nlohmann::json moe_to_json(const MoeConfig& m) {
   if (m.topk_groups != 0) j["topk_groups"] = m.topk_groups;
   if (m.group_max) j["group_score"] = "max";
   if (m.scaling != 1.0) j["scaling"] = m.scaling;
+  if (m.weight_input) j["weights_on"] = "input";
   return j;
 }
 
@@ -149,7 +153,7 @@ std::string describe_moe(const MoeConfig& m, std::int64_t tokens) {
                   (m.groups > 1 ? ", " + std::to_string(m.topk_groups) + " of " + std::to_string(m.groups) + " groups" +
                                        (m.group_max ? " (by their best)" : " (by their two best)") : "") +
                   (m.score_bias ? ", selection bias" : "") + (m.expert_bias ? ", experts with biases" : "") +
-                  (m.router_bias ? ", router bias" : "") +
+                  (m.router_bias ? ", router bias" : "") + (m.weight_input ? ", weights on the experts' input" : "") +
                   (m.aux_loss_coef > 0.0 ? ", load-balancing loss x " + short_number(m.aux_loss_coef) : "");
   if (m.scaling != 1.0) {
     std::string f = std::to_string(m.scaling);

@@ -41,6 +41,9 @@ struct MoeConfig {
   int groups = 0, topk_groups = 0;  // groups 0: no group limit
   bool group_max = false;  // a group's score: its best expert's (DeepSeek-V2), else its two best summed (V3)
   double scaling = 1.0;
+  // Llama 4: each token's router weight multiplies its row into the expert (x · w), and the
+  // experts' outputs are summed unweighted; otherwise the weight multiplies the expert's output.
+  bool weight_input = false;
   bool operator==(const MoeConfig&) const = default;
 
   bool on() const { return experts > 0; }
@@ -55,7 +58,7 @@ struct MoeConfig {
 
 // Our model JSON's "moe" object: {"experts", "top_k", "ffn", "norm_topk", "capacity_factor",
 // "shared_ffn", "shared_gate", "expert_bias", "router_bias", "aux_loss_coef", "score" ("softmax" | "sigmoid"), "score_bias", "groups",
-// "topk_groups", "group_score" ("top2_sum" | "max"), "scaling"}.
+// "topk_groups", "group_score" ("top2_sum" | "max"), "scaling", "weights_on" ("output" | "input")}.
 // ConfigError naming the key for anything else or a bad value.
 MoeConfig moe_from_json(const nlohmann::json& j);
 nlohmann::json moe_to_json(const MoeConfig& m);

@@ -104,22 +104,23 @@ template <class Add>
 void moe_params(const ModelConfig& m, int b, const std::string& hf, const std::string& p, Add&& block_param) {
   const MoeConfig& e = m.moe;
   const std::int64_t h = m.hidden, f = e.ffn, up = m.gated_mlp() ? 2 * f : f;
-  const bool mixtral = m.family == Family::Mixtral, oss = m.family == Family::GptOss;
-  const std::string ml = hf + (mixtral ? "block_sparse_moe." : "mlp.");
-  const std::string router = ml + (oss ? "router." : "gate.");
+  const bool mixtral = m.family == Family::Mixtral, oss = m.family == Family::GptOss, llama4 = m.family == Family::Llama4;
+  const std::string ml = hf + (mixtral ? "block_sparse_moe." : llama4 ? "feed_forward." : "mlp.");
+  const std::string router = ml + (oss || llama4 ? "router." : "gate.");
   block_param(b, mat(p + "mlp.router.w", router + "weight", e.experts, h));
   if (e.router_bias) block_param(b, vec(p + "mlp.router.b", router + "bias", e.experts));
   // DeepSeek-V3's e_score_correction_bias (zero to start, no gradient reaches it).
   if (e.score_bias) block_param(b, vec(p + "mlp.router.bias", router + "e_score_correction_bias", e.experts));
-  if (oss) {  // every expert's projections stacked in one tensor each, stored [in, out], gate|up interleaved
+  if (oss || llama4) {  // every expert's projections stacked in one tensor each, stored [in, out]; gpt-oss's gate|up
+                        // interleaved, Llama 4's in halves
     auto stack = [&](ParamSpec s, bool interleaved) {
       s.hf_stack = {e.experts, interleaved && m.gated_mlp()};
       return s;
     };
-    block_param(b, stack(mat(p + "mlp.experts.fc.w", ml + "experts.gate_up_proj", e.experts * up, h), true));
+    block_param(b, stack(mat(p + "mlp.experts.fc.w", ml + "experts.gate_up_proj", e.experts * up, h), oss));
     block_param(b, stack(mat(p + "mlp.experts.fc2.w", ml + "experts.down_proj", e.experts * h, f), false));
     if (e.expert_bias) {
-      block_param(b, stack(vec(p + "mlp.experts.fc.b", ml + "experts.gate_up_proj_bias", e.experts * up), true));
+      block_param(b, stack(vec(p + "mlp.experts.fc.b", ml + "experts.gate_up_proj_bias", e.experts * up), oss));
       block_param(b, stack(vec(p + "mlp.experts.fc2.b", ml + "experts.down_proj_bias", e.experts * h), false));
     }
   } else {  // each expert's projections as tensors of their own
@@ -257,7 +258,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
       if (m.mlp_bias) block_param(b, vec(p + "mlp.fc2.b", hf + "mlp.dense_4h_to_h.bias", h));
       continue;
     }
-    const std::string at = hf + "self_attn.", ml = hf + "mlp.";
+    const std::string at = hf + "self_attn.", ml = hf + (m.family == Family::Llama4 ? "feed_forward." : "mlp.");
     if (pre) norm(b, p + "ln1", hf + "input_layernorm");
     const std::vector<std::pair<std::string, std::int64_t>> qkv_parts = {
         {at + "q_proj", q}, {at + "k_proj", kv}, {at + "v_proj", kv}};
@@ -275,7 +276,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, LayoutParts parts) : parts_(parts
       ParamSpec qb = vec(p + "attn.qkv.b", at + "qkv_proj.bias", q + 2 * kv);
       block_param(b, phi3 ? qb : fused(qb, qkv_parts, ".bias"));
     }
-    if (m.qk_norm != QkNormKind::None) {
+    if (m.qk_norm == QkNormKind::Projection || m.qk_norm == QkNormKind::Head) {
       // QK-norm scales by its weight (no offset; per head, (1 + w) under a unit offset, as
       // Gemma 3's): it starts at its identity. Per head: one d-wide weight for the q heads, one
       // for the k heads.

@@ -1,8 +1,10 @@
 // The mask and score map every attention kernel shares (naive and flash), as the CPU backend
 // defines them (AttnDims, core/graph/op_table.h), and the tile ranges the kernels visit:
-// - band: query i sees keys first_key(i) <= j <= i, first_key(i) = i - window + 1 when
-//   window > 0 and i >= window, else 0 (window keys including itself); window 0 is plain causal.
-//   Callers may pass window 0 when window >= S (the same mask).
+// - band: query i sees keys first_key(i) <= j <= i. The kernels take the band as one int,
+//   `window` (AttnDims::band()): > 0, a sliding window, first_key(i) = i - window + 1 when
+//   i >= window, else 0 (window keys including itself); < 0, chunks of c = -window tokens
+//   (Llama 4's chunked attention), first_key(i) = (i / c) * c; 0, plain causal. Callers may
+//   pass 0 when the window or the chunk covers S (the same mask): band_within(window, S).
 // - soft cap: raw = (q . k) * scale; with softcap > 0, t = tanhf(raw / softcap) and the score is
 //   t * softcap; the gradient with respect to raw is the score's times (1 - t * t).
 // Plain C++ with REMAT_HD functions, shared by the device code and the host tests
@@ -17,20 +19,26 @@ namespace remat::kernels::detail {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
+// The band itself, or 0 when it leaves every causal pair of S tokens visible.
+REMAT_HD int band_within(int window, int S) {
+  return window >= S || -window >= S ? 0 : window;
+}
+
 // First key query i sees.
 REMAT_HD int band_first_key(int window, int i) {
+  if (window < 0) return i / -window * -window;
   return window > 0 && i >= window ? i - window + 1 : 0;
 }
 
 // Last query (below S) that sees key j.
 REMAT_HD int band_last_query(int window, int j, int S) {
-  const int last = window > 0 ? j + window - 1 : S - 1;
+  const int last = window > 0 ? j + window - 1 : window < 0 ? (j / -window + 1) * -window - 1 : S - 1;
   return last < S - 1 ? last : S - 1;
 }
 
 // Whether query i sees key j.
 REMAT_HD bool in_band(int window, int i, int j) {
-  return j <= i && (window == 0 || i - j < window);
+  return j <= i && j >= band_first_key(window, i);
 }
 
 // Tiles [first, end) of `tile` elements.

@@ -60,7 +60,7 @@ __device__ __forceinline__ void qk_tile(float (&s)[BN / 8][4], const std::uint32
 
 // How a tile's products q . k become exp2-domain scores: times scale_log2 (= scale * log2 e), or
 // soft-capped (scale, softcap > 0: t = tanhf(q . k * scale / softcap), score t * softcap, then
-// times log2 e); keys outside the band (window > 0, see attn_band.h) are masked.
+// times log2 e); keys outside the band (the band of attn_band.h) are masked.
 struct ScoreMap {
   float scale_log2, scale, softcap;
   int window;

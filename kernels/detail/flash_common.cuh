@@ -22,7 +22,7 @@ struct FlashDev {
   const void* sinks;  // [heads] in the model's dtype, or null
   int B, S, heads, kv_heads, d, dv, group, width, ctx_width;  // dv: the value heads' width
   float scale, scale_log2;
-  int window;     // > 0: the band of attn_band.h (0 when the window covers S)
+  int window;     // the band of attn_band.h (0 when it covers S)
   float softcap;  // > 0: soft-capped scores
   DropoutKey key;
   std::uint32_t thr;
@@ -39,9 +39,6 @@ inline FlashDev make_flash_dev(const FlashArgs& a) {
                 std::to_string(a.dv));
   if (!(a.p >= 0.0f && a.p < 1.0f))
     throw Error("flash attention: dropout p must be in [0, 1), got " + std::to_string(a.p));
-  if (a.window < 0)
-    throw Error("flash attention: window must be 0 (none) or positive, got " +
-                std::to_string(a.window));
   if (!(a.softcap >= 0.0f) || !std::isfinite(a.softcap))
     throw Error("flash attention: softcap must be 0 (none) or positive, got " +
                 std::to_string(a.softcap));
@@ -64,7 +61,7 @@ inline FlashDev make_flash_dev(const FlashArgs& a) {
   p.ctx_width = a.heads * p.dv;
   p.scale = a.scale;
   p.scale_log2 = a.scale * kLog2e;
-  p.window = a.window < a.S ? a.window : 0;
+  p.window = band_within(a.window, a.S);
   p.softcap = a.softcap;
   p.key = a.key;
   p.thr = dropout_threshold(a.p);

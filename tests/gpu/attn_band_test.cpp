@@ -1,5 +1,5 @@
 // The band and tile arithmetic of the CUDA attention kernels (kernels/detail/attn_band.h), run
-// on the host: the band is AttnDims's (the CPU backend's mask), the key tiles a block of queries
+// on the host: the band is AttnDims's (the CPU backend's mask: windows and chunks), the key tiles a block of queries
 // visits and the query tiles a block of keys visits hold every entry of the band and no tile
 // without one, and a tile that skips the mask has only band entries. The sizes cover the
 // kernels' tiles (8, 16 and 32 rows, 32 and 64 keys, 64 and 128 query rows).
@@ -14,10 +14,12 @@
 namespace remat::kernels::detail {
 namespace {
 
+// Bands as the kernels take them (AttnDims::band()): windows, and chunks as negative numbers.
 std::vector<int> windows_for(int S) {
   std::vector<int> w = {0, 1, 2, 3, 5, 16, 31, 32, 33, 37, 63, 64, 65, 100};
   for (int e : {S - 1, S, S + 1})
     if (e > 0) w.push_back(e);
+  for (std::size_t k = 1, n = w.size(); k < n; ++k) w.push_back(-w[k]);
   return w;
 }
 
@@ -28,8 +30,9 @@ TEST(AttnBand, MatchesTheCpuMask) {
     for (int w : windows_for(S)) {
       AttnDims a;
       a.S = S;
-      a.window = w;
-      const int wn = w < S ? w : 0;  // what the launchers pass
+      (w > 0 ? a.window : a.chunk) = w > 0 ? w : -w;
+      ASSERT_EQ(a.band(), w);
+      const int wn = band_within(w, S);  // what the launchers pass
       for (int i = 0; i < S; ++i) {
         ASSERT_EQ(band_first_key(w, i), a.first_key(i)) << "S " << S << " w " << w << " i " << i;
         ASSERT_EQ(band_first_key(wn, i), a.first_key(i)) << "S " << S << " w " << w << " i " << i;
@@ -53,7 +56,7 @@ TEST(AttnBand, MatchesTheCpuMask) {
 TEST(AttnBand, KeyTilesOfAQueryBlockHoldItsBandAndNoMore) {
   for (int S : kSizes)
     for (int w : windows_for(S)) {
-      const int wn = w < S ? w : 0;
+      const int wn = band_within(w, S);
       for (int rows : {8, 32, 64, 128})
         for (int tile : {32, 64})
           for (int q0 = 0; q0 < S; q0 += rows) {
@@ -81,7 +84,7 @@ TEST(AttnBand, KeyTilesOfAQueryBlockHoldItsBandAndNoMore) {
 TEST(AttnBand, QueryTilesOfAKeyBlockHoldEveryQueryThatSeesIt) {
   for (int S : kSizes)
     for (int w : windows_for(S)) {
-      const int wn = w < S ? w : 0;
+      const int wn = band_within(w, S);
       for (int keys : {32, 64})
         for (int tile : {32, 64})
           for (int k0 = 0; k0 < S; k0 += keys) {
@@ -108,7 +111,7 @@ TEST(AttnBand, TilesThatSkipTheMaskHoldOnlyBandEntries) {
   int skipped = 0;
   for (int S : kSizes)
     for (int w : windows_for(S)) {
-      const int wn = w < S ? w : 0;
+      const int wn = band_within(w, S);
       for (int BN : {32, 64})
         for (int row0 = 0; row0 < S; row0 += 16)
           for (int key0 = 0; key0 < S; key0 += BN) {

@@ -2,7 +2,7 @@
 // flash attention against the CPU backend, flash
 // against the naive path on the GPU itself (with dropout: the same Philox bits), the scalar and
 // tensor-core flash kernels against each other, and bitwise determinism; every one also with
-// a sliding window shorter than the sequence (banded mask) and with soft-capped scores.
+// a sliding window or chunks shorter than the sequence (banded mask) and with soft-capped scores.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -333,6 +333,12 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{DType::BF16, 1, 300, 4, 2, 128, 0.0f, 100, 2.0f},
                       AttnCase{DType::BF16, 1, 77, 2, 2, 40, 0.0f, 1, 2.0f},
                       AttnCase{DType::BF16, 1, 1024, 2, 1, 64, 0.1f, 300, 30.0f},
+                      // Chunks (Llama 4; negative here): inside a tile, a tile's width, across
+                      // tiles with a shorter last chunk, with dropout and a cap.
+                      AttnCase{DType::F32, 2, 70, 4, 2, 32, 0.0f, -5},
+                      AttnCase{DType::F32, 1, 100, 2, 1, 40, 0.1f, -64, 2.0f},
+                      AttnCase{DType::BF16, 1, 300, 4, 2, 128, 0.0f, -70},
+                      AttnCase{DType::BF16, 1, 200, 2, 2, 64, 0.2f, -33, 50.0f},
                       AttnCase{DType::BF16, 1, 129, 3, 1, 64, 0.0f, 65}),
     attn_case_name);
 

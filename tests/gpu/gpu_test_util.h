@@ -81,7 +81,7 @@ struct AttnCase {
   DType dt;
   int B, S, heads, kv, d;
   float p;
-  int window = 0;
+  int window = 0;  // the band: > 0 a window, < 0 chunks of -window tokens
   float cap = 0.0f;
 };
 inline std::string attn_case_name(const ::testing::TestParamInfo<AttnCase>& i) {
@@ -91,6 +91,7 @@ inline std::string attn_case_name(const ::testing::TestParamInfo<AttnCase>& i) {
        "_kv" + std::to_string(c.kv) + "_d" + std::to_string(c.d);
   if (c.p > 0) s += "_drop";
   if (c.window > 0) s += "_w" + std::to_string(c.window);
+  if (c.window < 0) s += "_chunk" + std::to_string(-c.window);
   if (c.cap > 0) s += "_cap" + std::to_string(static_cast<int>(c.cap));
   return s;
 }
@@ -100,7 +101,8 @@ inline AttnDims attn_dims(const AttnCase& c) {
   AttnDims a;
   a.B = c.B, a.S = c.S, a.heads = c.heads, a.kv_heads = c.kv, a.d = c.d;
   a.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-  a.window = c.window;
+  a.window = c.window > 0 ? c.window : 0;
+  a.chunk = c.window < 0 ? -c.window : 0;
   a.softcap = c.cap;
   return a;
 }

@@ -23,16 +23,17 @@ using cputest::probs_n;
 using cputest::qkv_n;
 
 std::string describe(const AttnDims& a) {
-  return "window " + std::to_string(a.window) + " softcap " + std::to_string(a.softcap) + " dv " + std::to_string(a.dv);
+  return "window " + std::to_string(a.window) + " chunk " + std::to_string(a.chunk) + " softcap " + std::to_string(a.softcap) + " dv " + std::to_string(a.dv);
 }
 
 // Double-precision causal softmax(softcap(Q K^T * scale)) row over keys 0..i (0 outside the
-// window, which is written out here, not taken from AttnDims::first_key), and its log-sum-exp.
+// window or the chunk, which is written out here, not taken from AttnDims::first_key), and its
+// log-sum-exp.
 std::vector<double> ref_probs(const std::vector<float>& qkv, const AttnDims& a, int b, int h,
                               int i, double* lse) {
   const int width = static_cast<int>(a.qkv_width()), g = h / a.group();
   std::vector<double> s(i + 1, 0.0);
-  const int j0 = a.window > 0 ? std::max(0, i - a.window + 1) : 0;
+  const int j0 = a.window > 0 ? std::max(0, i - a.window + 1) : a.chunk > 0 ? i - i % a.chunk : 0;
   double mx = -1e300;
   for (int j = j0; j <= i; ++j) {
     double dot = 0;
@@ -66,7 +67,7 @@ void softmax_matches_reference(int window, float softcap) {
           const std::int64_t row = ((static_cast<std::int64_t>(b) * a.heads + h) * a.S + i) * a.S;
           auto want = ref_probs(qkv, a, b, h, i, nullptr);
           double sum = 0;
-          const int j0 = window > 0 ? std::max(0, i - window + 1) : 0;
+          const int j0 = window > 0 ? std::max(0, i - window + 1) : window < 0 ? i - i % -window : 0;
           for (int j = 0; j < a.S; ++j) {
             if (j > i || j < j0) {
               std::uint32_t bits;
@@ -84,10 +85,11 @@ void softmax_matches_reference(int window, float softcap) {
 
 TEST(CpuAttention, SoftmaxIsCausalAndMatchesReference) { softmax_matches_reference(0, 0.0f); }
 
-// Windows of one key, of a few keys, of S - 1 keys and of S (plain causal), with and without
+// Windows of one key, of a few keys, of S - 1 keys and of S (plain causal), and chunks (negative
+// here) of one token, of a few (4 leaves a shorter last chunk) and of S, with and without
 // soft-capping (a cap of 0.5 saturates tanh on these scores).
 TEST(CpuAttention, BandedAndSoftCappedSoftmaxMatchesReference) {
-  for (int w : {1, 3, 8, 9})
+  for (int w : {1, 3, 8, 9, -1, -3, -4, -9})
     for (float cap : {0.0f, 0.5f, 50.0f}) softmax_matches_reference(w, cap);
 }
 
@@ -115,11 +117,11 @@ TEST(CpuAttention, NaiveBackwardMatchesFiniteDifferencesWithGqa) {
   naive_backward_matches_finite_differences(attn_dims(2, 7, 4, 2, 4));
 }
 
-// Windows of one and three keys, with and without a cap of 0.7 (which bends these scores), and
-// the cap alone.
+// Windows of one and three keys and chunks of three, with and without a cap of 0.7 (which bends
+// these scores), and the cap alone.
 std::vector<AttnDims> banded_cases() {
   std::vector<AttnDims> v;
-  for (int w : {1, 3})
+  for (int w : {1, 3, -3})
     for (float cap : {0.0f, 0.7f}) v.push_back(attn_dims(2, 7, 4, 2, 4, w, cap));
   v.push_back(attn_dims(2, 7, 4, 2, 4, 0, 0.7f));
   return v;
@@ -256,6 +258,14 @@ TEST(CpuAttention, BandedSoftCappedFlashAgreesWithNaive) {
   flash_agrees_with_naive(1, 0.0f);
   flash_agrees_with_naive(0, 1.5f);
   flash_agrees_with_naive(97, 1.5f);
+}
+
+// Chunks (Llama 4's chunked attention): within one key tile, over one tile exactly, across tiles
+// with a shorter last chunk, and with a cap.
+TEST(CpuAttention, ChunkedFlashAgreesWithNaive) {
+  flash_agrees_with_naive(-5, 0.0f);
+  flash_agrees_with_naive(-64, 0.0f);
+  flash_agrees_with_naive(-70, 1.5f);
 }
 
 // Value heads of their own width (multi-head latent attention: narrower and wider than q and k):

@@ -23,12 +23,14 @@ inline std::int64_t qkv_n(const AttnDims& a) { return static_cast<std::int64_t>(
 inline std::int64_t probs_n(const AttnDims& a) { return static_cast<std::int64_t>(a.B) * a.heads * a.S * a.S; }
 inline std::int64_t ctx_n(const AttnDims& a) { return static_cast<std::int64_t>(a.B) * a.S * a.ctx_width(); }
 // Causal attention of B sequences of S, heads over kv heads of width d, scores scaled by
-// 1/sqrt(d), with an optional window and soft-cap.
-inline AttnDims attn_dims(int B, int S, int heads, int kv, int d, int window = 0, float softcap = 0.0f) {
+// 1/sqrt(d), with an optional band (AttnDims::band(): > 0 a window, < 0 chunks of -band tokens)
+// and soft-cap.
+inline AttnDims attn_dims(int B, int S, int heads, int kv, int d, int band = 0, float softcap = 0.0f) {
   AttnDims a;
   a.B = B, a.S = S, a.heads = heads, a.kv_heads = kv, a.d = d;
   a.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  a.window = window;
+  a.window = band > 0 ? band : 0;
+  a.chunk = band < 0 ? -band : 0;
   a.softcap = softcap;
   return a;
 }

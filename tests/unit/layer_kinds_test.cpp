@@ -124,5 +124,81 @@ TEST(LayerKinds, OurJsonReadsAndWritesThem) {
        "layer_kinds.global.rope: false leaves out rotary positions, which the model does not have");
 }
 
+// Llama 4's chunked attention as a layer kind: chunks of 6 tokens (the last of s = 32 shorter)
+// on blocks 0 and 2, full attention on 1 and 3.
+ModelConfig chunked(int chunk, AttentionImpl attn = AttentionImpl::Naive) {
+  ModelConfig m = test::tiny(Family::Llama, attn);
+  m.dtype = DType::F32;  // (flash and naive then agree to fp32 rounding)
+  LayerKind c{"chunked_attention"};
+  c.chunk = chunk;
+  m.layer_kinds = {c, LayerKind{"full_attention"}};
+  m.layer_pattern = {0, 1};
+  m.validate();
+  return m;
+}
+
+TEST(LayerKinds, ChunkedLayersAttendWithinTheirChunk) {
+  const ModelConfig m = chunked(6);
+  EXPECT_EQ(m.chunk_of(0), 6);
+  EXPECT_EQ(m.chunk_of(1), 0);
+  EXPECT_EQ(m.window_of(0), 0);
+  const BlockGraph g(m);
+  EXPECT_TRUE(g.windowed(0));
+  EXPECT_FALSE(g.windowed(1));
+  // The attention FLOPs count the visible pairs: 5 chunks of 6 and one of 2 at s = 32 hold
+  // 5·21 + 3 = 108 of the 528 causal pairs, so sq = 2·108 − 32 = 184 against 32² = 1024.
+  for (const StepDef& s : g.steps())
+    if (s.op == OpKind::AttnSoftmax) {
+      EXPECT_EQ(s.sq, 184u);
+      EXPECT_EQ(s.sq_full, 1024u);
+    }
+  EXPECT_LT(g.flops_forward(0), g.flops_forward(1));
+
+  // The chunks change the step; a chunk as long as the sequence leaves it as it was, bit for bit.
+  ModelConfig full = chunked(6);
+  full.layer_kinds[0].chunk = 0;
+  const Trace c = test::run(m, test::plan_here("none", m)), f = test::run(full, test::plan_here("none", full)),
+              whole = test::run(chunked(32), test::plan_here("none", chunked(32)));
+  EXPECT_NE(c.losses().back(), f.losses().back());
+  EXPECT_EQ(whole.losses().back(), f.losses().back());
+  EXPECT_EQ(whole.grad_checksum, f.grad_checksum);
+  EXPECT_EQ(c.peak_bytes, c.predicted_peak_bytes);
+  // Flash attention's tiles give the same losses to rounding.
+  const ModelConfig mf = chunked(6, AttentionImpl::Flash);
+  const Trace cf = test::run(mf, test::plan_here("none", mf));
+  EXPECT_NEAR(cf.losses().back(), c.losses().back(), 1e-5);
+  EXPECT_EQ(cf.peak_bytes, cf.predicted_peak_bytes);
+  // Recomputing under a policy changes no bit.
+  for (const char* policy : {"block", "selective"}) {
+    const Trace p = test::run(mf, test::plan_here(policy, mf));
+    EXPECT_EQ(p.losses(), cf.losses()) << policy;
+    EXPECT_EQ(p.grad_checksum, cf.grad_checksum) << policy;
+    EXPECT_EQ(p.peak_bytes, p.predicted_peak_bytes) << policy;
+  }
+}
+
+TEST(LayerKinds, ChunksReadAndWriteAndAreRefusedByName) {
+  const nlohmann::json j = model_to_json(chunked(6));
+  EXPECT_EQ(j.at("layer_kinds")[0].at("chunk"), 6);
+  EXPECT_EQ(model_from_json(j).layer_kinds, chunked(6).layer_kinds);
+  auto refused = [&j](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json bad = j;
+    change(bad);
+    try {
+      model_from_json(bad);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  auto says = [](const std::string& what, const std::string& part) {
+    EXPECT_NE(what.find(part), std::string::npos) << what;
+  };
+  says(refused([](auto& b) { b["layer_kinds"][0]["chunk"] = -6; }), "layer_kinds.chunked_attention.chunk: must be 0");
+  says(refused([](auto& b) { b["layer_kinds"][0]["window"] = 4; }), "and window are both given");
+  says(refused([](auto& b) { b["layer_kinds"][1]["chunk"] = 4; }), "chunks of several sizes are not modelled yet");
+  says(refused([](auto& b) { b["layer_kinds"][1]["window"] = 4; }), "sliding windows and attention chunks");
+}
+
 }  // namespace
 }  // namespace remat

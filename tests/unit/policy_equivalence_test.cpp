@@ -143,6 +143,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // the load-balancing loss (its statistics rewritten alike by a recompute)
                       EquivalenceCase{Family::GptOss, AttentionImpl::Naive, std::nullopt, OpKind::AttnSoftmax},
                       EquivalenceCase{Family::GptOss, AttentionImpl::Flash, std::nullopt, OpKind::FlashAttn},
+                      // Llama 4: chunks, the L2 norm, the temperature, the router weighting the experts' input
+                      EquivalenceCase{Family::Llama4, AttentionImpl::Naive, std::nullopt, OpKind::Rope},
+                      EquivalenceCase{Family::Llama4, AttentionImpl::Flash, std::nullopt, OpKind::QkHeadNorm},
                       EquivalenceCase{Family::Gpt2, AttentionImpl::Naive, MlpKind::Gelu, OpKind::GeluErf},
                       EquivalenceCase{Family::Olmo2, AttentionImpl::Naive, std::nullopt, OpKind::QkNorm},
                       EquivalenceCase{Family::Olmo2, AttentionImpl::Flash, std::nullopt, OpKind::QkNorm},

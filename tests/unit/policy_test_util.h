@@ -78,6 +78,22 @@ inline ModelConfig tiny(Family arch, AttentionImpl attn, int layers = 4) {
     m.swiglu_limit = 0.02;
     m.moe.aux_loss_coef = 0.02;  // the load-balancing loss too
   }
+  if (arch == Family::Llama4) {  // Llama 4: chunks of 6 and the L2 norm on blocks 0-2 (RoPE, adjacent pairs), block 3
+                                 // without RoPE and temperature-tuned from position 3; experts on blocks 1 and 3,
+                                 // top-1 sigmoid weighting their input, a shared expert
+    m.moe = MoeConfig{4, 1, 32};
+    m.moe.sigmoid = m.moe.weight_input = true;
+    m.moe.shared_ffn = 32;
+    LayerKind chunked{"chunked_attention+dense_mlp"}, chunked_moe{"chunked_attention+moe"},
+        nope{"full_attention_no_rope+moe"};
+    chunked.chunk = chunked_moe.chunk = 6;
+    chunked_moe.mlp = nope.mlp = LayerMlp::Moe;
+    nope.rope = false;
+    m.layer_kinds = {chunked, chunked_moe, nope};
+    m.layer_pattern = {0, 1, 0, 2};
+    m.attn_temperature_floor = 4;
+    m.attn_temperature_scale = 0.5;
+  }
   if (arch == Family::Qwen2Moe) {  // a gated shared expert; DeepSeek-V3's router (sigmoid, bias, 4 groups, scaled)
     m.moe = MoeConfig{8, 2, 24, true, 0.0, 40, true};
     m.moe.sigmoid = m.moe.score_bias = true;

@@ -58,9 +58,9 @@ void check_dims(const AttnDims& a, const char* op) {
     throw Error(std::string("cpu ") + op + ": bad attention dims B=" + std::to_string(a.B) +
                 " S=" + std::to_string(a.S) + " heads=" + std::to_string(a.heads) +
                 " kv_heads=" + std::to_string(a.kv_heads) + " d=" + std::to_string(a.d) + " dv=" + std::to_string(a.dv));
-  if (a.window < 0 || !(a.softcap >= 0.0f) || !std::isfinite(a.softcap))
-    throw Error(std::string("cpu ") + op + ": window must be >= 0 and softcap finite and >= 0, got window=" +
-                std::to_string(a.window) + " softcap=" + std::to_string(a.softcap));
+  if (a.window < 0 || a.chunk < 0 || (a.window > 0 && a.chunk > 0) || !(a.softcap >= 0.0f) || !std::isfinite(a.softcap))
+    throw Error(std::string("cpu ") + op + ": window and chunk must be >= 0 (not both set) and softcap finite and >= 0, got window=" +
+                std::to_string(a.window) + " chunk=" + std::to_string(a.chunk) + " softcap=" + std::to_string(a.softcap));
 }
 
 void ensure_blas_threads(int threads) {

@@ -6,6 +6,7 @@
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
+#include "core/util/attn_temperature.h"
 #include "core/util/gelu.h"
 
 namespace remat {
@@ -340,7 +341,8 @@ void CpuBackend::swiglu_bwd(const Tensor& gu, const Tensor& dy, const Tensor& dg
   });
 }
 
-// --- RoPE: rotate pairs (i, i + d/2) of every q and k head by angle s * theta^(-2i/d) ---
+// --- RoPE: rotate pairs (i, i + d/2) (interleaved: (2i, 2i + 1)) of every q and k head by angle
+// s * theta^(-2i/d) ---
 
 namespace {
 
@@ -357,13 +359,15 @@ void rope_table(cpu::ThreadPool& pool, const RopeWs& t, int S, const RopeTable& 
   });
 }
 
-// sign = +1: forward rotation; -1: its transpose (backward).
+// sign = +1: forward rotation; -1: its transpose (backward). Interleaved: pairs (2i, 2i + 1),
+// in scalar loops.
 void rope_apply(cpu::ThreadPool& pool, const RopeWs& t, FV in, FV out, const AttnDims& a,
-                int rotary_dim, float sign, bool acc) {
+                int rotary_dim, float sign, bool acc, bool interleaved = false) {
   const int half = rotary_dim / 2, rotated = a.heads + a.kv_heads;
+  const int stride = interleaved ? 2 : 1, partner = interleaved ? 1 : half;
   const std::int64_t width = a.qkv_width();
   const std::int64_t rows = static_cast<std::int64_t>(a.B) * a.S;
-  const cpu::simd::Kernels* k = cpu::simd::active();
+  const cpu::simd::Kernels* k = interleaved ? nullptr : cpu::simd::active();
   cpu::parallel_for(pool, rows, std::max<std::int64_t>(1, kGrain / width),
                     [&](std::int64_t r0, std::int64_t r1, int) {
     for (std::int64_t r = r0; r < r1; ++r) {
@@ -374,10 +378,11 @@ void rope_apply(cpu::ThreadPool& pool, const RopeWs& t, FV in, FV out, const Att
         const std::int64_t col = base + static_cast<std::int64_t>(h) * a.d;
         if (k) k->rope_head(in.ref(), out.ref(), col, cs, sn, half, sign, acc);
         for (int i = 0; !k && i < half; ++i) {
-          const float x1 = in[col + i], x2 = in[col + i + half];
+          const std::int64_t c1 = col + stride * i, c2 = c1 + partner;
+          const float x1 = in[c1], x2 = in[c2];
           const float c = cs[i], sv = sign * sn[i];
-          out.put(col + i, x1 * c - x2 * sv, acc);
-          out.put(col + i + half, x2 * c + x1 * sv, acc);
+          out.put(c1, x1 * c - x2 * sv, acc);
+          out.put(c2, x2 * c + x1 * sv, acc);
         }
         if (k) k->copy(in.ref(), out.ref(), col + rotary_dim, col + a.d, acc);
         for (int c = rotary_dim; !k && c < a.d; ++c) out.put(col + c, in[col + c], acc);
@@ -385,6 +390,20 @@ void rope_apply(cpu::ThreadPool& pool, const RopeWs& t, FV in, FV out, const Att
       const std::int64_t v0 = base + static_cast<std::int64_t>(rotated) * a.d;  // the V heads
       if (k) k->copy(in.ref(), out.ref(), v0, base + width, acc);
       for (std::int64_t c = v0; !k && c < base + width; ++c) out.put(c, in[c], acc);
+    }
+  });
+}
+
+// Temperature tuning (RopeTable::temp_floor > 0): the q heads of position s times τ(s), the rest
+// copied (the backward is the same map).
+void temperature_apply(cpu::ThreadPool& pool, FV in, FV out, const AttnDims& a, const RopeTable& r, bool acc) {
+  const std::int64_t width = a.qkv_width(), q = static_cast<std::int64_t>(a.heads) * a.d;
+  const std::int64_t rows = static_cast<std::int64_t>(a.B) * a.S;
+  cpu::parallel_for(pool, rows, std::max<std::int64_t>(1, kGrain / width), [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t row = r0; row < r1; ++row) {
+      const float tau = attn_temperature(static_cast<int>(row % a.S), r.temp_floor, r.temp_scale);
+      const std::int64_t base = row * width;
+      for (std::int64_t c = 0; c < width; ++c) out.put(base + c, c < q ? in[base + c] * tau : in[base + c], acc);
     }
   });
 }
@@ -400,27 +419,39 @@ void check_rope(const AttnDims& a, const RopeTable& r, const char* op) {
 
 void CpuBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r) {
   const char* op = "rope_fwd";
-  check_rope(a, r, op);
   const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * a.qkv_width();
+  if (r.temp_floor > 0) {
+    cpu::check_dims(a, op);
+    cpu::check_float(in, op, "in", n);
+    cpu::check_float(out, op, "out", n);
+    return temperature_apply(*pool_, FV(in), FV(out), a, r, false);
+  }
+  check_rope(a, r, op);
   cpu::check_float(in, op, "in", n);
   cpu::check_float(out, op, "out", n);
   cpu::Arena arena(ws_, op);
   RopeWs t(arena, a.S, a.d);
   rope_table(*pool_, t, a.S, r);
-  rope_apply(*pool_, t, FV(in), FV(out), a, r.rotary_dim, 1.0f, false);
+  rope_apply(*pool_, t, FV(in), FV(out), a, r.rotary_dim, 1.0f, false, r.interleaved);
 }
 
 void CpuBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a,
                           const RopeTable& r, bool acc) {
   const char* op = "rope_bwd";
-  check_rope(a, r, op);
   const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * a.qkv_width();
+  if (r.temp_floor > 0) {
+    cpu::check_dims(a, op);
+    cpu::check_float(dout, op, "dout", n);
+    cpu::check_float(din, op, "din", n);
+    return temperature_apply(*pool_, FV(dout), FV(din), a, r, acc);
+  }
+  check_rope(a, r, op);
   cpu::check_float(dout, op, "dout", n);
   cpu::check_float(din, op, "din", n);
   cpu::Arena arena(ws_, op);
   RopeWs t(arena, a.S, a.d);
   rope_table(*pool_, t, a.S, r);
-  rope_apply(*pool_, t, FV(dout), FV(din), a, r.rotary_dim, -1.0f, acc);
+  rope_apply(*pool_, t, FV(dout), FV(din), a, r.rotary_dim, -1.0f, acc, r.interleaved);
 }
 
 }  // namespace remat

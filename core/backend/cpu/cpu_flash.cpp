@@ -48,9 +48,10 @@ struct Band {
   int n() const { return hi - lo + 1; }
 };
 
-// Row r of a tile [., kT] keeps [lo - t0, hi - t0] and is 0 elsewhere in [0, nt).
+// Row r of a tile [., kT] keeps [lo - t0, hi - t0] and is 0 elsewhere in [0, nt). (A chunk's
+// row may start past the tile: lo - t0 > nt, even > kT.)
 void zero_outside(float* row, const Band& bd, int t0, int nt) {
-  const int a = std::max(0, bd.lo - t0), b = std::min(nt, std::max(a, bd.hi - t0 + 1));
+  const int a = std::min(nt, std::max(0, bd.lo - t0)), b = std::min(nt, std::max(a, bd.hi - t0 + 1));
   std::fill(row, row + a, 0.0f);
   std::fill(row + b, row + nt, 0.0f);
 }

@@ -184,37 +184,69 @@ void CpuBackend::fwd_MoePermute(const OpArgs& a) {
   cpu::check_float(*a.out[0], op, "xp", R * H);
   if (a.out[0]->dtype != a.in[0]->dtype) throw Error("cpu moe_permute_fwd: x and xp differ in dtype");
   const Routing r(*a.in[1], d);
+  if (d.capacity > 0) fill_zero(*a.out[0]);  // the padding rows
+  if (d.weight_input) {  // each row x · w, rounded once
+    cpu::check_float(*a.in[2], op, "weights", d.tokens * k);
+    const FV x(*a.in[0]), w(*a.in[2]), xp(*a.out[0]);
+    cpu::parallel_for(*pool_, d.tokens * k, 64, [&](std::int64_t i0, std::int64_t i1, int) {
+      for (std::int64_t i = i0; i < i1; ++i)
+        if (const std::int32_t row = r.row[i]; row >= 0)
+          for (int h = 0; h < H; ++h) xp.set(row * H + h, x[(i / k) * H + h] * w[i]);
+    });
+    return;
+  }
   const std::size_t row_bytes = static_cast<std::size_t>(H) * dtype_size(a.in[0]->dtype);
   const char* x = static_cast<const char*>(a.in[0]->data);
   char* xp = static_cast<char*>(a.out[0]->data);
-  if (d.capacity > 0) fill_zero(*a.out[0]);  // the padding rows
   cpu::parallel_for(*pool_, d.tokens * k, 256, [&](std::int64_t i0, std::int64_t i1, int) {
     for (std::int64_t i = i0; i < i1; ++i)
       if (r.row[i] >= 0) std::copy_n(x + (i / k) * row_bytes, row_bytes, xp + r.row[i] * row_bytes);
   });
 }
 
+// dx: the sum of a token's rows' gradients (times their weights under weight_input); there,
+// also dweights: each row's gradient · x, summed in column order (0 where dropped).
 void CpuBackend::bwd_MoePermute(const OpArgs& a) {
   const char* op = "moe_permute_bwd";
   const MoeDims& d = a.moe;
   check_moe(d, op);
-  if (!a.din[0]) return;
   const int H = a.K, k = d.top_k;
   cpu::check_float(*a.dout[0], op, "dxp", d.rows() * H);
-  cpu::check_float(*a.din[0], op, "dx", d.tokens * H);
   check_routing(*a.in[1], d, op);
   const Routing r(*a.in[1], d);
-  const FV dxp(*a.dout[0]), dx(*a.din[0]);
-  const bool acc = a.acc[0];
-  cpu::parallel_for(*pool_, d.tokens, 16, [&](std::int64_t t0, std::int64_t t1, int) {
-    for (std::int64_t t = t0; t < t1; ++t)
-      for (int h = 0; h < H; ++h) {
+  const FV dxp(*a.dout[0]);
+  const bool weighted = d.weight_input;
+  if (weighted) cpu::check_float(*a.in[2], op, "weights", d.tokens * k);
+  const FV w = weighted ? FV(*a.in[2]) : FV();
+  if (a.din[0] && *a.din[0]) {
+    cpu::check_float(*a.din[0], op, "dx", d.tokens * H);
+    const FV dx(*a.din[0]);
+    const bool acc = a.acc[0];
+    cpu::parallel_for(*pool_, d.tokens, 16, [&](std::int64_t t0, std::int64_t t1, int) {
+      for (std::int64_t t = t0; t < t1; ++t)
+        for (int h = 0; h < H; ++h) {
+          float s = 0.0f;
+          for (int j = 0; j < k; ++j)
+            if (const std::int32_t row = r.row[t * k + j]; row >= 0)
+              s += weighted ? w[t * k + j] * dxp[row * H + h] : dxp[row * H + h];
+          dx.put(t * H + h, s, acc);
+        }
+    });
+  }
+  if (weighted && a.din[2] && *a.din[2]) {
+    cpu::check_float(*a.in[0], op, "x", d.tokens * H);
+    cpu::check_float(*a.din[2], op, "dweights", d.tokens * k);
+    const FV x(*a.in[0]), dw(*a.din[2]);
+    const bool acc = a.acc[2];
+    cpu::parallel_for(*pool_, d.tokens * k, 64, [&](std::int64_t i0, std::int64_t i1, int) {
+      for (std::int64_t i = i0; i < i1; ++i) {
         float s = 0.0f;
-        for (int j = 0; j < k; ++j)
-          if (const std::int32_t row = r.row[t * k + j]; row >= 0) s += dxp[row * H + h];
-        dx.put(t * H + h, s, acc);
+        if (const std::int32_t row = r.row[i]; row >= 0)
+          for (int h = 0; h < H; ++h) s += dxp[row * H + h] * x[(i / k) * H + h];
+        dw.put(i, s, acc);
       }
-  });
+    });
+  }
 }
 
 // Both passes: the checks once, then one Linear per expert over its rows (expert_linear.h).
@@ -251,12 +283,13 @@ void CpuBackend::fwd_MoeUnpermute(const OpArgs& a) {
   const bool shared = a.in[3] && *a.in[3];
   if (shared) cpu::check_float(*a.in[3], op, "shared", d.tokens * H);
   const FV yp(*a.in[0]), w(*a.in[1]), y(*a.out[0]), sh = shared ? FV(*a.in[3]) : FV();
+  const bool unit = d.weight_input;  // the weights went into the rows (MoePermute): a plain sum
   cpu::parallel_for(*pool_, d.tokens, 16, [&](std::int64_t t0, std::int64_t t1, int) {
     for (std::int64_t t = t0; t < t1; ++t)
       for (int h = 0; h < H; ++h) {
         float s = 0.0f;
         for (int j = 0; j < k; ++j)
-          if (const std::int32_t row = r.row[t * k + j]; row >= 0) s += w[t * k + j] * yp[row * H + h];
+          if (const std::int32_t row = r.row[t * k + j]; row >= 0) s += unit ? yp[row * H + h] : w[t * k + j] * yp[row * H + h];
         y.set(t * H + h, shared ? s + sh[t * H + h] : s);
       }
   });
@@ -283,7 +316,7 @@ void CpuBackend::bwd_MoeUnpermute(const OpArgs& a) {
       for (std::int64_t i = i0; i < i1; ++i) {
         const std::int32_t row = r.row[i];
         if (row < 0) continue;
-        const float wi = w[i];
+        const float wi = d.weight_input ? 1.0f : w[i];
         for (int h = 0; h < H; ++h) dyp.put(row * H + h, wi * dy[(i / k) * H + h], acc);
       }
     });
@@ -292,7 +325,7 @@ void CpuBackend::bwd_MoeUnpermute(const OpArgs& a) {
     cpu::check_float(*a.din[3], op, "dshared", d.tokens * H);
     cpu::copy_floats(*pool_, dy, FV(*a.din[3]), d.tokens * H, a.acc[3]);
   }
-  if (a.din[1] && *a.din[1]) {  // dw: dy · yp of its row, 0 where dropped
+  if (a.din[1] && *a.din[1]) {  // dw: dy · yp of its row, 0 where dropped (all 0 under weight_input)
     cpu::check_float(*a.din[1], op, "dweights", d.tokens * k);
     const FV dw(*a.din[1]);
     const bool acc = a.acc[1];
@@ -300,7 +333,7 @@ void CpuBackend::bwd_MoeUnpermute(const OpArgs& a) {
       for (std::int64_t i = i0; i < i1; ++i) {
         const std::int32_t row = r.row[i];
         float s = 0.0f;
-        if (row >= 0)
+        if (row >= 0 && !d.weight_input)
           for (int h = 0; h < H; ++h) s += dy[(i / k) * H + h] * yp[row * H + h];
         dw.put(i, s, acc);
       }

@@ -3,6 +3,8 @@
 // x; parameter gradients are column sums over rows taken in row order.
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
@@ -105,7 +107,8 @@ void rms_fwd(cpu::ThreadPool& pool, FV x, FV w, FV y, Span g, float eps, float o
   });
 }
 
-// dx (acc: +=, with the weight (off + w)) and the rows' rstd into stats; dw += sum dy * xhat.
+// dx (acc: +=, with the weight (off + w)) and the rows' rstd into stats; dw += sum dy * xhat
+// (unless dw is null).
 void rms_bwd(cpu::ThreadPool& pool, FV x, FV w, FV dy, FV dx, FV dw, float* stats, Span g,
              float eps, bool acc, float off) {
   const int H = g.H;
@@ -130,7 +133,7 @@ void rms_bwd(cpu::ThreadPool& pool, FV x, FV w, FV dy, FV dx, FV dw, float* stat
       }
     }
   });
-  param_grads(pool, x, dy, stats, dw, nullptr, g);
+  if (dw.p) param_grads(pool, x, dy, stats, dw, nullptr, g);
 }
 
 }  // namespace
@@ -348,6 +351,21 @@ void each_head(const HeadSpans& h, F f) {
   for (std::int64_t c = 0; c < h.qk.q.H; c += h.d) f(Span{h.qk.q.rows, h.d, h.qk.width, c}, false);
   for (std::int64_t c = 0; c < h.qk.k.H; c += h.d) f(Span{h.qk.k.rows, h.d, h.qk.width, h.qk.q.H + c}, true);
 }
+
+// The weights of the q and k heads: w and b, or ones (held in `ones`) when the norm has none.
+std::pair<FV, FV> head_weights(const OpArgs& a, const HeadSpans& h, const char* op, std::vector<float>& ones) {
+  if (!a.w != !a.b) throw Error(std::string("cpu ") + op + ": the q and k weights come together or not at all");
+  if (a.w) {
+    cpu::check_float(*a.w, op, "q weight", h.d);
+    cpu::check_float(*a.b, op, "k weight", h.d);
+    return {FV(*a.w), FV(*a.b)};
+  }
+  if (a.w_offset != 0.0f) throw Error(std::string("cpu ") + op + ": a weight offset without weights");
+  ones.assign(static_cast<std::size_t>(h.d), 1.0f);
+  FV one;
+  one.p = ones.data();
+  return {one, one};
+}
 }  // namespace
 
 void CpuBackend::fwd_QkHeadNorm(const OpArgs& a) {
@@ -356,10 +374,10 @@ void CpuBackend::fwd_QkHeadNorm(const OpArgs& a) {
   const std::int64_t w = h.qk.width;
   cpu::check_float(*a.in[0], op, "qkv", a.M * w);
   cpu::check_float(*a.out[0], op, "out", a.M * w);
-  cpu::check_float(*a.w, op, "q weight", h.d);
-  cpu::check_float(*a.b, op, "k weight", h.d);
+  std::vector<float> ones;
+  const auto [wq, wk] = head_weights(a, h, op, ones);
   FV x(*a.in[0]), y(*a.out[0]);
-  each_head(h, [&](Span g, bool k) { rms_fwd(*pool_, x, FV(k ? *a.b : *a.w), y, g, a.eps, a.w_offset); });
+  each_head(h, [&](Span g, bool k) { rms_fwd(*pool_, x, k ? wk : wq, y, g, a.eps, a.w_offset); });
   v_part(*pool_, x, y, h.qk, false);
 }
 
@@ -370,16 +388,21 @@ void CpuBackend::bwd_QkHeadNorm(const OpArgs& a) {
   cpu::check_float(*a.in[0], op, "qkv", a.M * w);
   cpu::check_float(*a.dout[0], op, "dout", a.M * w);
   cpu::check_float(*a.din[0], op, "dqkv", a.M * w);
-  cpu::check_float(*a.w, op, "q weight", h.d);
-  cpu::check_float(*a.b, op, "k weight", h.d);
-  cpu::check_float(*a.dw, op, "q weight gradient", h.d);
-  cpu::check_float(*a.db, op, "k weight gradient", h.d);
+  std::vector<float> ones;
+  const auto [wq, wk] = head_weights(a, h, op, ones);
+  FV dwq, dwk;  // null without weights: no weight gradients
+  if (a.w) {
+    cpu::check_float(*a.dw, op, "q weight gradient", h.d);
+    cpu::check_float(*a.db, op, "k weight gradient", h.d);
+    dwq = FV(*a.dw);
+    dwk = FV(*a.db);
+  }
   cpu::Arena arena(ws_, op);
   NormBwdWs ws(arena, a.M);
   FV x(*a.in[0]), dy(*a.dout[0]), dx(*a.din[0]);
   const bool acc = a.acc[0];
   each_head(h, [&](Span g, bool k) {
-    rms_bwd(*pool_, x, FV(k ? *a.b : *a.w), dy, dx, FV(k ? *a.db : *a.dw), ws.stats, g, a.eps, acc, a.w_offset);
+    rms_bwd(*pool_, x, k ? wk : wq, dy, dx, k ? dwk : dwq, ws.stats, g, a.eps, acc, a.w_offset);
   });
   v_part(*pool_, dy, dx, h.qk, acc);
 }

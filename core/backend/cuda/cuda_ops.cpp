@@ -39,9 +39,9 @@ void check_dims(const AttnDims& a, const char* op) {
                 " S=" + std::to_string(a.S) + " heads=" + std::to_string(a.heads) +
                 " kv_heads=" + std::to_string(a.kv_heads) + " d=" + std::to_string(a.d) +
                 " dv=" + std::to_string(a.dv));
-  if (a.window < 0)
-    throw Error(std::string("cuda ") + op + ": window must be 0 (none) or positive, got " +
-                std::to_string(a.window));
+  if (a.window < 0 || a.chunk < 0 || (a.window > 0 && a.chunk > 0))
+    throw Error(std::string("cuda ") + op + ": window and chunk must be 0 (none) or positive, not both, got " +
+                std::to_string(a.window) + " and " + std::to_string(a.chunk));
   if (!(a.softcap >= 0.0f) || !std::isfinite(a.softcap))
     throw Error(std::string("cuda ") + op + ": softcap must be 0 (none) or positive, got " +
                 std::to_string(a.softcap));
@@ -248,6 +248,14 @@ void check_rope_table(const AttnDims& a, const RopeTable& r, const char* op) {
 void CudaBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r) {
   const char* op = "rope_fwd";
   check_dims(a, op);
+  if (r.temp_floor > 0) {
+    check_float(in, op, "in", qkv_numel(a));
+    check_float(out, op, "out", qkv_numel(a));
+    check_same(in, {&out}, op);
+    activate();
+    return kernels::rope_temperature(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d, a.v_dim(),
+                                     r.temp_floor, r.temp_scale, false, compute_);
+  }
   check_rope_table(a, r, op);
   check_float(in, op, "in", qkv_numel(a));
   check_float(out, op, "out", qkv_numel(a));
@@ -255,13 +263,21 @@ void CudaBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& 
   activate();
   float* tab = reinterpret_cast<float*>(scratch(kernels::rope_scratch_bytes(a.S, a.d), op));
   kernels::rope_apply(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d, a.v_dim(),
-                      r.rotary_dim, r.inv_freq, r.attention_scaling, 1.0f, false, tab, compute_);
+                      r.rotary_dim, r.inv_freq, r.attention_scaling, 1.0f, false, tab, compute_, r.interleaved);
 }
 
 void CudaBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a,
                            const RopeTable& r, bool acc) {
   const char* op = "rope_bwd";
   check_dims(a, op);
+  if (r.temp_floor > 0) {
+    check_float(dout, op, "dout", qkv_numel(a));
+    check_float(din, op, "din", qkv_numel(a));
+    check_same(dout, {&din}, op);
+    activate();
+    return kernels::rope_temperature(ft(dout), dout.data, din.data, a.B, a.S, a.heads, a.kv_heads, a.d, a.v_dim(),
+                                     r.temp_floor, r.temp_scale, acc, compute_);
+  }
   check_rope_table(a, r, op);
   check_float(dout, op, "dout", qkv_numel(a));
   check_float(din, op, "din", qkv_numel(a));
@@ -269,7 +285,8 @@ void CudaBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims
   activate();
   float* tab = reinterpret_cast<float*>(scratch(kernels::rope_scratch_bytes(a.S, a.d), op));
   kernels::rope_apply(ft(dout), dout.data, din.data, a.B, a.S, a.heads, a.kv_heads, a.d,
-                      a.v_dim(), r.rotary_dim, r.inv_freq, r.attention_scaling, -1.0f, acc, tab, compute_);
+                      a.v_dim(), r.rotary_dim, r.inv_freq, r.attention_scaling, -1.0f, acc, tab, compute_,
+                      r.interleaved);
 }
 
 // --- embedding ---
@@ -465,7 +482,7 @@ void CudaBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const
   if (!sinks && fused_probs_ &&
       kernels::attn_probs_supported(ft(qkv), a.d, a.qkv_width(), qkv.data)) {
     kernels::attn_probs_fwd(ft(qkv), qkv.data, probs.data, a.B, a.S, a.heads, a.kv_heads, a.d,
-                            a.v_dim(), a.scale, a.window, a.softcap, compute_);
+                            a.v_dim(), a.scale, a.band(), a.softcap, compute_);
     return;
   }
   const int S = a.S;
@@ -473,7 +490,7 @@ void CudaBackend::attn_softmax_fwd(const Tensor& qkv, const Tensor& probs, const
       scratch(static_cast<std::size_t>(a.B) * S * S * 4, op));
   for (int h = 0; h < a.heads; ++h) {
     head_scores(*gemm_, qkv, a, h, sc, op);
-    kernels::attn_softmax_fwd_head(ft(probs), sc, probs.data, a.B, S, a.heads, h, a.window,
+    kernels::attn_softmax_fwd_head(ft(probs), sc, probs.data, a.B, S, a.heads, h, a.band(),
                                    a.softcap, sinks ? sinks->data : nullptr, compute_);
   }
 }
@@ -507,7 +524,7 @@ void CudaBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const
   for (int h = 0; h < a.heads; ++h) {
     if (capped) head_scores(*gemm_, qkv, a, h, sc, op);
     kernels::attn_softmax_bwd_head(ft(qkv), probs.data, dprobs.data, sc, ds, a.B, S, a.heads, h,
-                                   a.window, a.softcap, compute_);
+                                   a.band(), a.softcap, compute_);
     const std::size_t qoff = static_cast<std::size_t>(h) * d * esz;
     const std::size_t koff = static_cast<std::size_t>(a.heads + h / g) * d * esz;
     // dQ'[d, i] += scale K'[d, j] dS'[j, i]
@@ -520,7 +537,7 @@ void CudaBackend::attn_softmax_bwd(const Tensor& qkv, const Tensor& probs, const
     float* ssc = capped ? sc : reinterpret_cast<float*>(ds);
     if (!capped) head_scores(*gemm_, qkv, a, h, ssc, op);
     kernels::attn_sink_grad_head(ft(qkv), probs.data, dprobs.data, ssc, sinks->data, dsinks->data,
-                                 a.B, S, a.heads, h, a.window, a.softcap, compute_);
+                                 a.B, S, a.heads, h, a.band(), a.softcap, compute_);
   }
 }
 
@@ -583,7 +600,7 @@ void CudaBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& 
                      static_cast<std::int64_t>(S) * W, dOh, cdt(dctx), Hc,
                      static_cast<std::int64_t>(S) * Hc, tmp, CUDA_R_32F, S, sSS, a.B, 1.0f, 0.0f,
                      op);
-      kernels::attn_band_store_head(ft(dp), tmp, dp.data, a.B, S, a.heads, h, a.window, true,
+      kernels::attn_band_store_head(ft(dp), tmp, dp.data, a.B, S, a.heads, h, a.band(), true,
                                     compute_);
     } else {
       // Straight into dp's head slice (rounded once, as the store would), then the zeros
@@ -592,7 +609,7 @@ void CudaBackend::attn_pv_bwd(const Tensor& p, const Tensor& qkv, const Tensor& 
                      static_cast<std::int64_t>(S) * W, dOh, cdt(dctx), Hc,
                      static_cast<std::int64_t>(S) * Hc, DP + static_cast<std::size_t>(h) * sSS * esz,
                      cdt(dp), S, static_cast<std::int64_t>(a.heads) * sSS, a.B, 1.0f, 0.0f, op);
-      kernels::attn_zero_outside_band_head(ft(dp), dp.data, a.B, S, a.heads, h, a.window,
+      kernels::attn_zero_outside_band_head(ft(dp), dp.data, a.B, S, a.heads, h, a.band(),
                                            compute_);
     }
     // dV'[dv, j] += dctx'[dv, i] P'[j, i]^T
@@ -627,7 +644,7 @@ kernels::FlashArgs flash_args(const Tensor& qkv, const Tensor& ctx, const Tensor
   fa.d = a.d;
   fa.dv = a.v_dim();
   fa.scale = a.scale;
-  fa.window = a.window;
+  fa.window = a.band();
   fa.softcap = a.softcap;
   fa.key = key;
   fa.p = p;
