@@ -70,6 +70,16 @@ const InertField kInert[] = {
      },
      "must equal num_experts_per_tok (4 when absent), the experts each token goes to, which transformers reads "
      "instead"},
+    // Llama 4: its causal LM adds no load-balancing loss and never reads the router's noise;
+    // for_llm_compressor marks checkpoints prepared for quantization tools.
+    {"output_router_logits", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_boolean(); },
+     "must be true or false"},
+    {"router_aux_loss_coef", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_number(); },
+     "must be a number"},
+    {"router_jitter_noise", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_number(); },
+     "must be a number"},
+    {"for_llm_compressor", [](const nlohmann::json& v, const nlohmann::json&) { return v.is_boolean(); },
+     "must be true or false"},
     // gemma-2-9b: the window again under an older name, the same value.
     {"sliding_window_size",
      [](const nlohmann::json& v, const nlohmann::json& j) {
@@ -255,7 +265,7 @@ struct NearFamily {
   const char* missing;
 };
 const NearFamily kNearFamilies[] = {
-    {"llama4_text", "qwen3_moe", "chunked attention, the L2 QK-norm and the top-1 sigmoid router"},
+    {"qwen3_next", "qwen3_moe", "its gated DeltaNet (linear attention) layers and gated attention"},
 };
 
 // transformers 5 writes RoPE's parameters as one object, `rope_parameters` ({"rope_type": ...,
@@ -379,19 +389,35 @@ void apply_layer_types(const nlohmann::json& lt, ModelConfig& m, int config_wind
 
 }  // namespace
 
-ModelConfig model_from_hf_json(const nlohmann::json& in, const std::string& name) {
-  std::string type = in.at("model_type").is_string() ? in.at("model_type").get<std::string>() : "";
+ModelConfig model_from_hf_json(const nlohmann::json& outer, const std::string& name) {
   using namespace hf;
   Problems p;
   std::vector<std::string> ignored;
+  // Llama 4's published configs (model_type llama4) hold the text model in text_config; its
+  // vision tower and the image tokens are not part of a text step.
+  const bool llama4_outer = outer.at("model_type") == "llama4";
+  if (llama4_outer && !(outer.contains("text_config") && outer.at("text_config").is_object() &&
+                        outer.at("text_config").value("model_type", std::string("llama4_text")) == "llama4_text"))
+    throw ConfigError("text_config", "a llama4 config trains its text model: give text_config (model_type llama4_text)");
+  nlohmann::json text;
+  if (llama4_outer) {
+    text = outer.at("text_config");
+    text["model_type"] = "llama4_text";
+    for (const auto& [key, v] : outer.items())
+      if (key != "text_config" && key != "model_type") ignored.push_back(key);
+  }
+  const nlohmann::json& in = llama4_outer ? text : outer;
+  std::string type = in.at("model_type").is_string() ? in.at("model_type").get<std::string>() : "";
   // transformers 5's fields read as the 4.x ones they replace.
   nlohmann::json j = in;
   // (rope_scaling null: no scaling in transformers 4; rope_parameters null: its default.)
   if (type == "gpt_oss")
     gpt_oss_defaults(j, in.contains("rope_scaling") || (in.contains("rope_parameters") && !in.at("rope_parameters").is_null()));
+  if (type == "llama4_text") llama4_defaults(j);
   read_rope_parameters(j, p);
-  const nlohmann::json layer_types = j.contains("layer_types") ? j.at("layer_types") : nlohmann::json();
-  j.erase("layer_types");
+  // (Llama 4 reads its own layer_types: chunked or full attention.)
+  const nlohmann::json layer_types = j.contains("layer_types") && type != "llama4_text" ? j.at("layer_types") : nlohmann::json();
+  if (type != "llama4_text") j.erase("layer_types");
   // transformers derives layer_types from Qwen's max_window_layers (read while use_sliding_window
   // is true) only where they are not given.
   const bool qwen = type == "qwen2" || type == "qwen3" || type == "qwen3_moe" || type == "qwen2_moe";

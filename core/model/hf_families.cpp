@@ -1,7 +1,7 @@
 // Import of the Llama-like Hugging Face configs: llama, mistral, qwen2, qwen3, gemma, gemma2,
 // phi3, olmo2, granite, gemma3_text, smollm3, the mixtures of experts mixtral, qwen3_moe and qwen2_moe
 // (their expert fields: hf_moe.cpp), deepseek_v2 and deepseek_v3 (hf_deepseek.cpp) and gpt_oss
-// (hf_gpt_oss.cpp). One reader of the fields they share; each family
+// (hf_gpt_oss.cpp), llama4_text (hf_llama4.cpp). One reader of the fields they share; each family
 // adds or fixes its own.
 #include <algorithm>
 #include <cmath>
@@ -25,7 +25,7 @@ const FamilyType kTypes[] = {{"llama", Family::Llama},   {"mistral", Family::Mis
                              {"smollm3", Family::SmolLM3}, {"mixtral", Family::Mixtral},
                              {"qwen3_moe", Family::Qwen3Moe}, {"qwen2_moe", Family::Qwen2Moe},
                              {"deepseek_v2", Family::DeepseekV2}, {"deepseek_v3", Family::DeepseekV3},
-                             {"gpt_oss", Family::GptOss}};
+                             {"gpt_oss", Family::GptOss}, {"llama4_text", Family::Llama4}};
 
 // Fields every family here reads.
 const std::set<std::string> kShared = {
@@ -59,6 +59,7 @@ std::set<std::string> extra_fields(Family f) {
     case Family::DeepseekV2:
     case Family::DeepseekV3: return deepseek_fields();
     case Family::GptOss: return gpt_oss_fields();
+    case Family::Llama4: return llama4_fields();
     default: return {};
   }
 }
@@ -200,6 +201,7 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
   if (f == Family::Mixtral || f == Family::Qwen3Moe || f == Family::Qwen2Moe) read_moe(j, m, p);
   if (f == Family::DeepseekV2 || f == Family::DeepseekV3) read_deepseek(j, m, p);
   if (f == Family::GptOss) read_gpt_oss(j, m, p);
+  if (f == Family::Llama4) read_llama4(j, m, p);
   m.seq = std::min(m.positions, 1024);
   m.batch = 1;
   return m;
@@ -211,17 +213,18 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, Family f, Problems& p,
 // empty list is refused (transformers keeps it, and its layers then find no entry). Layers
 // without RoPE become layer kinds of their own (rope: false), the kinds the model has so far
 // split by it.
-void apply_no_rope_layers(const nlohmann::json& j, ModelConfig& m, Problems& p) {
-  std::vector<bool> rope(static_cast<std::size_t>(m.layers), true);
-  const nlohmann::json list = j.contains("no_rope_layers") ? j.at("no_rope_layers") : nlohmann::json();
+std::vector<bool> rope_layers(const nlohmann::json& j, int layers, Problems& p, bool empty_is_default) {
+  std::vector<bool> rope(static_cast<std::size_t>(std::max(layers, 0)), true);
+  nlohmann::json list = j.contains("no_rope_layers") ? j.at("no_rope_layers") : nlohmann::json();
+  if (empty_is_default && list.is_array() && list.empty()) list = nullptr;
   if (!list.is_null() && !(list.is_array() && !list.empty())) {
     p.add("no_rope_layers", "must be a list of 1 (RoPE) or 0 (none) per layer, got " + json_snippet(list));
-    return;
+    return {};
   }
   if (list.is_array()) {
-    if (static_cast<int>(list.size()) < m.layers) {
-      p.add("no_rope_layers", "lists " + std::to_string(list.size()) + " layers; num_hidden_layers is " + std::to_string(m.layers));
-      return;
+    if (static_cast<int>(list.size()) < layers) {
+      p.add("no_rope_layers", "lists " + std::to_string(list.size()) + " layers; num_hidden_layers is " + std::to_string(layers));
+      return {};
     }
     for (std::size_t l = 0; l < rope.size(); ++l) {
       // 1 or 0 as transformers reads them (a truth value): also 1.0, 0.0, true, false.
@@ -230,14 +233,19 @@ void apply_no_rope_layers(const nlohmann::json& j, ModelConfig& m, Problems& p) 
       const bool zero = v.is_boolean() ? !v.get<bool>() : v.is_number() && v.get<double>() == 0.0;
       if (!one && !zero) {
         p.add("no_rope_layers", "layer " + std::to_string(l) + " is " + json_snippet(v) + " (1: RoPE, 0: none)");
-        return;
+        return {};
       }
       rope[l] = one;
     }
   } else {
     const int every = p.take([&] { return int_field(j, "no_rope_layer_interval", 4); }, 4);
-    for (int l = 0; l < m.layers; ++l) rope[static_cast<std::size_t>(l)] = (l + 1) % every != 0;
+    for (int l = 0; l < layers; ++l) rope[static_cast<std::size_t>(l)] = (l + 1) % every != 0;
   }
+  return rope;
+}
+
+void apply_no_rope_layers(const nlohmann::json& j, ModelConfig& m, Problems& p) {
+  const std::vector<bool> rope = rope_layers(j, m.layers, p, false);
   if (std::all_of(rope.begin(), rope.end(), [](bool r) { return r; })) return;
   std::vector<LayerKind> kinds;
   std::vector<int> pattern;

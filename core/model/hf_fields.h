@@ -99,6 +99,15 @@ void gpt_oss_defaults(nlohmann::json& j, bool rope_given);
 void read_gpt_oss(const nlohmann::json& j, ModelConfig& m, Problems& p);
 // SmolLM3's per-layer `no_rope_layers` (and no_rope_layer_interval) as layer kinds.
 void apply_no_rope_layers(const nlohmann::json& j, ModelConfig& m, Problems& p);
+// The layers that rotate by `no_rope_layers` (absent or null: transformers' default from
+// no_rope_layer_interval; empty: that too when empty_is_default, as Llama 4 reads it); empty
+// when refused (the problem kept).
+std::vector<bool> rope_layers(const nlohmann::json& j, int layers, Problems& p, bool empty_is_default);
+// llama4_text: its own fields, Llama4TextConfig's defaults for absent ones (before the shared
+// fields are read), and its layers (hf_llama4.cpp). `layer_types` stays in j for it.
+std::set<std::string> llama4_fields();
+void llama4_defaults(nlohmann::json& j);
+void read_llama4(const nlohmann::json& j, ModelConfig& m, Problems& p);
 void check_sizes(const ModelConfig& m, Problems& p);
 ModelConfig gpt2_from_hf(const nlohmann::json& j, Problems& p, std::vector<std::string>& ignored);
 ModelConfig gpt_neox_from_hf(const nlohmann::json& j, Problems& p, std::vector<std::string>& ignored);  // hf_gpt_neox.cpp

@@ -28,9 +28,9 @@ from e2e_common import check  # noqa: E402
 ENABLED = ["gpt2", "llama", "llama3", "qwen2", "phi3", "olmo2", "gpt2_flags", "llama_bias", "gemma",
            "mistral", "gemma2", "qwen3", "granite", "gpt_neox", "falcon", "falcon_rw", "gemma3",
            "gemma3_types", "qwen2_window", "smollm3", "mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v3",
-           "deepseek_v2", "gpt_oss", "mixtral_aux", "qwen3_moe_aux", "gpt_oss_aux"]
+           "deepseek_v2", "gpt_oss", "mixtral_aux", "qwen3_moe_aux", "gpt_oss_aux", "llama4_text", "llama4_text_top2"]
 # Families whose windows are shorter than SEQ also run with flash attention (banded tiles).
-FLASH_TOO = ["mistral", "gemma2", "gemma3", "gemma3_types", "qwen2_window", "gpt_oss"]
+FLASH_TOO = ["mistral", "gemma2", "gemma3", "gemma3_types", "qwen2_window", "gpt_oss", "llama4_text"]
 
 STEPS = 3
 # Not the defaults, so that each option visibly reaches the optimizer. A large eps keeps Adam's
@@ -152,6 +152,13 @@ def check_controls(name, families, torch, w0, f, windows, run, ref32):
             controls.append(("no router bias", train(feat=dict(f, moe=dict(e, router_bias=False)))))
             controls.append(("no clamp", train(feat=dict(f, moe=dict(e, limit=None)))))
             controls.append(("gate|up in halves", train(feat=dict(f, moe=dict(e, interleaved=False)))))
+        if e.get("kind") == "llama4":  # the router's weight on the expert's input; gate|up in halves
+            controls.append(("router weights on the experts' output", train(feat=dict(f, moe=dict(e, weight_on="output")))))
+            controls.append(("gate|up interleaved", train(feat=dict(f, moe=dict(e, interleaved=True)))))
+    if f["names"] == "llama4":  # chunks, the temperature, the complex RoPE pairs
+        controls.append(("no attention chunks", train(feat=dict(f, attention_chunk=0))))
+        controls.append(("no temperature tuning", train(feat=dict(f, attn_temperature_tuning=False))))
+        controls.append(("rotate-half RoPE pairs", train(feat=dict(f, rope_pairs="half"))))
     if f.get("sinks"):
         controls.append(("no attention sinks", train(feat=dict(f, sinks=False))))
     if f["attn_scale"] and f["names"] != "gpt2":

@@ -7,7 +7,8 @@ docs/model-config.md (norm kind and placement, positions, head_dim, GQA, biases,
 projection or head), sliding window, attention scale and softcaps, MLP kind, tied embeddings,
 embed_scale), reading its weights under each family's Hugging Face tensor names; the mixtures of
 experts are in mixtures.py, DeepSeek's multi-head latent attention and routers in deepseek.py,
-gpt-oss's attention sinks, router, clamped experts and load-balancing loss in gpt_oss.py.
+gpt-oss's attention sinks, router, clamped experts and load-balancing loss in gpt_oss.py, Llama 4's
+chunked attention, NoPE layers, L2 QK-norm, temperature and sigmoid-routed experts in llama4.py.
 `FAMILIES` (family_configs.py) holds a tiny Hugging Face config.json per family;
 `features_from_hf` reads one the way Hugging Face's model classes do; `rope_parameters`
 computes the RoPE inverse frequencies and attention factor from Hugging Face's formulas
@@ -32,6 +33,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deepseek  # noqa: E402
 import gpt_oss  # noqa: E402
+import llama4  # noqa: E402
 import mixtures  # noqa: E402
 from make_reference import write_safetensors  # noqa: E402
 from rope_tables import apply_rope, rope_parameters, rope_tables, rotate_half  # noqa: E402,F401
@@ -145,6 +147,8 @@ def features_from_hf(c):
         deepseek.update_features(c, f)
     elif t in gpt_oss.MODEL_TYPES:
         gpt_oss.update_features(c, f)
+    elif t in llama4.MODEL_TYPES:
+        llama4.update_features(c, f)
     elif t == "smollm3":
         # transformers' default list: the layers l with (l + 1) % interval == 0 go without RoPE.
         every = _get(c, "no_rope_layer_interval", 4)
@@ -232,8 +236,8 @@ def tensor_shapes(f):
         return _neox_shapes(f)
     if f["names"] == "falcon":
         return _falcon_shapes(f)
-    if f["names"] == "deepseek":
-        return deepseek.tensor_shapes(f)
+    if f["names"] in ("deepseek", "llama4"):
+        return (deepseek if f["names"] == "deepseek" else llama4).tensor_shapes(f)
     s["model.embed_tokens.weight"] = (V, h)
     for l in range(f["layers"]):
         p = "model.layers.%d." % l
@@ -349,8 +353,8 @@ def _layer(w, f, l):
     """The layer's q, k, v, o (and biases), MLP matrices and norms, as [out, in] views of `w`."""
     q, kv, h = f["heads"] * f["head_dim"], f["kv_heads"] * f["head_dim"], f["hidden"]
     P = {}
-    if f["names"] in ("deepseek", "gpt_oss"):
-        return (deepseek if f["names"] == "deepseek" else gpt_oss).layer(w, f, l)
+    if f["names"] in ("deepseek", "gpt_oss", "llama4"):
+        return {"deepseek": deepseek, "gpt_oss": gpt_oss, "llama4": llama4}[f["names"]].layer(w, f, l)
     if f["names"] == "gpt_neox":
         p = "gpt_neox.layers.%d." % l
         a, d = f["heads"], f["head_dim"]
@@ -441,6 +445,8 @@ def attention(f, P, l, y, rope):
         return deepseek.attention(f, P, y, rope)
     if f["names"] == "gpt_oss":  # attention with sinks
         return gpt_oss.attention(f, P, y, rope, f["sliding_window"] if windowed(f, l) else 0)
+    if f["names"] == "llama4":  # RoPE or NoPE per layer, chunks, L2 QK-norm, temperature
+        return llama4.attention(f, P, l, y, rope)
     B, S, _ = y.shape
     a, kv, d = f["heads"], f["kv_heads"], f["head_dim"]
     q, k, v = linear(y, P["q"], P.get("q_b")), linear(y, P["k"], P.get("k_b")), linear(y, P["v"], P.get("v_b"))

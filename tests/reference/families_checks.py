@@ -23,6 +23,8 @@ import gemma3_by_hand  # noqa: E402
 import gpt_neox_by_hand  # noqa: E402
 import gpt_oss_by_hand  # noqa: E402
 import granite_by_hand  # noqa: E402
+import llama4  # noqa: E402
+import llama4_by_hand  # noqa: E402
 import moe_by_hand  # noqa: E402
 import qwen3_by_hand  # noqa: E402
 
@@ -161,6 +163,8 @@ def self_checks():
     check("gpt_oss in the transformers 5 layout (rope_parameters) reads as its 4.x config",
           features_from_hf(v5) == features_from_hf(go))
 
+    out.extend(llama4_checks(win))
+
     # Phi-3's fused tensors = Llama's separate ones.
     ph = features_from_hf(FAMILIES["phi3"])
     wp = make_weights(ph, 9)
@@ -246,6 +250,15 @@ _EFFECTS = [
     ("gpt_oss", dict(rope_scaling=dict(FAMILIES["gpt_oss"]["rope_scaling"], attention_factor=1.0)), None),
     ("gpt_oss", dict(qkv_bias=False), "self_attn.q_proj.bias self_attn.k_proj.bias self_attn.v_proj.bias"),
     ("gpt_oss", dict(out_bias=False), "o_proj.bias"),
+    # Llama 4: no chunks, chunks on every layer, no L2 QK-norm, no temperature, rotate-half pairs
+    # instead of adjacent ones, no RoPE scaling, RoPE (and its QK-norm) on layer 3 too.
+    ("llama4_text", dict(attention_chunk=0), None),
+    ("llama4_text", dict(layer_types=["chunked_attention"] * 4), None),
+    ("llama4_text", dict(qk_norm="none"), None),
+    ("llama4_text", dict(attn_temperature_tuning=False), None),
+    ("llama4_text", dict(rope_pairs="half"), None),
+    ("llama4_text", dict(rope_scaling=None), None),
+    ("llama4_text", dict(no_rope_layers=[1, 1, 1, 1]), None),
 ]
 # The mixtures of experts' own features (their routing has no Llama counterpart to turn off to).
 _MOE_EFFECTS = [
@@ -277,6 +290,20 @@ _MOE_EFFECTS = [
     ("gpt_oss", lambda e: dict(e, top_k=1)),
     ("gpt_oss", lambda e: dict(e, alpha=1.0)),
     ("gpt_oss", lambda e: dict(e, aux_coef=0.9)),
+    # Llama 4: the score on the expert's output instead of its input, no shared expert, every layer
+    # a mixture, the mixtures on the even layers, the chosen scores renormalised, gate|up
+    # interleaved, top-0 (the shared expert alone) and top-2; top-2's own: top-1, score on output.
+    ("llama4_text", lambda e: dict(e, weight_on="output")),
+    ("llama4_text", lambda e: dict(e, shared=0)),
+    ("llama4_text", lambda e: dict(e, sparse=[True] * 4)),
+    ("llama4_text", lambda e: dict(e, sparse=[True, False, True, False])),
+    ("llama4_text", lambda e: dict(e, norm=True)),
+    ("llama4_text", lambda e: dict(e, interleaved=True)),
+    ("llama4_text", lambda e: dict(e, top_k=0)),
+    ("llama4_text", lambda e: dict(e, top_k=2)),
+    ("llama4_text_top2", lambda e: dict(e, top_k=1)),
+    ("llama4_text_top2", lambda e: dict(e, weight_on="output")),
+    ("llama4_text_top2", lambda e: dict(e, norm=True)),
 ]
 
 
@@ -298,6 +325,72 @@ def feature_effects():
         diff = ", ".join("%s=%s" % (k, v) for k, v in f2["moe"].items() if f["moe"][k] != v)
         out.append(("%s: %s moves the loss by %.1e > 1e-5" % (name, diff, d), d > 1e-5, ""))
     return out
+
+
+def llama4_checks(win):
+    """Llama 4: the tiny configs and variants taking the other paths, against llama4_by_hand.py
+    (tensor shapes, loss, every gradient); the chunk rule, the temperature's floor and the
+    transformers 5 layout on their own."""
+    out = []
+
+    def check(desc, ok, detail=""):
+        out.append((desc, bool(ok), detail))
+
+    def loss(f, w):
+        return loss_of({n: t.to(torch.float64) for n, t in w.items()}, f, win).item()
+
+    # The defaults derived (NoPE every 2nd layer, every layer a mixture); the lists given (layer 3
+    # NoPE but chunked, layer 0 RoPE but full, mixtures on 0 and 3) with no QK-norm, attention
+    # biases and a tied head; no RoPE scaling, no temperature, head_dim and kv heads from null.
+    variants = [("llama4_text", {}), ("llama4_text_top2", {}),
+                ("llama4_text", dict(no_rope_layers=None, no_rope_layer_interval=2, interleave_moe_layer_step=1)),
+                ("llama4_text_top2", dict(moe_layers=[0, 3], use_qk_norm=False, attention_bias=True,
+                                          tie_word_embeddings=True, layer_types=["full_attention"] +
+                                          ["chunked_attention"] * 3)),
+                ("llama4_text", dict(rope_scaling=None, attn_temperature_tuning=False, head_dim=None,
+                                     num_key_value_heads=None))]
+    for i, (name, changes) in enumerate(variants):
+        c = dict(FAMILIES[name], **changes)
+        f = features_from_hf(c)
+        what = "%s%s" % (name, " (%s)" % ", ".join("%s=%s" % kv for kv in changes.items()) if changes else "")
+        check("%s tensors = the shapes Hugging Face's modules build from the config (llama4_by_hand.py)" % what,
+              llama4_by_hand.module_shapes(c) == tensor_shapes(f))
+        gap, grads, routed = llama4_by_hand.matches(c, f, make_weights(f, 40 + i), win, loss_of)
+        check("%s loss and gradients = hand-written Hugging Face Llama 4 (complex RoPE, L2 QK-norm, temperature, "
+              "chunk masks, sigmoid router on the experts' inputs, batched experts, shared expert; "
+              "llama4_by_hand.py); every router and expert tensor gets a gradient" % what,
+              gap < 1e-12 and grads < 1e-12 and routed > 0,
+              "loss %.0e, gradients %.0e, smallest max |router or expert grad| %.0e" % (gap, grads, routed))
+    f = features_from_hf(FAMILIES["llama4_text"])
+    w = make_weights(f, 47)
+    check("llama4: attention_chunk_size >= seq = no chunking",
+          abs(loss(dict(f, attention_chunk=SEQ), w) - loss(dict(f, attention_chunk=0), w)) < 1e-12)
+    check("llama4: chunks of 6 (one chunked layer): positions 12-15 ignore tokens 0-11, position 11 does not",
+          _chunks_are_local(f, w))
+    check("llama4: floor_scale > seq makes the temperature 1 = no tuning",
+          abs(loss(dict(f, floor_scale=float(SEQ + 1)), w) - loss(dict(f, attn_temperature_tuning=False), w)) < 1e-12)
+    t = llama4.temperature(f, SEQ, torch.float64)
+    want = [1 + 0.5 * math.log(1 + (p + 1) // 4) for p in range(SEQ)]
+    check("llama4: temperature 1 + attn_scale ln(1 + floor((p + 1) / floor_scale)) at floor_scale 4, attn_scale 0.5",
+          torch.allclose(t, torch.tensor(want, dtype=torch.float64), rtol=0, atol=1e-15),
+          " ".join("%.3f" % x for x in t[[0, 3, 7, 11, 15]].tolist()))
+    c5 = {k: v for k, v in FAMILIES["llama4_text"].items() if k not in ("rope_scaling", "rope_theta")}
+    c5["rope_parameters"] = dict(FAMILIES["llama4_text"]["rope_scaling"], rope_theta=500000.0)
+    check("llama4_text in the transformers 5 layout (rope_parameters) reads as its 4.x config",
+          features_from_hf(c5) == f)
+    return out
+
+
+def _chunks_are_local(f, w):
+    """One layer (layer 0: RoPE, chunked, dense): changing tokens 0-11 leaves the logits at
+    positions 12-15 (the last chunk) as they were and moves position 11's."""
+    w64 = {n: t.to(torch.float64) for n, t in w.items()}
+    a = torch.randint(0, 64, (1, SEQ), generator=torch.Generator().manual_seed(4))
+    b = a.clone()
+    b[0, :12] = (b[0, :12] + 1) % 64
+    f1 = dict(f, layers=1)
+    la, lb = forward(w64, f1, a), forward(w64, f1, b)
+    return torch.allclose(la[0, 12:], lb[0, 12:], rtol=0, atol=1e-12) and not torch.allclose(la[0, 11], lb[0, 11])
 
 
 def _window_one_is_local(f, w):
@@ -447,6 +540,15 @@ def rope_checks():
     want = [b5[0].item(), ((1 - smooth) / 32 + smooth) * b5[1].item(), b5[2].item() / 32, b5[3].item() / 32]
     check("rope llama3: one frequency kept, one smoothed, two divided", near(inv, want) and af == 1.0,
           "smooth %.4f" % smooth)
+    # llama3 with Llama 4 Scout's factors (8; low 1, high 4) and llama4_text's original length 64:
+    # wavelength 6.3 kept, 32.5 smoothed, 167 and up divided by 8.
+    c = FAMILIES["llama4_text"]["rope_scaling"]
+    inv, af = rope_parameters(c, 500000.0, 16, 1024, 16)
+    b16 = 1.0 / (500000.0 ** (torch.arange(0, 16, 2, dtype=torch.float64) / 16))
+    s1 = (64 / (2 * math.pi / b16[1].item()) - 1) / 3
+    want16 = torch.cat((b16[:1], torch.tensor([((1 - s1) / 8 + s1) * b16[1].item()], dtype=torch.float64), b16[2:] / 8))
+    check("rope llama3 with Scout's factors: frequency 0 kept, 1 smoothed, 2-7 divided by 8",
+          near(inv, want16) and af == 1.0, "smooth %.4f" % s1)
     # yarn with qwen2's numbers: correction dims floor(-0.87..)=0.. and ceil(1.88)=2 -> ramp 0, .5, 1, 1.
     c = FAMILIES["qwen2"]["rope_scaling"]
     inv, af = rope_parameters(c, 1e6, 8, 16384, 16)

@@ -222,3 +222,31 @@ FAMILIES["gpt_oss"] = {
 FAMILIES["mixtral_aux"] = dict(FAMILIES["mixtral"], output_router_logits=True)
 FAMILIES["qwen3_moe_aux"] = dict(FAMILIES["qwen3_moe"], output_router_logits=True)
 FAMILIES["gpt_oss_aux"] = dict(FAMILIES["gpt_oss"], output_router_logits=True)
+# Llama 4's text model (Llama-4-Scout-17B-16E's text_config, as Llama4ForCausalLM reads a
+# llama4_text config.json), shrunk: 4 layers, head_dim 16 against hidden / heads = 8, 2 kv heads.
+# Layers 1 and 3 a mixture (interleave_moe_layer_step 2, as Maverick) of 4 experts of width 16,
+# top-1, plus the shared expert; layers 0 and 2 a dense MLP of width intermediate_size_mlp 40.
+# no_rope_layers [1, 1, 1, 0] (the default every 4th, which 4.51 fixed whatever the config): layer
+# 3 is NoPE, full attention, its queries temperature-tuned; layers 0-2 rotate (adjacent pairs),
+# L2-norm q and k and attend in chunks of 6 (not dividing 16: chunks 0-5, 6-11, 12-15).
+# floor_scale 4 and attn_scale 0.5 (8192 and 0.1 published) make the temperature 1, 1.35, 1.55,
+# 1.69, 1.80 over positions 0-2, 3-6, 7-10, 11-14, 15. Scout's llama3 scaling (factor 8, low and
+# high frequency factors 1 and 4) with the original length 64 (8192 published): over head_dim 16
+# at theta 500000 frequency 0 (wavelength 6.3) is kept, 1 (32.5) smoothed, 2-7 (167 up) divided
+# by 8. No load-balancing loss whatever output_router_logits says (Llama4ForCausalLM adds none).
+FAMILIES["llama4_text"] = {
+    "architectures": ["Llama4ForCausalLM"], "attention_bias": False, "attention_chunk_size": 6,
+    "attention_dropout": 0.0, "attn_scale": 0.5, "attn_temperature_tuning": True, "bos_token_id": 1,
+    "eos_token_id": 2, "floor_scale": 4, "head_dim": 16, "hidden_act": "silu", "hidden_size": 32,
+    "initializer_range": 0.02, "interleave_moe_layer_step": 2, "intermediate_size": 16,
+    "intermediate_size_mlp": 40, "max_position_embeddings": 1024, "model_type": "llama4_text",
+    "no_rope_layers": [1, 1, 1, 0], "num_attention_heads": 4, "num_experts_per_tok": 1, "num_hidden_layers": 4,
+    "num_key_value_heads": 2, "num_local_experts": 4, "output_router_logits": False, "pad_token_id": 0,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 64, "rope_type": "llama3"},
+    "rope_theta": 500000.0, "router_aux_loss_coef": 0.001, "router_jitter_noise": 0.0,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+    "use_cache": True, "use_qk_norm": True, "vocab_size": 64}
+# Two experts per token: each chosen expert's input times its own sigmoid score (no renormalisation).
+FAMILIES["llama4_text_top2"] = dict(FAMILIES["llama4_text"], num_experts_per_tok=2)

@@ -1,13 +1,14 @@
 """The mixtures of experts of the float64 family reference (families.py): Mixtral's, Qwen3-MoE's
 and Qwen2-MoE's routers and SwiGLU experts under their tensor names, and the dispatch of a
-sparse layer's MLP to DeepSeek's routers (deepseek.py) and gpt-oss's (gpt_oss.py). Shares
-nothing with the engine.
+sparse layer's MLP to DeepSeek's routers (deepseek.py), gpt-oss's (gpt_oss.py) and Llama 4's
+(llama4.py). Shares nothing with the engine.
 """
 import torch
 import torch.nn.functional as F
 
 import deepseek
 import gpt_oss
+import llama4
 
 
 def linear(x, weight, bias=None):
@@ -56,6 +57,8 @@ def forward(f, P, y):
         return deepseek.moe(f, P, y)
     if e.get("kind") == "gpt_oss":  # gpt-oss's router and clamped SwiGLU experts
         return gpt_oss.moe(f, P, y)
+    if e.get("kind") == "llama4":  # sigmoid scores on the experts' inputs, a shared expert
+        return llama4.moe(f, P, y)
     logits = linear(y, P["router"])
     if "router_logits" in P:  # collected for the load-balancing loss (families.loss_of)
         P["router_logits"].append(logits.reshape(-1, e["experts"]))

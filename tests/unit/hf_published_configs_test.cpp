@@ -130,6 +130,24 @@ std::int64_t gpt_oss_params(const nlohmann::json& j) {
   return (j.value("tie_word_embeddings", false) ? 1 : 2) * V * h + h + L * (attn + moe + 2 * h);
 }
 
+// Llama 4's text model (a llama4 file's text_config): on the moe_layers a router, E experts and
+// one shared expert of intermediate_size; elsewhere a SwiGLU of intermediate_size_mlp; no norm
+// weights on q and k.
+std::int64_t llama4_params(const nlohmann::json& outer) {
+  const nlohmann::json& j = outer.at("model_type") == "llama4" ? outer.at("text_config") : outer;
+  const std::int64_t h = j.at("hidden_size"), L = j.at("num_hidden_layers"), V = j.at("vocab_size");
+  const std::int64_t H = j.at("num_attention_heads"), KV = j.at("num_key_value_heads"), d = j.at("head_dim");
+  const std::int64_t E = j.at("num_local_experts"), I = j.at("intermediate_size"), Im = j.at("intermediate_size_mlp");
+  const std::int64_t attn = 2 * H * d * h + 2 * KV * d * h;
+  std::int64_t total = (j.value("tie_word_embeddings", false) ? 1 : 2) * V * h + h;
+  for (std::int64_t l = 0; l < L; ++l) {
+    const auto& moe = j.at("moe_layers");
+    const bool sparse = std::find(moe.begin(), moe.end(), l) != moe.end();
+    total += attn + 2 * h + (sparse ? E * h + E * 3 * h * I + 3 * h * I : 3 * h * Im);
+  }
+  return total;
+}
+
 // The parameter count of a published config, read from its own fields; -1 for a model_type this
 // counter does not know.
 std::int64_t hf_file_params(const nlohmann::json& j) {
@@ -141,6 +159,7 @@ std::int64_t hf_file_params(const nlohmann::json& j) {
                                                   "smollm3", "mixtral", "qwen3_moe", "qwen2_moe"};
   if (type == "deepseek_v2" || type == "deepseek_v3") return deepseek_params(j);
   if (type == "gpt_oss") return gpt_oss_params(j);
+  if (type == "llama4") return llama4_params(j);
   return kDecoders.count(type) ? decoder_params(j) : -1;
 }
 
@@ -179,6 +198,8 @@ const PublishedFile kPublishedFiles[] = {
     {"olmo-2-1124-7b-instruct.json", 7'298'617'344, Expect::Imports, {"_name_or_path", "pad_token_id"}},
     {"phi-3-mini-4k-instruct.json", 3'821'079'552, Expect::Imports, {"auto_map", "pad_token_id"}},
     {"gpt-oss-20b.json", 20'914'757'184, Expect::Imports, {"quantization_config", "initial_context_length", "experts_per_token"}},
+    // Llama 4 Scout's text model: the Hub's count less the vision tower (README).
+    {"llama-4-scout-17b-16e.json", 107'769'861'120, Expect::Imports, {"vision_config", "router_aux_loss_coef", "for_llm_compressor"}},
     {"phi-4-mini-instruct.json", 3'836'021'760, Expect::Refused,
      {"full_attn_mod", "interpolate_factor", "lm_head_bias"}},
     {"qwen1.5-moe-a2.7b-chat.json", 14'315'784'192, Expect::Imports, {"sliding_window", "max_window_layers", "torch_dtype"}},

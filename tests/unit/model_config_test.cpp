@@ -350,7 +350,10 @@ TEST(ModelConfig, FamilyPresetsHaveThePublishedParameterCounts) {
       {"deepseek-v3", 671'026'419'200},
       // gpt-oss-20b: 20.91B on OpenAI's model card; counted from its config.json's fields
       // (tests/data/hf-configs/README.md).
-      {"gpt-oss-20b", 20'914'757'184}};
+      {"gpt-oss-20b", 20'914'757'184},
+      // Llama 4 Scout's text model: the Hub's 108,641,793,536 for the whole model less its vision
+      // tower (tests/data/hf-configs/README.md).
+      {"llama-4-scout", 107'769'861'120}};
   for (const auto& [name, count] : kPublished) {
     const ModelConfig m = resolve_model(name);
     EXPECT_EQ(ParamLayout(m).total(), count) << name;
@@ -442,10 +445,11 @@ TEST(ModelConfig, TransformersFiveLayoutMeansWhatTheFourLayoutMeans) {
   w = published_refusal(per_kind);
   EXPECT_NE(w.find("a RoPE per layer kind"), std::string::npos) << w;
   // A family that is not modelled: the nearest one and what it lacks.
-  nlohmann::json moe = v4;
-  moe["model_type"] = "llama4_text";
-  w = published_refusal(moe);
-  EXPECT_NE(w.find("the nearest supported is qwen3_moe, without chunked attention"), std::string::npos) << w;
+  nlohmann::json next = v4;
+  next["model_type"] = "qwen3_next";
+  w = published_refusal(next);
+  EXPECT_NE(w.find("the nearest supported is qwen3_moe, without its gated DeltaNet"), std::string::npos) << w;
+  EXPECT_NE(w.find("llama4_text"), std::string::npos) << w;  // among the known ones
 }
 
 // Granite's four multipliers: read from its config (the score scale is attention_multiplier,

@@ -1,0 +1,226 @@
+// Llama 4 (Family::Llama4): Scout's published config.json (model_type llama4, the text model in
+// text_config) read as the preset, Llama4TextConfig's defaults and refusals, and the features on
+// a small model: RoPE in the complex form, the weightless L2 QK-norm on the layers with RoPE,
+// chunked attention, temperature tuning on the layers without RoPE, and the top-1 sigmoid router
+// whose weight multiplies the expert's input. Each changes the step; none breaks the prediction.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/graph/block_graph.h"
+#include "core/model/model_config.h"
+#include "core/model/model_source.h"
+#include "core/model/param_layout.h"
+#include "core/util/attn_temperature.h"
+#include "core/util/error.h"
+#include "policy_test_util.h"
+
+namespace remat {
+namespace {
+
+nlohmann::json scout_published() {
+  std::ifstream in(std::string(REMAT_TEST_DATA_DIR) + "/hf-configs/llama-4-scout-17b-16e.json");
+  return nlohmann::json::parse(in);
+}
+
+std::string refusal(const nlohmann::json& j) {
+  try {
+    model_from_hf_json(j, "x");
+    return "";
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+}
+
+// Scout's text model at small sizes; every other field as published.
+nlohmann::json small_text() {
+  nlohmann::json t = scout_published().at("text_config");
+  t["hidden_size"] = 64;
+  t["intermediate_size"] = 32;
+  t["intermediate_size_mlp"] = 48;
+  t["num_hidden_layers"] = 8;
+  t["num_attention_heads"] = 4;
+  t["num_key_value_heads"] = 2;
+  t["head_dim"] = 16;
+  t["vocab_size"] = 128;
+  t["num_local_experts"] = 4;
+  t["moe_layers"] = {1, 3, 5, 7};
+  t["no_rope_layers"] = {1, 1, 1, 0, 1, 1, 1, 0};
+  return t;
+}
+
+TEST(Llama4, ScoutsPublishedConfigIsThePresetAtItsOwnLength) {
+  ModelConfig file = model_from_hf_json(scout_published(), "llama-4-scout");
+  EXPECT_EQ(file.family, Family::Llama4);
+  EXPECT_TRUE(file.rope_interleaved);
+  EXPECT_EQ(file.qk_norm, QkNormKind::HeadL2);
+  EXPECT_FALSE(file.tied_embeddings || file.qkv_bias || file.out_bias);
+  EXPECT_EQ(file.ffn, 16384);  // intermediate_size_mlp (no dense layer here)
+  EXPECT_EQ(file.moe.ffn, 8192);
+  EXPECT_EQ(file.moe.shared_ffn, 8192);
+  EXPECT_TRUE(file.moe.sigmoid && file.moe.weight_input && !file.moe.norm_topk);
+  EXPECT_EQ(file.moe.top_k, 1);
+  EXPECT_EQ(file.attn_temperature_floor, 8192);
+  EXPECT_EQ(file.attn_temperature_scale, 0.1);
+  for (int l : {0, 1, 2, 44}) {
+    EXPECT_EQ(file.chunk_of(l), 8192) << l;
+    EXPECT_TRUE(file.rope_in(l)) << l;
+  }
+  for (int l : {3, 47}) {
+    EXPECT_EQ(file.chunk_of(l), 0) << l;
+    EXPECT_FALSE(file.rope_in(l)) << l;
+  }
+  for (int l = 0; l < 48; ++l) EXPECT_TRUE(file.moe_in(l)) << l;
+  // The vision tower, the image tokens and the fields the causal LM never reads are listed.
+  for (const char* k : {"vision_config", "image_token_index", "output_router_logits", "router_aux_loss_coef",
+                        "router_jitter_noise", "for_llm_compressor"})
+    EXPECT_NE(std::find(file.ignored_fields.begin(), file.ignored_fields.end(), k), file.ignored_fields.end()) << k;
+  ModelConfig preset = resolve_model("llama-4-scout");
+  file.seq = preset.seq;
+  file.attention = preset.attention;
+  file.dtype = preset.dtype;
+  nlohmann::json a = model_to_json(file), b = model_to_json(preset);
+  a.erase("name");
+  b.erase("name");
+  EXPECT_EQ(a, b);
+  // The Hub's 108,641,793,536 less the vision tower's 871,932,416 (tests/data/hf-configs/README.md).
+  EXPECT_EQ(ParamLayout(preset).total(), 107'769'861'120);
+  // The text config alone (model_type llama4_text) is the same model.
+  EXPECT_EQ(model_to_json(model_from_hf_json(scout_published().at("text_config"), "llama-4-scout")),
+            model_to_json(model_from_hf_json(scout_published(), "llama-4-scout")));
+}
+
+TEST(Llama4, TensorsHaveHuggingFacesNamesAndTheL2NormNone) {
+  const ModelConfig m = model_from_hf_json(small_text(), "small");
+  const ParamLayout p(m);
+  for (const char* n : {"model.layers.0.feed_forward.gate_proj.weight", "model.layers.0.feed_forward.down_proj.weight",
+                        "model.layers.1.feed_forward.router.weight", "model.layers.1.feed_forward.experts.gate_up_proj",
+                        "model.layers.1.feed_forward.experts.down_proj",
+                        "model.layers.1.feed_forward.shared_expert.down_proj.weight", "lm_head.weight"})
+    EXPECT_NE(p.find(n), nullptr) << n;
+  EXPECT_EQ(p.find("model.layers.0.self_attn.q_norm.weight"), nullptr);
+  // Dense layers 0, 2, ... have intermediate_size_mlp; the experts intermediate_size.
+  EXPECT_EQ(p.numel(0, "mlp.fc2.w"), 64 * 48);
+  EXPECT_EQ(p.numel(1, "mlp.experts.fc2.w"), 4 * 64 * 32);
+  // The L2 norm runs on the layers with RoPE only; temperature on those without.
+  const BlockGraph g(m);
+  auto has = [&](int b, const char* step) {
+    const auto& steps = g.of(b).steps();
+    return std::any_of(steps.begin(), steps.end(), [&](const StepDef& s) { return s.name == step; });
+  };
+  EXPECT_TRUE(has(0, "attn.qk_norm") && has(0, "attn.rope") && !has(0, "attn.temperature"));
+  EXPECT_TRUE(!has(3, "attn.qk_norm") && !has(3, "attn.rope") && has(3, "attn.temperature"));
+}
+
+TEST(Llama4, AbsentFieldsTakeLlama4TextConfigsDefaults) {
+  const ModelConfig d = model_from_hf_json({{"model_type", "llama4_text"}}, "d");
+  EXPECT_EQ(d.layers, 48);
+  EXPECT_EQ(d.hidden, 5120);
+  EXPECT_EQ(d.head_dim(), 128);
+  EXPECT_EQ(d.moe.experts, 16);
+  EXPECT_EQ(d.ffn, 16384);
+  EXPECT_EQ(d.rope_theta, 500000.0);
+  EXPECT_EQ(d.chunk_of(0), 8192);
+  EXPECT_FALSE(d.rope_in(3));  // no_rope_layer_interval 4
+  EXPECT_EQ(d.attn_temperature_floor, 8192);
+  // interleave_moe_layer_step 2: layers 1, 3, ... sparse; use_qk_norm false: no norm;
+  // attention_chunk_size null with every layer full: no chunks; attn_temperature_tuning false: none.
+  nlohmann::json j = small_text();
+  j.erase("moe_layers");
+  j["interleave_moe_layer_step"] = 2;
+  j["use_qk_norm"] = false;
+  j["attention_chunk_size"] = nullptr;
+  j["layer_types"] = std::vector<std::string>(8, "full_attention");
+  j["attn_temperature_tuning"] = false;
+  const ModelConfig m = model_from_hf_json(j, "m");
+  EXPECT_TRUE(!m.moe_in(0) && m.moe_in(1) && !m.moe_in(2) && m.moe_in(7));
+  EXPECT_EQ(m.qk_norm, QkNormKind::None);
+  EXPECT_EQ(m.chunk_of(0), 0);
+  EXPECT_EQ(m.attn_temperature_floor, 0);
+  // layer_types chooses the chunked layers.
+  nlohmann::json t = small_text();
+  t["layer_types"] = nlohmann::json::array();
+  for (int l = 0; l < 8; ++l) t["layer_types"].push_back(l == 5 ? "chunked_attention" : "full_attention");
+  const ModelConfig c = model_from_hf_json(t, "c");
+  EXPECT_EQ(c.chunk_of(5), 8192);
+  EXPECT_EQ(c.chunk_of(0), 0);
+  // moe_layers empty: every layer dense.
+  nlohmann::json none = small_text();
+  none["moe_layers"] = nlohmann::json::array();
+  EXPECT_FALSE(model_from_hf_json(none, "n").moe.on());
+}
+
+TEST(Llama4, BadFieldsAreRefusedByNameBeforeAnythingRuns) {
+  auto says = [](nlohmann::json j, const char* field, const char* words) {
+    const std::string w = refusal(j);
+    EXPECT_NE(w.find(field), std::string::npos) << w;
+    EXPECT_NE(w.find(words), std::string::npos) << w;
+  };
+  nlohmann::json j = small_text();
+  j["num_experts_per_tok"] = 5;
+  says(j, "num_experts_per_tok", "more than the 4 experts");
+  j = small_text();
+  j["moe_layers"] = {1, 9};
+  says(j, "moe_layers", "9 is not a layer index below num_hidden_layers 8");
+  j = small_text();
+  j["layer_types"] = {"sliding_attention"};
+  says(j, "layer_types", "one kind per layer");
+  j = small_text();
+  j["no_rope_layers"] = {1, 2};
+  says(j, "no_rope_layers", "lists 2 layers");
+  j = small_text();
+  j["attention_chunk_size"] = nullptr;
+  says(j, "attention_chunk_size", "transformers fails there");
+  nlohmann::json outer = scout_published();
+  outer.erase("text_config");
+  says(outer, "text_config", "give text_config");
+}
+
+TEST(Llama4, TheTemperatureIsOneBelowTheFloorThenGrowsWithTheLog) {
+  for (int s = 0; s < 8191; ++s) ASSERT_EQ(attn_temperature(s, 8192, 0.1f), 1.0f) << s;
+  EXPECT_NEAR(attn_temperature(8191, 8192, 0.1f), 1.0 + 0.1 * std::log(2.0), 1e-6);
+  EXPECT_NEAR(attn_temperature(15, 4, 0.5f), 1.0 + 0.5 * std::log(5.0), 1e-6);
+}
+
+// Each feature changes the step (a run without it differs), and with all of them every policy
+// keeps the bits of `none` and the peak its prediction (the PolicyEquivalence cases run more).
+TEST(Llama4, EachFeatureChangesTheStepAndThePeakIsPredicted) {
+  const ModelConfig m = test::tiny(Family::Llama4, AttentionImpl::Flash, 0.0, 4);
+  const Trace base = test::run(m, test::plan_here("none", m));
+  EXPECT_EQ(base.peak_bytes, base.predicted_peak_bytes);
+  auto differs = [&](const char* what, ModelConfig v) {
+    v.validate();
+    const Trace t = test::run(v, test::plan_here("none", v));
+    EXPECT_NE(t.losses().back(), base.losses().back()) << what;
+    EXPECT_EQ(t.peak_bytes, t.predicted_peak_bytes) << what;
+  };
+  ModelConfig v = m;
+  v.rope_interleaved = false;
+  differs("rotate-half pairs", v);
+  v = m;
+  v.qk_norm = QkNormKind::None;
+  differs("no L2 norm", v);
+  v = m;
+  v.attn_temperature_floor = 0;
+  differs("no temperature", v);
+  v = m;
+  v.moe.weight_input = false;
+  differs("weights on the output", v);
+  v = m;
+  for (LayerKind& k : v.layer_kinds) k.chunk = 0;
+  differs("no chunks", v);
+  for (const char* policy : {"block", "selective"}) {
+    const Trace p = test::run(m, test::plan_here(policy, m));
+    EXPECT_EQ(p.losses(), base.losses()) << policy;
+    EXPECT_EQ(p.grad_checksum, base.grad_checksum) << policy;
+    EXPECT_EQ(p.peak_bytes, p.predicted_peak_bytes) << policy;
+  }
+}
+
+}  // namespace
+}  // namespace remat
