@@ -118,7 +118,10 @@ std::string layer_kind_counts(const ModelConfig& m) {
     const LayerKind& kind = m.layer_kinds[k];
     std::string what;
     if (kind.window > 0) what += "window " + std::to_string(kind.window);
+    if (kind.chunk > 0) what += "chunks of " + std::to_string(kind.chunk);
     if (!kind.rope) what += std::string(what.empty() ? "" : ", ") + "no RoPE";
+    if (!kind.rope && m.attn_temperature_floor > 0 && m.position == PositionKind::Rope)
+      what += ", temperature-tuned from position " + std::to_string(m.attn_temperature_floor - 1);
     if (kind.mlp == LayerMlp::Moe && m.moe.on()) what += std::string(what.empty() ? "" : ", ") + "experts";
     s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + kind.name + (what.empty() ? "" : " (" + what + ")");
   }

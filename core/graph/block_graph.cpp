@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "core/util/error.h"
 
@@ -448,36 +449,43 @@ void BlockGraph::build() {
     qkv = add_tensor(rope || qkn || temp ? "attn.qkv_raw" : "attn.qkv", m.dtype, bs * w, width_formula(w));
     add_step(linear("attn.qkv", x, qkv, "attn.qkv", m.qkv_bias, bs, m.hidden, w));
   }
-  if (qkn) {
-    int o = add_tensor(rope ? "attn.qkv_normed" : "attn.qkv", m.dtype, bs * w, width_formula(w));
-    const bool heads = m.qk_norm == QkNormKind::Head || l2;
-    StepDef s = step("attn.qk_norm", heads ? OpKind::QkHeadNorm : OpKind::QkNorm, {qkv}, {o});
-    if (!l2) {  // the L2 norm has no weight
-      s.w = "attn.q_norm.w";
-      s.b = "attn.k_norm.w";
+  // Between the projection and the attention, in order, each step's output the next one's input
+  // and the last one's attn.qkv: the QK-norm, then the temperature (a block without RoPE) or RoPE;
+  // Llama 4's L2 norm after RoPE, as Hugging Face (RoPE's attention scaling then reaches no score).
+  enum class Pre { Norm, Temperature, Rope };
+  std::vector<Pre> before;
+  const bool rotates = rope && !m.mla.on();
+  if (qkn && !l2) before.push_back(Pre::Norm);
+  if (temp) before.push_back(Pre::Temperature);
+  if (rotates) before.push_back(Pre::Rope);
+  if (qkn && l2) before.push_back(Pre::Norm);
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    const char* name = i + 1 == before.size()         ? "attn.qkv"
+                       : before[i] == Pre::Norm        ? "attn.qkv_normed"
+                       : before[i] == Pre::Rope        ? "attn.qkv_roped"
+                                                    : "attn.qkv_tempered";
+    const int o = add_tensor(name, m.dtype, bs * w, width_formula(w));
+    StepDef s;
+    if (before[i] == Pre::Norm) {
+      const bool heads = m.qk_norm == QkNormKind::Head || l2;
+      s = step("attn.qk_norm", heads ? OpKind::QkHeadNorm : OpKind::QkNorm, {qkv}, {o});
+      if (!l2) {  // the L2 norm has no weight
+        s.w = "attn.q_norm.w";
+        s.b = "attn.k_norm.w";
+      }
+      s.w_offset = m.qk_norm == QkNormKind::Head && m.norm_unit_offset ? 1.0f : 0.0f;
+      s.K = m.q_width();
+      s.N = m.kv_width();
+    } else if (before[i] == Pre::Temperature) {  // the q heads times their position's temperature: a Rope step without rotation
+      s = step("attn.temperature", OpKind::Rope, {qkv}, {o});
+      s.K = m.heads * m.head_dim();  // the q elements, counted as RoPE counts a rotated one
+    } else {
+      s = step("attn.rope", OpKind::Rope, {qkv}, {o});
+      s.K = (m.heads + m.kv_heads) * m.rotary_dim();
     }
-    s.w_offset = heads && m.norm_unit_offset ? 1.0f : 0.0f;
     s.M = bs;
-    s.K = m.q_width();
-    s.N = m.kv_width();
     add_step(s);
     qkv = o;
-  }
-  if (temp) {  // the q heads times their position's temperature: a Rope step without rotation
-    int r = add_tensor("attn.qkv", m.dtype, bs * w, width_formula(w));
-    StepDef s = step("attn.temperature", OpKind::Rope, {qkv}, {r});
-    s.M = bs;
-    s.K = m.heads * m.head_dim();  // the q elements, counted as RoPE counts a rotated one
-    add_step(s);
-    qkv = r;
-  }
-  if (rope && !m.mla.on()) {
-    int r = add_tensor("attn.qkv", m.dtype, bs * w, width_formula(w));
-    StepDef s = step("attn.rope", OpKind::Rope, {qkv}, {r});
-    s.M = bs;
-    s.K = (m.heads + m.kv_heads) * m.rotary_dim();
-    add_step(s);
-    qkv = r;
   }
   int ctx = build_attention(qkv);
   int proj = add_tensor("attn.proj_out", m.dtype, n, width_formula(m.hidden));

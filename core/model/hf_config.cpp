@@ -397,7 +397,8 @@ ModelConfig model_from_hf_json(const nlohmann::json& outer, const std::string& n
   // vision tower and the image tokens are not part of a text step.
   const bool llama4_outer = outer.at("model_type") == "llama4";
   if (llama4_outer && !(outer.contains("text_config") && outer.at("text_config").is_object() &&
-                        outer.at("text_config").value("model_type", std::string("llama4_text")) == "llama4_text"))
+                        (!outer.at("text_config").contains("model_type") ||
+                         outer.at("text_config").at("model_type") == "llama4_text")))
     throw ConfigError("text_config", "a llama4 config trains its text model: give text_config (model_type llama4_text)");
   nlohmann::json text;
   if (llama4_outer) {

@@ -33,8 +33,11 @@ void llama4_defaults(nlohmann::json& j) {
       {"num_key_value_heads", 8},      {"head_dim", 128},               {"max_position_embeddings", 131072},
       {"rms_norm_eps", 1e-5},          {"rope_theta", 500000.0},        {"tie_word_embeddings", false},
       {"num_local_experts", 16},       {"num_experts_per_tok", 1},     {"attention_chunk_size", 8192}};
+  // (rope_theta may be inside transformers 5's rope_parameters instead.)
+  const bool theta_inside = j.contains("rope_parameters") && j.at("rope_parameters").is_object() &&
+                            j.at("rope_parameters").contains("rope_theta");
   for (const auto& [key, v] : defaults)
-    if (!j.contains(key)) j[key] = v;
+    if (!j.contains(key) && !(theta_inside && std::string(key) == "rope_theta")) j[key] = v;
   // A null head_dim is hidden / heads, as a null num_key_value_heads is the heads (the shared reader's).
   if (j.at("head_dim").is_null()) j.erase("head_dim");
 }

@@ -32,8 +32,8 @@ enum class MlpKind : std::uint8_t { GeluTanh, Gelu, SwiGlu, GeGlu, SwiGluClamped
 enum class WindowLayers : std::uint8_t { All, Even };
 // RMSNorm of q and k before RoPE: none; over the whole q and k projections (OLMo 2: weights
 // heads·d and kv_heads·d wide); over each head (Qwen3: one weight of d for the q heads, one for
-// the k heads); per head without a weight, on the blocks with RoPE only (Llama 4's L2 norm,
-// x · rsqrt(mean(x²) + eps); it follows RoPE there, which leaves each head's norm as it was).
+// the k heads); per head without a weight, on the blocks with RoPE only and after RoPE (Llama 4's
+// L2 norm, x · rsqrt(mean(x²) + eps)).
 enum class QkNormKind : std::uint8_t { None, Projection, Head, HeadL2 };
 // sequential: the MLP reads the attention's residual sum; parallel (GPT-NeoX): x + attn(ln1(x))
 // + mlp(ln2(x)); parallel_shared_norm (Falcon 7B): both branches read one norm of x.

@@ -207,7 +207,7 @@ nlohmann::json model_to_json(const ModelConfig& m) {
   feature("position", m.position, d.position, to_string(m.position));
   if (m.rope_scaling.type != RopeType::Default) j["rope_scaling"] = rope_scaling_to_json(m.rope_scaling);
   feature("partial_rotary_factor", m.partial_rotary, 1.0, m.partial_rotary);
-  feature("rope_interleaved", m.rope_interleaved, false, m.rope_interleaved);
+  feature("rope_interleaved", m.rope_interleaved, d.rope_interleaved, m.rope_interleaved);
   if (m.attn_temperature_floor > 0) {
     j["attn_temperature_floor"] = m.attn_temperature_floor;
     j["attn_temperature_scale"] = m.attn_temperature_scale;

@@ -16,23 +16,14 @@
 #include "core/model/model_source.h"
 #include "core/model/param_layout.h"
 #include "core/util/error.h"
+#include "hf_test_util.h"
 
 namespace remat {
 namespace {
 
-nlohmann::json oss_published() {
-  std::ifstream in(std::string(REMAT_TEST_DATA_DIR) + "/hf-configs/gpt-oss-20b.json");
-  return nlohmann::json::parse(in);
-}
+nlohmann::json oss_published() { return hftest::published("gpt-oss-20b.json"); }
 
-std::string oss_refusal(const nlohmann::json& j) {
-  try {
-    model_from_hf_json(j, "x");
-    return "";
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-}
+std::string oss_refusal(const nlohmann::json& j) { return hftest::refusal(j); }
 
 // A config of small sizes; every other field takes GptOssConfig's default.
 nlohmann::json oss_bare() {

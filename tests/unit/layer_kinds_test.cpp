@@ -15,6 +15,19 @@
 namespace remat {
 namespace {
 
+// The message our JSON refuses `j` changed by `change` with ("accepted" when it reads).
+std::string refusal_of(nlohmann::json j, const std::function<void(nlohmann::json&)>& change) {
+  change(j);
+  try {
+    model_from_json(j);
+  } catch (const ConfigError& e) {
+    return std::string(e.what());
+  }
+  return std::string("accepted");
+}
+
+void says(const std::string& what, const std::string& part) { EXPECT_NE(what.find(part), std::string::npos) << what; }
+
 // Gemma 3's features at this size: blocks 1 and 3 global (window_pattern 2), the windowed ones
 // on their own base (10000) without the global ones' linear scaling.
 ModelConfig by_features() {
@@ -87,19 +100,7 @@ TEST(LayerKinds, OurJsonReadsAndWritesThem) {
   EXPECT_FALSE(back.contains("sliding_window_pattern"));
   EXPECT_EQ(model_from_json(back).layer_pattern, m.layer_pattern);
 
-  auto refused = [&j](const std::function<void(nlohmann::json&)>& change) {
-    nlohmann::json bad = j;
-    change(bad);
-    try {
-      model_from_json(bad);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
-  auto says = [](const std::string& what, const std::string& part) {
-    EXPECT_NE(what.find(part), std::string::npos) << what;
-  };
+  auto refused = [&j](const std::function<void(nlohmann::json&)>& change) { return refusal_of(j, change); };
   says(refused([](auto& b) { b["layer_pattern"][1] = "sliding"; }), "entry 1 is \"sliding\", not a listed layer kind (local, global)");
   says(refused([](auto& b) { b.erase("layer_pattern"); }), "layer_pattern");
   says(refused([](auto& b) { b["layer_kinds"][0]["windw"] = 3; }), "layer_kinds.local.windw");
@@ -181,19 +182,7 @@ TEST(LayerKinds, ChunksReadAndWriteAndAreRefusedByName) {
   const nlohmann::json j = model_to_json(chunked(6));
   EXPECT_EQ(j.at("layer_kinds")[0].at("chunk"), 6);
   EXPECT_EQ(model_from_json(j).layer_kinds, chunked(6).layer_kinds);
-  auto refused = [&j](const std::function<void(nlohmann::json&)>& change) {
-    nlohmann::json bad = j;
-    change(bad);
-    try {
-      model_from_json(bad);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
-  auto says = [](const std::string& what, const std::string& part) {
-    EXPECT_NE(what.find(part), std::string::npos) << what;
-  };
+  auto refused = [&j](const std::function<void(nlohmann::json&)>& change) { return refusal_of(j, change); };
   says(refused([](auto& b) { b["layer_kinds"][0]["chunk"] = -6; }), "layer_kinds.chunked_attention.chunk: must be 0");
   says(refused([](auto& b) { b["layer_kinds"][0]["window"] = 4; }), "and window are both given");
   says(refused([](auto& b) { b["layer_kinds"][1]["chunk"] = 4; }), "chunks of several sizes are not modelled yet");

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -18,24 +17,16 @@
 #include "core/model/param_layout.h"
 #include "core/util/attn_temperature.h"
 #include "core/util/error.h"
+#include "hf_test_util.h"
+#include "cpu_test_util.h"
 #include "policy_test_util.h"
 
 namespace remat {
 namespace {
 
-nlohmann::json scout_published() {
-  std::ifstream in(std::string(REMAT_TEST_DATA_DIR) + "/hf-configs/llama-4-scout-17b-16e.json");
-  return nlohmann::json::parse(in);
-}
+nlohmann::json scout_published() { return hftest::published("llama-4-scout-17b-16e.json"); }
 
-std::string refusal(const nlohmann::json& j) {
-  try {
-    model_from_hf_json(j, "x");
-    return "";
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-}
+using hftest::refusal;
 
 // Scout's text model at small sizes; every other field as published.
 nlohmann::json small_text() {
@@ -179,6 +170,93 @@ TEST(Llama4, BadFieldsAreRefusedByNameBeforeAnythingRuns) {
   nlohmann::json outer = scout_published();
   outer.erase("text_config");
   says(outer, "text_config", "give text_config");
+}
+
+// Our JSON's keys for these features: read back as written, refused by name where they make no sense.
+TEST(Llama4, OurJsonKeysRoundTripAndAreCheckedByName) {
+  const ModelConfig m = test::tiny(Family::Llama4, AttentionImpl::Naive);
+  const nlohmann::json j = model_to_json(m);
+  EXPECT_EQ(j.at("moe").at("weights_on"), "input");
+  EXPECT_EQ(model_to_json(model_from_json(j)), j);
+  auto refused = [&](const char* key, const nlohmann::json& v, const char* words) {
+    nlohmann::json bad = j;
+    if (std::string(key) == "moe.weights_on") bad["moe"]["weights_on"] = v;
+    else bad[key] = v;
+    try {
+      model_from_json(bad);
+      ADD_FAILURE() << key << " " << v << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused("moe.weights_on", "sideways", "must be \"output\" or \"input\"");
+  refused("attn_temperature_floor", -1, "attn_temperature_floor");
+  refused("attn_temperature_scale", 1e9, "attn_temperature_scale");
+  refused("qk_norm", "l2", "qk_norm");
+  nlohmann::json learned = j;
+  learned["position"] = "learned";
+  learned.erase("layer_kinds");
+  learned.erase("layer_pattern");
+  learned.erase("attn_temperature_floor");
+  learned.erase("attn_temperature_scale");
+  learned["qk_norm"] = "none";
+  try {
+    model_from_json(learned);
+    ADD_FAILURE() << "rope_interleaved without RoPE accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("rope_interleaved"), std::string::npos) << e.what();
+  }
+}
+
+// The permute whose rows are the token times its weight: its backward's dx and dweights against
+// finite differences of sum(R · rows) (bilinear in x and w, so the differences are exact but for
+// rounding), dropless and with a capacity that drops choices; the unpermute then sums unweighted.
+TEST(Llama4, WeightedPermuteBackwardMatchesFiniteDifferences) {
+  for (std::int64_t capacity : {0, 2}) {
+    SCOPED_TRACE(capacity);
+    cputest::Env e;
+    MoeDims m;
+    m.experts = 4, m.top_k = 2, m.tokens = 6, m.capacity = capacity, m.sigmoid = true, m.weight_input = true;
+    const int H = 5;
+    const std::int64_t n = m.tokens * m.top_k, R = m.rows();
+    Tensor logits = e.from(cputest::randv(static_cast<std::size_t>(m.tokens * m.experts), 7, -2, 2));
+    Tensor w = e.make(DType::F32, n), routing = e.make(DType::I32, 2 * n + 2 * m.experts);
+    OpArgs a;
+    a.moe = m, a.in[0] = &logits, a.out[0] = &w, a.out[1] = &routing, a.M = m.tokens, a.K = m.top_k, a.N = m.experts;
+    e.be.run(OpKind::MoeRoute, Pass::Forward, a);
+    std::vector<float> x = cputest::randv(static_cast<std::size_t>(m.tokens * H), 8), wv = e.get(w);
+    const std::vector<float> rw = cputest::randv(static_cast<std::size_t>(R * H), 9);
+    auto loss = [&](const std::vector<float>& xs, const std::vector<float>& ws) {
+      Tensor tx = e.from(xs), tw = e.from(ws), xp = e.make(DType::F32, R * H);
+      OpArgs p;
+      p.moe = m, p.in[0] = &tx, p.in[1] = &routing, p.in[2] = &tw, p.out[0] = &xp, p.K = H;
+      e.be.run(OpKind::MoePermute, Pass::Forward, p);
+      return cputest::dotd(e.get(xp), rw);
+    };
+    Tensor tx = e.from(x), tw = e.from(wv), dout = e.from(rw), dx = e.make(DType::F32, m.tokens * H),
+           dw = e.make(DType::F32, n);
+    OpArgs b;
+    b.moe = m, b.in[0] = &tx, b.in[1] = &routing, b.in[2] = &tw, b.dout[0] = &dout, b.din[0] = &dx, b.din[2] = &dw, b.K = H;
+    e.be.run(OpKind::MoePermute, Pass::Backward, b);
+    const std::vector<float> gx = e.get(dx), gw = e.get(dw);
+    const float h = 1e-2f;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      std::vector<float> up = x, dn = x;
+      up[i] += h, dn[i] -= h;
+      EXPECT_NEAR(gx[i], (loss(up, wv) - loss(dn, wv)) / (2 * h), 1e-4) << "dx " << i;
+    }
+    double dropped = 0;
+    for (std::size_t i = 0; i < wv.size(); ++i) {
+      std::vector<float> up = wv, dn = wv;
+      up[i] += h, dn[i] -= h;
+      const double fd = (loss(x, up) - loss(x, dn)) / (2 * h);
+      EXPECT_NEAR(gw[i], fd, 1e-4) << "dweights " << i;
+      dropped += fd == 0.0 ? 1 : 0;
+    }
+    if (capacity > 0) {
+      EXPECT_GT(dropped, 0) << "no choice was dropped";
+    }
+  }
 }
 
 TEST(Llama4, TheTemperatureIsOneBelowTheFloorThenGrowsWithTheLog) {

@@ -152,6 +152,9 @@ class CpuBackend final : public Backend {
   std::uint64_t ws_moe_route(const MoeDims& d) const;   // forward and backward
 
  private:
+  // rope_fwd and rope_bwd (sign +1 and -1): the rotation, or the temperature (RopeTable).
+  void rope_run(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r, float sign, bool acc,
+                const char* op);
   // One pair per op of core/graph/ops.def, defined in the file of that op's kernels.
 #define OP(id, ...) void fwd_##id(const OpArgs& a); void bwd_##id(const OpArgs& a);
 #include "core/graph/ops.def"

@@ -417,41 +417,28 @@ void check_rope(const AttnDims& a, const RopeTable& r, const char* op) {
 
 }  // namespace
 
-void CpuBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r) {
-  const char* op = "rope_fwd";
+// Both passes (backward: sign -1, the rotation's transpose; the temperature is its own).
+void CpuBackend::rope_run(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r, float sign,
+                          bool acc, const char* op) {
   const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * a.qkv_width();
-  if (r.temp_floor > 0) {
-    cpu::check_dims(a, op);
-    cpu::check_float(in, op, "in", n);
-    cpu::check_float(out, op, "out", n);
-    return temperature_apply(*pool_, FV(in), FV(out), a, r, false);
-  }
-  check_rope(a, r, op);
-  cpu::check_float(in, op, "in", n);
-  cpu::check_float(out, op, "out", n);
+  if (r.temp_floor > 0) cpu::check_dims(a, op);
+  else check_rope(a, r, op);
+  cpu::check_float(in, op, sign > 0 ? "in" : "dout", n);
+  cpu::check_float(out, op, sign > 0 ? "out" : "din", n);
+  if (r.temp_floor > 0) return temperature_apply(*pool_, FV(in), FV(out), a, r, acc);
   cpu::Arena arena(ws_, op);
   RopeWs t(arena, a.S, a.d);
   rope_table(*pool_, t, a.S, r);
-  rope_apply(*pool_, t, FV(in), FV(out), a, r.rotary_dim, 1.0f, false, r.interleaved);
+  rope_apply(*pool_, t, FV(in), FV(out), a, r.rotary_dim, sign, acc, r.interleaved);
+}
+
+void CpuBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r) {
+  rope_run(in, out, a, r, 1.0f, false, "rope_fwd");
 }
 
 void CpuBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a,
                           const RopeTable& r, bool acc) {
-  const char* op = "rope_bwd";
-  const std::int64_t n = static_cast<std::int64_t>(a.B) * a.S * a.qkv_width();
-  if (r.temp_floor > 0) {
-    cpu::check_dims(a, op);
-    cpu::check_float(dout, op, "dout", n);
-    cpu::check_float(din, op, "din", n);
-    return temperature_apply(*pool_, FV(dout), FV(din), a, r, acc);
-  }
-  check_rope(a, r, op);
-  cpu::check_float(dout, op, "dout", n);
-  cpu::check_float(din, op, "din", n);
-  cpu::Arena arena(ws_, op);
-  RopeWs t(arena, a.S, a.d);
-  rope_table(*pool_, t, a.S, r);
-  rope_apply(*pool_, t, FV(dout), FV(din), a, r.rotary_dim, -1.0f, acc, r.interleaved);
+  rope_run(dout, din, a, r, -1.0f, acc, "rope_bwd");
 }
 
 }  // namespace remat

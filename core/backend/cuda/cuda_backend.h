@@ -164,6 +164,9 @@ class CudaBackend final : public Backend {
   static constexpr std::size_t kGemmWorkspace = kCudaGemmWorkspaceBytes;
 
  private:
+  // rope_fwd and rope_bwd (sign +1 and -1): the rotation, or the temperature (RopeTable).
+  void rope_run(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r, float sign, bool acc,
+                const char* op);
   // One pair per op of core/graph/ops.def.
 #define OP(id, ...) void fwd_##id(const OpArgs& a); void bwd_##id(const OpArgs& a);
 #include "core/graph/ops.def"

@@ -245,48 +245,30 @@ void check_rope_table(const AttnDims& a, const RopeTable& r, const char* op) {
 
 }  // namespace
 
-void CudaBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r) {
-  const char* op = "rope_fwd";
+// Both passes (backward: sign -1, the rotation's transpose; the temperature is its own).
+void CudaBackend::rope_run(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r, float sign,
+                           bool acc, const char* op) {
   check_dims(a, op);
-  if (r.temp_floor > 0) {
-    check_float(in, op, "in", qkv_numel(a));
-    check_float(out, op, "out", qkv_numel(a));
-    check_same(in, {&out}, op);
-    activate();
-    return kernels::rope_temperature(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d, a.v_dim(),
-                                     r.temp_floor, r.temp_scale, false, compute_);
-  }
-  check_rope_table(a, r, op);
-  check_float(in, op, "in", qkv_numel(a));
-  check_float(out, op, "out", qkv_numel(a));
+  if (r.temp_floor <= 0) check_rope_table(a, r, op);
+  check_float(in, op, sign > 0 ? "in" : "dout", qkv_numel(a));
+  check_float(out, op, sign > 0 ? "out" : "din", qkv_numel(a));
   check_same(in, {&out}, op);
   activate();
+  if (r.temp_floor > 0)
+    return kernels::rope_temperature(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d, a.v_dim(),
+                                     r.temp_floor, r.temp_scale, acc, compute_);
   float* tab = reinterpret_cast<float*>(scratch(kernels::rope_scratch_bytes(a.S, a.d), op));
-  kernels::rope_apply(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d, a.v_dim(),
-                      r.rotary_dim, r.inv_freq, r.attention_scaling, 1.0f, false, tab, compute_, r.interleaved);
+  kernels::rope_apply(ft(in), in.data, out.data, a.B, a.S, a.heads, a.kv_heads, a.d, a.v_dim(), r.rotary_dim,
+                      r.inv_freq, r.attention_scaling, sign, acc, tab, compute_, r.interleaved);
+}
+
+void CudaBackend::rope_fwd(const Tensor& in, const Tensor& out, const AttnDims& a, const RopeTable& r) {
+  rope_run(in, out, a, r, 1.0f, false, "rope_fwd");
 }
 
 void CudaBackend::rope_bwd(const Tensor& dout, const Tensor& din, const AttnDims& a,
                            const RopeTable& r, bool acc) {
-  const char* op = "rope_bwd";
-  check_dims(a, op);
-  if (r.temp_floor > 0) {
-    check_float(dout, op, "dout", qkv_numel(a));
-    check_float(din, op, "din", qkv_numel(a));
-    check_same(dout, {&din}, op);
-    activate();
-    return kernels::rope_temperature(ft(dout), dout.data, din.data, a.B, a.S, a.heads, a.kv_heads, a.d, a.v_dim(),
-                                     r.temp_floor, r.temp_scale, acc, compute_);
-  }
-  check_rope_table(a, r, op);
-  check_float(dout, op, "dout", qkv_numel(a));
-  check_float(din, op, "din", qkv_numel(a));
-  check_same(dout, {&din}, op);
-  activate();
-  float* tab = reinterpret_cast<float*>(scratch(kernels::rope_scratch_bytes(a.S, a.d), op));
-  kernels::rope_apply(ft(dout), dout.data, din.data, a.B, a.S, a.heads, a.kv_heads, a.d,
-                      a.v_dim(), r.rotary_dim, r.inv_freq, r.attention_scaling, -1.0f, acc, tab, compute_,
-                      r.interleaved);
+  rope_run(dout, din, a, r, -1.0f, acc, "rope_bwd");
 }
 
 // --- embedding ---

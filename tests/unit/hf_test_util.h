@@ -1,0 +1,29 @@
+// Test helpers for Hugging Face configs: a published file of tests/data/hf-configs as JSON, and
+// the message a config's import is refused with.
+#pragma once
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model/model_config.h"
+#include "core/util/error.h"
+
+namespace remat::hftest {
+
+inline nlohmann::json published(const std::string& file) {
+  std::ifstream in(std::string(REMAT_TEST_DATA_DIR) + "/hf-configs/" + file);
+  return nlohmann::json::parse(in);
+}
+
+// The import's refusal, or "" when it imports.
+inline std::string refusal(const nlohmann::json& j) {
+  try {
+    model_from_hf_json(j, "x");
+    return "";
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+}
+
+}  // namespace remat::hftest
