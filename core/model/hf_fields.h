@@ -85,6 +85,9 @@ std::vector<std::string> hf_family_types();
 // dense layers are among sparse ones) (hf_moe.cpp).
 std::set<std::string> moe_fields(Family f);
 void read_moe(const nlohmann::json& j, ModelConfig& m, Problems& p);
+// The layer indices j[key] lists (Qwen3-MoE's mlp_only_layers, Llama 4's moe_layers); an entry
+// that is not an index below `layers`, or a value that is not a list, is a problem.
+std::vector<int> layer_indices(const nlohmann::json& j, const char* key, int layers, Problems& p);
 // router_aux_loss_coef (the load-balancing loss's, read under output_router_logits), in [0, 1e6].
 double aux_loss_coef(const nlohmann::json& j, double fallback, Problems& p);
 // Layer kinds for a model whose layers differ in their MLP (sparse[l]: layer l has the experts).

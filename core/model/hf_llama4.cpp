@@ -48,18 +48,7 @@ namespace {
 std::vector<bool> moe_layers(const nlohmann::json& j, int layers, Problems& p) {
   std::vector<bool> moe(static_cast<std::size_t>(std::max(layers, 0)), false);
   if (j.contains("moe_layers") && !j.at("moe_layers").is_null()) {
-    const nlohmann::json& list = j.at("moe_layers");
-    if (!list.is_array()) {
-      p.add("moe_layers", "must be a list of layer indices, got " + json_snippet(list));
-      return moe;
-    }
-    for (const auto& v : list) {
-      if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() >= layers) {
-        p.add("moe_layers", "entry " + json_snippet(v) + " is not a layer index below num_hidden_layers " + std::to_string(layers));
-        continue;
-      }
-      moe[static_cast<std::size_t>(v.get<long long>())] = true;
-    }
+    for (int l : layer_indices(j, "moe_layers", layers, p)) moe[static_cast<std::size_t>(l)] = true;
     return moe;
   }
   const int step = p.take([&] { return int_field(j, "interleave_moe_layer_step", 1); }, 1);

@@ -33,23 +33,28 @@ std::vector<bool> sparse_layers(const nlohmann::json& j, int layers, Problems& p
   const int step = p.take([&] { return int_field(j, "decoder_sparse_step", 1); }, 1);
   for (int l = 0; l < layers; ++l) sparse[static_cast<std::size_t>(l)] = (l + 1) % step == 0;
   if (!j.contains("mlp_only_layers") || j.at("mlp_only_layers").is_null()) return sparse;
-  const nlohmann::json& only = j.at("mlp_only_layers");
-  if (!only.is_array()) {
-    p.add("mlp_only_layers", "must be a list of layer indices, got " + json_snippet(only));
-    return sparse;
-  }
-  for (const auto& v : only) {
-    if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() >= layers) {
-      p.add("mlp_only_layers", "entry " + json_snippet(v) + " is not a layer index below num_hidden_layers " +
-                                   std::to_string(layers));
-      continue;
-    }
-    sparse[static_cast<std::size_t>(v.get<long long>())] = false;
-  }
+  for (int l : layer_indices(j, "mlp_only_layers", layers, p)) sparse[static_cast<std::size_t>(l)] = false;
   return sparse;
 }
 
 }  // namespace
+
+std::vector<int> layer_indices(const nlohmann::json& j, const char* key, int layers, Problems& p) {
+  const nlohmann::json& list = j.at(key);
+  if (!list.is_array()) {
+    p.add(key, "must be a list of layer indices, got " + json_snippet(list));
+    return {};
+  }
+  std::vector<int> out;
+  for (const auto& v : list) {
+    if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() >= layers) {
+      p.add(key, "entry " + json_snippet(v) + " is not a layer index below num_hidden_layers " + std::to_string(layers));
+      continue;
+    }
+    out.push_back(static_cast<int>(v.get<long long>()));
+  }
+  return out;
+}
 
 // Each layer's kind so far (or one plain kind) with its MLP set, named by it.
 void apply_sparse_layers(ModelConfig& m, const std::vector<bool>& sparse) {

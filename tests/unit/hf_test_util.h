@@ -1,5 +1,5 @@
-// Test helpers for Hugging Face configs: a published file of tests/data/hf-configs as JSON, and
-// the message a config's import is refused with.
+// Test helpers for Hugging Face configs: a published file of tests/data/hf-configs as JSON, the
+// message a config's import is refused with, and a file's model at a preset's settings.
 #pragma once
 #include <fstream>
 #include <string>
@@ -24,6 +24,16 @@ inline std::string refusal(const nlohmann::json& j) {
   } catch (const ConfigError& e) {
     return e.what();
   }
+}
+
+// The model a published file imports as, at the preset's length, attention and dtype, in our
+// JSON without its name: what the preset should be.
+inline nlohmann::json at_preset_settings(ModelConfig file, const ModelConfig& preset) {
+  file.seq = preset.seq;
+  file.attention = preset.attention;
+  file.dtype = preset.dtype;
+  file.name = preset.name;
+  return model_to_json(file);
 }
 
 }  // namespace remat::hftest
