@@ -375,7 +375,8 @@ void CpuBackend::fwd_QkHeadNorm(const OpArgs& a) {
   cpu::check_float(*a.in[0], op, "qkv", a.M * w);
   cpu::check_float(*a.out[0], op, "out", a.M * w);
   std::vector<float> ones;
-  const auto [wq, wk] = head_weights(a, h, op, ones);
+  const std::pair<FV, FV> qk_w = head_weights(a, h, op, ones);  // (no structured binding: lambdas capture it)
+  const FV wq = qk_w.first, wk = qk_w.second;
   FV x(*a.in[0]), y(*a.out[0]);
   each_head(h, [&](Span g, bool k) { rms_fwd(*pool_, x, k ? wk : wq, y, g, a.eps, a.w_offset); });
   v_part(*pool_, x, y, h.qk, false);
@@ -389,7 +390,8 @@ void CpuBackend::bwd_QkHeadNorm(const OpArgs& a) {
   cpu::check_float(*a.dout[0], op, "dout", a.M * w);
   cpu::check_float(*a.din[0], op, "dqkv", a.M * w);
   std::vector<float> ones;
-  const auto [wq, wk] = head_weights(a, h, op, ones);
+  const std::pair<FV, FV> qk_w = head_weights(a, h, op, ones);  // (no structured binding: lambdas capture it)
+  const FV wq = qk_w.first, wk = qk_w.second;
   FV dwq, dwk;  // null without weights: no weight gradients
   if (a.w) {
     cpu::check_float(*a.dw, op, "q weight gradient", h.d);
