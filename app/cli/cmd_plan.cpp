@@ -9,6 +9,7 @@
 #include "core/util/error.h"
 #include "plan_from_run.h"
 #include "plan_parallel.h"
+#include "plan_routing.h"
 #include "plan_target.h"
 #include "step_costs.h"
 
@@ -21,6 +22,8 @@ struct PlanOptions {
   PolicyOptions policy;
   ParallelOptions parallel;
   TargetOptions target;
+  RoutingOptions routing;
+  bool model_given = false;  // --model or an override: else --routing-from's run gives the model
   bool json = false;
   std::string from_run;  // a recorded PyTorch run (plan_from_run.h)
 };
@@ -30,7 +33,14 @@ int plan(const PlanOptions& o) {
     throw Error("--strategies and --paper-figure7 take no --device or --gpu-memory (their figures are the "
                 "paper's activations, the same on every device)");
   if (o.parallel.paper_figure7) return plan_paper_figure7(o.json);
-  ModelConfig m = o.model.resolve();
+  std::optional<RecordedRouting> run;
+  if ((!o.routing.from.empty() || o.routing.imbalance) && (o.parallel.any() || o.parallel.strategies))
+    throw Error(std::string(o.routing.imbalance ? "--moe-imbalance" : "--routing-from") +
+                " takes no --tp, --sp, --pp, --dp, --zero or --strategies (a routing is planned for one rank "
+                "holding every expert)");
+  if (!o.routing.from.empty()) run = read_recorded_routing(o.routing.from);
+  ModelConfig m = run && !o.model_given ? run->model : o.model.resolve();
+  std::optional<RoutingAssumption> routing = routing_assumption(o.routing, m, std::move(run));
   if (o.parallel.strategies) return plan_strategies(m, o.parallel.layout, o.json);
   const std::unique_ptr<Backend> target = o.target.backend();
   if (o.parallel.any()) return plan_parallel(m, o.parallel.layout, o.policy, o.target, *target, o.json);
@@ -69,6 +79,7 @@ int plan(const PlanOptions& o) {
       j["latent_attention"] = {{"q_rank", m.mla.q_rank}, {"kv_rank", m.mla.kv_rank}, {"nope_dim", m.mla.nope_dim},
                                {"rope_dim", m.mla.rope_dim}, {"v_dim", m.mla.v_dim},
                                {"summary", describe_mla(m.mla, m.heads)}};
+    if (routing) j["routing"] = routing_json(*routing, m, s, o.target.device, p.peak_bytes);
     target_json(o.target, fig, j);
     j["schedule"] = schedule_to_json(s);
     j["actions"] = j["schedule"]["actions"];
@@ -90,6 +101,7 @@ int plan(const PlanOptions& o) {
   if (!m.layer_kinds.empty()) std::cout << "layer kinds           " << layer_kind_counts(m) << "\n";
   if (m.mla.on()) std::cout << "latent attention      " << describe_mla(m.mla, m.heads) << "\n";
   if (m.moe.on()) std::cout << "experts               " << describe_moe(m.moe, m.tokens()) << "\n";
+  if (routing) print_routing(*routing, m, s, o.target.device, p.peak_bytes);
   if (!m.ignored_fields.empty()) std::cout << "ignored config fields " << ignored_list(m) << "\n";
   // What each block does, blocks that do the same together (the first 12 runs of them).
   const std::vector<BlockActions> runs = block_actions(s);
@@ -113,6 +125,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   o->policy.add(*c, true);
   o->parallel.add(*c);
   o->target.add(*c);
+  o->routing.add(*c);
   c->add_flag("--json", o->json, "print the prediction and the schedule as JSON");
   c->add_option("--from-run", o->from_run,
                 "a run recorded from PyTorch (rematlab.record): predict a checkpoint plan of its modules "
@@ -122,11 +135,14 @@ void add_plan_command(CLI::App& app, int& exit_code) {
     try {
       if (!o->from_run.empty()) {
         for (const char* opt : {"--model", "--schedule", "--memory-budget", "--costs-from", "--tp", "--sp", "--pp", "--dp",
-                                "--zero", "--micro-batches", "--paper-figure7", "--strategies", "--device", "--gpu-memory"})
+                                "--zero", "--micro-batches", "--paper-figure7", "--strategies", "--device", "--gpu-memory",
+                                "--routing-from", "--moe-imbalance"})
           if (c->count(opt)) throw Error(std::string("plan --from-run takes no ") + opt + " (the recorded run fixes the model and its layout)");
         exit_code = plan_from_run(o->from_run, o->policy.policy, o->json);
         return;
       }
+      for (const char* opt : {"--model", "--seq", "--batch", "--layers", "--dropout", "--attention", "--dtype"})
+        o->model_given = o->model_given || c->count(opt) > 0;
       exit_code = plan(*o);
     } catch (const std::exception& e) {
       exit_code = fail(e);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/analysis/memory_timeline.h"
+#include "core/analysis/routing_load.h"
 #include "format.h"
 #include "run_list.h"
 
@@ -89,6 +90,16 @@ QString run_header(const Trace& t) {
   else
     s += " · " + QObject::tr("plots: every event of the run, until it stopped").toHtmlEscaped();
   s += QObject::tr(" · %1 ops").arg(t.ops.size());
+  // A mixture of experts: how uneven its router was (routing.csv), at its most uneven layer.
+  const std::vector<LayerLoad> loads = layer_loads(t.routing, t.model.moe.on() ? t.model.moe.experts : 0);
+  if (!loads.empty()) {
+    const auto w = std::max_element(loads.begin(), loads.end(),
+                                    [](const LayerLoad& a, const LayerLoad& b) { return a.imbalance < b.imbalance; });
+    s += " · " + QObject::tr("routing: busiest expert %1× the mean (layer %2)")
+                     .arg(QString::number(w->imbalance, 'f', 2))
+                     .arg(w->layer)
+                     .toHtmlEscaped();
+  }
   if (!t.complete && t.status != "cancelled")
     s += " · <span style='color:#d62728'>" + QString::fromStdString(t.error).toHtmlEscaped() + "</span>";
   return s;

@@ -69,6 +69,8 @@ struct StepOutput {
   std::vector<ScheduleRecord> schedule;
   std::vector<LedgerEntry> ledger;  // times left 0: the caller times them from the events
                                     // once they are on their final axis (run.cpp)
+  // Each MoE layer's routing of each micro-batch, from its first forward (not its recomputes).
+  std::vector<RoutingRecord> routing;
   std::vector<OpRecord> ops;                         // filled by the caller from the profiler
   std::size_t first_event = 0, end_event = 0;        // this step's memory events [first, end)
 };
@@ -207,6 +209,8 @@ class Executor {
   int aux_layer(int b) const;
   int aux_layers() const;
   void aux_loss();
+  // The routing table (moe_rows.h) block b's moe.route just wrote, counted into out_->routing.
+  void record_routing(int b, const Tensor& table);
   double dropout_at(DropoutSite site) const;
   DropoutKey key(int block, DropoutSite site) const;
   AttnDims attn(int block) const;

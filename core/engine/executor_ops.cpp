@@ -3,6 +3,7 @@
 #include "core/engine/executor.h"
 
 #include "core/backend/moe_aux.h"
+#include "core/backend/moe_rows.h"
 #include "core/engine/data_parallel.h"
 #include "core/util/error.h"
 
@@ -77,6 +78,26 @@ void Executor::run_forward_step(int b, const StepDef& s, const std::vector<Tenso
   const OpArgs a = op_args(b, s, t, params);
   op("h" + std::to_string(b) + "." + s.name, s.name, b, s.fwd_flops(graph_.windowed(b)),
      step_bytes(b, s), Stream::Compute, [&] { be_.run(s.op, Pass::Forward, a); });
+  if (s.op == OpKind::MoeRoute && phase_ == Phase::Forward && be_.computes() && out_)
+    record_routing(b, t[s.out[1]]);
+}
+
+void Executor::record_routing(int b, const Tensor& table) {
+  const MoeDims d = moe_dims(cfg_);
+  const MoeTable L(d);
+  std::vector<std::int32_t> v(static_cast<std::size_t>(L.entries));
+  be_.read_bytes(table, v.data());
+  std::vector<std::uint64_t> routed(static_cast<std::size_t>(d.experts), 0);
+  for (std::int64_t i = 0; i < L.row; ++i) {
+    const std::int32_t e = v[static_cast<std::size_t>(i)];
+    if (e < 0 || e >= d.experts)
+      throw Error("block " + std::to_string(first_block_ + b) + " moe.route: choice " + std::to_string(i) +
+                  " names expert " + std::to_string(e) + " of " + std::to_string(d.experts));
+    ++routed[static_cast<std::size_t>(e)];
+  }
+  for (int e = 0; e < d.experts; ++e)
+    out_->routing.push_back({micro_, first_block_ + b, e, routed[static_cast<std::size_t>(e)],
+                             static_cast<std::uint64_t>(v[static_cast<std::size_t>(L.count + e)])});
 }
 
 void Executor::run_backward_step(int b, const StepDef& s, const std::vector<Tensor>& t,

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 
 #include "core/data/corpus.h"
@@ -398,6 +399,10 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
         tr.ops = std::move(ops);
         tr.schedule_records = std::move(out.schedule);
         tr.ledger = std::move(out.ledger);
+        tr.routing = std::move(out.routing);  // pipeline schedules may run micro-batches out of order
+        std::stable_sort(tr.routing.begin(), tr.routing.end(), [](const RoutingRecord& x, const RoutingRecord& y) {
+          return std::tie(x.micro_batch, x.layer, x.expert) < std::tie(y.micro_batch, y.layer, y.expert);
+        });
         tr.step_first_event = out.first_event;
         tr.step_end_event = out.end_event;
         tr.step_start_ns = t0;

@@ -85,4 +85,13 @@ struct ScheduleRecord {
   int step = 0;
 };
 
+// What a mixture-of-experts layer's router did with one micro-batch (the last counted step):
+// the (token, choice) pairs that chose `expert` and those its capacity kept (all of them when
+// routing is dropless). `layer` is the whole model's block index (format version 6 on).
+struct RoutingRecord {
+  std::int32_t micro_batch = 0, layer = 0, expert = 0;
+  std::uint64_t routed = 0, kept = 0;
+  bool operator==(const RoutingRecord&) const = default;
+};
+
 }  // namespace remat

@@ -31,6 +31,7 @@ namespace {
 using schema::kEventsFile;
 using schema::kLedgerFile;
 using schema::kLossFile;
+using schema::kRoutingFile;
 using schema::kOpsFile;
 using schema::kScheduleCsv;
 using schema::kTimelineFile;
@@ -104,6 +105,15 @@ void write_loss(const Trace& t, const std::string& path) {
   w.commit();
 }
 
+void write_routing(const Trace& t, const std::string& path) {
+  csv::Writer w(path, header_of(kRoutingFile));
+  for (const auto& r : t.routing) {
+    w.i64(r.micro_batch).i64(r.layer).i64(r.expert).u64(r.routed).u64(r.kept);
+    w.end_row();
+  }
+  w.commit();
+}
+
 void write_json_file(const std::string& path, const nlohmann::json& j) {
   csv::OutFile f(path);
   f.write(j.dump(2));
@@ -142,14 +152,14 @@ void in_parallel(const std::vector<std::function<void()>>& jobs) {
 
 const std::vector<std::string>& csv_table_files() {
   static const std::vector<std::string> f = {kEventsFile, kTimelineFile, kOpsFile,
-                                             kScheduleCsv, kLedgerFile, kLossFile};
+                                             kScheduleCsv, kLedgerFile, kLossFile, kRoutingFile};
   return f;
 }
 
 std::vector<std::size_t> csv_table_rows(const Trace& t) {
   TimelineRange r = timeline_range(t);
   return {t.events.size(), r.end - r.first + 2, t.ops.size(), t.schedule_records.size(),
-          t.ledger.size(), t.step_stats.size()};
+          t.ledger.size(), t.step_stats.size(), t.routing.size()};
 }
 
 namespace {
@@ -162,6 +172,7 @@ std::vector<std::function<void()>> table_jobs(const Trace& t, const std::string&
             write_schedule_csv(t, join(dir, kScheduleCsv));
             write_ledger(t, join(dir, kLedgerFile));
             write_loss(t, join(dir, kLossFile));
+            write_routing(t, join(dir, kRoutingFile));
           }};
 }
 

@@ -6,7 +6,9 @@
 
 #include <charconv>
 #include <cmath>
+#include <algorithm>
 #include <filesystem>
+#include <tuple>
 #include <unordered_map>
 
 #include "core/analysis/memory_timeline.h"
@@ -36,6 +38,7 @@ using schema::kEventsFile;
 using schema::kLedgerFile;
 using schema::kLossFile;
 using schema::kOpsFile;
+using schema::kRoutingFile;
 using schema::kScheduleCsv;
 using schema::kTimelineFile;
 
@@ -400,6 +403,63 @@ void read_loss(const std::string& dir, Trace& t) {
   }
 }
 
+// Each MoE layer's routing (version 6 on): per micro-batch, layer and expert in that order, every
+// expert of a layer, the routed choices of a layer adding up to its micro-batch's tokens · top_k.
+void read_routing(const std::string& dir, Trace& t) {
+  t.routing.clear();
+  if (!schema::table(kRoutingFile).in(t.format_version)) return;
+  TableReader r = open_table(dir, kRoutingFile, t);
+  const std::size_t cm = r.col("micro_batch"), cl = r.col("layer"), ce = r.col("expert"), cr = r.col("routed"),
+                    ck = r.col("kept");
+  const int E = t.model.moe.on() ? t.model.moe.experts : 0;
+  const int micros = stage_blocks(t) > 0 ? std::max(1, provenance_int(t, "micro_batches", 1)) : 1;
+  const std::uint64_t choices =
+      static_cast<std::uint64_t>(t.model.tokens() / micros) * static_cast<std::uint64_t>(std::max(0, t.model.moe.top_k));
+  std::uint64_t sum = 0;
+  while (r.next()) {
+    RoutingRecord x;
+    x.micro_batch = static_cast<std::int32_t>(r.i64(cm));
+    x.layer = static_cast<std::int32_t>(r.i64(cl));
+    x.expert = static_cast<std::int32_t>(r.i64(ce));
+    x.routed = r.u64(cr);
+    x.kept = r.u64(ck);
+    if (E == 0) r.fail(cl, "a row, but the model has no experts");
+    if (!t.model.moe_in(x.layer)) r.fail(cl, std::to_string(x.layer) + " is not a layer with experts");
+    if (x.micro_batch >= micros)
+      r.fail(cm, std::to_string(x.micro_batch) + ", the run has " + std::to_string(micros) + " micro-batches");
+    if (x.expert >= E) r.fail(ce, std::to_string(x.expert) + ", the model has " + std::to_string(E) + " experts");
+    if (x.kept > x.routed)
+      r.fail(ck, std::to_string(x.kept) + " kept of " + std::to_string(x.routed) + " routed");
+    if (const std::int64_t cap = t.model.moe.capacity(t.model.tokens() / micros);
+        cap > 0 && x.kept > static_cast<std::uint64_t>(cap))
+      r.fail(ck, std::to_string(x.kept) + " kept, more than the capacity " + std::to_string(cap));
+    if (t.model.moe.capacity_factor <= 0.0 && x.kept != x.routed)
+      r.fail(ck, std::to_string(x.kept) + " kept of " + std::to_string(x.routed) + " routed, but routing is dropless");
+    const bool first = t.routing.empty() || t.routing.back().micro_batch != x.micro_batch ||
+                       t.routing.back().layer != x.layer;
+    if (first && x.expert != 0) r.fail(ce, std::to_string(x.expert) + " where a layer's expert 0 should be");
+    if (!first && x.expert != t.routing.back().expert + 1)
+      r.fail(ce, std::to_string(x.expert) + " after expert " + std::to_string(t.routing.back().expert) +
+                     " (every expert of a layer, in order)");
+    if (first && !t.routing.empty() &&
+        std::tie(x.micro_batch, x.layer) < std::tie(t.routing.back().micro_batch, t.routing.back().layer))
+      r.fail(cl, "layer " + std::to_string(x.layer) + " of micro-batch " + std::to_string(x.micro_batch) +
+                     " after a later one (in order of micro-batch, then layer)");
+    if (first && !t.routing.empty() && t.routing.back().expert != E - 1)
+      r.fail(ce, "layer " + std::to_string(t.routing.back().layer) + " ends at expert " +
+                     std::to_string(t.routing.back().expert) + " of " + std::to_string(E));
+    if (first) sum = 0;
+    sum += x.routed;
+    if (x.expert == E - 1 && sum != choices)
+      r.fail(cr, "layer " + std::to_string(x.layer) + " routed " + std::to_string(sum) + " choices, its tokens · top_k are " +
+                     std::to_string(choices));
+    t.routing.push_back(x);
+  }
+  if (!t.routing.empty() && t.routing.back().expert != E - 1)
+    throw Error(r.name() + ": layer " + std::to_string(t.routing.back().layer) + " ends at expert " +
+                std::to_string(t.routing.back().expert) + " of " + std::to_string(E) + " (truncated?)");
+}
+
 }  // namespace
 
 nlohmann::json read_summary(const std::string& dir, Trace& t) {
@@ -519,6 +579,7 @@ std::vector<std::function<void()>> table_jobs(const std::string& dir, const nloh
             read_schedule_csv(dir, t);
             read_ledger(dir, t);
             read_loss(dir, t);
+            read_routing(dir, t);
           }};
 }
 
@@ -526,7 +587,8 @@ void cross_check(const std::string& dir, const nlohmann::json& j, const Trace& t
   const std::string file = join(dir, kSummaryFile);
   auto rows = csv_table_rows(t);
   const auto& names = csv_table_files();
-  for (std::size_t i = 0; i < names.size(); ++i) check_rows(dir, j, names[i], rows[i]);
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (schema::table(names[i]).in(t.format_version)) check_rows(dir, j, names[i], rows[i]);
   // What can be derived without row counts, for every version.
   const std::string loss_file = join(dir, kLossFile);
   const std::int64_t steps_run = std::int64_t{t.warmup} + t.steps;

@@ -87,7 +87,13 @@ std::vector<Table> make_tables() {
               f64("time_ms", Bound::Duration), u64("peak_bytes", Bound::Bytes),
               u64("reserved_bytes", Bound::Bytes), i64("start_ns", Bound::Time), i64("end_ns", Bound::Time)},
              {{"start_ns", "end_ns"}}};
-  return {events, timeline, ops, sched, ledger, loss};
+  // Each MoE layer's routing per micro-batch and expert (version 6 on; no rows without experts).
+  Table routing{kRoutingFile, true,
+                {fixed("micro_batch", 0, std::numeric_limits<std::int32_t>::max()), i64("layer", Bound::BlockOnly),
+                 fixed("expert", 0, std::numeric_limits<std::int32_t>::max()), u64("routed"), u64("kept")},
+                {}};
+  routing.since = 6;
+  return {events, timeline, ops, sched, ledger, loss, routing};
 }
 
 using J = JsonType;

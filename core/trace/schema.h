@@ -48,6 +48,7 @@ inline constexpr const char* kOpsFile = "ops.csv";
 inline constexpr const char* kScheduleCsv = "schedule.csv";
 inline constexpr const char* kLedgerFile = "ledger.csv";
 inline constexpr const char* kLossFile = "loss.csv";
+inline constexpr const char* kRoutingFile = "routing.csv";
 
 enum class Type : std::uint8_t { Int, Uint, Float, Enum, String };
 
@@ -84,6 +85,8 @@ struct Table {
   std::vector<Column> columns;
   // Pairs of columns (start, end): end >= start on every row.
   std::vector<std::pair<std::string_view, std::string_view>> ordered;
+  int since = 1;  // first format version with the table (an older directory has none: no rows)
+  bool in(int version) const { return version >= since; }
   // Column names of `version`, in the order the writer writes them.
   std::vector<std::string> header(int version) const;
 };

@@ -17,7 +17,7 @@ namespace remat {
 
 // summary.json "format_version": the newest this RematLab writes and reads (the rule for a new
 // version: core/trace/schema.h).
-constexpr int kTraceFormatVersion = 5;
+constexpr int kTraceFormatVersion = 6;
 // Trace::status, every value a run ends with.
 inline constexpr std::array<const char*, 4> kRunStatuses = {"ok", "cancelled", "out_of_memory", "error"};
 // Trace::source: what recorded the trace, RematLab's own runs first.
@@ -57,6 +57,7 @@ struct Trace {
   std::vector<OpRecord> ops;
   std::vector<ScheduleRecord> schedule_records;
   std::vector<LedgerEntry> ledger;
+  std::vector<RoutingRecord> routing;  // per micro-batch, MoE layer and expert, in that order
   std::vector<MemoryEvent> events;    // every allocation and free of the run
   std::vector<std::string> names;     // tensor names, indexed by MemoryEvent::tensor
   std::size_t step_first_event = 0;   // the last counted step's events start here

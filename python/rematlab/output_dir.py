@@ -15,11 +15,11 @@ RUN, SWEEP, RANKS = "run", "sweep", "ranks"
 # The file naming each kind of directory, its "format" and the newest "format_version" read.
 KIND_FILE = {RUN: "summary.json", SWEEP: "sweep.json", RANKS: "ranks.json"}
 FORMAT = {RUN: "rematlab-run", SWEEP: "rematlab-sweep", RANKS: "rematlab-ranks"}
-MAX_VERSION = {RUN: 5, SWEEP: 1, RANKS: 1}
+MAX_VERSION = {RUN: 6, SWEEP: 1, RANKS: 1}
 # What each kind holds besides the marker (a sweep and a ranks directory also their runs).
 FILES = {
     RUN: ("summary.json", "schedule.json", "trace.json", "memory_events.csv", "memory_timeline.csv", "ops.csv",
-          "schedule.csv", "ledger.csv", "loss.csv",
+          "schedule.csv", "ledger.csv", "loss.csv", "routing.csv",
           # a recording's own tables and CUDA snapshot (docs/trace-format.md, "Recorded in PyTorch")
           "saved_tensors.csv", "module_calls.csv", "op_outputs.csv", "cuda_memory_snapshot.pickle"),
     SWEEP: ("sweep.json", "comparison.csv"),

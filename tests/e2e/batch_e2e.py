@@ -51,6 +51,7 @@ COLUMNS = {
                    "freed_ns", "decision", "alloc_id", "free_id", "why"],
     "loss.csv": ["step", "counted", "loss", "time_ms", "peak_bytes", "reserved_bytes", "start_ns",
                  "end_ns"],
+    "routing.csv": ["micro_batch", "layer", "expert", "routed", "kept"],
 }
 RUN_FILES = ["summary.json", "schedule.json", "trace.json"] + list(COLUMNS)
 STREAM_TID = {"compute": 1, "copy_d2h": 2, "copy_h2d": 3, "host": 4, "comm": 5}
@@ -88,7 +89,7 @@ def check_run_dir(d, device="cpu"):
             return None
     with open(os.path.join(d, "summary.json")) as fh:
         s = json.load(fh)
-    check(s.get("format") == "rematlab-run" and s.get("format_version") == 5
+    check(s.get("format") == "rematlab-run" and s.get("format_version") == 6
           and s.get("source") == "rematlab", d + ": summary format")
     check(isinstance(s.get("ignored_config_fields"), list), d + ": summary.json lists ignored_config_fields")
     for key in ("model", "policy", "policy_params", "device", "seed", "warmup", "steps", "loss",
@@ -708,7 +709,7 @@ def test(b, work, source, installed_root):
                                     edit_json("summary.json", lambda j: j["files"]["ops.csv"].update(rows=19))),
             "ops.csv", "flops")
     corrupt("newer-version", edit_json("summary.json", lambda j: j.update(format_version=9)),
-            "summary.json", "format version 9 is newer than this RematLab reads (5); upgrade RematLab")
+            "summary.json", "format version 9 is newer than this RematLab reads (6); upgrade RematLab")
     corrupt("time-min", set_cell("ops.csv", 0, "start_ns", str(-2**63)), "ops.csv line 2", "'start_ns'", str(-2**63))
     corrupt("schedule-time-min", set_cell("schedule.csv", 0, "end_ns", str(-2**63)), "schedule.csv line 2", "'end_ns'")
     corrupt("delta-max", set_cell("memory_events.csv", 0, "delta_bytes", str(2**63 - 1)),

@@ -168,6 +168,23 @@ def check_controls(name, families, torch, w0, f, windows, run, ref32):
               "%s: a reference with %s should not match the run" % (name, what))
 
 
+def check_routing(label, families, torch, w0, f, windows, run_dir):
+    """routing.csv against the reference's softmax router (mixtures.forward): the choices per
+    expert of each sparse layer in the last step, from the weights the previous steps left."""
+    counts = []
+    _, before = families.train(w0, f, windows[:-1], dtype=torch.float32, **OPT)
+    with torch.no_grad():
+        families.forward(before, f, windows[-1][:, :-1], route_counts=counts)
+    recorded, kept = {}, True
+    with open(os.path.join(run_dir, "routing.csv")) as fh:
+        for r in csv.DictReader(fh):
+            recorded.setdefault(int(r["layer"]), []).append(int(r["routed"]))
+            kept = kept and r["kept"] == r["routed"]
+    check(list(recorded.values()) == counts and counts,
+          "%s: routing.csv %s, the reference's choices per expert %s" % (label, recorded, counts))
+    check(kept, "%s: routing.csv drops choices of a dropless router" % label)
+
+
 def check_family(b, families, torch, name, work, seed, attention="naive"):
     d, f, w0 = families.write_family(name, work, seed)
     label = name if attention == "naive" else "%s (%s)" % (name, attention)
@@ -202,6 +219,9 @@ def check_family(b, families, torch, name, work, seed, attention="naive"):
           % (label, " ".join("%.6f" % x for x in run[0]), loss_gap, LOSS_TOL, loss_floor, worst, WEIGHT_TOL, floor),
           flush=True)
     check_controls(label, families, torch, w0, f, windows, run, ref32)
+    e = f.get("moe") or {}
+    if e and not e.get("scoring") and not e.get("kind"):  # the softmax routers
+        check_routing(label, families, torch, w0, f, windows, run_dir)
 
 
 def main():

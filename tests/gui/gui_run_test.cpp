@@ -43,6 +43,7 @@ class GuiRunTest : public QObject {
   void parameterEditorsFollowTheDeclarations();
   void cudaIsOfferedOnlyWhereItWorks();
   void budgetPlansWithStepTimesOfARun();
+  void headerSaysHowUnevenTheRoutingWas();
 
  private:
   QTemporaryDir tmp_;
@@ -396,6 +397,21 @@ void GuiRunTest::budgetPlansWithStepTimesOfARun() {
   p->setCostsFrom({});
   QTRY_VERIFY_WITH_TIMEOUT(!p->predictionPending(), 30000);
   QVERIFY2(p->lastPrediction().ok, qPrintable(p->lastPrediction().error));
+}
+
+// A run of a mixture of experts: its header names its most uneven layer and how uneven.
+void GuiRunTest::headerSaysHowUnevenTheRoutingWas() {
+  Trace t;
+  t.model = resolve_model("tiny");
+  QVERIFY(!run_header(t).contains("routing"));
+  t.model.moe = MoeConfig{4, 2, 32};
+  for (int layer : {0, 1})
+    for (int e = 0; e < 4; ++e) {  // 16 tokens x top-2: layer 0 balanced, layer 1 has 12 on expert 2
+      const std::uint64_t n = layer == 0 ? 8u : e == 2 ? 12u : e == 3 ? 8u : 6u;
+      t.routing.push_back({0, layer, e, n, n});
+    }
+  const QString h = run_header(t);
+  QVERIFY2(h.contains(QString("routing: busiest expert 1.50× the mean (layer 1)").toHtmlEscaped()), qPrintable(h));
 }
 
 QTEST_MAIN(GuiRunTest)

@@ -504,9 +504,10 @@ def embed_factor(f, dtype):
     return torch.tensor(math.sqrt(f["hidden"]), dtype=torch.float32).to(dtype)
 
 
-def forward(w, f, idx, router_logits=None):
+def forward(w, f, idx, router_logits=None, route_counts=None):
     """Logits [B, S, vocab] of token ids idx [B, S]; gpt-oss's routers append their logits to the
-    list router_logits when one is given."""
+    list router_logits when one is given; the softmax routers of mixtures.forward append each
+    sparse layer's choices per expert to route_counts."""
     B, S = idx.shape
     dtype = next(iter(w.values())).dtype
     gpt2, neox, falcon = f["names"] == "gpt2", f["names"] == "gpt_neox", f["names"] == "falcon"
@@ -530,6 +531,8 @@ def forward(w, f, idx, router_logits=None):
         P = _layer(w, f, l)
         if router_logits is not None:
             P["router_logits"] = router_logits
+        if route_counts is not None:
+            P["route_counts"] = route_counts
         rope_l = rope_local if windowed(f, l) else rope
         if f.get("no_rope_layers") and not f["no_rope_layers"][l]:
             rope_l = None  # a layer without RoPE (SmolLM3's NoPE)

@@ -64,6 +64,8 @@ def forward(f, P, y):
         P["router_logits"].append(logits.reshape(-1, e["experts"]))
     probs = logits.softmax(-1)
     top, idx = probs.topk(e["top_k"], dim=-1)
+    if "route_counts" in P:  # the choices per expert (families.forward's route_counts)
+        P["route_counts"].append(torch.bincount(idx.reshape(-1), minlength=e["experts"]).tolist())
     if e["norm"]:
         top = top / top.sum(-1, keepdim=True)
     out = torch.zeros_like(y)
