@@ -1,4 +1,5 @@
-// The experts' projections (ExpertLinear) as each backend runs them, once for both: one Linear
+// The experts' projections (ExpertLinear) as the CUDA backend runs them (the CPU's group the
+// experts over its lanes, cpu_expert_gemm.cpp, the same per expert): one Linear
 // per expert over its rows (rows start(e) .. start(e) + count(e) of x and y, its N x K slice of
 // the weights, and of the biases when the experts have them: its N); backward dx (acc) and
 // dW += (dB +=) of its slice, so an expert without rows leaves its slice alone. `be` is the

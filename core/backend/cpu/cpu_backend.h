@@ -9,6 +9,7 @@
 // workspace; nothing else is allocated inside an op.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "core/backend/backend.h"
 
@@ -16,6 +17,8 @@ namespace remat {
 
 namespace cpu {
 class ThreadPool;
+class Arena;
+struct Lanes;
 }
 
 class CpuBackend final : public Backend {
@@ -90,6 +93,14 @@ class CpuBackend final : public Backend {
   void linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, const Tensor* dx,
                   const Tensor& dW, const Tensor* db, std::int64_t M, int K, int N,
                   bool acc);
+  // The same on given lanes with the workspace of `ws` (one lane of an expert group: no pool).
+  void linear_fwd(const cpu::Lanes& lanes, cpu::Arena& ws, const Tensor& x, const Tensor& W, const Tensor* b,
+                  const Tensor& y, std::int64_t M, int K, int N);
+  void linear_bwd(const cpu::Lanes& lanes, cpu::Arena& ws, const Tensor& x, const Tensor& W, const Tensor& dy,
+                  const Tensor* dx, const Tensor& dW, const Tensor* db, std::int64_t M, int K, int N, bool acc);
+  // The workspace bytes those take for these tensors (their dtypes), forward or backward.
+  std::uint64_t linear_ws(Pass pass, const Tensor& x, const Tensor& W, const Tensor& y_or_dy, const Tensor* dx,
+                          const Tensor* dW, std::int64_t M, int K, int N) const;
   void moe_aux_loss(const Tensor& aux, int layers, int experts, std::int64_t tokens, double coef,
                     double grad_scale) override;
   void head_loss(const Tensor& x, const Tensor& W, const Tensor& targets, const Tensor& losses,
@@ -133,6 +144,10 @@ class CpuBackend final : public Backend {
 
   // cpu_moe.cpp: the experts' projections, both passes (ExpertLinear)
   void expert_linear(const OpArgs& a, Pass pass);
+  // cpu_expert_gemm.cpp: expert e's GEMM over its rows [start[e], start[e] + rows[e]), the experts
+  // grouped over the lanes.
+  void expert_gemms(const OpArgs& a, Pass pass, const std::vector<std::int64_t>& start,
+                    const std::vector<std::int64_t>& rows);
 
   // cpu_adamw.cpp
   void adamw(const Tensor& params, const Tensor& grads, const Tensor* master, const Tensor& m,

@@ -61,6 +61,8 @@ class Arena {
   Arena() = default;  // measuring
   Arena(const Tensor& ws, const char* op) : base_(static_cast<char*>(ws.data)), cap_(ws.bytes()),
                                             measure_(false), op_(op) {}
+  Arena(void* base, std::uint64_t cap, const char* op) : base_(static_cast<char*>(base)), cap_(cap),
+                                                         measure_(false), op_(op) {}
   template <class T>
   T* take(std::int64_t n) {
     std::uint64_t b = (static_cast<std::uint64_t>(n) * sizeof(T) + 63) / 64 * 64;

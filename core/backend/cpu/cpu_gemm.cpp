@@ -99,8 +99,26 @@ std::uint64_t CpuBackend::ws_head_loss(std::int64_t rows, int H, int V, bool bf1
   return a.used();
 }
 
+std::uint64_t CpuBackend::linear_ws(Pass pass, const Tensor& x, const Tensor& W, const Tensor& y_or_dy,
+                                    const Tensor* dx, const Tensor* dW, std::int64_t M, int K, int N) const {
+  cpu::Arena a;
+  auto bf = [](const Tensor* t) { return t && *t && t->dtype == DType::BF16; };
+  if (pass == Pass::Forward) {
+    LinearFwdWs w(a, M, K, N, bf(&x), bf(&W), bf(&y_or_dy));
+  } else {
+    LinearBwdWs w(a, M, K, N, bf(&y_or_dy), bf(&x) || bf(dx), (dx && *dx && bf(&W)) || bf(dW));
+  }
+  return a.used();
+}
+
 void CpuBackend::linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, const Tensor& y,
                             std::int64_t M, int K, int N) {
+  cpu::Arena arena(ws_, "linear_fwd");
+  linear_fwd(cpu::Lanes{pool_.get(), threads_}, arena, x, W, b, y, M, K, N);
+}
+
+void CpuBackend::linear_fwd(const cpu::Lanes& lanes, cpu::Arena& arena, const Tensor& x, const Tensor& W,
+                            const Tensor* b, const Tensor& y, std::int64_t M, int K, int N) {
   const char* op = "linear_fwd";
   cpu::ensure_blas_threads(1);
   check_gemm_dims(M, K, N, op);
@@ -109,7 +127,6 @@ void CpuBackend::linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, c
   cpu::check_float(y, op, "y", M * N);
   const bool has_b = b && *b;
   if (has_b) cpu::check_float(*b, op, "b", N);
-  cpu::Arena arena(ws_, op);
   const bool xbf = x.dtype == DType::BF16, wbf = W.dtype == DType::BF16,
              ybf = y.dtype == DType::BF16;
   LinearFwdWs w(arena, M, K, N, xbf, wbf, ybf);
@@ -127,15 +144,15 @@ void CpuBackend::linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, c
       }
   };
   if (on_dnnl(x, W)) {
-    if (split_rows(M, N, flops, threads_)) {
-      cpu::for_slices(*pool_, cpu::gemm_split(M, flops, threads_), [&](std::int64_t r0, std::int64_t r1) {
+    if (split_rows(M, N, flops, lanes.n)) {
+      cpu::for_slices(lanes, cpu::gemm_split(M, flops, lanes.n), [&](std::int64_t r0, std::int64_t r1) {
         cpu::bgemm1(false, true, static_cast<int>(r1 - r0), N, K, bits(x) + r0 * K, K, bits(W), K,
                     0.0f, ys + r0 * N, N);
         finish(r0, r1, 0, N);
       });
       return;
     }
-    cpu::for_slices(*pool_, cpu::gemm_split(N, flops, threads_), [&](std::int64_t n0, std::int64_t n1) {
+    cpu::for_slices(lanes, cpu::gemm_split(N, flops, lanes.n), [&](std::int64_t n0, std::int64_t n1) {
       cpu::bgemm1(false, true, static_cast<int>(M), static_cast<int>(n1 - n0), K, bits(x), K,
                   bits(W) + n0 * K, K, 0.0f, ys + n0, N);
       finish(0, M, n0, n1);
@@ -143,9 +160,9 @@ void CpuBackend::linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, c
     return;
   }
   const float* xs = f32_or_null(x);
-  if (xbf) cpu::widen_all(*pool_, FV(x), w.xs, M * K), xs = w.xs;
+  if (xbf) cpu::widen_all(lanes, FV(x), w.xs, M * K), xs = w.xs;
   // Each lane: its rows of W (widened), its columns of y, their bias and rounding.
-  cpu::for_slices(*pool_, cpu::gemm_split(N, flops, threads_), [&](std::int64_t n0, std::int64_t n1) {
+  cpu::for_slices(lanes, cpu::gemm_split(N, flops, lanes.n), [&](std::int64_t n0, std::int64_t n1) {
     const int nn = static_cast<int>(n1 - n0);
     const float* Ws = wbf ? w.ws + n0 * K : static_cast<const float*>(W.data) + n0 * K;
     if (wbf) cpu::widen(Wv, n0 * K, w.ws + n0 * K, static_cast<std::int64_t>(nn) * K);
@@ -157,6 +174,13 @@ void CpuBackend::linear_fwd(const Tensor& x, const Tensor& W, const Tensor* b, c
 void CpuBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, const Tensor* dx,
                             const Tensor& dW, const Tensor* db, std::int64_t M, int K, int N,
                             bool acc) {
+  cpu::Arena arena(ws_, "linear_bwd");
+  linear_bwd(cpu::Lanes{pool_.get(), threads_}, arena, x, W, dy, dx, dW, db, M, K, N, acc);
+}
+
+void CpuBackend::linear_bwd(const cpu::Lanes& lanes, cpu::Arena& arena, const Tensor& x, const Tensor& W,
+                            const Tensor& dy, const Tensor* dx, const Tensor& dW, const Tensor* db, std::int64_t M,
+                            int K, int N, bool acc) {
   const char* op = "linear_bwd";
   cpu::ensure_blas_threads(1);
   check_gemm_dims(M, K, N, op);
@@ -171,18 +195,17 @@ void CpuBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, 
   const bool dybf = dy.dtype == DType::BF16, xbf = x.dtype == DType::BF16,
              wbf = W.dtype == DType::BF16, dwbf = dW.dtype == DType::BF16,
              dxbf = has_dx && dx->dtype == DType::BF16;
-  cpu::Arena arena(ws_, op);
   LinearBwdWs w(arena, M, K, N, dybf, xbf || dxbf, (has_dx && wbf) || dwbf);
 
   // dy widened to fp32 only for a GEMM on the sgemm path.
   const bool dw_dnnl = on_dnnl(dy, x), dx_dnnl = has_dx && on_dnnl(dy, W);
   const float* dys = f32_or_null(dy);
-  if (dybf && (!dw_dnnl || (has_dx && !dx_dnnl))) cpu::widen_all(*pool_, FV(dy), w.A, M * N), dys = w.A;
+  if (dybf && (!dw_dnnl || (has_dx && !dx_dnnl))) cpu::widen_all(lanes, FV(dy), w.A, M * N), dys = w.A;
 
   if (has_db) {  // db += colsum(dy), summed over rows in order
     const FV dbv(*db), dyv(dy);
     std::int64_t blocks = (N + cpu::kColBlock - 1) / cpu::kColBlock;
-    cpu::parallel_for(*pool_, blocks, 1, [&](std::int64_t b0, std::int64_t b1, int) {
+    cpu::parallel_for(lanes, blocks, 1, [&](std::int64_t b0, std::int64_t b1, int) {
       for (std::int64_t blk = b0; blk < b1; ++blk) {
         const int c0 = static_cast<int>(blk) * cpu::kColBlock;
         const int nc = std::min(cpu::kColBlock, N - c0);
@@ -197,10 +220,10 @@ void CpuBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, 
   // dW += dy^T x, a slice of dW's rows a lane. bf16 dW: the product in fp32, then one rounding
   // of dW + product.
   const float* xs = f32_or_null(x);
-  if (xbf && !dw_dnnl) cpu::widen_all(*pool_, FV(x), w.X, M * K), xs = w.X;
+  if (xbf && !dw_dnnl) cpu::widen_all(lanes, FV(x), w.X, M * K), xs = w.X;
   const FV dWv(dW);
   const double flops = 2.0 * static_cast<double>(M) * K * N;
-  cpu::for_slices(*pool_, cpu::gemm_split(N, flops, threads_), [&](std::int64_t n0, std::int64_t n1) {
+  cpu::for_slices(lanes, cpu::gemm_split(N, flops, lanes.n), [&](std::int64_t n0, std::int64_t n1) {
     const int nn = static_cast<int>(n1 - n0);
     float* C = dwbf ? w.Wb + n0 * K : dW.as<float>() + n0 * K;
     const float beta = dwbf ? 0.0f : 1.0f;
@@ -217,15 +240,15 @@ void CpuBackend::linear_bwd(const Tensor& x, const Tensor& W, const Tensor& dy, 
   const FV Wv(W), dxv(*dx);
   float* dxc = dxbf ? w.X : dx->as<float>();
   const float dx_beta = !dxbf && acc ? 1.0f : 0.0f;
-  if (dx_dnnl && split_rows(M, K, flops, threads_)) {
-    cpu::for_slices(*pool_, cpu::gemm_split(M, flops, threads_), [&](std::int64_t r0, std::int64_t r1) {
+  if (dx_dnnl && split_rows(M, K, flops, lanes.n)) {
+    cpu::for_slices(lanes, cpu::gemm_split(M, flops, lanes.n), [&](std::int64_t r0, std::int64_t r1) {
       cpu::bgemm1(false, false, static_cast<int>(r1 - r0), K, N, bits(dy) + r0 * N, N, bits(W), K,
                   dx_beta, dxc + r0 * K, K);
       if (dxbf) cpu::narrow(dxc + r0 * K, dxv, r0 * K, (r1 - r0) * K, acc);
     });
     return;
   }
-  cpu::for_slices(*pool_, cpu::gemm_split(K, flops, threads_), [&](std::int64_t k0, std::int64_t k1) {
+  cpu::for_slices(lanes, cpu::gemm_split(K, flops, lanes.n), [&](std::int64_t k0, std::int64_t k1) {
     const int kk = static_cast<int>(k1 - k0);
     if (dx_dnnl) {
       cpu::bgemm1(false, false, static_cast<int>(M), kk, N, bits(dy), N, bits(W) + k0, K, dx_beta,

@@ -28,6 +28,13 @@ struct GemmSplit {
 // GEMM is too small to be worth a second lane.
 GemmSplit gemm_split(std::int64_t n, double flops, int lanes);
 
+// The lanes a GEMM may use: the pool's `n`, or (no pool, n = 1) the calling thread alone, as a
+// lane of the pool does when it runs a whole GEMM of its own (the experts' groups, cpu_expert_gemm.cpp).
+struct Lanes {
+  ThreadPool* pool = nullptr;
+  int n = 1;
+};
+
 // f(begin, end) for every slice of `s`, one slice a lane.
 template <class F>
 void for_slices(ThreadPool& pool, const GemmSplit& s, F&& f) {
@@ -41,11 +48,35 @@ void for_slices(ThreadPool& pool, const GemmSplit& s, F&& f) {
   });
 }
 
+// The same on `lanes`: inline on the calling thread without a pool.
+template <class F>
+void for_slices(const Lanes& lanes, const GemmSplit& s, F&& f) {
+  if (!lanes.pool) {
+    f(std::int64_t{0}, s.n);
+    return;
+  }
+  for_slices(*lanes.pool, s, f);
+}
+template <class F>
+void parallel_for(const Lanes& lanes, std::int64_t n, std::int64_t grain, F&& f) {
+  if (!lanes.pool) {
+    if (n > 0) f(std::int64_t{0}, n, 0);
+    return;
+  }
+  parallel_for(*lanes.pool, n, grain, [&f](std::int64_t i0, std::int64_t i1, int lane) { f(i0, i1, lane); });
+}
+
 // dst[0, n) = src[off + i] as fp32 (a copy for fp32 sources); the SIMD copy kernel where one is
 // active.
 void widen(FV src, std::int64_t off, float* dst, std::int64_t n);
 // The same over the pool, for operands every lane reads.
 void widen_all(ThreadPool& pool, FV src, float* dst, std::int64_t n);
+inline void widen_all(const Lanes& lanes, FV src, float* dst, std::int64_t n) {
+  if (lanes.pool)
+    widen_all(*lanes.pool, src, dst, n);
+  else
+    widen(src, 0, dst, n);
+}
 // dst[off + i] = round(src[i]), or round(dst[off + i] + src[i]) when acc.
 void narrow(const float* src, FV dst, std::int64_t off, std::int64_t n, bool acc);
 // Columns [c0, c1) of the [rows, cols] matrix src widened into the same place of dst.

@@ -9,7 +9,6 @@
 
 #include "core/backend/cpu/cpu_backend.h"
 #include "core/backend/cpu/cpu_common.h"
-#include "core/backend/expert_linear.h"
 #include "core/backend/moe_aux.h"
 #include "core/backend/moe_rows.h"
 
@@ -249,7 +248,7 @@ void CpuBackend::bwd_MoePermute(const OpArgs& a) {
   }
 }
 
-// Both passes: the checks once, then one Linear per expert over its rows (expert_linear.h).
+// Both passes: the checks once, then one GEMM per expert over its rows (cpu_expert_gemm.cpp).
 void CpuBackend::expert_linear(const OpArgs& a, Pass pass) {
   const bool bwd = pass == Pass::Backward;
   const char* op = bwd ? "expert_linear_bwd" : "expert_linear_fwd";
@@ -264,7 +263,9 @@ void CpuBackend::expert_linear(const OpArgs& a, Pass pass) {
   cpu::check_float(bwd ? *a.dw : *a.w, op, bwd ? "dW" : "W", NK * d.experts);
   if (const Tensor* b = bwd ? a.db : a.b) cpu::check_float(*b, op, bwd ? "dB" : "B", static_cast<std::int64_t>(N) * d.experts);
   const Routing r(*a.in[1], d);
-  run_expert_linears(*this, a, pass, [&](int e) { return r.start[e]; }, [&](int e) { return moe_expert_rows(d, r.count[e]); });
+  std::vector<std::int64_t> start(static_cast<std::size_t>(d.experts)), rows(start.size());
+  for (int e = 0; e < d.experts; ++e) start[e] = r.start[e], rows[e] = moe_expert_rows(d, r.count[e]);
+  expert_gemms(a, pass, start, rows);
 }
 
 void CpuBackend::fwd_ExpertLinear(const OpArgs& a) { expert_linear(a, Pass::Forward); }
