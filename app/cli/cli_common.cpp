@@ -25,8 +25,9 @@ void ModelOptions::add(CLI::App& app) {
   app.add_option("--dtype", dtype, "override the activation dtype: bf16 | fp32");
 }
 
-ModelConfig ModelOptions::resolve() const {
-  ModelConfig m = resolve_model(model);
+ModelConfig ModelOptions::resolve() const { return apply(resolve_model(model)); }
+
+ModelConfig ModelOptions::apply(ModelConfig m) const {
   if (seq) {
     m.seq = *seq;
     if (m.position == PositionKind::Learned && m.positions < m.seq) m.positions = m.seq;

@@ -20,6 +20,7 @@ struct ModelOptions {
   std::string attention, dtype;
   void add(CLI::App& app);
   ModelConfig resolve() const;  // throws Error / ConfigError
+  ModelConfig apply(ModelConfig m) const;  // the overrides (--seq, ...) on m, validated
 };
 
 // --policy, --schedule, --memory-budget, --costs-from.

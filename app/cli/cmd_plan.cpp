@@ -23,26 +23,29 @@ struct PlanOptions {
   ParallelOptions parallel;
   TargetOptions target;
   RoutingOptions routing;
-  bool model_given = false;  // --model or an override: else --routing-from's run gives the model
+  bool model_given = false;  // --model: else --routing-from's run gives the model
   bool json = false;
   std::string from_run;  // a recorded PyTorch run (plan_from_run.h)
 };
 
 int plan(const PlanOptions& o) {
+  if ((!o.routing.from.empty() || o.routing.imbalance) && (o.parallel.any() || o.parallel.strategies || o.parallel.paper_figure7))
+    throw Error(std::string(o.routing.imbalance ? "--moe-imbalance" : "--routing-from") +
+                " takes no --tp, --sp, --pp, --dp, --zero, --strategies or --paper-figure7 (a routing is planned for "
+                "one rank holding every expert)");
   if ((o.parallel.paper_figure7 || o.parallel.strategies) && (o.target.cuda() || !o.target.gpu_memory.empty()))
     throw Error("--strategies and --paper-figure7 take no --device or --gpu-memory (their figures are the "
                 "paper's activations, the same on every device)");
   if (o.parallel.paper_figure7) return plan_paper_figure7(o.json);
   std::optional<RecordedRouting> run;
-  if ((!o.routing.from.empty() || o.routing.imbalance) && (o.parallel.any() || o.parallel.strategies))
-    throw Error(std::string(o.routing.imbalance ? "--moe-imbalance" : "--routing-from") +
-                " takes no --tp, --sp, --pp, --dp, --zero or --strategies (a routing is planned for one rank "
-                "holding every expert)");
   if (!o.routing.from.empty()) run = read_recorded_routing(o.routing.from);
-  ModelConfig m = run && !o.model_given ? run->model : o.model.resolve();
+  // The run's model (with any overrides) unless --model names another; its CPU lanes.
+  ModelConfig m = run && !o.model_given ? o.model.apply(run->model) : o.model.resolve();
+  TargetOptions target_options = o.target;
+  if (run) target_options.cpu_threads = run->threads;
   std::optional<RoutingAssumption> routing = routing_assumption(o.routing, m, std::move(run));
   if (o.parallel.strategies) return plan_strategies(m, o.parallel.layout, o.json);
-  const std::unique_ptr<Backend> target = o.target.backend();
+  const std::unique_ptr<Backend> target = target_options.backend();
   if (o.parallel.any()) return plan_parallel(m, o.parallel.layout, o.policy, o.target, *target, o.json);
   PolicyRegistry reg;
   load_plugins(reg, !o.json);
@@ -141,8 +144,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
         exit_code = plan_from_run(o->from_run, o->policy.policy, o->json);
         return;
       }
-      for (const char* opt : {"--model", "--seq", "--batch", "--layers", "--dropout", "--attention", "--dtype"})
-        o->model_given = o->model_given || c->count(opt) > 0;
+      o->model_given = c->count("--model") > 0;
       exit_code = plan(*o);
     } catch (const std::exception& e) {
       exit_code = fail(e);

@@ -1,11 +1,13 @@
 #include "plan_routing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 
 #include "cli_common.h"
+#include "core/analysis/run_layout.h"
 #include "core/trace/run_dir.h"
 #include "core/trace/trace.h"
 #include "core/util/error.h"
@@ -29,7 +31,7 @@ const LayerLoad* most_imbalanced(const std::vector<LayerLoad>& loads) {
 
 // Whether the run measured what this plan predicts: the same model, policy and device.
 bool comparable(const RecordedRouting& r, const ModelConfig& m, const Schedule& s, const std::string& device) {
-  return r.status == "ok" && r.device == device && r.policy == s.policy && r.params == s.params &&
+  return r.status == "ok" && r.layout.empty() && r.device == device && r.policy == s.policy && r.params == s.params &&
          model_to_json(r.model) == model_to_json(m);
 }
 
@@ -74,6 +76,8 @@ RecordedRouting read_recorded_routing(const std::string& dir) {
   r.device = t.device;
   r.status = t.status;
   r.peak_bytes = t.peak_bytes;
+  r.threads = std::max(1, provenance_int(t, "threads", 1));
+  if (const RunLayout l = run_layout(t); l.distributed()) r.layout = layout_label(l);
   r.loads = layer_loads(t.routing, t.model.moe.experts);
   return r;
 }
@@ -136,6 +140,8 @@ void print_routing(const RoutingAssumption& a, const ModelConfig& m, const Sched
             << r.policy << (r.params.empty() ? "" : ":" + r.params) << " on " << r.device << ")";
   if (comparable(r, m, s, device))
     std::cout << "; predicted - measured = " << static_cast<std::int64_t>(predicted_peak - r.peak_bytes) << " bytes\n";
+  else if (!r.layout.empty())
+    std::cout << "; a rank of " << r.layout << " (its static memory is the layout's), so not compared\n";
   else
     std::cout << "; not this plan's model, policy or device, so not compared\n";
 }

@@ -30,6 +30,8 @@ struct RecordedRouting {
   std::string dir;
   ModelConfig model;
   std::string policy, params, device, status;
+  std::string layout;  // of a rank of several (a data-parallel run), else empty
+  int threads = 1;     // its CPU backend's lanes (the plan's for it take as many)
   std::uint64_t peak_bytes = 0;
   std::vector<LayerLoad> loads;
 };

@@ -32,7 +32,7 @@ std::unique_ptr<Backend> TargetOptions::backend() const {
   if (!gpu_memory.empty() && !cuda()) throw Error("--gpu-memory needs --device cuda");
   capacity();  // a size it cannot read: refused before anything is planned
   if (cuda()) return std::make_unique<CudaTarget>();
-  return std::make_unique<CpuBackend>(1);
+  return std::make_unique<CpuBackend>(cpu_threads);
 }
 
 namespace {

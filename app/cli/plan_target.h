@@ -18,6 +18,7 @@ namespace remat::cli {
 struct TargetOptions {
   std::string device = "cpu";
   std::string gpu_memory;
+  int cpu_threads = 1;  // the CPU backend's lanes (their workspaces): 1, or a recorded run's
   void add(CLI::App& app);
   // The backend whose sizes the prediction takes. Throws Error for --gpu-memory without cuda.
   std::unique_ptr<Backend> backend() const;

@@ -52,7 +52,8 @@ void check_routing_recorded(const ModelConfig& recorded, std::size_t records, in
                 "); run the model again with this RematLab");
   if (!recorded.moe.on()) throw Error(where + ": the run's model " + recorded.name + " has no experts");
   if (records == 0)
-    throw Error(where + ": the run recorded no routing (routing.csv has no rows: it stopped before its last step)");
+    throw Error(where + ": the run recorded no routing (routing.csv has no rows: the run stopped before its last "
+                        "step, or it was saved again from a run directory of an older version)");
 }
 
 void check_routing_model(const ModelConfig& recorded, const ModelConfig& m, const std::string& where) {

@@ -85,6 +85,9 @@ class Executor {
   ~Executor();
 
   const BlockGraph& graph() const { return graph_; }
+  // Whether the next steps record each MoE layer's routing (StepOutput::routing): a host copy of
+  // the routing table per layer and micro-batch, which on CUDA waits for the device. Off until set.
+  void keep_routing(bool on) { keep_routing_ = on; }
   // Validates first (throws ScheduleError); tokens and targets have B*S entries.
   StepOutput run_step(const Schedule& s, int step, const std::vector<std::int32_t>& tokens,
                       const std::vector<std::int32_t>& targets);
@@ -267,6 +270,7 @@ class Executor {
   Tensor final_in_, embed_mask_, losses_, dnext_;
   Tensor aux_;  // the micro-batch's load-balancing buffer (MoeAuxLayout), while aux_on()
   bool saw_backward_ = false;
+  bool keep_routing_ = false;
   std::size_t pipeline_split_ = 0;  // a pipeline stage's forward_sweep_end of its schedule
   std::uint64_t next_op_ = 1;
   std::vector<Ledger> ledger_;

@@ -78,7 +78,7 @@ void Executor::run_forward_step(int b, const StepDef& s, const std::vector<Tenso
   const OpArgs a = op_args(b, s, t, params);
   op("h" + std::to_string(b) + "." + s.name, s.name, b, s.fwd_flops(graph_.windowed(b)),
      step_bytes(b, s), Stream::Compute, [&] { be_.run(s.op, Pass::Forward, a); });
-  if (s.op == OpKind::MoeRoute && phase_ == Phase::Forward && be_.computes() && out_)
+  if (s.op == OpKind::MoeRoute && keep_routing_ && phase_ == Phase::Forward && be_.computes() && out_)
     record_routing(b, t[s.out[1]]);
 }
 

@@ -374,6 +374,7 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
         part_done("batch", t0);
         tr.startup_ms = static_cast<double>(t0 - run_start) / 1e6;
       }
+      ex.keep_routing(last);  // the last step's is the one the trace keeps
       StepOutput out = ex.run_step(spec.schedule, cur, tok, tgt);
       std::int64_t t1 = clock.now_ns();
       std::vector<OpRecord> ops = profiler ? profiler->collect() : std::vector<OpRecord>{};

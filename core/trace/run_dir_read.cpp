@@ -428,11 +428,17 @@ void read_routing(const std::string& dir, Trace& t) {
     if (x.micro_batch >= micros)
       r.fail(cm, std::to_string(x.micro_batch) + ", the run has " + std::to_string(micros) + " micro-batches");
     if (x.expert >= E) r.fail(ce, std::to_string(x.expert) + ", the model has " + std::to_string(E) + " experts");
+    if (x.routed > choices)
+      r.fail(cr, std::to_string(x.routed) + ", more than the micro-batch's tokens · top_k " + std::to_string(choices));
     if (x.kept > x.routed)
       r.fail(ck, std::to_string(x.kept) + " kept of " + std::to_string(x.routed) + " routed");
     if (const std::int64_t cap = t.model.moe.capacity(t.model.tokens() / micros);
         cap > 0 && x.kept > static_cast<std::uint64_t>(cap))
       r.fail(ck, std::to_string(x.kept) + " kept, more than the capacity " + std::to_string(cap));
+    if (const std::int64_t cap = t.model.moe.capacity(t.model.tokens() / micros);
+        cap > 0 && x.kept != std::min<std::uint64_t>(x.routed, static_cast<std::uint64_t>(cap)))
+      r.fail(ck, std::to_string(x.kept) + " kept of " + std::to_string(x.routed) + " routed, the capacity " +
+                     std::to_string(cap) + " keeps " + std::to_string(std::min<std::uint64_t>(x.routed, static_cast<std::uint64_t>(cap))));
     if (t.model.moe.capacity_factor <= 0.0 && x.kept != x.routed)
       r.fail(ck, std::to_string(x.kept) + " kept of " + std::to_string(x.routed) + " routed, but routing is dropless");
     const bool first = t.routing.empty() || t.routing.back().micro_batch != x.micro_batch ||
@@ -458,6 +464,17 @@ void read_routing(const std::string& dir, Trace& t) {
   if (!t.routing.empty() && t.routing.back().expert != E - 1)
     throw Error(r.name() + ": layer " + std::to_string(t.routing.back().layer) + " ends at expert " +
                 std::to_string(t.routing.back().expert) + " of " + std::to_string(E) + " (truncated?)");
+  if (t.routing.empty()) return;  // a run that stopped before its last step (or a model without experts)
+  // Every layer with experts of this rank's blocks, for every micro-batch.
+  const int first = first_block(t), blocks = stage_blocks(t) > 0 ? stage_blocks(t) : t.model.layers;
+  std::size_t layers = 0;
+  for (int b = first; b < first + blocks; ++b) layers += t.model.moe_in(b);
+  const std::size_t groups = t.routing.size() / static_cast<std::size_t>(E);
+  if (groups != layers * static_cast<std::size_t>(micros))
+    throw Error(r.name() + ": " + std::to_string(groups) + " layers of micro-batches, the run's " +
+                std::to_string(micros) + " micro-batches of " + std::to_string(layers) +
+                " layers with experts have " + std::to_string(layers * static_cast<std::size_t>(micros)) +
+                " (truncated or edited?)");
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // The experts' projections on the CPU grouped over the lanes (cpu_expert_gemm.cpp): an expert
-// with less than 1/lanes of the rows runs whole on one lane, so its rows, weights' gradient and
-// biases' gradient have the bits of the one-lane backend, in fp32 and bf16, forward and backward;
-// a larger expert splits over the lanes and stays within rounding of them; runs repeat bitwise.
+// with less than 1/lanes of the rows runs whole on one lane (each GEMM above what a lone GEMM is
+// split over lanes for), so its rows, weights' gradient and biases' gradient have the bits of the
+// one-lane backend, in fp32 and bf16, forward and backward; a larger expert splits over the lanes
+// and stays within rounding of them; where the lanes' workspace parts do not fit, every expert
+// runs in turn; runs repeat bitwise.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,17 +18,18 @@ namespace remat {
 namespace {
 
 constexpr std::int64_t T = 64;
-constexpr int E = 8, k = 2, H = 32, N = 48;
+constexpr int E = 8, k = 2, H = 256, N = 512;  // about 16 rows an expert: 2·16·256·512 FLOPs, above 4e6
 
 struct Result {
   std::vector<float> y, dx, dw, db;
   std::vector<std::int32_t> table;
+  int one_lane = 0;  // experts the backward ran whole on one lane
 };
 
 // Routes T tokens (expert 0 preferred by `skew` on its logit), then runs ExpertLinear forward and
 // backward (with biases) on a backend of `threads` lanes.
-Result run(int threads, DType dt, float skew) {
-  cputest::Env env(threads);
+Result run(int threads, DType dt, float skew, std::uint64_t ws = 32u << 20) {
+  cputest::Env env(threads, ws);
   MoeDims d;
   d.experts = E, d.top_k = k, d.tokens = T, d.norm_topk = true;
   auto logits = cputest::randv(T * E, 21, -1.0f, 1.0f);
@@ -46,7 +49,8 @@ Result run(int threads, DType dt, float skew) {
   env.be.run(OpKind::ExpertLinear, Pass::Forward, a);
   a.dout[0] = &dy, a.din[0] = &dx, a.dw = &dW, a.db = &db;
   env.be.run(OpKind::ExpertLinear, Pass::Backward, a);
-  Result r{env.get(y), env.get(dx), env.get(dW), env.get(db), std::vector<std::int32_t>(MoeTable(d).entries)};
+  Result r{env.get(y), env.get(dx), env.get(dW), env.get(db), std::vector<std::int32_t>(MoeTable(d).entries),
+           env.be.experts_on_one_lane()};
   std::memcpy(r.table.data(), tr.data, r.table.size() * 4);
   return r;
 }
@@ -83,11 +87,24 @@ TEST(ExpertGemmGroups, SmallExpertsHaveTheBitsOfOneLaneLargeOnesTheirRounding) {
       }
       EXPECT_EQ(small, skew == 0.0f ? E : E - 1);
       EXPECT_EQ(large, skew == 0.0f ? 0 : 1);
+      EXPECT_EQ(two.one_lane, small);
+      EXPECT_EQ(one.one_lane, 0);
       EXPECT_EQ(two.y, again.y);
       EXPECT_EQ(two.dx, again.dx);
       EXPECT_EQ(two.dw, again.dw);
       EXPECT_EQ(two.db, again.db);
     }
+}
+
+// A workspace that holds one expert's GEMM but not one for each lane: every expert in turn, split
+// over the lanes, within rounding of one lane.
+TEST(ExpertGemmGroups, AWorkspaceTooSmallForTheLanesRunsTheExpertsInTurn) {
+  const std::uint64_t ws = 768u << 10;  // one bf16 expert of 16-odd rows needs about 0.6 MB
+  const Result one = run(1, DType::BF16, 0.0f), two = run(2, DType::BF16, 0.0f, ws);
+  EXPECT_EQ(two.one_lane, 0);
+  ASSERT_EQ(one.y.size(), two.y.size());
+  for (std::size_t i = 0; i < one.y.size(); ++i) ASSERT_NEAR(one.y[i], two.y[i], 2e-2 * (1 + std::abs(one.y[i])));
+  for (std::size_t i = 0; i < one.dw.size(); ++i) ASSERT_NEAR(one.dw[i], two.dw[i], 2e-2 * (1 + std::abs(one.dw[i])));
 }
 
 }  // namespace

@@ -9,11 +9,8 @@
 #include <vector>
 
 #include "core/analysis/routing_load.h"
-#include "core/backend/cpu/cpu_backend.h"
-#include "core/engine/run.h"
 #include "core/io/safetensors.h"
 #include "core/model/param_layout.h"
-#include "core/profiler/host_profiler.h"
 #include "core/trace/run_dir.h"
 #include "policy_test_util.h"
 #include "test_files.h"
@@ -47,18 +44,7 @@ Trace run_from_bias(const ModelConfig& m, const std::string& policy, const fs::p
   for (int e = 0; e < 4; ++e) flat[static_cast<std::size_t>(at + e)] = bias[e];
   const std::string w = (dir / (policy + ".safetensors")).string();
   write_flat_safetensors(w, flat, L);
-  RunSpec spec;
-  spec.model = m;
-  spec.schedule = test::plan(policy, m);
-  spec.steps = 1;
-  spec.warmup = 0;
-  spec.weights_in = w;
-  CpuBackend cpu(2);
-  SteadyClock clock;
-  HostProfiler prof(clock);
-  Trace t = run_training(spec, cpu, &prof, clock);
-  EXPECT_TRUE(t.complete) << t.status << ": " << t.error;
-  return t;
+  return test::run(m, test::plan(policy, m), 1, 0, 7, w);
 }
 
 std::vector<std::uint64_t> column(const Trace& t, bool kept) {

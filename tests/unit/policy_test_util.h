@@ -160,10 +160,12 @@ inline std::vector<double> forward_flops(const BlockGraph& g) {
   return c;
 }
 
-// Training steps on the CPU backend with 2 BLAS threads, timed by the host profiler.
+// Training steps on the CPU backend with 2 BLAS threads, timed by the host profiler; from the
+// weights of the file `weights_in` where one is given.
 inline Trace run(const ModelConfig& m, const Schedule& s, int steps = 2, int warmup = 1,
-                 std::uint64_t seed = 7) {
+                 std::uint64_t seed = 7, const std::string& weights_in = {}) {
   RunSpec spec;
+  spec.weights_in = weights_in;
   spec.model = m;
   spec.schedule = s;
   spec.steps = steps;

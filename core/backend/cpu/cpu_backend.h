@@ -98,6 +98,8 @@ class CpuBackend final : public Backend {
                   const Tensor& y, std::int64_t M, int K, int N);
   void linear_bwd(const cpu::Lanes& lanes, cpu::Arena& ws, const Tensor& x, const Tensor& W, const Tensor& dy,
                   const Tensor* dx, const Tensor& dW, const Tensor* db, std::int64_t M, int K, int N, bool acc);
+  // How many experts the last ExpertLinear ran whole on one lane each (cpu_expert_gemm.cpp).
+  int experts_on_one_lane() const { return experts_on_one_lane_; }
   // The workspace bytes those take for these tensors (their dtypes), forward or backward.
   std::uint64_t linear_ws(Pass pass, const Tensor& x, const Tensor& W, const Tensor& y_or_dy, const Tensor* dx,
                           const Tensor* dW, std::int64_t M, int K, int N) const;
@@ -181,6 +183,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<cpu::ThreadPool> pool_;
   HeapMemory device_, host_;
   Tensor ws_;
+  int experts_on_one_lane_ = 0;
 };
 
 }  // namespace remat

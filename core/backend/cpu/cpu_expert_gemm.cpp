@@ -79,6 +79,7 @@ void CpuBackend::expert_gemms(const OpArgs& a, Pass pass, const std::vector<std:
   std::vector<std::uint64_t> offset(static_cast<std::size_t>(lanes), 0);
   for (int p = 0; p < lanes; ++p) offset[p] = sum, sum += need[p];
   const bool grouped = lanes > 1 && small.size() >= 2 && sum <= ws_.bytes();
+  experts_on_one_lane_ = grouped ? static_cast<int>(small.size()) : 0;
   for (int e = 0; e < E; ++e)
     if (rows[e] > 0 && (!grouped || std::find(small.begin(), small.end(), e) == small.end())) on_every_lane(e);
   if (!grouped) return;
