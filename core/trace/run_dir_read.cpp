@@ -415,6 +415,7 @@ void read_routing(const std::string& dir, Trace& t) {
   const int micros = stage_blocks(t) > 0 ? std::max(1, provenance_int(t, "micro_batches", 1)) : 1;
   const std::uint64_t choices =
       static_cast<std::uint64_t>(t.model.tokens() / micros) * static_cast<std::uint64_t>(std::max(0, t.model.moe.top_k));
+  const auto cap = static_cast<std::uint64_t>(t.model.moe.capacity(t.model.tokens() / micros));  // 0: dropless
   std::uint64_t sum = 0;
   while (r.next()) {
     RoutingRecord x;
@@ -432,13 +433,9 @@ void read_routing(const std::string& dir, Trace& t) {
       r.fail(cr, std::to_string(x.routed) + ", more than the micro-batch's tokens · top_k " + std::to_string(choices));
     if (x.kept > x.routed)
       r.fail(ck, std::to_string(x.kept) + " kept of " + std::to_string(x.routed) + " routed");
-    if (const std::int64_t cap = t.model.moe.capacity(t.model.tokens() / micros);
-        cap > 0 && x.kept > static_cast<std::uint64_t>(cap))
-      r.fail(ck, std::to_string(x.kept) + " kept, more than the capacity " + std::to_string(cap));
-    if (const std::int64_t cap = t.model.moe.capacity(t.model.tokens() / micros);
-        cap > 0 && x.kept != std::min<std::uint64_t>(x.routed, static_cast<std::uint64_t>(cap)))
+    if (const std::uint64_t keeps = std::min(x.routed, cap); cap > 0 && x.kept != keeps)
       r.fail(ck, std::to_string(x.kept) + " kept of " + std::to_string(x.routed) + " routed, the capacity " +
-                     std::to_string(cap) + " keeps " + std::to_string(std::min<std::uint64_t>(x.routed, static_cast<std::uint64_t>(cap))));
+                     std::to_string(cap) + " keeps " + std::to_string(keeps));
     if (t.model.moe.capacity_factor <= 0.0 && x.kept != x.routed)
       r.fail(ck, std::to_string(x.kept) + " kept of " + std::to_string(x.routed) + " routed, but routing is dropless");
     const bool first = t.routing.empty() || t.routing.back().micro_batch != x.micro_batch ||

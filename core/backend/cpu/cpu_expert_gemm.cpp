@@ -80,8 +80,11 @@ void CpuBackend::expert_gemms(const OpArgs& a, Pass pass, const std::vector<std:
   for (int p = 0; p < lanes; ++p) offset[p] = sum, sum += need[p];
   const bool grouped = lanes > 1 && small.size() >= 2 && sum <= ws_.bytes();
   experts_on_one_lane_ = grouped ? static_cast<int>(small.size()) : 0;
+  std::vector<bool> on_one_lane(static_cast<std::size_t>(E), false);
+  if (grouped)
+    for (int e : small) on_one_lane[static_cast<std::size_t>(e)] = true;
   for (int e = 0; e < E; ++e)
-    if (rows[e] > 0 && (!grouped || std::find(small.begin(), small.end(), e) == small.end())) on_every_lane(e);
+    if (rows[e] > 0 && !on_one_lane[static_cast<std::size_t>(e)]) on_every_lane(e);
   if (!grouped) return;
   char* base = static_cast<char*>(ws_.data);
   cpu::parallel_for(*pool_, lanes, 1, [&](std::int64_t p0, std::int64_t p1, int) {
