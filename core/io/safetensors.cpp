@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/engine/model_state.h"
+#include "core/io/hf_tensor_names.h"
 #include "core/util/bf16.h"
 #include "core/util/error.h"
 #include "core/util/hash.h"
@@ -191,13 +192,6 @@ void write_safetensors(const std::string& path, const std::map<std::string, Safe
 
 namespace {
 
-// GPT-2 files carry the causal masks as buffers; a tied head's file may carry the embedding
-// again as lm_head.weight (Hugging Face ties them on load).
-bool is_buffer(const std::string& n, bool gpt2, bool tied) {
-  auto ends = [&](const char* s) { return n.size() >= std::strlen(s) && n.compare(n.size() - std::strlen(s), std::strlen(s), s) == 0; };
-  return (gpt2 && (ends(".attn.bias") || ends(".attn.masked_bias"))) || (tied && n == "lm_head.weight");
-}
-
 }  // namespace
 
 TensorOrigin TensorOrigin::file(const std::string& path) { return {"safetensors file '" + path + "'", {}}; }
@@ -211,14 +205,19 @@ namespace {
 
 // The tensors a layout takes, by the names they are looked up under (GPT-2's with the
 // "transformer." prefix, which a file may leave out), each with its name in the file.
+// The file's tensors that are parameters of the step, by the layout's name (HfTensorNames); two
+// tensors under one name ("h.0.ln_1.weight" and "transformer.h.0.ln_1.weight") are refused.
 template <class T>
 std::map<std::string, std::pair<const std::string*, const T*>> by_layout_name(const std::map<std::string, T>& file,
-                                                                              bool gpt2, bool tied) {
+                                                                              const HfTensorNames& names,
+                                                                              const TensorOrigin& origin) {
   std::map<std::string, std::pair<const std::string*, const T*>> out;
   for (auto& [n, t] : file) {
-    std::string key = n;
-    if (gpt2 && key.rfind("transformer.", 0) != 0 && !is_buffer(key, gpt2, tied)) key = "transformer." + key;
-    out[key] = {&n, &t};
+    if (names.skipped(n)) continue;
+    auto [it, fresh] = out.emplace(names.layout_name(n), std::make_pair(&n, &t));
+    if (!fresh)
+      throw Error(origin.of(n) + ": tensors '" + *it->second.first + "' and '" + n + "' are both the model's '" +
+                  it->first + "'; keep one");
   }
   return out;
 }
@@ -248,8 +247,7 @@ void each_hf_tensor(const ParamLayout& L, F&& f) {
 
 void check_hf_tensors(const std::map<std::string, std::vector<std::int64_t>>& shapes, const ParamLayout& L,
                       Family family, const TensorOrigin& origin) {
-  const bool gpt2 = family == Family::Gpt2, tied = L.lm_head < 0;
-  const auto by_name = by_layout_name(shapes, gpt2, tied);
+  const auto by_name = by_layout_name(shapes, HfTensorNames(family, L.lm_head < 0), origin);
   std::set<std::string> taken;
   auto dims = [](const std::vector<std::int64_t>& shape) {
     std::string s;
@@ -272,18 +270,18 @@ void check_hf_tensors(const std::map<std::string, std::vector<std::int64_t>>& sh
     if (special && special->hf_stack.experts > 0) {
       const std::vector<std::int64_t> want = stacked_hf_shape(*special);
       if (shape != want)
-        throw Error(origin.of(*it->second.first) + ": tensor '" + name + "' has shape " + dims(shape) + ", expected " +
-                    dims(want));
+        throw Error(origin.of(*it->second.first) + ": tensor '" + *it->second.first + "' has shape " + dims(shape) +
+                    ", expected " + dims(want));
       return;
     }
     std::int64_t r = transposed ? cols : rows, c = transposed ? rows : cols;
     bool ok = (c == 1 && shape.size() == 1 && shape[0] == r) || (shape.size() == 2 && shape[0] == r && shape[1] == c);
     if (!ok)
-      throw Error(origin.of(*it->second.first) + ": tensor '" + name + "' has shape " + dims(shape) + ", expected " +
-                  std::to_string(r) + (c == 1 ? "" : "x" + std::to_string(c)));
+      throw Error(origin.of(*it->second.first) + ": tensor '" + *it->second.first + "' has shape " + dims(shape) +
+                  ", expected " + std::to_string(r) + (c == 1 ? "" : "x" + std::to_string(c)));
   });
   for (const auto& [n, t] : by_name)
-    if (!is_buffer(n, gpt2, tied) && !taken.count(n))
+    if (!taken.count(n))
       throw Error(origin.of(*t.first) + ": tensor '" + *t.first + "' is not part of this model");
 }
 
@@ -299,7 +297,7 @@ std::vector<float> flat_from_hf(const std::map<std::string, SafeTensor>& file, c
     shapes.emplace(n, t.shape);
   }
   check_hf_tensors(shapes, L, family, origin);
-  const auto by_name = by_layout_name(file, family == Family::Gpt2, L.lm_head < 0);
+  const auto by_name = by_layout_name(file, HfTensorNames(family, L.lm_head < 0), origin);
   std::vector<float> host(static_cast<std::size_t>(L.total()));
   each_hf_tensor(L, [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool transposed,
                         std::int64_t offset, const ParamSpec* special) {

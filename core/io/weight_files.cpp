@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/engine/model_state.h"
+#include "core/io/hf_tensor_names.h"
 #include "core/util/error.h"
 #include "core/util/json_io.h"
 #include "core/util/limits.h"
@@ -216,7 +217,14 @@ std::map<std::string, SafeTensor> read_weight_files(const WeightFiles& w) {
 std::vector<float> weight_values(const WeightFiles& w, const ParamLayout& layout, Family family) {
   const TensorOrigin origin = w.origin();
   check_hf_tensors(w.shapes(), layout, family, origin);
-  return flat_from_hf(read_weight_files(w), layout, family, origin);
+  // Only the step's tensors are read (not a multimodal checkpoint's vision tower).
+  const HfTensorNames names(family, layout.lm_head < 0);
+  WeightFiles taken = w;
+  for (auto& f : taken.files)
+    f.entries.erase(std::remove_if(f.entries.begin(), f.entries.end(),
+                                   [&](const SafetensorsEntry& e) { return names.skipped(e.name); }),
+                    f.entries.end());
+  return flat_from_hf(read_weight_files(taken), layout, family, origin);
 }
 
 void load_weights(const std::string& path, ModelState& state) {

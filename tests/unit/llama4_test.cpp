@@ -2,16 +2,21 @@
 // text_config) read as the preset, Llama4TextConfig's defaults and refusals, and the features on
 // a small model: RoPE in the complex form, the weightless L2 QK-norm on the layers with RoPE,
 // chunked attention, temperature tuning on the layers without RoPE, and the top-1 sigmoid router
-// whose weight multiplies the expert's input. Each changes the step; none breaks the prediction.
+// whose weight multiplies the expert's input. Each changes the step; none breaks the prediction. The
+// published checkpoints' names: the text model under "language_model.", the vision tower skipped.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/graph/block_graph.h"
+#include "core/io/safetensors.h"
+#include "core/io/weight_files.h"
 #include "core/model/model_config.h"
 #include "core/model/model_source.h"
 #include "core/model/param_layout.h"
@@ -19,7 +24,9 @@
 #include "core/util/error.h"
 #include "hf_test_util.h"
 #include "cpu_test_util.h"
+#include "engine_test_util.h"
 #include "policy_test_util.h"
+#include "test_files.h"
 
 namespace remat {
 namespace {
@@ -292,6 +299,66 @@ TEST(Llama4, EachFeatureChangesTheStepAndThePeakIsPredicted) {
     EXPECT_EQ(p.grad_checksum, base.grad_checksum) << policy;
     EXPECT_EQ(p.peak_bytes, p.predicted_peak_bytes) << policy;
   }
+}
+
+
+// Llama 4's published checkpoints (Llama4ForConditionalGeneration) hold the text model under
+// "language_model." beside the vision tower; a text step reads the one and skips the other.
+TEST(Llama4, MultimodalCheckpointsLoadTheirTextModel) {
+  const ModelConfig m = model_from_hf_json(small_text(), "small");
+  const ParamLayout L(m);
+  std::vector<float> flat(static_cast<std::size_t>(L.total()));
+  for (std::size_t i = 0; i < flat.size(); ++i) flat[i] = 0.001f * static_cast<float>(i % 1009) - 0.5f;
+  std::map<std::string, SafeTensor> text, multimodal, vision;
+  for (auto& [name, t] : hf_tensors(flat, L)) {
+    text.emplace(name, t);
+    multimodal.emplace("language_model." + name, t);
+  }
+  ASSERT_EQ(multimodal.count("language_model.model.layers.1.feed_forward.experts.gate_up_proj"), 1u);
+  ASSERT_EQ(multimodal.count("language_model.lm_head.weight"), 1u);
+  vision.emplace("vision_model.patch_embedding.linear.weight", SafeTensor{"F32", {4, 6}, std::vector<float>(24, 1.0f)});
+  vision.emplace("multi_modal_projector.linear_1.weight", SafeTensor{"F32", {2, 3}, std::vector<float>(6, 2.0f)});
+
+  testing::TempDir d;
+  // One file: the text model under its prefix and the vision tower beside it.
+  std::map<std::string, SafeTensor> one = multimodal;
+  one.insert(vision.begin(), vision.end());
+  write_safetensors(d / "one.safetensors", one);
+  EXPECT_EQ(weight_values(open_weight_files(d / "one.safetensors"), L, m.family), flat);
+  // Shards under an index, the vision tower in a shard of its own, as the Hub's are laid out.
+  std::filesystem::create_directories(d / "shards");
+  write_safetensors(d / "shards/model-00001-of-00002.safetensors", multimodal);
+  write_safetensors(d / "shards/model-00002-of-00002.safetensors", vision);
+  nlohmann::json index;
+  for (const auto& [name, t] : multimodal) index["weight_map"][name] = "model-00001-of-00002.safetensors";
+  for (const auto& [name, t] : vision) index["weight_map"][name] = "model-00002-of-00002.safetensors";
+  testing::spit(d / "shards/model.safetensors.index.json", index.dump());
+  EXPECT_EQ(weight_values(open_weight_files(d / "shards"), L, m.family), flat);
+  // The text model's own names (Llama4ForCausalLM) read the same.
+  EXPECT_EQ(flat_from_hf(text, L, m.family, std::string("text only")), flat);
+
+  // A tensor under both names is refused naming both; a wrong shape names the file's tensor.
+  std::map<std::string, SafeTensor> both = multimodal;
+  both.emplace("model.norm.weight", text.at("model.norm.weight"));
+  EXPECT_NE(testing::message_of([&] { flat_from_hf(both, L, m.family, std::string("f")); })
+                .find("tensors 'language_model.model.norm.weight' and 'model.norm.weight' are both the model's "
+                      "'model.norm.weight'"),
+            std::string::npos);
+  std::map<std::string, SafeTensor> bad = multimodal;
+  bad.at("language_model.model.norm.weight").shape = {2, 32};
+  EXPECT_NE(testing::message_of([&] { flat_from_hf(bad, L, m.family, std::string("f")); })
+                .find("tensor 'language_model.model.norm.weight' has shape 2x32, expected 64"),
+            std::string::npos);
+  // Only Llama 4's checkpoints carry a vision tower: another family refuses it.
+  ModelConfig llama = testing::small_model(Family::Llama, AttentionImpl::Naive, 0.0, DType::F32);
+  const ParamLayout LL(llama);
+  std::map<std::string, SafeTensor> with_vision;
+  for (auto& [name, t] : hf_tensors(std::vector<float>(static_cast<std::size_t>(LL.total()), 0.5f), LL))
+    with_vision.emplace(name, t);
+  with_vision.insert(vision.begin(), vision.end());
+  EXPECT_NE(testing::message_of([&] { flat_from_hf(with_vision, LL, llama.family, std::string("f")); })
+                .find("is not part of this model"),
+            std::string::npos);
 }
 
 }  // namespace
