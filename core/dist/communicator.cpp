@@ -128,9 +128,17 @@ void Communicator::send(const void* data, std::size_t bytes, int peer, const std
 }
 
 void Communicator::recv(void* data, std::size_t bytes, int peer, const std::string& what) {
+  recv({RecvPart{data, bytes, what}}, peer);
+}
+
+void Communicator::recv(const std::vector<RecvPart>& parts, int peer) {
   check_peer(peer, rank(), size(), "recv");
-  record(CommKind::Recv, what, bytes, peer);
-  if (bytes) do_recv(data, bytes, peer);
+  std::vector<RecvPart> moving;
+  for (const RecvPart& p : parts) {
+    record(CommKind::Recv, p.what, p.bytes, peer);
+    if (p.bytes) moving.push_back(p);
+  }
+  if (!moving.empty()) do_recv(moving, peer);
 }
 
 void Communicator::wait_sends() { do_wait_sends(); }
@@ -139,7 +147,7 @@ void Communicator::do_send(const void*, std::size_t, int) {
   throw Error("this communicator has no point-to-point transfers");
 }
 
-void Communicator::do_recv(void*, std::size_t, int) {
+void Communicator::do_recv(const std::vector<RecvPart>&, int) {
   throw Error("this communicator has no point-to-point transfers");
 }
 

@@ -66,8 +66,18 @@ class Communicator {
   // posts the receive of the next message `peer` sends this rank (messages between two ranks
   // arrive in the order sent), then waits for every send this rank posted before (so their
   // buffers are free again when it returns), then for the message: `bytes` bytes into data.
+  // A receive of several parts takes the next messages in order, every one posted before the
+  // sends are waited for: a message and what travels with it (a pipeline stage's activation and
+  // its routing statistics) received one by one could leave two ranks each waiting for the
+  // other's second send.
+  struct RecvPart {
+    void* data = nullptr;
+    std::size_t bytes = 0;
+    std::string what;
+  };
   void send(const void* data, std::size_t bytes, int peer, const std::string& what);
   void recv(void* data, std::size_t bytes, int peer, const std::string& what);
+  void recv(const std::vector<RecvPart>& parts, int peer);
   // Waits until every send posted so far has left this rank (not recorded: it moves nothing):
   // called where a rank's next work does not start with a recv (a pipeline's first stage before
   // a forward, its last before a backward) and at the step's end. Gloo's sends leave by
@@ -98,7 +108,7 @@ class Communicator {
   virtual void do_barrier() = 0;
   // Defaults: refused (Error) where a communicator has no point-to-point transfers.
   virtual void do_send(const void* data, std::size_t bytes, int peer);
-  virtual void do_recv(void* data, std::size_t bytes, int peer);
+  virtual void do_recv(const std::vector<RecvPart>& parts, int peer);  // none empty
   virtual void do_wait_sends() {}
 
  private:
@@ -124,7 +134,7 @@ class NullCommunicator : public Communicator {
   void do_broadcast(float*, std::size_t, int) override {}
   void do_barrier() override {}
   void do_send(const void*, std::size_t, int) override {}
-  void do_recv(void*, std::size_t, int) override {}
+  void do_recv(const std::vector<RecvPart>&, int) override {}
 
  private:
   int rank_, size_;

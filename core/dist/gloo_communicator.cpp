@@ -191,20 +191,24 @@ void GlooCommunicator::do_send(const void* data, std::size_t bytes, int peer) {
   });
 }
 
-void GlooCommunicator::do_recv(void* data, std::size_t bytes, int peer) {
+void GlooCommunicator::do_recv(const std::vector<RecvPart>& parts, int peer) {
   received_.resize(static_cast<std::size_t>(size_), 0);
   guarded("recv", rank_, size_, [&] {
-    auto buf = impl_->context->createUnboundBuffer(data, bytes);
-    buf->recv(peer, p2p_slot(peer, rank_, received_[static_cast<std::size_t>(peer)]++));
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
+    for (const RecvPart& p : parts) {
+      bufs.push_back(impl_->context->createUnboundBuffer(p.data, p.bytes));
+      bufs.back()->recv(peer, p2p_slot(peer, rank_, received_[static_cast<std::size_t>(peer)]++));
+    }
     // Posted first, then this rank's earlier sends finished: two stages that each wait for
-    // the other to take their sends have both posted the receive the other waits for.
+    // the other to take their sends have both posted the receives the other waits for.
     for (auto& b : impl_->sending)
       if (!b->waitSend(timeout_))
         throw Error("a send was not taken within " + std::to_string(timeout_.count()) + " ms");
     impl_->sending.clear();
-    if (!buf->waitRecv(timeout_))
-      throw Error("no message from rank " + std::to_string(peer) + " within " +
-                  std::to_string(timeout_.count()) + " ms");
+    for (auto& b : bufs)
+      if (!b->waitRecv(timeout_))
+        throw Error("no message from rank " + std::to_string(peer) + " within " +
+                    std::to_string(timeout_.count()) + " ms");
   });
 }
 

@@ -38,7 +38,7 @@ class GlooCommunicator final : public Communicator {
   void do_broadcast(float* data, std::size_t n, int root) override;
   void do_barrier() override;
   void do_send(const void* data, std::size_t bytes, int peer) override;
-  void do_recv(void* data, std::size_t bytes, int peer) override;
+  void do_recv(const std::vector<RecvPart>& parts, int peer) override;
   void do_wait_sends() override;
 
  private:

@@ -255,7 +255,8 @@ struct NcclCommunicator::Impl {
 
   // The pending sends, and with `from` >= 0 the receive of `bytes` into `data` from that rank,
   // as one NCCL group; returns once the stream has run all of it.
-  void exchange(const std::string& what, void* data, std::size_t bytes, int from) {
+  // The sends waiting and the receives of `parts` from rank `from` (none: from < 0) in one group.
+  void exchange(const std::string& what, const std::vector<Communicator::RecvPart>& parts, int from) {
     alive(what.c_str());
     DeviceScope scope(device);
     const auto deadline = Clock::now() + timeout;
@@ -264,7 +265,9 @@ struct NcclCommunicator::Impl {
     if (sends.empty() && from < 0) return;
     nccl(grouped([&](const auto& note) {
            for (const Send& x : sends) note(ncclSend(x.data, x.bytes, ncclUint8, x.peer, comm, stream));
-           if (from >= 0) note(ncclRecv(data, bytes, ncclUint8, from, comm, stream));
+           if (from >= 0)
+             for (const Communicator::RecvPart& p : parts)
+               note(ncclRecv(p.data, p.bytes, ncclUint8, from, comm, stream));
          }),
          what.c_str(), from >= 0 ? "ncclRecv" : "ncclSend");
     settle(what.c_str(), deadline, true);
@@ -276,7 +279,7 @@ struct NcclCommunicator::Impl {
   template <class F>
   void run(const char* what, void* data, std::size_t bytes, F&& call) {
     alive(what);
-    if (!pending.empty()) exchange(std::string(what) + " (the sends before it)", nullptr, 0, -1);
+    if (!pending.empty()) exchange(std::string(what) + " (the sends before it)", {}, -1);
     DeviceScope scope(device);
     const auto deadline = Clock::now() + timeout;
     void* dev = on_device(data, bytes, what);
@@ -477,18 +480,18 @@ void NcclCommunicator::do_send(const void* data, std::size_t bytes, int peer) {
   m.pending.push_back({data, bytes, peer});
 }
 
-void NcclCommunicator::do_recv(void* data, std::size_t bytes, int peer) {
+void NcclCommunicator::do_recv(const std::vector<RecvPart>& parts, int peer) {
   Impl& m = *impl_;
   const std::string what = "recv from rank " + std::to_string(peer);
   m.alive(what.c_str());
   {
     DeviceScope scope(device_);
-    m.require_device(data, what);
+    for (const RecvPart& p : parts) m.require_device(p.data, what);
   }
-  m.exchange(what, data, bytes, peer);
+  m.exchange(what, parts, peer);
 }
 
-void NcclCommunicator::do_wait_sends() { impl_->exchange("the sends", nullptr, 0, -1); }
+void NcclCommunicator::do_wait_sends() { impl_->exchange("the sends", {}, -1); }
 
 void NcclCommunicator::do_barrier() {
   Impl& m = *impl_;

@@ -50,7 +50,8 @@ Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc
     if (distribute_ && sp_)
       throw Error("distributed checkpoints cannot be combined with sequence parallelism (the inputs are already split)");
   }
-  first_block_ = opt_.first_block;  // a stage's (also one micro-batch of it simulated alone)
+  first_block_ = opt_.first_block;
+  model_blocks_ = opt_.model_blocks > 0 ? opt_.model_blocks : first_block_ + cfg_.layers;  // a stage's (also one micro-batch of it simulated alone)
   if (opt_.pp_comm && opt_.pp_comm->size() > 1) {
     pp_ = opt_.pp_comm->size();
     stage_ = opt_.pp_comm->rank();
@@ -259,10 +260,10 @@ void Executor::release_step_buffers() {
   out_ = nullptr;
 }
 
-double Executor::read_mean_loss() {
+double Executor::read_mean_loss(bool keep_aux) {
   if (!be_.computes()) {  // the simulator: no values, and no host copy of the per-row losses
     release(losses_);
-    release(aux_);
+    if (!keep_aux) release(aux_);
     return 0.0;
   }
   std::vector<float> losses;
@@ -275,7 +276,7 @@ double Executor::read_mean_loss() {
     std::vector<float> buf;
     be_.read(aux_, buf);
     aux = buf.at(static_cast<std::size_t>(MoeAuxLayout{aux_layers(), cfg_.moe.experts}.loss()));
-    release(aux_);
+    if (!keep_aux) release(aux_);
   }
   return (losses.empty() ? 0.0 : sum / static_cast<double>(losses.size())) + aux;
 }

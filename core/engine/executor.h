@@ -49,10 +49,12 @@ struct ExecOptions {
   // stage (their two copies' gradients are summed before AdamW). The state holds the stage's
   // parameters (LayoutParts), its model the stage's blocks and one micro-batch; run_step then
   // takes the replica's batch (micro_batches × the model's tokens). None: one stage.
+  // model_blocks: the whole model's blocks (0: the state's model is the whole model).
   Communicator* pp_comm = nullptr;
   Communicator* tie_comm = nullptr;
   int micro_batches = 1;
   int first_block = 0;
+  int model_blocks = 0;
 };
 
 // What one step did, counted from what ran (not from the plan).
@@ -137,16 +139,17 @@ class Executor {
   void begin_step(int step, StepOutput& out);
   StepOutput& end_step(StepOutput& out);
   void release_step_buffers();
-  // The mean of the losses_ the head wrote (released after).
-  double read_mean_loss();
+  // The mean of the losses_ the head wrote plus the load-balancing loss in aux_ (both released
+  // after, aux_ kept with keep_aux).
+  double read_mean_loss(bool keep_aux = false);
   // pipeline stages (executor_pipeline.cpp)
   StepOutput run_pipeline_step(const Schedule& s, int step, const std::vector<std::int32_t>& tokens,
                                const std::vector<std::int32_t>& targets);
   void pipeline_receive_grad();  // at a later stage's first backward, instead of the head
   void pipeline_send(Tensor& t, int peer, const std::string& name);
-  void pipeline_recv(const Tensor& t, int peer, const std::string& name);
+  // Receives t (and, where given, `aux` after it, posted together: Communicator::RecvPart).
+  void pipeline_recv(const Tensor& t, int peer, const std::string& name, const Tensor& aux = Tensor{});
   void pipeline_finish_sends();
-  std::uint64_t pending_send_bytes() const;  // sends not yet known to be done
   void sync_tied_embedding();
   // tensor parallelism (executor_tp.cpp)
   void tp_linear_forward(int b, const StepDef& s, const std::vector<Tensor>& t);
@@ -207,7 +210,7 @@ class Executor {
   using OpParams = std::array<Tensor, 3>;
   OpArgs op_args(int b, const StepDef& s, const std::vector<Tensor>& t, OpParams& params) const;
   // The load-balancing loss (backend/moe_aux.h): on while the model asks for it; block b's index
-  // among the MoE layers.
+  // among the whole model's MoE layers (a pipeline stage's buffer holds every stage's layers).
   bool aux_on() const { return cfg_.moe.on() && cfg_.moe.aux_loss_coef > 0.0 && aux_layers() > 0; }
   int aux_layer(int b) const;
   int aux_layers() const;
@@ -252,6 +255,7 @@ class Executor {
   int pp_ = 1, stage_ = 0;      // pipeline stages and this one
   int micros_ = 1, micro_ = 0;  // micro-batches per step and the one running
   int first_block_ = 0;         // the whole model's index of the stage's block 0
+  int model_blocks_ = 0;        // the whole model's blocks
   std::vector<Tensor> sending_; // sent to a neighbouring stage, freed once the sends are done
   struct ZeroLive {
     const ZeroBucket* bucket = nullptr;

@@ -43,11 +43,11 @@ OpArgs Executor::op_args(int b, const StepDef& s, const std::vector<Tensor>& t,
 
 int Executor::aux_layer(int b) const {
   int n = 0;
-  for (int j = 0; j < b; ++j) n += cfg_.moe_in(first_block_ + j);
+  for (int j = 0; j < first_block_ + b; ++j) n += cfg_.moe_in(j);
   return n;
 }
 
-int Executor::aux_layers() const { return aux_layer(cfg_.layers); }
+int Executor::aux_layers() const { return aux_layer(model_blocks_ - first_block_); }
 
 // The load-balancing loss of the micro-batch, once every block has run its forward.
 void Executor::aux_loss() {

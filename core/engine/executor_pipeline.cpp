@@ -5,10 +5,14 @@
 // for its backward holds what its blocks saved, never a block recomputed ahead of time. The
 // first stage runs the embedding, the last the head and loss; between them the last block's
 // output goes to the next stage and the gradient of the first block's input to the one before,
-// point to point.
+// point to point. With a load-balancing loss, each micro-batch's buffer of every MoE layer's
+// routing statistics (backend/moe_aux.h) follows the activation forward, each stage filling its
+// layers', so the last stage computes the loss and its gradient over the whole model as one
+// process does; the buffer, gradient included, follows the input gradient back.
 #include <algorithm>
 #include <memory>
 
+#include "core/backend/moe_aux.h"
 #include "core/engine/data_parallel.h"
 #include "core/engine/executor.h"
 #include "core/engine/pipeline_order.h"
@@ -22,16 +26,12 @@ void Executor::pipeline_send(Tensor& t, int peer, const std::string& name) {
   t = Tensor{};
 }
 
-void Executor::pipeline_recv(const Tensor& t, int peer, const std::string& name) {
-  collective(name, "recv", -1, t.bytes(), [&] { opt_.pp_comm->recv(t.data, t.bytes(), peer, name); });
+void Executor::pipeline_recv(const Tensor& t, int peer, const std::string& name, const Tensor& aux) {
+  std::vector<Communicator::RecvPart> parts{{t.data, t.bytes(), name}};
+  if (aux) parts.push_back({aux.data, aux.bytes(), "pp.aux.recv"});
+  collective(name, "recv", -1, t.bytes() + aux.bytes(), [&] { opt_.pp_comm->recv(parts, peer); });
   for (Tensor& s : sending_) release(s);  // the receive waited for this rank's earlier sends
   sending_.clear();
-}
-
-std::uint64_t Executor::pending_send_bytes() const {
-  std::uint64_t n = 0;
-  for (const Tensor& s : sending_) n += s.bytes();
-  return n;
 }
 
 void Executor::pipeline_finish_sends() {
@@ -47,7 +47,7 @@ void Executor::pipeline_receive_grad() {
   const BlockGraph& last = table_of(cfg_.layers - 1);
   const TensorDef& d = last.tensors()[last.output()];
   dnext_ = alloc_outer(d.dtype, d.numel, Category::ActivationGrads, "grad:final.in");
-  pipeline_recv(dnext_, stage_ + 1, "pp.grad.recv");
+  pipeline_recv(dnext_, stage_ + 1, "pp.grad.recv", aux_);  // with the loss's gradient, if any
 }
 
 void Executor::sync_tied_embedding() {
@@ -64,8 +64,6 @@ void Executor::sync_tied_embedding() {
 StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::vector<std::int32_t>& tokens,
                                        const std::vector<std::int32_t>& targets) {
   validate_schedule(s, graph_);
-  if (cfg_.moe.on() && cfg_.moe.aux_loss_coef > 0.0)  // (validate_layout refuses such a layout first)
-    throw Error("pipeline stages: the load-balancing loss over every stage's routing is not modelled");
   const std::int64_t per = cfg_.tokens();
   const bool no_data = !be_.computes() && tokens.empty() && targets.empty();  // the simulator's
   if (!no_data && (static_cast<std::int64_t>(tokens.size()) != per * micros_ ||
@@ -82,7 +80,7 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
   struct Micro {
     std::unique_ptr<ScheduleState> state;
     std::vector<BlockMemory> blocks;
-    Tensor final_in, embed_mask, dnext;
+    Tensor final_in, embed_mask, dnext, aux;
   };
   std::vector<Micro> mb(static_cast<std::size_t>(micros_));
   auto enter = [&](Micro& m, int k) {
@@ -91,14 +89,23 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
     final_in_ = m.final_in;
     embed_mask_ = m.embed_mask;
     dnext_ = m.dnext;
-    m.final_in = m.embed_mask = m.dnext = Tensor{};  // held by the executor while it runs
+    aux_ = m.aux;
+    m.final_in = m.embed_mask = m.dnext = m.aux = Tensor{};  // held by the executor while it runs
   };
   auto leave = [&](Micro& m) {
     blocks_.swap(m.blocks);
     m.final_in = final_in_;
     m.embed_mask = embed_mask_;
     m.dnext = dnext_;
-    final_in_ = embed_mask_ = dnext_ = Tensor{};
+    m.aux = aux_;
+    final_in_ = embed_mask_ = dnext_ = aux_ = Tensor{};
+  };
+  // The micro-batch's load-balancing buffer: filled from the first stage on in its forward, the
+  // whole of it received again with the input gradient in its backward (where a recompute may
+  // write this stage's statistics first: the same values).
+  auto alloc_aux = [&] {
+    aux_ = alloc_outer(DType::F32, MoeAuxLayout{aux_layers(), cfg_.moe.experts}.size(), Category::LogitsLoss,
+                       "moe.aux");
   };
   auto write_rows = [&](const Tensor& dst, const std::vector<std::int32_t>& src, int k, const char* name) {
     op(name, "batch", -1, 0, 4ull * static_cast<std::uint64_t>(per), Stream::Compute,
@@ -126,6 +133,10 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
         alloc_.set_phase(phase_);
         if (first) {
           write_rows(st_.tokens, tokens, it.micro, "batch.tokens");
+          if (aux_on()) {
+            alloc_aux();
+            op("moe.aux.zero", "batch", -1, 0, aux_.bytes(), Stream::Compute, [&] { be_.fill_zero(aux_); });
+          }
           embedding_forward();
         } else {
           Held& in0 = blocks_[0].held[table_of(0).input()];
@@ -134,29 +145,38 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
           ledger_.push_back({0, table_of(0).input(), in0.t.bytes(), in0.t.id, in0.t.id, Phase::Forward,
                              Category::SavedActivations});
           in0.ledger = static_cast<int>(ledger_.size()) - 1;
-          pipeline_recv(in0.t, stage_ - 1, "pp.activation.recv");
+          if (aux_on()) alloc_aux();
+          pipeline_recv(in0.t, stage_ - 1, "pp.activation.recv", aux_);
         }
         for (std::size_t i = 0; i < split; ++i) run_action(*m.state, s, i, out);
-        if (!last) pipeline_send(final_in_, stage_ + 1, "pp.activation.send");
+        std::uint64_t sent = 0;  // the activation on its way, which the stage no longer holds
+        if (!last) {
+          sent = final_in_.bytes();
+          pipeline_send(final_in_, stage_ + 1, "pp.activation.send");
+          if (aux_) pipeline_send(aux_, stage_ + 1, "pp.aux.send");
+        }
         if (!saw_backward_) {  // what one micro-batch holds while it waits, for every policy
           saw_backward_ = true;
           measure_saved_bytes(out);
-          out.held_after_forward = live_activation_bytes(out) - pending_send_bytes();
+          out.held_after_forward = live_activation_bytes(out) - sent;
         }
         leave(m);
       } else {
         enter(m, it.micro);
         if (last) write_rows(st_.targets, targets, it.micro, "batch.targets");
+        else if (aux_on()) alloc_aux();
         for (std::size_t i = split; i < s.actions.size(); ++i) run_action(*m.state, s, i, out);
         if (last) {
           be_.synchronize();
-          loss_sum += read_mean_loss();
+          loss_sum += read_mean_loss(/*keep_aux=*/true);  // the buffer goes back with the gradient
         }
         if (first) {
           write_rows(st_.tokens, tokens, it.micro, "batch.tokens");
           embedding_backward();
+          release(aux_);
         } else {
           pipeline_send(dnext_, stage_ - 1, "pp.grad.send");
+          if (aux_) pipeline_send(aux_, stage_ - 1, "pp.aux.send");
         }
         leave(m);
         m.state.reset();
@@ -182,7 +202,7 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
     for (auto& m : mb) {
       for (auto& b : m.blocks)
         for (auto& h : b.held) release(h.t);
-      for (Tensor* t : {&m.final_in, &m.embed_mask, &m.dnext}) release(*t);
+      for (Tensor* t : {&m.final_in, &m.embed_mask, &m.dnext, &m.aux}) release(*t);
     }
     release_step_buffers();
     throw;

@@ -353,6 +353,7 @@ Trace run_training(const RunSpec& spec, Backend& backend, Profiler* profiler, Cl
       eo.tie_comm = spec.tie_comm;
       eo.micro_batches = stages.micro_batches;
       eo.first_block = stages.stage_first_block(micro, stage);
+      eo.model_blocks = micro.layers;
     }
     const std::size_t nact = spec.schedule.actions.size();
     int cur = 0;

@@ -37,7 +37,7 @@ Prediction simulate(const BlockGraph& g, const Schedule& s, const Backend* mirro
 namespace {
 
 struct StageSim {
-  int stages = 1, stage = 0, micro_batches = 1, first_block = 0;
+  int stages = 1, stage = 0, micro_batches = 1, first_block = 0, model_blocks = 0;
   LayoutParts parts;
   bool tied = false;
 };
@@ -74,6 +74,7 @@ Prediction walk(const BlockGraph& g, const Schedule& s, const Backend* mirror, i
     eo.micro_batches = pipe.micro_batches;
   }
   eo.first_block = first;
+  eo.model_blocks = pipe.model_blocks;
   Executor ex(state, be, alloc, nullptr, eo, g);
   const std::vector<std::int32_t> none;  // the null backend reads no tokens (Executor::run_step)
   StepOutput out = ex.run_step(s, 0, none, none);
@@ -132,6 +133,7 @@ Prediction simulate_stage_order(const ModelConfig& m, const ParallelLayout& p, i
   pipe.stage = order_stage;
   pipe.micro_batches = micro_batches;
   pipe.first_block = c.first_block;
+  pipe.model_blocks = m.layers;
   pipe.parts = c.parts;
   pipe.tied = m.tied_embeddings;
   return walk(per_rank_graph(m, p, stage), s, mirror, p.tp, p.sp, p.zero, p.dp, p.distribute_saved_activations,

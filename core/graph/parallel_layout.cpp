@@ -76,9 +76,6 @@ void validate_layout(const ParallelLayout& p, const ModelConfig& m) {
   if (p.tp > 1 && m.moe.on())
     throw ConfigError("tp", "tensor parallelism of mixture-of-experts layers is not modelled yet (tp is " + str(p.tp) +
                                 "; the model has " + str(m.moe.experts) + " experts)");
-  if (p.pp > 1 && m.moe.on() && m.moe.aux_loss_coef > 0.0)
-    throw ConfigError("pp", "the load-balancing loss counts every layer's routing together; across " + str(p.pp) +
-                                " pipeline stages it is not modelled yet (set moe.aux_loss_coef 0, or output_router_logits false)");
   if (p.tp > 1 && m.mla.on())
     throw ConfigError("tp", "tensor parallelism of multi-head latent attention is not modelled yet (tp is " + str(p.tp) + ")");
   const std::int64_t T = p.tp;

@@ -5,7 +5,9 @@
 // the null backend with a communicator that keeps sends back that way and a profiler that notes
 // each op begun while one waits; only the pipeline's own transfers may begin then (the receive
 // that takes the sends along). Without the executor's wait_sends calls the first stage's
-// forwards after its first (each starting with the embedding) begin with a send waiting.
+// forwards after its first (each starting with the embedding) begin with a send waiting. A
+// model with a load-balancing loss sends its routing statistics after each activation and each
+// input gradient: kept with it, they travel in the same group.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,7 +38,7 @@ class KeepsSends final : public NullCommunicator {
     ++waiting;
     ++sends;
   }
-  void do_recv(void*, std::size_t, int) override { waiting = 0; }
+  void do_recv(const std::vector<RecvPart>&, int) override { waiting = 0; }
   void do_wait_sends() override {
     if (waiting) ++waits;
     waiting = 0;
@@ -48,7 +50,7 @@ class WatchesSends final : public Profiler {
   explicit WatchesSends(const KeepsSends& c) : comm_(c) {}
   void begin_op(const OpInfo& op) override {
     ++ops;
-    const bool own = op.name == "pp.activation.recv" || op.name == "pp.grad.recv";
+    const bool own = op.name == "pp.activation.recv" || op.name == "pp.grad.recv" || op.name == "pp.aux.send";
     if (comm_.waiting && !own) begun_while_waiting.push_back(op.name);
   }
   void end_op(const OpInfo&) override {}
@@ -89,6 +91,7 @@ StageWalk walk_stage(const ModelConfig& whole, int P, int N, int T, int stage, c
   if (micro.tied_embeddings && (stage == 0 || stage == P - 1)) eo.tie_comm = &tie;
   eo.micro_batches = N;
   eo.first_block = p.stage_first_block(micro, stage);
+  eo.model_blocks = micro.layers;
   WatchesSends prof(pp);
   Executor ex(state, be, alloc, &prof, eo, graph);
   const std::vector<std::int32_t> tok(static_cast<std::size_t>(micro.tokens() * N), 0);
@@ -107,17 +110,20 @@ TEST(PipelineSends, NoOpBeginsWhileASendWaits) {
     Family family;
     int P, N, T;
     const char* policy;
+    double aux = 0.0;  // a Mixtral's load-balancing loss
   };
   const Case cases[] = {{Family::Gpt2, 2, 2, 1, "none"},         {Family::Gpt2, 3, 4, 1, "none"},
                         {Family::Gpt2, 3, 4, 1, "uniform:segments=2"}, {Family::Llama, 2, 4, 1, "selective"},
-                        {Family::Gpt2, 2, 2, 2, "none"}};
+                        {Family::Gpt2, 2, 2, 2, "none"},         {Family::Mixtral, 2, 2, 1, "none", 0.1},
+                        {Family::Mixtral, 3, 4, 1, "selective:modules=moe", 0.1}};
   for (const Case& c : cases) {
     ModelConfig m = test::tiny(c.family, AttentionImpl::Naive, 6);
     m.dtype = DType::F32;
     m.batch = 4;
+    m.moe.aux_loss_coef = c.aux;
     for (int stage = 0; stage < c.P; ++stage) {
       const StageWalk w = walk_stage(m, c.P, c.N, c.T, stage, c.policy);
-      const std::string what = std::string(c.family == Family::Gpt2 ? "gpt2" : "llama") + " P " + std::to_string(c.P) +
+      const std::string what = std::string(to_string(c.family)) + " P " + std::to_string(c.P) +
                                " N " + std::to_string(c.N) + " T " + std::to_string(c.T) + " " + c.policy +
                                ", stage " + std::to_string(stage);
       EXPECT_TRUE(w.begun_while_waiting.empty())
@@ -125,8 +131,8 @@ TEST(PipelineSends, NoOpBeginsWhileASendWaits) {
           << names(w.begun_while_waiting);
       EXPECT_GT(w.ops, 0) << what;
       // Every stage but the last sends each micro-batch's activation, every one but the first
-      // its input gradient.
-      EXPECT_EQ(w.sends, c.N * ((stage + 1 < c.P) + (stage > 0))) << what;
+      // its input gradient; each with the routing statistics where there is a load-balancing loss.
+      EXPECT_EQ(w.sends, c.N * ((stage + 1 < c.P) + (stage > 0)) * (c.aux > 0.0 ? 2 : 1)) << what;
       // Only the first stage has items that start without a receive after a send: the forwards
       // after its first, up to the first backward (min(P, N) forwards in a row), and under
       // selective each backward too (it recomputes before its gradient arrives), so every send
