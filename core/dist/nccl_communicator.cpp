@@ -253,9 +253,8 @@ struct NcclCommunicator::Impl {
                   ", the communicator on device " + std::to_string(device));
   }
 
-  // The pending sends, and with `from` >= 0 the receive of `bytes` into `data` from that rank,
-  // as one NCCL group; returns once the stream has run all of it.
-  // The sends waiting and the receives of `parts` from rank `from` (none: from < 0) in one group.
+  // The pending sends, and with `from` >= 0 the receives of `parts` from that rank in order, as
+  // one NCCL group; returns once the stream has run all of it.
   void exchange(const std::string& what, const std::vector<Communicator::RecvPart>& parts, int from) {
     alive(what.c_str());
     DeviceScope scope(device);

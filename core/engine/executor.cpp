@@ -50,14 +50,20 @@ Executor::Executor(ModelState& state, Backend& backend, TrackingAllocator& alloc
     if (distribute_ && sp_)
       throw Error("distributed checkpoints cannot be combined with sequence parallelism (the inputs are already split)");
   }
-  first_block_ = opt_.first_block;
-  model_blocks_ = opt_.model_blocks > 0 ? opt_.model_blocks : first_block_ + cfg_.layers;  // a stage's (also one micro-batch of it simulated alone)
+  first_block_ = opt_.first_block;  // a stage's (also one micro-batch of it simulated alone)
   if (opt_.pp_comm && opt_.pp_comm->size() > 1) {
     pp_ = opt_.pp_comm->size();
     stage_ = opt_.pp_comm->rank();
     micros_ = std::max(1, opt_.micro_batches);
     check_data_parallel(cfg_, be_, *opt_.pp_comm);
   }
+  // A stage's load-balancing buffer holds the whole model's MoE layers (every stage sizes it the
+  // same); one process's, and a stage's micro-batch simulated alone, its own blocks'.
+  model_blocks_ = pp_ > 1 ? opt_.model_blocks : first_block_ + cfg_.layers;
+  if (model_blocks_ < first_block_ + cfg_.layers)
+    throw Error("internal: pipeline stage " + std::to_string(stage_) + " of blocks [" + std::to_string(first_block_) +
+                ", " + std::to_string(first_block_ + cfg_.layers) + ") in a model of " + std::to_string(model_blocks_) +
+                " blocks (ExecOptions::model_blocks)");
   setup_zero();
   if (cfg_.position == PositionKind::Rope) {
     rope_ = rope_frequencies(cfg_.rope_scaling, cfg_.rope_theta, cfg_.rotary_dim(), cfg_.positions, cfg_.seq);

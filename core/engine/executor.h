@@ -49,7 +49,8 @@ struct ExecOptions {
   // stage (their two copies' gradients are summed before AdamW). The state holds the stage's
   // parameters (LayoutParts), its model the stage's blocks and one micro-batch; run_step then
   // takes the replica's batch (micro_batches × the model's tokens). None: one stage.
-  // model_blocks: the whole model's blocks (0: the state's model is the whole model).
+  // model_blocks: the whole model's blocks (needed with stages: a load-balancing loss's buffer
+  // holds every MoE layer of the model).
   Communicator* pp_comm = nullptr;
   Communicator* tie_comm = nullptr;
   int micro_batches = 1;
@@ -146,7 +147,8 @@ class Executor {
   StepOutput run_pipeline_step(const Schedule& s, int step, const std::vector<std::int32_t>& tokens,
                                const std::vector<std::int32_t>& targets);
   void pipeline_receive_grad();  // at a later stage's first backward, instead of the head
-  void pipeline_send(Tensor& t, int peer, const std::string& name);
+  // Sends t (and *aux after it, where given and held) in one op; both are freed once sent.
+  void pipeline_send(Tensor& t, int peer, const std::string& name, Tensor* aux = nullptr);
   // Receives t (and, where given, `aux` after it, posted together: Communicator::RecvPart).
   void pipeline_recv(const Tensor& t, int peer, const std::string& name, const Tensor& aux = Tensor{});
   void pipeline_finish_sends();
@@ -210,7 +212,8 @@ class Executor {
   using OpParams = std::array<Tensor, 3>;
   OpArgs op_args(int b, const StepDef& s, const std::vector<Tensor>& t, OpParams& params) const;
   // The load-balancing loss (backend/moe_aux.h): on while the model asks for it; block b's index
-  // among the whole model's MoE layers (a pipeline stage's buffer holds every stage's layers).
+  // among the MoE layers of the buffer: a pipeline stage's holds the whole model's (every
+  // stage's), one process's its blocks'.
   bool aux_on() const { return cfg_.moe.on() && cfg_.moe.aux_loss_coef > 0.0 && aux_layers() > 0; }
   int aux_layer(int b) const;
   int aux_layers() const;
@@ -255,7 +258,7 @@ class Executor {
   int pp_ = 1, stage_ = 0;      // pipeline stages and this one
   int micros_ = 1, micro_ = 0;  // micro-batches per step and the one running
   int first_block_ = 0;         // the whole model's index of the stage's block 0
-  int model_blocks_ = 0;        // the whole model's blocks
+  int model_blocks_ = 0;        // the whole model's blocks (with stages)
   std::vector<Tensor> sending_; // sent to a neighbouring stage, freed once the sends are done
   struct ZeroLive {
     const ZeroBucket* bucket = nullptr;

@@ -43,7 +43,7 @@ OpArgs Executor::op_args(int b, const StepDef& s, const std::vector<Tensor>& t,
 
 int Executor::aux_layer(int b) const {
   int n = 0;
-  for (int j = 0; j < first_block_ + b; ++j) n += cfg_.moe_in(j);
+  for (int j = pp_ > 1 ? 0 : first_block_; j < first_block_ + b; ++j) n += cfg_.moe_in(j);
   return n;
 }
 

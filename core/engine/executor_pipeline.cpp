@@ -20,10 +20,18 @@
 
 namespace remat {
 
-void Executor::pipeline_send(Tensor& t, int peer, const std::string& name) {
-  collective(name, "send", -1, t.bytes(), [&] { opt_.pp_comm->send(t.data, t.bytes(), peer, name); });
-  sending_.push_back(t);  // freed once the send is done (the next receive, or the step's end)
-  t = Tensor{};
+void Executor::pipeline_send(Tensor& t, int peer, const std::string& name, Tensor* aux) {
+  const bool with = aux && *aux;
+  collective(name, "send", -1, t.bytes() + (with ? aux->bytes() : 0), [&] {
+    opt_.pp_comm->send(t.data, t.bytes(), peer, name);
+    if (with) opt_.pp_comm->send(aux->data, aux->bytes(), peer, "pp.aux.send");
+  });
+  // Freed once the sends are done (the next receive, or the step's end).
+  for (Tensor* s : {&t, with ? aux : nullptr})
+    if (s) {
+      sending_.push_back(*s);
+      *s = Tensor{};
+    }
 }
 
 void Executor::pipeline_recv(const Tensor& t, int peer, const std::string& name, const Tensor& aux) {
@@ -152,8 +160,7 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
         std::uint64_t sent = 0;  // the activation on its way, which the stage no longer holds
         if (!last) {
           sent = final_in_.bytes();
-          pipeline_send(final_in_, stage_ + 1, "pp.activation.send");
-          if (aux_) pipeline_send(aux_, stage_ + 1, "pp.aux.send");
+          pipeline_send(final_in_, stage_ + 1, "pp.activation.send", &aux_);
         }
         if (!saw_backward_) {  // what one micro-batch holds while it waits, for every policy
           saw_backward_ = true;
@@ -164,7 +171,11 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
       } else {
         enter(m, it.micro);
         if (last) write_rows(st_.targets, targets, it.micro, "batch.targets");
-        else if (aux_on()) alloc_aux();
+        else if (aux_on()) {  // a backward's buffer, before any recompute writes into it
+          phase_ = Phase::Backward;
+          alloc_.set_phase(phase_);
+          alloc_aux();
+        }
         for (std::size_t i = split; i < s.actions.size(); ++i) run_action(*m.state, s, i, out);
         if (last) {
           be_.synchronize();
@@ -175,8 +186,7 @@ StepOutput Executor::run_pipeline_step(const Schedule& s, int step, const std::v
           embedding_backward();
           release(aux_);
         } else {
-          pipeline_send(dnext_, stage_ - 1, "pp.grad.send");
-          if (aux_) pipeline_send(aux_, stage_ - 1, "pp.aux.send");
+          pipeline_send(dnext_, stage_ - 1, "pp.grad.send", &aux_);
         }
         leave(m);
         m.state.reset();

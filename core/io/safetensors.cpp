@@ -190,10 +190,6 @@ void write_safetensors(const std::string& path, const std::map<std::string, Safe
   f.commit();
 }
 
-namespace {
-
-}  // namespace
-
 TensorOrigin TensorOrigin::file(const std::string& path) { return {"safetensors file '" + path + "'", {}}; }
 
 const std::string& TensorOrigin::of(const std::string& tensor) const {
@@ -203,8 +199,6 @@ const std::string& TensorOrigin::of(const std::string& tensor) const {
 
 namespace {
 
-// The tensors a layout takes, by the names they are looked up under (GPT-2's with the
-// "transformer." prefix, which a file may leave out), each with its name in the file.
 // The file's tensors that are parameters of the step, by the layout's name (HfTensorNames); two
 // tensors under one name ("h.0.ln_1.weight" and "transformer.h.0.ln_1.weight") are refused.
 template <class T>
@@ -215,9 +209,11 @@ std::map<std::string, std::pair<const std::string*, const T*>> by_layout_name(co
   for (auto& [n, t] : file) {
     if (names.skipped(n)) continue;
     auto [it, fresh] = out.emplace(names.layout_name(n), std::make_pair(&n, &t));
-    if (!fresh)
-      throw Error(origin.of(n) + ": tensors '" + *it->second.first + "' and '" + n + "' are both the model's '" +
-                  it->first + "'; keep one");
+    if (!fresh) {
+      const std::string& a = origin.of(*it->second.first);
+      throw Error((a == origin.of(n) ? a : a + " and " + origin.of(n)) + ": tensors '" + *it->second.first + "' and '" +
+                  n + "' are both the model's '" + it->first + "'; keep one");
+    }
   }
   return out;
 }

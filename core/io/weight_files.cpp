@@ -217,13 +217,17 @@ std::map<std::string, SafeTensor> read_weight_files(const WeightFiles& w) {
 std::vector<float> weight_values(const WeightFiles& w, const ParamLayout& layout, Family family) {
   const TensorOrigin origin = w.origin();
   check_hf_tensors(w.shapes(), layout, family, origin);
-  // Only the step's tensors are read (not a multimodal checkpoint's vision tower).
+  // Only the step's tensors are read (not a multimodal checkpoint's vision tower); a shard that
+  // holds none of them is not opened again.
   const HfTensorNames names(family, layout.lm_head < 0);
   WeightFiles taken = w;
   for (auto& f : taken.files)
     f.entries.erase(std::remove_if(f.entries.begin(), f.entries.end(),
                                    [&](const SafetensorsEntry& e) { return names.skipped(e.name); }),
                     f.entries.end());
+  taken.files.erase(std::remove_if(taken.files.begin(), taken.files.end(),
+                                   [](const SafetensorsHeader& f) { return f.entries.empty(); }),
+                    taken.files.end());
   return flat_from_hf(read_weight_files(taken), layout, family, origin);
 }
 

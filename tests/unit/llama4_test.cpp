@@ -333,7 +333,11 @@ TEST(Llama4, MultimodalCheckpointsLoadTheirTextModel) {
   for (const auto& [name, t] : multimodal) index["weight_map"][name] = "model-00001-of-00002.safetensors";
   for (const auto& [name, t] : vision) index["weight_map"][name] = "model-00002-of-00002.safetensors";
   testing::spit(d / "shards/model.safetensors.index.json", index.dump());
-  EXPECT_EQ(weight_values(open_weight_files(d / "shards"), L, m.family), flat);
+  const WeightFiles opened = open_weight_files(d / "shards");
+  // The vision shard is read for its header alone: cut short after that, the load still works.
+  std::filesystem::resize_file(d / "shards/model-00002-of-00002.safetensors",
+                               std::filesystem::file_size(d / "shards/model-00002-of-00002.safetensors") - 8);
+  EXPECT_EQ(weight_values(opened, L, m.family), flat);
   // The text model's own names (Llama4ForCausalLM) read the same.
   EXPECT_EQ(flat_from_hf(text, L, m.family, std::string("text only")), flat);
 

@@ -50,7 +50,7 @@ class WatchesSends final : public Profiler {
   explicit WatchesSends(const KeepsSends& c) : comm_(c) {}
   void begin_op(const OpInfo& op) override {
     ++ops;
-    const bool own = op.name == "pp.activation.recv" || op.name == "pp.grad.recv" || op.name == "pp.aux.send";
+    const bool own = op.name == "pp.activation.recv" || op.name == "pp.grad.recv";
     if (comm_.waiting && !own) begun_while_waiting.push_back(op.name);
   }
   void end_op(const OpInfo&) override {}
