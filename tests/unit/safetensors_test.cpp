@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -17,8 +18,12 @@ namespace remat {
 namespace {
 
 TEST(Safetensors, RoundTripKeepsEveryWeightBitExactWithHuggingFaceNames) {
-  for (Family arch : {Family::Gpt2, Family::Llama}) {
+  for (int untied = 0; untied < 3; ++untied) {
+    // GPT-2 and Llama as published, and GPT-2 with a head of its own ("lm_head.weight", outside
+    // "transformer.").
+    const Family arch = untied == 1 ? Family::Llama : Family::Gpt2;
     ModelConfig m = testing::small_model(arch, AttentionImpl::Naive, 0.0, DType::F32);
+    if (untied == 2) m.tied_embeddings = false;
     CpuBackend be(1);
     LogicalClock clock;
     TrackingAllocator alloc(be.memory(Space::Device), be.memory(Space::Host), clock);
@@ -41,6 +46,13 @@ TEST(Safetensors, RoundTripKeepsEveryWeightBitExactWithHuggingFaceNames) {
     ModelState b(m, be, alloc);
     load_safetensors(path, b);
     EXPECT_EQ(b.read_params(), before);
+    if (arch == Family::Gpt2) {
+      EXPECT_EQ(file.count("lm_head.weight"), untied == 2 ? 1u : 0u);
+      // The bare GPT2Model's names (no "transformer.") read the same.
+      std::map<std::string, SafeTensor> bare;
+      for (auto& [name, t] : file) bare.emplace(name.rfind("transformer.", 0) == 0 ? name.substr(12) : name, t);
+      EXPECT_EQ(flat_from_hf(bare, b.layout(), m.family, std::string("bare")), before);
+    }
     std::remove(path.c_str());
   }
 }
