@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/moe_aux.h"
 #include "core/backend/null/null_backend.h"
 #include "core/engine/executor.h"
 #include "core/engine/model_state.h"
@@ -32,11 +33,13 @@ class KeepsSends final : public NullCommunicator {
  public:
   using NullCommunicator::NullCommunicator;
   int waiting = 0, waits = 0, sends = 0;
+  std::vector<std::size_t> sent_bytes;
 
  protected:
-  void do_send(const void*, std::size_t, int) override {
+  void do_send(const void*, std::size_t bytes, int) override {
     ++waiting;
     ++sends;
+    sent_bytes.push_back(bytes);
   }
   void do_recv(const std::vector<RecvPart>&, int) override { waiting = 0; }
   void do_wait_sends() override {
@@ -66,6 +69,7 @@ class WatchesSends final : public Profiler {
 struct StageWalk {
   int sends = 0, waits = 0, ops = 0;
   std::vector<std::string> begun_while_waiting;
+  std::vector<std::size_t> sent_bytes;
 };
 
 // One step of stage `stage` of P stages, N micro-batches of `whole`'s batch, T tensor ranks.
@@ -96,7 +100,7 @@ StageWalk walk_stage(const ModelConfig& whole, int P, int N, int T, int stage, c
   Executor ex(state, be, alloc, &prof, eo, graph);
   const std::vector<std::int32_t> tok(static_cast<std::size_t>(micro.tokens() * N), 0);
   ex.run_step(s, 0, tok, tok);
-  return {pp.sends, pp.waits, prof.ops, prof.begun_while_waiting};
+  return {pp.sends, pp.waits, prof.ops, prof.begun_while_waiting, pp.sent_bytes};
 }
 
 std::string names(const std::vector<std::string>& v) {
@@ -133,6 +137,12 @@ TEST(PipelineSends, NoOpBeginsWhileASendWaits) {
       // Every stage but the last sends each micro-batch's activation, every one but the first
       // its input gradient; each with the routing statistics where there is a load-balancing loss.
       EXPECT_EQ(w.sends, c.N * ((stage + 1 < c.P) + (stage > 0)) * (c.aux > 0.0 ? 2 : 1)) << what;
+      if (c.aux > 0.0) {
+        // Every second send is the statistics of the whole model's MoE layers (all 6 here), the
+        // same on every stage: 2·E floats a layer, then the gradient's E and the loss.
+        const std::size_t want = 4 * static_cast<std::size_t>(MoeAuxLayout{6, m.moe.experts}.size());
+        for (std::size_t i = 1; i < w.sent_bytes.size(); i += 2) EXPECT_EQ(w.sent_bytes[i], want) << what << ", send " << i;
+      }
       // Only the first stage has items that start without a receive after a send: the forwards
       // after its first, up to the first backward (min(P, N) forwards in a row), and under
       // selective each backward too (it recomputes before its gradient arrives), so every send
