@@ -8,10 +8,6 @@ namespace remat {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // A point-to-point op's peer rank, or -1 when the group does not say.
 int peer_of(const OpRecord& o, int rank, bool send) {
   const auto& g = o.ranks;
@@ -71,8 +67,8 @@ CollectiveLinks collective_links(const std::vector<const Trace*>& ranks) {
     for (std::uint32_t i : order) {
       const OpRecord& o = t->ops[i];
       const int rank = static_cast<int>(r);
-      const bool send = o.op == "send" || ends_with(o.name, ".send");
-      const bool recv = o.op == "recv" || ends_with(o.name, ".recv");
+      const bool send = o.op == "send" || o.name.ends_with(".send");
+      const bool recv = o.op == "recv" || o.name.ends_with(".recv");
       Key key;
       if (send || recv) {
         const int peer = peer_of(o, rank, send);

@@ -44,11 +44,6 @@ std::string known_dtypes() {
   return s;
 }
 
-bool ends_with(const std::string& s, const char* suffix) {
-  const std::size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
 // The value of 'key' in a .npy header dict, up to the next top-level ',' or '}' (a shape's
 // parenthesised tuple kept whole).
 std::string npy_field(const std::string& header, const std::string& key, const std::string& file) {
@@ -172,7 +167,7 @@ std::shared_ptr<const TokenFile> TokenFile::open(const std::string& path, const 
       throw Error(path + ": the .npy array of shape " + shape + " is longer than the file (truncated?)");
     f->count_ = count;
   } else {
-    if (ends_with(path, ".npy")) throw Error(path + ": not a .npy file (no \\x93NUMPY magic)");
+    if (path.ends_with(".npy")) throw Error(path + ": not a .npy file (no \\x93NUMPY magic)");
     f->dtype_ = dtype.empty() ? TokenDType::U16 : token_dtype_from_string(dtype);
     const std::size_t esz = info(f->dtype_).bytes;
     if (f->file_bytes_ % esz != 0)

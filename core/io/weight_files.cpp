@@ -28,15 +28,11 @@ namespace {
 
 std::string q(const std::string& s) { return "'" + s + "'"; }
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // An index by its name (.json), or by its first bytes: a safetensors file begins with its
 // header's length (8 bytes, little-endian, within the file) and the header's '{'; JSON text with
 // '{' after white space, whose bytes as such a length would be far past any file's size.
 bool is_index(const std::string& path) {
-  if (ends_with(path, ".json")) return true;
+  if (path.ends_with(".json")) return true;
   struct stat st{};
   const int fd = open_regular_file(path, st);
   unsigned char b[64];
